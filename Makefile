@@ -1,0 +1,130 @@
+# gpuguard: plain make, out-of-tree build/. Targets: all check check-gpu bench
+# demo install clean; `make check SAN=address|undefined|thread` builds and runs
+# the whole suite with a sanitizer, in build/san-<name>/.
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WERROR ?= -Werror
+PREFIX ?= /usr/local
+SAN ?=
+
+BUILD := build
+ifneq ($(SAN),)
+BUILD := build/san-$(SAN)
+SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer
+ifeq ($(SAN),undefined)
+SANFLAGS += -fno-sanitize-recover=undefined
+endif
+SAN_RUNTIME := $(shell $(CC) -print-file-name=lib$(subst address,asan,$(subst thread,tsan,$(subst undefined,ubsan,$(SAN)))).so)
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes $(WERROR)
+BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -pthread $(SANFLAGS) $(CFLAGS)
+LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden
+LDLIBS := -ldl -lpthread
+
+LIB_SRCS := $(wildcard interpose/*.c)
+LIB_OBJS := $(patsubst interpose/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+LIB := $(BUILD)/lib/libgpuguard.so
+# The core modules unit tests compile in directly (no hooks, no preload).
+CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
+	interpose/pool.c interpose/account.c interpose/init.c
+HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
+
+SIM_CUDA := $(BUILD)/sim/libcuda.so.1
+SIM_HIP := $(BUILD)/sim/libamdhip64.so.6
+SIM := $(SIM_CUDA) $(SIM_HIP)
+SIM_SRCS := tests/sim/simcore.c
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
+PRELOAD_SRCS := $(wildcard tests/preload/t_*.c)
+PRELOAD_BINS := $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_SRCS))
+PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so
+SIM_TEST := $(BUILD)/tests/sim_test
+EXAMPLES := $(BUILD)/examples/kvcache
+BENCH := $(BUILD)/tests/bench/bench
+
+.PHONY: all lib sim tests check check-gpu bench demo install clean deps format
+all: lib sim tests $(EXAMPLES)
+lib: $(LIB)
+sim: $(SIM)
+tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp
+
+$(BUILD)/obj/%.o: interpose/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS) interpose/exports.map
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -shared -Wl,-soname,libgpuguard.so -Wl,--version-script=interpose/exports.map \
+		-Wl,--as-needed -o $@ $(LIB_OBJS) $(LDLIBS)
+
+# The simulated GPU (tests/sim/README.md).
+$(SIM_CUDA): tests/sim/sim_cuda.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libcuda.so.1 -o $@ tests/sim/sim_cuda.c $(SIM_SRCS)
+	ln -sf libcuda.so.1 $(@D)/libcuda.so
+
+$(SIM_HIP): tests/sim/sim_hip.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libamdhip64.so.6 -o $@ tests/sim/sim_hip.c $(SIM_SRCS)
+	ln -sf libamdhip64.so.6 $(@D)/libamdhip64.so
+
+$(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
+
+# Unit tests compile the core straight in, so sanitizers see every line.
+$(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $< $(CORE_SRCS) $(LDLIBS)
+
+# Programs run under LD_PRELOAD. *_lcuda links the driver, *_lhip HIP,
+# anything else reaches them by dlopen only.
+$(BUILD)/tests/preload/%: tests/preload/%.c $(SIM) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim \
+		$(if $(findstring _lcuda,$*),-lcuda) $(if $(findstring _lhip,$*),-lamdhip64) $(LDLIBS)
+
+$(BUILD)/tests/preload/lib%.so: tests/preload/lib%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< $(LDLIBS)
+
+# ABI conformance: compiles only where the vendor headers are (tests/abi/).
+$(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh $(wildcard tests/abi/*.c) $(HEADERS)
+	@mkdir -p $(@D)
+	CC="$(CC)" OUT=$(@D) sh tests/abi/check.sh > $(@D)/result.txt 2>&1 || { cat $(@D)/result.txt; exit 1; }
+	touch $@
+
+$(BUILD)/examples/%: examples/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< $(LDLIBS)
+
+$(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
+
+check: all
+	BUILD=$(BUILD) SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) sh tests/run.sh
+
+check-gpu: lib
+	sh tests/gpu/run.sh
+
+bench: lib sim $(BENCH)
+	BUILD=$(BUILD) sh tests/bench/run.sh
+
+demo: lib sim $(EXAMPLES)
+	BUILD=$(BUILD) sh examples/demo.sh
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/gpuguard
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 include/gpuguard.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 include/gpuguard/*.h $(DESTDIR)$(PREFIX)/include/gpuguard/
+
+format:
+	clang-format -i interpose/*.c interpose/*.h include/*.h include/gpuguard/*.h tests/*/*.c tests/*.h examples/*.c
+
+clean:
+	rm -rf build

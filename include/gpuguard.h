@@ -1,0 +1,72 @@
+/* gpuguard: the public face of libgpuguard.so. Most users never include this:
+ * they preload the library and set GPUGUARD_LIMIT. Programs that want to read
+ * the books (tests, a server's health endpoint) resolve these with dlsym. */
+#ifndef GPUGUARD_H
+#define GPUGUARD_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUGUARD_VERSION "0.1.0"
+#define GPUGUARD_MAX_DEVICES 64
+
+/* Which call made an allocation. Stable numbers: the dump format uses them. */
+enum gpuguard_api {
+	GPUGUARD_API_NONE = 0,
+	GPUGUARD_API_CU_MEM_ALLOC = 1,       /* cuMemAlloc_v2 (cudaMalloc) */
+	GPUGUARD_API_CU_MEM_ALLOC_PITCH = 2, /* cuMemAllocPitch_v2 */
+	GPUGUARD_API_CU_MEM_ALLOC_MANAGED = 3,
+	GPUGUARD_API_CU_MEM_ALLOC_ASYNC = 4, /* cuMemAllocAsync[_ptsz] */
+	GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL = 5,
+	GPUGUARD_API_CU_MEM_CREATE = 6, /* VMM physical allocation */
+	GPUGUARD_API_CU_ARRAY = 7,      /* cuArrayCreate_v2, cuArray3DCreate_v2 */
+	GPUGUARD_API_CU_MIPMAPPED_ARRAY = 8,
+	GPUGUARD_API_HIP_MALLOC = 9,
+	GPUGUARD_API_HIP_EXT_MALLOC = 10,
+	GPUGUARD_API_HIP_MALLOC_MANAGED = 11,
+	GPUGUARD_API_HIP_MALLOC_PITCH = 12,
+	GPUGUARD_API_HIP_MALLOC_ASYNC = 13,
+	GPUGUARD_API_HIP_MALLOC_FROM_POOL = 14,
+	GPUGUARD_API_HIP_MEM_CREATE = 15,
+	GPUGUARD_API_COUNT
+};
+
+/* Why a request was refused or failed. */
+enum gpuguard_refusal {
+	GPUGUARD_REFUSED_CEILING = 0, /* did not fit GPUGUARD_LIMIT */
+	GPUGUARD_REFUSED_CONFIG = 1,  /* GPUGUARD_LIMIT was invalid: failing closed */
+	GPUGUARD_REFUSED_DRIVER = 2,  /* the driver itself returned out-of-memory */
+	GPUGUARD_REFUSED_COUNT
+};
+
+/* One device's books, as this process sees them. */
+struct gpuguard_device_stats {
+	uint64_t limit;           /* effective ceiling in bytes; UINT64_MAX = none */
+	uint64_t used;            /* bytes charged now (including reservations in flight) */
+	uint64_t peak;            /* highest value `used` ever had */
+	uint64_t pool_reserved;   /* part of `used` held by stream-ordered pools */
+	uint64_t live_bytes;      /* requested bytes of live tracked allocations */
+	uint64_t allocs;          /* successful governed allocations */
+	uint64_t frees;           /* frees of tracked allocations */
+	uint64_t untracked_frees; /* frees of pointers we never saw, passed through */
+	uint64_t refused[GPUGUARD_REFUSED_COUNT];
+};
+
+/* Library version string, e.g. "0.1.0". */
+const char *gpuguard_version(void);
+
+/* Copies device `dev`'s books into *out. Returns 0, or -1 for a bad ordinal. */
+int gpuguard_device_stats(int dev, struct gpuguard_device_stats *out);
+
+/* Number of live records in the allocation table, and how many of them sit in
+ * the overflow area because the main table was full. */
+int gpuguard_table_stats(uint64_t *live, uint64_t *spilled);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

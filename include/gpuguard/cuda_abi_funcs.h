@@ -1,0 +1,98 @@
+/* gpuguard: the CUDA driver prototypes we call, hook or simulate, as an
+ * X-list. The includer defines GGT(type), GG_CU_FN, GG_CU_FN_PTSZ (per-thread
+ * default stream variants) and GG_CU_FN_LEGACY (pre-_v2 ABIs). No include guard:
+ * cuda_abi.h and tests/abi/ expand it with different definitions. */
+
+/* initialisation, devices, contexts, streams */
+GG_CU_FN(cuInit, (unsigned int Flags))
+GG_CU_FN(cuDriverGetVersion, (int *driverVersion))
+GG_CU_FN(cuDeviceGet, (GGT(CUdevice) * device, int ordinal))
+GG_CU_FN(cuDeviceGetCount, (int *count))
+GG_CU_FN(cuDeviceGetName, (char *name, int len, GGT(CUdevice) dev))
+GG_CU_FN(cuDeviceTotalMem_v2, (size_t * bytes, GGT(CUdevice) dev))
+GG_CU_FN(cuDevicePrimaryCtxRetain, (GGT(CUcontext) * pctx, GGT(CUdevice) dev))
+GG_CU_FN(cuDevicePrimaryCtxRelease_v2, (GGT(CUdevice) dev))
+GG_CU_FN(cuCtxSetCurrent, (GGT(CUcontext) ctx))
+GG_CU_FN(cuCtxGetCurrent, (GGT(CUcontext) * pctx))
+GG_CU_FN(cuCtxGetDevice, (GGT(CUdevice) * device))
+GG_CU_FN(cuCtxPushCurrent_v2, (GGT(CUcontext) ctx))
+GG_CU_FN(cuCtxPopCurrent_v2, (GGT(CUcontext) * pctx))
+GG_CU_FN(cuCtxSynchronize, (void))
+GG_CU_FN(cuStreamCreate, (GGT(CUstream) * phStream, unsigned int Flags))
+GG_CU_FN(cuStreamDestroy_v2, (GGT(CUstream) hStream))
+GG_CU_FN(cuStreamSynchronize, (GGT(CUstream) hStream))
+GG_CU_FN(cuGetErrorString, (GGT(CUresult) error, const char **pStr))
+GG_CU_FN(cuGetErrorName, (GGT(CUresult) error, const char **pStr))
+
+/* device memory */
+GG_CU_FN(cuMemGetInfo_v2, (size_t * free, size_t *total))
+GG_CU_FN(cuMemAlloc_v2, (GGT(CUdeviceptr) * dptr, size_t bytesize))
+GG_CU_FN(cuMemAllocPitch_v2, (GGT(CUdeviceptr) * dptr, size_t *pPitch, size_t WidthInBytes,
+			      size_t Height, unsigned int ElementSizeBytes))
+GG_CU_FN(cuMemFree_v2, (GGT(CUdeviceptr) dptr))
+GG_CU_FN(cuMemGetAddressRange_v2, (GGT(CUdeviceptr) * pbase, size_t *psize, GGT(CUdeviceptr) dptr))
+GG_CU_FN(cuMemAllocManaged, (GGT(CUdeviceptr) * dptr, size_t bytesize, unsigned int flags))
+
+/* pinned host memory */
+GG_CU_FN(cuMemAllocHost_v2, (void **pp, size_t bytesize))
+GG_CU_FN(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags))
+GG_CU_FN(cuMemFreeHost, (void *p))
+
+/* arrays */
+GG_CU_FN(cuArrayCreate_v2, (GGT(CUarray) * pHandle, const GGT(CUDA_ARRAY_DESCRIPTOR) * pAllocateArray))
+GG_CU_FN(cuArray3DCreate_v2,
+	 (GGT(CUarray) * pHandle, const GGT(CUDA_ARRAY3D_DESCRIPTOR) * pAllocateArray))
+GG_CU_FN(cuArrayDestroy, (GGT(CUarray) hArray))
+GG_CU_FN(cuMipmappedArrayCreate, (GGT(CUmipmappedArray) * pHandle,
+				  const GGT(CUDA_ARRAY3D_DESCRIPTOR) * pMipmappedArrayDesc,
+				  unsigned int numMipmapLevels))
+GG_CU_FN(cuMipmappedArrayDestroy, (GGT(CUmipmappedArray) hMipmappedArray))
+
+/* virtual memory management */
+GG_CU_FN(cuMemAddressReserve, (GGT(CUdeviceptr) * ptr, size_t size, size_t alignment,
+			       GGT(CUdeviceptr) addr, unsigned long long flags))
+GG_CU_FN(cuMemAddressFree, (GGT(CUdeviceptr) ptr, size_t size))
+GG_CU_FN(cuMemCreate, (GGT(CUmemGenericAllocationHandle) * handle, size_t size,
+		       const GGT(CUmemAllocationProp) * prop, unsigned long long flags))
+GG_CU_FN(cuMemRelease, (GGT(CUmemGenericAllocationHandle) handle))
+GG_CU_FN(cuMemMap, (GGT(CUdeviceptr) ptr, size_t size, size_t offset,
+		    GGT(CUmemGenericAllocationHandle) handle, unsigned long long flags))
+GG_CU_FN(cuMemUnmap, (GGT(CUdeviceptr) ptr, size_t size))
+GG_CU_FN(cuMemSetAccess, (GGT(CUdeviceptr) ptr, size_t size, const GGT(CUmemAccessDesc) * desc,
+			  size_t count))
+GG_CU_FN(cuMemGetAllocationGranularity, (size_t * granularity, const GGT(CUmemAllocationProp) * prop,
+					 GGT(CUmemAllocationGranularity_flags) option))
+GG_CU_FN(cuMemGetAllocationPropertiesFromHandle,
+	 (GGT(CUmemAllocationProp) * prop, GGT(CUmemGenericAllocationHandle) handle))
+
+/* stream-ordered allocation and pools */
+GG_CU_FN(cuMemAllocAsync, (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUstream) hStream))
+GG_CU_FN(cuMemAllocFromPoolAsync, (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUmemoryPool) pool,
+				   GGT(CUstream) hStream))
+GG_CU_FN(cuMemFreeAsync, (GGT(CUdeviceptr) dptr, GGT(CUstream) hStream))
+GG_CU_FN(cuDeviceGetDefaultMemPool, (GGT(CUmemoryPool) * pool_out, GGT(CUdevice) dev))
+GG_CU_FN(cuDeviceGetMemPool, (GGT(CUmemoryPool) * pool, GGT(CUdevice) dev))
+GG_CU_FN(cuDeviceSetMemPool, (GGT(CUdevice) dev, GGT(CUmemoryPool) pool))
+GG_CU_FN(cuMemPoolCreate, (GGT(CUmemoryPool) * pool, const GGT(CUmemPoolProps) * poolProps))
+GG_CU_FN(cuMemPoolDestroy, (GGT(CUmemoryPool) pool))
+GG_CU_FN(cuMemPoolTrimTo, (GGT(CUmemoryPool) pool, size_t minBytesToKeep))
+GG_CU_FN(cuMemPoolSetAttribute, (GGT(CUmemoryPool) pool, GGT(CUmemPool_attribute) attr, void *value))
+GG_CU_FN(cuMemPoolGetAttribute, (GGT(CUmemoryPool) pool, GGT(CUmemPool_attribute) attr, void *value))
+
+/* entry points */
+GG_CU_FN(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, GGT(cuuint64_t) flags,
+			       GGT(CUdriverProcAddressQueryResult) * symbolStatus))
+
+/* per-thread default stream variants (cuGetProcAddress flag 2) */
+GG_CU_FN_PTSZ(cuMemAllocAsync_ptsz, (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuMemAllocFromPoolAsync_ptsz, (GGT(CUdeviceptr) * dptr, size_t bytesize,
+					     GGT(CUmemoryPool) pool, GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuMemFreeAsync_ptsz, (GGT(CUdeviceptr) dptr, GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuStreamSynchronize_ptsz, (GGT(CUstream) hStream))
+
+/* legacy unversioned ABIs: never wrapped, only simulated and passed through */
+GG_CU_FN_LEGACY(cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, GGT(cuuint64_t) flags))
+GG_CU_FN_LEGACY(cuMemAlloc, (GGT(CUdeviceptr_v1) * dptr, unsigned int bytesize))
+GG_CU_FN_LEGACY(cuMemFree, (GGT(CUdeviceptr_v1) dptr))
+GG_CU_FN_LEGACY(cuMemGetInfo, (unsigned int *free, unsigned int *total))
+GG_CU_FN_LEGACY(cuDeviceTotalMem, (unsigned int *bytes, GGT(CUdevice) dev))

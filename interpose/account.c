@@ -1,0 +1,85 @@
+/* gpuguard: the bookkeeping every hook shares (DESIGN.md §3). Allocate:
+ * reserve against the ceiling, call the driver, then record or roll back.
+ * Free: take the record out first, call the driver, put it back if the
+ * driver refused. Unknown pointers pass through and are only counted. */
+#include "internal.h"
+
+int gg_account_begin(int dev, uint64_t charge)
+{
+	if (gg_ceiling_reserve(dev, charge) == 0)
+		return 0;
+	/* Before refusing, count what pools on this device released at
+	 * synchronisation points we did not see. */
+	gg_pool_reconcile_device(dev);
+	if (gg_ceiling_reserve(dev, charge) == 0) {
+		atomic_fetch_sub_explicit(&gg_devices[dev].refused[GPUGUARD_REFUSED_CEILING], 1,
+					  memory_order_relaxed);
+		return 0;
+	}
+	return -1;
+}
+
+void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api,
+		       uint64_t charge)
+{
+	struct gg_device *g = &gg_devices[dev];
+	struct gg_record r = {
+		.key = gg_key(ns, raw),
+		.size = size,
+		.t_ms = gg_now_ms(),
+		.tid = gg_gettid(),
+		.stack = 0,
+		.dev = (uint8_t)dev,
+		.api = (uint8_t)api,
+		.flags = charge ? GG_REC_CHARGED : 0,
+	};
+	/* relaxed: statistics, read only by stats calls and dumps. */
+	atomic_fetch_add_explicit(&g->allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g->live_bytes, size, memory_order_relaxed);
+	if (gg_table && gg_table_insert(gg_table, &r) >= 0)
+		return;
+	/* Not even the overflow area had room (mmap failed). The allocation
+	 * works and stays charged, but we cannot refund it at its free: the
+	 * ceiling then errs on the safe side. Say so once. */
+	static _Atomic int warned;
+	if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN, "allocation table and overflow area full; "
+				    "further allocations stay charged until exit");
+}
+
+void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
+{
+	gg_ceiling_release(dev, charge);
+	if (driver_oom)
+		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+}
+
+int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
+{
+	return gg_table && gg_table_remove(gg_table, gg_key(ns, raw), out);
+}
+
+void gg_account_freed(const struct gg_record *rec, int ok)
+{
+	if (!ok) {
+		/* The driver kept the memory: the record goes back, books unchanged. */
+		if (gg_table)
+			gg_table_insert(gg_table, rec);
+		return;
+	}
+	struct gg_device *g = &gg_devices[rec->dev];
+	if (rec->flags & GG_REC_CHARGED)
+		gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
+	uint64_t lb = atomic_load_explicit(&g->live_bytes, memory_order_relaxed);
+	/* saturating, like every counter we subtract from */
+	while (!atomic_compare_exchange_weak_explicit(&g->live_bytes, &lb, lb > rec->size ? lb - rec->size : 0,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+	atomic_fetch_add_explicit(&g->frees, 1, memory_order_relaxed);
+}
+
+void gg_account_untracked(int dev)
+{
+	if (dev >= 0 && dev < GG_MAX_DEVICES)
+		atomic_fetch_add_explicit(&gg_devices[dev].untracked_frees, 1, memory_order_relaxed);
+}

@@ -1,0 +1,728 @@
+/* gpuguard: CUDA driver hooks. Each resolves the real function, brackets it
+ * with the books (account.c, pool.c) and returns the driver's own result; a
+ * refusal is CUDA_ERROR_OUT_OF_MEMORY, the one code PyTorch answers by
+ * freeing its cache and retrying (DESIGN.md §2). Also the cuGetProcAddress
+ * override through which cudart reaches every one of them (DESIGN.md §1). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "gpuguard/cuda_abi.h"
+#include "internal.h"
+
+#define LIBCUDA "libcuda.so.1"
+
+/* ---- real function pointers ------------------------------------------- */
+
+/* Functions we wrap: one real pointer per ABI variant (never share a pointer
+ * between cuMemAllocAsync and cuMemAllocAsync_ptsz). */
+#define CU_WRAPPED(X)                                                                              \
+	X(cuMemAlloc_v2)                                                                           \
+	X(cuMemAllocPitch_v2)                                                                      \
+	X(cuMemAllocManaged)                                                                       \
+	X(cuMemAllocAsync)                                                                         \
+	X(cuMemAllocAsync_ptsz)                                                                    \
+	X(cuMemAllocFromPoolAsync)                                                                 \
+	X(cuMemAllocFromPoolAsync_ptsz)                                                            \
+	X(cuMemFree_v2)                                                                            \
+	X(cuMemFreeAsync)                                                                          \
+	X(cuMemFreeAsync_ptsz)                                                                     \
+	X(cuMemCreate)                                                                             \
+	X(cuMemRelease)                                                                            \
+	X(cuArrayCreate_v2)                                                                        \
+	X(cuArray3DCreate_v2)                                                                      \
+	X(cuArrayDestroy)                                                                          \
+	X(cuMipmappedArrayCreate)                                                                  \
+	X(cuMipmappedArrayDestroy)                                                                 \
+	X(cuMemGetInfo_v2)                                                                         \
+	X(cuDeviceTotalMem_v2)                                                                     \
+	X(cuMemPoolCreate)                                                                         \
+	X(cuMemPoolDestroy)                                                                        \
+	X(cuMemPoolTrimTo)                                                                         \
+	X(cuGetProcAddress)                                                                        \
+	X(cuGetProcAddress_v2)
+
+/* Functions we only call. */
+#define CU_HELPERS(X)                                                                              \
+	X(cuCtxGetDevice)                                                                          \
+	X(cuDeviceGetMemPool)                                                                      \
+	X(cuMemPoolGetAttribute)
+
+#define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
+CU_WRAPPED(DECLARE_REAL)
+CU_HELPERS(DECLARE_REAL)
+
+#define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
+#define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
+
+/* Every hook runs inside ENTER ... LEAVE. A call made while a hook runs on
+ * this thread (the driver calling itself, our own helper calls) passes
+ * straight through. */
+#define ENTER()                                                                                    \
+	do {                                                                                       \
+		gg_in_hook = 1;                                                                    \
+		gg_init_once();                                                                    \
+	} while (0)
+#define LEAVE() (gg_in_hook = 0)
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static int current_device(void)
+{
+	gg_pfn_cuCtxGetDevice f = HELPER(cuCtxGetDevice);
+	gg_CUdevice d = -1;
+	if (!f || f(&d) != GG_CUDA_SUCCESS || d < 0 || d >= GG_MAX_DEVICES)
+		return -1;
+	return d;
+}
+
+/* A percentage ceiling needs the card's size, which we learn on first use
+ * (never from a constructor: no CUDA calls there, DESIGN.md §1). */
+static void resolve_limit(int dev)
+{
+	if (GG_LIKELY(!gg_ceiling_unresolved(dev)))
+		return;
+	gg_pfn_cuDeviceTotalMem_v2 f = REAL(cuDeviceTotalMem_v2);
+	size_t total;
+	if (f && f(&total, dev) == GG_CUDA_SUCCESS)
+		gg_ceiling_resolve(dev, total);
+}
+
+static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
+{
+	gg_pfn_cuMemPoolGetAttribute f = HELPER(cuMemPoolGetAttribute);
+	gg_cuuint64_t r = 0, u = 0;
+	if (!f || f((gg_CUmemoryPool)pool, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != GG_CUDA_SUCCESS ||
+	    f((gg_CUmemoryPool)pool, GG_CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != GG_CUDA_SUCCESS)
+		return -1;
+	*reserved = r;
+	*used = u;
+	return 0;
+}
+
+/* One plain (non-pool) allocation: reserve, let `rc` come from the driver,
+ * then commit or roll back. begin returns -1 to refuse, 0 to go ahead; a
+ * negative dev means "not ours to govern" and the call just passes through. */
+struct bracket {
+	int dev;
+	uint64_t charge;
+};
+
+static int alloc_begin(struct bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
+{
+	b->dev = dev;
+	b->charge = 0;
+	if (dev < 0)
+		return 0;
+	resolve_limit(dev);
+	b->charge = charged ? gg_ceiling_charge_size(api, size) : 0;
+	return gg_account_begin(dev, b->charge);
+}
+
+static void alloc_end(struct bracket *b, gg_CUresult rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
+		      enum gpuguard_api api)
+{
+	if (b->dev < 0)
+		return;
+	if (rc == GG_CUDA_SUCCESS)
+		gg_account_commit(b->dev, ns, raw, size, api, b->charge);
+	else
+		gg_account_rollback(b->dev, b->charge, rc == GG_CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+/* Free: take the record out before the driver can hand the address to
+ * another thread, put it back if the driver refuses (DESIGN.md §3). */
+#define FREE_BRACKET(ns, raw, call)                                                                \
+	do {                                                                                       \
+		struct gg_record rec;                                                              \
+		int known = gg_account_forget(ns, raw, &rec);                                      \
+		rc = call;                                                                         \
+		if (known)                                                                         \
+			gg_account_freed(&rec, rc == GG_CUDA_SUCCESS);                             \
+		else if (rc == GG_CUDA_SUCCESS)                                                    \
+			gg_account_untracked(current_device());                                    \
+	} while (0)
+
+/* ---- linear allocations ------------------------------------------------ */
+
+GG_EXPORT gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
+{
+	gg_pfn_cuMemAlloc_v2 real = REAL(cuMemAlloc_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !dptr || bytesize == 0)
+		return real(dptr, bytesize); /* the driver's own answer to bad arguments */
+	ENTER();
+	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
+	struct bracket b;
+	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC, bytesize, 1) == 0) {
+		rc = real(dptr, bytesize);
+		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, bytesize, GPUGUARD_API_CU_MEM_ALLOC);
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	gg_pfn_cuMemAllocManaged real = REAL(cuMemAllocManaged);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !dptr || bytesize == 0)
+		return real(dptr, bytesize, flags);
+	ENTER();
+	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
+	struct bracket b;
+	/* Managed memory can live on the host until touched, but a server that
+	 * touches it on the GPU holds it there: charged unless told otherwise. */
+	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_MANAGED, bytesize,
+			gg_opt.charge_managed) == 0) {
+		rc = real(dptr, bytesize, flags);
+		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, bytesize, GPUGUARD_API_CU_MEM_ALLOC_MANAGED);
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+					 size_t Height, unsigned int ElementSizeBytes)
+{
+	gg_pfn_cuMemAllocPitch_v2 real = REAL(cuMemAllocPitch_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+	    WidthInBytes > SIZE_MAX / 2 / Height)
+		return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+	ENTER();
+	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
+	struct bracket b;
+	/* The driver picks the pitch; reserve for a 512-byte-aligned one and
+	 * settle to the real figure afterwards. */
+	uint64_t guess = (WidthInBytes + 511) / 512 * 512 * Height;
+	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_PITCH, guess, 1) == 0) {
+		rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+		uint64_t size = guess;
+		if (rc == GG_CUDA_SUCCESS && b.dev >= 0) {
+			size = (uint64_t)*pPitch * Height;
+			uint64_t charge = gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_ALLOC_PITCH, size);
+			if (charge > b.charge)
+				gg_ceiling_force(b.dev, charge - b.charge);
+			else
+				gg_ceiling_release(b.dev, b.charge - charge);
+			b.charge = charge;
+		}
+		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, size, GPUGUARD_API_CU_MEM_ALLOC_PITCH);
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemFree_v2(gg_CUdeviceptr dptr)
+{
+	gg_pfn_cuMemFree_v2 real = REAL(cuMemFree_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || dptr == 0)
+		return real(dptr);
+	ENTER();
+	gg_CUresult rc;
+	FREE_BRACKET(GG_NS_PTR, dptr, real(dptr));
+	LEAVE();
+	return rc;
+}
+
+/* ---- stream-ordered allocations ---------------------------------------- */
+
+static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemoryPool pool, int dev,
+				   enum gpuguard_api api,
+				   gg_CUresult (*call)(gg_CUdeviceptr *, size_t, gg_CUmemoryPool, gg_CUstream, void *),
+				   gg_CUstream stream, void *real)
+{
+	struct gg_pool *p = dev >= 0 ? gg_pool_get(pool, dev, pool_query) : NULL;
+	gg_CUresult rc;
+	if (!p) {
+		/* Unknown device or pool registry full: charge it like a plain
+		 * allocation, refunded at its free. */
+		struct bracket b;
+		if (alloc_begin(&b, dev, api, size, 1) != 0)
+			return GG_CUDA_ERROR_OUT_OF_MEMORY;
+		rc = call(dptr, size, pool, stream, real);
+		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, size, api);
+		return rc;
+	}
+	resolve_limit(dev);
+	uint64_t reserved = gg_pool_begin(p, size);
+	if (reserved == GG_POOL_REFUSED)
+		return GG_CUDA_ERROR_OUT_OF_MEMORY;
+	rc = call(dptr, size, pool, stream, real);
+	gg_pool_end(p, reserved);
+	if (rc == GG_CUDA_SUCCESS)
+		gg_account_commit(dev, GG_NS_PTR, *dptr, size, api, 0); /* the pool carries the charge */
+	else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
+		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+	return rc;
+}
+
+static gg_CUresult call_async(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool pool, gg_CUstream s, void *real)
+{
+	(void)pool;
+	return ((gg_pfn_cuMemAllocAsync)real)(d, n, s);
+}
+
+static gg_CUresult call_from_pool(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool pool, gg_CUstream s,
+				  void *real)
+{
+	return ((gg_pfn_cuMemAllocFromPoolAsync)real)(d, n, pool, s);
+}
+
+/* cuMemAllocAsync draws from the current pool of the stream's device. */
+static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream hStream, void *real)
+{
+	gg_pfn_cuMemAllocAsync f = (gg_pfn_cuMemAllocAsync)real;
+	if (gg_in_hook || !dptr || bytesize == 0)
+		return f(dptr, bytesize, hStream);
+	ENTER();
+	int dev = current_device();
+	gg_CUmemoryPool pool = NULL;
+	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
+	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS))
+		pool = NULL;
+	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_ASYNC, call_async,
+					 hStream, real);
+	LEAVE();
+	return rc;
+}
+
+static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUmemoryPool pool,
+				       gg_CUstream hStream, void *real)
+{
+	gg_pfn_cuMemAllocFromPoolAsync f = (gg_pfn_cuMemAllocFromPoolAsync)real;
+	if (gg_in_hook || !dptr || bytesize == 0 || !pool)
+		return f(dptr, bytesize, pool, hStream);
+	ENTER();
+	int dev = gg_pool_device(pool);
+	if (dev < 0)
+		dev = current_device(); /* a pool we did not see created */
+	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL,
+					 call_from_pool, hStream, real);
+	LEAVE();
+	return rc;
+}
+
+static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void *real)
+{
+	gg_pfn_cuMemFreeAsync f = (gg_pfn_cuMemFreeAsync)real;
+	if (gg_in_hook || dptr == 0)
+		return f(dptr, hStream);
+	ENTER();
+	gg_CUresult rc;
+	/* The block goes back to its pool, which keeps the reserve: nothing is
+	 * refunded here unless the allocation was charged directly. */
+	FREE_BRACKET(GG_NS_PTR, dptr, f(dptr, hStream));
+	LEAVE();
+	return rc;
+}
+
+#define ASYNC_HOOK(name, impl, params, args)                                                       \
+	GG_EXPORT gg_CUresult name params                                                          \
+	{                                                                                          \
+		void *real = (void *)REAL(name);                                                   \
+		if (!real)                                                                         \
+			return GG_CUDA_ERROR_NOT_INITIALIZED;                                      \
+		return impl args;                                                                  \
+	}
+ASYNC_HOOK(cuMemAllocAsync, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real))
+ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s),
+	   (d, n, s, real))
+ASYNC_HOOK(cuMemAllocFromPoolAsync, mem_alloc_from_pool,
+	   (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
+ASYNC_HOOK(cuMemAllocFromPoolAsync_ptsz, mem_alloc_from_pool,
+	   (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
+ASYNC_HOOK(cuMemFreeAsync, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real))
+ASYNC_HOOK(cuMemFreeAsync_ptsz, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real))
+
+GG_EXPORT gg_CUresult cuMemPoolCreate(gg_CUmemoryPool *pool, const gg_CUmemPoolProps *props)
+{
+	gg_pfn_cuMemPoolCreate real = REAL(cuMemPoolCreate);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(pool, props);
+	if (rc == GG_CUDA_SUCCESS && !gg_in_hook && props && props->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE &&
+	    props->location.id >= 0 && props->location.id < GG_MAX_DEVICES) {
+		ENTER();
+		gg_pool_get(*pool, props->location.id, pool_query);
+		LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemPoolDestroy(gg_CUmemoryPool pool)
+{
+	gg_pfn_cuMemPoolDestroy real = REAL(cuMemPoolDestroy);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook)
+		return real(pool);
+	ENTER();
+	gg_CUresult rc = real(pool);
+	if (rc == GG_CUDA_SUCCESS)
+		gg_pool_forget(pool);
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemPoolTrimTo(gg_CUmemoryPool pool, size_t minBytesToKeep)
+{
+	gg_pfn_cuMemPoolTrimTo real = REAL(cuMemPoolTrimTo);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook)
+		return real(pool, minBytesToKeep);
+	ENTER();
+	gg_CUresult rc = real(pool, minBytesToKeep);
+	/* Trimming is how torch.cuda.empty_cache() gives a cudaMallocAsync pool
+	 * back; refund it at once so the next request sees the room. */
+	int dev = gg_pool_device(pool);
+	if (rc == GG_CUDA_SUCCESS && dev >= 0)
+		gg_pool_reconcile_device(dev);
+	LEAVE();
+	return rc;
+}
+
+/* ---- virtual memory management ---------------------------------------- */
+
+GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_t size,
+				  const gg_CUmemAllocationProp *prop, unsigned long long flags)
+{
+	gg_pfn_cuMemCreate real = REAL(cuMemCreate);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	/* Physical memory is charged here; address space (cuMemAddressReserve,
+	 * 1.125x the card under PyTorch) never is. The device comes from the
+	 * properties, checked (HAMi-core #187 read an uninitialised id). */
+	if (gg_in_hook || !handle || !prop || size == 0 || prop->location.type != GG_CU_MEM_LOCATION_TYPE_DEVICE ||
+	    prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES)
+		return real(handle, size, prop, flags);
+	ENTER();
+	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
+	struct bracket b;
+	if (alloc_begin(&b, prop->location.id, GPUGUARD_API_CU_MEM_CREATE, size, 1) == 0) {
+		rc = real(handle, size, prop, flags);
+		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : *handle, size, GPUGUARD_API_CU_MEM_CREATE);
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemRelease(gg_CUmemGenericAllocationHandle handle)
+{
+	gg_pfn_cuMemRelease real = REAL(cuMemRelease);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook)
+		return real(handle);
+	ENTER();
+	gg_CUresult rc;
+	FREE_BRACKET(GG_NS_VMM, handle, real(handle));
+	LEAVE();
+	return rc;
+}
+
+/* ---- arrays ------------------------------------------------------------ */
+
+static uint64_t format_bytes(gg_CUarray_format f)
+{
+	switch (f) {
+	case GG_CU_AD_FORMAT_UNSIGNED_INT16:
+	case GG_CU_AD_FORMAT_SIGNED_INT16:
+	case GG_CU_AD_FORMAT_HALF:
+		return 2;
+	case GG_CU_AD_FORMAT_UNSIGNED_INT32:
+	case GG_CU_AD_FORMAT_SIGNED_INT32:
+	case GG_CU_AD_FORMAT_FLOAT:
+		return 4;
+	default:
+		return 1; /* 8-bit and packed video / block-compressed formats */
+	}
+}
+
+/* Bytes an array occupies, estimated from its descriptor (the driver adds
+ * tiling padding we cannot see); saturates instead of overflowing. */
+static uint64_t array_bytes(size_t w, size_t h, size_t d, gg_CUarray_format f, unsigned ch, unsigned levels)
+{
+	uint64_t total = 0;
+	if (levels == 0)
+		levels = 1;
+	for (unsigned l = 0; l < levels && l < 32; l++) {
+		uint64_t v = format_bytes(f) * (ch ? ch : 1), r;
+		if (__builtin_mul_overflow(v, w ? w : 1, &r) || __builtin_mul_overflow(r, h ? h : 1, &r) ||
+		    __builtin_mul_overflow(r, d ? d : 1, &r) || __builtin_add_overflow(total, r, &total))
+			return UINT64_MAX / 2;
+		w = w > 1 ? w / 2 : 1;
+		h = h > 1 ? h / 2 : h;
+		d = d > 1 ? d / 2 : d;
+	}
+	return total;
+}
+
+static gg_CUresult array_create(void **out, uint64_t bytes, enum gg_key_ns ns, enum gpuguard_api api,
+				gg_CUresult (*call)(void **, const void *, unsigned, void *), const void *desc,
+				unsigned levels, void *real)
+{
+	ENTER();
+	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
+	struct bracket b;
+	if (alloc_begin(&b, current_device(), api, bytes, 1) == 0) {
+		rc = call(out, desc, levels, real);
+		alloc_end(&b, rc, ns, rc ? 0 : (uint64_t)(uintptr_t)*out, bytes, api);
+	}
+	LEAVE();
+	return rc;
+}
+
+static gg_CUresult call_array(void **out, const void *desc, unsigned levels, void *real)
+{
+	(void)levels;
+	return ((gg_pfn_cuArrayCreate_v2)real)((gg_CUarray *)out, desc);
+}
+
+static gg_CUresult call_array3d(void **out, const void *desc, unsigned levels, void *real)
+{
+	(void)levels;
+	return ((gg_pfn_cuArray3DCreate_v2)real)((gg_CUarray *)out, desc);
+}
+
+static gg_CUresult call_mipmapped(void **out, const void *desc, unsigned levels, void *real)
+{
+	return ((gg_pfn_cuMipmappedArrayCreate)real)((gg_CUmipmappedArray *)out, desc, levels);
+}
+
+GG_EXPORT gg_CUresult cuArrayCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY_DESCRIPTOR *d)
+{
+	gg_pfn_cuArrayCreate_v2 real = REAL(cuArrayCreate_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !pHandle || !d)
+		return real(pHandle, d);
+	uint64_t bytes = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
+	return array_create((void **)pHandle, bytes, GG_NS_ARRAY, GPUGUARD_API_CU_ARRAY, call_array, d, 1,
+			    (void *)real);
+}
+
+GG_EXPORT gg_CUresult cuArray3DCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	gg_pfn_cuArray3DCreate_v2 real = REAL(cuArray3DCreate_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !pHandle || !d)
+		return real(pHandle, d);
+	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
+	return array_create((void **)pHandle, bytes, GG_NS_ARRAY, GPUGUARD_API_CU_ARRAY, call_array3d, d, 1,
+			    (void *)real);
+}
+
+GG_EXPORT gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d,
+					     unsigned int numMipmapLevels)
+{
+	gg_pfn_cuMipmappedArrayCreate real = REAL(cuMipmappedArrayCreate);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !pHandle || !d)
+		return real(pHandle, d, numMipmapLevels);
+	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, numMipmapLevels);
+	return array_create((void **)pHandle, bytes, GG_NS_MIPMAP, GPUGUARD_API_CU_MIPMAPPED_ARRAY,
+			    call_mipmapped, d, numMipmapLevels, (void *)real);
+}
+
+GG_EXPORT gg_CUresult cuArrayDestroy(gg_CUarray hArray)
+{
+	gg_pfn_cuArrayDestroy real = REAL(cuArrayDestroy);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !hArray)
+		return real(hArray);
+	ENTER();
+	gg_CUresult rc;
+	FREE_BRACKET(GG_NS_ARRAY, (uint64_t)(uintptr_t)hArray, real(hArray));
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMipmappedArrayDestroy(gg_CUmipmappedArray h)
+{
+	gg_pfn_cuMipmappedArrayDestroy real = REAL(cuMipmappedArrayDestroy);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !h)
+		return real(h);
+	ENTER();
+	gg_CUresult rc;
+	FREE_BRACKET(GG_NS_MIPMAP, (uint64_t)(uintptr_t)h, real(h));
+	LEAVE();
+	return rc;
+}
+
+/* ---- memory info ------------------------------------------------------- */
+
+GG_EXPORT gg_CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+	gg_pfn_cuMemGetInfo_v2 real = REAL(cuMemGetInfo_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook)
+		return real(free, total);
+	ENTER();
+	/* Our own outputs, so NULL from the caller is tolerated (HAMi-core #333). */
+	size_t f = 0, t = 0;
+	gg_CUresult rc = real(&f, &t);
+	int dev = rc == GG_CUDA_SUCCESS ? current_device() : -1;
+	if (dev >= 0) {
+		if (gg_ceiling_unresolved(dev))
+			gg_ceiling_resolve(dev, t);
+		gg_pool_reconcile_device(dev);
+		uint64_t vf, vt;
+		gg_ceiling_meminfo(dev, f, t, &vf, &vt);
+		f = vf;
+		t = vt;
+	}
+	if (rc == GG_CUDA_SUCCESS) {
+		if (free)
+			*free = f;
+		if (total)
+			*total = t;
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
+{
+	gg_pfn_cuDeviceTotalMem_v2 real = REAL(cuDeviceTotalMem_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
+		return real(bytes, dev);
+	ENTER();
+	gg_CUresult rc = real(bytes, dev);
+	if (rc == GG_CUDA_SUCCESS) {
+		if (gg_ceiling_unresolved(dev))
+			gg_ceiling_resolve(dev, *bytes);
+		uint64_t vf, vt;
+		gg_ceiling_meminfo(dev, *bytes, *bytes, &vf, &vt);
+		*bytes = vt;
+	}
+	LEAVE();
+	return rc;
+}
+
+/* ---- cuGetProcAddress --------------------------------------------------- */
+
+/* A governed name as cuGetProcAddress sees it: the base name, the ABI
+ * version from which the driver hands out the variant we wrap (below it the
+ * legacy ABI comes back, which we never wrap), our wrappers and real slots. */
+struct gpa_entry {
+	const char *name;
+	int min_version;
+	void *ours;
+	void *_Atomic *real;
+	void *ours_ptsz; /* for flag CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
+	void *_Atomic *real_ptsz;
+};
+
+#define SLOT(n) ((void *_Atomic *)&real_##n)
+static const struct gpa_entry gpa_table[] = {
+	{"cuMemAlloc", 3020, (void *)cuMemAlloc_v2, SLOT(cuMemAlloc_v2), NULL, NULL},
+	{"cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2, SLOT(cuMemAllocPitch_v2), NULL, NULL},
+	{"cuMemFree", 3020, (void *)cuMemFree_v2, SLOT(cuMemFree_v2), NULL, NULL},
+	{"cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2, SLOT(cuMemGetInfo_v2), NULL, NULL},
+	{"cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2, SLOT(cuDeviceTotalMem_v2), NULL, NULL},
+	{"cuArrayCreate", 3020, (void *)cuArrayCreate_v2, SLOT(cuArrayCreate_v2), NULL, NULL},
+	{"cuArray3DCreate", 3020, (void *)cuArray3DCreate_v2, SLOT(cuArray3DCreate_v2), NULL, NULL},
+	{"cuArrayDestroy", 0, (void *)cuArrayDestroy, SLOT(cuArrayDestroy), NULL, NULL},
+	{"cuMipmappedArrayCreate", 0, (void *)cuMipmappedArrayCreate, SLOT(cuMipmappedArrayCreate), NULL, NULL},
+	{"cuMipmappedArrayDestroy", 0, (void *)cuMipmappedArrayDestroy, SLOT(cuMipmappedArrayDestroy), NULL, NULL},
+	{"cuMemAllocManaged", 0, (void *)cuMemAllocManaged, SLOT(cuMemAllocManaged), NULL, NULL},
+	{"cuMemAllocAsync", 0, (void *)cuMemAllocAsync, SLOT(cuMemAllocAsync), (void *)cuMemAllocAsync_ptsz,
+	 SLOT(cuMemAllocAsync_ptsz)},
+	{"cuMemAllocFromPoolAsync", 0, (void *)cuMemAllocFromPoolAsync, SLOT(cuMemAllocFromPoolAsync),
+	 (void *)cuMemAllocFromPoolAsync_ptsz, SLOT(cuMemAllocFromPoolAsync_ptsz)},
+	{"cuMemFreeAsync", 0, (void *)cuMemFreeAsync, SLOT(cuMemFreeAsync), (void *)cuMemFreeAsync_ptsz,
+	 SLOT(cuMemFreeAsync_ptsz)},
+	{"cuMemCreate", 0, (void *)cuMemCreate, SLOT(cuMemCreate), NULL, NULL},
+	{"cuMemRelease", 0, (void *)cuMemRelease, SLOT(cuMemRelease), NULL, NULL},
+	{"cuMemPoolCreate", 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
+	{"cuMemPoolDestroy", 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
+	{"cuMemPoolTrimTo", 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},
+	/* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
+	 * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */
+	{"cuGetProcAddress", 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},
+};
+
+static const struct gpa_entry *gpa_find(const char *name)
+{
+	if (name[0] != 'c' || name[1] != 'u')
+		return NULL;
+	for (size_t i = 0; i < sizeof(gpa_table) / sizeof(gpa_table[0]); i++)
+		if (strcmp(name, gpa_table[i].name) == 0)
+			return &gpa_table[i];
+	return NULL;
+}
+
+/* Given what the real cuGetProcAddress returned for (symbol, version, flags),
+ * returns what the caller gets. */
+static void *gpa_substitute(const char *symbol, int version, gg_cuuint64_t flags, void *real)
+{
+	const struct gpa_entry *e = gpa_find(symbol);
+	if (!e || version < e->min_version || gg_cuda_is_ours(real))
+		return real;
+	if (e->ours == (void *)cuGetProcAddress && version >= 12000) {
+		gg_real_offer(SLOT(cuGetProcAddress_v2), real);
+		return (void *)cuGetProcAddress_v2;
+	}
+	if ((flags & GG_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && e->ours_ptsz) {
+		gg_real_offer(e->real_ptsz, real);
+		return e->ours_ptsz;
+	}
+	gg_real_offer(e->real, real);
+	return e->ours;
+}
+
+GG_EXPORT gg_CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, gg_cuuint64_t flags,
+					  gg_CUdriverProcAddressQueryResult *symbolStatus)
+{
+	gg_pfn_cuGetProcAddress_v2 real = REAL(cuGetProcAddress_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_FOUND;
+	/* The real one first, with the caller's own version and flags. */
+	gg_CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+	if (rc == GG_CUDA_SUCCESS && symbol && pfn && *pfn && !gg_in_hook)
+		*pfn = gpa_substitute(symbol, cudaVersion, flags, *pfn);
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, gg_cuuint64_t flags)
+{
+	gg_pfn_cuGetProcAddress real = REAL(cuGetProcAddress);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_FOUND;
+	gg_CUresult rc = real(symbol, pfn, cudaVersion, flags);
+	if (rc == GG_CUDA_SUCCESS && symbol && pfn && *pfn && !gg_in_hook)
+		*pfn = gpa_substitute(symbol, cudaVersion, flags, *pfn);
+	return rc;
+}
+
+/* ---- for the dlsym override -------------------------------------------- */
+
+#define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
+static const struct gg_sym sym_table[] = {CU_WRAPPED(SYM_ROW)};
+#define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
+
+int gg_cuda_is_ours(void *fn)
+{
+	return gg_sym_is_ours(sym_table, NSYMS, fn);
+}
+
+void *gg_cuda_wrap_symbol(const char *name, void *real)
+{
+	return gg_sym_wrap(sym_table, NSYMS, name, real);
+}

@@ -1,0 +1,194 @@
+/* gpuguard: the dlsym override. cudart, XLA and friends reach the driver by
+ * dlopen + dlsym, never by symbol binding (DESIGN.md §1), so a lookup of a
+ * governed name in libcuda's handle must return our wrapper. RTLD_NEXT
+ * lookups from other libraries are forwarded by a tail jump, so glibc still
+ * sees *their* return address and resolves relative to them. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/* Read by the assembly trampoline below; written once, by whoever resolves
+ * first (every resolver stores the same value). */
+__attribute__((visibility("hidden"))) void *_Atomic gg_real_dlsym_ptr;
+
+__attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
+{
+	void *p = atomic_load_explicit(&gg_real_dlsym_ptr, memory_order_acquire);
+	if (p)
+		return p;
+	/* dlvsym is not ours, so this cannot recurse. GLIBC_2.34 is where dlsym
+	 * moved into libc; the older version names cover older glibc. */
+	static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
+	for (unsigned i = 0; i < sizeof(versions) / sizeof(versions[0]) && !p; i++)
+		p = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	/* release: the function pointer is plain data; publishing it this way
+	 * keeps TSan informed and costs nothing on x86. */
+	atomic_store_explicit(&gg_real_dlsym_ptr, p, memory_order_release);
+	return p;
+}
+
+void *gg_real_dlsym(void *handle, const char *name)
+{
+	dlsym_fn f = (dlsym_fn)gg_dlsym_resolve();
+	return f ? f(handle, name) : NULL;
+}
+
+void *gg_resolve_next(const char *name, const char *lib)
+{
+	void *p = gg_real_dlsym(RTLD_NEXT, name);
+	if (p || !lib)
+		return p;
+	/* The application may have opened the library RTLD_LOCAL; find it by
+	 * soname without loading anything new. */
+	void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return NULL;
+	p = gg_real_dlsym(h, name);
+	dlclose(h); /* RTLD_NOLOAD took a reference; the library stays loaded */
+	return p;
+}
+
+void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib)
+{
+	/* acquire/release: a code pointer is published like any data; whoever
+	 * loads it sees the library it points into fully relocated, and TSan can
+	 * follow the hand-over. The slot may already hold the exact pointer the
+	 * application was given by our dlsym or cuGetProcAddress override. */
+	void *p = atomic_load_explicit(slot, memory_order_acquire);
+	if (GG_LIKELY(p != NULL))
+		return p;
+	p = gg_resolve_next(name, lib);
+	if (p == ours)
+		p = NULL; /* never call ourselves */
+	if (p)
+		atomic_store_explicit(slot, p, memory_order_release);
+	return p;
+}
+
+void gg_real_offer(void *_Atomic *slot, void *real)
+{
+	void *expect = NULL;
+	/* release: as in gg_real_load. A second, different pointer for the same
+	 * variant keeps the first: both implement the same ABI. */
+	atomic_compare_exchange_strong_explicit(slot, &expect, real, memory_order_release, memory_order_relaxed);
+}
+
+int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].ours == fn)
+			return 1;
+	return 0;
+}
+
+void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(name, t[i].name) != 0)
+			continue;
+		if (real == t[i].ours) {
+			/* The lookup found us (RTLD_DEFAULT, or a handle whose scope
+			 * includes the preload). Answer as if we were not there: ours
+			 * only if a real definition exists behind us. */
+			void *next = gg_real_dlsym(RTLD_NEXT, name);
+			if (!next)
+				return NULL;
+			gg_real_offer(t[i].real, next);
+			return real;
+		}
+		gg_real_offer(t[i].real, real);
+		return t[i].ours;
+	}
+	return real;
+}
+
+/* Everything but RTLD_NEXT arrives here from the trampoline. */
+__attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(void *handle, const char *name)
+{
+	void *real = gg_real_dlsym(handle, name);
+	if (!real || !name || gg_in_hook)
+		return real;
+	if (name[0] == 'c' && name[1] == 'u')
+		return gg_cuda_wrap_symbol(name, real);
+	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')
+		return gg_hip_wrap_symbol(name, real);
+	return real;
+}
+
+/* dlsym itself. A C function calling the real dlsym would make glibc see us
+ * as the caller, and dlsym(RTLD_NEXT, ...) from another interposer would
+ * resolve "next after gpuguard" instead of "next after them". So RTLD_NEXT
+ * leaves by a tail jump with the caller's return address untouched. */
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	".p2align 4\n"
+	"dlsym:\n"
+	"	.cfi_startproc\n"
+	"	endbr64\n"
+	"	cmpq $-1, %rdi\n" /* RTLD_NEXT is ((void *) -1l) */
+	"	jne gg_dlsym_hook\n"
+	"	movq gg_real_dlsym_ptr(%rip), %rax\n"
+	"	testq %rax, %rax\n"
+	"	jz 1f\n"
+	"	jmp *%rax\n"
+	"1:\n" /* first call: resolve, keeping the arguments */
+	"	pushq %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	pushq %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	subq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call gg_dlsym_resolve\n"
+	"	addq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	testq %rax, %rax\n"
+	"	jz 2f\n"
+	"	jmp *%rax\n"
+	"2:\n"
+	"	ret\n" /* no real dlsym: behave as a failed lookup (NULL) */
+	"	.cfi_endproc\n"
+	".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, %function\n"
+	".p2align 2\n"
+	"dlsym:\n"
+	"	.cfi_startproc\n"
+	"	cmn x0, #1\n"
+	"	b.ne gg_dlsym_hook\n"
+	"	adrp x16, gg_real_dlsym_ptr\n"
+	"	ldr x16, [x16, :lo12:gg_real_dlsym_ptr]\n"
+	"	cbz x16, 1f\n"
+	"	br x16\n"
+	"1:\n"
+	"	stp x29, x30, [sp, #-32]!\n"
+	"	.cfi_def_cfa_offset 32\n"
+	"	.cfi_offset 29, -32\n"
+	"	.cfi_offset 30, -24\n"
+	"	stp x0, x1, [sp, #16]\n"
+	"	bl gg_dlsym_resolve\n"
+	"	mov x16, x0\n"
+	"	ldp x0, x1, [sp, #16]\n"
+	"	ldp x29, x30, [sp], #32\n"
+	"	.cfi_def_cfa_offset 0\n"
+	"	cbz x16, 2f\n"
+	"	br x16\n"
+	"2:\n"
+	"	mov x0, #0\n"
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size dlsym, .-dlsym\n");
+#else
+#error "gpuguard's dlsym trampoline supports x86-64 and aarch64"
+#endif

@@ -1,0 +1,463 @@
+/* gpuguard: HIP runtime hooks. HIP programs bind libamdhip64 symbols
+ * directly, so plain interposition catches them (DESIGN.md §1); a refusal is
+ * hipErrorOutOfMemory. Same books and ordering as the CUDA hooks. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "gpuguard/hip_abi.h"
+#include "internal.h"
+
+#define LIBHIP "libamdhip64.so.6"
+
+#define HIP_WRAPPED(X)                                                                             \
+	X(hipMalloc)                                                                               \
+	X(hipExtMallocWithFlags)                                                                   \
+	X(hipMallocManaged)                                                                        \
+	X(hipMallocPitch)                                                                          \
+	X(hipMallocAsync)                                                                          \
+	X(hipMallocFromPoolAsync)                                                                  \
+	X(hipFree)                                                                                 \
+	X(hipFreeAsync)                                                                            \
+	X(hipMemCreate)                                                                            \
+	X(hipMemRelease)                                                                           \
+	X(hipMemGetInfo)                                                                           \
+	X(hipDeviceTotalMem)                                                                       \
+	X(hipMemPoolCreate)                                                                        \
+	X(hipMemPoolDestroy)                                                                       \
+	X(hipMemPoolTrimTo)
+
+#define HIP_HELPERS(X)                                                                             \
+	X(hipGetDevice)                                                                            \
+	X(hipDeviceGetMemPool)                                                                     \
+	X(hipMemPoolGetAttribute)                                                                  \
+	X(hipRuntimeGetVersion)
+
+#define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
+HIP_WRAPPED(DECLARE_REAL)
+HIP_HELPERS(DECLARE_REAL)
+
+#define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBHIP))
+#define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBHIP))
+#define SLOT(n) ((void *_Atomic *)&real_##n)
+
+#define ENTER()                                                                                    \
+	do {                                                                                       \
+		gg_in_hook = 1;                                                                    \
+		gg_init_once();                                                                    \
+	} while (0)
+#define LEAVE() (gg_in_hook = 0)
+
+static int current_device(void)
+{
+	gg_pfn_hipGetDevice f = HELPER(hipGetDevice);
+	int d = -1;
+	if (!f || f(&d) != GG_hipSuccess || d < 0 || d >= GG_MAX_DEVICES)
+		return -1;
+	return d;
+}
+
+static void resolve_limit(int dev)
+{
+	if (GG_LIKELY(!gg_ceiling_unresolved(dev)))
+		return;
+	gg_pfn_hipDeviceTotalMem f = REAL(hipDeviceTotalMem);
+	size_t total;
+	if (f && f(&total, dev) == GG_hipSuccess)
+		gg_ceiling_resolve(dev, total);
+}
+
+static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
+{
+	gg_pfn_hipMemPoolGetAttribute f = HELPER(hipMemPoolGetAttribute);
+	uint64_t r = 0, u = 0;
+	if (!f || f((gg_hipMemPool_t)pool, GG_hipMemPoolAttrReservedMemCurrent, &r) != GG_hipSuccess ||
+	    f((gg_hipMemPool_t)pool, GG_hipMemPoolAttrUsedMemCurrent, &u) != GG_hipSuccess)
+		return -1;
+	*reserved = r;
+	*used = u;
+	return 0;
+}
+
+struct bracket {
+	int dev;
+	uint64_t charge;
+};
+
+static int alloc_begin(struct bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
+{
+	b->dev = dev;
+	b->charge = 0;
+	if (dev < 0)
+		return 0;
+	resolve_limit(dev);
+	b->charge = charged ? gg_ceiling_charge_size(api, size) : 0;
+	return gg_account_begin(dev, b->charge);
+}
+
+static void alloc_end(struct bracket *b, gg_hipError_t rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
+		      enum gpuguard_api api)
+{
+	if (b->dev < 0)
+		return;
+	if (rc == GG_hipSuccess && raw)
+		gg_account_commit(b->dev, ns, raw, size, api, b->charge);
+	else
+		gg_account_rollback(b->dev, b->charge, rc == GG_hipErrorOutOfMemory);
+}
+
+#define FREE_BRACKET(ns, raw, call)                                                                \
+	do {                                                                                       \
+		struct gg_record rec;                                                              \
+		int known = gg_account_forget(ns, raw, &rec);                                      \
+		rc = call;                                                                         \
+		if (known)                                                                         \
+			gg_account_freed(&rec, rc == GG_hipSuccess);                               \
+		else if (rc == GG_hipSuccess)                                                      \
+			gg_account_untracked(current_device());                                    \
+	} while (0)
+
+/* The plain allocators share one shape; `call` runs the real function. */
+#define PLAIN_ALLOC(api, charged, ptr, size, call)                                                 \
+	do {                                                                                       \
+		ENTER();                                                                           \
+		rc = GG_hipErrorOutOfMemory;                                                       \
+		struct bracket b;                                                                  \
+		if (alloc_begin(&b, current_device(), api, size, charged) == 0) {                  \
+			rc = call;                                                                 \
+			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t) * (ptr), size, api); \
+		}                                                                                  \
+		LEAVE();                                                                           \
+	} while (0)
+
+GG_EXPORT gg_hipError_t hipMalloc(void **ptr, size_t size)
+{
+	gg_pfn_hipMalloc real = REAL(hipMalloc);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr || size == 0)
+		return real(ptr, size); /* hipMalloc(&p, 0) succeeds with NULL: the runtime's answer */
+	gg_hipError_t rc;
+	PLAIN_ALLOC(GPUGUARD_API_HIP_MALLOC, 1, ptr, size, real(ptr, size));
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipExtMallocWithFlags(void **ptr, size_t size, unsigned int flags)
+{
+	gg_pfn_hipExtMallocWithFlags real = REAL(hipExtMallocWithFlags);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr || size == 0)
+		return real(ptr, size, flags);
+	gg_hipError_t rc;
+	PLAIN_ALLOC(GPUGUARD_API_HIP_EXT_MALLOC, 1, ptr, size, real(ptr, size, flags));
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMallocManaged(void **ptr, size_t size, unsigned int flags)
+{
+	gg_pfn_hipMallocManaged real = REAL(hipMallocManaged);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr || size == 0)
+		return real(ptr, size, flags);
+	gg_hipError_t rc;
+	PLAIN_ALLOC(GPUGUARD_API_HIP_MALLOC_MANAGED, gg_opt.charge_managed, ptr, size, real(ptr, size, flags));
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height)
+{
+	gg_pfn_hipMallocPitch real = REAL(hipMallocPitch);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr || !pitch || width == 0 || height == 0 || width > SIZE_MAX / 2 / height)
+		return real(ptr, pitch, width, height);
+	ENTER();
+	gg_hipError_t rc = GG_hipErrorOutOfMemory;
+	struct bracket b;
+	uint64_t guess = (width + 511) / 512 * 512 * height;
+	if (alloc_begin(&b, current_device(), GPUGUARD_API_HIP_MALLOC_PITCH, guess, 1) == 0) {
+		rc = real(ptr, pitch, width, height);
+		uint64_t size = guess;
+		if (rc == GG_hipSuccess && b.dev >= 0) {
+			/* settle the reservation to the pitch the runtime chose */
+			size = (uint64_t)*pitch * height;
+			uint64_t charge = gg_ceiling_charge_size(GPUGUARD_API_HIP_MALLOC_PITCH, size);
+			if (charge > b.charge)
+				gg_ceiling_force(b.dev, charge - b.charge);
+			else
+				gg_ceiling_release(b.dev, b.charge - charge);
+			b.charge = charge;
+		}
+		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size,
+			  GPUGUARD_API_HIP_MALLOC_PITCH);
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipFree(void *ptr)
+{
+	gg_pfn_hipFree real = REAL(hipFree);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr)
+		return real(ptr);
+	ENTER();
+	gg_hipError_t rc;
+	FREE_BRACKET(GG_NS_PTR, (uint64_t)(uintptr_t)ptr, real(ptr));
+	LEAVE();
+	return rc;
+}
+
+/* ---- stream-ordered ---------------------------------------------------- */
+
+static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, int dev, enum gpuguard_api api,
+				gg_hipStream_t stream, void *real, int from_pool)
+{
+	struct gg_pool *p = dev >= 0 ? gg_pool_get(pool, dev, pool_query) : NULL;
+	gg_hipError_t rc;
+#define CALL_REAL()                                                                                \
+	(from_pool ? ((gg_pfn_hipMallocFromPoolAsync)real)(ptr, size, pool, stream)                \
+		   : ((gg_pfn_hipMallocAsync)real)(ptr, size, stream))
+	if (!p) {
+		struct bracket b;
+		if (alloc_begin(&b, dev, api, size, 1) != 0)
+			return GG_hipErrorOutOfMemory;
+		rc = CALL_REAL();
+		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, api);
+		return rc;
+	}
+	resolve_limit(dev);
+	uint64_t reserved = gg_pool_begin(p, size);
+	if (reserved == GG_POOL_REFUSED)
+		return GG_hipErrorOutOfMemory;
+	rc = CALL_REAL();
+#undef CALL_REAL
+	gg_pool_end(p, reserved);
+	if (rc == GG_hipSuccess && *ptr)
+		gg_account_commit(dev, GG_NS_PTR, (uint64_t)(uintptr_t)*ptr, size, api, 0);
+	else if (rc == GG_hipErrorOutOfMemory)
+		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t stream)
+{
+	gg_pfn_hipMallocAsync real = REAL(hipMallocAsync);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr || size == 0)
+		return real(ptr, size, stream);
+	ENTER();
+	int dev = current_device();
+	gg_hipMemPool_t pool = NULL;
+	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
+	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
+		pool = NULL;
+	gg_hipError_t rc = pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_ASYNC, stream, (void *)real, 0);
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMemPool_t pool,
+					       gg_hipStream_t stream)
+{
+	gg_pfn_hipMallocFromPoolAsync real = REAL(hipMallocFromPoolAsync);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr || size == 0 || !pool)
+		return real(ptr, size, pool, stream);
+	ENTER();
+	int dev = gg_pool_device(pool);
+	if (dev < 0)
+		dev = current_device();
+	gg_hipError_t rc =
+		pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_FROM_POOL, stream, (void *)real, 1);
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipFreeAsync(void *ptr, gg_hipStream_t stream)
+{
+	gg_pfn_hipFreeAsync real = REAL(hipFreeAsync);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr)
+		return real(ptr, stream);
+	ENTER();
+	gg_hipError_t rc;
+	FREE_BRACKET(GG_NS_PTR, (uint64_t)(uintptr_t)ptr, real(ptr, stream));
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemPoolCreate(gg_hipMemPool_t *pool, const gg_hipMemPoolProps *props)
+{
+	gg_pfn_hipMemPoolCreate real = REAL(hipMemPoolCreate);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(pool, props);
+	if (rc == GG_hipSuccess && !gg_in_hook && props && props->location.type == GG_hipMemLocationTypeDevice &&
+	    props->location.id >= 0 && props->location.id < GG_MAX_DEVICES) {
+		ENTER();
+		gg_pool_get(*pool, props->location.id, pool_query);
+		LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
+{
+	gg_pfn_hipMemPoolDestroy real = REAL(hipMemPoolDestroy);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook)
+		return real(pool);
+	ENTER();
+	gg_hipError_t rc = real(pool);
+	if (rc == GG_hipSuccess)
+		gg_pool_forget(pool);
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemPoolTrimTo(gg_hipMemPool_t pool, size_t keep)
+{
+	gg_pfn_hipMemPoolTrimTo real = REAL(hipMemPoolTrimTo);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook)
+		return real(pool, keep);
+	ENTER();
+	gg_hipError_t rc = real(pool, keep);
+	int dev = gg_pool_device(pool);
+	if (rc == GG_hipSuccess && dev >= 0)
+		gg_pool_reconcile_device(dev);
+	LEAVE();
+	return rc;
+}
+
+/* ---- virtual memory management ---------------------------------------- */
+
+/* The device of a hipMemCreate request, or -1 if it is not device memory.
+ * ROCm 6 moved `location` (see hip_abi.h), so read it by runtime version. */
+static int vmm_device(const gg_hipMemAllocationProp *prop)
+{
+	static _Atomic int layout; /* 0 unknown, 5 or 6 */
+	/* relaxed: every thread computes the same answer from the runtime. */
+	int l = atomic_load_explicit(&layout, memory_order_relaxed);
+	if (!l) {
+		int v = 0;
+		gg_pfn_hipRuntimeGetVersion f = HELPER(hipRuntimeGetVersion);
+		l = f && f(&v) == GG_hipSuccess && v < 60000000 ? 5 : 6;
+		atomic_store_explicit(&layout, l, memory_order_relaxed);
+	}
+	const gg_hipMemLocation *loc = l == 5 ? &prop->location : &((const gg_hipMemAllocationProp_v6 *)prop)->location;
+	if (loc->type != GG_hipMemLocationTypeDevice || loc->id < 0 || loc->id >= GG_MAX_DEVICES)
+		return -1;
+	return loc->id;
+}
+
+GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle, size_t size,
+				     const gg_hipMemAllocationProp *prop, unsigned long long flags)
+{
+	gg_pfn_hipMemCreate real = REAL(hipMemCreate);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !handle || !prop || size == 0)
+		return real(handle, size, prop, flags);
+	ENTER();
+	int dev = vmm_device(prop);
+	gg_hipError_t rc = GG_hipErrorOutOfMemory;
+	struct bracket b;
+	if (alloc_begin(&b, dev, GPUGUARD_API_HIP_MEM_CREATE, size, 1) == 0) {
+		rc = real(handle, size, prop, flags);
+		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : (uint64_t)(uintptr_t)*handle, size, GPUGUARD_API_HIP_MEM_CREATE);
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemRelease(gg_hipMemGenericAllocationHandle_t handle)
+{
+	gg_pfn_hipMemRelease real = REAL(hipMemRelease);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !handle)
+		return real(handle);
+	ENTER();
+	gg_hipError_t rc;
+	FREE_BRACKET(GG_NS_VMM, (uint64_t)(uintptr_t)handle, real(handle));
+	LEAVE();
+	return rc;
+}
+
+/* ---- memory info ------------------------------------------------------- */
+
+GG_EXPORT gg_hipError_t hipMemGetInfo(size_t *free, size_t *total)
+{
+	gg_pfn_hipMemGetInfo real = REAL(hipMemGetInfo);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook)
+		return real(free, total);
+	ENTER();
+	size_t f = 0, t = 0; /* ours, so NULL outputs are tolerated */
+	gg_hipError_t rc = real(&f, &t);
+	int dev = rc == GG_hipSuccess ? current_device() : -1;
+	if (dev >= 0) {
+		if (gg_ceiling_unresolved(dev))
+			gg_ceiling_resolve(dev, t);
+		gg_pool_reconcile_device(dev);
+		uint64_t vf, vt;
+		gg_ceiling_meminfo(dev, f, t, &vf, &vt);
+		f = vf;
+		t = vt;
+	}
+	if (rc == GG_hipSuccess) {
+		if (free)
+			*free = f;
+		if (total)
+			*total = t;
+	}
+	LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipDeviceTotalMem(size_t *bytes, gg_hipDevice_t dev)
+{
+	gg_pfn_hipDeviceTotalMem real = REAL(hipDeviceTotalMem);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
+		return real(bytes, dev);
+	ENTER();
+	gg_hipError_t rc = real(bytes, dev);
+	if (rc == GG_hipSuccess) {
+		if (gg_ceiling_unresolved(dev))
+			gg_ceiling_resolve(dev, *bytes);
+		uint64_t vf, vt;
+		gg_ceiling_meminfo(dev, *bytes, *bytes, &vf, &vt);
+		*bytes = vt;
+	}
+	LEAVE();
+	return rc;
+}
+
+/* ---- for the dlsym override -------------------------------------------- */
+
+#define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
+static const struct gg_sym sym_table[] = {HIP_WRAPPED(SYM_ROW)};
+#define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
+
+int gg_hip_is_ours(void *fn)
+{
+	return gg_sym_is_ours(sym_table, NSYMS, fn);
+}
+
+void *gg_hip_wrap_symbol(const char *name, void *real)
+{
+	return gg_sym_wrap(sym_table, NSYMS, name, real);
+}

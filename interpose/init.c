@@ -1,0 +1,124 @@
+/* gpuguard: start-up and the public API. Initialisation runs from our
+ * constructor and, in case a CUDA call comes first (another library's
+ * constructor), lazily from every hook. It reads the environment and maps the
+ * table, nothing more: no CUDA, no NVML, no locks a driver could hold. */
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct gg_table *gg_table;
+uint64_t gg_start_ms;
+GG_TLS int gg_in_hook;
+
+static _Atomic int init_state; /* 0 = not started, 1 = running, 2 = done */
+static GG_TLS uint32_t cached_tid;
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t gg_now_ms(void)
+{
+	return mono_ms() - gg_start_ms;
+}
+
+uint32_t gg_gettid(void)
+{
+	if (GG_UNLIKELY(cached_tid == 0))
+		cached_tid = (uint32_t)syscall(SYS_gettid);
+	return cached_tid;
+}
+
+static void after_fork_child(void)
+{
+	/* The child starts with its own zero books: it holds no device memory
+	 * (CUDA contexts do not survive fork) and shares no table with us. */
+	cached_tid = 0;
+	gg_ceiling_reset();
+	gg_pool_reset();
+	if (gg_table)
+		gg_table_clear_unlocked(gg_table);
+}
+
+static void init_body(void)
+{
+	gg_start_ms = mono_ms();
+	gg_options_load();
+	gg_ceiling_configure();
+	gg_table = gg_table_create(gg_opt.table_slots);
+	if (!gg_table)
+		gg_log(GG_LOG_WARN, "could not map the allocation table (%llu slots); "
+				    "the ceiling still holds but frees cannot be refunded",
+		       (unsigned long long)gg_opt.table_slots);
+	pthread_atfork(NULL, NULL, after_fork_child);
+	if (gg_opt.verbose)
+		gg_options_print();
+}
+
+void gg_init_once(void)
+{
+	/* acquire: pairs with the release below, so whoever sees 2 sees the
+	 * options, limits and table that init_body wrote. */
+	if (GG_LIKELY(atomic_load_explicit(&init_state, memory_order_acquire) == 2))
+		return;
+	int expect = 0;
+	if (atomic_compare_exchange_strong_explicit(&init_state, &expect, 1, memory_order_acquire,
+						    memory_order_acquire)) {
+		init_body();
+		atomic_store_explicit(&init_state, 2, memory_order_release);
+		return;
+	}
+	/* Another thread is initialising: it only parses the environment and
+	 * maps memory, so this wait is short and cannot depend on us. */
+	while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
+		sched_yield();
+}
+
+__attribute__((constructor)) static void gg_constructor(void)
+{
+	gg_init_once();
+}
+
+GG_EXPORT const char *gpuguard_version(void)
+{
+	return GPUGUARD_VERSION;
+}
+
+GG_EXPORT int gpuguard_device_stats(int dev, struct gpuguard_device_stats *out)
+{
+	if (dev < 0 || dev >= GG_MAX_DEVICES || !out)
+		return -1;
+	gg_init_once();
+	struct gg_device *g = &gg_devices[dev];
+	uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
+	out->limit = lim == GG_LIMIT_UNRESOLVED ? GG_UNLIMITED : lim;
+	out->used = atomic_load_explicit(&g->used, memory_order_relaxed);
+	out->peak = atomic_load_explicit(&g->peak, memory_order_relaxed);
+	out->pool_reserved = atomic_load_explicit(&g->pool_reserved, memory_order_relaxed);
+	out->live_bytes = atomic_load_explicit(&g->live_bytes, memory_order_relaxed);
+	out->allocs = atomic_load_explicit(&g->allocs, memory_order_relaxed);
+	out->frees = atomic_load_explicit(&g->frees, memory_order_relaxed);
+	out->untracked_frees = atomic_load_explicit(&g->untracked_frees, memory_order_relaxed);
+	for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
+		out->refused[r] = atomic_load_explicit(&g->refused[r], memory_order_relaxed);
+	return 0;
+}
+
+GG_EXPORT int gpuguard_table_stats(uint64_t *live, uint64_t *spilled)
+{
+	gg_init_once();
+	if (!gg_table)
+		return -1;
+	if (live)
+		*live = gg_table_live(gg_table);
+	if (spilled)
+		*spilled = gg_table_spilled(gg_table);
+	return 0;
+}

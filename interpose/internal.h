@@ -1,0 +1,222 @@
+/* gpuguard: declarations that cross files inside the preload library.
+ * Everything here is hidden; only GG_EXPORT symbols leave the library.
+ * Grouped by the file that defines them. */
+#ifndef GPUGUARD_INTERNAL_H
+#define GPUGUARD_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuguard.h"
+
+#define GG_EXPORT __attribute__((visibility("default")))
+#define GG_MAX_DEVICES GPUGUARD_MAX_DEVICES
+#define GG_UNLIMITED UINT64_MAX
+#define GG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define GG_TLS __thread __attribute__((tls_model("initial-exec")))
+
+#define GG_MIB (1024ull * 1024ull)
+#define GG_PAGE (2 * GG_MIB) /* GPU page since Pascal (DESIGN.md §5) */
+
+/* ---- log.c ---- */
+enum gg_log_level { GG_LOG_INFO, GG_LOG_WARN, GG_LOG_ERROR };
+/* Formats into a stack buffer and write(2)s one line to fd 2, rate-limited. */
+void gg_log(enum gg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Formats a byte count as "20.0 GiB" into buf. Returns buf. */
+const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes);
+
+/* ---- options.c ---- */
+enum gg_limit_kind { GG_LIMIT_NONE = 0, GG_LIMIT_BYTES, GG_LIMIT_PERCENT };
+struct gg_limit_spec {
+	enum gg_limit_kind kind;
+	uint64_t value; /* bytes, or percent in hundredths (9000 = 90 %) */
+};
+struct gg_limits {
+	struct gg_limit_spec dev[GG_MAX_DEVICES];
+};
+struct gg_options {
+	int limit_set;   /* GPUGUARD_LIMIT was given */
+	int limit_bad;   /* ... and could not be parsed: fail closed */
+	struct gg_limits limits;
+	int verbose;
+	uint64_t table_slots;
+	int charge_managed;
+};
+extern struct gg_options gg_opt;
+/* Reads every option from the environment into gg_opt; reports bad values. */
+void gg_options_load(void);
+/* Prints every option with its value and source (GPUGUARD_VERBOSE=1). */
+void gg_options_print(void);
+/* Kubernetes quantity: "20Gi", "20G", "1.5Gi", "1e9", "123". 0 or -1. */
+int gg_parse_quantity(const char *s, uint64_t *out);
+/* GPUGUARD_LIMIT: a quantity, "N%", or "0=20Gi,1=8Gi,*=4Gi". 0 or -1. */
+int gg_parse_limit(const char *s, struct gg_limits *out);
+/* The options table, for tests that compare it with README.md. */
+struct gg_option_row {
+	const char *name;
+	const char *def;
+	const char *syntax;
+	const char *doc;
+};
+extern const struct gg_option_row gg_option_rows[];
+extern const size_t gg_option_nrows;
+
+/* ---- ceiling.c ---- */
+/* Per-device books. `used` is the only contended word on the fast path. */
+struct gg_device {
+	_Atomic uint64_t used;
+	_Atomic uint64_t peak;
+	_Atomic uint64_t limit; /* resolved ceiling; GG_LIMIT_UNRESOLVED until known */
+	_Atomic uint64_t pool_reserved;
+	_Atomic uint64_t live_bytes;
+	_Atomic uint64_t allocs;
+	_Atomic uint64_t frees;
+	_Atomic uint64_t untracked_frees;
+	_Atomic uint64_t refused[GPUGUARD_REFUSED_COUNT];
+} __attribute__((aligned(64)));
+#define GG_LIMIT_UNRESOLVED (UINT64_MAX - 1)
+extern struct gg_device gg_devices[GG_MAX_DEVICES];
+
+/* Sets every device's limit from gg_opt (percent limits stay unresolved). */
+void gg_ceiling_configure(void);
+/* True when dev's limit is a percentage not yet turned into bytes. */
+int gg_ceiling_unresolved(int dev);
+/* Turns a percentage limit into bytes, given the device's physical total. */
+void gg_ceiling_resolve(int dev, uint64_t physical_total);
+/* Atomically adds `bytes` to dev's usage if it stays within the ceiling.
+ * 0 on success; -1 refused (and counted under the reason). */
+int gg_ceiling_reserve(int dev, uint64_t bytes);
+/* Gives back bytes reserved or charged earlier; saturates at 0. */
+void gg_ceiling_release(int dev, uint64_t bytes);
+/* Adds bytes with no ceiling check (pool growth the driver already made). */
+void gg_ceiling_force(int dev, uint64_t bytes);
+/* What a governed allocation of `size` bytes through `api` is charged. */
+uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size);
+/* Memory-info virtualisation (DESIGN.md §2). */
+void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out,
+			uint64_t *total_out);
+/* Zero counters (fork child). Limits stay. */
+void gg_ceiling_reset(void);
+void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
+
+/* ---- table.c ---- */
+/* Key namespaces: device pointers, VMM handles and array handles could share
+ * numeric values, so the top two bits of a key say which one it is. */
+enum gg_key_ns { GG_NS_PTR = 0, GG_NS_VMM = 1, GG_NS_ARRAY = 2, GG_NS_MIPMAP = 3 };
+static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
+{
+	return raw ^ ((uint64_t)ns << 62);
+}
+
+#define GG_REC_CHARGED 0x1 /* the record's charge was added to its device's `used` */
+
+/* One live allocation, as handed to and from the table. */
+struct gg_record {
+	uint64_t key;
+	uint64_t size;    /* requested bytes */
+	uint64_t t_ms;    /* ms since library start (40 bits kept) */
+	uint32_t tid;     /* kernel thread id */
+	uint32_t stack;   /* stack id, 0 = none (filled by the dump subsystem) */
+	uint8_t dev;
+	uint8_t api;      /* enum gpuguard_api */
+	uint8_t flags;    /* GG_REC_* */
+};
+
+struct gg_table;
+/* Maps a table of `slots` slots (rounded up to a power of two) once.
+ * NULL if mmap fails. Lock-free for any number of threads. */
+struct gg_table *gg_table_create(uint64_t slots);
+void gg_table_destroy(struct gg_table *t);
+/* 0 = inserted in the main table, 1 = spilled to the overflow area,
+ * -1 = not recorded (no memory for the overflow area). */
+int gg_table_insert(struct gg_table *t, const struct gg_record *rec);
+/* Removes key; copies the record to *out. 1 if found, 0 if not. */
+int gg_table_remove(struct gg_table *t, uint64_t key, struct gg_record *out);
+/* Calls fn on a consistent copy of each live record (weakly consistent
+ * snapshot: records inserted or removed meanwhile may or may not be seen). */
+void gg_table_foreach(struct gg_table *t, void (*fn)(const struct gg_record *, void *), void *arg);
+uint64_t gg_table_live(struct gg_table *t);
+uint64_t gg_table_spilled(struct gg_table *t);
+uint64_t gg_table_capacity(struct gg_table *t);
+/* Empties the table in a fork child, where no other thread exists. */
+void gg_table_clear_unlocked(struct gg_table *t);
+
+/* ---- pool.c ---- */
+/* Stream-ordered pools are charged by what they reserve (DESIGN.md §2). */
+typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *used);
+struct gg_pool;
+#define GG_POOL_REFUSED UINT64_MAX
+/* Finds or registers pool handle on dev. NULL when the registry is full. */
+struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
+/* Bytes to reserve before asking the pool for `size` more: 0 if its reserve
+ * already covers it; GG_POOL_REFUSED past the ceiling. Any other value means
+ * the bytes are reserved and the pool's grow lock is held until gg_pool_end. */
+uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size);
+/* After the driver call: re-reads the pool's reserve, charges the change, and
+ * gives back the `reserved` bytes begin() took. Drops the grow lock. */
+void gg_pool_end(struct gg_pool *p, uint64_t reserved);
+/* Re-reads every pool of dev (before a refusal, and for memory info). */
+void gg_pool_reconcile_device(int dev);
+void gg_pool_reconcile(struct gg_pool *p);
+/* The pool was destroyed: give back all it held. */
+void gg_pool_forget(void *handle);
+int gg_pool_device(void *handle);
+void gg_pool_reset(void);
+
+/* ---- init.c ---- */
+extern struct gg_table *gg_table;
+extern uint64_t gg_start_ms;
+/* Runs initialisation once; safe from any hook, constructor or thread. */
+void gg_init_once(void);
+uint64_t gg_now_ms(void);
+uint32_t gg_gettid(void);
+/* Re-entry guard: a call made while our hook runs on this thread passes through. */
+extern GG_TLS int gg_in_hook;
+
+/* ---- hook_dlsym.c ---- */
+/* glibc's own dlsym, found with dlvsym. */
+void *gg_real_dlsym(void *handle, const char *name);
+/* Finds the next definition of name after our library: RTLD_NEXT, then
+ * an already-loaded `lib` (dlopen RTLD_NOLOAD). NULL if none. */
+void *gg_resolve_next(const char *name, const char *lib);
+
+/* A governed exported name: our wrapper and the slot of its real pointer. */
+struct gg_sym {
+	const char *name;
+	void *ours;
+	void *_Atomic *real;
+};
+/* Loads *slot, resolving name behind us (RTLD_NEXT, then the already-loaded
+ * lib) on first use; never returns `ours`. NULL when there is no real one. */
+void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib);
+/* Remembers real in *slot if it is still empty. */
+void gg_real_offer(void *_Atomic *slot, void *real);
+/* The dlsym override's answer for a name in table t (see hook_dlsym.c). */
+void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real);
+int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn);
+
+/* ---- hook_cuda.c / hook_hip.c ---- */
+/* If name is a function we govern, records real as its real pointer and
+ * returns our wrapper; else returns real unchanged. */
+void *gg_cuda_wrap_symbol(const char *name, void *real);
+void *gg_hip_wrap_symbol(const char *name, void *real);
+int gg_cuda_is_ours(void *fn);
+int gg_hip_is_ours(void *fn);
+
+/* ---- accounting shared by the hooks (account.c) ---- */
+/* Bracket around one governed allocation (DESIGN.md §3): begin reserves the
+ * charge (refusing past the ceiling), end commits + records or rolls back. */
+int gg_account_begin(int dev, uint64_t charge);
+void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api,
+		       uint64_t charge);
+void gg_account_rollback(int dev, uint64_t charge, int driver_oom);
+/* Removes the record of raw (before the driver frees it). 1 if found. */
+int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out);
+/* After the driver's free: settles the books, or puts the record back. */
+void gg_account_freed(const struct gg_record *rec, int ok);
+void gg_account_untracked(int dev);
+
+#endif

@@ -1,0 +1,72 @@
+/* gpuguard: the one place that prints. Messages are formatted into a stack
+ * buffer (no malloc), written with one write(2) to fd 2, and rate-limited so
+ * a retry loop in the host cannot flood its logs. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define LOG_BURST 20 /* messages per second before we start dropping */
+
+static _Atomic uint64_t log_window; /* second of the current window */
+static _Atomic uint32_t log_count;  /* messages printed in that window */
+static _Atomic uint64_t log_dropped;
+
+static int log_admit(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec;
+	uint64_t w = atomic_load_explicit(&log_window, memory_order_relaxed);
+	/* relaxed throughout: this is a heuristic counter, no data is published
+	 * through it; a race can only let a message or two more through. */
+	if (w != now && atomic_compare_exchange_strong_explicit(&log_window, &w, now, memory_order_relaxed,
+								memory_order_relaxed))
+		atomic_store_explicit(&log_count, 0, memory_order_relaxed);
+	if (atomic_fetch_add_explicit(&log_count, 1, memory_order_relaxed) < LOG_BURST)
+		return 1;
+	atomic_fetch_add_explicit(&log_dropped, 1, memory_order_relaxed);
+	return 0;
+}
+
+void gg_log(enum gg_log_level level, const char *fmt, ...)
+{
+	if (!log_admit())
+		return;
+	char buf[1024];
+	static const char *const prefix[] = {"gpuguard: ", "gpuguard: warning: ", "gpuguard: error: "};
+	size_t n = strlen(prefix[level]);
+	memcpy(buf, prefix[level], n);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	n += (size_t)m < sizeof(buf) - n - 1 ? (size_t)m : sizeof(buf) - n - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(2, buf, n);
+	(void)w; /* nowhere to report a failed report */
+}
+
+const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	if (bytes == GG_UNLIMITED) {
+		snprintf(buf, len, "unlimited");
+		return buf;
+	}
+	int u = 0;
+	double v = (double)bytes;
+	while (v >= 1024.0 && u < 6) {
+		v /= 1024.0;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.1f %s", v, unit[u]);
+	return buf;
+}

@@ -1,0 +1,179 @@
+/* gpuguard: stream-ordered pools. A pool keeps memory after a free, so its
+ * charge is what it reserves (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not what
+ * is live in it. A request its warm reserve can serve is never refused; one
+ * that makes the pool grow reserves the growth against the ceiling first.
+ * Growth is serialised per pool so each change in reserve is charged once. */
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_POOLS 256
+#define DEAD_POOL ((void *)1)
+
+struct gg_pool {
+	void *_Atomic handle;        /* NULL = free entry, DEAD_POOL = destroyed */
+	int dev;
+	gg_pool_reserved_fn query;
+	pthread_mutex_t lock;        /* held by a grower across its driver call */
+	uint64_t charged;            /* reserve we charged; written under lock only */
+};
+
+static struct gg_pool pools[MAX_POOLS];
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int npools; /* entries ever used; lookups scan this many */
+
+static struct gg_pool *find(void *handle)
+{
+	/* acquire: pairs with the release store that published the entry, so
+	 * dev and query are initialised when the handle matches. */
+	int n = atomic_load_explicit(&npools, memory_order_acquire);
+	for (int i = 0; i < n; i++)
+		if (atomic_load_explicit(&pools[i].handle, memory_order_acquire) == handle)
+			return &pools[i];
+	return NULL;
+}
+
+struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
+{
+	if (!handle || handle == DEAD_POOL)
+		return NULL;
+	struct gg_pool *p = find(handle);
+	if (GG_LIKELY(p != NULL))
+		return p;
+	/* First sight of this pool. Registration is rare, so a mutex keeps two
+	 * threads from registering the same pool twice (which would charge its
+	 * reserve twice). It is never held across a call out of the library. */
+	pthread_mutex_lock(&reg_lock);
+	p = find(handle);
+	if (!p) {
+		int n = atomic_load_explicit(&npools, memory_order_relaxed);
+		for (int i = 0; i < n && !p; i++)
+			if (atomic_load_explicit(&pools[i].handle, memory_order_relaxed) == DEAD_POOL)
+				p = &pools[i];
+		if (!p && n < MAX_POOLS)
+			p = &pools[n];
+		if (p) {
+			p->dev = dev;
+			p->query = query;
+			p->charged = 0;
+			pthread_mutex_init(&p->lock, NULL);
+			/* release: publishes dev, query and the lock to find(). */
+			atomic_store_explicit(&p->handle, handle, memory_order_release);
+			if (p == &pools[n])
+				atomic_store_explicit(&npools, n + 1, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	return p;
+}
+
+int gg_pool_device(void *handle)
+{
+	struct gg_pool *p = find(handle);
+	return p ? p->dev : -1;
+}
+
+/* Brings p->charged to the pool's reserve now; `credit` bytes that the caller
+ * reserved for this growth are folded in. Caller holds p->lock. */
+static void settle_locked(struct gg_pool *p, uint64_t credit)
+{
+	uint64_t reserved, used;
+	uint64_t target = p->charged + credit; /* if the driver cannot tell us, keep what we hold */
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0)
+		target = reserved;
+	struct gg_device *g = &gg_devices[p->dev];
+	uint64_t held = p->charged + credit; /* what `used` holds for this pool now */
+	if (target > held) {
+		gg_ceiling_force(p->dev, target - held);
+		atomic_fetch_add_explicit(&g->pool_reserved, target - p->charged, memory_order_relaxed);
+	} else {
+		gg_ceiling_release(p->dev, held - target);
+		if (target >= p->charged)
+			atomic_fetch_add_explicit(&g->pool_reserved, target - p->charged, memory_order_relaxed);
+		else
+			atomic_fetch_sub_explicit(&g->pool_reserved, p->charged - target, memory_order_relaxed);
+	}
+	p->charged = target;
+}
+
+void gg_pool_reconcile(struct gg_pool *p)
+{
+	/* trylock: a grower holds the lock across its driver call and settles
+	 * the pool itself when done; nobody ever waits here. */
+	if (pthread_mutex_trylock(&p->lock) != 0)
+		return;
+	settle_locked(p, 0);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void gg_pool_reconcile_device(int dev)
+{
+	int n = atomic_load_explicit(&npools, memory_order_acquire);
+	for (int i = 0; i < n; i++) {
+		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
+		if (h && h != DEAD_POOL && pools[i].dev == dev)
+			gg_pool_reconcile(&pools[i]);
+	}
+}
+
+uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size)
+{
+	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE;
+	uint64_t reserved, used;
+	void *h = atomic_load_explicit(&p->handle, memory_order_relaxed);
+	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= need)
+		return 0; /* the warm reserve covers it: never refuse (DESIGN.md §2) */
+	pthread_mutex_lock(&p->lock);
+	/* Another grower may have just made room while we waited. */
+	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= need) {
+		pthread_mutex_unlock(&p->lock);
+		return 0;
+	}
+	settle_locked(p, 0); /* frees released at a sync since last time count */
+	if (gg_ceiling_reserve(p->dev, need) != 0) {
+		/* Before refusing, let every pool on the device give back what it
+		 * released at synchronisation points we did not see. */
+		gg_pool_reconcile_device(p->dev);
+		if (gg_ceiling_reserve(p->dev, need) != 0) {
+			pthread_mutex_unlock(&p->lock);
+			return GG_POOL_REFUSED;
+		}
+		/* The retry succeeded: take back the refusal the first try counted. */
+		atomic_fetch_sub_explicit(&gg_devices[p->dev].refused[GPUGUARD_REFUSED_CEILING], 1,
+					  memory_order_relaxed);
+	}
+	return need;
+}
+
+void gg_pool_end(struct gg_pool *p, uint64_t reserved)
+{
+	if (reserved == 0) {
+		gg_pool_reconcile(p);
+		return;
+	}
+	settle_locked(p, reserved);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void gg_pool_forget(void *handle)
+{
+	struct gg_pool *p = find(handle);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	gg_ceiling_release(p->dev, p->charged);
+	atomic_fetch_sub_explicit(&gg_devices[p->dev].pool_reserved, p->charged, memory_order_relaxed);
+	p->charged = 0;
+	/* release: orders the books above before the entry can be reused. */
+	atomic_store_explicit(&p->handle, DEAD_POOL, memory_order_release);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void gg_pool_reset(void)
+{
+	/* Fork child: one thread, and the parent's pools are not the child's. */
+	memset(pools, 0, sizeof(pools));
+	atomic_store_explicit(&npools, 0, memory_order_relaxed);
+	pthread_mutex_init(&reg_lock, NULL);
+}

@@ -1,0 +1,85 @@
+#!/bin/sh
+# gpuguard: runs every test program and adds up their "harness: N passed,
+# N failed" lines. A program that exits non-zero with no failure of its own
+# (a crash, a sanitizer report) counts as one failed test. Closing line:
+# "N passed, N failed" (", N skipped" where a test could not run here).
+BUILD=${BUILD:-build}
+ROOT=$(pwd)
+LIB="$ROOT/$BUILD/lib/libgpuguard.so"
+SIMDIR="$ROOT/$BUILD/sim"
+# Under a sanitizer its runtime must be loaded first, before our library.
+PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$LIB"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+export GG_TEST_LIB="$LIB" GG_TEST_SIMDIR="$SIMDIR" GG_TEST_PRELOAD="$PRELOAD" GG_TEST_BUILD="$ROOT/$BUILD"
+
+passed=0
+failed=0
+skipped=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# run NAME ENV... -- CMD...
+run() {
+	name=$1
+	shift
+	start=$(date +%s)
+	env "$@" >"$log" 2>&1
+	rc=$?
+	secs=$(($(date +%s) - start))
+	line=$(grep '^harness: ' "$log" | tail -n 1)
+	if [ -n "$line" ]; then
+		p=$(echo "$line" | sed -n 's/^harness: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')
+		f=$(echo "$line" | sed -n 's/^harness: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p')
+		s=$(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+	else
+		p=0 f=0 s=
+	fi
+	if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
+		f=1
+	fi
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-0}))
+	skipped=$((skipped + ${s:-0}))
+	if [ "${f:-0}" -ne 0 ]; then
+		echo "FAIL $name (exit $rc, ${secs}s)"
+		sed 's/^/    /' "$log" | tail -n 60
+	else
+		echo "ok   $name: ${p:-0} passed${s:+, $s skipped} (${secs}s)"
+	fi
+}
+
+for t in "$BUILD"/tests/unit/test_*; do
+	[ -x "$t" ] && run "unit/$(basename "$t")" "$t"
+done
+
+[ -x "$BUILD/tests/sim_test" ] && run sim/test_sim LD_LIBRARY_PATH="$SIMDIR" "$BUILD/tests/sim_test"
+
+for t in "$BUILD"/tests/preload/t_*; do
+	[ -x "$t" ] || continue
+	n=$(basename "$t")
+	envfile="tests/preload/$n.env"
+	extra=
+	[ -f "$envfile" ] && extra=$(grep -v '^#' "$envfile" | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	run "preload/$n" LD_LIBRARY_PATH="$SIMDIR:$BUILD/tests/preload" LD_PRELOAD="$PRELOAD" $extra "$t"
+done
+
+for t in tests/scripts/*.sh; do
+	[ -f "$t" ] && run "scripts/$(basename "$t")" sh "$t"
+done
+
+if [ -f "$BUILD/tests/abi/result.txt" ]; then
+	cp "$BUILD/tests/abi/result.txt" "$log.abi"
+	run abi/conformance cat "$log.abi"
+	rm -f "$log.abi"
+fi
+
+echo
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]

@@ -1,0 +1,103 @@
+/* gpuguard simulated GPU: the device-memory model shared by the fake libcuda
+ * and the fake libamdhip64. Each library links its own copy, so everything
+ * here is hidden; the API layers translate SIM_E* into CUresult / hipError_t.
+ * Addresses are fake (never backed by memory) and encode their device. */
+#ifndef GPUGUARD_SIMCORE_H
+#define GPUGUARD_SIMCORE_H
+
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+#define SIM_PAGE 0x200000ull /* 2 MiB: GPU page and VMM granularity */
+#define SIM_SMALL_MAX 0x100000ull /* <= 1 MiB is packed into shared pages */
+#define SIM_SMALL_ALIGN 512ull
+#define SIM_MAX_DEVICES 16
+#define SIM_DEV_BASE 0x7f0000000000ull /* device d: BASE + d * STRIDE */
+#define SIM_DEV_STRIDE 0x10000000000ull /* 1 TiB, also the largest SIMGPU_MEMORY */
+#define SIM_VA_BASE 0x600000000000ull /* cuMemAddressReserve range */
+#define SIM_VA_END 0x7f0000000000ull
+
+enum sim_status {
+	SIM_OK = 0,
+	SIM_EINVAL,    /* bad argument / unknown pointer */
+	SIM_ENOMEM,    /* no (contiguous) pages left */
+	SIM_EDEVICE,   /* bad device ordinal */
+	SIM_EHANDLE,   /* unknown handle */
+	SIM_ENOTFOUND, /* pointer not inside any allocation */
+	SIM_ENODEV,    /* SIMGPU_DEVICES=0 */
+};
+
+enum sim_kind {
+	SIM_KIND_LINEAR = 1, /* cuMemAlloc / hipMalloc / pitch */
+	SIM_KIND_MANAGED = 2,
+	SIM_KIND_ARRAY = 3,
+	SIM_KIND_MIPMAP = 4,
+	SIM_KIND_POOL = 5, /* a block of a stream-ordered pool */
+};
+#define SIM_KMASK(k) (1u << (k))
+#define SIM_KMASK_FREEABLE (SIM_KMASK(SIM_KIND_LINEAR) | SIM_KMASK(SIM_KIND_MANAGED) | SIM_KMASK(SIM_KIND_POOL))
+
+/* pool attributes: the CUmemPool_attribute / hipMemPoolAttr values (equal) */
+#define SIM_POOL_ATTR_RELEASE_THRESHOLD 4
+#define SIM_POOL_ATTR_RESERVED_CURRENT 5
+#define SIM_POOL_ATTR_RESERVED_HIGH 6
+#define SIM_POOL_ATTR_USED_CURRENT 7
+#define SIM_POOL_ATTR_USED_HIGH 8
+
+/* Environment (SIMGPU_DEVICES, SIMGPU_MEMORY) is read once, on first use. */
+void sim_init(void);
+int sim_device_count(void);
+int sim_device_valid(int dev);
+uint64_t sim_device_total(int dev);
+uint64_t sim_device_free(int dev);
+int sim_parse_quantity(const char *s, uint64_t *out); /* 0 on success */
+
+/* Linear memory. whole_pages forces page granularity even for small sizes
+ * (arrays). sim_free checks that the allocation's kind is in kind_mask. */
+int sim_alloc(int dev, uint64_t size, int kind, int whole_pages, uint64_t *addr);
+int sim_free(uint64_t addr, unsigned kind_mask);
+int sim_addr_range(uint64_t addr, uint64_t *base, uint64_t *size);
+int sim_addr_device(uint64_t addr); /* -1 if not a device address */
+
+/* Stream-ordered pools; handles encode the device and are validated. */
+uint64_t sim_pool_default(int dev);
+uint64_t sim_pool_current(int dev);
+int sim_pool_set_current(int dev, uint64_t pool);
+int sim_pool_create(int dev, uint64_t *pool);
+int sim_pool_destroy(uint64_t pool);
+int sim_pool_device(uint64_t pool); /* -1 if invalid */
+int sim_pool_alloc(uint64_t pool, uint64_t size, uint64_t *addr);
+int sim_pool_trim(uint64_t pool, uint64_t keep);
+int sim_pool_get_attr(uint64_t pool, int attr, uint64_t *value);
+int sim_pool_set_attr(uint64_t pool, int attr, uint64_t value);
+void sim_device_sync(int dev); /* releases each pool's reserve above its threshold */
+
+/* Virtual memory management. The prop blob is stored and returned verbatim. */
+#define SIM_PROP_MAX 96
+int sim_vmm_create(int dev, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle);
+int sim_vmm_release(uint64_t handle);
+int sim_vmm_prop(uint64_t handle, void *prop, unsigned prop_len);
+int sim_va_reserve(uint64_t size, uint64_t align, uint64_t *addr);
+int sim_va_free(uint64_t addr, uint64_t size);
+int sim_va_map(uint64_t addr, uint64_t size, uint64_t offset, uint64_t handle);
+int sim_va_unmap(uint64_t addr, uint64_t size);
+int sim_va_mapped(uint64_t addr, uint64_t size); /* SIM_OK if fully mapped */
+
+/* Opaque registered handles (streams); value 0 is never issued. */
+uint64_t sim_handle_new(int dev);
+int sim_handle_device(uint64_t h); /* -1 if unknown */
+int sim_handle_delete(uint64_t h);
+
+/* Pinned host memory: real malloc'd memory, registered so frees are checked. */
+void *sim_host_alloc(uint64_t size);
+int sim_host_free(void *p);
+
+/* test introspection */
+int sim_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_bytes,
+		   unsigned long long *live_allocs);
+void sim_debug_reset_peak(void);
+
+#pragma GCC visibility pop
+
+#endif
