@@ -6,17 +6,12 @@
 
 int gg_account_begin(int dev, uint64_t charge)
 {
-	if (gg_ceiling_reserve(dev, charge) == 0)
+	if (gg_ceiling_try_reserve(dev, charge) == 0)
 		return 0;
 	/* Before refusing, count what pools on this device released at
 	 * synchronisation points we did not see. */
 	gg_pool_reconcile_device(dev);
-	if (gg_ceiling_reserve(dev, charge) == 0) {
-		atomic_fetch_sub_explicit(&gg_devices[dev].refused[GPUGUARD_REFUSED_CEILING], 1,
-					  memory_order_relaxed);
-		return 0;
-	}
-	return -1;
+	return gg_ceiling_reserve(dev, charge);
 }
 
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api,

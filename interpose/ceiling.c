@@ -55,27 +55,31 @@ static void raise_peak(struct gg_device *g, uint64_t now)
 		;
 }
 
-int gg_ceiling_reserve(int dev, uint64_t bytes)
+int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 {
 	struct gg_device *g = &gg_devices[dev];
 	uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
-	if (GG_UNLIKELY(gg_opt.limit_bad)) {
-		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CONFIG);
+	if (GG_UNLIKELY(gg_opt.limit_bad))
 		return -1;
-	}
 	uint64_t cur = atomic_load_explicit(&g->used, memory_order_relaxed);
 	uint64_t next;
 	do {
-		if (__builtin_add_overflow(cur, bytes, &next) || next > lim) {
-			gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CEILING);
+		if (__builtin_add_overflow(cur, bytes, &next) || next > lim)
 			return -1;
-		}
 		/* relaxed: the CAS itself is the whole decision (check and take in
 		 * one step); no other memory is published through `used`. */
 	} while (!atomic_compare_exchange_weak_explicit(&g->used, &cur, next, memory_order_relaxed,
 							memory_order_relaxed));
 	raise_peak(g, next);
 	return 0;
+}
+
+int gg_ceiling_reserve(int dev, uint64_t bytes)
+{
+	if (gg_ceiling_try_reserve(dev, bytes) == 0)
+		return 0;
+	gg_ceiling_count_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
+	return -1;
 }
 
 void gg_ceiling_release(int dev, uint64_t bytes)

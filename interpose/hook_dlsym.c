@@ -15,6 +15,10 @@ typedef void *(*dlsym_fn)(void *, const char *);
  * first (every resolver stores the same value). */
 __attribute__((visibility("hidden"))) void *_Atomic gg_real_dlsym_ptr;
 
+/* Reached from the assembly below only, so declared here, not in internal.h. */
+void *gg_dlsym_resolve(void);
+void *gg_dlsym_hook(void *handle, const char *name);
+
 __attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
 {
 	void *p = atomic_load_explicit(&gg_real_dlsym_ptr, memory_order_acquire);

@@ -89,6 +89,8 @@ void gg_ceiling_resolve(int dev, uint64_t physical_total);
 /* Atomically adds `bytes` to dev's usage if it stays within the ceiling.
  * 0 on success; -1 refused (and counted under the reason). */
 int gg_ceiling_reserve(int dev, uint64_t bytes);
+/* The same, without counting a refusal (a first try before reconciling). */
+int gg_ceiling_try_reserve(int dev, uint64_t bytes);
 /* Gives back bytes reserved or charged earlier; saturates at 0. */
 void gg_ceiling_release(int dev, uint64_t bytes);
 /* Adds bytes with no ceiling check (pool growth the driver already made). */

@@ -131,7 +131,7 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size)
 		return 0;
 	}
 	settle_locked(p, 0); /* frees released at a sync since last time count */
-	if (gg_ceiling_reserve(p->dev, need) != 0) {
+	if (gg_ceiling_try_reserve(p->dev, need) != 0) {
 		/* Before refusing, let every pool on the device give back what it
 		 * released at synchronisation points we did not see. */
 		gg_pool_reconcile_device(p->dev);
@@ -139,9 +139,6 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size)
 			pthread_mutex_unlock(&p->lock);
 			return GG_POOL_REFUSED;
 		}
-		/* The retry succeeded: take back the refusal the first try counted. */
-		atomic_fetch_sub_explicit(&gg_devices[p->dev].refused[GPUGUARD_REFUSED_CEILING], 1,
-					  memory_order_relaxed);
 	}
 	return need;
 }

@@ -143,11 +143,17 @@ typedef struct gg_CUDA_ARRAY3D_DESCRIPTOR {
 } gg_CUDA_ARRAY3D_DESCRIPTOR;
 
 /* The prototypes live in an X-list so that the conformance test can expand
- * them once more with the vendor's types and compare. */
+ * them once more with the vendor's types and compare. That test includes us
+ * beside cuda.h with GG_ABI_NO_PROTOTYPES: C holds our int and cuda.h's enum
+ * CUresult to be different types, though size and calling convention agree. */
 #define GGT(t) gg_##t
+#ifdef GG_ABI_NO_PROTOTYPES
+#define GG_CU_FN(name, params) typedef gg_CUresult(*gg_pfn_##name) params;
+#else
 #define GG_CU_FN(name, params)                        \
 	typedef gg_CUresult(*gg_pfn_##name) params;   \
 	gg_CUresult name params;
+#endif
 #define GG_CU_FN_PTSZ(name, params) GG_CU_FN(name, params)
 #define GG_CU_FN_LEGACY(name, params) GG_CU_FN(name, params)
 #include "cuda_abi_funcs.h"

@@ -88,15 +88,23 @@ typedef struct gg_hipMemPoolProps {
 	unsigned char reserved[64];
 } gg_hipMemPoolProps;
 
+/* GG_ABI_NO_PROTOTYPES: as in cuda_abi.h, for tests/abi/ beside the vendor
+ * header, whose hipError_t is an enum rather than our int. */
 #define GGT(t) gg_##t
+#ifdef GG_ABI_NO_PROTOTYPES
+#define GG_HIP_FN(name, params) typedef gg_hipError_t(*gg_pfn_##name) params;
+#else
 #define GG_HIP_FN(name, params)                         \
 	typedef gg_hipError_t(*gg_pfn_##name) params;   \
 	gg_hipError_t name params;
+#endif
 #include "hip_abi_funcs.h"
 #undef GG_HIP_FN
 #undef GGT
 
 typedef const char *(*gg_pfn_hipGetErrorString)(gg_hipError_t);
+#ifndef GG_ABI_NO_PROTOTYPES
 const char *hipGetErrorString(gg_hipError_t err);
+#endif
 
 #endif

@@ -1,0 +1,284 @@
+/* gpuguard: a program linked with -lcuda calls the driver by symbol, under the
+ * preload, with GPUGUARD_LIMIT=1Gi on an 8 GiB simulated card (see .env).
+ * Covers the ceiling, refunds, memory info, every allocation family, and the
+ * pass-through of what we do not govern. */
+#include "common.h"
+#include "gpuguard/cuda_abi.h"
+
+static gg_CUcontext ctx0, ctx1;
+
+static void setup(void)
+{
+	gg_CUdevice d;
+	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
+	    cuCtxSetCurrent(ctx0) != 0) {
+		fprintf(stderr, "simulated driver did not start\n");
+		exit(2);
+	}
+	if (cuDeviceGet(&d, 1) == 0)
+		cuDevicePrimaryCtxRetain(&ctx1, d);
+}
+
+TEST(ceiling_refuses_with_out_of_memory)
+{
+	struct gpuguard_device_stats s0 = gg_stats(0);
+	CHECK_EQ_U64(s0.limit, GIB);
+	gg_CUdeviceptr a = 0, b = 0, c = 0;
+	CHECK_EQ_INT(cuMemAlloc_v2(&a, 600 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAlloc_v2(&b, 400 * MIB), GG_CUDA_SUCCESS);
+	/* 1000 MiB used of 1024: a 30 MiB request does not fit. */
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 30 * MIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	struct gpuguard_device_stats s = gg_stats(0);
+	CHECK_EQ_U64(s.used, 1000 * MIB);
+	CHECK_EQ_U64(s.refused[GPUGUARD_REFUSED_CEILING], s0.refused[GPUGUARD_REFUSED_CEILING] + 1);
+	/* the refusal left nothing behind; a free makes room at once */
+	CHECK_EQ_INT(cuMemFree_v2(b), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 30 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(c), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(a), GG_CUDA_SUCCESS);
+	s = gg_stats(0);
+	CHECK_EQ_U64(s.used, 0);
+	CHECK_EQ_U64(s.live_bytes, 0);
+	CHECK_EQ_U64(s.allocs - s0.allocs, 3);
+	CHECK_EQ_U64(s.frees - s0.frees, 3);
+}
+
+TEST(small_allocations_charged_at_512_bytes_large_at_2_mib)
+{
+	gg_CUdeviceptr a, b;
+	CHECK_EQ_INT(cuMemAlloc_v2(&a, 100), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 512);
+	CHECK_EQ_INT(cuMemAlloc_v2(&b, 3 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 512 + 4 * MIB);
+	cuMemFree_v2(a);
+	cuMemFree_v2(b);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+TEST(meminfo_reports_the_ceiling)
+{
+	size_t f = 0, t = 0;
+	CHECK_EQ_INT(cuMemGetInfo_v2(&f, &t), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(t, GIB);
+	CHECK_EQ_U64(f, GIB);
+	gg_CUdeviceptr a;
+	CHECK_EQ_INT(cuMemAlloc_v2(&a, 256 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemGetInfo_v2(&f, &t), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(f, 768 * MIB); /* moves at once */
+	/* NULL outputs are tolerated (HAMi-core #333) */
+	CHECK_EQ_INT(cuMemGetInfo_v2(NULL, &t), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(t, GIB);
+	CHECK_EQ_INT(cuMemGetInfo_v2(&f, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(f, 768 * MIB);
+	size_t total = 0;
+	CHECK_EQ_INT(cuDeviceTotalMem_v2(&total, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(total, GIB);
+	cuMemFree_v2(a);
+}
+
+TEST(unknown_pointer_passes_through)
+{
+	struct gpuguard_device_stats s0 = gg_stats(0);
+	/* a pointer the driver never gave: its own error, untouched books */
+	CHECK_EQ_INT(cuMemFree_v2(0x1234000), GG_CUDA_ERROR_INVALID_VALUE);
+	/* bad arguments get the driver's own answers too */
+	CHECK_EQ_INT(cuMemAlloc_v2(NULL, 4096), GG_CUDA_ERROR_INVALID_VALUE);
+	gg_CUdeviceptr p;
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemFree_v2(0), GG_CUDA_SUCCESS);
+	struct gpuguard_device_stats s = gg_stats(0);
+	CHECK_EQ_U64(s.used, s0.used);
+	CHECK_EQ_U64(s.frees, s0.frees);
+}
+
+TEST(double_free_is_refunded_once)
+{
+	gg_CUdeviceptr a;
+	CHECK_EQ_INT(cuMemAlloc_v2(&a, 8 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(a), GG_CUDA_SUCCESS);
+	CHECK(cuMemFree_v2(a) != GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+TEST(pitch_managed_and_arrays_are_charged)
+{
+	gg_CUdeviceptr p, m;
+	size_t pitch = 0;
+	CHECK_EQ_INT(cuMemAllocPitch_v2(&p, &pitch, 1000, 2000, 4), GG_CUDA_SUCCESS);
+	CHECK(pitch >= 1000);
+	uint64_t want = ((uint64_t)pitch * 2000 + 2 * MIB - 1) / (2 * MIB) * (2 * MIB); /* > 1 MiB: whole pages */
+	CHECK_EQ_U64(gg_stats(0).used, want);
+	CHECK_EQ_INT(cuMemAllocManaged(&m, 64 * MIB, GG_CU_MEM_ATTACH_GLOBAL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, want + 64 * MIB);
+	gg_CUarray arr;
+	gg_CUDA_ARRAY_DESCRIPTOR d = {.Width = 2048, .Height = 2048, .Format = GG_CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+	CHECK_EQ_INT(cuArrayCreate_v2(&arr, &d), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, want + 64 * MIB + 16 * MIB);
+	gg_CUmipmappedArray mip;
+	gg_CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 1024, .Height = 1024, .Depth = 0, .Format = GG_CU_AD_FORMAT_UNSIGNED_INT8,
+					 .NumChannels = 4};
+	CHECK_EQ_INT(cuMipmappedArrayCreate(&mip, &d3, 3), GG_CUDA_SUCCESS);
+	CHECK(gg_stats(0).used > want + 80 * MIB);
+	/* an array past the ceiling is refused like anything else */
+	gg_CUDA_ARRAY3D_DESCRIPTOR big = {.Width = 8192, .Height = 8192, .Depth = 8, .Format = GG_CU_AD_FORMAT_FLOAT,
+					  .NumChannels = 4};
+	gg_CUarray arr2;
+	CHECK_EQ_INT(cuArray3DCreate_v2(&arr2, &big), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(cuMipmappedArrayDestroy(mip), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuArrayDestroy(arr), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(m), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(p), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+TEST(vmm_charges_physical_memory_not_address_space)
+{
+	gg_CUmemAllocationProp prop = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
+				       .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	size_t gran = 0;
+	CHECK_EQ_INT(cuMemGetAllocationGranularity(&gran, &prop, GG_CU_MEM_ALLOC_GRANULARITY_MINIMUM), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gran, 2 * MIB);
+	/* PyTorch reserves 1.125x the card: free */
+	gg_CUdeviceptr va;
+	CHECK_EQ_INT(cuMemAddressReserve(&va, 9 * GIB, 0, 0, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	gg_CUmemGenericAllocationHandle h[3];
+	CHECK_EQ_INT(cuMemCreate(&h[0], 512 * MIB, &prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemCreate(&h[1], 500 * MIB, &prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 1012 * MIB);
+	CHECK_EQ_INT(cuMemCreate(&h[2], 20 * MIB, &prop, 0), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(cuMemMap(va, 512 * MIB, 0, h[0], 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemUnmap(va, 512 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemRelease(h[0]), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemRelease(h[1]), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAddressFree(va, 9 * GIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	/* a bad size is the driver's INVALID_VALUE, not ours, and costs nothing */
+	CHECK_EQ_INT(cuMemCreate(&h[2], 3 * MIB, &prop, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	/* the device comes from the properties: device 1 has its own books */
+	if (ctx1) {
+		prop.location.id = 1;
+		CHECK_EQ_INT(cuMemCreate(&h[2], 64 * MIB, &prop, 0), GG_CUDA_SUCCESS);
+		CHECK_EQ_U64(gg_stats(1).used, 64 * MIB);
+		CHECK_EQ_U64(gg_stats(0).used, 0);
+		CHECK_EQ_INT(cuMemRelease(h[2]), GG_CUDA_SUCCESS);
+		CHECK_EQ_U64(gg_stats(1).used, 0);
+	}
+}
+
+static uint64_t pool_attr(gg_CUmemoryPool pool, int attr)
+{
+	gg_cuuint64_t v = 0;
+	cuMemPoolGetAttribute(pool, attr, &v);
+	return v;
+}
+
+TEST(pools_are_charged_by_reserve_and_warm_reserve_is_never_refused)
+{
+	gg_CUmemoryPool pool;
+	CHECK_EQ_INT(cuDeviceGetDefaultMemPool(&pool, 0), GG_CUDA_SUCCESS);
+	gg_cuuint64_t keep = UINT64_MAX; /* as PyTorch's cudaMallocAsync backend sets it */
+	CHECK_EQ_INT(cuMemPoolSetAttribute(pool, GG_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a, b, c;
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 600 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, pool_attr(pool, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	cuStreamSynchronize(NULL);
+	/* the pool keeps its 600 MiB: still charged */
+	CHECK_EQ_U64(gg_stats(0).used, 600 * MIB);
+	/* a plain allocation cannot have what the pool holds */
+	CHECK_EQ_INT(cuMemAlloc_v2(&b, 500 * MIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	/* but the warm pool serves from its reserve, never refused */
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 500 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 600 * MIB);
+	/* growth past the ceiling is refused with the driver's code */
+	CHECK_EQ_INT(cuMemAllocAsync_ptsz(&c, 600 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(cuMemFreeAsync_ptsz(a, NULL), GG_CUDA_SUCCESS);
+	/* trimming (torch.cuda.empty_cache) gives the reserve back at once */
+	CHECK_EQ_INT(cuMemPoolTrimTo(pool, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	CHECK_EQ_U64(gg_stats(0).pool_reserved, 0);
+	CHECK_EQ_INT(cuMemAlloc_v2(&b, 500 * MIB), GG_CUDA_SUCCESS);
+	cuMemFree_v2(b);
+	keep = 0;
+	cuMemPoolSetAttribute(pool, GG_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+}
+
+TEST(pool_release_at_sync_is_credited_before_a_refusal)
+{
+	gg_CUmemoryPool pool;
+	CHECK_EQ_INT(cuDeviceGetDefaultMemPool(&pool, 0), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a, b;
+	uint64_t refused0 = gg_stats(0).refused[GPUGUARD_REFUSED_CEILING];
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 800 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	/* threshold 0: the pool releases at the sync, which we do not hook */
+	CHECK_EQ_INT(cuStreamSynchronize(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(pool_attr(pool, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+	/* the books still show 800 MiB, but a request is never refused for it */
+	CHECK_EQ_INT(cuMemAlloc_v2(&b, 800 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 800 * MIB);
+	CHECK_EQ_U64(gg_stats(0).refused[GPUGUARD_REFUSED_CEILING], refused0);
+	cuMemFree_v2(b);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+TEST(created_pools_follow_their_device)
+{
+	gg_CUmemPoolProps props = {.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
+				   .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	gg_CUmemoryPool pool;
+	CHECK_EQ_INT(cuMemPoolCreate(&pool, &props), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&a, 100 * MIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 100 * MIB);
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync_ptsz(&a, 2 * GIB, pool, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+TEST(legacy_entry_points_are_not_wrapped)
+{
+	/* cuMemAlloc (32-bit CUdeviceptr) has another ABI: it must reach the
+	 * driver's own function, never one of ours. */
+	void *legacy = dlsym(RTLD_DEFAULT, "cuMemAlloc");
+	CHECK(legacy != NULL);
+	CHECK(strcmp(object_of(legacy), "libcuda.so.1") == 0);
+	CHECK(strcmp(object_of(dlsym(RTLD_DEFAULT, "cuMemAlloc_v2")), "libgpuguard.so") == 0);
+}
+
+TEST(device_one_has_its_own_ceiling)
+{
+	if (!ctx1)
+		return;
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a;
+	CHECK_EQ_INT(cuMemAlloc_v2(&a, 900 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(1).used, 900 * MIB);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	size_t f, t;
+	CHECK_EQ_INT(cuMemGetInfo_v2(&f, &t), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(f, 124 * MIB);
+	cuMemFree_v2(a);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+}
+
+int main(void)
+{
+	setup();
+	RUN(ceiling_refuses_with_out_of_memory);
+	RUN(small_allocations_charged_at_512_bytes_large_at_2_mib);
+	RUN(meminfo_reports_the_ceiling);
+	RUN(unknown_pointer_passes_through);
+	RUN(double_free_is_refunded_once);
+	RUN(pitch_managed_and_arrays_are_charged);
+	RUN(vmm_charges_physical_memory_not_address_space);
+	RUN(pools_are_charged_by_reserve_and_warm_reserve_is_never_refused);
+	RUN(pool_release_at_sync_is_credited_before_a_refusal);
+	RUN(created_pools_follow_their_device);
+	RUN(legacy_entry_points_are_not_wrapped);
+	RUN(device_one_has_its_own_ceiling);
+	return harness_done();
+}
