@@ -40,7 +40,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 PRELOAD_SRCS := $(wildcard tests/preload/t_*.c)
 PRELOAD_BINS := $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_SRCS))
-PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so
+PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so $(BUILD)/tests/preload/libnextbase.so
 SIM_TEST := $(BUILD)/tests/sim_test
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
@@ -80,12 +80,14 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $< $(CORE_SRCS) $(LDLIBS)
 
+LNEXT := -Wl,--no-as-needed -lnextuser -lnextbase -Wl,--as-needed
 # Programs run under LD_PRELOAD. *_lcuda links the driver, *_lhip HIP,
-# anything else reaches them by dlopen only.
-$(BUILD)/tests/preload/%: tests/preload/%.c $(SIM) $(HEADERS)
+# *_lnext the two RTLD_NEXT test libraries; anything else uses dlopen only.
+$(BUILD)/tests/preload/t_%: tests/preload/t_%.c $(SIM) $(PRELOAD_LIBS) $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim \
-		$(if $(findstring _lcuda,$*),-lcuda) $(if $(findstring _lhip,$*),-lamdhip64) $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -L$(BUILD)/tests/preload \
+		$(if $(findstring _lcuda,$*),-lcuda) $(if $(findstring _lhip,$*),-lamdhip64) \
+		$(if $(findstring _lnext,$*),$(LNEXT)) $(LDLIBS)
 
 $(BUILD)/tests/preload/lib%.so: tests/preload/lib%.c $(HEADERS)
 	@mkdir -p $(@D)
