@@ -148,5 +148,6 @@ void gg_ceiling_reset(void)
 		atomic_store_explicit(&g->untracked_frees, 0, memory_order_relaxed);
 		for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
 			atomic_store_explicit(&g->refused[r], 0, memory_order_relaxed);
+		atomic_store_explicit(&g->pool_overshoot, 0, memory_order_relaxed);
 	}
 }

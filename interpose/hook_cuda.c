@@ -45,6 +45,7 @@
 /* Functions we only call. */
 #define CU_HELPERS(X)                                                                              \
 	X(cuCtxGetDevice)                                                                          \
+	X(cuCtxSynchronize)                                                                        \
 	X(cuDeviceGetMemPool)                                                                      \
 	X(cuMemPoolGetAttribute)
 
@@ -251,14 +252,30 @@ static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemor
 		return rc;
 	}
 	resolve_limit(dev);
-	uint64_t reserved = gg_pool_begin(p, size);
+	uint64_t before;
+	uint64_t reserved = gg_pool_begin(p, size, &before);
 	if (reserved == GG_POOL_REFUSED)
 		return GG_CUDA_ERROR_OUT_OF_MEMORY;
 	rc = call(dptr, size, pool, stream, real);
+	if (rc == GG_CUDA_SUCCESS && reserved == 0 && gg_pool_grew(p, before)) {
+		/* At the ceiling the driver could not serve this from the warm
+		 * reserve and grew the pool instead: that growth does not fit.
+		 * Hand the block back, let the stream reach the free, trim the
+		 * pool to what it held, and refuse. Only on this refusal path. */
+		gg_pfn_cuMemFreeAsync fr = REAL(cuMemFreeAsync);
+		gg_pfn_cuCtxSynchronize sync = HELPER(cuCtxSynchronize);
+		gg_pfn_cuMemPoolTrimTo trim = REAL(cuMemPoolTrimTo);
+		if (fr && sync && trim && fr(*dptr, stream) == GG_CUDA_SUCCESS) {
+			sync();
+			trim(pool, before);
+			rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
+			gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CEILING);
+		}
+	}
 	gg_pool_end(p, reserved);
 	if (rc == GG_CUDA_SUCCESS)
 		gg_account_commit(dev, GG_NS_PTR, *dptr, size, api, 0); /* the pool carries the charge */
-	else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
+	else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY && reserved != 0)
 		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
 	return rc;
 }

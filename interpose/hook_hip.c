@@ -29,6 +29,7 @@
 
 #define HIP_HELPERS(X)                                                                             \
 	X(hipGetDevice)                                                                            \
+	X(hipDeviceSynchronize)                                                                    \
 	X(hipDeviceGetMemPool)                                                                     \
 	X(hipMemPoolGetAttribute)                                                                  \
 	X(hipRuntimeGetVersion)
@@ -230,15 +231,30 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 		return rc;
 	}
 	resolve_limit(dev);
-	uint64_t reserved = gg_pool_begin(p, size);
+	uint64_t before;
+	uint64_t reserved = gg_pool_begin(p, size, &before);
 	if (reserved == GG_POOL_REFUSED)
 		return GG_hipErrorOutOfMemory;
 	rc = CALL_REAL();
 #undef CALL_REAL
+	if (rc == GG_hipSuccess && *ptr && reserved == 0 && gg_pool_grew(p, before)) {
+		/* Growth past the ceiling from a warm reserve that could not serve
+		 * the request: undo it and refuse (see hook_cuda.c). */
+		gg_pfn_hipFreeAsync fr = REAL(hipFreeAsync);
+		gg_pfn_hipDeviceSynchronize sync = HELPER(hipDeviceSynchronize);
+		gg_pfn_hipMemPoolTrimTo trim = REAL(hipMemPoolTrimTo);
+		if (fr && sync && trim && fr(*ptr, stream) == GG_hipSuccess) {
+			sync();
+			trim(pool, before);
+			*ptr = NULL;
+			rc = GG_hipErrorOutOfMemory;
+			gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CEILING);
+		}
+	}
 	gg_pool_end(p, reserved);
 	if (rc == GG_hipSuccess && *ptr)
 		gg_account_commit(dev, GG_NS_PTR, (uint64_t)(uintptr_t)*ptr, size, api, 0);
-	else if (rc == GG_hipErrorOutOfMemory)
+	else if (rc == GG_hipErrorOutOfMemory && reserved != 0)
 		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
 	return rc;
 }

@@ -108,6 +108,7 @@ GG_EXPORT int gpuguard_device_stats(int dev, struct gpuguard_device_stats *out)
 	out->untracked_frees = atomic_load_explicit(&g->untracked_frees, memory_order_relaxed);
 	for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
 		out->refused[r] = atomic_load_explicit(&g->refused[r], memory_order_relaxed);
+	out->pool_overshoot = atomic_load_explicit(&g->pool_overshoot, memory_order_relaxed);
 	return 0;
 }
 

@@ -76,6 +76,7 @@ struct gg_device {
 	_Atomic uint64_t frees;
 	_Atomic uint64_t untracked_frees;
 	_Atomic uint64_t refused[GPUGUARD_REFUSED_COUNT];
+	_Atomic uint64_t pool_overshoot;
 } __attribute__((aligned(64)));
 #define GG_LIMIT_UNRESOLVED (UINT64_MAX - 1)
 extern struct gg_device gg_devices[GG_MAX_DEVICES];
@@ -153,12 +154,15 @@ struct gg_pool;
 #define GG_POOL_REFUSED UINT64_MAX
 /* Finds or registers pool handle on dev. NULL when the registry is full. */
 struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
-/* Bytes to reserve before asking the pool for `size` more: 0 if its reserve
- * already covers it; GG_POOL_REFUSED past the ceiling. Any other value means
- * the bytes are reserved and the pool's grow lock is held until gg_pool_end. */
-uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size);
+/* Call before asking the pool for `size` bytes. Returns GG_POOL_REFUSED past
+ * the ceiling; otherwise the bytes it reserved, with the pool's lock held
+ * until gg_pool_end. 0 means the request goes to the pool's warm reserve
+ * with no room left under the ceiling: if the pool grew all the same
+ * (gg_pool_grew against *reserve_before), the caller must undo it. */
+uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
+int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
- * gives back the `reserved` bytes begin() took. Drops the grow lock. */
+ * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
 /* Re-reads every pool of dev (before a refusal, and for memory info). */
 void gg_pool_reconcile_device(int dev);

@@ -2,7 +2,8 @@
  * charge is what it reserves (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not what
  * is live in it. A request its warm reserve can serve is never refused; one
  * that makes the pool grow reserves the growth against the ceiling first.
- * Growth is serialised per pool so each change in reserve is charged once. */
+ * A pool's allocations are serialised by its lock, so each change in its
+ * reserve is charged exactly once; nobody else ever waits on that lock. */
 #include <pthread.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ struct gg_pool {
 	void *_Atomic handle;        /* NULL = free entry, DEAD_POOL = destroyed */
 	int dev;
 	gg_pool_reserved_fn query;
-	pthread_mutex_t lock;        /* held by a grower across its driver call */
+	pthread_mutex_t lock;        /* held across one allocation's driver call */
 	uint64_t charged;            /* reserve we charged; written under lock only */
 };
 
@@ -85,6 +86,12 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 	struct gg_device *g = &gg_devices[p->dev];
 	uint64_t held = p->charged + credit; /* what `used` holds for this pool now */
 	if (target > held) {
+		/* Growth nobody reserved: a warm but fragmented reserve at the
+		 * ceiling. The memory is taken; count how far past we went. */
+		uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
+		uint64_t now = atomic_load_explicit(&g->used, memory_order_relaxed) + (target - held);
+		if (now > lim && lim != GG_LIMIT_UNRESOLVED)
+			atomic_fetch_add_explicit(&g->pool_overshoot, now - lim, memory_order_relaxed);
 		gg_ceiling_force(p->dev, target - held);
 		atomic_fetch_add_explicit(&g->pool_reserved, target - p->charged, memory_order_relaxed);
 	} else {
@@ -99,8 +106,8 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 
 void gg_pool_reconcile(struct gg_pool *p)
 {
-	/* trylock: a grower holds the lock across its driver call and settles
-	 * the pool itself when done; nobody ever waits here. */
+	/* trylock: an allocation holds the lock across its driver call and
+	 * settles the pool itself when done; nobody ever waits here. */
 	if (pthread_mutex_trylock(&p->lock) != 0)
 		return;
 	settle_locked(p, 0);
@@ -117,20 +124,26 @@ void gg_pool_reconcile_device(int dev)
 	}
 }
 
-uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size)
+uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE;
 	uint64_t reserved, used;
 	void *h = atomic_load_explicit(&p->handle, memory_order_relaxed);
-	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= need)
-		return 0; /* the warm reserve covers it: never refuse (DESIGN.md §2) */
+	/* Held until gg_pool_end, across the driver call: two requests that each
+	 * fit the warm reserve alone must not both be let through unreserved,
+	 * or the second grows the pool past the ceiling. The driver serialises
+	 * a pool's allocations internally anyway. */
 	pthread_mutex_lock(&p->lock);
-	/* Another grower may have just made room while we waited. */
-	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= need) {
-		pthread_mutex_unlock(&p->lock);
-		return 0;
-	}
 	settle_locked(p, 0); /* frees released at a sync since last time count */
+	*reserve_before = p->charged;
+	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= need) {
+		/* The free reserve adds up to the request. Reserve the growth if
+		 * there is room (a fragmented reserve can make the pool grow
+		 * anyway); if there is none, let the driver try its reserve: a
+		 * request it serves from there is never refused (DESIGN.md §2),
+		 * and gg_pool_grew tells the caller when it did not. */
+		return gg_ceiling_try_reserve(p->dev, need) == 0 ? need : 0;
+	}
 	if (gg_ceiling_try_reserve(p->dev, need) != 0) {
 		/* Before refusing, let every pool on the device give back what it
 		 * released at synchronisation points we did not see. */
@@ -143,12 +156,15 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size)
 	return need;
 }
 
+int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
+{
+	uint64_t reserved, used;
+	return p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0 &&
+	       reserved > reserve_before;
+}
+
 void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 {
-	if (reserved == 0) {
-		gg_pool_reconcile(p);
-		return;
-	}
 	settle_locked(p, reserved);
 	pthread_mutex_unlock(&p->lock);
 }
