@@ -1,0 +1,53 @@
+#!/bin/sh
+# gpuguard: the library's face to the host process. Its dynamic symbols must be
+# exactly tests/exports.txt, so a leaked helper fails the suite, and it may need
+# only libc-level libraries, so it loads into images with no CUDA toolkit.
+# Regenerate the list after adding a hook:  GG_EXPORTS_UPDATE=1 sh tests/scripts/exports.sh
+LIB=${GG_TEST_LIB:-build/lib/libgpuguard.so}
+EXPECTED=tests/exports.txt
+
+passed=0
+failed=0
+got=$(mktemp)
+trap 'rm -f "$got"' EXIT
+
+if [ ! -f "$LIB" ]; then
+	echo "tests/scripts/exports.sh: no library at $LIB (make lib)"
+	echo "harness: 0 passed, 2 failed"
+	exit 1
+fi
+
+# 1. exported symbols (names only; nm may append @VERSION)
+nm -D --defined-only "$LIB" | awk 'NF >= 3 { print $NF }' | sed 's/@.*//' |
+	grep -v -x -e _init -e _fini | LC_ALL=C sort -u >"$got"
+if [ -n "$GG_EXPORTS_UPDATE" ]; then
+	cp "$got" "$EXPECTED"
+	echo "wrote $EXPECTED ($(wc -l <"$EXPECTED") symbols)"
+fi
+if diff -u "$EXPECTED" "$got"; then
+	echo "ok   exports: $(wc -l <"$got") symbols match $EXPECTED"
+	passed=$((passed + 1))
+else
+	echo "FAIL exports: $LIB differs from $EXPECTED (- expected, + exported)"
+	failed=$((failed + 1))
+fi
+
+# 2. NEEDED: glibc only; a sanitizer build (make check SAN=...) adds its runtime.
+bad=
+for lib in $(readelf -d "$LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p'); do
+	case $lib in
+	libc.so.6 | libdl.so.2 | libpthread.so.0 | ld-linux-x86-64.so.2) ;;
+	libasan.so.* | libubsan.so.* | libtsan.so.*) [ -n "$SAN" ] || bad="$bad $lib" ;;
+	*) bad="$bad $lib" ;;
+	esac
+done
+if [ -z "$bad" ]; then
+	echo "ok   needed: $(readelf -d "$LIB" | grep -c '(NEEDED)') libraries, all allowed"
+	passed=$((passed + 1))
+else
+	echo "FAIL needed: $LIB depends on$bad (only libc, libdl, libpthread, ld-linux allowed)"
+	failed=$((failed + 1))
+fi
+
+echo "harness: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
