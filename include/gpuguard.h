@@ -53,6 +53,11 @@ struct gpuguard_device_stats {
 	uint64_t frees;           /* frees of tracked allocations */
 	uint64_t untracked_frees; /* frees of pointers we never saw, passed through */
 	uint64_t refused[GPUGUARD_REFUSED_COUNT];
+	/* Bytes by which this device went past the ceiling because a
+	 * stream-ordered pool grew where no reservation covered it (a growth
+	 * from a fragmented warm reserve that could not be undone). Stays 0
+	 * unless the driver refuses the undo; a sign to look at, not an error. */
+	uint64_t pool_overshoot;
 };
 
 /* Library version string, e.g. "0.1.0". */

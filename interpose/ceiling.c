@@ -104,6 +104,10 @@ void gg_ceiling_force(int dev, uint64_t bytes)
 
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
+	/* Saturate: near 2^64, v + to - 1 would wrap to a tiny charge that any
+	 * ceiling lets through; UINT64_MAX is refused like the request. */
+	if (v > UINT64_MAX - (to - 1))
+		return UINT64_MAX;
 	return (v + to - 1) / to * to;
 }
 

@@ -426,8 +426,11 @@ gg_hipError_t hipMemPoolGetAttribute(gg_hipMemPool_t mem_pool, gg_hipMemPoolAttr
 
 /* ---------------------------------------------------- virtual memory (VMM) */
 
-static gg_hipError_t check_prop(const gg_hipMemAllocationProp *prop, int *dev)
+/* This is libamdhip64.so.6: hipMemAllocationProp has the ROCm 6 layout
+ * (gg_hipMemAllocationProp_v6), whatever the ROCm 5 prototype says. */
+static gg_hipError_t check_prop(const gg_hipMemAllocationProp *prop5, int *dev)
 {
+	const gg_hipMemAllocationProp_v6 *prop = (const gg_hipMemAllocationProp_v6 *)(const void *)prop5;
 	if (!prop || prop->type != GG_hipMemAllocationTypePinned)
 		return GG_hipErrorInvalidValue;
 	return check_location(&prop->location, dev);
@@ -460,7 +463,7 @@ gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle, size_t si
 	if (!size || size % SIM_PAGE)
 		return GG_hipErrorInvalidValue;
 	uint64_t h;
-	int rc = sim_vmm_create(dev, size, prop, sizeof(*prop), &h);
+	int rc = sim_vmm_create(dev, size, prop, sizeof(gg_hipMemAllocationProp_v6), &h);
 	if (rc == SIM_OK)
 		*handle = (gg_hipMemGenericAllocationHandle_t)(uintptr_t)h;
 	return to_hip(rc);

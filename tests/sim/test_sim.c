@@ -745,11 +745,13 @@ TEST(hip_pools_and_vmm)
 	CHECK_EQ_U64(u1, 0);
 	CHECK_EQ_INT(hipStreamDestroy(s), GG_hipSuccess);
 	/* VMM */
-	gg_hipMemAllocationProp prop;
-	memset(&prop, 0, sizeof(prop));
-	prop.type = GG_hipMemAllocationTypePinned;
-	prop.location.type = GG_hipMemLocationTypeDevice;
-	prop.location.id = 0;
+	/* libamdhip64.so.6 takes the ROCm 6 layout of hipMemAllocationProp */
+	gg_hipMemAllocationProp_v6 prop6;
+	memset(&prop6, 0, sizeof(prop6));
+	prop6.type = GG_hipMemAllocationTypePinned;
+	prop6.location.type = GG_hipMemLocationTypeDevice;
+	prop6.location.id = 0;
+#define prop (*(gg_hipMemAllocationProp *)(void *)&prop6)
 	size_t g;
 	CHECK_EQ_INT(hipMemGetAllocationGranularity(&g, &prop, 0), GG_hipSuccess);
 	CHECK_EQ_U64(g, 2 * MiB);
@@ -767,6 +769,7 @@ TEST(hip_pools_and_vmm)
 	CHECK_EQ_INT(hipMemUnmap(va, 8 * MiB), GG_hipSuccess);
 	CHECK_EQ_U64(hip_free(), f0);
 	CHECK_EQ_INT(hipMemAddressFree(va, 4 * DEVMEM), GG_hipSuccess);
+#undef prop
 }
 
 /* SIMGPU_MEMORY quantities, read by a fresh child process */
