@@ -45,7 +45,7 @@ SIM_TEST := $(BUILD)/tests/sim_test
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
 
-.PHONY: all lib sim tests check check-gpu bench demo install clean deps format
+.PHONY: all lib sim tests check check-all check-gpu bench demo install clean deps format
 all: lib sim tests $(EXAMPLES)
 lib: $(LIB)
 sim: $(SIM)
@@ -107,8 +107,16 @@ $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
 
-check: all
+deps:
+	@sh tests/deps.sh
+
+check: deps
+	$(MAKE) all
 	BUILD=$(BUILD) SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) sh tests/run.sh
+
+# What CI runs: the suite plainly and under each sanitizer, one summary.
+check-all: deps
+	sh tests/run_all.sh
 
 check-gpu: lib
 	sh tests/gpu/run.sh
@@ -116,7 +124,8 @@ check-gpu: lib
 bench: lib sim $(BENCH)
 	BUILD=$(BUILD) sh tests/bench/run.sh
 
-demo: lib sim $(EXAMPLES)
+demo: deps
+	$(MAKE) lib sim $(EXAMPLES)
 	BUILD=$(BUILD) sh examples/demo.sh
 
 install: lib

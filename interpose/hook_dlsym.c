@@ -17,9 +17,14 @@ __attribute__((visibility("hidden"))) void *_Atomic gg_real_dlsym_ptr;
 
 /* Reached from the assembly below only, so declared here, not in internal.h. */
 void *gg_dlsym_resolve(void);
+
+/* A sanitizer runtime, preloaded ahead of us, calls dlsym(RTLD_NEXT, ...)
+ * while it initialises, before its shadow memory exists: the code on that
+ * path must not be instrumented, or it faults. */
+#define GG_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
 void *gg_dlsym_hook(void *handle, const char *name);
 
-__attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
+GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
 {
 	void *p = atomic_load_explicit(&gg_real_dlsym_ptr, memory_order_acquire);
 	if (p)
@@ -35,7 +40,7 @@ __attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
 	return p;
 }
 
-void *gg_real_dlsym(void *handle, const char *name)
+GG_NO_SANITIZE void *gg_real_dlsym(void *handle, const char *name)
 {
 	dlsym_fn f = (dlsym_fn)gg_dlsym_resolve();
 	return f ? f(handle, name) : NULL;
@@ -111,7 +116,7 @@ void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real
 }
 
 /* Everything but RTLD_NEXT arrives here from the trampoline. */
-__attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(void *handle, const char *name)
+GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(void *handle, const char *name)
 {
 	void *real = gg_real_dlsym(handle, name);
 	if (!real || !name || gg_in_hook)

@@ -1,0 +1,22 @@
+#!/bin/sh
+# gpuguard: installs the Debian packages the build and tests need, only those
+# missing, so `make demo` and `make check` work on a fresh machine. Run as
+# root (as CI is); otherwise it says what to install and carries on.
+#   build-essential  gcc, make, binutils (nm, readelf for the exports test)
+#   libamdhip64-dev  HIP headers the ABI conformance test checks against
+# The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
+# it is absent, that check is reported as skipped.
+PKGS="build-essential libamdhip64-dev"
+missing=
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+	echo "gpuguard: please install:$missing" >&2
+	exit 0
+fi
+echo "gpuguard: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
+	{ echo "gpuguard: apt-get install$missing failed" >&2; exit 1; }

@@ -1,0 +1,37 @@
+#!/bin/sh
+# gpuguard: the whole suite, plainly and under AddressSanitizer,
+# UndefinedBehaviorSanitizer and ThreadSanitizer (each its own build in
+# build/san-<name>/), closing on one "N passed, N failed" line for all four.
+MAKE=${MAKE:-make}
+total_p=0
+total_f=0
+total_s=0
+for san in "" address undefined thread; do
+	label=${san:-plain}
+	echo "=== $label"
+	if ! $MAKE --no-print-directory -s all SAN=$san >/tmp/gpuguard-build-$$.log 2>&1; then
+		cat /tmp/gpuguard-build-$$.log
+		echo "build failed: $label"
+		total_f=$((total_f + 1))
+		continue
+	fi
+	out=$($MAKE --no-print-directory -s check SAN=$san 2>&1)
+	echo "$out" | grep -v '^make'
+	last=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+	p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$last" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p')
+	s=$(echo "$last" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+	[ -z "$last" ] && f=1
+	total_p=$((total_p + ${p:-0}))
+	total_f=$((total_f + ${f:-0}))
+	total_s=$((total_s + ${s:-0}))
+done
+rm -f /tmp/gpuguard-build-$$.log
+echo
+echo "all variants (plain, address, undefined, thread):"
+if [ "$total_s" -gt 0 ]; then
+	echo "$total_p passed, $total_f failed, $total_s skipped"
+else
+	echo "$total_p passed, $total_f failed"
+fi
+[ "$total_f" -eq 0 ]
