@@ -1,0 +1,27 @@
+#!/bin/sh
+# gpuguard: a process that never touches a GPU is unaffected by the preload:
+# same output, same exit status, nothing on stderr, also with a ceiling set.
+passed=0
+failed=0
+check() {
+	name=$1
+	shift
+	want_out=$("$@" 2>/dev/null)
+	want_rc=$?
+	got_out=$(env LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=4Gi "$@" 2>/tmp/gg-nogpu-err.$$)
+	got_rc=$?
+	err=$(cat /tmp/gg-nogpu-err.$$)
+	rm -f /tmp/gg-nogpu-err.$$
+	if [ "$want_out" = "$got_out" ] && [ "$want_rc" = "$got_rc" ] && [ -z "$err" ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL $name: rc $want_rc vs $got_rc, stderr: $err"
+	fi
+}
+check ls ls -1 /
+check sh-exit-status sh -c 'exit 3'
+check sh-pipeline sh -c 'echo hello | tr a-z A-Z'
+check sort sh -c 'printf "b\na\n" | sort'
+echo "harness: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
