@@ -19,8 +19,10 @@ static GG_TLS uint32_t cached_tid;
 
 static uint64_t mono_ms(void)
 {
+	/* COARSE: a few ns from the vDSO instead of ~20; a record's age only
+	 * needs milliseconds, and the coarse clock ticks every 1-4 ms. */
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
