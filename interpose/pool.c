@@ -126,7 +126,8 @@ void gg_pool_reconcile_device(int dev)
 
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
-	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE;
+	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
+	uint64_t fit = (size + 511) / 512 * 512;                    /* what a block in the reserve takes */
 	uint64_t reserved, used;
 	void *h = atomic_load_explicit(&p->handle, memory_order_relaxed);
 	/* Held until gg_pool_end, across the driver call: two requests that each
@@ -136,7 +137,7 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	pthread_mutex_lock(&p->lock);
 	settle_locked(p, 0); /* frees released at a sync since last time count */
 	*reserve_before = p->charged;
-	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= need) {
+	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= fit) {
 		/* The free reserve adds up to the request. Reserve the growth if
 		 * there is room (a fragmented reserve can make the pool grow
 		 * anyway); if there is none, let the driver try its reserve: a

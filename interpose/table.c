@@ -235,9 +235,10 @@ static void visit(struct slot *s, void (*fn)(const struct gg_record *, void *), 
 	read_payload(s, k, &r);
 	/* acquire fence, then re-check: if a payload word came from a later owner,
 	 * that owner's release fence makes its BUSY visible here and we skip. The
-	 * one blind spot is the same address freed and re-inserted into the same
-	 * slot within these few loads; that record is then a mix of two
-	 * allocations at one address, which a dump can live with. */
+	 * one blind spot is the key coming back to this slot within these few
+	 * loads (k freed, the slot reused, k allocated again into it): the copy
+	 * may then mix fields of those records. Only a dump reads this way, and
+	 * it can live with that; removes never do. */
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&s->key, memory_order_relaxed) == k)
 		fn(&r, arg);

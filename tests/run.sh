@@ -25,8 +25,10 @@ run() {
 	name=$1
 	shift
 	start=$(date +%s)
-	env "$@" >"$log" 2>&1
+	# A hung test must not hang CI: each program gets a time limit.
+	timeout -k 10 "${GG_TEST_TIMEOUT:-300}" env "$@" >"$log" 2>&1
 	rc=$?
+	[ "$rc" -eq 124 ] && echo "timed out after ${GG_TEST_TIMEOUT:-300}s" >>"$log"
 	secs=$(($(date +%s) - start))
 	line=$(grep '^harness: ' "$log" | tail -n 1)
 	if [ -n "$line" ]; then

@@ -1,0 +1,48 @@
+#!/bin/sh
+# gpuguard demo: the toy inference server (examples/kvcache.c) on a simulated
+# 16 GiB GPU, first alone, then under gpuguard with a 4 GiB ceiling. Builds
+# nothing: `make demo` has built the server, the library and the simulator.
+BUILD=${BUILD:-build}
+SERVER="$BUILD/examples/kvcache"
+LIB="$BUILD/lib/libgpuguard.so"
+for f in "$SERVER" "$LIB" "$BUILD/sim/libcuda.so.1"; do
+	if [ ! -e "$f" ]; then
+		echo "demo: $f is missing; run 'make demo'" >&2
+		exit 1
+	fi
+done
+export LD_LIBRARY_PATH="$BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export SIMGPU_MEMORY=16Gi
+unset LD_PRELOAD GPUGUARD_LIMIT GPUGUARD_VERBOSE
+
+rule() {
+	echo "=============================================================================="
+}
+
+rule
+echo "Run 1: no gpuguard. A 16 GiB card (simulated); the server is alone on it."
+echo "  The server asks cuMemGetInfo how big the card is and, like vLLM, gives its"
+echo "  KV cache 0.9 x total - weights: it sizes itself to the whole card."
+echo "  \$ SIMGPU_MEMORY=16Gi $SERVER"
+rule
+"$SERVER" 2>&1
+rc1=$?
+echo
+
+rule
+echo "Run 2: the same server under gpuguard with a 4 GiB ceiling. Nothing else changes."
+echo "  cuMemGetInfo now reports total 4 GiB, so the server sizes itself to the ceiling."
+echo "  When load pushes past it, allocations fail with CUDA_ERROR_OUT_OF_MEMORY, the"
+echo "  one code PyTorch and vLLM recover from: the server empties its block cache,"
+echo "  retries, and if that is not enough drops one request and keeps serving."
+echo "  \$ LD_PRELOAD=$LIB GPUGUARD_LIMIT=4Gi GPUGUARD_VERBOSE=1 $SERVER"
+rule
+LD_PRELOAD="$LIB" GPUGUARD_LIMIT=4Gi GPUGUARD_VERBOSE=1 "$SERVER" 2>&1
+rc2=$?
+echo
+
+if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ]; then
+	echo "demo: FAILED (run 1 exit $rc1, run 2 exit $rc2)" >&2
+	exit 1
+fi
+echo "demo: both runs exited 0."

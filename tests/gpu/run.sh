@@ -1,0 +1,252 @@
+#!/bin/sh
+# gpuguard on a real NVIDIA GPU (`make check-gpu`). Builds tests/gpu/*.cu into
+# build/gpu/, runs each under LD_PRELOAD=build/lib/libgpuguard.so
+# GPUGUARD_LIMIT=4Gi, then tests/gpu/torch_check.py (PyTorch's three
+# allocators) if python3 + torch are there, and prints a summary table.
+#
+# No GPU: prints "no NVIDIA GPU: check-gpu skipped" and exits 0. A missing
+# optional tool (nvcc, python3, torch) makes its rows "skipped", never
+# failed. Without nvcc, binaries already in build/gpu/ (built elsewhere, with
+# libcudart.so.* copied beside them) are used. Exit status 1 on any failure.
+#
+# Environment: GG_LIB (library, default build/lib/libgpuguard.so),
+# NVCC (compiler), GG_GPU_GENCODE (nvcc -gencode flags), GG_GPU_TIMEOUT
+# (seconds per program, default 120), GG_TORCH_TIMEOUT (default 600).
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
+cd "$ROOT" || exit 1
+SRC=tests/gpu
+OUT=$ROOT/build/gpu
+LIB=${GG_LIB:-$ROOT/build/lib/libgpuguard.so}
+TMO=${GG_GPU_TIMEOUT:-120}
+TORCH_TMO=${GG_TORCH_TIMEOUT:-600}
+# H200 is sm_90: native code for it, plus compute_75 PTX (the oldest CUDA 13
+# target) that the driver JIT-compiles on any other GPU.
+GENCODE=${GG_GPU_GENCODE:-"-gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75"}
+
+# ---- is there a GPU at all? ----------------------------------------------
+have_gpu() {
+	if command -v nvidia-smi >/dev/null 2>&1; then
+		nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+		return
+	fi
+	[ -e /dev/nvidiactl ] && ls /dev/nvidia[0-9]* >/dev/null 2>&1
+}
+if ! have_gpu; then
+	echo "no NVIDIA GPU: check-gpu skipped"
+	exit 0
+fi
+
+mkdir -p "$OUT" || exit 1
+ROWS=$OUT/rows.txt
+: >"$ROWS"
+if command -v nvidia-smi >/dev/null 2>&1; then
+	nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv,noheader 2>/dev/null |
+		sed 's/^/gpu: /'
+fi
+
+if [ ! -f "$LIB" ] && [ -z "${GG_LIB:-}" ] && command -v make >/dev/null 2>&1; then
+	make lib >/dev/null 2>&1
+fi
+if [ ! -f "$LIB" ]; then
+	echo "check-gpu: $LIB is missing (make lib)" >&2
+	exit 1
+fi
+echo "library: $LIB, GPUGUARD_LIMIT=4Gi"
+
+if command -v timeout >/dev/null 2>&1; then
+	have_timeout=1
+else
+	have_timeout=0
+	echo "note: no timeout(1); programs run without a time limit"
+fi
+
+# row NAME CEILING MEMINFO REFUSAL WORKING RESULT NOTE
+row() {
+	printf '%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" >>"$ROWS"
+}
+
+# key=value from a GGRESULT line
+field() {
+	printf '%s\n' "$2" | sed -n "s/.* $1=\([^ ]*\).*/\1/p"
+}
+
+# Turns a program's log and exit status into one row.
+judge() { # NAME RC LOG
+	name=$1 rc=$2 log=$3
+	line=$(grep '^GGRESULT ' "$log" | tail -n 1)
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		row "$name" - - - - FAIL "timed out"
+	elif [ -z "$line" ]; then
+		row "$name" - - - - FAIL "no result line, exit status $rc"
+	else
+		res=$(field result "$line")
+		note=$(field reason "$line")
+		if [ "$res" = PASS ] && [ "$rc" = 0 ]; then
+			:
+		elif [ "$res" = SKIP ] && [ "$rc" = 77 ]; then
+			:
+		else
+			[ "$res" = PASS ] && note="exit status $rc"
+			res=FAIL
+		fi
+		row "$name" "$(field ceiling "$line")" "$(field meminfo "$line")" \
+			"$(field refusal "$line")" "$(field working "$line")" "$res" "$note"
+	fi
+	if [ "$(tail -n 1 "$ROWS" | cut -d'|' -f6)" = FAIL ]; then
+		echo "---- $name: last lines of $log"
+		tail -n 25 "$log"
+		echo "----"
+	fi
+}
+
+# ---- build the CUDA programs ---------------------------------------------
+PROGS="driver_api cudart_shared cudart_static vmm async_pool managed"
+NVCC=${NVCC:-}
+if [ -z "$NVCC" ]; then
+	if command -v nvcc >/dev/null 2>&1; then
+		NVCC=$(command -v nvcc)
+	else
+		for d in ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda /opt/cuda; do
+			if [ -x "$d/bin/nvcc" ]; then
+				NVCC=$d/bin/nvcc
+				break
+			fi
+		done
+	fi
+fi
+
+BUILT=""    # programs with a binary to run
+NOBUILD=""  # programs that failed to build and have no binary
+if [ -n "$NVCC" ]; then
+	CUDA_DIR=$(cd "$(dirname "$NVCC")/.." && pwd)
+	echo "nvcc: $NVCC ($("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+	# The driver is not linked at build time on a GPU-less box: use the stub.
+	STUBS=""
+	for d in "$CUDA_DIR/lib64/stubs" "$CUDA_DIR/lib/stubs" "$CUDA_DIR"/targets/*/lib/stubs; do
+		if [ -f "$d/libcuda.so" ]; then
+			STUBS="-L$d"
+			break
+		fi
+	done
+	# The shared-cudart build carries its libcudart beside it ($ORIGIN), so
+	# build/gpu/ also runs where no toolkit is installed.
+	for d in "$CUDA_DIR/lib64" "$CUDA_DIR/lib" "$CUDA_DIR"/targets/*/lib; do
+		if ls "$d"/libcudart.so.[0-9]* >/dev/null 2>&1; then
+			cp -L "$d"/libcudart.so.[0-9]* "$OUT"/ 2>/dev/null
+			break
+		fi
+	done
+	FLAGS="-O2 -I include $GENCODE"
+	pids=""
+	for p in $PROGS; do
+		# shellcheck disable=SC2016 # $ORIGIN is for the linker
+		case $p in
+		driver_api) src=driver_api.cu extra="$STUBS -lcuda" ;;
+		cudart_shared) src=cudart.cu extra='-cudart shared -DGG_CUDART=shared -Xlinker -rpath=$ORIGIN' ;;
+		cudart_static) src=cudart.cu extra='-cudart static -DGG_CUDART=static' ;;
+		*) src=$p.cu extra="" ;;
+		esac
+		# shellcheck disable=SC2086 # word splitting of the flag lists is meant
+		("$NVCC" $FLAGS $extra -o "$OUT/$p.new" "$SRC/$src" -ldl >"$OUT/$p.build.log" 2>&1 &&
+			mv -f "$OUT/$p.new" "$OUT/$p") &
+		pids="$pids $!"
+	done
+	# shellcheck disable=SC2086
+	set -- $PROGS
+	for pid in $pids; do
+		if ! wait "$pid"; then
+			if [ -x "$OUT/$1" ]; then
+				echo "note: $1 did not build (see $OUT/$1.build.log); using the binary already there"
+			else
+				NOBUILD="$NOBUILD $1"
+				row "$1" - - - - FAIL "build failed"
+				echo "---- $1: build failed"
+				tail -n 20 "$OUT/$1.build.log"
+				echo "----"
+			fi
+		fi
+		shift
+	done
+else
+	echo "note: nvcc not found (PATH, \$CUDA_HOME, /usr/local/cuda)"
+fi
+for p in $PROGS; do
+	case " $NOBUILD " in *" $p "*) continue ;; esac
+	if [ -x "$OUT/$p" ]; then
+		BUILT="$BUILT $p"
+	else
+		row "$p" n/a n/a n/a n/a SKIP "no nvcc, no prebuilt binary"
+	fi
+done
+
+# ---- run them ------------------------------------------------------------
+for p in $BUILT; do
+	echo "== $p"
+	log=$OUT/$p.log
+	if [ $have_timeout = 1 ]; then
+		timeout -k 10 "$TMO" env LD_PRELOAD="$LIB${LD_PRELOAD:+:$LD_PRELOAD}" GPUGUARD_LIMIT=4Gi \
+			"$OUT/$p" >"$log" 2>&1
+	else
+		env LD_PRELOAD="$LIB${LD_PRELOAD:+:$LD_PRELOAD}" GPUGUARD_LIMIT=4Gi "$OUT/$p" >"$log" 2>&1
+	fi
+	rc=$?
+	grep -E '^(GGINFO|GGFAIL) ' "$log"
+	judge "$p" "$rc" "$log"
+done
+
+# ---- PyTorch -------------------------------------------------------------
+echo "== torch"
+TORCH_CONFIGS="native expandable_segments cudaMallocAsync"
+if ! command -v python3 >/dev/null 2>&1; then
+	for c in $TORCH_CONFIGS; do
+		row "torch_$c" n/a n/a n/a n/a SKIP "no python3"
+	done
+else
+	log=$OUT/torch.log
+	if [ $have_timeout = 1 ]; then
+		timeout -k 10 "$TORCH_TMO" python3 "$SRC/torch_check.py" --lib "$LIB" >"$log" 2>&1
+	else
+		python3 "$SRC/torch_check.py" --lib "$LIB" >"$log" 2>&1
+	fi
+	rc=$?
+	grep -E '^(GGINFO|GGFAIL) ' "$log"
+	if ! grep -q '^GGRESULT ' "$log"; then
+		judge torch "$rc" "$log"
+	else
+		grep '^GGRESULT ' "$log" | while IFS= read -r line; do
+			name=$(field program "$line")
+			res=$(field result "$line")
+			[ "$res" = PASS ] || [ "$res" = SKIP ] || res=FAIL
+			row "$name" "$(field ceiling "$line")" "$(field meminfo "$line")" \
+				"$(field refusal "$line")" "$(field working "$line")" "$res" "$(field reason "$line")"
+		done
+		if [ "$rc" != 0 ] && ! grep -q '^GGRESULT .* result=FAIL' "$log"; then
+			row torch - - - - FAIL "torch_check.py exit status $rc"
+			tail -n 25 "$log"
+		fi
+	fi
+fi
+
+# ---- summary -------------------------------------------------------------
+echo
+fmt='| %-26s | %-13s | %-25s | %-28s | %-13s | %-6s |\n'
+# shellcheck disable=SC2059 # the format is ours
+printf "$fmt" "program/config" "ceiling holds" "mem_get_info reports 4 GiB" "refusal type" "keeps working" "result"
+# shellcheck disable=SC2059
+printf "$fmt" "--------------------------" "-------------" "-------------------------" \
+	"----------------------------" "-------------" "------"
+pass=0 fail=0 skip=0
+while IFS='|' read -r n c m r w res note; do
+	# shellcheck disable=SC2059
+	printf "$fmt" "$n" "$c" "$m" "$r" "$w" "$res"
+	[ -n "$note" ] && [ "$note" != - ] && printf '|   %s\n' "$note"
+	case $res in
+	PASS) pass=$((pass + 1)) ;;
+	SKIP) skip=$((skip + 1)) ;;
+	*) fail=$((fail + 1)) ;;
+	esac
+done <"$ROWS"
+echo
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]

@@ -1,0 +1,524 @@
+/* gpuguard: unit tests for ceiling.c (reserve, release, force, charge sizes,
+ * memory-info virtualisation, percent limits) and the refusal bracket in
+ * account.c, plus threads racing for the last bytes under a ceiling. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "../harness.h"
+#include "internal.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLOW 1
+#else
+#define SLOW 0
+#endif
+
+#define KI 1024ull
+#define MI (1024ull * KI)
+#define GI (1024ull * MI)
+
+static uint64_t used(int dev)
+{
+	return atomic_load(&gg_devices[dev].used);
+}
+
+static uint64_t refused(int dev, enum gpuguard_refusal why)
+{
+	return atomic_load(&gg_devices[dev].refused[why]);
+}
+
+/* Fresh books with a byte limit on dev (GG_UNLIMITED for none). */
+static void setup(int dev, uint64_t limit)
+{
+	memset(&gg_opt.limits, 0, sizeof(gg_opt.limits));
+	gg_opt.limit_bad = 0;
+	gg_opt.limit_set = limit != GG_UNLIMITED;
+	gg_ceiling_configure();
+	gg_ceiling_reset();
+	atomic_store(&gg_devices[dev].limit, limit);
+}
+
+TEST(reserve_up_to_exact_limit)
+{
+	setup(0, GI);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, GI / 2), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, GI / 2 - 1), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), 0); /* exactly at the limit */
+	CHECK_EQ_U64(used(0), GI);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1); /* one byte more */
+	CHECK_EQ_U64(used(0), GI);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), 1);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CONFIG), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 0), 0); /* nothing always fits */
+	gg_ceiling_release(0, 1);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 2), -1);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), 2);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), 0);
+	/* Other devices keep their own books. */
+	CHECK_EQ_U64(used(1), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(1, 100 * GI), 0);
+	CHECK_EQ_U64(refused(1, GPUGUARD_REFUSED_CEILING), 0);
+	/* A zero limit refuses any byte. */
+	setup(2, 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(2, 1), -1);
+	CHECK_EQ_U64(used(2), 0);
+	gg_ceiling_reset();
+}
+
+TEST(release_saturates_at_zero)
+{
+	setup(0, GI);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 100), 0);
+	gg_ceiling_release(0, 1000);
+	CHECK_EQ_U64(used(0), 0);
+	gg_ceiling_release(0, 1);
+	CHECK_EQ_U64(used(0), 0);
+	gg_ceiling_release(0, UINT64_MAX);
+	CHECK_EQ_U64(used(0), 0);
+	/* Still a working ceiling afterwards, not a wrapped ~16 EiB. */
+	CHECK_EQ_INT(gg_ceiling_reserve(0, GI), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1);
+	gg_ceiling_release(0, GI);
+	CHECK_EQ_U64(used(0), 0);
+}
+
+TEST(overflow_refused)
+{
+	setup(0, GG_UNLIMITED);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, UINT64_MAX - 10), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 11), -1); /* would wrap */
+	CHECK_EQ_U64(used(0), UINT64_MAX - 10);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, UINT64_MAX), -1);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), 2);
+	gg_ceiling_release(0, UINT64_MAX - 10);
+	CHECK_EQ_U64(used(0), 0);
+	setup(0, 10 * GI);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 5), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, UINT64_MAX), -1);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, UINT64_MAX - 4), -1);
+	CHECK_EQ_U64(used(0), 5);
+	gg_ceiling_reset();
+}
+
+TEST(peak_and_force)
+{
+	setup(0, 100);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 10), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 20), 0);
+	gg_ceiling_release(0, 25);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 3), 0);
+	CHECK_EQ_U64(used(0), 8);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].peak), 30);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 93), -1); /* a refusal does not move the peak */
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].peak), 30);
+	gg_ceiling_force(0, 150); /* no ceiling check: the pool already grew */
+	CHECK_EQ_U64(used(0), 158);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].peak), 158);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1);
+	gg_ceiling_release(0, 158);
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].peak), 158);
+	gg_ceiling_reset();
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].peak), 0);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), 0);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].limit), 100); /* reset keeps limits */
+}
+
+TEST(percent_limits_resolve)
+{
+	setup(0, GG_UNLIMITED);
+	gg_opt.limit_set = 1;
+	gg_opt.limits.dev[2] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 9000};
+	gg_opt.limits.dev[3] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 1250};
+	gg_opt.limits.dev[4] = (struct gg_limit_spec){GG_LIMIT_BYTES, 5 * GI};
+	gg_ceiling_configure();
+	CHECK(gg_ceiling_unresolved(2));
+	CHECK(gg_ceiling_unresolved(3));
+	CHECK(!gg_ceiling_unresolved(4));
+	CHECK(!gg_ceiling_unresolved(0));
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].limit), GG_UNLIMITED);
+
+	/* Unresolved: memory info is the physical one. */
+	uint64_t fr = 0, tot = 0;
+	gg_ceiling_meminfo(2, 70 * GI, 80 * GI, &fr, &tot);
+	CHECK_EQ_U64(tot, 80 * GI);
+	CHECK_EQ_U64(fr, 70 * GI);
+
+	gg_ceiling_resolve(2, 80 * GI);
+	gg_ceiling_resolve(3, 80 * GI);
+	gg_ceiling_resolve(4, 80 * GI); /* bytes: untouched */
+	CHECK(!gg_ceiling_unresolved(2));
+	CHECK_EQ_U64(atomic_load(&gg_devices[2].limit), 72 * GI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[3].limit), 10 * GI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[4].limit), 5 * GI);
+	gg_ceiling_resolve(2, 40 * GI); /* once resolved, it stays */
+	CHECK_EQ_U64(atomic_load(&gg_devices[2].limit), 72 * GI);
+	CHECK_EQ_INT(gg_ceiling_reserve(2, 72 * GI), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(2, 1), -1);
+
+	/* 100 % of an odd size, and a tiny percentage, round down to bytes. */
+	gg_opt.limits.dev[5] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 10000};
+	gg_opt.limits.dev[6] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 1};
+	gg_ceiling_configure();
+	gg_ceiling_resolve(5, 81 * GI + 7);
+	gg_ceiling_resolve(6, 10001);
+	CHECK_EQ_U64(atomic_load(&gg_devices[5].limit), 81 * GI + 7);
+	CHECK_EQ_U64(atomic_load(&gg_devices[6].limit), 1);
+	/* Huge physical sizes do not overflow the multiplication. */
+	gg_opt.limits.dev[7] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 5000};
+	gg_ceiling_configure();
+	gg_ceiling_resolve(7, UINT64_MAX - 1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[7].limit), (UINT64_MAX - 1) / 2);
+	setup(0, GG_UNLIMITED);
+}
+
+TEST(bad_limit_refuses_as_config)
+{
+	setup(0, GG_UNLIMITED);
+	gg_opt.limit_set = 1;
+	gg_opt.limit_bad = 1;
+	gg_ceiling_configure();
+	CHECK_EQ_U64(atomic_load(&gg_devices[9].limit), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(9, 1), -1);
+	CHECK_EQ_U64(refused(9, GPUGUARD_REFUSED_CONFIG), 1);
+	CHECK_EQ_U64(refused(9, GPUGUARD_REFUSED_CEILING), 0);
+	/* Through the allocation bracket too, and counted once. */
+	CHECK_EQ_INT(gg_account_begin(9, 4096), -1);
+	CHECK_EQ_U64(refused(9, GPUGUARD_REFUSED_CONFIG), 2);
+	CHECK_EQ_U64(refused(9, GPUGUARD_REFUSED_CEILING), 0);
+	CHECK_EQ_U64(used(9), 0);
+	gg_opt.limit_bad = 0;
+	setup(0, GG_UNLIMITED);
+}
+
+TEST(charge_size_rules)
+{
+	const enum gpuguard_api plain[] = {GPUGUARD_API_CU_MEM_ALLOC,         GPUGUARD_API_CU_MEM_ALLOC_PITCH,
+	                                   GPUGUARD_API_CU_MEM_ALLOC_MANAGED, GPUGUARD_API_CU_ARRAY,
+	                                   GPUGUARD_API_HIP_MALLOC,           GPUGUARD_API_HIP_EXT_MALLOC};
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		enum gpuguard_api a = plain[i];
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 0), 0);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 1), 512);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 512), 512);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 513), 1024);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 1000), 1024);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, MI - 1), MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, MI), MI); /* <= 1 MiB: packed */
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, MI + 1), 2 * MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 2 * MI), 2 * MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 2 * MI + 1), 4 * MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 3 * MI), 4 * MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 20 * GI + 1), 20 * GI + 2 * MI);
+	}
+	CHECK_EQ_U64(gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_CREATE, 3 * MI + 5), 3 * MI + 5);
+	CHECK_EQ_U64(gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_CREATE, 1), 1);
+	CHECK_EQ_U64(gg_ceiling_charge_size(GPUGUARD_API_HIP_MEM_CREATE, 2 * MI + 1), 2 * MI + 1);
+	/* A charge is never less than the request: near 2^64 the rounding must
+	 * not wrap to a tiny charge that every ceiling lets through. */
+	const uint64_t huge[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - MI, UINT64_MAX - 2 * MI + 2};
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++)
+		CHECK(gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_ALLOC, huge[i]) >= huge[i]);
+	setup(0, 20 * GI);
+	CHECK_EQ_INT(gg_account_begin(0, gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_ALLOC, UINT64_MAX - 5)), -1);
+	CHECK_EQ_U64(used(0), 0);
+	setup(0, GG_UNLIMITED);
+}
+
+TEST(meminfo_virtualised)
+{
+	uint64_t fr, tot;
+	setup(0, 20 * GI);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 5 * GI), 0);
+	gg_ceiling_meminfo(0, 70 * GI, 80 * GI, &fr, &tot);
+	CHECK_EQ_U64(tot, 20 * GI);
+	CHECK_EQ_U64(fr, 15 * GI);
+	gg_ceiling_meminfo(0, 3 * GI, 80 * GI, &fr, &tot); /* others use the card */
+	CHECK_EQ_U64(tot, 20 * GI);
+	CHECK_EQ_U64(fr, 3 * GI);
+	/* free moves at once with our own allocations */
+	CHECK_EQ_INT(gg_ceiling_reserve(0, GI), 0);
+	gg_ceiling_meminfo(0, 70 * GI, 80 * GI, &fr, &tot);
+	CHECK_EQ_U64(fr, 14 * GI);
+	/* Over the ceiling (pool growth forced in): free is 0, not negative. */
+	gg_ceiling_force(0, 30 * GI);
+	gg_ceiling_meminfo(0, 40 * GI, 80 * GI, &fr, &tot);
+	CHECK_EQ_U64(fr, 0);
+	CHECK_EQ_U64(tot, 20 * GI);
+	/* Exactly at the ceiling. */
+	setup(0, 20 * GI);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 20 * GI), 0);
+	gg_ceiling_meminfo(0, 40 * GI, 80 * GI, &fr, &tot);
+	CHECK_EQ_U64(fr, 0);
+	/* A ceiling above the card: the card's figures. */
+	setup(0, 100 * GI);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 5 * GI), 0);
+	gg_ceiling_meminfo(0, 70 * GI, 80 * GI, &fr, &tot);
+	CHECK_EQ_U64(tot, 80 * GI);
+	CHECK_EQ_U64(fr, 70 * GI);
+	/* No ceiling: physical passes straight through, whatever we use. */
+	setup(0, GG_UNLIMITED);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 50 * GI), 0);
+	gg_ceiling_meminfo(0, 12345, 80 * GI, &fr, &tot);
+	CHECK_EQ_U64(tot, 80 * GI);
+	CHECK_EQ_U64(fr, 12345);
+	setup(0, GG_UNLIMITED);
+}
+
+/* The allocation bracket (account.c): refusal, rollback, commit and free. */
+TEST(account_bracket)
+{
+	setup(0, 10 * MI);
+	CHECK_EQ_INT(gg_account_begin(0, 8 * MI), 0);
+	CHECK_EQ_INT(gg_account_begin(0, 4 * MI), -1);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), 1); /* one refusal, counted once */
+	CHECK_EQ_U64(used(0), 8 * MI);
+	gg_account_rollback(0, 8 * MI, 1); /* the driver said out-of-memory */
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_DRIVER), 1);
+
+	/* commit records, forget + freed(ok) refunds exactly the charge. */
+	CHECK(gg_table != NULL);
+	uint64_t size = 3 * MI + 17, charge = gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_ALLOC, size);
+	CHECK_EQ_INT(gg_account_begin(0, charge), 0);
+	gg_account_commit(0, GG_NS_PTR, 0x7f0000200000ull, size, GPUGUARD_API_CU_MEM_ALLOC, charge);
+	CHECK_EQ_U64(used(0), 4 * MI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].live_bytes), size);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].allocs), 1);
+	struct gg_record rec;
+	CHECK_EQ_INT(gg_account_forget(GG_NS_PTR, 0x7f0000200000ull, &rec), 1);
+	CHECK_EQ_U64(rec.size, size);
+	CHECK(rec.flags & GG_REC_CHARGED);
+	gg_account_freed(&rec, 0); /* the driver refused the free: record back, books unchanged */
+	CHECK_EQ_U64(used(0), 4 * MI);
+	CHECK_EQ_INT(gg_account_forget(GG_NS_PTR, 0x7f0000200000ull, &rec), 1);
+	gg_account_freed(&rec, 1);
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].live_bytes), 0);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].frees), 1);
+	CHECK_EQ_INT(gg_account_forget(GG_NS_PTR, 0x7f0000200000ull, &rec), 0);
+	gg_account_untracked(0);
+	gg_account_untracked(-1); /* out of range: ignored, not a crash */
+	gg_account_untracked(GG_MAX_DEVICES);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].untracked_frees), 1);
+	setup(0, GG_UNLIMITED);
+}
+
+/* ---- concurrency ---- */
+
+#define RACE_LIMIT (64 * MI)
+
+struct racer {
+	int id;
+	uint64_t ops, ok, refusedn, released;
+};
+
+static _Atomic int race_stop;
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ull;
+}
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(r->id + 1), held[16];
+	int n = 0;
+	for (uint64_t op = 0; op < r->ops; op++) {
+		if (n == 16 || (n > 0 && (rnd(&seed) & 1))) {
+			int i = (int)(rnd(&seed) % (uint64_t)n);
+			gg_ceiling_release(0, held[i]);
+			r->released++;
+			held[i] = held[--n];
+		} else {
+			/* 1 B .. 8 MiB: 16 threads x up to 16 holds can far exceed 64 MiB */
+			uint64_t b = 1 + rnd(&seed) % (8 * MI);
+			if (gg_ceiling_reserve(0, b) == 0) {
+				held[n++] = b;
+				r->ok++;
+			} else {
+				r->refusedn++;
+			}
+		}
+	}
+	while (n > 0) {
+		gg_ceiling_release(0, held[--n]);
+		r->released++;
+	}
+	return NULL;
+}
+
+static void *monitor_main(void *arg)
+{
+	uint64_t *over = arg, samples = 0;
+	do { /* at least once, even if the racers are done before we start */
+		uint64_t fr, tot;
+		if (used(0) > RACE_LIMIT)
+			(*over)++;
+		gg_ceiling_meminfo(0, UINT64_MAX, UINT64_MAX, &fr, &tot);
+		if (tot != RACE_LIMIT || fr > RACE_LIMIT)
+			(*over)++;
+		samples++;
+	} while (!atomic_load(&race_stop));
+	return (void *)(uintptr_t)samples;
+}
+
+TEST(threads_race_for_the_last_bytes)
+{
+	enum { T = 12 };
+	setup(0, RACE_LIMIT);
+	pthread_t th[T], mon;
+	struct racer r[T];
+	uint64_t over = 0;
+	atomic_store(&race_stop, 0);
+	pthread_create(&mon, NULL, monitor_main, &over);
+	for (int i = 0; i < T; i++) {
+		r[i] = (struct racer){.id = i, .ops = SLOW ? 20000 : 300000};
+		pthread_create(&th[i], NULL, racer_main, &r[i]);
+	}
+	uint64_t ok = 0, ref = 0, rel = 0;
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		ok += r[i].ok, ref += r[i].refusedn, rel += r[i].released;
+	}
+	atomic_store(&race_stop, 1);
+	void *samples;
+	pthread_join(mon, &samples);
+	CHECK_EQ_U64(over, 0);
+	CHECK((uintptr_t)samples > 0);
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_U64(ok, rel);
+	CHECK(ok > 0);
+	CHECK(ref > 0); /* the limit really was contended */
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), ref);
+	CHECK(atomic_load(&gg_devices[0].peak) <= RACE_LIMIT);
+	CHECK(atomic_load(&gg_devices[0].peak) > RACE_LIMIT / 2);
+	setup(0, GG_UNLIMITED);
+}
+
+/* Two threads released within nanoseconds of each other (spinning on a
+ * round number) both ask for the last `chunk` bytes: exactly one gets them. */
+struct duel {
+	_Atomic uint64_t round;
+	_Atomic int ready, done;
+	int won[2];
+};
+
+struct duelist {
+	struct duel *d;
+	int id;
+	uint64_t rounds;
+};
+
+#define DUEL_CHUNK (2 * MI)
+
+static void *duelist_main(void *arg)
+{
+	struct duelist *me = arg;
+	struct duel *d = me->d;
+	for (uint64_t n = 1; n <= me->rounds; n++) {
+		atomic_fetch_add(&d->ready, 1);
+		for (int spins = 0; atomic_load(&d->round) != n; spins++)
+			if (spins > 1000)
+				sched_yield();
+		d->won[me->id] = gg_ceiling_reserve(0, DUEL_CHUNK) == 0;
+		atomic_fetch_add(&d->done, 1);
+	}
+	return NULL;
+}
+
+TEST(two_threads_duel_for_the_last_bytes)
+{
+	uint64_t rounds = SLOW ? 10000 : 100000;
+	setup(0, 10 * DUEL_CHUNK);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 9 * DUEL_CHUNK), 0); /* room for one more chunk */
+	struct duel d = {0};
+	struct duelist ds[2] = {{&d, 0, rounds}, {&d, 1, rounds}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, duelist_main, &ds[i]);
+	uint64_t bad = 0;
+	for (uint64_t n = 1; n <= rounds; n++) {
+		while (atomic_load(&d.ready) < (int)(2 * n))
+			sched_yield();
+		atomic_store(&d.done, 0);
+		atomic_store(&d.round, n);
+		while (atomic_load(&d.done) < 2)
+			sched_yield();
+		if (d.won[0] + d.won[1] != 1 || used(0) != 10 * DUEL_CHUNK)
+			bad++;
+		gg_ceiling_release(0, used(0) - 9 * DUEL_CHUNK);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ_U64(bad, 0);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), rounds);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].peak), 10 * DUEL_CHUNK);
+	setup(0, GG_UNLIMITED);
+}
+
+/* Threads in a tight loop take and give back the only chunk that fits: the
+ * holder must always find `used` equal to exactly one chunk. */
+struct tight {
+	uint64_t iters, wins, overs;
+};
+
+static void *tight_main(void *arg)
+{
+	struct tight *t = arg;
+	for (uint64_t i = 0; i < t->iters; i++) {
+		if (gg_ceiling_reserve(0, DUEL_CHUNK) != 0)
+			continue;
+		t->wins++;
+		if (used(0) != DUEL_CHUNK)
+			t->overs++;
+		gg_ceiling_release(0, DUEL_CHUNK);
+	}
+	return NULL;
+}
+
+TEST(tight_loop_one_holder_at_a_time)
+{
+	enum { T = 4 };
+	setup(0, DUEL_CHUNK);
+	pthread_t th[T];
+	struct tight t[T];
+	for (int i = 0; i < T; i++) {
+		t[i] = (struct tight){.iters = SLOW ? 100000 : 2000000};
+		pthread_create(&th[i], NULL, tight_main, &t[i]);
+	}
+	uint64_t wins = 0, overs = 0, tries = 0;
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		wins += t[i].wins, overs += t[i].overs, tries += t[i].iters;
+	}
+	CHECK_EQ_U64(overs, 0);
+	CHECK(wins > 0);
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), tries - wins);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].peak), DUEL_CHUNK);
+	setup(0, GG_UNLIMITED);
+}
+
+int main(void)
+{
+	RUN(reserve_up_to_exact_limit);
+	RUN(release_saturates_at_zero);
+	RUN(overflow_refused);
+	RUN(peak_and_force);
+	RUN(percent_limits_resolve);
+	RUN(bad_limit_refuses_as_config);
+	RUN(charge_size_rules);
+	RUN(meminfo_virtualised);
+	RUN(account_bracket);
+	RUN(threads_race_for_the_last_bytes);
+	RUN(two_threads_duel_for_the_last_bytes);
+	RUN(tight_loop_one_holder_at_a_time);
+	return harness_done();
+}

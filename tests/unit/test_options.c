@@ -1,0 +1,453 @@
+/* gpuguard: unit tests for options.c: Kubernetes quantities, GPUGUARD_LIMIT
+ * syntax, loading from the environment (failing closed, one clear line per
+ * bad value), and README.md's options table against gg_option_rows. */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "../harness.h"
+#include "internal.h"
+
+#define KI 1024ull
+#define MI (1024ull * KI)
+#define GI (1024ull * MI)
+
+static void clear_env(void)
+{
+	for (size_t i = 0; i < gg_option_nrows; i++)
+		unsetenv(gg_option_rows[i].name);
+}
+
+static int row_of(const char *name)
+{
+	for (size_t i = 0; i < gg_option_nrows; i++)
+		if (strcmp(gg_option_rows[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* ---- stderr capture: a pipe on fd 2 ---- */
+static int cap_saved = -1, cap_pipe[2];
+static char cap_buf[65536];
+
+static void capture_begin(void)
+{
+	fflush(stderr);
+	if (pipe(cap_pipe) != 0) {
+		perror("pipe");
+		exit(2);
+	}
+	cap_saved = dup(2);
+	dup2(cap_pipe[1], 2);
+	close(cap_pipe[1]);
+}
+
+static const char *capture_end(void)
+{
+	dup2(cap_saved, 2); /* closes the pipe's last write end */
+	close(cap_saved);
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof(cap_buf) - 1 && (r = read(cap_pipe[0], cap_buf + n, sizeof(cap_buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	cap_buf[n] = 0;
+	close(cap_pipe[0]);
+	return cap_buf;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* Loads the options with NAME=VALUE and returns what went to stderr. */
+static const char *load_with(const char *name, const char *value)
+{
+	clear_env();
+	if (name)
+		setenv(name, value, 1);
+	capture_begin();
+	gg_options_load();
+	return capture_end();
+}
+
+/* A bad value prints exactly one line naming the variable, the value and
+ * the accepted syntax. */
+static void check_one_clear_line(const char *name, const char *value)
+{
+	const char *out = load_with(name, value);
+	int row = row_of(name);
+	char quoted[128];
+	snprintf(quoted, sizeof quoted, "%s=\"%s\"", name, value);
+	CHECK_EQ_INT(count_lines(out), 1);
+	CHECK(out[0] && out[strlen(out) - 1] == '\n');
+	CHECK(strncmp(out, "gpuguard: error: ", 17) == 0);
+	CHECK(strstr(out, quoted) != NULL);
+	CHECK(row >= 0 && strstr(out, gg_option_rows[row].syntax) != NULL);
+	if (harness_cur_failed)
+		fprintf(stderr, "  (for %s=%s the output was: %s)\n", name, value, out);
+}
+
+TEST(bad_values_print_one_clear_line)
+{
+	check_one_clear_line("GPUGUARD_LIMIT", "20GB");
+	check_one_clear_line("GPUGUARD_TABLE_SLOTS", "lots");
+	check_one_clear_line("GPUGUARD_VERBOSE", "yes");
+	check_one_clear_line("GPUGUARD_CHARGE_MANAGED", "2");
+	/* Good values and defaults print nothing. */
+	CHECK_EQ_INT((int)strlen(load_with(NULL, NULL)), 0);
+	CHECK_EQ_INT((int)strlen(load_with("GPUGUARD_LIMIT", "0=20Gi,*=90%")), 0);
+	CHECK_EQ_INT((int)strlen(load_with("GPUGUARD_TABLE_SLOTS", "64Ki")), 0);
+	clear_env();
+}
+
+static int q(const char *s, uint64_t want)
+{
+	uint64_t v = 0xabababab;
+	if (gg_parse_quantity(s, &v) != 0) {
+		fprintf(stderr, "  quantity \"%s\" rejected\n", s);
+		return 0;
+	}
+	if (v != want)
+		fprintf(stderr, "  quantity \"%s\" = %llu, want %llu\n", s, (unsigned long long)v,
+		        (unsigned long long)want);
+	return v == want;
+}
+
+static int q_bad(const char *s)
+{
+	uint64_t v;
+	if (gg_parse_quantity(s, &v) == 0) {
+		fprintf(stderr, "  quantity \"%s\" accepted as %llu\n", s, (unsigned long long)v);
+		return 0;
+	}
+	return 1;
+}
+
+TEST(quantity_accepts)
+{
+	CHECK(q("20Gi", 20 * GI));
+	CHECK(q("20G", 20000000000ull));
+	CHECK(q("1.5Gi", 3 * GI / 2));
+	CHECK(q("1e9", 1000000000ull));
+	CHECK(q("1E3", 1000));
+	CHECK(q("512", 512));
+	CHECK(q("0", 0));
+	CHECK(q("1Ki", 1024));
+	CHECK(q("100k", 100000));
+	CHECK(q("8Mi", 8 * MI));
+	CHECK(q("3M", 3000000));
+	CHECK(q("2Ti", 2048 * GI));
+	CHECK(q("1T", 1000000000000ull));
+	CHECK(q("1Pi", 1ull << 50));
+	CHECK(q("1P", 1000000000000000ull));
+	CHECK(q("15Ei", 15ull << 60));
+	CHECK(q("1E", 1000000000000000000ull));
+	CHECK(q("18446744073709551615", UINT64_MAX));
+	CHECK(q("2.5k", 2500));
+	/* Fractions round up to a whole byte, as Kubernetes does. */
+	CHECK(q("0.5", 1));
+	CHECK(q("0.1", 1));
+	CHECK(q("1.5", 2));
+	CHECK(q("0.001Ki", 2)); /* 1.024 */
+	CHECK(q("1.0000001Ki", 1025));
+	CHECK(q("0.3Gi", 322122548)); /* 322122547.2 */
+}
+
+TEST(quantity_rejects)
+{
+	const char *bad[] = {"",
+	                     "Gi",
+	                     "20GB",
+	                     "20 Gi",
+	                     "-1",
+	                     "1.2.3",
+	                     "20g",
+	                     "20Ei",
+	                     "16Ei",
+	                     "99999999999999999999",
+	                     "18446744073709551616",
+	                     "20e18",
+	                     "1e99",
+	                     " 20Gi",
+	                     "20Gi ",
+	                     "+5",
+	                     "20i",
+	                     "20KI",
+	                     "20ki",
+	                     "0x10",
+	                     "1e",
+	                     "1e-3",
+	                     "e9",
+	                     ".",
+	                     "20Gii",
+	                     "20GiB"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(q_bad(bad[i]));
+	CHECK(gg_parse_quantity(NULL, &(uint64_t){0}) == -1);
+}
+
+TEST(limit_single_value_all_devices)
+{
+	struct gg_limits l;
+	CHECK_EQ_INT(gg_parse_limit("20Gi", &l), 0);
+	int bad = 0;
+	for (int d = 0; d < GG_MAX_DEVICES; d++)
+		bad += l.dev[d].kind != GG_LIMIT_BYTES || l.dev[d].value != 20 * GI;
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(gg_parse_limit("  8Gi \n", &l), 0); /* surrounding space is trimmed */
+	CHECK_EQ_U64(l.dev[3].value, 8 * GI);
+
+	CHECK_EQ_INT(gg_parse_limit("90%", &l), 0);
+	CHECK_EQ_INT(l.dev[0].kind, GG_LIMIT_PERCENT);
+	CHECK_EQ_U64(l.dev[0].value, 9000);
+	CHECK_EQ_INT(l.dev[63].kind, GG_LIMIT_PERCENT);
+	CHECK_EQ_INT(gg_parse_limit("12.5%", &l), 0);
+	CHECK_EQ_U64(l.dev[7].value, 1250);
+	CHECK_EQ_INT(gg_parse_limit("100%", &l), 0);
+	CHECK_EQ_U64(l.dev[0].value, 10000);
+	CHECK_EQ_INT(gg_parse_limit("0.01%", &l), 0);
+	CHECK_EQ_U64(l.dev[0].value, 1);
+
+	CHECK_EQ_INT(gg_parse_limit(NULL, &l), 0); /* unset: no ceiling anywhere */
+	CHECK_EQ_INT(l.dev[0].kind, GG_LIMIT_NONE);
+}
+
+TEST(limit_list)
+{
+	struct gg_limits l;
+	CHECK_EQ_INT(gg_parse_limit("0=20Gi,1=8Gi", &l), 0);
+	CHECK_EQ_INT(l.dev[0].kind, GG_LIMIT_BYTES);
+	CHECK_EQ_U64(l.dev[0].value, 20 * GI);
+	CHECK_EQ_INT(l.dev[1].kind, GG_LIMIT_BYTES);
+	CHECK_EQ_U64(l.dev[1].value, 8 * GI);
+	int others = 0;
+	for (int d = 2; d < GG_MAX_DEVICES; d++)
+		others += l.dev[d].kind != GG_LIMIT_NONE;
+	CHECK_EQ_INT(others, 0);
+
+	CHECK_EQ_INT(gg_parse_limit("*=4Gi,1=8Gi", &l), 0);
+	CHECK_EQ_U64(l.dev[0].value, 4 * GI);
+	CHECK_EQ_U64(l.dev[1].value, 8 * GI);
+	CHECK_EQ_U64(l.dev[63].value, 4 * GI);
+	CHECK_EQ_INT(l.dev[63].kind, GG_LIMIT_BYTES);
+
+	CHECK_EQ_INT(gg_parse_limit("1=50%,*=4Gi,63=1Mi", &l), 0); /* star anywhere */
+	CHECK_EQ_INT(l.dev[1].kind, GG_LIMIT_PERCENT);
+	CHECK_EQ_U64(l.dev[1].value, 5000);
+	CHECK_EQ_U64(l.dev[2].value, 4 * GI);
+	CHECK_EQ_U64(l.dev[63].value, MI);
+}
+
+TEST(limit_rejects)
+{
+	const char *bad[] = {"0%",          "101%",         "%",     "",       "   ",    "12.345%",  "-5%",
+	                     "0=1Gi,0=2Gi", "0=1Gi,",       "x=1Gi", "64=1Gi", "0=",     "=1Gi",     "0=1Gi,,1=1Gi",
+	                     "*=1Gi,*=2Gi", "0=1Gi, 1=2Gi", "0=1GB", "20GB",   "0==1Gi", "1000=1Gi", "0=101%",
+	                     "20Gi,8Gi",    "-1=1Gi"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct gg_limits l;
+		if (gg_parse_limit(bad[i], &l) != -1) {
+			fprintf(stderr, "  limit \"%s\" accepted\n", bad[i]);
+			CHECK(!"bad limit accepted");
+		}
+	}
+}
+
+TEST(load_bad_limit_fails_closed)
+{
+	gg_ceiling_reset();
+	clear_env();
+	setenv("GPUGUARD_LIMIT", "20 Gi", 1);
+	capture_begin();
+	gg_options_load();
+	gg_ceiling_configure();
+	capture_end();
+	CHECK_EQ_INT(gg_opt.limit_set, 1);
+	CHECK_EQ_INT(gg_opt.limit_bad, 1);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1);
+	CHECK_EQ_INT(gg_ceiling_reserve(5, 0), -1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].refused[GPUGUARD_REFUSED_CONFIG]), 1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].refused[GPUGUARD_REFUSED_CEILING]), 0);
+	CHECK_EQ_U64(atomic_load(&gg_devices[5].refused[GPUGUARD_REFUSED_CONFIG]), 1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].used), 0);
+
+	/* Fixed: a good limit loads and reserves again. */
+	setenv("GPUGUARD_LIMIT", "0=1Mi,*=90%", 1);
+	gg_options_load();
+	gg_ceiling_configure();
+	CHECK_EQ_INT(gg_opt.limit_bad, 0);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].limit), MI);
+	CHECK(gg_ceiling_unresolved(1));
+	CHECK_EQ_INT(gg_ceiling_reserve(0, MI), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1);
+	gg_ceiling_release(0, MI);
+
+	/* Unset: accounting only. */
+	clear_env();
+	gg_options_load();
+	gg_ceiling_configure();
+	CHECK_EQ_INT(gg_opt.limit_set, 0);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].limit), GG_UNLIMITED);
+	gg_ceiling_reset();
+}
+
+TEST(load_table_slots)
+{
+	clear_env();
+	gg_options_load();
+	CHECK_EQ_U64(gg_opt.table_slots, 1ull << 20);
+	const char *bad[] = {"lots", "32", "0", "2Ti", "-1", "1.5.5"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_with("GPUGUARD_TABLE_SLOTS", bad[i]);
+		CHECK_EQ_U64(gg_opt.table_slots, 1ull << 20);
+	}
+	load_with("GPUGUARD_TABLE_SLOTS", "4096");
+	CHECK_EQ_U64(gg_opt.table_slots, 4096);
+	load_with("GPUGUARD_TABLE_SLOTS", "64Ki");
+	CHECK_EQ_U64(gg_opt.table_slots, 65536);
+	load_with("GPUGUARD_TABLE_SLOTS", "64");
+	CHECK_EQ_U64(gg_opt.table_slots, 64);
+
+	/* Booleans: bad values fall back to the default. */
+	load_with("GPUGUARD_CHARGE_MANAGED", "0");
+	CHECK_EQ_INT(gg_opt.charge_managed, 0);
+	load_with("GPUGUARD_CHARGE_MANAGED", "on");
+	CHECK_EQ_INT(gg_opt.charge_managed, 1);
+	load_with("GPUGUARD_VERBOSE", "true");
+	CHECK_EQ_INT(gg_opt.verbose, 0);
+	clear_env();
+	gg_options_load();
+}
+
+/* ---- README.md's options table ---- */
+
+/* Copies markdown cell `idx` (0-based) of a "| a | b | ..." row, trimmed,
+ * with backticks dropped. 0 if the row has no such cell. */
+static int md_cell(const char *line, int idx, char *out, size_t len)
+{
+	const char *p = line;
+	if (*p != '|')
+		return 0;
+	p++;
+	for (int c = 0;; c++) {
+		const char *start = p;
+		while (*p && *p != '\n' && !(*p == '|' && p[-1] != '\\'))
+			p++;
+		if (*p != '|')
+			return 0;
+		if (c == idx) {
+			size_t n = 0;
+			for (const char *q2 = start; q2 < p && n + 1 < len; q2++)
+				if (*q2 != '`')
+					out[n++] = *q2;
+			out[n] = 0;
+			char *b = out;
+			while (*b == ' ' || *b == '\t')
+				b++;
+			memmove(out, b, strlen(b) + 1);
+			n = strlen(out);
+			while (n && (out[n - 1] == ' ' || out[n - 1] == '\t'))
+				out[--n] = 0;
+			return 1;
+		}
+		p++;
+	}
+}
+
+static int empty_default(const char *d)
+{
+	return !*d || strcmp(d, "unset") == 0 || strcmp(d, "(unset)") == 0 || strcmp(d, "-") == 0 ||
+	       strcmp(d, "\u2014") == 0 || strcmp(d, "none") == 0 || strcmp(d, "(none)") == 0;
+}
+
+TEST(readme_options_table_matches_code)
+{
+	FILE *f = fopen("README.md", "r");
+	if (!f) {
+		fprintf(stderr, "  README.md not found (run from the repo root). It needs an options table "
+		                "with one row per option: | `GPUGUARD_NAME` | `default` | syntax | doc |\n");
+		CHECK(!"README.md has an options table");
+		return;
+	}
+	int found[64] = {0};
+	int rows = 0;
+	char line[4096], name[256], def[256];
+	while (fgets(line, sizeof line, f)) {
+		if (strncmp(line, "| `GPUGUARD_", 12) != 0)
+			continue;
+		rows++;
+		if (!md_cell(line, 0, name, sizeof name) || !md_cell(line, 1, def, sizeof def)) {
+			fprintf(stderr, "  README.md: malformed options row: %s", line);
+			CHECK(!"README options row has name and default cells");
+			continue;
+		}
+		int r = row_of(name);
+		if (r < 0) {
+			fprintf(stderr, "  README.md lists %s, which gg_option_rows does not have\n", name);
+			CHECK(!"README option exists in the code");
+			continue;
+		}
+		if (found[r]++) {
+			fprintf(stderr, "  README.md lists %s twice\n", name);
+			CHECK(!"README option listed once");
+		}
+		const char *want = gg_option_rows[r].def;
+		if (*want ? strcmp(def, want) != 0 : !empty_default(def)) {
+			fprintf(stderr, "  README.md: %s default is \"%s\", the code says \"%s\"%s\n", name, def, want,
+			        *want ? "" : " (write it empty or \"unset\")");
+			CHECK(!"README default matches the code");
+		}
+	}
+	fclose(f);
+	if (rows == 0) {
+		fprintf(stderr, "  README.md has no options table rows (lines starting \"| `GPUGUARD_\"); "
+		                "expected one per option: | `GPUGUARD_NAME` | `default` | syntax | doc |\n");
+		CHECK(!"README.md has an options table");
+		return;
+	}
+	for (size_t i = 0; i < gg_option_nrows; i++)
+		if (!found[i]) {
+			fprintf(stderr, "  README.md's options table lacks %s\n", gg_option_rows[i].name);
+			CHECK(!"every option is in README.md");
+		}
+}
+
+TEST(option_rows_well_formed)
+{
+	CHECK(gg_option_nrows >= 4 && gg_option_nrows < 64);
+	for (size_t i = 0; i < gg_option_nrows; i++) {
+		const struct gg_option_row *r = &gg_option_rows[i];
+		CHECK(r->name && strncmp(r->name, "GPUGUARD_", 9) == 0);
+		CHECK(r->def && r->syntax && *r->syntax && r->doc && *r->doc);
+		for (size_t j = 0; j < i; j++)
+			CHECK(strcmp(gg_option_rows[j].name, r->name) != 0);
+	}
+	/* Each documented default parses to what the code uses. */
+	clear_env();
+	gg_options_load();
+	uint64_t slots;
+	CHECK_EQ_INT(gg_parse_quantity(gg_option_rows[row_of("GPUGUARD_TABLE_SLOTS")].def, &slots), 0);
+	CHECK_EQ_U64(slots, gg_opt.table_slots);
+	CHECK_EQ_INT(atoi(gg_option_rows[row_of("GPUGUARD_VERBOSE")].def), gg_opt.verbose);
+	CHECK_EQ_INT(atoi(gg_option_rows[row_of("GPUGUARD_CHARGE_MANAGED")].def), gg_opt.charge_managed);
+}
+
+int main(void)
+{
+	/* First, while the log's rate limit (20 lines a second) has room. */
+	RUN(bad_values_print_one_clear_line);
+	RUN(quantity_accepts);
+	RUN(quantity_rejects);
+	RUN(limit_single_value_all_devices);
+	RUN(limit_list);
+	RUN(limit_rejects);
+	RUN(load_bad_limit_fails_closed);
+	RUN(load_table_slots);
+	RUN(option_rows_well_formed);
+	RUN(readme_options_table_matches_code);
+	return harness_done();
+}

@@ -1,0 +1,461 @@
+/* gpuguard: unit tests for pool.c, the stream-ordered pool books, against a
+ * fake driver: each fake pool handle is a test-controlled reserved/used pair.
+ * The device's `used` must always equal the pools' reserves plus the other
+ * charges once settled, a warm reserve is never refused, and growth past the
+ * ceiling is. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "../harness.h"
+#include "internal.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLOW 1
+#else
+#define SLOW 0
+#endif
+
+#define MI (1024ull * 1024ull)
+
+struct fake {
+	pthread_mutex_t mu;
+	uint64_t reserved, used;
+	int fail; /* the query fails (an old driver without the attribute) */
+	_Atomic uint64_t queries;
+};
+
+static int fake_query(void *pool, uint64_t *reserved, uint64_t *used)
+{
+	struct fake *f = pool;
+	atomic_fetch_add(&f->queries, 1);
+	pthread_mutex_lock(&f->mu);
+	int rc = f->fail ? -1 : 0;
+	if (!f->fail) {
+		*reserved = f->reserved;
+		*used = f->used;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return rc;
+}
+
+static void fake_init(struct fake *f, uint64_t reserved, uint64_t used)
+{
+	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->mu, NULL);
+	f->reserved = reserved;
+	f->used = used;
+}
+
+static void fake_set(struct fake *f, uint64_t reserved, uint64_t used)
+{
+	pthread_mutex_lock(&f->mu);
+	f->reserved = reserved;
+	f->used = used;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static uint64_t used0(void)
+{
+	return atomic_load(&gg_devices[0].used);
+}
+
+static uint64_t pool_reserved0(void)
+{
+	return atomic_load(&gg_devices[0].pool_reserved);
+}
+
+static uint64_t refused0(void)
+{
+	return atomic_load(&gg_devices[0].refused[GPUGUARD_REFUSED_CEILING]);
+}
+
+static void setup(uint64_t limit)
+{
+	memset(&gg_opt.limits, 0, sizeof(gg_opt.limits));
+	gg_opt.limit_bad = 0;
+	gg_ceiling_configure();
+	gg_ceiling_reset();
+	gg_pool_reset();
+	atomic_store(&gg_devices[0].limit, limit);
+}
+
+TEST(get_registers_once)
+{
+	static struct fake a, b, c;
+	setup(GG_UNLIMITED);
+	fake_init(&a, 0, 0);
+	fake_init(&b, 0, 0);
+	fake_init(&c, 0, 0);
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	CHECK(pa != NULL);
+	CHECK(gg_pool_get(&a, 0, fake_query) == pa);
+	CHECK(gg_pool_get(&a, 5, fake_query) == pa); /* first registration wins */
+	struct gg_pool *pb = gg_pool_get(&b, 0, fake_query);
+	CHECK(pb != NULL && pb != pa);
+	CHECK(gg_pool_get(&c, 3, fake_query) != NULL);
+	CHECK_EQ_INT(gg_pool_device(&a), 0);
+	CHECK_EQ_INT(gg_pool_device(&c), 3);
+	CHECK_EQ_INT(gg_pool_device(&used0), -1); /* never registered */
+	CHECK(gg_pool_get(NULL, 0, fake_query) == NULL);
+	CHECK(gg_pool_get((void *)1, 0, fake_query) == NULL); /* the dead-entry marker */
+	/* Registering charges nothing; the first settle does. */
+	CHECK_EQ_U64(used0(), 0);
+}
+
+TEST(registry_full_and_reuse)
+{
+	static struct fake f[257];
+	setup(GG_UNLIMITED);
+	int got = 0;
+	for (int i = 0; i < 257; i++) {
+		fake_init(&f[i], 0, 0);
+		got += gg_pool_get(&f[i], 0, fake_query) != NULL;
+	}
+	CHECK_EQ_INT(got, 256);
+	CHECK(gg_pool_get(&f[256], 0, fake_query) == NULL);
+	gg_pool_forget(&f[10]);
+	CHECK_EQ_INT(gg_pool_device(&f[10]), -1);
+	struct gg_pool *p = gg_pool_get(&f[256], 2, fake_query); /* takes the dead entry */
+	CHECK(p != NULL);
+	CHECK_EQ_INT(gg_pool_device(&f[256]), 2);
+	CHECK(gg_pool_get(&f[11], 0, fake_query) != NULL);
+	gg_pool_reset();
+}
+
+/* ---- concurrent registration ---- */
+
+#define REG_T 8
+#define REG_H 16
+static struct fake reg_fakes[REG_H];
+static struct gg_pool *reg_seen[REG_T][REG_H];
+static pthread_barrier_t reg_bar;
+
+static void *reg_main(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	pthread_barrier_wait(&reg_bar);
+	for (int k = 0; k < REG_H; k++) {
+		int h = (k * (2 * id + 1) + id) % REG_H; /* each thread its own order */
+		reg_seen[id][h] = gg_pool_get(&reg_fakes[h], 0, fake_query);
+	}
+	return NULL;
+}
+
+TEST(concurrent_registration_one_entry)
+{
+	int bad = 0;
+	for (int round = 0; round < (SLOW ? 50 : 300); round++) {
+		setup(GG_UNLIMITED);
+		for (int h = 0; h < REG_H; h++)
+			fake_init(&reg_fakes[h], 0, 0);
+		pthread_barrier_init(&reg_bar, NULL, REG_T);
+		pthread_t th[REG_T];
+		for (int i = 0; i < REG_T; i++)
+			pthread_create(&th[i], NULL, reg_main, (void *)(intptr_t)i);
+		for (int i = 0; i < REG_T; i++)
+			pthread_join(th[i], NULL);
+		pthread_barrier_destroy(&reg_bar);
+		for (int h = 0; h < REG_H; h++) {
+			bad += reg_seen[0][h] == NULL;
+			for (int i = 1; i < REG_T; i++)
+				bad += reg_seen[i][h] != reg_seen[0][h];
+			for (int h2 = 0; h2 < h; h2++)
+				bad += reg_seen[0][h2] == reg_seen[0][h];
+		}
+	}
+	CHECK_EQ_INT(bad, 0);
+	gg_pool_reset();
+}
+
+/* ---- the books through grow, warm, refuse, trim, forget ---- */
+
+TEST(grow_warm_refuse_trim_forget)
+{
+	static struct fake a, b;
+	setup(64 * MI);
+	fake_init(&a, 0, 0);
+	fake_init(&b, 0, 0);
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	struct gg_pool *pb = gg_pool_get(&b, 0, fake_query);
+	uint64_t before = 0;
+
+	/* Cold pool: the growth is reserved first, rounded up to 2 MiB. */
+	uint64_t r = gg_pool_begin(pa, 3 * MI, &before);
+	CHECK_EQ_U64(r, 4 * MI);
+	CHECK_EQ_U64(before, 0);
+	CHECK_EQ_U64(used0(), 4 * MI);
+	fake_set(&a, 6 * MI, 3 * MI); /* the driver grew by a bigger chunk */
+	gg_pool_end(pa, r);
+	CHECK_EQ_U64(used0(), 6 * MI); /* settled to the reserve, exactly */
+	CHECK_EQ_U64(pool_reserved0(), 6 * MI);
+
+	/* A failed growth gives the reservation back. */
+	r = gg_pool_begin(pb, 1, &before);
+	CHECK_EQ_U64(r, 2 * MI);
+	CHECK_EQ_U64(used0(), 8 * MI);
+	gg_pool_end(pb, r); /* the driver failed: reserve unchanged (0) */
+	CHECK_EQ_U64(used0(), 6 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 6 * MI);
+
+	/* Warm, with room under the ceiling: reserved, then given back. */
+	r = gg_pool_begin(pa, 2 * MI, &before);
+	CHECK_EQ_U64(before, 6 * MI);
+	CHECK_EQ_U64(r, 2 * MI);
+	fake_set(&a, 6 * MI, 5 * MI); /* served from the reserve */
+	CHECK(!gg_pool_grew(pa, before));
+	gg_pool_end(pa, r);
+	CHECK_EQ_U64(used0(), 6 * MI);
+
+	/* Others fill the device to its ceiling. */
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 58 * MI), 0);
+	CHECK_EQ_U64(used0(), 64 * MI);
+	fake_set(&a, 6 * MI, 3 * MI);
+
+	/* The warm test compares the free reserve with the request rounded to
+	 * a pool block (512 B), not to a 2 MiB page: 3 MiB asked of a 3 MiB
+	 * free reserve is warm, and at the ceiling it goes ahead unreserved. */
+	r = gg_pool_begin(pa, 3 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	CHECK(!gg_pool_grew(pa, before));
+	gg_pool_end(pa, r);
+	CHECK_EQ_U64(refused0(), 0);
+	/* 3 MiB + 1 byte is not: the pool would grow, and that is refused. */
+	r = gg_pool_begin(pa, 3 * MI + 1, &before);
+	CHECK_EQ_U64(r, GG_POOL_REFUSED);
+	CHECK_EQ_U64(refused0(), 1);
+	/* Warm at the ceiling: never refused (0 = nothing reserved, lock held). */
+	r = gg_pool_begin(pa, 2 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	fake_set(&a, 6 * MI, 5 * MI);
+	CHECK(!gg_pool_grew(pa, before));
+	gg_pool_end(pa, r);
+	CHECK_EQ_U64(used0(), 64 * MI);
+	CHECK_EQ_U64(refused0(), 1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+
+	/* Growth past the ceiling is refused, counted once, and leaves the
+	 * lock free: a reconcile (trylock) afterwards still settles. */
+	r = gg_pool_begin(pa, 8 * MI, &before);
+	CHECK_EQ_U64(r, GG_POOL_REFUSED);
+	CHECK_EQ_U64(refused0(), 2);
+	CHECK_EQ_U64(used0(), 64 * MI);
+	fake_set(&a, 4 * MI, 3 * MI); /* trimmed at a sync */
+	gg_pool_reconcile(pa);
+	CHECK_EQ_U64(used0(), 62 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 4 * MI);
+	gg_pool_reconcile_device(0); /* nothing changed: nothing moves */
+	CHECK_EQ_U64(used0(), 62 * MI);
+
+	/* A trim we did not see: a refused-looking request on another pool
+	 * reconciles the device first and then fits. */
+	fake_set(&a, 0, 0);
+	r = gg_pool_begin(pb, 5 * MI, &before);
+	CHECK_EQ_U64(r, 6 * MI);
+	CHECK_EQ_U64(refused0(), 2);    /* not a refusal */
+	CHECK_EQ_U64(used0(), 64 * MI); /* 58 others + 6 reserved; A credited */
+	fake_set(&b, 6 * MI, 5 * MI);
+	gg_pool_end(pb, r);
+	CHECK_EQ_U64(used0(), 64 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 6 * MI);
+
+	/* Warm at the ceiling but fragmented: the pool grows anyway. The
+	 * growth is charged (the memory is taken), the overshoot counted, and
+	 * gg_pool_grew tells the caller, who undoes it. */
+	fake_set(&b, 6 * MI, 2 * MI); /* 4 MiB free in B */
+	r = gg_pool_begin(pb, 3 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	CHECK_EQ_U64(before, 6 * MI);
+	CHECK_EQ_U64(refused0(), 2);
+	fake_set(&b, 8 * MI, 5 * MI); /* fragmented: grew by 2 MiB all the same */
+	CHECK(gg_pool_grew(pb, before));
+	gg_pool_end(pb, r);
+	CHECK_EQ_U64(used0(), 66 * MI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 2 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 8 * MI);
+	fake_set(&b, 6 * MI, 2 * MI); /* the caller freed the block and trimmed */
+	gg_pool_reconcile_device(0);
+	CHECK_EQ_U64(used0(), 64 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 6 * MI);
+
+	/* Forget gives back all the pool held. */
+	gg_pool_forget(&b);
+	CHECK_EQ_U64(used0(), 58 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 0);
+	CHECK_EQ_INT(gg_pool_device(&b), -1);
+	gg_pool_forget(&b); /* twice: nothing */
+	CHECK_EQ_U64(used0(), 58 * MI);
+	gg_pool_forget(&a);
+	CHECK_EQ_U64(used0(), 58 * MI); /* A held nothing */
+	gg_ceiling_release(0, 58 * MI);
+	CHECK_EQ_U64(used0(), 0);
+	setup(GG_UNLIMITED);
+}
+
+TEST(query_failure_keeps_the_reservation)
+{
+	static struct fake a;
+	setup(64 * MI);
+	fake_init(&a, 0, 0);
+	struct gg_pool *p = gg_pool_get(&a, 0, fake_query);
+	uint64_t before;
+	a.fail = 1;
+	uint64_t r = gg_pool_begin(p, 5 * MI, &before);
+	CHECK_EQ_U64(r, 6 * MI);
+	gg_pool_end(p, r); /* cannot tell what the pool holds: keep the charge */
+	CHECK_EQ_U64(used0(), 6 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 6 * MI);
+	pthread_mutex_lock(&a.mu);
+	a.fail = 0;
+	pthread_mutex_unlock(&a.mu);
+	fake_set(&a, 2 * MI, 0);
+	gg_pool_reconcile_device(0);
+	CHECK_EQ_U64(used0(), 2 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 2 * MI);
+	gg_pool_forget(&a);
+	CHECK_EQ_U64(used0(), 0);
+	setup(GG_UNLIMITED);
+}
+
+/* ---- many threads allocating from two pools under a ceiling ---- */
+
+#define POOL_LIMIT (48 * MI)
+#define POOL_T 8
+
+static struct fake cp[2];
+static _Atomic int cp_stop;
+static _Atomic uint64_t cp_refused, cp_ok;
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ull;
+}
+
+/* The fake driver, called with the pool's lock held (as the hook does). */
+static int fake_alloc(struct fake *f, uint64_t size, uint64_t reserved_for_us)
+{
+	int ok = 1;
+	pthread_mutex_lock(&f->mu);
+	if (f->reserved - f->used >= size) {
+		f->used += size; /* from the warm reserve */
+	} else if (reserved_for_us) {
+		/* grows by what was reserved for it, at most */
+		f->reserved += reserved_for_us;
+		f->used += size;
+	} else {
+		ok = 0; /* nothing reserved and no room: out of memory */
+	}
+	pthread_mutex_unlock(&f->mu);
+	return ok;
+}
+
+static void fake_free(struct fake *f, uint64_t size, int trim)
+{
+	pthread_mutex_lock(&f->mu);
+	f->used -= size;
+	if (trim) /* a sync released the pool's free memory down to whole pages */
+		f->reserved = (f->used + 2 * MI - 1) / (2 * MI) * (2 * MI);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void *pool_worker(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	uint64_t seed = 0x2545F4914F6CDD1Dull * (uint64_t)(id + 3);
+	struct {
+		int pool;
+		uint64_t size;
+	} held[4];
+	int n = 0;
+	uint64_t ops = SLOW ? 3000 : 30000;
+	for (uint64_t op = 0; op < ops; op++) {
+		if (n == 4 || (n > 0 && (rnd(&seed) & 1))) {
+			int i = (int)(rnd(&seed) % (uint64_t)n);
+			fake_free(&cp[held[i].pool], held[i].size, (rnd(&seed) % 8) == 0);
+			held[i] = held[--n];
+			continue;
+		}
+		int pi = (int)(rnd(&seed) & 1);
+		uint64_t size = 1 + rnd(&seed) % (8 * MI);
+		struct gg_pool *p = gg_pool_get(&cp[pi], 0, fake_query);
+		uint64_t before;
+		uint64_t r = gg_pool_begin(p, size, &before);
+		if (r == GG_POOL_REFUSED) {
+			atomic_fetch_add(&cp_refused, 1);
+			continue;
+		}
+		int ok = fake_alloc(&cp[pi], size, r);
+		gg_pool_end(p, r);
+		if (ok) {
+			held[n].pool = pi;
+			held[n].size = size;
+			n++;
+			atomic_fetch_add(&cp_ok, 1);
+		}
+	}
+	while (n > 0) {
+		n--;
+		fake_free(&cp[held[n].pool], held[n].size, 0);
+	}
+	return NULL;
+}
+
+static void *pool_monitor(void *arg)
+{
+	uint64_t *over = arg;
+	while (!atomic_load(&cp_stop))
+		if (used0() > POOL_LIMIT)
+			(*over)++;
+	return NULL;
+}
+
+TEST(concurrent_pools_stay_under_ceiling)
+{
+	setup(POOL_LIMIT);
+	fake_init(&cp[0], 0, 0);
+	fake_init(&cp[1], 0, 0);
+	atomic_store(&cp_stop, 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 24 * MI), 0); /* other allocations */
+	pthread_t th[POOL_T], mon;
+	uint64_t over = 0;
+	pthread_create(&mon, NULL, pool_monitor, &over);
+	for (int i = 0; i < POOL_T; i++)
+		pthread_create(&th[i], NULL, pool_worker, (void *)(intptr_t)i);
+	for (int i = 0; i < POOL_T; i++)
+		pthread_join(th[i], NULL);
+	atomic_store(&cp_stop, 1);
+	pthread_join(mon, NULL);
+	CHECK_EQ_U64(over, 0);
+	CHECK(atomic_load(&gg_devices[0].peak) <= POOL_LIMIT);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+	CHECK(atomic_load(&cp_ok) > 0);
+	CHECK(atomic_load(&cp_refused) > 0); /* the ceiling really was reached */
+	CHECK_EQ_U64(refused0(), atomic_load(&cp_refused));
+	gg_pool_reconcile_device(0);
+	CHECK_EQ_U64(used0(), cp[0].reserved + cp[1].reserved + 24 * MI);
+	CHECK_EQ_U64(pool_reserved0(), cp[0].reserved + cp[1].reserved);
+	/* Trim both to nothing: the books follow. */
+	fake_set(&cp[0], 0, 0);
+	fake_set(&cp[1], 0, 0);
+	gg_pool_reconcile_device(0);
+	CHECK_EQ_U64(used0(), 24 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 0);
+	gg_pool_forget(&cp[0]);
+	gg_pool_forget(&cp[1]);
+	gg_ceiling_release(0, 24 * MI);
+	CHECK_EQ_U64(used0(), 0);
+	setup(GG_UNLIMITED);
+}
+
+int main(void)
+{
+	RUN(get_registers_once);
+	RUN(registry_full_and_reuse);
+	RUN(concurrent_registration_one_entry);
+	RUN(grow_warm_refuse_trim_forget);
+	RUN(query_failure_keeps_the_reservation);
+	RUN(concurrent_pools_stay_under_ceiling);
+	return harness_done();
+}

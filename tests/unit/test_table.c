@@ -1,0 +1,565 @@
+/* gpuguard: unit tests for the lock-free live-allocation table (table.c):
+ * record round trips, tombstone reuse, the overflow area, foreach, and races
+ * between inserters, removers, double frees and a concurrent reader. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "../harness.h"
+#include "internal.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLOW 1 /* sanitizers cost 5-20x: fewer operations, same shape */
+#else
+#define SLOW 0
+#endif
+
+/* Every field is a function of the key, so a torn or mixed-up record shows. */
+static struct gg_record make_rec(uint64_t key)
+{
+	struct gg_record r;
+	memset(&r, 0, sizeof(r));
+	r.key = key;
+	r.size = key * 0x9e3779b97f4a7c15ull + 1;
+	r.t_ms = (key * 31) & 0xffffffffffull;
+	r.tid = (uint32_t)(key * 2654435761u) | 1;
+	r.stack = (uint32_t)(key >> 5) ^ 0x5a5a5a5au;
+	r.dev = (uint8_t)(key % 64);
+	r.api = (uint8_t)(key % GPUGUARD_API_COUNT);
+	r.flags = (uint8_t)(key & 1);
+	return r;
+}
+
+static int rec_eq(const struct gg_record *a, const struct gg_record *b)
+{
+	return a->key == b->key && a->size == b->size && a->t_ms == b->t_ms && a->tid == b->tid &&
+	       a->stack == b->stack && a->dev == b->dev && a->api == b->api && a->flags == b->flags;
+}
+
+/* Cheap per-thread PRNG (xorshift64*). */
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ull;
+}
+
+TEST(roundtrip_every_field)
+{
+	struct gg_table *t = gg_table_create(1024);
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	CHECK_EQ_U64(gg_table_capacity(t), 1024);
+	struct gg_record r = {
+	    .key = 0xdeadbeef000ull,
+	    .size = UINT64_MAX,
+	    .t_ms = (1ull << 40) - 1,
+	    .tid = 0xffffffffu,
+	    .stack = 0xfffffffeu,
+	    .dev = 0xff,
+	    .api = 0xfe,
+	    .flags = 0xfd,
+	};
+	struct gg_record out;
+	CHECK_EQ_INT(gg_table_insert(t, &r), 0);
+	CHECK_EQ_U64(gg_table_live(t), 1);
+	memset(&out, 0, sizeof(out));
+	CHECK_EQ_INT(gg_table_remove(t, r.key, &out), 1);
+	CHECK(rec_eq(&out, &r));
+	CHECK_EQ_U64(out.t_ms, (1ull << 40) - 1);
+	CHECK_EQ_INT(gg_table_remove(t, r.key, &out), 0);
+	CHECK_EQ_U64(gg_table_live(t), 0);
+
+	/* Small values in every field: no bits bleed between packed fields. */
+	struct gg_record z = {.key = 3, .size = 0, .t_ms = 1, .tid = 1, .stack = 0, .dev = 1, .api = 0, .flags = 1};
+	CHECK_EQ_INT(gg_table_insert(t, &z), 0);
+	CHECK_EQ_INT(gg_table_remove(t, 3, &out), 1);
+	CHECK(rec_eq(&out, &z));
+
+	/* t_ms keeps 40 bits. */
+	struct gg_record w = make_rec(77);
+	w.t_ms = (1ull << 40) + 5;
+	CHECK_EQ_INT(gg_table_insert(t, &w), 0);
+	CHECK_EQ_INT(gg_table_remove(t, 77, &out), 1);
+	CHECK_EQ_U64(out.t_ms, 5);
+
+	/* The same raw value in two namespaces is two keys. */
+	struct gg_record a = make_rec(gg_key(GG_NS_PTR, 0x7000)), b = make_rec(gg_key(GG_NS_VMM, 0x7000));
+	CHECK(a.key != b.key);
+	CHECK_EQ_INT(gg_table_insert(t, &a), 0);
+	CHECK_EQ_INT(gg_table_insert(t, &b), 0);
+	CHECK_EQ_INT(gg_table_remove(t, b.key, &out), 1);
+	CHECK(rec_eq(&out, &b));
+	CHECK_EQ_INT(gg_table_remove(t, a.key, &out), 1);
+	CHECK(rec_eq(&out, &a));
+
+	/* Many records with derived fields, all round-trip. */
+	for (uint64_t k = 100; k < 600; k++) {
+		struct gg_record m = make_rec(k * 512);
+		CHECK_EQ_INT(gg_table_insert(t, &m), 0);
+	}
+	for (uint64_t k = 100; k < 600; k++) {
+		struct gg_record m = make_rec(k * 512);
+		CHECK_EQ_INT(gg_table_remove(t, m.key, &out), 1);
+		CHECK(rec_eq(&out, &m));
+	}
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	gg_table_destroy(t);
+}
+
+TEST(remove_unknown_key)
+{
+	struct gg_table *t = gg_table_create(64);
+	struct gg_record out;
+	CHECK_EQ_INT(gg_table_remove(t, 12345, &out), 0);
+	for (uint64_t k = 1000; k < 1100; k++) { /* 64 in the main table, 36 spilled */
+		struct gg_record r = make_rec(k);
+		CHECK(gg_table_insert(t, &r) >= 0);
+	}
+	CHECK(gg_table_spilled(t) > 0);
+	CHECK_EQ_INT(gg_table_remove(t, 12345, &out), 0);
+	CHECK_EQ_INT(gg_table_remove(t, 999, &out), 0);
+	CHECK_EQ_INT(gg_table_remove(t, 1100, &out), 0);
+	CHECK_EQ_U64(gg_table_live(t), 100);
+	gg_table_destroy(t);
+}
+
+TEST(reserved_keys_rejected)
+{
+	struct gg_table *t = gg_table_create(64);
+	struct gg_record out;
+	for (uint64_t k = 0; k <= 2; k++) {
+		struct gg_record r = make_rec(k);
+		CHECK_EQ_INT(gg_table_insert(t, &r), -1);
+		CHECK_EQ_INT(gg_table_remove(t, k, &out), 0);
+	}
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	gg_table_destroy(t);
+}
+
+/* Churns `churn` fresh keys through a table of `slots` keeping `ws` live. */
+static void churn_run(uint64_t slots, unsigned ws, uint64_t churn, int never_spills)
+{
+	struct gg_table *t = gg_table_create(slots);
+	uint64_t *live = calloc(ws, sizeof(uint64_t));
+	uint64_t next = 1000, seed = 88172645463325252ull;
+	struct gg_record out;
+	for (unsigned i = 0; i < ws; i++) {
+		struct gg_record r = make_rec(next);
+		int rc = gg_table_insert(t, &r);
+		CHECK(never_spills ? rc == 0 : rc >= 0);
+		live[i] = next++;
+	}
+	int bad = 0;
+	for (uint64_t n = 0; n < churn && !bad; n++) {
+		unsigned i = (unsigned)(rnd(&seed) % ws);
+		struct gg_record want = make_rec(live[i]);
+		if (gg_table_remove(t, live[i], &out) != 1 || !rec_eq(&out, &want))
+			bad = 1;
+		struct gg_record r = make_rec(next);
+		/* Tombstones must be reused: at half load nothing ever spills. */
+		int rc = gg_table_insert(t, &r);
+		if (rc < 0 || (never_spills && rc != 0))
+			bad = 2;
+		live[i] = next++;
+	}
+	CHECK_EQ_INT(bad, 0);
+	if (never_spills)
+		CHECK_EQ_U64(gg_table_spilled(t), 0);
+	CHECK_EQ_U64(gg_table_live(t), ws);
+	for (unsigned i = 0; i < ws; i++) {
+		struct gg_record want = make_rec(live[i]);
+		CHECK_EQ_INT(gg_table_remove(t, live[i], &out), 1);
+		CHECK(rec_eq(&out, &want));
+	}
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	free(live);
+	gg_table_destroy(t);
+}
+
+TEST(tombstone_reuse_churn)
+{
+	churn_run(64, 32, 640, 1);
+	churn_run(1024, 512, 10240, 1);
+	churn_run(64, 64, 6400, 1); /* full: every insert needs the tombstone just left */
+	churn_run(1024, 1000, 10240, 0);
+}
+
+static void mark_seen(const struct gg_record *r, void *arg)
+{
+	uint8_t *seen = arg;
+	struct gg_record want = make_rec(r->key);
+	if (r->key < 5000 || r->key >= 5000 + 10000 || !rec_eq(r, &want))
+		seen[10000] = 1; /* a stranger or a wrong record */
+	else
+		seen[r->key - 5000]++;
+}
+
+TEST(spill_area_exact)
+{
+	enum { N = 10000, BASE = 5000 };
+	struct gg_table *t = gg_table_create(64);
+	uint8_t *seen = calloc(N + 1, 1);
+	int main_n = 0, spill_n = 0, other = 0;
+	for (uint64_t k = BASE; k < BASE + N; k++) {
+		struct gg_record r = make_rec(k);
+		int rc = gg_table_insert(t, &r);
+		main_n += rc == 0, spill_n += rc == 1, other += rc < 0;
+	}
+	CHECK_EQ_INT(main_n, 64);
+	CHECK_EQ_INT(spill_n, N - 64);
+	CHECK_EQ_INT(other, 0);
+	CHECK_EQ_U64(gg_table_spilled(t), N - 64);
+	CHECK_EQ_U64(gg_table_live(t), N);
+
+	gg_table_foreach(t, mark_seen, seen);
+	int wrong = seen[N] != 0;
+	for (int i = 0; i < N; i++)
+		wrong += seen[i] != 1;
+	CHECK_EQ_INT(wrong, 0);
+
+	/* Remove in a scrambled order (odd stride through the keys). */
+	int bad = 0;
+	struct gg_record out;
+	for (uint64_t i = 0; i < N; i++) {
+		uint64_t k = BASE + (i * 7919) % N;
+		struct gg_record want = make_rec(k);
+		if (gg_table_remove(t, k, &out) != 1 || !rec_eq(&out, &want))
+			bad++;
+		if (gg_table_remove(t, k, &out) != 0)
+			bad++;
+	}
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	CHECK_EQ_U64(gg_table_live(t), 0);
+
+	/* The emptied overflow blocks are reused, not grown. */
+	for (uint64_t k = BASE; k < BASE + 200; k++) {
+		struct gg_record r = make_rec(k);
+		CHECK(gg_table_insert(t, &r) >= 0);
+	}
+	CHECK_EQ_U64(gg_table_live(t), 200);
+	CHECK(gg_table_spilled(t) >= 200 - 64);
+	for (uint64_t k = BASE; k < BASE + 200; k++)
+		CHECK_EQ_INT(gg_table_remove(t, k, &out), 1);
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	free(seen);
+	gg_table_destroy(t);
+}
+
+TEST(foreach_sees_live_set)
+{
+	enum { N = 3000, BASE = 5000 };
+	struct gg_table *t = gg_table_create(2048);
+	uint8_t *seen = calloc(10001, 1);
+	struct gg_record out;
+	for (uint64_t k = BASE; k < BASE + N; k++) {
+		struct gg_record r = make_rec(k);
+		CHECK(gg_table_insert(t, &r) >= 0);
+	}
+	CHECK(gg_table_spilled(t) > 0); /* 3000 in 2048 slots: some spill */
+	for (uint64_t k = BASE; k < BASE + N; k += 3)
+		CHECK_EQ_INT(gg_table_remove(t, k, &out), 1);
+	gg_table_foreach(t, mark_seen, seen);
+	int wrong = seen[10000] != 0;
+	for (uint64_t k = BASE; k < BASE + N; k++)
+		wrong += seen[k - BASE] != ((k - BASE) % 3 != 0);
+	for (int i = N; i < 10000; i++)
+		wrong += seen[i] != 0;
+	CHECK_EQ_INT(wrong, 0);
+	CHECK_EQ_U64(gg_table_live(t), N - (N + 2) / 3);
+	free(seen);
+	gg_table_destroy(t);
+}
+
+TEST(clear_unlocked_empties)
+{
+	struct gg_table *t = gg_table_create(64);
+	struct gg_record out;
+	for (uint64_t k = 100; k < 5000; k++) {
+		struct gg_record r = make_rec(k);
+		CHECK(gg_table_insert(t, &r) >= 0);
+	}
+	CHECK(gg_table_spilled(t) > 0);
+	gg_table_clear_unlocked(t);
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	CHECK_EQ_INT(gg_table_remove(t, 100, &out), 0);
+	CHECK_EQ_INT(gg_table_remove(t, 4999, &out), 0);
+	/* Still usable afterwards, main table and overflow alike. */
+	for (uint64_t k = 100; k < 300; k++) {
+		struct gg_record r = make_rec(k);
+		CHECK(gg_table_insert(t, &r) >= 0);
+	}
+	CHECK_EQ_U64(gg_table_live(t), 200);
+	for (uint64_t k = 100; k < 300; k++) {
+		struct gg_record want = make_rec(k);
+		CHECK_EQ_INT(gg_table_remove(t, k, &out), 1);
+		CHECK(rec_eq(&out, &want));
+	}
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	gg_table_destroy(t);
+}
+
+/* ---- concurrency ---- */
+
+struct worker {
+	struct gg_table *t;
+	int id;
+	unsigned ws; /* live working set kept by this thread */
+	uint64_t ops;
+	pthread_barrier_t *filled;       /* optional: all threads fill their set first */
+	_Atomic uint64_t *reader_passes; /* optional: go on until the reader saw us 5 times */
+	uint64_t errors;
+	uint64_t spills;
+};
+
+/* Keys are never reused (thread id in the top bits, a counter below), so a
+ * record seen under a key can only ever be that key's record. */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t *live = calloc(w->ws, sizeof(uint64_t));
+	unsigned n = 0;
+	uint64_t next = ((uint64_t)(w->id + 1) << 40) | 16, seed = 0x1234567ull * (uint64_t)(w->id + 7);
+	struct gg_record out;
+	if (w->filled) {
+		while (n < w->ws) {
+			struct gg_record r = make_rec(next);
+			int rc = gg_table_insert(w->t, &r);
+			w->errors += rc < 0;
+			w->spills += rc == 1;
+			live[n++] = next;
+			next += 16;
+		}
+		pthread_barrier_wait(w->filled);
+	}
+	for (uint64_t op = 0; op < w->ops || (w->reader_passes && atomic_load(w->reader_passes) < 5); op++) {
+		/* Hovers between half and all of the working set. */
+		if (n == w->ws || (n > w->ws / 2 && (rnd(&seed) & 1))) {
+			unsigned i = (unsigned)(rnd(&seed) % n);
+			struct gg_record want = make_rec(live[i]);
+			if (gg_table_remove(w->t, live[i], &out) != 1 || !rec_eq(&out, &want))
+				w->errors++;
+			live[i] = live[--n];
+		} else {
+			struct gg_record r = make_rec(next);
+			int rc = gg_table_insert(w->t, &r);
+			if (rc < 0)
+				w->errors++;
+			w->spills += rc == 1;
+			live[n++] = next;
+			next += 16;
+		}
+	}
+	while (n > 0) {
+		n--;
+		struct gg_record want = make_rec(live[n]);
+		if (gg_table_remove(w->t, live[n], &out) != 1 || !rec_eq(&out, &want))
+			w->errors++;
+	}
+	free(live);
+	return NULL;
+}
+
+static void hammer(uint64_t slots, int nthreads, unsigned ws, uint64_t ops)
+{
+	struct gg_table *t = gg_table_create(slots);
+	pthread_t th[64];
+	struct worker w[64];
+	pthread_barrier_t filled;
+	pthread_barrier_init(&filled, NULL, (unsigned)nthreads);
+	for (int i = 0; i < nthreads; i++) {
+		w[i] = (struct worker){.t = t, .id = i, .ws = ws, .ops = ops, .filled = &filled};
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	uint64_t errors = 0, spills = 0;
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(th[i], NULL);
+		errors += w[i].errors;
+		spills += w[i].spills;
+	}
+	pthread_barrier_destroy(&filled);
+	CHECK_EQ_U64(errors, 0);
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	if (slots * 2 < (uint64_t)nthreads * ws)
+		CHECK(spills > 0); /* the small table really exercised the overflow area */
+	gg_table_destroy(t);
+}
+
+TEST(concurrent_disjoint_big_table)
+{
+	hammer(1 << 16, 16, 256, SLOW ? 30000 : 200000);
+}
+
+TEST(concurrent_disjoint_small_table)
+{
+	/* 16 x 48 live in 256 slots: most records live in the overflow area. */
+	hammer(256, 16, 48, SLOW ? 5000 : 40000);
+}
+
+/* Two threads spin on a shared round number, so both removes start within
+ * nanoseconds of each other (a barrier's wake-ups are microseconds apart). */
+struct race {
+	struct gg_table *t;
+	_Atomic uint64_t key;   /* the key of this round; 0 = stop */
+	_Atomic uint64_t round; /* bumped by the main thread to start a round */
+	_Atomic int ready, done;
+};
+
+struct racer {
+	struct race *r;
+	int won;
+	struct gg_record got;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *me = arg;
+	struct race *r = me->r;
+	for (uint64_t seen = 0;;) {
+		atomic_fetch_add(&r->ready, 1);
+		uint64_t now;
+		for (int spins = 0; (now = atomic_load(&r->round)) == seen; spins++)
+			if (spins > 1000)
+				sched_yield();
+		seen = now;
+		uint64_t k = atomic_load(&r->key);
+		if (k == 0)
+			return NULL;
+		me->won = gg_table_remove(r->t, k, &me->got);
+		atomic_fetch_add(&r->done, 1);
+	}
+}
+
+static void double_free_race(uint64_t slots, uint64_t prefill, int rounds)
+{
+	struct gg_table *t = gg_table_create(slots);
+	for (uint64_t k = 1; k <= prefill; k++) { /* fills the main table so the raced keys spill */
+		struct gg_record rec = make_rec(k << 20);
+		CHECK(gg_table_insert(t, &rec) >= 0);
+	}
+	struct race r = {.t = t};
+	struct racer rs[2] = {{.r = &r}, {.r = &r}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, racer_main, &rs[i]);
+	int bad = 0;
+	for (int n = 1; n <= rounds; n++) {
+		uint64_t k = 0x10000000ull + (uint64_t)n * 512;
+		struct gg_record want = make_rec(k);
+		if (gg_table_insert(t, &want) < 0)
+			bad++;
+		while (atomic_load(&r.ready) < 2 * n)
+			sched_yield();
+		atomic_store(&r.done, 0);
+		atomic_store(&r.key, k);
+		atomic_store(&r.round, (uint64_t)n);
+		while (atomic_load(&r.done) < 2)
+			sched_yield();
+		if (rs[0].won + rs[1].won != 1)
+			bad++;
+		else if (!rec_eq(rs[0].won ? &rs[0].got : &rs[1].got, &want))
+			bad++;
+	}
+	while (atomic_load(&r.ready) < 2 * (rounds + 1))
+		sched_yield();
+	atomic_store(&r.key, 0);
+	atomic_store(&r.round, (uint64_t)rounds + 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_U64(gg_table_live(t), prefill);
+	CHECK_EQ_U64(gg_table_spilled(t), prefill > slots ? prefill - slots : 0);
+	gg_table_destroy(t);
+}
+
+TEST(double_free_race_one_winner)
+{
+	double_free_race(1024, 0, SLOW ? 10000 : 100000); /* main table */
+	double_free_race(64, 100, SLOW ? 10000 : 100000); /* overflow area */
+}
+
+struct reader {
+	struct gg_table *t;
+	_Atomic int *stop;
+	uint64_t seen, torn;
+	_Atomic uint64_t passes; /* passes that saw at least one record */
+};
+
+static void check_consistent(const struct gg_record *r, void *arg)
+{
+	struct reader *rd = arg;
+	struct gg_record want = make_rec(r->key);
+	rd->seen++;
+	if (!rec_eq(r, &want))
+		rd->torn++;
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	while (!atomic_load(rd->stop)) {
+		uint64_t before = rd->seen;
+		gg_table_foreach(rd->t, check_consistent, rd);
+		if (rd->seen != before)
+			atomic_fetch_add(&rd->passes, 1);
+	}
+	gg_table_foreach(rd->t, check_consistent, rd);
+	return NULL;
+}
+
+static void reader_vs_writers(uint64_t slots, unsigned ws, uint64_t ops)
+{
+	enum { W = 8 };
+	struct gg_table *t = gg_table_create(slots);
+	_Atomic int stop = 0;
+	struct reader rd = {.t = t, .stop = &stop};
+	pthread_t rth, th[W];
+	struct worker w[W];
+	pthread_create(&rth, NULL, reader_main, &rd);
+	for (int i = 0; i < W; i++) {
+		w[i] = (struct worker){.t = t, .id = i, .ws = ws, .ops = ops, .reader_passes = &rd.passes};
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	uint64_t errors = 0;
+	for (int i = 0; i < W; i++) {
+		pthread_join(th[i], NULL);
+		errors += w[i].errors;
+	}
+	atomic_store(&stop, 1);
+	pthread_join(rth, NULL);
+	CHECK_EQ_U64(errors, 0);
+	CHECK_EQ_U64(rd.torn, 0);
+	CHECK(rd.seen > 0);
+	CHECK(atomic_load(&rd.passes) >= 5);
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	gg_table_destroy(t);
+}
+
+TEST(foreach_concurrent_reader_never_torn)
+{
+	reader_vs_writers(4096, 256, SLOW ? 20000 : 200000);
+	reader_vs_writers(128, 32, SLOW ? 5000 : 40000); /* overflow area too */
+}
+
+int main(void)
+{
+	RUN(roundtrip_every_field);
+	RUN(remove_unknown_key);
+	RUN(reserved_keys_rejected);
+	RUN(tombstone_reuse_churn);
+	RUN(spill_area_exact);
+	RUN(foreach_sees_live_set);
+	RUN(clear_unlocked_empties);
+	RUN(concurrent_disjoint_big_table);
+	RUN(concurrent_disjoint_small_table);
+	RUN(double_free_race_one_winner);
+	RUN(foreach_concurrent_reader_never_torn);
+	return harness_done();
+}
