@@ -17,7 +17,6 @@ int gg_account_begin(int dev, uint64_t charge)
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api,
 		       uint64_t charge)
 {
-	struct gg_device *g = &gg_devices[dev];
 	struct gg_record r = {
 		.key = gg_key(ns, raw),
 		.size = size,
@@ -28,9 +27,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 		.api = (uint8_t)api,
 		.flags = charge ? GG_REC_CHARGED : 0,
 	};
-	/* relaxed: statistics, read only by stats calls and dumps. */
-	atomic_fetch_add_explicit(&g->allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&g->live_bytes, size, memory_order_relaxed);
+	gg_ceiling_count_alloc(dev, size);
 	if (gg_table && gg_table_insert(gg_table, &r) >= 0)
 		return;
 	/* Not even the overflow area had room (mmap failed). The allocation
@@ -62,15 +59,9 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 			gg_table_insert(gg_table, rec);
 		return;
 	}
-	struct gg_device *g = &gg_devices[rec->dev];
 	if (rec->flags & GG_REC_CHARGED)
 		gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
-	uint64_t lb = atomic_load_explicit(&g->live_bytes, memory_order_relaxed);
-	/* saturating, like every counter we subtract from */
-	while (!atomic_compare_exchange_weak_explicit(&g->live_bytes, &lb, lb > rec->size ? lb - rec->size : 0,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
-	atomic_fetch_add_explicit(&g->frees, 1, memory_order_relaxed);
+	gg_ceiling_count_free(rec->dev, rec->size);
 }
 
 void gg_account_untracked(int dev)

@@ -46,6 +46,52 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 	atomic_fetch_add_explicit(&gg_devices[dev].refused[why], 1, memory_order_relaxed);
 }
 
+static struct gg_stripe *my_stripe(int dev)
+{
+	return &gg_devices[dev].stripe[gg_gettid() % GG_STRIPES];
+}
+
+/* relaxed throughout: statistics, summed by readers that want a snapshot,
+ * never used to decide anything. */
+void gg_ceiling_count_alloc(int dev, uint64_t size)
+{
+	struct gg_stripe *s = my_stripe(dev);
+	atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+}
+
+void gg_ceiling_count_free(int dev, uint64_t size)
+{
+	struct gg_stripe *s = my_stripe(dev);
+	atomic_fetch_add_explicit(&s->frees, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+}
+
+void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
+{
+	struct gg_device *g = &gg_devices[dev];
+	uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
+	out->limit = lim == GG_LIMIT_UNRESOLVED ? GG_UNLIMITED : lim;
+	out->used = atomic_load_explicit(&g->used, memory_order_relaxed);
+	out->peak = atomic_load_explicit(&g->peak, memory_order_relaxed);
+	out->pool_reserved = atomic_load_explicit(&g->pool_reserved, memory_order_relaxed);
+	out->untracked_frees = atomic_load_explicit(&g->untracked_frees, memory_order_relaxed);
+	for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
+		out->refused[r] = atomic_load_explicit(&g->refused[r], memory_order_relaxed);
+	out->pool_overshoot = atomic_load_explicit(&g->pool_overshoot, memory_order_relaxed);
+	int64_t allocs = 0, frees = 0, live = 0;
+	for (int i = 0; i < GG_STRIPES; i++) {
+		allocs += atomic_load_explicit(&g->stripe[i].allocs, memory_order_relaxed);
+		frees += atomic_load_explicit(&g->stripe[i].frees, memory_order_relaxed);
+		live += atomic_load_explicit(&g->stripe[i].live_bytes, memory_order_relaxed);
+	}
+	out->allocs = (uint64_t)allocs;
+	out->frees = (uint64_t)frees;
+	/* a snapshot taken while other threads count can be off by their
+	 * in-flight pairs; never report that as negative */
+	out->live_bytes = live > 0 ? (uint64_t)live : 0;
+}
+
 static void raise_peak(struct gg_device *g, uint64_t now)
 {
 	uint64_t p = atomic_load_explicit(&g->peak, memory_order_relaxed);
@@ -146,10 +192,12 @@ void gg_ceiling_reset(void)
 		atomic_store_explicit(&g->used, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->peak, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->pool_reserved, 0, memory_order_relaxed);
-		atomic_store_explicit(&g->live_bytes, 0, memory_order_relaxed);
-		atomic_store_explicit(&g->allocs, 0, memory_order_relaxed);
-		atomic_store_explicit(&g->frees, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->untracked_frees, 0, memory_order_relaxed);
+		for (int i = 0; i < GG_STRIPES; i++) {
+			atomic_store_explicit(&g->stripe[i].allocs, 0, memory_order_relaxed);
+			atomic_store_explicit(&g->stripe[i].frees, 0, memory_order_relaxed);
+			atomic_store_explicit(&g->stripe[i].live_bytes, 0, memory_order_relaxed);
+		}
 		for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
 			atomic_store_explicit(&g->refused[r], 0, memory_order_relaxed);
 		atomic_store_explicit(&g->pool_overshoot, 0, memory_order_relaxed);

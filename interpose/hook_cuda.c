@@ -94,10 +94,11 @@ static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 	gg_pfn_cuMemPoolGetAttribute f = HELPER(cuMemPoolGetAttribute);
 	gg_cuuint64_t r = 0, u = 0;
 	if (!f || f((gg_CUmemoryPool)pool, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != GG_CUDA_SUCCESS ||
-	    f((gg_CUmemoryPool)pool, GG_CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != GG_CUDA_SUCCESS)
+	    (used && f((gg_CUmemoryPool)pool, GG_CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != GG_CUDA_SUCCESS))
 		return -1;
 	*reserved = r;
-	*used = u;
+	if (used)
+		*used = u;
 	return 0;
 }
 

@@ -73,10 +73,11 @@ static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 	gg_pfn_hipMemPoolGetAttribute f = HELPER(hipMemPoolGetAttribute);
 	uint64_t r = 0, u = 0;
 	if (!f || f((gg_hipMemPool_t)pool, GG_hipMemPoolAttrReservedMemCurrent, &r) != GG_hipSuccess ||
-	    f((gg_hipMemPool_t)pool, GG_hipMemPoolAttrUsedMemCurrent, &u) != GG_hipSuccess)
+	    (used && f((gg_hipMemPool_t)pool, GG_hipMemPoolAttrUsedMemCurrent, &u) != GG_hipSuccess))
 		return -1;
 	*reserved = r;
-	*used = u;
+	if (used)
+		*used = u;
 	return 0;
 }
 

@@ -98,19 +98,7 @@ GG_EXPORT int gpuguard_device_stats(int dev, struct gpuguard_device_stats *out)
 	if (dev < 0 || dev >= GG_MAX_DEVICES || !out)
 		return -1;
 	gg_init_once();
-	struct gg_device *g = &gg_devices[dev];
-	uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
-	out->limit = lim == GG_LIMIT_UNRESOLVED ? GG_UNLIMITED : lim;
-	out->used = atomic_load_explicit(&g->used, memory_order_relaxed);
-	out->peak = atomic_load_explicit(&g->peak, memory_order_relaxed);
-	out->pool_reserved = atomic_load_explicit(&g->pool_reserved, memory_order_relaxed);
-	out->live_bytes = atomic_load_explicit(&g->live_bytes, memory_order_relaxed);
-	out->allocs = atomic_load_explicit(&g->allocs, memory_order_relaxed);
-	out->frees = atomic_load_explicit(&g->frees, memory_order_relaxed);
-	out->untracked_frees = atomic_load_explicit(&g->untracked_frees, memory_order_relaxed);
-	for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
-		out->refused[r] = atomic_load_explicit(&g->refused[r], memory_order_relaxed);
-	out->pool_overshoot = atomic_load_explicit(&g->pool_overshoot, memory_order_relaxed);
+	gg_ceiling_read(dev, out);
 	return 0;
 }
 

@@ -65,18 +65,27 @@ extern const struct gg_option_row gg_option_rows[];
 extern const size_t gg_option_nrows;
 
 /* ---- ceiling.c ---- */
-/* Per-device books. `used` is the only contended word on the fast path. */
+/* Statistics every alloc and free touch are striped by thread, so that the
+ * ceiling word `used` is the only cache line all threads fight over. A
+ * stripe's live_bytes can go negative (freed on another thread than it was
+ * allocated on); only the sum means anything, and it never is. */
+#define GG_STRIPES 16
+struct gg_stripe {
+	_Atomic int64_t allocs;
+	_Atomic int64_t frees;
+	_Atomic int64_t live_bytes;
+} __attribute__((aligned(64)));
+
+/* Per-device books. */
 struct gg_device {
-	_Atomic uint64_t used;
+	_Atomic uint64_t used; /* the only word a reservation races on */
 	_Atomic uint64_t peak;
 	_Atomic uint64_t limit; /* resolved ceiling; GG_LIMIT_UNRESOLVED until known */
 	_Atomic uint64_t pool_reserved;
-	_Atomic uint64_t live_bytes;
-	_Atomic uint64_t allocs;
-	_Atomic uint64_t frees;
 	_Atomic uint64_t untracked_frees;
 	_Atomic uint64_t refused[GPUGUARD_REFUSED_COUNT];
 	_Atomic uint64_t pool_overshoot;
+	struct gg_stripe stripe[GG_STRIPES];
 } __attribute__((aligned(64)));
 #define GG_LIMIT_UNRESOLVED (UINT64_MAX - 1)
 extern struct gg_device gg_devices[GG_MAX_DEVICES];
@@ -104,6 +113,11 @@ void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64
 /* Zero counters (fork child). Limits stay. */
 void gg_ceiling_reset(void);
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
+/* Counts one allocation (+1, +size) or free (-1... as frees, -size). */
+void gg_ceiling_count_alloc(int dev, uint64_t size);
+void gg_ceiling_count_free(int dev, uint64_t size);
+/* Copies dev's books, summing the stripes. */
+void gg_ceiling_read(int dev, struct gpuguard_device_stats *out);
 
 /* ---- table.c ---- */
 /* Key namespaces: device pointers, VMM handles and array handles could share
@@ -149,6 +163,7 @@ void gg_table_clear_unlocked(struct gg_table *t);
 
 /* ---- pool.c ---- */
 /* Stream-ordered pools are charged by what they reserve (DESIGN.md §2). */
+/* Reads a pool's reserve and, when used is not NULL, what is in use. 0 or -1. */
 typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *used);
 struct gg_pool;
 #define GG_POOL_REFUSED UINT64_MAX

@@ -79,9 +79,9 @@ int gg_pool_device(void *handle)
  * reserved for this growth are folded in. Caller holds p->lock. */
 static void settle_locked(struct gg_pool *p, uint64_t credit)
 {
-	uint64_t reserved, used;
+	uint64_t reserved;
 	uint64_t target = p->charged + credit; /* if the driver cannot tell us, keep what we hold */
-	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0)
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0)
 		target = reserved;
 	struct gg_device *g = &gg_devices[p->dev];
 	uint64_t held = p->charged + credit; /* what `used` holds for this pool now */
@@ -135,9 +135,9 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	 * or the second grows the pool past the ceiling. The driver serialises
 	 * a pool's allocations internally anyway. */
 	pthread_mutex_lock(&p->lock);
-	settle_locked(p, 0); /* frees released at a sync since last time count */
-	*reserve_before = p->charged;
-	if (p->query(h, &reserved, &used) == 0 && reserved >= used && reserved - used >= fit) {
+	int known = p->query(h, &reserved, &used) == 0;
+	*reserve_before = known ? reserved : p->charged;
+	if (known && reserved >= used && reserved - used >= fit) {
 		/* The free reserve adds up to the request. Reserve the growth if
 		 * there is room (a fragmented reserve can make the pool grow
 		 * anyway); if there is none, let the driver try its reserve: a
@@ -147,7 +147,10 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	}
 	if (gg_ceiling_try_reserve(p->dev, need) != 0) {
 		/* Before refusing, let every pool on the device give back what it
-		 * released at synchronisation points we did not see. */
+		 * released at synchronisation points we did not see: this one
+		 * here (reconcile_device cannot take the lock we hold), the
+		 * others there. */
+		settle_locked(p, 0);
 		gg_pool_reconcile_device(p->dev);
 		if (gg_ceiling_reserve(p->dev, need) != 0) {
 			pthread_mutex_unlock(&p->lock);
@@ -159,8 +162,8 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 
 int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
 {
-	uint64_t reserved, used;
-	return p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0 &&
+	uint64_t reserved;
+	return p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0 &&
 	       reserved > reserve_before;
 }
 

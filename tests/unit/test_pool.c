@@ -32,7 +32,8 @@ static int fake_query(void *pool, uint64_t *reserved, uint64_t *used)
 	int rc = f->fail ? -1 : 0;
 	if (!f->fail) {
 		*reserved = f->reserved;
-		*used = f->used;
+		if (used)
+			*used = f->used;
 	}
 	pthread_mutex_unlock(&f->mu);
 	return rc;
