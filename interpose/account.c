@@ -69,3 +69,59 @@ void gg_account_untracked(int dev)
 	if (dev >= 0 && dev < GG_MAX_DEVICES)
 		atomic_fetch_add_explicit(&gg_devices[dev].untracked_frees, 1, memory_order_relaxed);
 }
+
+int gg_bracket_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
+{
+	b->dev = dev;
+	b->charge = 0;
+	if (dev < 0)
+		return 0;
+	b->charge = charged ? gg_ceiling_charge_size(api, size) : 0;
+	return gg_account_begin(dev, b->charge);
+}
+
+void gg_bracket_end(struct gg_bracket *b, int ok, int oom, enum gg_key_ns ns, uint64_t raw, uint64_t size,
+		    enum gpuguard_api api)
+{
+	if (b->dev < 0)
+		return;
+	if (ok)
+		gg_account_commit(b->dev, ns, raw, size, api, b->charge);
+	else
+		gg_account_rollback(b->dev, b->charge, oom);
+}
+
+void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t size)
+{
+	if (b->dev < 0)
+		return;
+	uint64_t charge = gg_ceiling_charge_size(api, size);
+	if (charge > b->charge)
+		gg_ceiling_force(b->dev, charge - b->charge);
+	else
+		gg_ceiling_release(b->dev, b->charge - charge);
+	b->charge = charge;
+}
+
+void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes)
+{
+	/* A percentage ceiling can be resolved from the total we were just given;
+	 * pools released at syncs we did not see are credited first, so free
+	 * moves as soon as memory really comes back. */
+	if (gg_ceiling_unresolved(dev))
+		gg_ceiling_resolve(dev, *total_bytes);
+	gg_pool_reconcile_device(dev);
+	uint64_t f, t;
+	gg_ceiling_meminfo(dev, *free_bytes, *total_bytes, &f, &t);
+	*free_bytes = f;
+	*total_bytes = t;
+}
+
+size_t gg_account_total(int dev, size_t physical)
+{
+	if (gg_ceiling_unresolved(dev))
+		gg_ceiling_resolve(dev, physical);
+	uint64_t f, t;
+	gg_ceiling_meminfo(dev, physical, physical, &f, &t);
+	return t;
+}

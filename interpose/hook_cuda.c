@@ -56,15 +56,6 @@ CU_HELPERS(DECLARE_REAL)
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
 
-/* Every hook runs inside ENTER ... LEAVE. A call made while a hook runs on
- * this thread (the driver calling itself, our own helper calls) passes
- * straight through. */
-#define ENTER()                                                                                    \
-	do {                                                                                       \
-		gg_in_hook = 1;                                                                    \
-		gg_init_once();                                                                    \
-	} while (0)
-#define LEAVE() (gg_in_hook = 0)
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -102,48 +93,21 @@ static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 	return 0;
 }
 
-/* One plain (non-pool) allocation: reserve, let `rc` come from the driver,
- * then commit or roll back. begin returns -1 to refuse, 0 to go ahead; a
- * negative dev means "not ours to govern" and the call just passes through. */
-struct bracket {
-	int dev;
-	uint64_t charge;
-};
-
-static int alloc_begin(struct bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
+/* The shared bracket (account.c) with this API's limits and codes. */
+static int alloc_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
 {
-	b->dev = dev;
-	b->charge = 0;
-	if (dev < 0)
-		return 0;
-	resolve_limit(dev);
-	b->charge = charged ? gg_ceiling_charge_size(api, size) : 0;
-	return gg_account_begin(dev, b->charge);
+	if (dev >= 0)
+		resolve_limit(dev);
+	return gg_bracket_begin(b, dev, api, size, charged);
 }
 
-static void alloc_end(struct bracket *b, gg_CUresult rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
+static void alloc_end(struct gg_bracket *b, gg_CUresult rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
 		      enum gpuguard_api api)
 {
-	if (b->dev < 0)
-		return;
-	if (rc == GG_CUDA_SUCCESS)
-		gg_account_commit(b->dev, ns, raw, size, api, b->charge);
-	else
-		gg_account_rollback(b->dev, b->charge, rc == GG_CUDA_ERROR_OUT_OF_MEMORY);
+	gg_bracket_end(b, rc == GG_CUDA_SUCCESS, rc == GG_CUDA_ERROR_OUT_OF_MEMORY, ns, raw, size, api);
 }
 
-/* Free: take the record out before the driver can hand the address to
- * another thread, put it back if the driver refuses (DESIGN.md §3). */
-#define FREE_BRACKET(ns, raw, call)                                                                \
-	do {                                                                                       \
-		struct gg_record rec;                                                              \
-		int known = gg_account_forget(ns, raw, &rec);                                      \
-		rc = call;                                                                         \
-		if (known)                                                                         \
-			gg_account_freed(&rec, rc == GG_CUDA_SUCCESS);                             \
-		else if (rc == GG_CUDA_SUCCESS)                                                    \
-			gg_account_untracked(current_device());                                    \
-	} while (0)
+#define FREE_BRACKET(ns, raw, call) GG_FREE_BRACKET(ns, raw, call, GG_CUDA_SUCCESS, current_device())
 
 /* ---- linear allocations ------------------------------------------------ */
 
@@ -154,14 +118,14 @@ GG_EXPORT gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return real(dptr, bytesize); /* the driver's own answer to bad arguments */
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct bracket b;
+	struct gg_bracket b;
 	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC, bytesize, 1) == 0) {
 		rc = real(dptr, bytesize);
 		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, bytesize, GPUGUARD_API_CU_MEM_ALLOC);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -172,9 +136,9 @@ GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, u
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return real(dptr, bytesize, flags);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct bracket b;
+	struct gg_bracket b;
 	/* Managed memory can live on the host until touched, but a server that
 	 * touches it on the GPU holds it there: charged unless told otherwise. */
 	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_MANAGED, bytesize,
@@ -182,7 +146,7 @@ GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, u
 		rc = real(dptr, bytesize, flags);
 		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, bytesize, GPUGUARD_API_CU_MEM_ALLOC_MANAGED);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -195,27 +159,22 @@ GG_EXPORT gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, s
 	if (gg_in_hook || !dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
 	    WidthInBytes > SIZE_MAX / 2 / Height)
 		return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct bracket b;
+	struct gg_bracket b;
 	/* The driver picks the pitch; reserve for a 512-byte-aligned one and
 	 * settle to the real figure afterwards. */
 	uint64_t guess = (WidthInBytes + 511) / 512 * 512 * Height;
 	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_PITCH, guess, 1) == 0) {
 		rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 		uint64_t size = guess;
-		if (rc == GG_CUDA_SUCCESS && b.dev >= 0) {
+		if (rc == GG_CUDA_SUCCESS) {
 			size = (uint64_t)*pPitch * Height;
-			uint64_t charge = gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_ALLOC_PITCH, size);
-			if (charge > b.charge)
-				gg_ceiling_force(b.dev, charge - b.charge);
-			else
-				gg_ceiling_release(b.dev, b.charge - charge);
-			b.charge = charge;
+			gg_bracket_resize(&b, GPUGUARD_API_CU_MEM_ALLOC_PITCH, size);
 		}
 		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, size, GPUGUARD_API_CU_MEM_ALLOC_PITCH);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -226,10 +185,10 @@ GG_EXPORT gg_CUresult cuMemFree_v2(gg_CUdeviceptr dptr)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook || dptr == 0)
 		return real(dptr);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc;
 	FREE_BRACKET(GG_NS_PTR, dptr, real(dptr));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -245,7 +204,7 @@ static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemor
 	if (!p) {
 		/* Unknown device or pool registry full: charge it like a plain
 		 * allocation, refunded at its free. */
-		struct bracket b;
+		struct gg_bracket b;
 		if (alloc_begin(&b, dev, api, size, 1) != 0)
 			return GG_CUDA_ERROR_OUT_OF_MEMORY;
 		rc = call(dptr, size, pool, stream, real);
@@ -299,7 +258,7 @@ static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUs
 	gg_pfn_cuMemAllocAsync f = (gg_pfn_cuMemAllocAsync)real;
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return f(dptr, bytesize, hStream);
-	ENTER();
+	GG_ENTER();
 	int dev = current_device();
 	gg_CUmemoryPool pool = NULL;
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
@@ -307,7 +266,7 @@ static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUs
 		pool = NULL;
 	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_ASYNC, call_async,
 					 hStream, real);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -317,13 +276,13 @@ static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg
 	gg_pfn_cuMemAllocFromPoolAsync f = (gg_pfn_cuMemAllocFromPoolAsync)real;
 	if (gg_in_hook || !dptr || bytesize == 0 || !pool)
 		return f(dptr, bytesize, pool, hStream);
-	ENTER();
+	GG_ENTER();
 	int dev = gg_pool_device(pool);
 	if (dev < 0)
 		dev = current_device(); /* a pool we did not see created */
 	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL,
 					 call_from_pool, hStream, real);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -332,12 +291,12 @@ static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void
 	gg_pfn_cuMemFreeAsync f = (gg_pfn_cuMemFreeAsync)real;
 	if (gg_in_hook || dptr == 0)
 		return f(dptr, hStream);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc;
 	/* The block goes back to its pool, which keeps the reserve: nothing is
 	 * refunded here unless the allocation was charged directly. */
 	FREE_BRACKET(GG_NS_PTR, dptr, f(dptr, hStream));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -367,9 +326,9 @@ GG_EXPORT gg_CUresult cuMemPoolCreate(gg_CUmemoryPool *pool, const gg_CUmemPoolP
 	gg_CUresult rc = real(pool, props);
 	if (rc == GG_CUDA_SUCCESS && !gg_in_hook && props && props->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE &&
 	    props->location.id >= 0 && props->location.id < GG_MAX_DEVICES) {
-		ENTER();
+		GG_ENTER();
 		gg_pool_get(*pool, props->location.id, pool_query);
-		LEAVE();
+		GG_LEAVE();
 	}
 	return rc;
 }
@@ -381,11 +340,11 @@ GG_EXPORT gg_CUresult cuMemPoolDestroy(gg_CUmemoryPool pool)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook)
 		return real(pool);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = real(pool);
 	if (rc == GG_CUDA_SUCCESS)
 		gg_pool_forget(pool);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -396,14 +355,14 @@ GG_EXPORT gg_CUresult cuMemPoolTrimTo(gg_CUmemoryPool pool, size_t minBytesToKee
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook)
 		return real(pool, minBytesToKeep);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = real(pool, minBytesToKeep);
 	/* Trimming is how torch.cuda.empty_cache() gives a cudaMallocAsync pool
 	 * back; refund it at once so the next request sees the room. */
 	int dev = gg_pool_device(pool);
 	if (rc == GG_CUDA_SUCCESS && dev >= 0)
 		gg_pool_reconcile_device(dev);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -421,14 +380,14 @@ GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_
 	if (gg_in_hook || !handle || !prop || size == 0 || prop->location.type != GG_CU_MEM_LOCATION_TYPE_DEVICE ||
 	    prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES)
 		return real(handle, size, prop, flags);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct bracket b;
+	struct gg_bracket b;
 	if (alloc_begin(&b, prop->location.id, GPUGUARD_API_CU_MEM_CREATE, size, 1) == 0) {
 		rc = real(handle, size, prop, flags);
 		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : *handle, size, GPUGUARD_API_CU_MEM_CREATE);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -439,10 +398,10 @@ GG_EXPORT gg_CUresult cuMemRelease(gg_CUmemGenericAllocationHandle handle)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook)
 		return real(handle);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc;
 	FREE_BRACKET(GG_NS_VMM, handle, real(handle));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -487,14 +446,14 @@ static gg_CUresult array_create(void **out, uint64_t bytes, enum gg_key_ns ns, e
 				gg_CUresult (*call)(void **, const void *, unsigned, void *), const void *desc,
 				unsigned levels, void *real)
 {
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct bracket b;
+	struct gg_bracket b;
 	if (alloc_begin(&b, current_device(), api, bytes, 1) == 0) {
 		rc = call(out, desc, levels, real);
 		alloc_end(&b, rc, ns, rc ? 0 : (uint64_t)(uintptr_t)*out, bytes, api);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -559,10 +518,10 @@ GG_EXPORT gg_CUresult cuArrayDestroy(gg_CUarray hArray)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook || !hArray)
 		return real(hArray);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc;
 	FREE_BRACKET(GG_NS_ARRAY, (uint64_t)(uintptr_t)hArray, real(hArray));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -573,10 +532,10 @@ GG_EXPORT gg_CUresult cuMipmappedArrayDestroy(gg_CUmipmappedArray h)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook || !h)
 		return real(h);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc;
 	FREE_BRACKET(GG_NS_MIPMAP, (uint64_t)(uintptr_t)h, real(h));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -589,27 +548,20 @@ GG_EXPORT gg_CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook)
 		return real(free, total);
-	ENTER();
+	GG_ENTER();
 	/* Our own outputs, so NULL from the caller is tolerated (HAMi-core #333). */
 	size_t f = 0, t = 0;
 	gg_CUresult rc = real(&f, &t);
 	int dev = rc == GG_CUDA_SUCCESS ? current_device() : -1;
-	if (dev >= 0) {
-		if (gg_ceiling_unresolved(dev))
-			gg_ceiling_resolve(dev, t);
-		gg_pool_reconcile_device(dev);
-		uint64_t vf, vt;
-		gg_ceiling_meminfo(dev, f, t, &vf, &vt);
-		f = vf;
-		t = vt;
-	}
+	if (dev >= 0)
+		gg_account_meminfo(dev, &f, &t);
 	if (rc == GG_CUDA_SUCCESS) {
 		if (free)
 			*free = f;
 		if (total)
 			*total = t;
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -620,16 +572,12 @@ GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
 		return real(bytes, dev);
-	ENTER();
+	GG_ENTER();
 	gg_CUresult rc = real(bytes, dev);
 	if (rc == GG_CUDA_SUCCESS) {
-		if (gg_ceiling_unresolved(dev))
-			gg_ceiling_resolve(dev, *bytes);
-		uint64_t vf, vt;
-		gg_ceiling_meminfo(dev, *bytes, *bytes, &vf, &vt);
-		*bytes = vt;
+		*bytes = gg_account_total(dev, *bytes);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 

@@ -42,12 +42,6 @@ HIP_HELPERS(DECLARE_REAL)
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBHIP))
 #define SLOT(n) ((void *_Atomic *)&real_##n)
 
-#define ENTER()                                                                                    \
-	do {                                                                                       \
-		gg_in_hook = 1;                                                                    \
-		gg_init_once();                                                                    \
-	} while (0)
-#define LEAVE() (gg_in_hook = 0)
 
 static int current_device(void)
 {
@@ -81,55 +75,33 @@ static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 	return 0;
 }
 
-struct bracket {
-	int dev;
-	uint64_t charge;
-};
-
-static int alloc_begin(struct bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
+/* The shared bracket (account.c) with this API's limits and codes. */
+static int alloc_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
 {
-	b->dev = dev;
-	b->charge = 0;
-	if (dev < 0)
-		return 0;
-	resolve_limit(dev);
-	b->charge = charged ? gg_ceiling_charge_size(api, size) : 0;
-	return gg_account_begin(dev, b->charge);
+	if (dev >= 0)
+		resolve_limit(dev);
+	return gg_bracket_begin(b, dev, api, size, charged);
 }
 
-static void alloc_end(struct bracket *b, gg_hipError_t rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
+static void alloc_end(struct gg_bracket *b, gg_hipError_t rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
 		      enum gpuguard_api api)
 {
-	if (b->dev < 0)
-		return;
-	if (rc == GG_hipSuccess && raw)
-		gg_account_commit(b->dev, ns, raw, size, api, b->charge);
-	else
-		gg_account_rollback(b->dev, b->charge, rc == GG_hipErrorOutOfMemory);
+	gg_bracket_end(b, rc == GG_hipSuccess && raw, rc == GG_hipErrorOutOfMemory, ns, raw, size, api);
 }
 
-#define FREE_BRACKET(ns, raw, call)                                                                \
-	do {                                                                                       \
-		struct gg_record rec;                                                              \
-		int known = gg_account_forget(ns, raw, &rec);                                      \
-		rc = call;                                                                         \
-		if (known)                                                                         \
-			gg_account_freed(&rec, rc == GG_hipSuccess);                               \
-		else if (rc == GG_hipSuccess)                                                      \
-			gg_account_untracked(current_device());                                    \
-	} while (0)
+#define FREE_BRACKET(ns, raw, call) GG_FREE_BRACKET(ns, raw, call, GG_hipSuccess, current_device())
 
 /* The plain allocators share one shape; `call` runs the real function. */
 #define PLAIN_ALLOC(api, charged, ptr, size, call)                                                 \
 	do {                                                                                       \
-		ENTER();                                                                           \
+		GG_ENTER();                                                                           \
 		rc = GG_hipErrorOutOfMemory;                                                       \
-		struct bracket b;                                                                  \
+		struct gg_bracket b;                                                                  \
 		if (alloc_begin(&b, current_device(), api, size, charged) == 0) {                  \
 			rc = call;                                                                 \
 			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t) * (ptr), size, api); \
 		}                                                                                  \
-		LEAVE();                                                                           \
+		GG_LEAVE();                                                                           \
 	} while (0)
 
 GG_EXPORT gg_hipError_t hipMalloc(void **ptr, size_t size)
@@ -175,27 +147,22 @@ GG_EXPORT gg_hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, 
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr || !pitch || width == 0 || height == 0 || width > SIZE_MAX / 2 / height)
 		return real(ptr, pitch, width, height);
-	ENTER();
+	GG_ENTER();
 	gg_hipError_t rc = GG_hipErrorOutOfMemory;
-	struct bracket b;
+	struct gg_bracket b;
 	uint64_t guess = (width + 511) / 512 * 512 * height;
 	if (alloc_begin(&b, current_device(), GPUGUARD_API_HIP_MALLOC_PITCH, guess, 1) == 0) {
 		rc = real(ptr, pitch, width, height);
 		uint64_t size = guess;
-		if (rc == GG_hipSuccess && b.dev >= 0) {
+		if (rc == GG_hipSuccess) {
 			/* settle the reservation to the pitch the runtime chose */
 			size = (uint64_t)*pitch * height;
-			uint64_t charge = gg_ceiling_charge_size(GPUGUARD_API_HIP_MALLOC_PITCH, size);
-			if (charge > b.charge)
-				gg_ceiling_force(b.dev, charge - b.charge);
-			else
-				gg_ceiling_release(b.dev, b.charge - charge);
-			b.charge = charge;
+			gg_bracket_resize(&b, GPUGUARD_API_HIP_MALLOC_PITCH, size);
 		}
 		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size,
 			  GPUGUARD_API_HIP_MALLOC_PITCH);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -206,10 +173,10 @@ GG_EXPORT gg_hipError_t hipFree(void *ptr)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr)
 		return real(ptr);
-	ENTER();
+	GG_ENTER();
 	gg_hipError_t rc;
 	FREE_BRACKET(GG_NS_PTR, (uint64_t)(uintptr_t)ptr, real(ptr));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -224,7 +191,7 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 	(from_pool ? ((gg_pfn_hipMallocFromPoolAsync)real)(ptr, size, pool, stream)                \
 		   : ((gg_pfn_hipMallocAsync)real)(ptr, size, stream))
 	if (!p) {
-		struct bracket b;
+		struct gg_bracket b;
 		if (alloc_begin(&b, dev, api, size, 1) != 0)
 			return GG_hipErrorOutOfMemory;
 		rc = CALL_REAL();
@@ -267,14 +234,14 @@ GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t s
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, stream);
-	ENTER();
+	GG_ENTER();
 	int dev = current_device();
 	gg_hipMemPool_t pool = NULL;
 	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
 		pool = NULL;
 	gg_hipError_t rc = pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_ASYNC, stream, (void *)real, 0);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -286,13 +253,13 @@ GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMe
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr || size == 0 || !pool)
 		return real(ptr, size, pool, stream);
-	ENTER();
+	GG_ENTER();
 	int dev = gg_pool_device(pool);
 	if (dev < 0)
 		dev = current_device();
 	gg_hipError_t rc =
 		pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_FROM_POOL, stream, (void *)real, 1);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -303,10 +270,10 @@ GG_EXPORT gg_hipError_t hipFreeAsync(void *ptr, gg_hipStream_t stream)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr)
 		return real(ptr, stream);
-	ENTER();
+	GG_ENTER();
 	gg_hipError_t rc;
 	FREE_BRACKET(GG_NS_PTR, (uint64_t)(uintptr_t)ptr, real(ptr, stream));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -318,9 +285,9 @@ GG_EXPORT gg_hipError_t hipMemPoolCreate(gg_hipMemPool_t *pool, const gg_hipMemP
 	gg_hipError_t rc = real(pool, props);
 	if (rc == GG_hipSuccess && !gg_in_hook && props && props->location.type == GG_hipMemLocationTypeDevice &&
 	    props->location.id >= 0 && props->location.id < GG_MAX_DEVICES) {
-		ENTER();
+		GG_ENTER();
 		gg_pool_get(*pool, props->location.id, pool_query);
-		LEAVE();
+		GG_LEAVE();
 	}
 	return rc;
 }
@@ -332,11 +299,11 @@ GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook)
 		return real(pool);
-	ENTER();
+	GG_ENTER();
 	gg_hipError_t rc = real(pool);
 	if (rc == GG_hipSuccess)
 		gg_pool_forget(pool);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -347,12 +314,12 @@ GG_EXPORT gg_hipError_t hipMemPoolTrimTo(gg_hipMemPool_t pool, size_t keep)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook)
 		return real(pool, keep);
-	ENTER();
+	GG_ENTER();
 	gg_hipError_t rc = real(pool, keep);
 	int dev = gg_pool_device(pool);
 	if (rc == GG_hipSuccess && dev >= 0)
 		gg_pool_reconcile_device(dev);
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -385,15 +352,15 @@ GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle,
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !handle || !prop || size == 0)
 		return real(handle, size, prop, flags);
-	ENTER();
+	GG_ENTER();
 	int dev = vmm_device(prop);
 	gg_hipError_t rc = GG_hipErrorOutOfMemory;
-	struct bracket b;
+	struct gg_bracket b;
 	if (alloc_begin(&b, dev, GPUGUARD_API_HIP_MEM_CREATE, size, 1) == 0) {
 		rc = real(handle, size, prop, flags);
 		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : (uint64_t)(uintptr_t)*handle, size, GPUGUARD_API_HIP_MEM_CREATE);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -404,10 +371,10 @@ GG_EXPORT gg_hipError_t hipMemRelease(gg_hipMemGenericAllocationHandle_t handle)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !handle)
 		return real(handle);
-	ENTER();
+	GG_ENTER();
 	gg_hipError_t rc;
 	FREE_BRACKET(GG_NS_VMM, (uint64_t)(uintptr_t)handle, real(handle));
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -420,26 +387,19 @@ GG_EXPORT gg_hipError_t hipMemGetInfo(size_t *free, size_t *total)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook)
 		return real(free, total);
-	ENTER();
+	GG_ENTER();
 	size_t f = 0, t = 0; /* ours, so NULL outputs are tolerated */
 	gg_hipError_t rc = real(&f, &t);
 	int dev = rc == GG_hipSuccess ? current_device() : -1;
-	if (dev >= 0) {
-		if (gg_ceiling_unresolved(dev))
-			gg_ceiling_resolve(dev, t);
-		gg_pool_reconcile_device(dev);
-		uint64_t vf, vt;
-		gg_ceiling_meminfo(dev, f, t, &vf, &vt);
-		f = vf;
-		t = vt;
-	}
+	if (dev >= 0)
+		gg_account_meminfo(dev, &f, &t);
 	if (rc == GG_hipSuccess) {
 		if (free)
 			*free = f;
 		if (total)
 			*total = t;
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 
@@ -450,16 +410,12 @@ GG_EXPORT gg_hipError_t hipDeviceTotalMem(size_t *bytes, gg_hipDevice_t dev)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
 		return real(bytes, dev);
-	ENTER();
+	GG_ENTER();
 	gg_hipError_t rc = real(bytes, dev);
 	if (rc == GG_hipSuccess) {
-		if (gg_ceiling_unresolved(dev))
-			gg_ceiling_resolve(dev, *bytes);
-		uint64_t vf, vt;
-		gg_ceiling_meminfo(dev, *bytes, *bytes, &vf, &vt);
-		*bytes = vt;
+		*bytes = gg_account_total(dev, *bytes);
 	}
-	LEAVE();
+	GG_LEAVE();
 	return rc;
 }
 

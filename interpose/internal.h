@@ -240,4 +240,46 @@ int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out);
 void gg_account_freed(const struct gg_record *rec, int ok);
 void gg_account_untracked(int dev);
 
+/* Memory-info virtualisation for dev, in place (DESIGN.md §2). */
+void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes);
+/* What a device-total query reports for dev: min(ceiling, physical). */
+size_t gg_account_total(int dev, size_t physical);
+
+/* One plain (non-pool) allocation as the hooks see it. begin: a negative dev
+ * means "not ours to govern" (no context, host memory) and the call passes
+ * through; 0 = go ahead, -1 = refuse. end: commit on ok, else roll back. */
+struct gg_bracket {
+	int dev;
+	uint64_t charge;
+};
+int gg_bracket_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged);
+void gg_bracket_end(struct gg_bracket *b, int ok, int oom, enum gg_key_ns ns, uint64_t raw, uint64_t size,
+		    enum gpuguard_api api);
+/* The driver chose the final size (a pitch): settle the charge to it. */
+void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t size);
+
+/* Every hook runs inside GG_ENTER ... GG_LEAVE. A call made while a hook runs
+ * on this thread (a runtime calling its own entry points, our helper calls)
+ * sees gg_in_hook and passes straight through. */
+#define GG_ENTER()                                                                                 \
+	do {                                                                                       \
+		gg_in_hook = 1;                                                                    \
+		gg_init_once();                                                                    \
+	} while (0)
+#define GG_LEAVE() (gg_in_hook = 0)
+
+/* Free: take the record out before the driver can hand the address to
+ * another thread, put it back if the driver refuses (DESIGN.md §3). Sets
+ * `rc` from `call`; `success` is the API's success code. */
+#define GG_FREE_BRACKET(ns, raw, call, success, current_dev)                                       \
+	do {                                                                                       \
+		struct gg_record rec_;                                                             \
+		int known_ = gg_account_forget(ns, raw, &rec_);                                    \
+		rc = call;                                                                         \
+		if (known_)                                                                        \
+			gg_account_freed(&rec_, rc == (success));                                  \
+		else if (rc == (success))                                                          \
+			gg_account_untracked(current_dev);                                         \
+	} while (0)
+
 #endif
