@@ -3,6 +3,7 @@
  * table is checked against it by tests/unit/test_options.c. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,18 +277,28 @@ void gg_options_print(void)
 		gg_log(GG_LOG_INFO, "  ceiling: none (accounting only)");
 		return;
 	}
-	char b[32];
+	/* One line when every device has the same ceiling, else one per device
+	 * that differs from the last one (the "*=" default or none). */
+	const struct gg_limit_spec *dflt = &gg_opt.limits.dev[GG_MAX_DEVICES - 1];
+	int uniform = 1;
+	for (int d = 0; d < GG_MAX_DEVICES; d++)
+		uniform &= gg_opt.limits.dev[d].kind == dflt->kind && gg_opt.limits.dev[d].value == dflt->value;
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		const struct gg_limit_spec *s = &gg_opt.limits.dev[d];
-		/* Print the first devices, then only those that differ from device 0. */
-		if (d >= 8 && s->kind == gg_opt.limits.dev[0].kind && s->value == gg_opt.limits.dev[0].value)
+		const struct gg_limit_spec *sp = &gg_opt.limits.dev[d];
+		if (d < GG_MAX_DEVICES - 1 && (uniform || (sp->kind == dflt->kind && sp->value == dflt->value)))
 			continue;
-		if (s->kind == GG_LIMIT_BYTES)
-			gg_log(GG_LOG_INFO, "  device %d: ceiling %s", d, gg_log_bytes(b, sizeof b, s->value));
-		else if (s->kind == GG_LIMIT_PERCENT)
-			gg_log(GG_LOG_INFO, "  device %d: ceiling %llu.%02llu%% of physical memory", d,
-			       (unsigned long long)(s->value / 100), (unsigned long long)(s->value % 100));
-		else if (d < 8)
-			gg_log(GG_LOG_INFO, "  device %d: no ceiling", d);
+		char who[32], what[64];
+		if (d == GG_MAX_DEVICES - 1)
+			snprintf(who, sizeof who, uniform ? "every device" : "other devices");
+		else
+			snprintf(who, sizeof who, "device %d", d);
+		if (sp->kind == GG_LIMIT_BYTES)
+			snprintf(what, sizeof what, "ceiling %s", gg_log_bytes((char[32]){0}, 32, sp->value));
+		else if (sp->kind == GG_LIMIT_PERCENT)
+			snprintf(what, sizeof what, "ceiling %llu.%02llu%% of physical memory",
+				 (unsigned long long)(sp->value / 100), (unsigned long long)(sp->value % 100));
+		else
+			snprintf(what, sizeof what, "no ceiling");
+		gg_log(GG_LOG_INFO, "  %s: %s", who, what);
 	}
 }
