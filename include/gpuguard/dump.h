@@ -1,0 +1,62 @@
+/* gpuguard: the allocation dump format, shared by the library (writer) and
+ * `gpuguard report` (reader). JSON Lines: one JSON object per line, each with
+ * a "t" field naming the record type, in the order listed below. jq and
+ * Python read it as is. The reader rejects a newer format version with a
+ * clear message and keeps reading older ones.
+ *
+ * Format version 1. Numbers are JSON integers (bytes, ms, ids) unless noted;
+ * addresses and handles are hex strings without 0x ("7f0000200000") so that
+ * 64-bit values survive readers that parse numbers as doubles.
+ *
+ *  1 {"t":"header","format":1,"lib":"0.1.0","time":"2026-12-02T10:30:00Z",
+ *     "unix_ms":N,"start_unix_ms":N,"host":"...","pid":N,
+ *     "cmdline":["python3","serve.py"],"trigger":"ceiling",
+ *     "unwinder":"libunwind"|"frame-pointer"|"none","stack_depth":N,
+ *     "history_capacity":N}
+ *     trigger: one of GPUGUARD_DUMP_TRIGGERS below.
+ *  2 {"t":"config","name":"GPUGUARD_LIMIT","value":"4Gi","source":"environment"}
+ *     one record per option.
+ *  3 {"t":"device","dev":0,"limit":N|null,"used":N,"peak":N,"pool_reserved":N,
+ *     "live_bytes":N,"allocs":N,"frees":N,"untracked_frees":N,
+ *     "refused_ceiling":N,"refused_config":N,"refused_driver":N,
+ *     "pool_overshoot":N,"driver_free":N|null,"driver_total":N|null}
+ *     one per device that has any activity; limit null = no ceiling;
+ *     driver_* null when the driver could not be asked.
+ *  4 {"t":"request","api":"cuMemAlloc_v2","size":N,"dev":0,"tid":N,"stack":N,
+ *     "outcome":"refused_ceiling"|"driver_oom"}
+ *     only in dumps triggered by a failure: the request that failed.
+ *  5 {"t":"host","rss":N,"cgroup_version":2|1|0,"cgroup_limit":N|null,
+ *     "cgroup_usage":N|null,"cgroup_oom_kill":N|null,"pinned_bytes":N,
+ *     "pinned_allocs":N}
+ *     pinned_*: live page-locked host memory from cuMemHostAlloc,
+ *     cuMemAllocHost_v2 and hipHostMalloc (never charged to the GPU).
+ *  6 {"t":"a","p":"7f0000200000","s":N,"d":0,"api":1,"age":N,"tid":N,"st":N}
+ *     one per live allocation: address/handle, requested size, device, api
+ *     (enum gpuguard_api), age in ms, thread, stack id (0 = none).
+ *  7 {"t":"stack","id":N,"frames":[{"m":"libtorch_cuda.so","o":"1a2b3c",
+ *     "s":"c10::cuda::CUDACachingAllocator::malloc"},...]}
+ *     one per stack id referenced above: module basename, offset in it (hex),
+ *     symbol when dladdr knows it (else absent). Innermost frame first.
+ *  8 {"t":"h","ms":N,"op":"a"|"f"|"r","p":"...","s":N,"d":0,"api":N,"st":N}
+ *     the last GPUGUARD_HISTORY events, oldest first: allocation, free, or
+ *     refusal; ms since the process started.
+ *  9 {"t":"end","records":N,"suppressed":N,"write_errors":N}
+ *     the trailer; its absence means the writer died mid-file. records
+ *     counts every line before it.
+ */
+#ifndef GPUGUARD_DUMP_H
+#define GPUGUARD_DUMP_H
+
+#define GPUGUARD_DUMP_FORMAT 1
+
+/* What made the library write a dump. */
+#define GPUGUARD_DUMP_TRIGGERS "ceiling", "driver_oom", "signal", "exit"
+
+/* Names of enum gpuguard_api (include/gpuguard.h), indexed by value. */
+#define GPUGUARD_API_NAMES                                                                          \
+	"none", "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemAllocAsync",     \
+		"cuMemAllocFromPoolAsync", "cuMemCreate", "cuArrayCreate", "cuMipmappedArrayCreate", \
+		"hipMalloc", "hipExtMallocWithFlags", "hipMallocManaged", "hipMallocPitch",        \
+		"hipMallocAsync", "hipMallocFromPoolAsync", "hipMemCreate"
+
+#endif
