@@ -1,0 +1,53 @@
+/* gpuguard: with a 64-slot table (GPUGUARD_TABLE_SLOTS=64, see .env) and
+ * thousands of live allocations, every allocation still works, is charged,
+ * and is refunded exactly at its free: the overflow area keeps the books. */
+#include "common.h"
+#include "gpuguard/cuda_abi.h"
+
+#define N 5000
+
+TEST(allocations_past_the_table_are_charged_and_refunded)
+{
+	static gg_CUdeviceptr p[N];
+	uint64_t live = 0, spilled = 0;
+	int (*ts)(uint64_t *, uint64_t *) = (int (*)(uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_table_stats");
+	CHECK(ts != NULL);
+	if (!ts)
+		return;
+	for (int i = 0; i < N; i++)
+		CHECK_EQ_INT(cuMemAlloc_v2(&p[i], 4096 + (size_t)(i % 7) * 512), GG_CUDA_SUCCESS);
+	uint64_t want = 0;
+	for (int i = 0; i < N; i++)
+		want += 4096 + (uint64_t)(i % 7) * 512;
+	struct gpuguard_device_stats s = gg_stats(0);
+	CHECK_EQ_U64(s.used, want);
+	CHECK_EQ_U64(s.live_bytes, want);
+	CHECK_EQ_INT(ts(&live, &spilled), 0);
+	CHECK_EQ_U64(live, N);
+	CHECK(spilled >= N - 64); /* most of them overflowed the 64 slots */
+	/* the ceiling still holds with the table full */
+	gg_CUdeviceptr big;
+	CHECK_EQ_INT(cuMemAlloc_v2(&big, 64 * MIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	for (int i = N - 1; i >= 0; i -= 2)
+		CHECK_EQ_INT(cuMemFree_v2(p[i]), GG_CUDA_SUCCESS);
+	for (int i = N - 2; i >= 0; i -= 2)
+		CHECK_EQ_INT(cuMemFree_v2(p[i]), GG_CUDA_SUCCESS);
+	s = gg_stats(0);
+	CHECK_EQ_U64(s.used, 0);
+	CHECK_EQ_U64(s.live_bytes, 0);
+	CHECK_EQ_U64(s.frees, N);
+	CHECK_EQ_U64(s.untracked_frees, 0);
+	CHECK_EQ_INT(ts(&live, &spilled), 0);
+	CHECK_EQ_U64(live, 0);
+	CHECK_EQ_U64(spilled, 0);
+}
+
+int main(void)
+{
+	gg_CUdevice d;
+	gg_CUcontext ctx;
+	if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx))
+		return 2;
+	RUN(allocations_past_the_table_are_charged_and_refunded);
+	return harness_done();
+}
