@@ -28,7 +28,8 @@ LIB_OBJS := $(patsubst interpose/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 LIB := $(BUILD)/lib/libgpuguard.so
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
-	interpose/pool.c interpose/account.c interpose/init.c
+	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
+	interpose/dump.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
@@ -44,9 +45,14 @@ PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so $(BUILD)/tests/preload/lib
 SIM_TEST := $(BUILD)/tests/sim_test
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
+# The gpuguard command (tools/): report, run, dump. Needs uthash-dev.
+TOOL := $(BUILD)/bin/gpuguard
+TOOL_SRCS := $(wildcard tools/*.c)
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 60
 
-.PHONY: all lib sim tests check check-all check-gpu bench demo install clean deps format
-all: lib sim tests $(EXAMPLES)
+.PHONY: all lib sim tests check check-all check-gpu bench demo install clean deps format fuzz
+all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
 tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp
@@ -68,7 +74,7 @@ $(SIM_CUDA): tests/sim/sim_cuda.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
 
 $(SIM_HIP): tests/sim/sim_hip.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libamdhip64.so.6 -o $@ tests/sim/sim_hip.c $(SIM_SRCS)
+	$(CC) $(BASE_CFLAGS) -DSIM_LIB_ID=1 -fPIC -shared -Wl,-soname,libamdhip64.so.6 -o $@ tests/sim/sim_hip.c $(SIM_SRCS)
 	ln -sf libamdhip64.so.6 $(@D)/libamdhip64.so
 
 $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
@@ -103,6 +109,18 @@ $(BUILD)/examples/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< $(LDLIBS)
 
+$(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS)
+
+# libFuzzer over the dump reader and analyzer, seeded with the golden dumps.
+fuzz:
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(FUZZ_CC) -std=gnu11 -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/fuzz_report \
+		tests/fuzz/fuzz_report.c $(filter-out tools/main.c,$(TOOL_SRCS))
+	$(BUILD)/fuzz/fuzz_report -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(BUILD)/fuzz/ \
+		$(BUILD)/fuzz/corpus tests/golden
+
 $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
@@ -121,21 +139,29 @@ check-all: deps
 check-gpu: lib
 	sh tests/gpu/run.sh
 
-bench: lib sim $(BENCH)
+bench: lib sim $(BENCH) $(TOOL)
 	BUILD=$(BUILD) sh tests/bench/run.sh
+	BUILD=$(BUILD) sh tests/bench/report_bench.sh
 
 demo: deps
 	$(MAKE) lib sim $(EXAMPLES)
 	BUILD=$(BUILD) sh examples/demo.sh
 
-install: lib
+install: lib $(TOOL)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/gpuguard
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	@# libunwind beside the library: stack.c dlopens it from there first
+	@# (found through dladdr, like $$ORIGIN), then by soname. Optional.
+	@lu=$$(readlink -f "$$($(CC) -print-file-name=libunwind.so.8)" 2>/dev/null); \
+	if [ -f "$$lu" ]; then install -m 0644 "$$lu" $(DESTDIR)$(PREFIX)/lib/libunwind.so.8; \
+	else echo "gpuguard: libunwind.so.8 not found; dumps will use the frame-pointer unwinder"; fi
 	install -m 0644 include/gpuguard.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 include/gpuguard/*.h $(DESTDIR)$(PREFIX)/include/gpuguard/
 
 format:
-	clang-format -i interpose/*.c interpose/*.h include/*.h include/gpuguard/*.h tests/*/*.c tests/*.h examples/*.c
+	clang-format -i interpose/*.c interpose/*.h include/*.h include/gpuguard/*.h tests/*/*.c tests/*.h examples/*.c tools/*.c tools/*.h
 
 clean:
 	rm -rf build

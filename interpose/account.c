@@ -11,7 +11,10 @@ int gg_account_begin(int dev, uint64_t charge)
 	/* Before refusing, count what pools on this device released at
 	 * synchronisation points we did not see. */
 	gg_pool_reconcile_device(dev);
-	return gg_ceiling_reserve(dev, charge);
+	if (gg_ceiling_reserve(dev, charge) == 0)
+		return 0;
+	gg_dump_on_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
+	return -1;
 }
 
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api,
@@ -22,12 +25,14 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 		.size = size,
 		.t_ms = gg_now_ms(),
 		.tid = gg_gettid(),
-		.stack = 0,
+		.stack = gg_stack_capture(),
 		.dev = (uint8_t)dev,
 		.api = (uint8_t)api,
 		.flags = charge ? GG_REC_CHARGED : 0,
 	};
 	gg_ceiling_count_alloc(dev, size);
+	gg_history_add(GG_HIST_ALLOC, dev, api, raw, size, r.stack);
+	gg_dump_arm();
 	if (gg_table && gg_table_insert(gg_table, &r) >= 0)
 		return;
 	/* Not even the overflow area had room (mmap failed). The allocation
@@ -42,8 +47,10 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
 {
 	gg_ceiling_release(dev, charge);
-	if (driver_oom)
+	if (driver_oom) {
 		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+		gg_dump_on_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+	}
 }
 
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
@@ -62,6 +69,37 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 	if (rec->flags & GG_REC_CHARGED)
 		gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
 	gg_ceiling_count_free(rec->dev, rec->size);
+	gg_history_add(GG_HIST_FREE, rec->dev, (enum gpuguard_api)rec->api, rec->key ^ ((rec->key >> 62) << 62),
+		       rec->size, rec->stack);
+}
+
+void gg_account_host_alloc(uint64_t raw, uint64_t size)
+{
+	struct gg_record r = {
+		.key = gg_key(GG_NS_PTR, raw) ^ GG_HOST_KEY_BIT,
+		.size = size,
+		.t_ms = gg_now_ms(),
+		.tid = gg_gettid(),
+		.flags = GG_REC_HOST,
+	};
+	gg_dump_pinned((int64_t)size, 1);
+	if (gg_table)
+		gg_table_insert(gg_table, &r);
+}
+
+int gg_account_host_forget(uint64_t raw, struct gg_record *out)
+{
+	return gg_table && gg_table_remove(gg_table, gg_key(GG_NS_PTR, raw) ^ GG_HOST_KEY_BIT, out);
+}
+
+void gg_account_host_freed(const struct gg_record *rec, int ok)
+{
+	if (!ok) {
+		if (gg_table)
+			gg_table_insert(gg_table, rec);
+		return;
+	}
+	gg_dump_pinned(-(int64_t)rec->size, -1);
 }
 
 void gg_account_untracked(int dev)
@@ -77,6 +115,7 @@ int gg_bracket_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint6
 	if (dev < 0)
 		return 0;
 	b->charge = charged ? gg_ceiling_charge_size(api, size) : 0;
+	gg_dump_note_request(api, size);
 	return gg_account_begin(dev, b->charge);
 }
 

@@ -39,6 +39,9 @@
 	X(cuMemPoolCreate)                                                                         \
 	X(cuMemPoolDestroy)                                                                        \
 	X(cuMemPoolTrimTo)                                                                         \
+	X(cuMemAllocHost_v2)                                                                       \
+	X(cuMemHostAlloc)                                                                          \
+	X(cuMemFreeHost)                                                                           \
 	X(cuGetProcAddress)                                                                        \
 	X(cuGetProcAddress_v2)
 
@@ -192,6 +195,74 @@ GG_EXPORT gg_CUresult cuMemFree_v2(gg_CUdeviceptr dptr)
 	return rc;
 }
 
+/* For a dump on a failure: the driver's free/total, on the failing thread
+ * (its context is current there), our cuMemGetInfo bypassed. */
+static int driver_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	gg_pfn_cuMemGetInfo_v2 f = REAL(cuMemGetInfo_v2);
+	size_t fr, to;
+	if (!f || f(&fr, &to) != GG_CUDA_SUCCESS)
+		return -1;
+	*free_bytes = fr;
+	*total_bytes = to;
+	return 0;
+}
+
+/* Only stores a pointer: no CUDA call from a constructor (DESIGN.md §1). */
+__attribute__((constructor)) static void register_meminfo(void)
+{
+	gg_dump_set_meminfo(0, driver_meminfo);
+}
+
+/* ---- pinned host memory: tracked for dumps, never charged ------------- */
+
+GG_EXPORT gg_CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+	gg_pfn_cuMemAllocHost_v2 real = REAL(cuMemAllocHost_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !pp || bytesize == 0)
+		return real(pp, bytesize);
+	GG_ENTER();
+	gg_CUresult rc = real(pp, bytesize);
+	if (rc == GG_CUDA_SUCCESS && *pp)
+		gg_account_host_alloc((uint64_t)(uintptr_t)*pp, bytesize);
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+	gg_pfn_cuMemHostAlloc real = REAL(cuMemHostAlloc);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !pp || bytesize == 0)
+		return real(pp, bytesize, Flags);
+	GG_ENTER();
+	gg_CUresult rc = real(pp, bytesize, Flags);
+	if (rc == GG_CUDA_SUCCESS && *pp)
+		gg_account_host_alloc((uint64_t)(uintptr_t)*pp, bytesize);
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemFreeHost(void *p)
+{
+	gg_pfn_cuMemFreeHost real = REAL(cuMemFreeHost);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook || !p)
+		return real(p);
+	GG_ENTER();
+	struct gg_record rec;
+	int known = gg_account_host_forget((uint64_t)(uintptr_t)p, &rec);
+	gg_CUresult rc = real(p);
+	if (known)
+		gg_account_host_freed(&rec, rc == GG_CUDA_SUCCESS);
+	GG_LEAVE();
+	return rc;
+}
+
 /* ---- stream-ordered allocations ---------------------------------------- */
 
 static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemoryPool pool, int dev,
@@ -212,10 +283,13 @@ static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemor
 		return rc;
 	}
 	resolve_limit(dev);
+	gg_dump_note_request(api, size);
 	uint64_t before;
 	uint64_t reserved = gg_pool_begin(p, size, &before);
-	if (reserved == GG_POOL_REFUSED)
+	if (reserved == GG_POOL_REFUSED) {
+		gg_dump_on_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
 		return GG_CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	rc = call(dptr, size, pool, stream, real);
 	if (rc == GG_CUDA_SUCCESS && reserved == 0 && gg_pool_grew(p, before)) {
 		/* At the ceiling the driver could not serve this from the warm
@@ -230,13 +304,16 @@ static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemor
 			trim(pool, before);
 			rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
 			gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CEILING);
+			gg_dump_on_refusal(dev, GPUGUARD_REFUSED_CEILING);
 		}
 	}
 	gg_pool_end(p, reserved);
 	if (rc == GG_CUDA_SUCCESS)
 		gg_account_commit(dev, GG_NS_PTR, *dptr, size, api, 0); /* the pool carries the charge */
-	else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY && reserved != 0)
+	else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY && reserved != 0) {
 		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+		gg_dump_on_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+	}
 	return rc;
 }
 
@@ -619,6 +696,9 @@ static const struct gpa_entry gpa_table[] = {
 	{"cuMemPoolCreate", 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
 	{"cuMemPoolDestroy", 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
 	{"cuMemPoolTrimTo", 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},
+	{"cuMemAllocHost", 3020, (void *)cuMemAllocHost_v2, SLOT(cuMemAllocHost_v2), NULL, NULL},
+	{"cuMemHostAlloc", 0, (void *)cuMemHostAlloc, SLOT(cuMemHostAlloc), NULL, NULL},
+	{"cuMemFreeHost", 0, (void *)cuMemFreeHost, SLOT(cuMemFreeHost), NULL, NULL},
 	/* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
 	 * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */
 	{"cuGetProcAddress", 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},

@@ -25,7 +25,9 @@
 	X(hipDeviceTotalMem)                                                                       \
 	X(hipMemPoolCreate)                                                                        \
 	X(hipMemPoolDestroy)                                                                       \
-	X(hipMemPoolTrimTo)
+	X(hipMemPoolTrimTo)                                                                        \
+	X(hipHostMalloc)                                                                           \
+	X(hipHostFree)
 
 #define HIP_HELPERS(X)                                                                             \
 	X(hipGetDevice)                                                                            \
@@ -180,6 +182,58 @@ GG_EXPORT gg_hipError_t hipFree(void *ptr)
 	return rc;
 }
 
+/* For a dump on a failure: the runtime's free/total on the failing thread. */
+static int runtime_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	gg_pfn_hipMemGetInfo f = REAL(hipMemGetInfo);
+	size_t fr, to;
+	if (!f || f(&fr, &to) != GG_hipSuccess)
+		return -1;
+	*free_bytes = fr;
+	*total_bytes = to;
+	return 0;
+}
+
+/* Only stores a pointer: no HIP call from a constructor. */
+__attribute__((constructor)) static void register_meminfo(void)
+{
+	gg_dump_set_meminfo(1, runtime_meminfo);
+}
+
+/* ---- pinned host memory: tracked for dumps, never charged ------------- */
+
+GG_EXPORT gg_hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
+{
+	gg_pfn_hipHostMalloc real = REAL(hipHostMalloc);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr || size == 0)
+		return real(ptr, size, flags);
+	GG_ENTER();
+	gg_hipError_t rc = real(ptr, size, flags);
+	if (rc == GG_hipSuccess && *ptr)
+		gg_account_host_alloc((uint64_t)(uintptr_t)*ptr, size);
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipHostFree(void *ptr)
+{
+	gg_pfn_hipHostFree real = REAL(hipHostFree);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook || !ptr)
+		return real(ptr);
+	GG_ENTER();
+	struct gg_record rec;
+	int known = gg_account_host_forget((uint64_t)(uintptr_t)ptr, &rec);
+	gg_hipError_t rc = real(ptr);
+	if (known)
+		gg_account_host_freed(&rec, rc == GG_hipSuccess);
+	GG_LEAVE();
+	return rc;
+}
+
 /* ---- stream-ordered ---------------------------------------------------- */
 
 static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, int dev, enum gpuguard_api api,
@@ -199,10 +253,13 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 		return rc;
 	}
 	resolve_limit(dev);
+	gg_dump_note_request(api, size);
 	uint64_t before;
 	uint64_t reserved = gg_pool_begin(p, size, &before);
-	if (reserved == GG_POOL_REFUSED)
+	if (reserved == GG_POOL_REFUSED) {
+		gg_dump_on_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
 		return GG_hipErrorOutOfMemory;
+	}
 	rc = CALL_REAL();
 #undef CALL_REAL
 	if (rc == GG_hipSuccess && *ptr && reserved == 0 && gg_pool_grew(p, before)) {
@@ -217,13 +274,16 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 			*ptr = NULL;
 			rc = GG_hipErrorOutOfMemory;
 			gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CEILING);
+			gg_dump_on_refusal(dev, GPUGUARD_REFUSED_CEILING);
 		}
 	}
 	gg_pool_end(p, reserved);
 	if (rc == GG_hipSuccess && *ptr)
 		gg_account_commit(dev, GG_NS_PTR, (uint64_t)(uintptr_t)*ptr, size, api, 0);
-	else if (rc == GG_hipErrorOutOfMemory && reserved != 0)
+	else if (rc == GG_hipErrorOutOfMemory && reserved != 0) {
 		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+		gg_dump_on_refusal(dev, GPUGUARD_REFUSED_DRIVER);
+	}
 	return rc;
 }
 

@@ -47,6 +47,7 @@ static void after_fork_child(void)
 	gg_pool_reset();
 	if (gg_table)
 		gg_table_clear_unlocked(gg_table);
+	gg_dump_after_fork_child();
 }
 
 static void init_body(void)
@@ -59,6 +60,10 @@ static void init_body(void)
 		gg_log(GG_LOG_WARN, "could not map the allocation table (%llu slots); "
 				    "the ceiling still holds but frees cannot be refunded",
 		       (unsigned long long)gg_opt.table_slots);
+	if (gg_history_init(gg_opt.history) != 0)
+		gg_log(GG_LOG_WARN, "could not map the history ring (%llu events); dumps will have no history",
+		       (unsigned long long)gg_opt.history);
+	gg_stack_init(gg_opt.stack_depth);
 	pthread_atfork(NULL, NULL, after_fork_child);
 	if (gg_opt.verbose)
 		gg_options_print();

@@ -44,10 +44,24 @@ struct gg_options {
 	int verbose;
 	uint64_t table_slots;
 	int charge_managed;
+	const char *dump_dir;
+	int dump_signal; /* 0 = no signal dumps */
+	uint64_t dump_max;
+	uint64_t dump_interval_ms;
+	int dump_at_exit;
+	uint64_t history; /* events kept; 0 = off */
+	int stack_depth;  /* 0 = off */
 };
+#define GG_STACK_MAX_DEPTH 64
 extern struct gg_options gg_opt;
 /* Reads every option from the environment into gg_opt; reports bad values. */
 void gg_options_load(void);
+/* The value row had (its default when unset) and where it came from. */
+const char *gg_options_value(size_t row, const char **source);
+/* "SIGUSR2", "USR2", "12", "0" (off). 0 or -1. */
+int gg_parse_signal(const char *s, int *out);
+/* "500ms", "10s", "2m", "1h"; a plain number is seconds. 0 or -1. */
+int gg_parse_duration_ms(const char *s, uint64_t *out);
 /* Prints every option with its value and source (GPUGUARD_VERBOSE=1). */
 void gg_options_print(void);
 /* Kubernetes quantity: "20Gi", "20G", "1.5Gi", "1e9", "123". 0 or -1. */
@@ -129,6 +143,10 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 }
 
 #define GG_REC_CHARGED 0x1 /* the record's charge was added to its device's `used` */
+#define GG_REC_HOST 0x2    /* pinned host memory: never charged, not a device allocation */
+/* Pinned host pointers share the table under GG_NS_PTR with this bit set:
+ * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
+#define GG_HOST_KEY_BIT (1ull << 61)
 
 /* One live allocation, as handed to and from the table. */
 struct gg_record {
@@ -187,6 +205,58 @@ void gg_pool_forget(void *handle);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
 
+/* ---- history.c ---- */
+/* The last GPUGUARD_HISTORY events (dump.h record "h"). Lock-free: any
+ * number of writers, readers skip slots being rewritten. */
+enum gg_hist_op { GG_HIST_ALLOC = 'a', GG_HIST_FREE = 'f', GG_HIST_REFUSE = 'r' };
+struct gg_hist_event {
+	uint64_t ms, p, s;
+	uint32_t stack;
+	uint16_t api;
+	uint8_t op, dev;
+};
+/* Maps the ring once (capacity rounded up to a power of two). 0 or -1. */
+int gg_history_init(uint64_t capacity);
+uint64_t gg_history_capacity(void);
+void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack);
+/* Copies up to max whole events, oldest first. Returns how many. */
+uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max);
+uint64_t gg_history_dropped(void);
+
+/* ---- stack.c ---- */
+/* Maps the intern table and opens libunwind (dlopen). depth 0 = off. */
+void gg_stack_init(int depth);
+/* "libunwind", "frame-pointer" or "none". */
+const char *gg_stack_unwinder(void);
+int gg_stack_depth(void);
+/* The caller's stack (our own frames skipped), interned. 0 = none. */
+uint32_t gg_stack_capture(void);
+uint32_t gg_stack_intern(const uintptr_t *frames, int n);
+/* The frames of id, innermost first; returns how many (0 = unknown id). */
+int gg_stack_frames(uint32_t id, const uintptr_t **frames);
+/* Ids handed out so far (ids are 1 .. this). */
+uint32_t gg_stack_ids(void);
+
+/* ---- dump.c ---- */
+enum gg_dump_trigger { GG_DUMP_CEILING, GG_DUMP_DRIVER_OOM, GG_DUMP_SIGNAL, GG_DUMP_EXIT };
+/* What the hook about to call gg_ceiling_count_refusal is asking for, so a
+ * refusal can name the request (set by gg_bracket_begin and the pool paths). */
+void gg_dump_note_request(enum gpuguard_api api, uint64_t size);
+/* A refusal was counted on dev: history event + rate-limited dump. */
+void gg_dump_on_refusal(int dev, enum gpuguard_refusal why);
+/* Arms dumps on first device activity: starts the writer thread and
+ * installs the signal handler. Cheap after the first call. */
+void gg_dump_arm(void);
+/* The driver's own free/total for the calling thread's current device,
+ * asked on the failing thread (the writer has no context). One per runtime
+ * (0 = CUDA, 1 = HIP), registered by the hook files. 0 or -1. */
+typedef int (*gg_meminfo_fn)(uint64_t *free_bytes, uint64_t *total_bytes);
+void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn);
+/* Pinned host memory, tracked for the dump's host record only. */
+void gg_dump_pinned(int64_t bytes, int64_t count);
+/* Fork child: no writer thread here; start again from nothing. */
+void gg_dump_after_fork_child(void);
+
 /* ---- init.c ---- */
 extern struct gg_table *gg_table;
 extern uint64_t gg_start_ms;
@@ -239,6 +309,10 @@ int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out);
 /* After the driver's free: settles the books, or puts the record back. */
 void gg_account_freed(const struct gg_record *rec, int ok);
 void gg_account_untracked(int dev);
+/* Pinned host memory: recorded and counted for dumps, never charged. */
+void gg_account_host_alloc(uint64_t raw, uint64_t size);
+int gg_account_host_forget(uint64_t raw, struct gg_record *out);
+void gg_account_host_freed(const struct gg_record *rec, int ok);
 
 /* Memory-info virtualisation for dev, in place (DESIGN.md §2). */
 void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes);

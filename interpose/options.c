@@ -3,6 +3,7 @@
  * table is checked against it by tests/unit/test_options.c. */
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,33 @@ const struct gg_option_row gg_option_rows[] = {
 	{"GPUGUARD_TABLE_SLOTS", "1Mi", "a count, quantity suffixes allowed (64 .. 1Ti)",
 	 "slots in the live-allocation table; more live allocations spill to a slower area"},
 	{"GPUGUARD_CHARGE_MANAGED", "1", "0 | 1", "charge managed (unified) memory to the ceiling"},
+	{"GPUGUARD_DUMP_DIR", ".", "a directory path", "where allocation dumps are written"},
+	{"GPUGUARD_DUMP_SIGNAL", "SIGUSR2", "a signal name or number; 0 = off",
+	 "signal that asks for a dump (chained to the application's handler)"},
+	{"GPUGUARD_DUMP_MAX", "10", "a count; 0 = no dumps", "dumps written per process at most; later ones are counted as suppressed"},
+	{"GPUGUARD_DUMP_INTERVAL", "10s", "a duration: 500ms, 10s, 2m, or plain seconds",
+	 "minimum time between two dumps; dumps asked for sooner are counted as suppressed"},
+	{"GPUGUARD_DUMP_AT_EXIT", "0", "0 | 1", "write a dump at exit (a leak report)"},
+	{"GPUGUARD_HISTORY", "65536", "a count, quantity suffixes allowed (0 .. 64Mi); 0 = off",
+	 "recent allocate/free/refusal events kept for dumps"},
+	{"GPUGUARD_STACK_DEPTH", "16", "0 .. 64; 0 = off",
+	 "frames captured per governed allocation for dumps"},
 };
 const size_t gg_option_nrows = sizeof(gg_option_rows) / sizeof(gg_option_rows[0]);
 
-enum { OPT_LIMIT, OPT_VERBOSE, OPT_TABLE_SLOTS, OPT_CHARGE_MANAGED };
+enum {
+	OPT_LIMIT,
+	OPT_VERBOSE,
+	OPT_TABLE_SLOTS,
+	OPT_CHARGE_MANAGED,
+	OPT_DUMP_DIR,
+	OPT_DUMP_SIGNAL,
+	OPT_DUMP_MAX,
+	OPT_DUMP_INTERVAL,
+	OPT_DUMP_AT_EXIT,
+	OPT_HISTORY,
+	OPT_STACK_DEPTH,
+};
 static const char *opt_source[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
 static const char *opt_value[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
 
@@ -213,6 +237,68 @@ int gg_parse_limit(const char *s, struct gg_limits *out)
 	return 0;
 }
 
+int gg_parse_signal(const char *s, int *out)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+		     {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+		     {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+		     {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+		     {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+		     {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+	if (!s || !*s)
+		return -1;
+	if (isdigit((unsigned char)*s)) {
+		char *end;
+		errno = 0;
+		long v = strtol(s, &end, 10);
+		if (errno || *end || v < 0 || v > SIGRTMAX || v == SIGKILL || v == SIGSTOP)
+			return -1;
+		*out = (int)v;
+		return 0;
+	}
+	if (strncmp(s, "SIG", 3) == 0)
+		s += 3;
+	if (strncmp(s, "RTMIN+", 6) == 0 && isdigit((unsigned char)s[6])) {
+		int n = atoi(s + 6);
+		if (SIGRTMIN + n > SIGRTMAX)
+			return -1;
+		*out = SIGRTMIN + n;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].name) == 0) {
+			*out = names[i].sig;
+			return 0;
+		}
+	return -1;
+}
+
+int gg_parse_duration_ms(const char *s, uint64_t *out)
+{
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	uint64_t mult;
+	if (strcmp(end, "ms") == 0)
+		mult = 1;
+	else if (*end == 0 || strcmp(end, "s") == 0)
+		mult = 1000;
+	else if (strcmp(end, "m") == 0)
+		mult = 60000;
+	else if (strcmp(end, "h") == 0)
+		mult = 3600000;
+	else
+		return -1;
+	return mul_ok(v, mult, out) ? 0 : -1;
+}
+
 static const char *env_value(int row)
 {
 	const char *v = getenv(gg_option_rows[row].name);
@@ -260,6 +346,51 @@ void gg_options_load(void)
 		bad_value(OPT_TABLE_SLOTS, v, "using 1Mi");
 		gg_opt.table_slots = 1ull << 20;
 	}
+	/* A copy: the application may setenv() later and free the string. */
+	static char dump_dir[4096];
+	v = env_value(OPT_DUMP_DIR);
+	if (!*v || strlen(v) >= sizeof(dump_dir) - 128) {
+		bad_value(OPT_DUMP_DIR, v, "using .");
+		v = ".";
+	}
+	snprintf(dump_dir, sizeof dump_dir, "%s", v);
+	gg_opt.dump_dir = dump_dir;
+	v = env_value(OPT_DUMP_SIGNAL);
+	if (gg_parse_signal(v, &gg_opt.dump_signal) != 0) {
+		bad_value(OPT_DUMP_SIGNAL, v, "using SIGUSR2");
+		gg_opt.dump_signal = SIGUSR2;
+	}
+	uint64_t n;
+	v = env_value(OPT_DUMP_MAX);
+	if (gg_parse_quantity(v, &n) != 0 || n > 1000000) {
+		bad_value(OPT_DUMP_MAX, v, "using 10");
+		n = 10;
+	}
+	gg_opt.dump_max = n;
+	v = env_value(OPT_DUMP_INTERVAL);
+	if (gg_parse_duration_ms(v, &gg_opt.dump_interval_ms) != 0) {
+		bad_value(OPT_DUMP_INTERVAL, v, "using 10s");
+		gg_opt.dump_interval_ms = 10000;
+	}
+	gg_opt.dump_at_exit = parse_bool(OPT_DUMP_AT_EXIT, 0);
+	v = env_value(OPT_HISTORY);
+	if (gg_parse_quantity(v, &gg_opt.history) != 0 || gg_opt.history > (64ull << 20)) {
+		bad_value(OPT_HISTORY, v, "using 65536");
+		gg_opt.history = 65536;
+	}
+	v = env_value(OPT_STACK_DEPTH);
+	if (gg_parse_quantity(v, &n) != 0 || n > GG_STACK_MAX_DEPTH) {
+		bad_value(OPT_STACK_DEPTH, v, "using 16");
+		n = 16;
+	}
+	gg_opt.stack_depth = (int)n;
+}
+
+const char *gg_options_value(size_t row, const char **source)
+{
+	if (source)
+		*source = opt_source[row] ? opt_source[row] : "default";
+	return opt_value[row] ? opt_value[row] : gg_option_rows[row].def;
 }
 
 void gg_options_print(void)

@@ -4,9 +4,13 @@
 # root (as CI is); otherwise it says what to install and carries on.
 #   build-essential  gcc, make, binutils (nm, readelf for the exports test)
 #   libamdhip64-dev  HIP headers the ABI conformance test checks against
+#   libunwind8       the unwinder dumps dlopen (runtime only: no headers, no
+#                    link; without it stacks fall back to frame pointers)
+#   uthash-dev       header-only hash tables the gpuguard command (tools/) uses
+#   jq               the baseline `make bench` times `gpuguard report` against
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
-PKGS="build-essential libamdhip64-dev"
+PKGS="build-essential libamdhip64-dev uthash-dev jq"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

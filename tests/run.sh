@@ -12,13 +12,17 @@ PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$LIB"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+# Dumps the tests provoke (every ceiling refusal writes one) land in a
+# scratch directory, never in the tree.
+GG_DUMPS=$(mktemp -d)
+export GPUGUARD_DUMP_DIR="$GG_DUMPS"
 export GG_TEST_LIB="$LIB" GG_TEST_SIMDIR="$SIMDIR" GG_TEST_PRELOAD="$PRELOAD" GG_TEST_BUILD="$ROOT/$BUILD"
 
 passed=0
 failed=0
 skipped=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log"; rm -rf "$GG_DUMPS"' EXIT
 
 # run NAME ENV... -- CMD...
 run() {

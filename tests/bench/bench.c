@@ -107,9 +107,25 @@ static inline void pair(enum path p)
 	}
 }
 
+static void *worker_loop(struct worker *w);
+
+/* BENCH_FRAMES=N runs the loop N calls deep, so stack capture
+ * (GPUGUARD_STACK_DEPTH) walks as deep as in a framework. */
+__attribute__((noinline)) static void *deep(struct worker *w, int n)
+{
+	void *r = n > 0 ? deep(w, n - 1) : worker_loop(w);
+	__asm__ volatile("" ::: "memory"); /* not a tail call */
+	return r;
+}
+
 static void *worker_main(void *arg)
 {
-	struct worker *w = arg;
+	const char *f = getenv("BENCH_FRAMES");
+	return deep(arg, f ? atoi(f) : 0);
+}
+
+static void *worker_loop(struct worker *w)
+{
 	check_cu(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
 	check_hip(hipSetDevice(0), "hipSetDevice");
 	for (int i = 0; i < WARMUP_PAIRS; i++)

@@ -144,3 +144,16 @@ END {
 	}
 	printf "(%d s)\n", secs
 }' "$raw" | tee -a "$OUT"
+
+# Stack capture for dumps (GPUGUARD_STACK_DEPTH), 60 frames deep as in a
+# framework: median ns per pair, cuMemAlloc_v2, 1k live, 1 thread.
+{
+	printf "\nstack capture (%s unwinder, caller 60 frames deep): ns per pair by GPUGUARD_STACK_DEPTH\n" \
+		"$(ldconfig -p 2>/dev/null | grep -q 'libunwind.so.8 ' && echo libunwind || echo frame-pointer)"
+	for d in 0 8 16 32 64; do
+		for r in $(seq "$REPS"); do
+			env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti BENCH_FRAMES=60 \
+				GPUGUARD_STACK_DEPTH=$d LD_PRELOAD="$LIB" "$BENCH" cuMemAlloc_v2 1000 1 200000 | awk '{ print $4 }'
+		done | sort -n | awk -v d=$d '{ v[NR] = $1 } END { printf "  depth %2d: %8.1f\n", d, v[int((NR + 1) / 2)] }'
+	done
+} | tee -a "$OUT"

@@ -227,11 +227,11 @@ static uint64_t st_add(struct slot_table *st, void *p, int tag, int dev)
 	}
 	st->ptr[s] = p;
 	st->gen[s] = (st->gen[s] + 1) & 0xFFFFF;
-	return ((uint64_t)tag << 60) | ((uint64_t)dev << 52) | ((uint64_t)st->gen[s] << 32) | s;
+	return ((uint64_t)tag << 60) | ((uint64_t)SIM_LIB_ID << 59) | ((uint64_t)dev << 52) | ((uint64_t)st->gen[s] << 32) | s;
 }
 
 static int h_tag(uint64_t h) { return (int)(h >> 60); }
-static int h_dev(uint64_t h) { return (int)((h >> 52) & 0xFF); }
+static int h_dev(uint64_t h) { return (int)((h >> 52) & 0x7F); }
 
 static void *st_get(const struct slot_table *st, uint64_t h)
 {

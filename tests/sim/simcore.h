@@ -13,10 +13,17 @@
 #define SIM_SMALL_MAX 0x100000ull /* <= 1 MiB is packed into shared pages */
 #define SIM_SMALL_ALIGN 512ull
 #define SIM_MAX_DEVICES 16
-#define SIM_DEV_BASE 0x7f0000000000ull /* device d: BASE + d * STRIDE */
+/* The CUDA and HIP libraries each compile this core; SIM_LIB_ID (0 CUDA,
+ * 1 HIP, set by the Makefile) keeps their addresses and handles apart, as
+ * two real drivers' would be, so a process using both never sees one value
+ * from each. */
+#ifndef SIM_LIB_ID
+#define SIM_LIB_ID 0
+#endif
+#define SIM_DEV_BASE (SIM_LIB_ID ? 0x500000000000ull : 0x7f0000000000ull) /* device d: BASE + d * STRIDE */
 #define SIM_DEV_STRIDE 0x10000000000ull /* 1 TiB, also the largest SIMGPU_MEMORY */
-#define SIM_VA_BASE 0x600000000000ull /* cuMemAddressReserve range */
-#define SIM_VA_END 0x7f0000000000ull
+#define SIM_VA_BASE (SIM_LIB_ID ? 0x400000000000ull : 0x600000000000ull) /* address-reserve range */
+#define SIM_VA_END (SIM_LIB_ID ? 0x500000000000ull : 0x7f0000000000ull)
 
 enum sim_status {
 	SIM_OK = 0,

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include "../harness.h"
 #include "internal.h"
 
@@ -436,6 +438,46 @@ TEST(option_rows_well_formed)
 	CHECK_EQ_INT(atoi(gg_option_rows[row_of("GPUGUARD_CHARGE_MANAGED")].def), gg_opt.charge_managed);
 }
 
+TEST(dump_options_parse)
+{
+	int sig = -1;
+	CHECK(gg_parse_signal("SIGUSR2", &sig) == 0 && sig == SIGUSR2);
+	CHECK(gg_parse_signal("USR1", &sig) == 0 && sig == SIGUSR1);
+	CHECK(gg_parse_signal("12", &sig) == 0 && sig == 12);
+	CHECK(gg_parse_signal("0", &sig) == 0 && sig == 0);
+	CHECK(gg_parse_signal("SIGRTMIN+2", &sig) == 0 && sig == SIGRTMIN + 2);
+	CHECK(gg_parse_signal("9", &sig) != 0); /* SIGKILL cannot be caught */
+	CHECK(gg_parse_signal("SIGFOO", &sig) != 0);
+	CHECK(gg_parse_signal("", &sig) != 0);
+	CHECK(gg_parse_signal("-1", &sig) != 0);
+	uint64_t ms = 0;
+	CHECK(gg_parse_duration_ms("10s", &ms) == 0 && ms == 10000);
+	CHECK(gg_parse_duration_ms("500ms", &ms) == 0 && ms == 500);
+	CHECK(gg_parse_duration_ms("2m", &ms) == 0 && ms == 120000);
+	CHECK(gg_parse_duration_ms("3", &ms) == 0 && ms == 3000);
+	CHECK(gg_parse_duration_ms("0", &ms) == 0 && ms == 0);
+	CHECK(gg_parse_duration_ms("1x", &ms) != 0);
+	CHECK(gg_parse_duration_ms("s", &ms) != 0);
+	CHECK(gg_parse_duration_ms("-1s", &ms) != 0);
+	clear_env();
+	setenv("GPUGUARD_DUMP_SIGNAL", "bogus", 1);
+	setenv("GPUGUARD_DUMP_INTERVAL", "soon", 1);
+	setenv("GPUGUARD_STACK_DEPTH", "65", 1);
+	setenv("GPUGUARD_HISTORY", "0", 1);
+	capture_begin();
+	gg_options_load();
+	const char *err = capture_end();
+	CHECK_EQ_INT(count_lines(err), 3);
+	CHECK_EQ_INT(gg_opt.dump_signal, SIGUSR2);
+	CHECK_EQ_U64(gg_opt.dump_interval_ms, 10000);
+	CHECK_EQ_INT(gg_opt.stack_depth, 16);
+	CHECK_EQ_U64(gg_opt.history, 0);
+	CHECK_EQ_U64(gg_opt.dump_max, 10);
+	CHECK(strcmp(gg_opt.dump_dir, ".") == 0);
+	clear_env();
+	gg_options_load();
+}
+
 int main(void)
 {
 	/* First, while the log's rate limit (20 lines a second) has room. */
@@ -449,5 +491,6 @@ int main(void)
 	RUN(load_table_slots);
 	RUN(option_rows_well_formed);
 	RUN(readme_options_table_matches_code);
+	RUN(dump_options_parse);
 	return harness_done();
 }

@@ -1,0 +1,943 @@
+/* gpuguard: allocation dumps (include/gpuguard/dump.h). Triggers only post a
+ * request; a writer thread, started on first device activity, writes the
+ * file: never from a signal handler, never holding anything a hook takes.
+ * Each file is written under a hidden temporary name, fsync'ed and renamed,
+ * so a reader sees a whole dump or none. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuguard/dump.h"
+#include "internal.h"
+
+static const char *const trigger_names[] = {GPUGUARD_DUMP_TRIGGERS};
+static const char *const api_names[] = {GPUGUARD_API_NAMES};
+
+/* ---- state shared by triggers, the signal handler and the writer ---- */
+
+struct request {
+	int valid;
+	int dev;
+	enum gpuguard_api api;
+	uint64_t size;
+	uint32_t tid, stack;
+	int driver_oom;
+	int have_meminfo; /* driver_free/driver_total for dev, asked on the failing thread */
+	uint64_t driver_free, driver_total;
+};
+
+static gg_meminfo_fn meminfo_fn[2];
+
+void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn)
+{
+	if (runtime == 0 || runtime == 1)
+		meminfo_fn[runtime] = fn;
+}
+
+static _Atomic int armed;          /* 0 no, 1 arming, 2 armed */
+static _Atomic int writer_running; /* the writer thread exists (exit waits for it) */
+static _Atomic int handler_installed;
+static struct sigaction old_action; /* the application's handler before ours */
+static _Atomic uint32_t wake_word;  /* futex the writer sleeps on */
+static _Atomic uint64_t signals_seen, signals_done;
+/* The one queued failure dump: 0 free, 1 being filled, 2 queued, 3 writing. */
+static _Atomic int slot_state;
+static struct request slot_req;
+static enum gg_dump_trigger slot_trigger;
+static _Atomic uint64_t n_started, n_written, n_suppressed, n_errors;
+static _Atomic uint64_t last_ms;
+static _Atomic int64_t pinned_bytes, pinned_count;
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER; /* dump writers only */
+
+static int write_req(enum gg_dump_trigger trig, const struct request *req, char *path_out, size_t path_len);
+
+static void refusal_body(int dev, enum gpuguard_refusal why);
+
+static GG_TLS enum gpuguard_api req_api;
+static GG_TLS uint64_t req_size;
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void wake_writer(void)
+{
+	/* release: the queued request (or signal count) is visible to the
+	 * writer that sees the new word. */
+	atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
+	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Rate limit: GPUGUARD_DUMP_MAX per process, GPUGUARD_DUMP_INTERVAL apart.
+ * 1 = go ahead (counted as started), 0 = suppressed (counted). */
+static int rate_ok(void)
+{
+	uint64_t now = mono_ms() + 1; /* never 0: 0 means "no dump yet" */
+	uint64_t last = atomic_load_explicit(&last_ms, memory_order_relaxed);
+	if (atomic_load_explicit(&n_started, memory_order_relaxed) >= gg_opt.dump_max ||
+	    (last && now - last < gg_opt.dump_interval_ms) ||
+	    /* relaxed: the CAS only elects one dump per interval */
+	    !atomic_compare_exchange_strong_explicit(&last_ms, &last, now, memory_order_relaxed,
+	                                             memory_order_relaxed) ||
+	    atomic_fetch_add_explicit(&n_started, 1, memory_order_relaxed) >= gg_opt.dump_max) {
+		atomic_fetch_add_explicit(&n_suppressed, 1, memory_order_relaxed);
+		return 0;
+	}
+	return 1;
+}
+
+void gg_dump_note_request(enum gpuguard_api api, uint64_t size)
+{
+	req_api = api;
+	req_size = size;
+}
+
+void gg_dump_pinned(int64_t bytes, int64_t count)
+{
+	atomic_fetch_add_explicit(&pinned_bytes, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pinned_count, count, memory_order_relaxed);
+}
+
+void gg_dump_on_refusal(int dev, enum gpuguard_refusal why)
+{
+	int saved_errno = errno; /* the application sees the refusal code, nothing else */
+	refusal_body(dev, why);
+	errno = saved_errno;
+}
+
+static void refusal_body(int dev, enum gpuguard_refusal why)
+{
+	uint32_t st = gg_stack_capture();
+	gg_history_add(GG_HIST_REFUSE, dev, req_api, 0, req_size, st);
+	if (why == GPUGUARD_REFUSED_CONFIG || !rate_ok())
+		return;
+	gg_dump_arm();
+	int expect = 0;
+	/* acquire on success: we own the slot; the writer released it after use. */
+	if (!atomic_compare_exchange_strong_explicit(&slot_state, &expect, 1, memory_order_acquire,
+	                                             memory_order_relaxed)) {
+		atomic_fetch_add_explicit(&n_suppressed, 1, memory_order_relaxed);
+		return; /* one is queued or being written: it tells the same story */
+	}
+	slot_req =
+	    (struct request){1, dev, req_api, req_size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER, 0, 0, 0};
+	/* The failing thread has the context the writer lacks: ask the driver
+	 * here, once per dump (rate-limited above), with our hooks bypassed. */
+	gg_meminfo_fn mi = meminfo_fn[req_api >= GPUGUARD_API_HIP_MALLOC ? 1 : 0];
+	if (mi && mi(&slot_req.driver_free, &slot_req.driver_total) == 0)
+		slot_req.have_meminfo = 1;
+	slot_trigger = why == GPUGUARD_REFUSED_DRIVER ? GG_DUMP_DRIVER_OOM : GG_DUMP_CEILING;
+	/* release: the writer that sees 2 sees the request filled in. */
+	atomic_store_explicit(&slot_state, 2, memory_order_release);
+	wake_writer();
+}
+
+/* ---- the signal handler: async-signal-safe, wakes the writer only ---- */
+
+static void on_signal(int sig, siginfo_t *info, void *ctx)
+{
+	int saved = errno;
+	atomic_fetch_add_explicit(&signals_seen, 1, memory_order_relaxed);
+	wake_writer();
+	errno = saved;
+	/* Chain: the application's handler from before ours runs as well. */
+	if (old_action.sa_flags & SA_SIGINFO) {
+		if (old_action.sa_sigaction)
+			old_action.sa_sigaction(sig, info, ctx);
+	} else if (old_action.sa_handler != SIG_DFL && old_action.sa_handler != SIG_IGN) {
+		old_action.sa_handler(sig);
+	}
+}
+
+static void install_handler(void)
+{
+	int sig = gg_opt.dump_signal;
+	if (sig <= 0 || atomic_exchange_explicit(&handler_installed, 1, memory_order_relaxed))
+		return;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	struct sigaction old;
+	if (sigaction(sig, NULL, &old) != 0)
+		return;
+	old_action = old;
+	if (sigaction(sig, &sa, NULL) != 0)
+		gg_log(GG_LOG_WARN, "could not install the dump signal handler for signal %d", sig);
+}
+
+/* ---- the writer thread ---- */
+
+static void write_queued(void)
+{
+	/* acquire: pairs with the trigger's release store of 2. */
+	int two = 2;
+	if (atomic_compare_exchange_strong_explicit(&slot_state, &two, 3, memory_order_acquire, memory_order_relaxed)) {
+		struct request r = slot_req;
+		enum gg_dump_trigger t = slot_trigger;
+		write_req(t, &r, NULL, 0);
+		/* release: the next trigger that takes the slot sees us done with it. */
+		atomic_store_explicit(&slot_state, 0, memory_order_release);
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	/* The writer must not take the dump signal itself, nor any other the
+	 * application directs at "some thread": block them all here. */
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	gg_in_hook = 1; /* our own CUDA calls (none today) pass through */
+	for (;;) {
+		uint32_t w = atomic_load_explicit(&wake_word, memory_order_acquire);
+		write_queued();
+		uint64_t seen = atomic_load_explicit(&signals_seen, memory_order_relaxed);
+		if (seen != atomic_load_explicit(&signals_done, memory_order_relaxed)) {
+			/* A storm of signals is one request: one dump, rate-limited. */
+			atomic_store_explicit(&signals_done, seen, memory_order_relaxed);
+			if (rate_ok())
+				write_req(GG_DUMP_SIGNAL, NULL, NULL, 0);
+			continue;
+		}
+		if (atomic_load_explicit(&slot_state, memory_order_acquire) == 2)
+			continue;
+		syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+void gg_dump_arm(void)
+{
+	if (GG_LIKELY(atomic_load_explicit(&armed, memory_order_acquire) == 2))
+		return;
+	int expect = 0;
+	if (!atomic_compare_exchange_strong_explicit(&armed, &expect, 1, memory_order_acq_rel, memory_order_acquire))
+		return; /* another thread arms; a trigger meanwhile just waits queued */
+	if (gg_opt.dump_max == 0) {
+		/* No dumps at all: no thread, and the signal keeps its meaning. */
+		atomic_store_explicit(&armed, 2, memory_order_release);
+		return;
+	}
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 256 * 1024);
+	if (pthread_create(&t, &a, writer_main, NULL) == 0)
+		atomic_store_explicit(&writer_running, 1, memory_order_relaxed);
+	else
+		gg_log(GG_LOG_WARN, "could not start the dump writer thread; only exit dumps can be written");
+	pthread_attr_destroy(&a);
+	install_handler();
+	/* release: whoever sees 2 sees the handler installed. */
+	atomic_store_explicit(&armed, 2, memory_order_release);
+}
+
+void gg_dump_after_fork_child(void)
+{
+	/* No writer thread exists here; the handler (inherited) stays installed. */
+	atomic_store_explicit(&armed, 0, memory_order_relaxed);
+	atomic_store_explicit(&writer_running, 0, memory_order_relaxed);
+	atomic_store_explicit(&slot_state, 0, memory_order_relaxed);
+	atomic_store_explicit(&n_started, 0, memory_order_relaxed);
+	atomic_store_explicit(&n_written, 0, memory_order_relaxed);
+	atomic_store_explicit(&last_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&signals_done, atomic_load_explicit(&signals_seen, memory_order_relaxed),
+	                      memory_order_relaxed);
+	atomic_store_explicit(&pinned_bytes, 0, memory_order_relaxed);
+	atomic_store_explicit(&pinned_count, 0, memory_order_relaxed);
+	pthread_mutex_init(&write_lock, NULL);
+}
+
+__attribute__((destructor)) static void dump_at_exit(void)
+{
+	/* Let a dump in flight finish (bounded): the process is exiting and the
+	 * writer thread will not survive it. */
+	for (int i = 0; i < 5000 && atomic_load_explicit(&writer_running, memory_order_relaxed); i++) {
+		int s = atomic_load_explicit(&slot_state, memory_order_acquire);
+		if (s == 0 &&
+		    atomic_load_explicit(&signals_seen, memory_order_relaxed) ==
+		        atomic_load_explicit(&signals_done, memory_order_relaxed) &&
+		    pthread_mutex_trylock(&write_lock) == 0) {
+			pthread_mutex_unlock(&write_lock);
+			break;
+		}
+		usleep(1000);
+	}
+	if (gg_opt.dump_at_exit)
+		write_req(GG_DUMP_EXIT, NULL, NULL, 0);
+}
+
+/* ---- output: an mmap'd buffer and hand-rolled formatting ---- */
+
+#define OUT_CAP (4u << 20)
+struct out {
+	int fd;
+	int err; /* first errno, 0 if none */
+	char *buf;
+	size_t len;
+	uint64_t records;
+	uint64_t bytes; /* written so far */
+};
+
+static void out_flush(struct out *o)
+{
+	size_t off = 0;
+	while (!o->err && off < o->len) {
+		ssize_t w = write(o->fd, o->buf + off, o->len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			o->err = errno;
+		} else if (w == 0) {
+			o->err = EIO;
+		} else {
+			off += (size_t)w;
+			o->bytes += (uint64_t)w;
+		}
+	}
+	o->len = 0;
+}
+
+static inline void out_need(struct out *o, size_t n)
+{
+	if (o->len + n > OUT_CAP)
+		out_flush(o);
+}
+
+static inline void out_mem(struct out *o, const char *s, size_t n)
+{
+	if (n > OUT_CAP / 2) { /* never: every piece is small */
+		out_flush(o);
+		return;
+	}
+	out_need(o, n);
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+}
+
+#define OUT_LIT(o, s) out_mem(o, s, sizeof(s) - 1)
+
+static inline void out_str(struct out *o, const char *s)
+{
+	out_mem(o, s, strlen(s));
+}
+
+static inline void out_u64(struct out *o, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	do {
+		tmp[23 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	out_mem(o, tmp + 24 - n, (size_t)n);
+}
+
+static inline void out_i64(struct out *o, int64_t v)
+{
+	if (v < 0) {
+		OUT_LIT(o, "-");
+		out_u64(o, (uint64_t)0 - (uint64_t)v);
+	} else {
+		out_u64(o, (uint64_t)v);
+	}
+}
+
+static inline void out_hex(struct out *o, uint64_t v)
+{
+	static const char dig[] = "0123456789abcdef";
+	char tmp[16];
+	int n = 0;
+	do {
+		tmp[15 - n++] = dig[v & 15];
+		v >>= 4;
+	} while (v);
+	out_mem(o, tmp + 16 - n, (size_t)n);
+}
+
+static void out_u64_or_null(struct out *o, int known, uint64_t v)
+{
+	if (known)
+		out_u64(o, v);
+	else
+		OUT_LIT(o, "null");
+}
+
+/* Length of a valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	size_t len;
+	unsigned lo = 0x80, hi = 0xbf;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		if (c == 0xe0)
+			lo = 0xa0;
+		if (c == 0xed)
+			hi = 0x9f; /* no surrogates */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		if (c == 0xf0)
+			lo = 0x90;
+		if (c == 0xf4)
+			hi = 0x8f;
+	} else
+		return 0;
+	if (len > n || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped; valid
+ * UTF-8 kept; any other byte written as \u00XX, so the line stays valid
+ * JSON whatever the input (a command line can hold anything). */
+static void out_json_n(struct out *o, const char *s, size_t n)
+{
+	static const char dig[] = "0123456789abcdef";
+	OUT_LIT(o, "\"");
+	const unsigned char *p = (const unsigned char *)s;
+	for (size_t i = 0; i < n;) {
+		unsigned c = p[i];
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			out_need(o, 1);
+			o->buf[o->len++] = (char)c;
+			i++;
+		} else if (c == '"' || c == '\\') {
+			char e[2] = {'\\', (char)c};
+			out_mem(o, e, 2);
+			i++;
+		} else if (c >= 0x80 && utf8_len(p + i, n - i)) {
+			size_t l = utf8_len(p + i, n - i);
+			out_mem(o, (const char *)p + i, l);
+			i += l;
+		} else {
+			char e[6] = {'\\', 'u', '0', '0', dig[c >> 4], dig[c & 15]};
+			out_mem(o, e, 6);
+			i++;
+		}
+	}
+	OUT_LIT(o, "\"");
+}
+
+static void out_json(struct out *o, const char *s)
+{
+	out_json_n(o, s, strlen(s));
+}
+
+static void out_end_record(struct out *o)
+{
+	OUT_LIT(o, "}\n");
+	o->records++;
+}
+
+/* ---- the records ---- */
+
+static char hostname[256];
+
+static void rec_header(struct out *o, enum gg_dump_trigger trig, uint64_t unix_ms)
+{
+	time_t secs = (time_t)(unix_ms / 1000);
+	struct tm tm;
+	char iso[32];
+	gmtime_r(&secs, &tm);
+	strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	uint64_t since_start = gg_now_ms();
+	OUT_LIT(o, "{\"t\":\"header\",\"format\":");
+	out_u64(o, GPUGUARD_DUMP_FORMAT);
+	OUT_LIT(o, ",\"lib\":");
+	out_json(o, GPUGUARD_VERSION);
+	OUT_LIT(o, ",\"time\":");
+	out_json(o, iso);
+	OUT_LIT(o, ",\"unix_ms\":");
+	out_u64(o, unix_ms);
+	OUT_LIT(o, ",\"start_unix_ms\":");
+	out_u64(o, unix_ms > since_start ? unix_ms - since_start : 0);
+	OUT_LIT(o, ",\"host\":");
+	out_json(o, hostname);
+	OUT_LIT(o, ",\"pid\":");
+	out_u64(o, (uint64_t)getpid());
+	OUT_LIT(o, ",\"cmdline\":[");
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		static char cmd[65536];
+		ssize_t n = read(fd, cmd, sizeof cmd);
+		close(fd);
+		size_t start = 0;
+		int first = 1;
+		for (ssize_t i = 0; i < n; i++) {
+			if (cmd[i] != 0 && i + 1 < n)
+				continue;
+			size_t end = cmd[i] == 0 ? (size_t)i : (size_t)i + 1;
+			if (!first)
+				OUT_LIT(o, ",");
+			first = 0;
+			out_json_n(o, cmd + start, end - start);
+			start = (size_t)i + 1;
+		}
+	}
+	OUT_LIT(o, "],\"trigger\":");
+	out_json(o, trigger_names[trig]);
+	OUT_LIT(o, ",\"unwinder\":");
+	out_json(o, gg_stack_unwinder());
+	OUT_LIT(o, ",\"stack_depth\":");
+	out_u64(o, (uint64_t)gg_stack_depth());
+	OUT_LIT(o, ",\"history_capacity\":");
+	out_u64(o, gg_history_capacity());
+	out_end_record(o);
+}
+
+static void rec_config(struct out *o)
+{
+	for (size_t i = 0; i < gg_option_nrows; i++) {
+		const char *src;
+		const char *v = gg_options_value(i, &src);
+		OUT_LIT(o, "{\"t\":\"config\",\"name\":");
+		out_json(o, gg_option_rows[i].name);
+		OUT_LIT(o, ",\"value\":");
+		out_json(o, v);
+		OUT_LIT(o, ",\"source\":");
+		out_json(o, src);
+		out_end_record(o);
+	}
+}
+
+static void rec_devices(struct out *o, const struct request *req)
+{
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		struct gpuguard_device_stats s;
+		gg_ceiling_read(d, &s);
+		if (!s.allocs && !s.frees && !s.used && !s.peak && !s.untracked_frees && !s.pool_reserved &&
+		    !s.refused[0] && !s.refused[1] && !s.refused[2])
+			continue;
+		OUT_LIT(o, "{\"t\":\"device\",\"dev\":");
+		out_u64(o, (uint64_t)d);
+		OUT_LIT(o, ",\"limit\":");
+		out_u64_or_null(o, s.limit != GG_UNLIMITED, s.limit);
+		OUT_LIT(o, ",\"used\":");
+		out_u64(o, s.used);
+		OUT_LIT(o, ",\"peak\":");
+		out_u64(o, s.peak);
+		OUT_LIT(o, ",\"pool_reserved\":");
+		out_u64(o, s.pool_reserved);
+		OUT_LIT(o, ",\"live_bytes\":");
+		out_u64(o, s.live_bytes);
+		OUT_LIT(o, ",\"allocs\":");
+		out_u64(o, s.allocs);
+		OUT_LIT(o, ",\"frees\":");
+		out_u64(o, s.frees);
+		OUT_LIT(o, ",\"untracked_frees\":");
+		out_u64(o, s.untracked_frees);
+		OUT_LIT(o, ",\"refused_ceiling\":");
+		out_u64(o, s.refused[GPUGUARD_REFUSED_CEILING]);
+		OUT_LIT(o, ",\"refused_config\":");
+		out_u64(o, s.refused[GPUGUARD_REFUSED_CONFIG]);
+		OUT_LIT(o, ",\"refused_driver\":");
+		out_u64(o, s.refused[GPUGUARD_REFUSED_DRIVER]);
+		OUT_LIT(o, ",\"pool_overshoot\":");
+		out_u64(o, s.pool_overshoot);
+		/* Known for the failing request's device only: the writer
+		 * thread has no context to ask the driver with. */
+		int mi = req && req->valid && req->have_meminfo && req->dev == d;
+		OUT_LIT(o, ",\"driver_free\":");
+		out_u64_or_null(o, mi, mi ? req->driver_free : 0);
+		OUT_LIT(o, ",\"driver_total\":");
+		out_u64_or_null(o, mi, mi ? req->driver_total : 0);
+		out_end_record(o);
+	}
+}
+
+static const char *api_name(unsigned api)
+{
+	return api < sizeof(api_names) / sizeof(api_names[0]) ? api_names[api] : "none";
+}
+
+static void rec_request(struct out *o, const struct request *r)
+{
+	OUT_LIT(o, "{\"t\":\"request\",\"api\":");
+	out_json(o, api_name(r->api));
+	OUT_LIT(o, ",\"size\":");
+	out_u64(o, r->size);
+	OUT_LIT(o, ",\"dev\":");
+	out_i64(o, r->dev);
+	OUT_LIT(o, ",\"tid\":");
+	out_u64(o, r->tid);
+	OUT_LIT(o, ",\"stack\":");
+	out_u64(o, r->stack);
+	OUT_LIT(o, ",\"outcome\":");
+	out_json(o, r->driver_oom ? "driver_oom" : "refused_ceiling");
+	out_end_record(o);
+}
+
+/* Reads a small file into buf (NUL-terminated). Bytes read, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = read(fd, buf, n - 1);
+	close(fd);
+	if (r < 0)
+		return -1;
+	buf[r] = 0;
+	return r;
+}
+
+static int read_u64_file(const char *path, uint64_t *out)
+{
+	char b[64];
+	if (read_small(path, b, sizeof b) <= 0 || b[0] < '0' || b[0] > '9')
+		return -1;
+	*out = strtoull(b, NULL, 10);
+	return 0;
+}
+
+static int read_keyed(const char *path, const char *key, uint64_t *out)
+{
+	char b[4096];
+	if (read_small(path, b, sizeof b) <= 0)
+		return -1;
+	size_t kl = strlen(key);
+	for (char *p = b; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
+			*out = strtoull(p + kl + 1, NULL, 10);
+			return 0;
+		}
+	return -1;
+}
+
+static void rec_host(struct out *o)
+{
+	char b[4096], path[4200];
+	uint64_t rss = 0;
+	if (read_small("/proc/self/statm", b, sizeof b) > 0) {
+		char *sp = strchr(b, ' ');
+		if (sp)
+			rss = strtoull(sp + 1, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE);
+	}
+	int version = 0, have_lim = 0, have_use = 0, have_oom = 0;
+	uint64_t lim = 0, use = 0, oom = 0;
+	if (read_small("/proc/self/cgroup", b, sizeof b) > 0) {
+		char *v2 = strstr(b, "0::");
+		char *v1 = strstr(b, ":memory:");
+		if (v2 && (v2 == b || v2[-1] == '\n')) {
+			char *p = v2 + 3, *nl = strchr(p, '\n');
+			if (nl)
+				*nl = 0;
+			/* The path as the host names it, then the container's root
+			 * (a private cgroup namespace shows "/"). */
+			const char *bases[2] = {p, ""};
+			for (int i = 0; i < 2 && !version; i++) {
+				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", bases[i]);
+				if (read_u64_file(path, &use) != 0)
+					continue;
+				version = 2, have_use = 1;
+				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", bases[i]);
+				have_lim = read_u64_file(path, &lim) == 0; /* "max" = none */
+				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", bases[i]);
+				have_oom = read_keyed(path, "oom_kill", &oom) == 0;
+			}
+		}
+		if (!version && v1) {
+			char *p = v1 + 8, *nl = strchr(p, '\n');
+			if (nl)
+				*nl = 0;
+			const char *bases[2] = {p, ""};
+			for (int i = 0; i < 2 && !version; i++) {
+				snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", bases[i]);
+				if (read_u64_file(path, &use) != 0)
+					continue;
+				version = 1, have_use = 1;
+				snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", bases[i]);
+				have_lim = read_u64_file(path, &lim) == 0 && lim < (1ull << 62);
+				snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", bases[i]);
+				have_oom = read_keyed(path, "oom_kill", &oom) == 0;
+			}
+		}
+	}
+	int64_t pb = atomic_load_explicit(&pinned_bytes, memory_order_relaxed);
+	int64_t pc = atomic_load_explicit(&pinned_count, memory_order_relaxed);
+	OUT_LIT(o, "{\"t\":\"host\",\"rss\":");
+	out_u64(o, rss);
+	OUT_LIT(o, ",\"cgroup_version\":");
+	out_u64(o, (uint64_t)version);
+	OUT_LIT(o, ",\"cgroup_limit\":");
+	out_u64_or_null(o, have_lim, lim);
+	OUT_LIT(o, ",\"cgroup_usage\":");
+	out_u64_or_null(o, have_use, use);
+	OUT_LIT(o, ",\"cgroup_oom_kill\":");
+	out_u64_or_null(o, have_oom, oom);
+	OUT_LIT(o, ",\"pinned_bytes\":");
+	out_u64(o, pb > 0 ? (uint64_t)pb : 0);
+	OUT_LIT(o, ",\"pinned_allocs\":");
+	out_u64(o, pc > 0 ? (uint64_t)pc : 0);
+	out_end_record(o);
+}
+
+/* Stack ids referenced by this dump, one bit each. */
+static uint64_t *stack_bits;
+static size_t stack_bits_words;
+
+static inline void mark_stack(uint32_t id)
+{
+	if (id && stack_bits && id / 64 < stack_bits_words)
+		stack_bits[id / 64] |= 1ull << (id % 64);
+}
+
+struct alloc_ctx {
+	struct out *o;
+	uint64_t now;
+};
+
+static uint64_t raw_of(const struct gg_record *r)
+{
+	enum gg_key_ns ns = GG_NS_PTR;
+	if (r->api == GPUGUARD_API_CU_MEM_CREATE || r->api == GPUGUARD_API_HIP_MEM_CREATE)
+		ns = GG_NS_VMM;
+	else if (r->api == GPUGUARD_API_CU_ARRAY)
+		ns = GG_NS_ARRAY;
+	else if (r->api == GPUGUARD_API_CU_MIPMAPPED_ARRAY)
+		ns = GG_NS_MIPMAP;
+	return r->key ^ ((uint64_t)ns << 62);
+}
+
+static void rec_alloc(const struct gg_record *r, void *arg)
+{
+	struct alloc_ctx *c = arg;
+	struct out *o = c->o;
+	if (r->flags & GG_REC_HOST)
+		return; /* pinned host memory: summed in the host record */
+	mark_stack(r->stack);
+	out_need(o, 160);
+	OUT_LIT(o, "{\"t\":\"a\",\"p\":\"");
+	out_hex(o, raw_of(r));
+	OUT_LIT(o, "\",\"s\":");
+	out_u64(o, r->size);
+	OUT_LIT(o, ",\"d\":");
+	out_u64(o, r->dev);
+	OUT_LIT(o, ",\"api\":");
+	out_u64(o, r->api);
+	OUT_LIT(o, ",\"age\":");
+	out_u64(o, c->now > r->t_ms ? c->now - r->t_ms : 0);
+	OUT_LIT(o, ",\"tid\":");
+	out_u64(o, r->tid);
+	OUT_LIT(o, ",\"st\":");
+	out_u64(o, r->stack);
+	out_end_record(o);
+}
+
+static void rec_stacks(struct out *o)
+{
+	for (size_t w = 0; w < stack_bits_words; w++) {
+		for (uint64_t bits = stack_bits[w]; bits; bits &= bits - 1) {
+			uint32_t id = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
+			const uintptr_t *fr;
+			int n = gg_stack_frames(id, &fr);
+			if (n <= 0)
+				continue;
+			OUT_LIT(o, "{\"t\":\"stack\",\"id\":");
+			out_u64(o, id);
+			OUT_LIT(o, ",\"frames\":[");
+			for (int i = 0; i < n; i++) {
+				Dl_info info;
+				/* A return address points after the call: look up
+				 * the byte before it, so the frame names the caller. */
+				uintptr_t pc = fr[i] - 1;
+				if (i)
+					OUT_LIT(o, ",");
+				if (dladdr((void *)pc, &info) && info.dli_fname) {
+					const char *base = strrchr(info.dli_fname, '/');
+					base = base ? base + 1 : info.dli_fname;
+					OUT_LIT(o, "{\"m\":");
+					out_json(o, *base ? base : "?");
+					OUT_LIT(o, ",\"o\":\"");
+					out_hex(o, fr[i] - (uintptr_t)info.dli_fbase);
+					OUT_LIT(o, "\"");
+					if (info.dli_sname) {
+						OUT_LIT(o, ",\"s\":");
+						out_json(o, info.dli_sname);
+					}
+					OUT_LIT(o, "}");
+				} else {
+					OUT_LIT(o, "{\"m\":\"?\",\"o\":\"");
+					out_hex(o, fr[i]);
+					OUT_LIT(o, "\"}");
+				}
+			}
+			OUT_LIT(o, "]");
+			out_end_record(o);
+		}
+	}
+}
+
+static void rec_history(struct out *o, const struct gg_hist_event *ev, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		const struct gg_hist_event *e = &ev[i];
+		out_need(o, 160);
+		OUT_LIT(o, "{\"t\":\"h\",\"ms\":");
+		out_u64(o, e->ms);
+		OUT_LIT(o, ",\"op\":\"");
+		char op = (char)e->op;
+		out_mem(o, &op, 1);
+		OUT_LIT(o, "\",\"p\":\"");
+		out_hex(o, e->p);
+		OUT_LIT(o, "\",\"s\":");
+		out_u64(o, e->s);
+		OUT_LIT(o, ",\"d\":");
+		out_u64(o, e->dev);
+		OUT_LIT(o, ",\"api\":");
+		out_u64(o, e->api);
+		OUT_LIT(o, ",\"st\":");
+		out_u64(o, e->stack);
+		out_end_record(o);
+	}
+}
+
+/* ---- one dump, start to finish ---- */
+
+static void *map_once(void **slot, size_t size)
+{
+	if (!*slot) {
+		void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		*slot = m == MAP_FAILED ? NULL : m;
+	}
+	return *slot;
+}
+
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+		      *s == '-' || *s == '_'))
+			*s = '_';
+}
+
+static void report_error(const char *what, const char *path, int err)
+{
+	atomic_fetch_add_explicit(&n_errors, 1, memory_order_relaxed);
+	/* One message per process: a full disk would otherwise repeat it. */
+	static _Atomic int said;
+	if (!atomic_exchange_explicit(&said, 1, memory_order_relaxed))
+		gg_log(GG_LOG_ERROR,
+		       "could not write allocation dump %s: %s: %s (further dump errors are only counted)", path, what,
+		       strerror(err));
+}
+
+static int write_req(enum gg_dump_trigger trig, const struct request *req, char *path_out, size_t path_len)
+{
+	static void *buf, *hist, *bits;
+	pthread_mutex_lock(&write_lock);
+	uint64_t t0 = mono_ms();
+	struct out o = {.fd = -1};
+	o.buf = map_once(&buf, OUT_CAP);
+	uint64_t hcap = gg_history_capacity();
+	struct gg_hist_event *ev = hcap ? map_once(&hist, hcap * sizeof(struct gg_hist_event)) : NULL;
+	stack_bits_words = (size_t)(1u << 15) / 64 + 1;
+	stack_bits = map_once(&bits, stack_bits_words * 8);
+	int rc = -1;
+	char final[4096], tmp[4096];
+	if (!o.buf) {
+		report_error("no memory for the output buffer", gg_opt.dump_dir, ENOMEM);
+		goto out;
+	}
+	if (stack_bits)
+		memset(stack_bits, 0, stack_bits_words * 8);
+	/* History first: it is the state at the trigger, before we spend time. */
+	uint64_t nev = ev ? gg_history_snapshot(ev, hcap) : 0;
+
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	uint64_t unix_ms = (uint64_t)rt.tv_sec * 1000 + (uint64_t)rt.tv_nsec / 1000000;
+	if (gethostname(hostname, sizeof hostname - 1) != 0)
+		strcpy(hostname, "unknown");
+	char host[64];
+	snprintf(host, sizeof host, "%s", hostname);
+	sanitize(host);
+	uint64_t seq = atomic_fetch_add_explicit(&n_written, 1, memory_order_relaxed) + 1;
+	int n1 = snprintf(final, sizeof final, "%s/gpuguard-%s-%d-%llu-%llu.jsonl", gg_opt.dump_dir, host,
+	                  (int)getpid(), (unsigned long long)unix_ms, (unsigned long long)seq);
+	int n2 = snprintf(tmp, sizeof tmp, "%s/.gpuguard-%s-%d-%llu-%llu.jsonl.tmp", gg_opt.dump_dir, host,
+	                  (int)getpid(), (unsigned long long)unix_ms, (unsigned long long)seq);
+	if (n1 <= 0 || n2 <= 0 || (size_t)n2 >= sizeof tmp) {
+		atomic_fetch_sub_explicit(&n_written, 1, memory_order_relaxed);
+		report_error("directory name too long", gg_opt.dump_dir, ENAMETOOLONG);
+		goto out;
+	}
+	o.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (o.fd < 0) {
+		atomic_fetch_sub_explicit(&n_written, 1, memory_order_relaxed);
+		report_error("cannot create the file", tmp, errno);
+		goto out;
+	}
+
+	rec_header(&o, trig, unix_ms);
+	rec_config(&o);
+	rec_devices(&o, req);
+	if (req && req->valid) {
+		mark_stack(req->stack);
+		rec_request(&o, req);
+	}
+	rec_host(&o);
+	struct alloc_ctx c = {&o, gg_now_ms()};
+	if (gg_table)
+		gg_table_foreach(gg_table, rec_alloc, &c);
+	for (uint64_t i = 0; i < nev; i++)
+		mark_stack(ev[i].stack);
+	rec_stacks(&o);
+	rec_history(&o, ev, nev);
+	uint64_t before_end = o.records;
+	OUT_LIT(&o, "{\"t\":\"end\",\"records\":");
+	out_u64(&o, before_end);
+	OUT_LIT(&o, ",\"suppressed\":");
+	out_u64(&o, atomic_load_explicit(&n_suppressed, memory_order_relaxed));
+	OUT_LIT(&o, ",\"write_errors\":");
+	out_u64(&o, atomic_load_explicit(&n_errors, memory_order_relaxed));
+	out_end_record(&o);
+	out_flush(&o);
+	if (!o.err && fsync(o.fd) != 0)
+		o.err = errno;
+	if (close(o.fd) != 0 && !o.err)
+		o.err = errno;
+	o.fd = -1;
+	if (!o.err && rename(tmp, final) != 0)
+		o.err = errno;
+	if (o.err) {
+		unlink(tmp);
+		atomic_fetch_sub_explicit(&n_written, 1, memory_order_relaxed);
+		report_error("write failed", final, o.err);
+		goto out;
+	}
+	if (path_out && path_len)
+		snprintf(path_out, path_len, "%s", final);
+	gg_log(GG_LOG_INFO, "wrote allocation dump %s (%s, %llu records, %llu bytes, %llu ms)", final,
+	       trigger_names[trig], (unsigned long long)o.records + 1, (unsigned long long)o.bytes,
+	       (unsigned long long)(mono_ms() - t0));
+	rc = 0;
+out:
+	pthread_mutex_unlock(&write_lock);
+	return rc;
+}

@@ -1,0 +1,123 @@
+/* gpuguard: the recent-events ring a dump draws its timeline from. Fixed
+ * capacity, mapped once at init, no locks: a writer claims an index with one
+ * fetch_add and publishes its slot with a per-slot sequence (a seqlock per
+ * slot), so a dump reading concurrently skips slots being rewritten. */
+#include <sys/mman.h>
+
+#include "internal.h"
+
+struct gg_hist_slot {
+	/* 2i+1 while event i is written, 2i+2 once it is whole; 0 = never. */
+	_Atomic uint64_t seq;
+	/* The payload is atomics only so that the race the seqlock resolves is
+	 * not a data race in C11 terms (and TSan agrees); all are relaxed. */
+	_Atomic uint64_t ms;
+	_Atomic uint64_t p;
+	_Atomic uint64_t s;
+	_Atomic uint64_t meta; /* stack << 32 | op << 24 | api << 8 | dev */
+};
+
+static struct gg_hist_slot *ring;
+static uint64_t ring_mask;
+static _Atomic uint64_t ring_head; /* next index to claim */
+static _Atomic uint64_t ring_dropped;
+
+/* Once at init; unit tests call it again while no writer runs (the old
+ * ring is left mapped). */
+int gg_history_init(uint64_t capacity)
+{
+	if (capacity == 0)
+		return 0;
+	uint64_t cap = 1;
+	while (cap < capacity)
+		cap <<= 1;
+	void *m = mmap(NULL, cap * sizeof(struct gg_hist_slot), PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	ring_mask = cap - 1;
+	ring = m;
+	atomic_store_explicit(&ring_head, 0, memory_order_relaxed);
+	return 0;
+}
+
+uint64_t gg_history_capacity(void)
+{
+	return ring ? ring_mask + 1 : 0;
+}
+
+void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
+{
+	if (!ring)
+		return;
+	/* relaxed: the index only has to be unique; the slot's seq carries the
+	 * ordering with readers. */
+	uint64_t i = atomic_fetch_add_explicit(&ring_head, 1, memory_order_relaxed);
+	struct gg_hist_slot *sl = &ring[i & ring_mask];
+	uint64_t cur = atomic_load_explicit(&sl->seq, memory_order_relaxed);
+	/* Only one writer per slot at a time: a writer a whole lap behind (or
+	 * one still writing the previous lap) gives its event up rather than
+	 * tear the slot. relaxed CAS + release fence below is the seqlock's
+	 * writer side: the odd value is visible before any payload store. */
+	if ((cur & 1) || cur >= 2 * i + 1 ||
+	    !atomic_compare_exchange_strong_explicit(&sl->seq, &cur, 2 * i + 1, memory_order_relaxed,
+	                                             memory_order_relaxed)) {
+		atomic_fetch_add_explicit(&ring_dropped, 1, memory_order_relaxed);
+		return;
+	}
+	/* release fence: orders the odd seq above before the payload stores, so
+	 * a reader that sees new payload also sees seq changed (its re-check). */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&sl->ms, gg_now_ms(), memory_order_relaxed);
+	atomic_store_explicit(&sl->p, p, memory_order_relaxed);
+	atomic_store_explicit(&sl->s, s, memory_order_relaxed);
+	atomic_store_explicit(&sl->meta,
+	                      (uint64_t)stack << 32 | (uint64_t)op << 24 | (uint64_t)(api & 0xffff) << 8 |
+	                          (uint64_t)(dev & 0xff),
+	                      memory_order_relaxed);
+	/* release: pairs with the reader's acquire load of seq, so whoever sees
+	 * 2i+2 sees this event's whole payload. */
+	atomic_store_explicit(&sl->seq, 2 * i + 2, memory_order_release);
+}
+
+uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)
+{
+	if (!ring || max == 0)
+		return 0;
+	/* acquire: pairs with nothing in particular (slots carry their own
+	 * ordering); it just bounds the range to events claimed so far. */
+	uint64_t head = atomic_load_explicit(&ring_head, memory_order_acquire);
+	uint64_t cap = ring_mask + 1;
+	uint64_t start = head > cap ? head - cap : 0;
+	if (head - start > max)
+		start = head - max;
+	uint64_t n = 0;
+	for (uint64_t i = start; i < head; i++) {
+		struct gg_hist_slot *sl = &ring[i & ring_mask];
+		/* acquire: pairs with the writer's release store of 2i+2. */
+		uint64_t s1 = atomic_load_explicit(&sl->seq, memory_order_acquire);
+		if (s1 != 2 * i + 2)
+			continue; /* not written yet, being written, or overwritten */
+		struct gg_hist_event e;
+		e.ms = atomic_load_explicit(&sl->ms, memory_order_relaxed);
+		e.p = atomic_load_explicit(&sl->p, memory_order_relaxed);
+		e.s = atomic_load_explicit(&sl->s, memory_order_relaxed);
+		uint64_t meta = atomic_load_explicit(&sl->meta, memory_order_relaxed);
+		/* acquire fence: orders the payload loads above before the re-check
+		 * of seq; if a writer began rewriting meanwhile, seq has moved. */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&sl->seq, memory_order_relaxed) != s1)
+			continue; /* torn: skip */
+		e.stack = (uint32_t)(meta >> 32);
+		e.op = (uint8_t)(meta >> 24);
+		e.api = (uint16_t)(meta >> 8);
+		e.dev = (uint8_t)meta;
+		out[n++] = e;
+	}
+	return n;
+}
+
+uint64_t gg_history_dropped(void)
+{
+	return atomic_load_explicit(&ring_dropped, memory_order_relaxed);
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+# gpuguard: writes the golden dumps in this directory (run by hand, from
+# here, when the scenarios change; the .jsonl files are checked in). Each
+# dump is one scenario the report must diagnose; the bad_* ones must be
+# refused with FILE:LINE. Expected reports: GG_GOLDEN_UPDATE=1 sh
+# tests/scripts/golden.sh.
+import json
+
+MiB = 1 << 20
+GiB = 1 << 30
+NOW = 1796200200000  # 2026-12-02T10:30:00Z
+
+
+def rec(**kw):
+    return json.dumps(kw, separators=(",", ":"))
+
+
+def header(trigger, uptime_ms=600000, cmd=("python3", "serve.py"), fmt=1):
+    return rec(t="header", format=fmt, lib="0.1.0", time="2026-12-02T10:30:00Z", unix_ms=NOW,
+               start_unix_ms=NOW - uptime_ms, host="node-7", pid=4242, cmdline=list(cmd), trigger=trigger,
+               unwinder="libunwind", stack_depth=32, history_capacity=65536)
+
+
+def config(limit="4Gi"):
+    return [rec(t="config", name="GPUGUARD_LIMIT", value=limit, source="environment"),
+            rec(t="config", name="GPUGUARD_HISTORY", value="65536", source="default")]
+
+
+def device(dev=0, limit=4 * GiB, used=0, peak=None, pool=0, live=None, allocs=0, frees=0, rc=0, rd=0,
+           dfree=70 * GiB, dtotal=80 * GiB):
+    return rec(t="device", dev=dev, limit=limit, used=used, peak=peak if peak is not None else used, pool_reserved=pool,
+               live_bytes=live if live is not None else used, allocs=allocs, frees=frees, untracked_frees=0,
+               refused_ceiling=rc, refused_config=0, refused_driver=rd, pool_overshoot=0, driver_free=dfree,
+               driver_total=dtotal)
+
+
+def request(size, outcome, api="cuMemAlloc_v2", stack=1, dev=0):
+    return rec(t="request", api=api, size=size, dev=dev, tid=4243, stack=stack, outcome=outcome)
+
+
+def host(rss=2 * GiB, limit=16 * GiB, usage=4 * GiB, oom=0, pinned=256 * MiB):
+    return rec(t="host", rss=rss, cgroup_version=2, cgroup_limit=limit, cgroup_usage=usage, cgroup_oom_kill=oom,
+               pinned_bytes=pinned, pinned_allocs=4)
+
+
+def alloc(p, s, st, age, api=1, d=0):
+    return rec(t="a", p="%x" % p, s=s, d=d, api=api, age=age, tid=4243, st=st)
+
+
+STACKS = {
+    1: [{"m": "libcuda.so.1", "o": "2a1f0", "s": "cuMemAlloc_v2"},
+        {"m": "libcudart.so.12", "o": "51c2", "s": "cudaMalloc"},
+        {"m": "serve.so", "o": "1a2b", "s": "kv_cache_grow"},
+        {"m": "serve.so", "o": "1100", "s": "handle_request"},
+        {"m": "python3", "o": "9f00"}],
+    2: [{"m": "libcuda.so.1", "o": "2a1f0", "s": "cuMemAlloc_v2"},
+        {"m": "libtorch_cuda.so", "o": "77aa10", "s": "c10::cuda::CUDACachingAllocator::malloc"},
+        {"m": "libtorch_cuda.so", "o": "4410", "s": "at::native::empty_cuda"},
+        {"m": "python3", "o": "9f00"}],
+    3: [{"m": "libcuda.so.1", "o": "2a1f0", "s": "cuMemAlloc_v2"},
+        {"m": "serve.so", "o": "2200", "s": "load_weights"},
+        {"m": "python3", "o": "9f00"}],
+    4: [{"m": "libcuda.so.1", "o": "3b000", "s": "cuMemAllocAsync"},
+        {"m": "serve.so", "o": "3300", "s": "scratch_async"}],
+}
+
+
+def stacks(ids):
+    return [rec(t="stack", id=i, frames=STACKS[i]) for i in ids]
+
+
+def hist(ms, op, p, s, st, api=1):
+    return rec(t="h", ms=ms, op=op, p="%x" % p, s=s, d=0, api=api, st=st)
+
+
+def write(name, lines, end=True, extra=""):
+    if end:
+        lines = lines + [rec(t="end", records=len(lines), suppressed=0, write_errors=0)]
+    with open(name, "w") as f:
+        f.write("\n".join(lines) + "\n" + extra)
+
+
+# ceiling reached, usage growing steadily (an unbounded KV cache).
+L = [header("ceiling")] + config()
+L += [device(used=3968 * MiB, peak=3968 * MiB, allocs=62, rc=1)]
+L += [request(256 * MiB, "refused_ceiling")]
+L += [host()]
+L += [alloc(0x7f0000000000 + i * 64 * MiB, 64 * MiB, 1, 590000 - i * 9000) for i in range(60)]
+L += [alloc(0x7e0000000000, 64 * MiB, 3, 599000), alloc(0x7e0004000000, 64 * MiB, 3, 599000)]
+L += stacks([1, 3])
+L += [hist(10000 + i * 9000, "a", 0x7f0000000000 + i * 64 * MiB, 64 * MiB, 1) for i in range(60)]
+L += [hist(550000, "r", 0, 256 * MiB, 1)]
+write("ceiling_steady.jsonl", L)
+
+# ceiling reached by one huge request.
+L = [header("ceiling")] + config()
+L += [device(used=1 * GiB, peak=1 * GiB, allocs=16, rc=1)]
+L += [request(3 * GiB + 512 * MiB, "refused_ceiling", stack=3)]
+L += [host()]
+L += [alloc(0x7f0000000000 + i * 64 * MiB, 64 * MiB, 3, 500000) for i in range(16)]
+L += stacks([3])
+L += [hist(100 + i, "a", 0x7f0000000000 + i * 64 * MiB, 64 * MiB, 3) for i in range(16)]
+L += [hist(599000, "r", 0, 3 * GiB + 512 * MiB, 3)]
+write("ceiling_jump.jsonl", L)
+
+# ceiling reached at a plateau: the working set is simply larger.
+L = [header("ceiling")] + config()
+L += [device(used=4000 * MiB, peak=4064 * MiB, allocs=500, frees=440, rc=1)]
+L += [request(128 * MiB, "refused_ceiling")]
+L += [host()]
+L += [alloc(0x7f0000000000 + i * 128 * MiB, 125 * MiB, 1 if i % 2 else 3, 1000 * (60 - i)) for i in range(32)]
+L += stacks([1, 3])
+h = []
+for i in range(200):
+    p = 0x7a0000000000 + (i % 8) * 128 * MiB
+    h.append(hist(100000 + i * 2000, "a", p, 125 * MiB, 1))
+    h.append(hist(100000 + i * 2000 + 1000, "f", p, 125 * MiB, 1))
+L += h
+write("ceiling_plateau.jsonl", L)
+
+# device full: the driver refused while far under the ceiling.
+L = [header("driver_oom")] + config("40Gi")
+L += [device(limit=40 * GiB, used=6 * GiB, peak=6 * GiB, allocs=3, rd=1, dfree=512 * MiB)]
+L += [request(2 * GiB, "driver_oom", stack=3)]
+L += [host()]
+L += [alloc(0x7f0000000000 + i * 2 * GiB, 2 * GiB, 3, 300000) for i in range(3)]
+L += stacks([3])
+L += [hist(300000 + i, "a", 0x7f0000000000 + i * 2 * GiB, 2 * GiB, 3) for i in range(3)]
+L += [hist(600000, "r", 0, 2 * GiB, 3)]
+write("device_full.jsonl", L)
+
+# fragmentation: the driver had the bytes free but no block; PyTorch segments.
+L = [header("driver_oom")] + config("16Gi")
+segs = [2 * MiB] * 40 + [20 * MiB] * 30 + [64 * MiB] * 10
+used = sum(segs)
+L += [device(limit=16 * GiB, used=used, peak=used, allocs=len(segs), rd=1, dfree=3 * GiB, dtotal=16 * GiB)]
+L += [request(2 * GiB, "driver_oom", stack=2)]
+L += [host()]
+L += [alloc(0x7f0000000000 + i * 64 * MiB, s, 2, 100000) for i, s in enumerate(segs)]
+L += stacks([2])
+write("fragmentation.jsonl", L)
+
+# fragmentation in a stream-ordered pool: the reserve holds the bytes.
+L = [header("ceiling")] + config()
+L += [device(used=3584 * MiB, peak=3584 * MiB, pool=3 * GiB, live=700 * MiB, allocs=10, rc=1)]
+L += [request(1 * GiB, "refused_ceiling", api="cuMemAllocAsync", stack=4)]
+L += [host()]
+L += [alloc(0x7f0000000000 + i * 128 * MiB, 100 * MiB, 4, 1000, api=4) for i in range(5)]
+L += [alloc(0x7e0000000000, 200 * MiB, 3, 500000)]
+L += stacks([3, 4])
+write("fragmentation_pool.jsonl", L)
+
+
+# leak suspected: one site keeps everything it allocates (at-exit dump).
+def leak(name, n):
+    L = [header("exit", cmd=("./trainer", "--epochs", "3"))] + config()
+    L += [device(used=n * 8 * MiB + 64 * MiB, peak=n * 8 * MiB + 64 * MiB, allocs=n * 3, frees=n * 2)]
+    L += [host()]
+    L += [alloc(0x7f0000000000 + i * 8 * MiB, 8 * MiB, 1, 590000 - i * (500000 // n)) for i in range(n)]
+    L += [alloc(0x7e0000000000, 64 * MiB, 3, 599000)]
+    L += stacks([1, 3])
+    h = []
+    for i in range(n):
+        t = 10000 + i * (500000 // n)
+        h.append(hist(t, "a", 0x7f0000000000 + i * 8 * MiB, 8 * MiB, 1))
+        h.append(hist(t + 10, "a", 0x7d0000000000 + i * 2 * MiB, 2 * MiB, 2))
+        h.append(hist(t + 20, "f", 0x7d0000000000 + i * 2 * MiB, 2 * MiB, 2))
+    L += h
+    write(name, L)
+
+
+leak("leak.jsonl", 40)
+leak("leak_old.jsonl", 10)
+
+# host memory pressure: the pod is near its memory limit, one OOM kill.
+L = [header("signal")] + config()
+L += [device(used=1 * GiB, allocs=4)]
+L += [host(rss=7 * GiB, limit=8 * GiB, usage=7782 * MiB, oom=1, pinned=3 * GiB)]
+L += [alloc(0x7f0000000000 + i * 256 * MiB, 256 * MiB, 3, 1000) for i in range(4)]
+L += stacks([3])
+write("host_pressure.jsonl", L)
+
+# truncated: the writer died in the middle of a stack record.
+L = [header("ceiling")] + config()
+L += [device(used=2 * GiB, allocs=2, rc=1)]
+L += [request(3 * GiB, "refused_ceiling")]
+L += [alloc(0x7f0000000000, 1 * GiB, 1, 1000), alloc(0x7f0040000000, 1 * GiB, 3, 2000)]
+L += stacks([1])
+write("truncated.jsonl", L, end=False, extra=rec(t="stack", id=3, frames=STACKS[3])[:40])
+
+# hostile strings: markup, escapes, a semicolon for folded output.
+L = [header("signal", cmd=("<script>alert(1)</script>", "a\"b", "\u00e9\u4e2d\U0001F600"))] + config()
+L += [r'{"t":"config","name":"ESCAPES","value":"q\" bs\\ sl\/ b\b f\f n\n r\r t\t A\u0041 e\u00E9 g\ud834\udd1e","source":"x"}']
+L += [device(used=1 * MiB, allocs=1)]
+L += [alloc(0x7f0000000000, 1 * MiB, 9, 10)]
+L += [rec(t="stack", id=9, frames=[{"m": "<img src=x onerror=alert(1)>", "o": "10", "s": "f;g<b>&amp;"}])]
+write("hostile_strings.jsonl", L)
+
+# refused: a newer format, and malformed files.
+write("bad_newer_format.jsonl", [header("ceiling", fmt=2), rec(t="future", x=1)])
+L = [header("ceiling")] + config() + [device(used=1), '{"t":"a","p":"7f00","s":12,"d":0,"api":1,"age":1,"tid":1,"st":1,}']
+write("bad_syntax.jsonl", L)
+write("bad_deep.jsonl", [header("exit"), '{"t":"stack","id":1,"frames":[{"m":[[1]]}]}'])
+write("bad_not_a_dump.jsonl", ['{"hello":"world"}'], end=False)
+write("bad_escape.jsonl", [header("exit"), '{"t":"config","name":"X","value":"\\ud800","source":"environment"}'])
+write("bad_float.jsonl", [header("exit"), '{"t":"a","p":"7f00","s":1.5,"d":0,"api":1,"age":1,"tid":1,"st":0}'])
+write("bad_type.jsonl", [header("exit"), '{"t":"a","p":"7f00","s":"12","d":0,"api":1,"age":1,"tid":1,"st":0}'])
+write("bad_device.jsonl", [header("exit"), rec(t="a", p="7f00", s=1, d=99, api=1, age=1, tid=1, st=0)])
+write("bad_frame.jsonl", [header("exit"), '{"t":"stack","id":1,"frames":[{"m":"a","o":"1"},2]}'])

@@ -1,0 +1,541 @@
+/* gpuguard: allocation dumps (include/gpuguard/dump.h) from each trigger, on
+ * the simulated GPU. Each case runs this program again as a child with its
+ * own GPUGUARD_DUMP_DIR, then reads back what it left there: whole files
+ * under final names, mode 0600, no temporary files, one message on errors. */
+#include "common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "gpuguard/cuda_abi.h"
+#include "gpuguard/hip_abi.h"
+
+static gg_CUcontext ctx0;
+
+static void setup(void)
+{
+	gg_CUdevice d;
+	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
+	    cuCtxSetCurrent(ctx0) != 0) {
+		fprintf(stderr, "simulated driver did not start\n");
+		exit(2);
+	}
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+/* ---- children: each mode is one process ---- */
+
+static int child_ceiling(void)
+{
+	setup();
+	gg_CUdeviceptr a, b, c;
+	if (cuMemAlloc_v2(&a, 600 * MIB) || cuMemAlloc_v2(&b, 400 * MIB))
+		return 3;
+	if (cuMemAlloc_v2(&c, 30 * MIB) != GG_CUDA_ERROR_OUT_OF_MEMORY) /* 1 GiB ceiling */
+		return 4;
+	return 0; /* exit waits for the dump in flight */
+}
+
+static int child_oom(void)
+{
+	setup();
+	gg_CUdeviceptr a, c;
+	if (cuMemAlloc_v2(&a, 800 * MIB)) /* no ceiling; a 1 GiB simulated card */
+		return 3;
+	if (cuMemAlloc_v2(&c, 400 * MIB) != GG_CUDA_ERROR_OUT_OF_MEMORY)
+		return 4;
+	return 0;
+}
+
+static _Atomic int app_handler_ran;
+static void app_handler(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&app_handler_ran, 1);
+}
+
+static int child_signal(void)
+{
+	/* The application's own handler, installed before the library's
+	 * (which arms at the first allocation): it must still run. */
+	signal(SIGUSR2, app_handler);
+	setup();
+	gg_CUdeviceptr a;
+	if (cuMemAlloc_v2(&a, 5 * MIB))
+		return 3;
+	raise(SIGUSR2);
+	for (int i = 0; i < 200 && !atomic_load(&app_handler_ran); i++)
+		sleep_ms(5);
+	return atomic_load(&app_handler_ran) == 1 ? 0 : 5;
+}
+
+static int child_exit(void)
+{
+	setup();
+	gg_CUdeviceptr a;
+	for (int i = 0; i < 3; i++)
+		if (cuMemAlloc_v2(&a, (uint64_t)(i + 1) * MIB))
+			return 3;
+	void *h1, *h2;
+	if (cuMemAllocHost_v2(&h1, 1 * MIB) || cuMemHostAlloc(&h2, 2 * MIB, 0))
+		return 6;
+	void *h3;
+	if (cuMemAllocHost_v2(&h3, 4 * MIB) || cuMemFreeHost(h3))
+		return 7;
+	void *h4, *h5;
+	if (hipHostMalloc(&h4, 8 * MIB, 0) || hipHostMalloc(&h5, 16 * MIB, 0) || hipHostFree(h5))
+		return 10;
+	if (gg_stats(0).used != 1 * MIB + 2 * MIB + 4 * MIB) /* pinned memory is never charged */
+		return 8;
+	return 0; /* leaks: the exit dump lists them */
+}
+
+static int child_rate(void)
+{
+	setup();
+	gg_CUdeviceptr a, c;
+	if (cuMemAlloc_v2(&a, 1000 * MIB))
+		return 3;
+	/* A retry loop: one dump, the rest suppressed (interval 1h). */
+	for (int i = 0; i < 5; i++) {
+		if (cuMemAlloc_v2(&c, 100 * MIB) != GG_CUDA_ERROR_OUT_OF_MEMORY)
+			return 4;
+		sleep_ms(20);
+	}
+	return 0;
+}
+
+static int child_many(void)
+{
+	/* Many live allocations so that a dump takes a while; then a signal,
+	 * and "ready" on stdout. The parent kills us with SIGKILL. */
+	setup();
+	int n = atoi(getenv("GG_TEST_ALLOCS") ? getenv("GG_TEST_ALLOCS") : "100000");
+	gg_CUdeviceptr a;
+	for (int i = 0; i < n; i++)
+		if (cuMemAlloc_v2(&a, 512))
+			return 3;
+	if (getenv("GG_TEST_RAISE"))
+		raise(SIGUSR2);
+	if (write(1, "ready\n", 6) != 6)
+		return 4;
+	for (;;)
+		sleep_ms(100);
+}
+
+static int child_fsize(void)
+{
+	/* Our choice as the application: ignore SIGXFSZ, so that a write past
+	 * RLIMIT_FSIZE fails with EFBIG instead of killing us. */
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit rl = {16 * 1024, 16 * 1024};
+	if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+		return 9;
+	setup();
+	gg_CUdeviceptr a, c;
+	for (int i = 0; i < 2000; i++)
+		if (cuMemAlloc_v2(&a, 512))
+			return 3;
+	for (int i = 0; i < 3; i++)
+		if (cuMemAlloc_v2(&c, 2 * GIB) != GG_CUDA_ERROR_OUT_OF_MEMORY)
+			return 4;
+	sleep_ms(300);
+	/* the process carries on */
+	if (cuMemAlloc_v2(&a, 1 * MIB))
+		return 5;
+	return 0;
+}
+
+static _Atomic int storm_stop;
+static void *storm_worker(void *arg)
+{
+	(void)arg;
+	cuCtxSetCurrent(ctx0);
+	gg_CUdeviceptr p[16];
+	while (!atomic_load(&storm_stop)) {
+		for (int i = 0; i < 16; i++)
+			if (cuMemAlloc_v2(&p[i], 4096))
+				p[i] = 0;
+		for (int i = 0; i < 16; i++)
+			if (p[i])
+				cuMemFree_v2(p[i]);
+	}
+	return NULL;
+}
+
+static int child_storm(void)
+{
+	setup();
+	gg_CUdeviceptr a;
+	if (cuMemAlloc_v2(&a, 5 * MIB))
+		return 3;
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, storm_worker, NULL);
+	for (int i = 0; i < 500; i++)
+		kill(getpid(), SIGUSR2);
+	sleep_ms(50);
+	for (int i = 0; i < 500; i++)
+		raise(SIGUSR2);
+	atomic_store(&storm_stop, 1);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* ---- the parent's side ---- */
+
+static char base_dir[2048];
+
+static const char *new_dir(const char *name)
+{
+	static char d[4096];
+	snprintf(d, sizeof d, "%s/%s", base_dir, name);
+	mkdir(d, 0700);
+	return d;
+}
+
+struct listing {
+	int finals, temps;
+	char first[4096];
+};
+
+static struct listing list_dir(const char *dir)
+{
+	struct listing l = {0, 0, ""};
+	DIR *d = opendir(dir);
+	if (!d)
+		return l;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, "gpuguard-", 9) == 0 && n > 6 && strcmp(e->d_name + n - 6, ".jsonl") == 0) {
+			if (!l.finals++ ||
+			    strcmp(e->d_name, strrchr(l.first, '/') ? strrchr(l.first, '/') + 1 : "") < 0)
+				snprintf(l.first, sizeof l.first, "%s/%s", dir, e->d_name);
+		} else if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp")) {
+			l.temps++;
+		}
+	}
+	closedir(d);
+	return l;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *b = malloc((size_t)n + 1);
+	size_t got = fread(b, 1, (size_t)n, f);
+	b[got] = 0;
+	fclose(f);
+	return b;
+}
+
+/* A whole dump: header first, every line an object, the trailer last with
+ * the right record count. Returns the text (caller frees) or NULL. */
+static char *check_whole(const char *path, const char *trigger)
+{
+	struct stat st;
+	CHECK(stat(path, &st) == 0);
+	CHECK_EQ_INT(st.st_mode & 0777, 0600);
+	char *b = slurp(path);
+	CHECK(b != NULL);
+	if (!b)
+		return NULL;
+	CHECK(strncmp(b, "{\"t\":\"header\",\"format\":1,", 25) == 0);
+	char want[64];
+	snprintf(want, sizeof want, "\"trigger\":\"%s\"", trigger);
+	char *nl = strchr(b, '\n');
+	CHECK(nl && memmem(b, (size_t)(nl - b), want, strlen(want)));
+	int lines = count_lines(b);
+	char *last = b + strlen(b) - 1;
+	CHECK(*last == '\n');
+	while (last > b && last[-1] != '\n')
+		last--;
+	char end[64];
+	snprintf(end, sizeof end, "{\"t\":\"end\",\"records\":%d,", lines - 1);
+	CHECK(strncmp(last, end, strlen(end)) == 0);
+	for (char *p = b; *p; p = strchr(p, '\n') + 1)
+		if (*p != '{') {
+			CHECK(!"every line is an object");
+			break;
+		}
+	return b;
+}
+
+static int count_str(const char *s, const char *needle)
+{
+	int n = 0;
+	for (const char *p = s; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static int run_child(const char *mode, const char *dir, const char *const *more, char *err, size_t n)
+{
+	char dd[4200];
+	snprintf(dd, sizeof dd, "GPUGUARD_DUMP_DIR=%s", dir);
+	const char *env[16] = {dd};
+	int k = 1;
+	for (; more && *more && k < 15; more++)
+		env[k++] = *more;
+	env[k] = NULL;
+	return spawn_self(mode, env, err, n);
+}
+
+static char err[65536];
+
+TEST(dump_on_ceiling_refusal)
+{
+	const char *dir = new_dir("ceiling");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	CHECK_EQ_INT(run_child("ceiling", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 1);
+	CHECK_EQ_INT(l.temps, 0);
+	char *b = l.finals ? check_whole(l.first, "ceiling") : NULL;
+	if (!b)
+		return;
+	CHECK(strstr(b, "{\"t\":\"request\",\"api\":\"cuMemAlloc_v2\",\"size\":31457280,\"dev\":0,"));
+	CHECK(strstr(b, "\"outcome\":\"refused_ceiling\"}"));
+	CHECK(strstr(b, ",\"s\":629145600,\"d\":0,\"api\":1,"));
+	CHECK(strstr(b, ",\"s\":419430400,\"d\":0,\"api\":1,"));
+	CHECK_EQ_INT(count_str(b, "{\"t\":\"a\","), 2);
+	CHECK(strstr(b, "{\"t\":\"device\",\"dev\":0,\"limit\":1073741824,\"used\":1048576000,"));
+	CHECK(strstr(b, "\"refused_ceiling\":1,"));
+	/* the driver's view, asked on the failing thread: the whole 8 GiB card */
+	CHECK(strstr(b, "\"driver_total\":8589934592}"));
+	CHECK(strstr(b, "{\"t\":\"host\",\"rss\":"));
+	CHECK(strstr(b, "{\"t\":\"config\",\"name\":\"GPUGUARD_LIMIT\",\"value\":\"1Gi\",\"source\":\"environment\"}"));
+	/* stacks: captured, interned, resolved to this program */
+	CHECK(strstr(b, "{\"t\":\"stack\",\"id\":1,\"frames\":[{\"m\":\"t_dump_lcuda_lhip\""));
+	CHECK(!strstr(b, "\"st\":0}"));
+	/* history: two allocations and the refusal, oldest first */
+	char *h1 = strstr(b, "{\"t\":\"h\",");
+	CHECK(h1 && strstr(h1, "\"op\":\"a\"") && strstr(b, "\"op\":\"r\",\"p\":\"0\",\"s\":31457280,"));
+	CHECK(strstr(err, "wrote allocation dump"));
+	free(b);
+}
+
+TEST(dump_on_driver_out_of_memory)
+{
+	const char *dir = new_dir("oom");
+	const char *env[] = {"-GPUGUARD_LIMIT", "SIMGPU_MEMORY=1Gi", NULL};
+	CHECK_EQ_INT(run_child("oom", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 1);
+	char *b = l.finals ? check_whole(l.first, "driver_oom") : NULL;
+	if (!b)
+		return;
+	CHECK(strstr(b, "\"size\":419430400,"));
+	CHECK(strstr(b, "\"outcome\":\"driver_oom\"}"));
+	CHECK(strstr(b, "\"limit\":null,"));
+	CHECK(strstr(b, "\"refused_driver\":1,"));
+	/* the card is full: the driver's own free is under the request */
+	CHECK(strstr(b, "\"driver_free\":234881024,\"driver_total\":1073741824}"));
+	free(b);
+}
+
+TEST(dump_on_signal_chains_to_the_application_handler)
+{
+	const char *dir = new_dir("signal");
+	CHECK_EQ_INT(run_child("signal", dir, NULL, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 1);
+	char *b = l.finals ? check_whole(l.first, "signal") : NULL;
+	if (b) {
+		CHECK(!strstr(b, "\"t\":\"request\""));
+		CHECK(strstr(b, ",\"s\":5242880,"));
+	}
+	free(b);
+}
+
+TEST(dump_at_exit_lists_leaks_and_pinned_memory)
+{
+	const char *dir = new_dir("exit");
+	const char *env[] = {"GPUGUARD_DUMP_AT_EXIT=1", NULL};
+	/* an argument with a quote, a backslash, a newline, a byte that is not
+	 * UTF-8 and a euro sign (valid UTF-8, kept as is) */
+	CHECK_EQ_INT(run_child("exit\"\\\n\xff\xe2\x82\xac", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 1);
+	char *b = l.finals ? check_whole(l.first, "exit") : NULL;
+	if (!b)
+		return;
+	CHECK_EQ_INT(count_str(b, "{\"t\":\"a\","), 3);
+	CHECK(strstr(b, ",\"exit\\\"\\\\\\u000a\\u00ff\xe2\x82\xac\"],\"trigger\":\"exit\","));
+	CHECK(strstr(b, "\"pinned_bytes\":11534336,\"pinned_allocs\":3}")); /* 1 + 2 + 8 MiB */
+	CHECK(strstr(b, "\"driver_free\":null,\"driver_total\":null}")); /* not a failure: not asked */
+	CHECK(strstr(b, "\"used\":7340032,")); /* never charged */
+	free(b);
+}
+
+TEST(rate_limit_suppresses_and_counts)
+{
+	const char *dir = new_dir("rate");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_DUMP_INTERVAL=1h", "GPUGUARD_DUMP_AT_EXIT=1", NULL};
+	CHECK_EQ_INT(run_child("rate", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 2); /* the first refusal's, and the exit one */
+	CHECK_EQ_INT(l.temps, 0);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int exit_seen = 0;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char p[8192];
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		char *b = slurp(p);
+		if (b && strstr(b, "\"trigger\":\"exit\"")) {
+			exit_seen = 1;
+			CHECK(strstr(b, "\"suppressed\":4,"));
+			CHECK_EQ_INT(count_str(b, "\"op\":\"r\""), 5);
+		}
+		free(b);
+	}
+	if (d)
+		closedir(d);
+	CHECK(exit_seen);
+	/* GPUGUARD_DUMP_MAX=0: none at all */
+	const char *dir0 = new_dir("rate0");
+	const char *env0[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_DUMP_MAX=0", NULL};
+	CHECK_EQ_INT(run_child("rate", dir0, env0, err, sizeof err), 0);
+	CHECK_EQ_INT(list_dir(dir0).finals, 0);
+}
+
+TEST(kill_9_while_writing_leaves_no_partial_final_file)
+{
+	const char *dir = new_dir("kill9");
+	for (int round = 0; round < 6; round++) {
+		int out[2];
+		if (pipe(out) != 0)
+			return;
+		pid_t pid = fork();
+		if (pid == 0) {
+			dup2(out[1], 1);
+			close(out[0]);
+			close(out[1]);
+			char dd[4200];
+			snprintf(dd, sizeof dd, "GPUGUARD_DUMP_DIR=%s", dir);
+			putenv(dd);
+			putenv("GG_TEST_RAISE=1");
+			putenv("GG_TEST_ALLOCS=100000");
+			char self[4096];
+			ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+			if (len <= 0)
+				_exit(127);
+			self[len] = 0;
+			execl(self, self, "many", (char *)NULL);
+			_exit(127);
+		}
+		close(out[1]);
+		char buf[16];
+		ssize_t r = read(out[0], buf, sizeof buf);
+		close(out[0]);
+		CHECK(r > 0);
+		sleep_ms(round * 3);
+		kill(pid, SIGKILL);
+		int st;
+		waitpid(pid, &st, 0);
+	}
+	/* Whatever got renamed is whole; anything else is a hidden temp file. */
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, "gpuguard-", 9) != 0)
+			continue;
+		char p[8192];
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		free(check_whole(p, "signal"));
+	}
+	if (d)
+		closedir(d);
+}
+
+TEST(full_disk_gives_one_message_and_no_file)
+{
+	const char *dir = new_dir("fsize");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_DUMP_INTERVAL=0", NULL};
+	CHECK_EQ_INT(run_child("fsize", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 0);
+	CHECK_EQ_INT(l.temps, 0);
+	CHECK_EQ_INT(count_str(err, "could not write allocation dump"), 1);
+	CHECK(strstr(err, "File too large"));
+}
+
+TEST(missing_directory_gives_one_message)
+{
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_DUMP_INTERVAL=0", NULL};
+	char missing[4200];
+	snprintf(missing, sizeof missing, "%s/no/such/dir", base_dir);
+	CHECK_EQ_INT(run_child("rate", missing, env, err, sizeof err), 0);
+	CHECK_EQ_INT(count_str(err, "could not write allocation dump"), 1);
+	CHECK(strstr(err, "No such file or directory"));
+}
+
+TEST(signal_storm_no_crash_bounded_dumps)
+{
+	const char *dir = new_dir("storm");
+	const char *env[] = {"GPUGUARD_DUMP_INTERVAL=0", "GPUGUARD_DUMP_MAX=3", NULL};
+	CHECK_EQ_INT(run_child("storm", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK(l.finals >= 1 && l.finals <= 3);
+	CHECK_EQ_INT(l.temps, 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1) {
+		if (strcmp(argv[1], "ceiling") == 0)
+			return child_ceiling();
+		if (strcmp(argv[1], "oom") == 0)
+			return child_oom();
+		if (strcmp(argv[1], "signal") == 0)
+			return child_signal();
+		if (strncmp(argv[1], "exit", 4) == 0) /* the rest tests JSON escaping */
+			return child_exit();
+		if (strcmp(argv[1], "rate") == 0)
+			return child_rate();
+		if (strcmp(argv[1], "many") == 0)
+			return child_many();
+		if (strcmp(argv[1], "fsize") == 0)
+			return child_fsize();
+		if (strcmp(argv[1], "storm") == 0)
+			return child_storm();
+		return 99;
+	}
+	const char *root = getenv("GPUGUARD_DUMP_DIR");
+	snprintf(base_dir, sizeof base_dir, "%s/t_dump.XXXXXX", root && *root ? root : "/tmp");
+	if (!mkdtemp(base_dir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	RUN(dump_on_ceiling_refusal);
+	RUN(dump_on_driver_out_of_memory);
+	RUN(dump_on_signal_chains_to_the_application_handler);
+	RUN(dump_at_exit_lists_leaks_and_pinned_memory);
+	RUN(rate_limit_suppresses_and_counts);
+	RUN(kill_9_while_writing_leaves_no_partial_final_file);
+	RUN(full_disk_gives_one_message_and_no_file);
+	RUN(missing_directory_gives_one_message);
+	RUN(signal_storm_no_crash_bounded_dumps);
+	return harness_done();
+}

@@ -1,0 +1,184 @@
+#!/bin/sh
+# gpuguard: golden tests of `gpuguard report` (tests/golden/): each dump beside
+# its expected text (.txt), JSON (.json) and folded (.folded) reports, and,
+# where the tool complains, its exit status and stderr (.err). Also the HTML
+# page's escaping, --diff, exit codes, and the run and dump subcommands.
+# GG_GOLDEN_UPDATE=1 rewrites the expected files from the current tool.
+ROOT=$(pwd)
+GG="${GG_TEST_BUILD:-$ROOT/build}/bin/gpuguard"
+DIR="$ROOT/tests/golden"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() {
+	failed=$((failed + 1))
+	echo "FAIL $*"
+}
+if [ ! -x "$GG" ]; then
+	bad "$GG is missing (make all)"
+	echo "harness: $passed passed, $failed failed"
+	exit 1
+fi
+
+# expect NAME EXPECTED_FILE ACTUAL_FILE
+expect() {
+	if [ -n "$GG_GOLDEN_UPDATE" ]; then
+		if [ -s "$3" ] || [ -f "$2" ]; then cp "$3" "$2"; fi
+		ok
+	elif [ ! -f "$2" ] && [ ! -s "$3" ]; then
+		ok
+	elif [ -f "$2" ] && cmp -s "$2" "$3"; then
+		ok
+	else
+		bad "$1: output differs from $(basename "$2"):"
+		diff -u "$2" "$3" 2>&1 | head -n 30
+	fi
+}
+
+cd "$DIR" || exit 1
+for dump in *.jsonl; do
+	n=${dump%.jsonl}
+	"$GG" report "$dump" >"$TMP/$n.txt" 2>"$TMP/$n.stderr"
+	rc=$?
+	{ [ "$rc" -ne 0 ] || [ -s "$TMP/$n.stderr" ]; } && { echo "exit $rc"; cat "$TMP/$n.stderr"; } >"$TMP/$n.err"
+	touch "$TMP/$n.err"
+	expect "$n (exit status, stderr)" "$n.err" "$TMP/$n.err"
+	[ "$rc" -eq 0 ] || continue
+	expect "$n (text)" "$n.txt" "$TMP/$n.txt"
+	"$GG" report --json "$dump" >"$TMP/$n.json" 2>/dev/null
+	expect "$n (json)" "$n.json" "$TMP/$n.json"
+	if command -v jq >/dev/null 2>&1; then
+		if jq -e .gpuguard_report "$TMP/$n.json" >/dev/null 2>&1; then ok; else bad "$n: --json is not valid JSON"; fi
+	fi
+	"$GG" report --folded "$dump" >"$TMP/$n.folded" 2>/dev/null
+	expect "$n (folded)" "$n.folded" "$TMP/$n.folded"
+	# HTML: one self-contained page; nothing from the dump becomes markup.
+	if "$GG" report --html "$TMP/$n.html" "$dump" 2>/dev/null && head -c 15 "$TMP/$n.html" | grep -q '<!DOCTYPE html>' &&
+		! grep -qi '<script\|<img\|https\?:' "$TMP/$n.html" && grep -q '</html>' "$TMP/$n.html"; then
+		ok
+	else
+		bad "$n: --html page missing, unfinished, or with scripts, images or links"
+	fi
+done
+if grep -q '&lt;script&gt;alert(1)&lt;/script&gt;' "$TMP/hostile_strings.html" &&
+	grep -q 'f;g&lt;b&gt;&amp;amp;' "$TMP/hostile_strings.html"; then ok; else bad "hostile_strings: dump strings not HTML-escaped"; fi
+
+"$GG" report --diff leak_old.jsonl leak.jsonl >"$TMP/diff_leak.txt" 2>&1
+expect "diff leak_old -> leak" "diff_leak.txt" "$TMP/diff_leak.txt"
+"$GG" report --diff --json leak_old.jsonl leak.jsonl >"$TMP/diff_leak.json" 2>&1
+expect "diff leak_old -> leak (json)" "diff_leak.json" "$TMP/diff_leak.json"
+
+# Several dumps in one run; the first bad one stops it with status 2.
+"$GG" report leak.jsonl host_pressure.jsonl >/dev/null 2>&1 && ok || bad "two dumps: exit $?"
+"$GG" report leak.jsonl bad_syntax.jsonl >/dev/null 2>&1
+[ $? -eq 2 ] && ok || bad "a good then a bad dump: want exit 2"
+
+# Exit statuses: 1 for usage errors, 2 for unreadable input.
+check_rc() {
+	want=$1
+	shift
+	"$@" >/dev/null 2>&1
+	got=$?
+	[ "$got" -eq "$want" ] && ok || bad "$*: exit $got, want $want"
+}
+check_rc 1 "$GG"
+check_rc 1 "$GG" frobnicate
+check_rc 1 "$GG" report
+check_rc 1 "$GG" report --bogus leak.jsonl
+check_rc 1 "$GG" report --diff leak.jsonl
+check_rc 1 "$GG" report --json --folded leak.jsonl
+check_rc 2 "$GG" report /nonexistent/dump.jsonl
+check_rc 2 "$GG" report /dev/null
+check_rc 0 "$GG" --help
+check_rc 0 "$GG" version
+for c in report run dump; do
+	check_rc 0 "$GG" help "$c"
+	check_rc 0 "$GG" "$c" --help
+	"$GG" help "$c" | grep -q "^SYNOPSIS" && ok || bad "help $c has no SYNOPSIS"
+done
+"$GG" help report | grep -q "external .*largest free block" && ok || bad "help report lacks the fragmentation definitions"
+
+# Reading from a pipe, and random bytes: a clean error, never a crash.
+cat leak.jsonl | "$GG" report /dev/stdin >/dev/null 2>&1 && ok || bad "report from a pipe"
+head -c 100000 /dev/urandom >"$TMP/random.jsonl"
+"$GG" report "$TMP/random.jsonl" >/dev/null 2>&1
+[ $? -eq 2 ] && ok || bad "random bytes: want exit 2"
+
+# A record over the 1 MiB line limit, with or without its newline, is an
+# error (bounded memory); a short partial last line is a truncation warning.
+{ head -n 1 leak.jsonl; printf '{"t":"config","name":"x","value":"'; head -c 2000000 /dev/zero | tr '\0' a; printf '","source":"s"}\n'; } >"$TMP/long.jsonl"
+err=$("$GG" report "$TMP/long.jsonl" 2>&1 >/dev/null)
+[ $? -eq 2 ] && echo "$err" | grep -q "long.jsonl:2: record longer than" && ok || bad "a 2 MB record: '$err'"
+{ head -n 1 leak.jsonl; printf '{"t":"config","name":"x","value":"'; head -c 2000000 /dev/zero | tr '\0' a; } >"$TMP/long2.jsonl"
+"$GG" report "$TMP/long2.jsonl" >/dev/null 2>"$TMP/long2.err"
+[ $? -eq 2 ] && grep -q "record longer than" "$TMP/long2.err" && ok || bad "a 2 MB partial last line"
+{ head -n 3 leak.jsonl; printf '{"t":"config","name":"x","val'; } >"$TMP/cut.jsonl"
+"$GG" report "$TMP/cut.jsonl" >/dev/null 2>"$TMP/cut.err"
+[ $? -eq 0 ] && grep -q "line 4 is cut short" "$TMP/cut.err" && ok || bad "a partial last line: $(cat "$TMP/cut.err")"
+
+# run: the library goes first in LD_PRELOAD, the variables are set. Under a
+# sanitizer the (instrumented) library needs its runtime preloaded too.
+cd "$ROOT" || exit 1
+PRE=${SAN_RUNTIME:-}
+[ -n "$PRE" ] && export ASAN_OPTIONS="${ASAN_OPTIONS}:verify_asan_link_order=0"
+out=$(LD_PRELOAD="$PRE" "$GG" run --limit 3Gi --dump-dir /tmp/x -- sh -c 'echo "$LD_PRELOAD|$GPUGUARD_LIMIT|$GPUGUARD_DUMP_DIR"')
+case $out in
+*/lib/libgpuguard.so${PRE:+:$PRE}\|3Gi\|/tmp/x) ok ;;
+*) bad "run: environment is '$out'" ;;
+esac
+out=$(LD_PRELOAD="${PRE:-libc.so.6}" "$GG" run -- sh -c 'echo "$LD_PRELOAD"')
+case $out in
+*/lib/libgpuguard.so:${PRE:-libc.so.6}) ok ;;
+*) bad "run: LD_PRELOAD not prepended: '$out'" ;;
+esac
+n=$(LD_PRELOAD="$PRE" "$GG" run -- sh -c 'grep -c libgpuguard /proc/$$/maps')
+[ "${n:-0}" -ge 1 ] && ok || bad "run: the library is not loaded in the child"
+check_rc 127 "$GG" run -- /nonexistent/program
+check_rc 1 "$GG" run
+check_rc 2 env GPUGUARD_LIB=/nonexistent.so "$GG" run -- true
+
+# dump: a stand-in process that writes a dump named like the library's on
+# SIGUSR2; and one that catches it but writes nothing, for the time-out.
+mkdir -p "$TMP/dumps"
+# wait_for FILE: up to 5 s, for a stand-in to say it has set its trap.
+wait_for() {
+	i=0
+	while [ ! -f "$1" ] && [ $i -lt 50 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+GPUGUARD_DUMP_DIR="$TMP/dumps" sh -c 'trap "cp tests/golden/leak.jsonl \"\$GPUGUARD_DUMP_DIR/gpuguard-h-$$-1-1.jsonl\"" USR2
+	: >"$GPUGUARD_DUMP_DIR/../ready1"
+	i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done' &
+pid=$!
+wait_for "$TMP/ready1"
+out=$("$GG" dump --timeout 5 "$pid")
+rc=$?
+[ "$rc" -eq 0 ] && [ "$out" = "$TMP/dumps/gpuguard-h-$pid-1-1.jsonl" ] && ok || bad "dump: exit $rc, printed '$out'"
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+sh -c 'trap : USR2; : >"$1"; i=0; while [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done' sh "$TMP/ready2" &
+pid=$!
+wait_for "$TMP/ready2"
+err=$("$GG" dump --timeout 1 "$pid" 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "no new dump" && ok || bad "dump time-out: exit $rc, '$err'"
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+# A process without a handler for the signal is not killed by it.
+sleep 5 &
+pid=$!
+err=$("$GG" dump --timeout 1 "$pid" 2>&1 >/dev/null)
+rc=$?
+kill -0 "$pid" 2>/dev/null && [ "$rc" -eq 2 ] && echo "$err" | grep -q "does not catch" && ok ||
+	bad "dump of a process without a handler: exit $rc, '$err'"
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check_rc 2 "$GG" dump 999999999
+check_rc 1 "$GG" dump notapid
+
+echo "harness: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

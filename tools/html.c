@@ -1,0 +1,290 @@
+/* gpuguard command: the --html report: one self-contained page, inline SVG,
+ * no scripts, no fonts, no network. Every string that came from the dump
+ * goes through esc(): a hostile dump must not inject markup. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static void esc(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		switch (*p) {
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		case '\'':
+			fputs("&#39;", f);
+			break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				fputc('?', f);
+			else
+				fputc(*p, f);
+		}
+	}
+}
+
+/* The flame graph's tree: children in a singly linked list (few per node). */
+struct fnode {
+	const char *name;
+	uint64_t bytes;
+	struct fnode *child, *next;
+};
+
+static struct fnode *fchild(struct fnode *n, const char *name)
+{
+	for (struct fnode *c = n->child; c; c = c->next)
+		if (!strcmp(c->name, name))
+			return c;
+	struct fnode *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->name = name;
+	c->next = n->child;
+	n->child = c;
+	return c;
+}
+
+static void ffree(struct fnode *n)
+{
+	while (n) {
+		struct fnode *next = n->next;
+		ffree(n->child);
+		free(n);
+		n = next;
+	}
+}
+
+static const char *frame_label(const struct gg_frame *fr)
+{
+	return fr->s ? fr->s : fr->m;
+}
+
+static void fdraw(FILE *f, const struct fnode *n, double x, int depth, double scale, int *budget)
+{
+	char b[32];
+	for (const struct fnode *c = n->child; c && *budget > 0; c = c->next) {
+		double w = (double)c->bytes * scale;
+		if (w >= 0.5) {
+			(*budget)--;
+			unsigned hue = 0;
+			for (const char *p = c->name; *p; p++)
+				hue = hue * 31 + (unsigned char)*p;
+			fprintf(f, "<g><title>");
+			esc(f, c->name);
+			fprintf(f,
+			        " (%s)</title><rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"15\" "
+			        "fill=\"hsl(%u,70%%,%u%%)\"/>",
+			        gg_bytes(c->bytes, b), x, depth * 16, w, 10 + hue % 40, 55 + hue % 15);
+			if (w > 60) {
+				fprintf(f, "<text x=\"%.1f\" y=\"%d\" clip-path=\"none\">", x + 3, depth * 16 + 11);
+				size_t maxc = (size_t)(w / 7);
+				char buf[256];
+				snprintf(buf, sizeof buf, "%s", c->name);
+				if (strlen(buf) > maxc && maxc > 2)
+					strcpy(buf + maxc - 2, "..");
+				esc(f, buf);
+				fputs("</text>", f);
+			}
+			fputs("</g>\n", f);
+			if (depth < 60)
+				fdraw(f, c, x, depth + 1, scale, budget);
+		}
+		x += w;
+	}
+}
+
+static void flame(FILE *f, const struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	struct fnode root = {"all", 0, NULL, NULL};
+	int maxdepth = 0;
+	static const char nostack[] = "[no stack]";
+	for (size_t i = 0; i < a->nsites && i < 500; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+		struct fnode *n = &root;
+		root.bytes += s->live_bytes;
+		if (!st || !st->nframes) {
+			n = fchild(n, nostack);
+			if (n)
+				n->bytes += s->live_bytes;
+			continue;
+		}
+		int depth = 0;
+		for (uint32_t k = st->nframes; k-- > 0 && n;) {
+			n = fchild(n, frame_label(&st->frames[k]));
+			if (n)
+				n->bytes += s->live_bytes;
+			depth++;
+		}
+		if (depth > maxdepth)
+			maxdepth = depth;
+	}
+	if (maxdepth > 60)
+		maxdepth = 60;
+	int budget = 4000;
+	fprintf(f, "<svg width=\"1000\" height=\"%d\" font-size=\"11\" font-family=\"monospace\">\n",
+	        (maxdepth + 1) * 16 + 4);
+	if (root.bytes)
+		fdraw(f, &root, 0, 0, 1000.0 / (double)root.bytes, &budget);
+	fputs("</svg>\n", f);
+	ffree(root.child);
+}
+
+int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
+{
+	const struct gg_dump *d = a->d;
+	char b1[32], b2[32], b3[32];
+	fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n"
+	      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+	      "'unsafe-inline'\">\n<title>gpuguard report: ",
+	      f);
+	esc(f, d->path);
+	fputs("</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1050px}"
+	      "h2{border-bottom:1px solid #ccc}table{border-collapse:collapse}td,th{padding:2px 8px;text-align:left}"
+	      ".d{background:#fff4e5;padding:.5em 1em;margin:.5em 0;border-left:4px solid #e67e22}"
+	      "pre{font-size:12px;background:#f6f6f6;padding:4px}</style></head><body>\n<h1>gpuguard report</h1>\n<p>",
+	      f);
+	esc(f, d->path);
+	fprintf(f, ": dump format %llu from libgpuguard ", (unsigned long long)d->format);
+	esc(f, d->lib);
+	fputs(", written ", f);
+	esc(f, d->time);
+	fputs(" on ", f);
+	esc(f, d->host);
+	fprintf(f, ", pid %llu, trigger <b>", (unsigned long long)d->pid);
+	esc(f, d->trigger);
+	fputs("</b><br>command: <code>", f);
+	esc(f, d->cmdline);
+	fputs("</code>", f);
+	if (d->truncated)
+		fputs("<br><b>Truncated dump</b>: figures cover the records read.", f);
+	fputs("</p>\n<h2>Diagnosis</h2>\n", f);
+	for (int i = 0; i < a->ndiags; i++) {
+		const struct gg_diag *g = &a->diags[i];
+		fputs("<div class=\"d\"><h3>", f);
+		esc(f, g->title);
+		fputs("</h3><ul>", f);
+		for (int k = 0; k < g->nevidence; k++) {
+			fputs("<li>", f);
+			esc(f, g->evidence[k]);
+			fputs("</li>", f);
+		}
+		fputs("</ul><p><b>What to change</b></p><ul>", f);
+		for (int k = 0; k < g->nchange; k++) {
+			fputs("<li>", f);
+			esc(f, g->change[k]);
+			fputs("</li>", f);
+		}
+		fputs("</ul></div>\n", f);
+	}
+
+	fputs("<h2>Devices</h2>\n", f);
+	fprintf(f, "<svg width=\"1000\" height=\"%zu\" font-size=\"12\" font-family=\"sans-serif\">\n",
+	        d->ndevices * 30 + 10);
+	for (size_t i = 0; i < d->ndevices; i++) {
+		const struct gg_device *v = &d->devices[i];
+		uint64_t scale = v->has_limit && v->limit ? v->limit : (v->peak ? v->peak : 1);
+		if (v->has_driver_total && !v->has_limit && v->driver_total)
+			scale = v->driver_total;
+		double wu = v->used >= scale ? 700.0 : 700.0 * (double)v->used / (double)scale;
+		double wp = v->peak >= scale ? 700.0 : 700.0 * (double)v->peak / (double)scale;
+		int y = (int)i * 30 + 5;
+		fprintf(f,
+		        "<text x=\"0\" y=\"%d\">device %u</text><rect x=\"80\" y=\"%d\" width=\"700\" height=\"20\" "
+		        "fill=\"#eee\"/>"
+		        "<rect x=\"80\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"#3b82f6\"/>"
+		        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#c00\" stroke-width=\"2\"/>"
+		        "<text x=\"790\" y=\"%d\">%s / %s%s (peak %s)</text>\n",
+		        y + 15, v->dev, y, y, wu, 80 + wp, 80 + wp, y, y + 20, y + 15, gg_bytes(v->used, b1),
+		        v->has_limit ? gg_bytes(v->limit, b2) : "no ceiling", v->has_limit ? "" : "",
+		        gg_bytes(v->peak, b3));
+	}
+	fputs("</svg>\n", f);
+
+	fputs("<h2>Usage timeline</h2>\n", f);
+	if (a->has_timeline && a->t_peak) {
+		fputs("<svg width=\"1000\" height=\"160\" font-size=\"11\" font-family=\"sans-serif\">"
+		      "<rect x=\"60\" y=\"5\" width=\"900\" height=\"130\" fill=\"#fafafa\" stroke=\"#ccc\"/><polyline "
+		      "fill=\"none\" stroke=\"#3b82f6\" stroke-width=\"2\" points=\"",
+		      f);
+		uint64_t prev = a->baseline;
+		for (int i = 0; i < GG_TIMELINE; i++) {
+			uint64_t v = a->t_has[i] ? a->t_max[i] : prev;
+			prev = v;
+			fprintf(f, "%.1f,%.1f ", 60 + 900.0 * (i + 0.5) / GG_TIMELINE,
+			        135 - 130.0 * (double)v / (double)a->t_peak);
+		}
+		fprintf(f,
+		        "\"/><text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
+		        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text></svg>\n",
+		        gg_bytes(a->t_peak, b1), (double)a->t_start / 1000.0, (double)a->t_end / 1000.0);
+	} else {
+		fputs("<p>No history in this dump.</p>\n", f);
+	}
+
+	fputs("<h2>Size histogram (live allocations)</h2>\n", f);
+	uint64_t maxc = 1;
+	int nb = 0;
+	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
+		if (a->hist_count[i] > maxc)
+			maxc = a->hist_count[i];
+		nb += a->hist_count[i] != 0;
+	}
+	fprintf(f, "<svg width=\"1000\" height=\"%d\" font-size=\"11\" font-family=\"sans-serif\">\n", nb * 18 + 4);
+	int row = 0;
+	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
+		if (!a->hist_count[i])
+			continue;
+		fprintf(f,
+		        "<text x=\"0\" y=\"%d\">&gt;= %s</text><rect x=\"100\" y=\"%d\" width=\"%.1f\" height=\"14\" "
+		        "fill=\"#10b981\"/>"
+		        "<text x=\"%.1f\" y=\"%d\">%llu (%s)</text>\n",
+		        row * 18 + 12, gg_bytes(1ull << i, b1), row * 18,
+		        1.0 + 600.0 * (double)a->hist_count[i] / (double)maxc,
+		        110 + 600.0 * (double)a->hist_count[i] / (double)maxc, row * 18 + 12,
+		        (unsigned long long)a->hist_count[i], gg_bytes(a->hist_bytes[i], b2));
+		row++;
+	}
+	fputs("</svg>\n<h2>Flame graph of live bytes (root at top)</h2>\n", f);
+	flame(f, a);
+
+	fputs("<h2>Top call sites by live "
+	      "bytes</h2>\n<table><tr><th>#</th><th>live</th><th>allocs</th><th>stack</th></tr>\n",
+	      f);
+	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		fprintf(f, "<tr><td>%zu</td><td>%s</td><td>%llu</td><td><pre>", i + 1, gg_bytes(s->live_bytes, b1),
+		        (unsigned long long)s->live_count);
+		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+		for (uint32_t k = 0; st && k < st->nframes && (int)k < o->frames; k++) {
+			esc(f, st->frames[k].s ? st->frames[k].s : "?");
+			fputs("  ", f);
+			esc(f, st->frames[k].m);
+			fputs("+0x", f);
+			esc(f, st->frames[k].o);
+			fputc('\n', f);
+		}
+		if (!st)
+			fputs(s->st ? "(stack record missing)" : "(no stack)", f);
+		fputs("</pre></td></tr>\n", f);
+	}
+	fprintf(f,
+	        "</table>\n<h2>Fragmentation</h2>\n<p>internal waste %s (granted %s - requested %s); pool slack %s; "
+	        "external n/a (no free-block map in format 1)</p>\n",
+	        gg_bytes(a->internal_waste, b1), gg_bytes(a->granted, b2), gg_bytes(a->live_bytes, b3),
+	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b1));
+	fputs("</body></html>\n", f);
+	return 0;
+}

@@ -1,0 +1,555 @@
+/* gpuguard command: reads a dump (include/gpuguard/dump.h) into memory.
+ * Strict: every record is checked against the format, and a broken one is
+ * an error naming FILE:LINE. Two cases are forgiven, as heaptrack does: a
+ * dump cut short (the process died while writing) is read to its last whole
+ * record with a warning, and unknown record types are skipped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gpuguard.h>
+#include <gpuguard/dump.h>
+
+#include "tool.h"
+
+static const char *const api_names[] = {GPUGUARD_API_NAMES};
+
+const char *gg_api_name(uint64_t api)
+{
+	if (api < sizeof api_names / sizeof api_names[0])
+		return api_names[api];
+	return "unknown";
+}
+
+struct gg_stack *gg_dump_stack(const struct gg_dump *d, uint64_t id)
+{
+	struct gg_stack *s = NULL;
+	HASH_FIND(hh, d->stacks, &id, sizeof id, s);
+	return s;
+}
+
+struct loader {
+	struct gg_dump *d;
+	struct gg_json j;
+	FILE *warn;
+	char *err;
+	size_t errlen;
+	uint64_t lineno;
+	int seen_header, seen_end, warned_unknown;
+};
+
+static int lfail(struct loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int lfail(struct loader *l, const char *fmt, ...)
+{
+	char msg[GG_MAX_ERR];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(l->err, l->errlen, "%s:%llu: %s", l->d->path, (unsigned long long)l->lineno, msg);
+	return -1;
+}
+
+/* Field readers: 0 ok, -1 after lfail. */
+static int get_u64(struct loader *l, const struct gg_jval *o, const char *name, uint64_t *out, int *has)
+{
+	const struct gg_jval *v = gg_json_get(&l->j, o, name);
+	if (has && v && v->type == GG_J_NULL) {
+		*has = 0;
+		*out = 0;
+		return 0;
+	}
+	if (!v)
+		return lfail(l, "missing field \"%s\"", name);
+	if (v->type != GG_J_INT || v->neg)
+		return lfail(l, "field \"%s\": expected a non-negative integer%s", name, has ? " or null" : "");
+	*out = v->u;
+	if (has)
+		*has = 1;
+	return 0;
+}
+
+static int get_small(struct loader *l, const struct gg_jval *o, const char *name, uint32_t *out, uint32_t max)
+{
+	uint64_t v;
+	if (get_u64(l, o, name, &v, NULL))
+		return -1;
+	if (v >= max)
+		return lfail(l, "field \"%s\": %llu is out of range (under %u)", name, (unsigned long long)v, max);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int get_str(struct loader *l, const struct gg_jval *o, const char *name, char **out, int optional)
+{
+	const struct gg_jval *v = gg_json_get(&l->j, o, name);
+	if (!v && optional) {
+		*out = NULL;
+		return 0;
+	}
+	if (!v)
+		return lfail(l, "missing field \"%s\"", name);
+	if (v->type != GG_J_STR)
+		return lfail(l, "field \"%s\": expected a string", name);
+	free(*out);
+	*out = strdup(v->s);
+	if (!*out)
+		return lfail(l, "out of memory");
+	return 0;
+}
+
+static int rec_header(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	if (get_u64(l, o, "format", &d->format, NULL))
+		return -1;
+	if (d->format > GPUGUARD_DUMP_FORMAT)
+		return lfail(l,
+		             "dump format %llu is newer than this gpuguard reads (format %d): use the gpuguard "
+		             "that came with the library that wrote it",
+		             (unsigned long long)d->format, GPUGUARD_DUMP_FORMAT);
+	if (d->format == 0)
+		return lfail(l, "dump format 0 does not exist");
+	if (get_str(l, o, "lib", &d->lib, 0) || get_str(l, o, "time", &d->time, 0) ||
+	    get_u64(l, o, "unix_ms", &d->unix_ms, NULL) || get_u64(l, o, "start_unix_ms", &d->start_unix_ms, NULL) ||
+	    get_str(l, o, "host", &d->host, 0) || get_u64(l, o, "pid", &d->pid, NULL) ||
+	    get_str(l, o, "trigger", &d->trigger, 0) || get_str(l, o, "unwinder", &d->unwinder, 0) ||
+	    get_u64(l, o, "stack_depth", &d->stack_depth, NULL) ||
+	    get_u64(l, o, "history_capacity", &d->history_capacity, NULL))
+		return -1;
+	const struct gg_jval *cl = gg_json_get(&l->j, o, "cmdline");
+	if (!cl || cl->type != GG_J_ARR)
+		return lfail(l, "field \"cmdline\": expected an array of strings");
+	size_t total = 1;
+	for (uint32_t i = cl->child; i; i = l->j.v[i].next) {
+		if (l->j.v[i].type != GG_J_STR)
+			return lfail(l, "field \"cmdline\": expected an array of strings");
+		total += l->j.v[i].len + 1;
+	}
+	d->cmdline = malloc(total);
+	if (!d->cmdline)
+		return lfail(l, "out of memory");
+	char *p = d->cmdline;
+	for (uint32_t i = cl->child; i; i = l->j.v[i].next) {
+		if (p != d->cmdline)
+			*p++ = ' ';
+		memcpy(p, l->j.v[i].s, l->j.v[i].len);
+		p += l->j.v[i].len;
+	}
+	*p = '\0';
+	return 0;
+}
+
+static int rec_config(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	if (d->nconfig >= GG_MAX_CONFIG)
+		return lfail(l, "more than %d config records", GG_MAX_CONFIG);
+	if (!d->config && !(d->config = calloc(GG_MAX_CONFIG, sizeof *d->config)))
+		return lfail(l, "out of memory");
+	struct gg_config *c = &d->config[d->nconfig++];
+	return get_str(l, o, "name", &c->name, 0) || get_str(l, o, "value", &c->value, 0) ||
+	               get_str(l, o, "source", &c->source, 0)
+	           ? -1
+	           : 0;
+}
+
+static int rec_device(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_device v;
+	memset(&v, 0, sizeof v);
+	if (get_small(l, o, "dev", &v.dev, GG_MAX_DEVICES) || get_u64(l, o, "limit", &v.limit, &v.has_limit) ||
+	    get_u64(l, o, "used", &v.used, NULL) || get_u64(l, o, "peak", &v.peak, NULL) ||
+	    get_u64(l, o, "pool_reserved", &v.pool_reserved, NULL) ||
+	    get_u64(l, o, "live_bytes", &v.live_bytes, NULL) || get_u64(l, o, "allocs", &v.allocs, NULL) ||
+	    get_u64(l, o, "frees", &v.frees, NULL) || get_u64(l, o, "untracked_frees", &v.untracked_frees, NULL) ||
+	    get_u64(l, o, "refused_ceiling", &v.refused_ceiling, NULL) ||
+	    get_u64(l, o, "refused_config", &v.refused_config, NULL) ||
+	    get_u64(l, o, "refused_driver", &v.refused_driver, NULL) ||
+	    get_u64(l, o, "pool_overshoot", &v.pool_overshoot, NULL) ||
+	    get_u64(l, o, "driver_free", &v.driver_free, &v.has_driver_free) ||
+	    get_u64(l, o, "driver_total", &v.driver_total, &v.has_driver_total))
+		return -1;
+	for (size_t i = 0; i < d->ndevices; i++)
+		if (d->devices[i].dev == v.dev)
+			return lfail(l, "device %u listed twice", v.dev);
+	if (!d->devices && !(d->devices = calloc(GG_MAX_DEVICES, sizeof *d->devices)))
+		return lfail(l, "out of memory");
+	d->devices[d->ndevices++] = v;
+	return 0;
+}
+
+static int rec_request(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	if (d->has_request)
+		return lfail(l, "a second request record");
+	if (get_str(l, o, "api", &d->req_api, 0) || get_u64(l, o, "size", &d->req_size, NULL) ||
+	    get_small(l, o, "dev", &d->req_dev, GG_MAX_DEVICES) || get_u64(l, o, "tid", &d->req_tid, NULL) ||
+	    get_u64(l, o, "stack", &d->req_stack, NULL) || get_str(l, o, "outcome", &d->req_outcome, 0))
+		return -1;
+	if (strcmp(d->req_outcome, "refused_ceiling") && strcmp(d->req_outcome, "driver_oom"))
+		return lfail(l, "field \"outcome\": unknown value \"%.64s\"", d->req_outcome);
+	d->has_request = 1;
+	return 0;
+}
+
+static int rec_host(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	if (get_u64(l, o, "rss", &d->rss, NULL) || get_u64(l, o, "cgroup_version", &d->cg_version, NULL) ||
+	    get_u64(l, o, "cgroup_limit", &d->cg_limit, &d->has_cg_limit) ||
+	    get_u64(l, o, "cgroup_usage", &d->cg_usage, &d->has_cg_usage) ||
+	    get_u64(l, o, "cgroup_oom_kill", &d->cg_oom_kill, &d->has_cg_oom) ||
+	    get_u64(l, o, "pinned_bytes", &d->pinned_bytes, NULL) ||
+	    get_u64(l, o, "pinned_allocs", &d->pinned_allocs, NULL))
+		return -1;
+	d->has_host = 1;
+	return 0;
+}
+
+static int hex_field(struct loader *l, const struct gg_jval *o, const char *name)
+{
+	const struct gg_jval *v = gg_json_get(&l->j, o, name);
+	if (!v || v->type != GG_J_STR || v->len == 0 || v->len > 16)
+		return lfail(l, "field \"%s\": expected a hex string", name);
+	for (size_t i = 0; i < v->len; i++) {
+		char ch = v->s[i];
+		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F')))
+			return lfail(l, "field \"%s\": expected a hex string", name);
+	}
+	return 0;
+}
+
+static int rec_alloc(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_alloc a;
+	if (hex_field(l, o, "p") || get_u64(l, o, "s", &a.size, NULL) || get_small(l, o, "d", &a.dev, GG_MAX_DEVICES) ||
+	    get_small(l, o, "api", &a.api, 1u << 16) || get_u64(l, o, "age", &a.age, NULL) ||
+	    get_u64(l, o, "tid", &a.tid, NULL) || get_u64(l, o, "st", &a.st, NULL))
+		return -1;
+	if (d->nallocs == d->allocs_cap) {
+		size_t ncap = d->allocs_cap ? d->allocs_cap * 2 : 1024;
+		struct gg_alloc *n = realloc(d->allocs, ncap * sizeof *n);
+		if (!n)
+			return lfail(l, "out of memory");
+		d->allocs = n;
+		d->allocs_cap = ncap;
+	}
+	d->allocs[d->nallocs++] = a;
+	return 0;
+}
+
+static int rec_hist(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_hist h;
+	char *op = NULL;
+	if (get_u64(l, o, "ms", &h.ms, NULL) || get_str(l, o, "op", &op, 0))
+		return -1;
+	if (strcmp(op, "a") && strcmp(op, "f") && strcmp(op, "r")) {
+		free(op);
+		return lfail(l, "field \"op\": expected \"a\", \"f\" or \"r\"");
+	}
+	h.op = op[0];
+	free(op);
+	if (hex_field(l, o, "p") || get_u64(l, o, "s", &h.size, NULL) || get_small(l, o, "d", &h.dev, GG_MAX_DEVICES) ||
+	    get_small(l, o, "api", &h.api, 1u << 16) || get_u64(l, o, "st", &h.st, NULL))
+		return -1;
+	if (d->nhist == d->hist_cap) {
+		size_t ncap = d->hist_cap ? d->hist_cap * 2 : 1024;
+		struct gg_hist *n = realloc(d->hist, ncap * sizeof *n);
+		if (!n)
+			return lfail(l, "out of memory");
+		d->hist = n;
+		d->hist_cap = ncap;
+	}
+	d->hist[d->nhist++] = h;
+	return 0;
+}
+
+static void free_stack(struct gg_stack *s)
+{
+	for (uint32_t i = 0; i < s->nframes; i++) {
+		free(s->frames[i].m);
+		free(s->frames[i].o);
+		free(s->frames[i].s);
+	}
+	free(s->frames);
+	free(s);
+}
+
+static int rec_stack(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	uint64_t id;
+	if (get_u64(l, o, "id", &id, NULL))
+		return -1;
+	if (id == 0)
+		return lfail(l, "stack id 0 is reserved for \"no stack\"");
+	if (gg_dump_stack(d, id))
+		return lfail(l, "stack %llu listed twice", (unsigned long long)id);
+	const struct gg_jval *fr = gg_json_get(&l->j, o, "frames");
+	if (!fr || fr->type != GG_J_ARR)
+		return lfail(l, "field \"frames\": expected an array of frames");
+	if (fr->len > GG_MAX_FRAMES)
+		return lfail(l, "stack %llu has %zu frames (at most %d)", (unsigned long long)id, fr->len,
+		             GG_MAX_FRAMES);
+	struct gg_stack *s = calloc(1, sizeof *s);
+	if (!s || (fr->len && !(s->frames = calloc(fr->len, sizeof *s->frames)))) {
+		free(s);
+		return lfail(l, "out of memory");
+	}
+	s->id = id;
+	for (uint32_t i = fr->child; i; i = l->j.v[i].next) {
+		const struct gg_jval *f = &l->j.v[i];
+		struct gg_frame *g = &s->frames[s->nframes++];
+		if (f->type != GG_J_OBJ) {
+			uint32_t n = s->nframes;
+			free_stack(s);
+			return lfail(l, "frame %u: expected an object", n);
+		}
+		if (get_str(l, f, "m", &g->m, 0) || get_str(l, f, "o", &g->o, 0) || get_str(l, f, "s", &g->s, 1)) {
+			free_stack(s);
+			return -1;
+		}
+	}
+	HASH_ADD(hh, d->stacks, id, sizeof s->id, s);
+	d->nstacks++;
+	return 0;
+}
+
+static int rec_end(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	if (get_u64(l, o, "records", &d->end_records, NULL) || get_u64(l, o, "suppressed", &d->suppressed, NULL) ||
+	    get_u64(l, o, "write_errors", &d->write_errors, NULL))
+		return -1;
+	d->has_end = 1;
+	return 0;
+}
+
+/* One line (without its newline). last_partial: the file ended without a
+ * newline after it. Returns 0, 1 (a partial last line, ignored) or -1. */
+static int feed_line(struct loader *l, const char *line, size_t len, int last_partial)
+{
+	char jerr[300];
+	l->lineno++;
+	if (len > GG_MAX_LINE) /* no writer makes one, cut short or not */
+		return lfail(l, "record longer than %u bytes", GG_MAX_LINE);
+	uint32_t root = gg_json_parse(&l->j, line, len, jerr, sizeof jerr);
+	if (!root) {
+		if (last_partial && l->seen_header)
+			return 1;
+		if (l->lineno == 1)
+			return lfail(l, "not a gpuguard dump: %s", jerr);
+		return lfail(l, "%s", jerr);
+	}
+	const struct gg_jval *o = gg_json_at(&l->j, root);
+	const struct gg_jval *t = gg_json_get(&l->j, o, "t");
+	if (!t || t->type != GG_J_STR)
+		return lfail(l, "%srecord has no \"t\" string", l->lineno == 1 ? "not a gpuguard dump: " : "");
+	if (!l->seen_header) {
+		if (strcmp(t->s, "header"))
+			return lfail(l, "not a gpuguard dump: the first record is \"%.32s\", not a header", t->s);
+		l->seen_header = 1;
+		l->d->lines++;
+		return rec_header(l, o);
+	}
+	if (l->seen_end)
+		return lfail(l, "record after the end trailer");
+	int rc;
+	const char *ts = t->s;
+	if (!strcmp(ts, "a"))
+		rc = rec_alloc(l, o);
+	else if (!strcmp(ts, "h"))
+		rc = rec_hist(l, o);
+	else if (!strcmp(ts, "stack"))
+		rc = rec_stack(l, o);
+	else if (!strcmp(ts, "device"))
+		rc = rec_device(l, o);
+	else if (!strcmp(ts, "config"))
+		rc = rec_config(l, o);
+	else if (!strcmp(ts, "request"))
+		rc = rec_request(l, o);
+	else if (!strcmp(ts, "host"))
+		rc = rec_host(l, o);
+	else if (!strcmp(ts, "end")) {
+		rc = rec_end(l, o);
+		l->seen_end = 1;
+	} else if (!strcmp(ts, "header")) {
+		rc = lfail(l, "a second header");
+	} else {
+		l->d->skipped_unknown++;
+		rc = 0;
+	}
+	if (rc == 0)
+		l->d->lines++;
+	return rc;
+}
+
+static void warnf(struct loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warnf(struct loader *l, const char *fmt, ...)
+{
+	if (!l->warn)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(l->warn, "gpuguard: warning: %s: ", l->d->path);
+	vfprintf(l->warn, fmt, ap);
+	fputc('\n', l->warn);
+	va_end(ap);
+}
+
+static int finish(struct loader *l, int partial)
+{
+	struct gg_dump *d = l->d;
+	if (!l->seen_header) {
+		snprintf(l->err, l->errlen, "%s: empty file, not a gpuguard dump", d->path);
+		return -1;
+	}
+	if (partial) {
+		d->truncated = 1;
+		warnf(l, "line %llu is cut short; read the %llu whole records before it", (unsigned long long)l->lineno,
+		      (unsigned long long)d->lines);
+	}
+	if (!d->has_end) {
+		d->truncated = 1;
+		warnf(l, "no end trailer: the writer died mid-file; reporting the %llu records read",
+		      (unsigned long long)d->lines);
+	} else if (d->end_records != d->lines - 1) {
+		warnf(l, "the trailer counts %llu records but %llu were read", (unsigned long long)d->end_records,
+		      (unsigned long long)(d->lines - 1));
+	}
+	if (d->skipped_unknown)
+		warnf(l, "skipped %llu records of unknown type", (unsigned long long)d->skipped_unknown);
+	return 0;
+}
+
+static void loader_init(struct loader *l, struct gg_dump *d, const char *name, FILE *warn, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof *d);
+	memset(l, 0, sizeof *l);
+	d->path = name;
+	l->d = d;
+	l->warn = warn;
+	l->err = err;
+	l->errlen = errlen;
+	gg_json_init(&l->j);
+}
+
+int gg_dump_load_mem(struct gg_dump *d, const char *name, const char *buf, size_t len, FILE *warn, char *err,
+                     size_t errlen)
+{
+	struct loader l;
+	loader_init(&l, d, name, warn, err, errlen);
+	const char *p = buf, *end = buf + len;
+	int rc = 0, partial = 0;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		rc = feed_line(&l, p, n, !nl);
+		if (rc < 0)
+			break;
+		if (rc == 1)
+			partial = 1;
+		p = nl ? nl + 1 : end;
+	}
+	gg_json_free(&l.j);
+	if (rc < 0)
+		return -1;
+	return finish(&l, partial);
+}
+
+int gg_dump_load(struct gg_dump *d, const char *path, FILE *warn, char *err, size_t errlen)
+{
+	struct loader l;
+	loader_init(&l, d, path, warn, err, errlen);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* A sliding window: memory stays at one chunk plus the longest line. */
+	size_t cap = 4u << 20, have = 0;
+	char *buf = malloc(cap);
+	int rc = 0, partial = 0;
+	if (!buf) {
+		close(fd);
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	for (;;) {
+		ssize_t got = read(fd, buf + have, cap - have);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			rc = -1;
+			break;
+		}
+		have += (size_t)got;
+		char *p = buf, *end = buf + have;
+		char *nl;
+		while (rc >= 0 && (nl = memchr(p, '\n', (size_t)(end - p)))) {
+			rc = feed_line(&l, p, (size_t)(nl - p), 0);
+			p = nl + 1;
+		}
+		if (rc < 0)
+			break;
+		have = (size_t)(end - p);
+		memmove(buf, p, have);
+		if (got == 0) {
+			if (have) {
+				rc = feed_line(&l, buf, have, 1);
+				if (rc == 1)
+					partial = 1;
+			}
+			break;
+		}
+		if (have > GG_MAX_LINE) {
+			l.lineno++;
+			rc = lfail(&l, "record longer than %u bytes", GG_MAX_LINE);
+			break;
+		}
+	}
+	free(buf);
+	close(fd);
+	gg_json_free(&l.j);
+	if (rc < 0)
+		return -1;
+	return finish(&l, partial);
+}
+
+void gg_dump_free(struct gg_dump *d)
+{
+	struct gg_stack *s, *tmp;
+	HASH_ITER(hh, d->stacks, s, tmp)
+	{
+		HASH_DEL(d->stacks, s);
+		free_stack(s);
+	}
+	for (size_t i = 0; i < d->nconfig; i++) {
+		free(d->config[i].name);
+		free(d->config[i].value);
+		free(d->config[i].source);
+	}
+	free(d->config);
+	free(d->devices);
+	free(d->allocs);
+	free(d->hist);
+	free(d->lib);
+	free(d->time);
+	free(d->host);
+	free(d->cmdline);
+	free(d->trigger);
+	free(d->unwinder);
+	free(d->req_api);
+	free(d->req_outcome);
+	memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,555 @@
+/* gpuguard command: subcommand dispatch, help, and the small subcommands
+ * (run, dump). `report` reads dumps with load.c and prints with output.c and
+ * html.c. Exit codes everywhere: 0 ok, 1 usage, 2 bad input or failure. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gpuguard.h>
+#include <gpuguard/dump.h>
+
+#include "tool.h"
+
+static const char help_main[] =
+    "usage: gpuguard COMMAND [ARGS...]\n"
+    "\n"
+    "Per-device GPU memory ceilings for CUDA and HIP programs, and the post-mortem\n"
+    "of what filled the GPU.\n"
+    "\n"
+    "commands:\n"
+    "  report DUMP...      analyze allocation dumps: diagnosis, call sites, sizes, timeline\n"
+    "  run [OPTS] -- CMD   run CMD with libgpuguard preloaded\n"
+    "  dump PID            ask a running process for a dump and print its path\n"
+    "  help [COMMAND]      this text, or a command's manual\n"
+    "  version             print the version\n"
+    "\n"
+    "`gpuguard help COMMAND` or `gpuguard COMMAND --help` shows each command's manual.\n"
+    "\n"
+    "exit status: 0 success, 1 usage error, 2 bad input or failure.\n";
+
+static const char help_report[] =
+    "NAME\n"
+    "    gpuguard report - analyze gpuguard allocation dumps\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    gpuguard report [--json | --folded | --html FILE] [--top N] [--frames N] DUMP...\n"
+    "    gpuguard report --diff [--json] OLD NEW\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Reads dumps written by libgpuguard (JSON Lines, format described in\n"
+    "    <gpuguard/dump.h>) and prints, for each, a diagnosis first: what\n"
+    "    happened, the evidence, and what to change. Diagnoses:\n"
+    "      ceiling reached       a request did not fit GPUGUARD_LIMIT\n"
+    "      device full           the driver refused while under the ceiling\n"
+    "      fragmentation         free memory was enough, yet the request failed\n"
+    "      leak suspected        old live allocations from one site, growing\n"
+    "      host memory pressure  the cgroup is near its limit or has OOM kills\n"
+    "    Then the views: devices against their ceilings, top call sites by live\n"
+    "    bytes and by count with their stacks, a size histogram, fragmentation\n"
+    "    figures, a usage timeline from the history, the host, the configuration.\n"
+    "\n"
+    "    With several dumps, one report each, in order (--json: one JSON document\n"
+    "    each). The first dump that cannot be read stops the run.\n"
+    "\n"
+    "    A dump cut short (no end trailer, or a partial last line) is read up to\n"
+    "    its last whole record with a warning. A dump of a newer format than\n"
+    "    this gpuguard reads is refused.\n"
+    "\n"
+    "OPTIONS\n"
+    "    --json         machine-readable report (stable keys; \"gpuguard_report\": 1)\n"
+    "    --folded       folded stacks of live bytes, root first, for flamegraph.pl\n"
+    "                   or speedscope: \"frame;frame;frame BYTES\"\n"
+    "    --html FILE    one self-contained HTML page with SVG charts (timeline, size\n"
+    "                   histogram, devices, flame graph); no network access\n"
+    "    --diff OLD NEW growth of live bytes by call site between two dumps\n"
+    "                   (sites matched by their frames)\n"
+    "    --top N        call sites shown (default 10)\n"
+    "    --frames N     frames shown per stack in text (default 8)\n"
+    "\n"
+    "FRAGMENTATION FIGURES\n"
+    "    internal waste  granted - requested, over live allocations; granted is what\n"
+    "                    the library charges: requests over 1 MiB rounded up to 2 MiB,\n"
+    "                    smaller ones to 512 B; VMM and stream-ordered sizes as is.\n"
+    "    pool slack      reserved - used in stream-ordered pools: the pool's reserve\n"
+    "                    (device record) minus the live stream-ordered allocations.\n"
+    "    external        1 - largest free block / total free, as XLA's BFC allocator\n"
+    "                    reports it; needs a free-block map, which format 1 dumps do\n"
+    "                    not hold, so it is shown as n/a.\n"
+    "    PyTorch pattern live cuMemAlloc/hipMalloc sizes of 2 MiB, 20 MiB, or 2 MiB\n"
+    "                    multiples over 10 MiB (the caching allocator's segments) in\n"
+    "                    at least 80% of live allocations.\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 report written; 1 usage error; 2 a dump could not be read (the message\n"
+    "    names FILE:LINE and what is wrong), or its format is newer.\n";
+
+static const char help_run[] = "NAME\n"
+                               "    gpuguard run - run a command under a GPU memory ceiling\n"
+                               "\n"
+                               "SYNOPSIS\n"
+                               "    gpuguard run [--limit Q] [--dump-dir D] [--] CMD [ARGS...]\n"
+                               "\n"
+                               "DESCRIPTION\n"
+                               "    Runs CMD with libgpuguard.so preloaded (put in front of any LD_PRELOAD\n"
+                               "    already set). The library is found next to this program: ../lib/\n"
+                               "    relative to its own location, as installed and in the build tree.\n"
+                               "    GPUGUARD_LIB overrides the path.\n"
+                               "\n"
+                               "OPTIONS\n"
+                               "    --limit Q      sets GPUGUARD_LIMIT (e.g. 4Gi, 80%, 0:4Gi,1:8Gi)\n"
+                               "    --dump-dir D   sets GPUGUARD_DUMP_DIR, where dumps are written\n"
+                               "\n"
+                               "EXIT STATUS\n"
+                               "    CMD's own; 1 usage error; 2 the library or CMD could not be found.\n";
+
+static const char help_dump[] = "NAME\n"
+                                "    gpuguard dump - ask a running process for an allocation dump\n"
+                                "\n"
+                                "SYNOPSIS\n"
+                                "    gpuguard dump [--timeout SECONDS] PID\n"
+                                "\n"
+                                "DESCRIPTION\n"
+                                "    Sends PID its dump signal (GPUGUARD_DUMP_SIGNAL from its environment,\n"
+                                "    default SIGUSR2) and prints the path of the new dump once it appears in\n"
+                                "    its GPUGUARD_DUMP_DIR (relative to its working directory; default its\n"
+                                "    working directory). Waits at most --timeout seconds (default 10).\n"
+                                "    A process that does not catch that signal (no library, or one that has\n"
+                                "    not touched the GPU yet) is not sent it: it would be killed.\n"
+                                "\n"
+                                "EXIT STATUS\n"
+                                "    0 the path was printed; 1 usage error; 2 no such process, no permission,\n"
+                                "    dumps disabled in it, or no dump appeared in time.\n";
+
+static int usage_err(const char *msg, const char *help)
+{
+	fprintf(stderr, "gpuguard: error: %s\n", msg);
+	fputs(help, stderr);
+	return GG_EXIT_USAGE;
+}
+
+static int parse_int(const char *s, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 0 || v > 1000000)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int cmd_report(int argc, char **argv)
+{
+	struct gg_opts o = {10, 8};
+	int json = 0, folded = 0, diff = 0;
+	const char *html = NULL;
+	char **files = calloc((size_t)argc + 1, sizeof *files);
+	int nfiles = 0, only_files = 0;
+	if (!files)
+		return GG_EXIT_BADINPUT;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (only_files || a[0] != '-' || !a[1]) {
+			files[nfiles++] = argv[i];
+		} else if (!strcmp(a, "--")) {
+			only_files = 1;
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(help_report, stdout);
+			free(files);
+			return GG_EXIT_OK;
+		} else if (!strcmp(a, "--json")) {
+			json = 1;
+		} else if (!strcmp(a, "--folded")) {
+			folded = 1;
+		} else if (!strcmp(a, "--diff")) {
+			diff = 1;
+		} else if (!strcmp(a, "--html") && i + 1 < argc) {
+			html = argv[++i];
+		} else if ((!strcmp(a, "--top") || !strcmp(a, "--frames")) && i + 1 < argc) {
+			if (parse_int(argv[i + 1], a[2] == 't' ? &o.top : &o.frames)) {
+				free(files);
+				return usage_err("--top and --frames take a number", help_report);
+			}
+			i++;
+		} else {
+			char m[128];
+			snprintf(m, sizeof m, "report: unknown option '%.64s'", a);
+			free(files);
+			return usage_err(m, help_report);
+		}
+	}
+	if (nfiles == 0 || (diff && nfiles != 2) || json + folded + (html != NULL) > 1 || (diff && (folded || html))) {
+		free(files);
+		return usage_err(diff ? "report --diff takes two dumps, and only --json"
+		                      : "report needs one or more dumps, and one output format",
+		                 help_report);
+	}
+	struct gg_dump *d = calloc((size_t)nfiles, sizeof *d);
+	struct gg_analysis *an = calloc((size_t)nfiles, sizeof *an);
+	int rc = GG_EXIT_OK, loaded = 0;
+	FILE *hf = NULL;
+	if (!d || !an) {
+		rc = GG_EXIT_BADINPUT;
+		goto out;
+	}
+	if (html) {
+		hf = fopen(html, "w");
+		if (!hf) {
+			fprintf(stderr, "gpuguard: error: %s: %s\n", html, strerror(errno));
+			rc = GG_EXIT_BADINPUT;
+			goto out;
+		}
+	}
+	for (int i = 0; i < nfiles; i++) {
+		char err[GG_MAX_ERR + 64];
+		if (gg_dump_load(&d[i], files[i], stderr, err, sizeof err)) {
+			fprintf(stderr, "gpuguard: error: %s\n", err);
+			gg_dump_free(&d[i]);
+			rc = GG_EXIT_BADINPUT;
+			break;
+		}
+		loaded++;
+		gg_analyze(&an[i], &d[i]);
+		if (diff)
+			continue;
+		if (json)
+			gg_report_json(stdout, &an[i], &o);
+		else if (folded)
+			gg_report_folded(stdout, &an[i]);
+		else if (hf)
+			gg_report_html(hf, &an[i], &o);
+		else {
+			if (i)
+				fputc('\n', stdout);
+			gg_report_text(stdout, &an[i], &o);
+		}
+	}
+	if (diff && rc == GG_EXIT_OK)
+		gg_report_diff(stdout, &an[0], &an[1], &o, json);
+	if (hf && fclose(hf)) {
+		fprintf(stderr, "gpuguard: error: %s: %s\n", html, strerror(errno));
+		rc = GG_EXIT_BADINPUT;
+	}
+	if (fflush(stdout)) {
+		fprintf(stderr, "gpuguard: error: writing the report: %s\n", strerror(errno));
+		rc = GG_EXIT_BADINPUT;
+	}
+	for (int i = 0; i < loaded; i++) {
+		gg_analysis_free(&an[i]);
+		gg_dump_free(&d[i]);
+	}
+out:
+	free(d);
+	free(an);
+	free(files);
+	return rc;
+}
+
+/* ../lib/libgpuguard.so from the directory holding /proc/self/exe. */
+static int find_lib(char *out, size_t n)
+{
+	const char *env = getenv("GPUGUARD_LIB");
+	if (env && *env) {
+		snprintf(out, n, "%s", env);
+		return access(out, R_OK);
+	}
+	char exe[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (len <= 0)
+		return -1;
+	exe[len] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	snprintf(out, n, "%s/../lib/libgpuguard.so", exe);
+	char real[PATH_MAX];
+	if (realpath(out, real))
+		snprintf(out, n, "%s", real);
+	return access(out, R_OK);
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	int i = 1;
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(help_run, stdout);
+			return GG_EXIT_OK;
+		} else if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if ((!strcmp(a, "--limit") || !strcmp(a, "--dump-dir")) && i + 1 < argc) {
+			setenv(a[2] == 'l' ? "GPUGUARD_LIMIT" : "GPUGUARD_DUMP_DIR", argv[++i], 1);
+		} else if (!strncmp(a, "--limit=", 8)) {
+			setenv("GPUGUARD_LIMIT", a + 8, 1);
+		} else if (!strncmp(a, "--dump-dir=", 11)) {
+			setenv("GPUGUARD_DUMP_DIR", a + 11, 1);
+		} else if (a[0] == '-') {
+			char m[128];
+			snprintf(m, sizeof m, "run: unknown option '%.64s'", a);
+			return usage_err(m, help_run);
+		} else {
+			break;
+		}
+	}
+	if (i >= argc)
+		return usage_err("run needs a command", help_run);
+	char lib[PATH_MAX + 32];
+	if (find_lib(lib, sizeof lib)) {
+		fprintf(stderr, "gpuguard: error: cannot find libgpuguard.so (looked at %s); set GPUGUARD_LIB\n", lib);
+		return GG_EXIT_BADINPUT;
+	}
+	const char *old = getenv("LD_PRELOAD");
+	if (old && *old) {
+		size_t n = strlen(lib) + strlen(old) + 2;
+		char *pre = malloc(n);
+		if (!pre)
+			return GG_EXIT_BADINPUT;
+		snprintf(pre, n, "%s:%s", lib, old);
+		setenv("LD_PRELOAD", pre, 1);
+		free(pre);
+	} else {
+		setenv("LD_PRELOAD", lib, 1);
+	}
+	execvp(argv[i], argv + i);
+	fprintf(stderr, "gpuguard: error: %s: %s\n", argv[i], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
+/* Reads NAME=... from /proc/PID/environ into out; 0 when found. */
+static int proc_env(long pid, const char *name, char *out, size_t n)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t nl = strlen(name);
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int rc = 1;
+	while ((len = getdelim(&line, &cap, '\0', f)) > 0) {
+		if ((size_t)len > nl && !strncmp(line, name, nl) && line[nl] == '=') {
+			snprintf(out, n, "%s", line + nl + 1);
+			rc = 0;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+static const struct {
+	const char *name;
+	int sig;
+} signames[] = {{"SIGUSR1", SIGUSR1},   {"SIGUSR2", SIGUSR2}, {"SIGHUP", SIGHUP},   {"SIGQUIT", SIGQUIT},
+                {"SIGWINCH", SIGWINCH}, {"SIGURG", SIGURG},   {"SIGPROF", SIGPROF}, {"SIGTTIN", SIGTTIN}};
+
+static int parse_signal(const char *s)
+{
+	int v;
+	if (!parse_int(s, &v))
+		return v < NSIG ? v : -1;
+	for (size_t i = 0; i < sizeof signames / sizeof signames[0]; i++)
+		if (!strcmp(s, signames[i].name) || !strcmp(s, signames[i].name + 3))
+			return signames[i].sig;
+	if (!strncmp(s, "SIGRTMIN+", 9) && !parse_int(s + 9, &v) && SIGRTMIN + v <= SIGRTMAX)
+		return SIGRTMIN + v;
+	return -1;
+}
+
+/* The newest regular file in dir whose name mentions the pid and is not a
+ * temporary, modified at or after `since`. */
+static int newest_dump(const char *dir, long pid, time_t since, char *out, size_t n)
+{
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return -1;
+	char pidstr[32];
+	snprintf(pidstr, sizeof pidstr, "-%ld-", pid); /* gpuguard-HOST-PID-....jsonl */
+	struct dirent *e;
+	struct timespec best = {0, 0};
+	int found = 0;
+	while ((e = readdir(dp))) {
+		const char *nm = e->d_name;
+		size_t l = strlen(nm);
+		if (nm[0] == '.' || !strstr(nm, pidstr) || l < 6 || strcmp(nm + l - 6, ".jsonl"))
+			continue;
+		char path[PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s", dir, nm);
+		struct stat st;
+		if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_mtime < since)
+			continue;
+		if (!found || st.st_mtim.tv_sec > best.tv_sec ||
+		    (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec > best.tv_nsec)) {
+			best = st.st_mtim;
+			snprintf(out, n, "%s", path);
+			found = 1;
+		}
+	}
+	closedir(dp);
+	return found ? 0 : 1;
+}
+
+/* 1 when PID has a handler for sig (SigCgt in /proc/PID/status), 0 when it
+ * has none, -1 when that cannot be read. */
+static int signal_caught(long pid, int sig)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%ld/status", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	int rc = -1;
+	while (fgets(line, sizeof line, f)) {
+		if (strncmp(line, "SigCgt:", 7))
+			continue;
+		unsigned long long mask = strtoull(line + 7, NULL, 16);
+		rc = sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+static int cmd_dump(int argc, char **argv)
+{
+	int timeout = 10;
+	const char *pidarg = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(help_dump, stdout);
+			return GG_EXIT_OK;
+		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+			if (parse_int(argv[++i], &timeout))
+				return usage_err("--timeout takes seconds", help_dump);
+		} else if (!pidarg && argv[i][0] != '-') {
+			pidarg = argv[i];
+		} else {
+			return usage_err("dump takes one PID", help_dump);
+		}
+	}
+	char *end = NULL;
+	errno = 0;
+	long pid = pidarg ? strtol(pidarg, &end, 10) : 0;
+	if (!pidarg || errno || *end || pid <= 0 || pid > INT_MAX)
+		return usage_err("dump needs a PID", help_dump);
+	char val[PATH_MAX], dir[PATH_MAX * 2], cwd[PATH_MAX], link[64];
+	snprintf(link, sizeof link, "/proc/%ld/cwd", pid);
+	ssize_t cl = readlink(link, cwd, sizeof cwd - 1);
+	if (cl < 0) {
+		fprintf(stderr, "gpuguard: error: process %ld: %s\n", pid, strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	cwd[cl] = '\0';
+	int sig = SIGUSR2;
+	if (!proc_env(pid, "GPUGUARD_DUMP_SIGNAL", val, sizeof val)) {
+		sig = parse_signal(val);
+		if (sig == 0) {
+			fprintf(stderr,
+			        "gpuguard: error: process %ld has dumps on signal disabled (GPUGUARD_DUMP_SIGNAL=0)\n",
+			        pid);
+			return GG_EXIT_BADINPUT;
+		}
+		if (sig < 0) {
+			fprintf(stderr, "gpuguard: error: process %ld: cannot read GPUGUARD_DUMP_SIGNAL=%s\n", pid,
+			        val);
+			return GG_EXIT_BADINPUT;
+		}
+	}
+	if (!proc_env(pid, "GPUGUARD_DUMP_DIR", val, sizeof val) && val[0]) {
+		if (val[0] == '/')
+			snprintf(dir, sizeof dir, "%s", val);
+		else
+			snprintf(dir, sizeof dir, "%s/%s", cwd, val);
+	} else {
+		snprintf(dir, sizeof dir, "%s", cwd);
+	}
+	/* The default action of SIGUSR2 is to terminate: never send it to a
+	 * process that has no handler for it (no library, or not armed yet). */
+	int caught = signal_caught(pid, sig);
+	if (caught == 0) {
+		fprintf(stderr,
+		        "gpuguard: error: process %ld does not catch signal %d, so it would be killed: not sending it "
+		        "(is libgpuguard preloaded, and has the process touched the GPU yet?)\n",
+		        pid, sig);
+		return GG_EXIT_BADINPUT;
+	}
+	time_t since = time(NULL) - 1;
+	char before[PATH_MAX] = "";
+	newest_dump(dir, pid, since, before, sizeof before);
+	if (kill((pid_t)pid, sig)) {
+		fprintf(stderr, "gpuguard: error: signalling process %ld: %s\n", pid, strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	struct timespec step = {0, 50 * 1000 * 1000};
+	for (long waited = 0; waited <= (long)timeout * 1000; waited += 50) {
+		char path[PATH_MAX];
+		if (newest_dump(dir, pid, since, path, sizeof path) == 0 && strcmp(path, before)) {
+			puts(path);
+			return GG_EXIT_OK;
+		}
+		nanosleep(&step, NULL);
+	}
+	fprintf(stderr,
+	        "gpuguard: error: no new dump from process %ld in %s after %d s (signal %d); is libgpuguard preloaded "
+	        "in it?\n",
+	        pid, dir, timeout, sig);
+	return GG_EXIT_BADINPUT;
+}
+
+static const char *help_for(const char *cmd)
+{
+	if (!strcmp(cmd, "report"))
+		return help_report;
+	if (!strcmp(cmd, "run"))
+		return help_run;
+	if (!strcmp(cmd, "dump"))
+		return help_dump;
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_err("no command given", help_main);
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		fputs(help_main, stdout);
+		return GG_EXIT_OK;
+	}
+	if (!strcmp(cmd, "help")) {
+		if (argc < 3) {
+			fputs(help_main, stdout);
+			return GG_EXIT_OK;
+		}
+		const char *h = help_for(argv[2]);
+		if (!h)
+			return usage_err("help: no such command", help_main);
+		fputs(h, stdout);
+		return GG_EXIT_OK;
+	}
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+		printf("gpuguard %s (dump format %d)\n", GPUGUARD_VERSION, GPUGUARD_DUMP_FORMAT);
+		return GG_EXIT_OK;
+	}
+	if (!strcmp(cmd, "report"))
+		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(cmd, "run"))
+		return cmd_run(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dump"))
+		return cmd_dump(argc - 1, argv + 1);
+	char m[128];
+	snprintf(m, sizeof m, "unknown command '%.64s'", cmd);
+	return usage_err(m, help_main);
+}

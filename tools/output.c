@@ -1,0 +1,628 @@
+/* gpuguard command: the text, JSON, folded-stack and diff reports. Each is a
+ * pure function of the analysis, so golden files can pin them down. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+void gg_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\r':
+			fputs("\\r", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		default:
+			if (*p < 0x20)
+				fprintf(f, "\\u%04x", *p);
+			else
+				fputc(*p, f);
+		}
+	}
+	fputc('"', f);
+}
+
+/* Text output shows dump strings as they are, minus control characters that
+ * could move the terminal's cursor or change its colours. */
+static void put_safe(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
+		fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+}
+
+static void frame_name(const struct gg_frame *fr, char *out, size_t n)
+{
+	if (fr->s)
+		snprintf(out, n, "%s (%s+0x%s)", fr->s, fr->m, fr->o);
+	else
+		snprintf(out, n, "%s+0x%s", fr->m, fr->o);
+}
+
+static void text_frames(FILE *f, const struct gg_dump *d, uint64_t st, int max)
+{
+	char buf[1024];
+	struct gg_stack *s = st ? gg_dump_stack(d, st) : NULL;
+	if (!s) {
+		fprintf(f, "        %s\n", st ? "(stack record missing)" : "(no stack captured)");
+		return;
+	}
+	for (uint32_t i = 0; i < s->nframes && (int)i < max; i++) {
+		frame_name(&s->frames[i], buf, sizeof buf);
+		fprintf(f, "        #%-2u ", i);
+		put_safe(f, buf);
+		fputc('\n', f);
+	}
+	if ((int)s->nframes > max)
+		fprintf(f, "        ... %u more frames\n", s->nframes - (uint32_t)max);
+}
+
+static const char *bucket_name(int i, char buf[32])
+{
+	return gg_bytes(1ull << i, buf);
+}
+
+static const char *const spark[] = {"_",
+                                    "\xe2\x96\x81",
+                                    "\xe2\x96\x82",
+                                    "\xe2\x96\x83",
+                                    "\xe2\x96\x84",
+                                    "\xe2\x96\x85",
+                                    "\xe2\x96\x86",
+                                    "\xe2\x96\x87",
+                                    "\xe2\x96\x88"};
+
+void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
+{
+	const struct gg_dump *d = a->d;
+	char b1[32], b2[32], b3[32], b4[32], b5[32], lab[320];
+	fprintf(f, "gpuguard report: ");
+	put_safe(f, d->path);
+	fprintf(f, "\n  dump format %llu from libgpuguard ", (unsigned long long)d->format);
+	put_safe(f, d->lib);
+	fprintf(f, ", written ");
+	put_safe(f, d->time);
+	fprintf(f, " on ");
+	put_safe(f, d->host);
+	fprintf(f, ", pid %llu, trigger: ", (unsigned long long)d->pid);
+	put_safe(f, d->trigger);
+	fprintf(f, "\n  command: ");
+	put_safe(f, d->cmdline);
+	fprintf(f, "\n  %llu records, unwinder ", (unsigned long long)d->lines);
+	put_safe(f, d->unwinder);
+	fprintf(f, " (depth %llu), %zu live allocations, %zu history events (capacity %llu)\n",
+	        (unsigned long long)d->stack_depth, d->nallocs, d->nhist, (unsigned long long)d->history_capacity);
+	if (d->truncated)
+		fprintf(f, "  TRUNCATED: the dump has no end trailer; figures cover the records read\n");
+	if (d->has_end && (d->suppressed || d->write_errors))
+		fprintf(f, "  %llu later dumps suppressed, %llu write errors\n", (unsigned long long)d->suppressed,
+		        (unsigned long long)d->write_errors);
+
+	fprintf(f, "\nDIAGNOSIS\n");
+	for (int i = 0; i < a->ndiags; i++) {
+		const struct gg_diag *g = &a->diags[i];
+		fprintf(f, "  %s\n", g->title);
+		for (int k = 0; k < g->nevidence; k++) {
+			fprintf(f, "    - ");
+			put_safe(f, g->evidence[k]);
+			fputc('\n', f);
+		}
+		for (int k = 0; k < g->nchange; k++) {
+			fprintf(f, "    => ");
+			put_safe(f, g->change[k]);
+			fputc('\n', f);
+		}
+	}
+
+	fprintf(f, "\nDEVICES\n");
+	fprintf(f, "  %-4s %-12s %-12s %-12s %-12s %-12s %-25s %s\n", "dev", "ceiling", "charged", "peak", "live",
+	        "pool", "driver free / total", "refused ceil/cfg/drv");
+	for (size_t i = 0; i < d->ndevices; i++) {
+		const struct gg_device *v = &d->devices[i];
+		char drv[64];
+		if (v->has_driver_free && v->has_driver_total)
+			snprintf(drv, sizeof drv, "%s / %s", gg_bytes(v->driver_free, b1),
+			         gg_bytes(v->driver_total, b2));
+		else
+			snprintf(drv, sizeof drv, "unknown");
+		fprintf(f, "  %-4u %-12s %-12s %-12s %-12s %-12s %-25s %llu/%llu/%llu\n", v->dev,
+		        v->has_limit ? gg_bytes(v->limit, b3) : "none", gg_bytes(v->used, b4), gg_bytes(v->peak, b5),
+		        gg_bytes(v->live_bytes, b1), gg_bytes(v->pool_reserved, b2), drv,
+		        (unsigned long long)v->refused_ceiling, (unsigned long long)v->refused_config,
+		        (unsigned long long)v->refused_driver);
+		if (v->has_limit && v->limit) {
+			int w = (int)(v->used >= v->limit ? 40 : (unsigned __int128)v->used * 40 / v->limit);
+			fprintf(f, "       [%.*s%*s] %llu%% of ceiling\n", w,
+			        "########################################", 40 - w, "",
+			        (unsigned long long)((unsigned __int128)v->used * 100 / v->limit));
+		}
+	}
+	if (d->has_request) {
+		fprintf(f, "  failing request: ");
+		put_safe(f, d->req_api);
+		fprintf(f, " of %s on device %u, thread %llu, stack %llu: ", gg_bytes(d->req_size, b1), d->req_dev,
+		        (unsigned long long)d->req_tid, (unsigned long long)d->req_stack);
+		put_safe(f, d->req_outcome);
+		fputc('\n', f);
+		if (d->req_stack)
+			text_frames(f, d, d->req_stack, o->frames);
+	}
+
+	fprintf(f, "\nTOP CALL SITES BY LIVE BYTES (%zu sites, %s live in %llu allocations)\n", a->nsites,
+	        gg_bytes(a->live_bytes, b1), (unsigned long long)a->live_count);
+	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		fprintf(f, "  #%-2zu %-12s %8llu allocs  oldest %.1f s  stack %llu\n", i + 1,
+		        gg_bytes(s->live_bytes, b1), (unsigned long long)s->live_count, (double)s->oldest_age / 1000.0,
+		        (unsigned long long)s->st);
+		text_frames(f, d, s->st, o->frames);
+	}
+	fprintf(f, "\nTOP CALL SITES BY COUNT\n");
+	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
+		const struct gg_site *s = a->by_count[i];
+		gg_stack_label(d, s->st, lab, sizeof lab);
+		fprintf(f, "  #%-2zu %8llu allocs  %-12s stack %-6llu ", i + 1, (unsigned long long)s->live_count,
+		        gg_bytes(s->live_bytes, b1), (unsigned long long)s->st);
+		put_safe(f, lab);
+		fputc('\n', f);
+	}
+
+	fprintf(f, "\nSIZE HISTOGRAM (live allocations by requested size)\n");
+	uint64_t maxc = 1;
+	for (int i = 0; i < GG_HIST_BUCKETS; i++)
+		if (a->hist_count[i] > maxc)
+			maxc = a->hist_count[i];
+	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
+		if (!a->hist_count[i])
+			continue;
+		int w = (int)((unsigned __int128)a->hist_count[i] * 30 / maxc);
+		if (w == 0)
+			w = 1;
+		fprintf(f, "  >= %-11s %9llu  %-12s %.*s\n", bucket_name(i, b1), (unsigned long long)a->hist_count[i],
+		        gg_bytes(a->hist_bytes[i], b2), w, "##############################");
+	}
+
+	fprintf(f, "\nFRAGMENTATION (definitions: gpuguard help report)\n");
+	fprintf(f, "  internal waste: %s (granted %s - requested %s)\n", gg_bytes(a->internal_waste, b1),
+	        gg_bytes(a->granted, b2), gg_bytes(a->live_bytes, b3));
+	fprintf(f, "  pool slack:     %s (reserved %s - used %s)\n",
+	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b1),
+	        gg_bytes(a->pool_reserved, b2), gg_bytes(a->pool_used, b3));
+	fprintf(f, "  external:       n/a (a format 1 dump holds no free-block map)\n");
+	fprintf(f, "  PyTorch caching-allocator segment sizes: %llu of %llu live allocations%s\n",
+	        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count,
+	        a->torch_pattern ? " (pattern matches)" : "");
+
+	fprintf(f, "\nUSAGE TIMELINE (live requested bytes, from the history)\n");
+	if (!a->has_timeline) {
+		fprintf(f, "  no history in this dump\n");
+	} else {
+		fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start\n",
+		        (unsigned long long)a->h_allocs, (unsigned long long)a->h_frees,
+		        (unsigned long long)a->h_refusals, (double)a->t_start / 1000.0, (double)a->t_end / 1000.0);
+		fprintf(f, "  |");
+		uint64_t prev = a->baseline;
+		for (int i = 0; i < GG_TIMELINE; i++) {
+			uint64_t v = a->t_has[i] ? a->t_max[i] : prev;
+			prev = v;
+			int k = a->t_peak ? (int)((unsigned __int128)v * 8 / a->t_peak) : 0;
+			fputs(spark[k > 8 ? 8 : k], f);
+		}
+		fprintf(f, "|  start %s, peak %s, end %s\n", gg_bytes(a->baseline, b1), gg_bytes(a->t_peak, b2),
+		        gg_bytes(a->t_final, b3));
+	}
+
+	fprintf(f, "\nHOST\n");
+	if (!d->has_host) {
+		fprintf(f, "  not recorded\n");
+	} else {
+		fprintf(f, "  rss %s, pinned %s in %llu allocations\n", gg_bytes(d->rss, b1),
+		        gg_bytes(d->pinned_bytes, b2), (unsigned long long)d->pinned_allocs);
+		if (d->cg_version)
+			fprintf(
+			    f, "  cgroup v%llu: usage %s, limit %s, oom_kill %s\n", (unsigned long long)d->cg_version,
+			    d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
+			    d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none",
+			    d->has_cg_oom ? (snprintf(b3, sizeof b3, "%llu", (unsigned long long)d->cg_oom_kill), b3)
+			                  : "unknown");
+		else
+			fprintf(f, "  no cgroup memory controller found\n");
+	}
+	if (d->nconfig) {
+		fprintf(f, "\nCONFIGURATION\n");
+		for (size_t i = 0; i < d->nconfig; i++) {
+			fprintf(f, "  ");
+			put_safe(f, d->config[i].name);
+			fprintf(f, "=");
+			put_safe(f, d->config[i].value);
+			fprintf(f, " (");
+			put_safe(f, d->config[i].source);
+			fprintf(f, ")\n");
+		}
+	}
+}
+
+static void json_kv_u(FILE *f, const char *k, uint64_t v, int comma)
+{
+	fprintf(f, "\"%s\":%llu%s", k, (unsigned long long)v, comma ? "," : "");
+}
+
+static void json_kv_s(FILE *f, const char *k, const char *v, int comma)
+{
+	fprintf(f, "\"%s\":", k);
+	if (v)
+		gg_json_str(f, v);
+	else
+		fputs("null", f);
+	if (comma)
+		fputc(',', f);
+}
+
+static void json_opt_u(FILE *f, const char *k, int has, uint64_t v)
+{
+	if (has)
+		fprintf(f, "\"%s\":%llu,", k, (unsigned long long)v);
+	else
+		fprintf(f, "\"%s\":null,", k);
+}
+
+static void json_frames(FILE *f, const struct gg_dump *d, uint64_t st)
+{
+	struct gg_stack *s = st ? gg_dump_stack(d, st) : NULL;
+	fputc('[', f);
+	for (uint32_t i = 0; s && i < s->nframes; i++) {
+		fputs(i ? ",{" : "{", f);
+		json_kv_s(f, "m", s->frames[i].m, 1);
+		json_kv_s(f, "o", s->frames[i].o, 1);
+		json_kv_s(f, "s", s->frames[i].s, 0);
+		fputc('}', f);
+	}
+	fputc(']', f);
+}
+
+static const char *const diag_keys[] = {"ceiling_reached", "device_full",          "fragmentation",
+                                        "leak_suspected",  "host_memory_pressure", "none"};
+
+void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
+{
+	const struct gg_dump *d = a->d;
+	fputs("{\"gpuguard_report\":1,\"dump\":{", f);
+	json_kv_s(f, "path", d->path, 1);
+	json_kv_u(f, "format", d->format, 1);
+	json_kv_s(f, "lib", d->lib, 1);
+	json_kv_s(f, "time", d->time, 1);
+	json_kv_u(f, "unix_ms", d->unix_ms, 1);
+	json_kv_u(f, "start_unix_ms", d->start_unix_ms, 1);
+	json_kv_s(f, "host", d->host, 1);
+	json_kv_u(f, "pid", d->pid, 1);
+	json_kv_s(f, "cmdline", d->cmdline, 1);
+	json_kv_s(f, "trigger", d->trigger, 1);
+	json_kv_s(f, "unwinder", d->unwinder, 1);
+	json_kv_u(f, "records", d->lines, 1);
+	fprintf(f, "\"truncated\":%s,", d->truncated ? "true" : "false");
+	json_kv_u(f, "suppressed", d->suppressed, 1);
+	json_kv_u(f, "write_errors", d->write_errors, 0);
+	fputs("},\n\"diagnoses\":[", f);
+	for (int i = 0; i < a->ndiags; i++) {
+		const struct gg_diag *g = &a->diags[i];
+		fprintf(f, "%s{\"kind\":\"%s\",\"title\":", i ? "," : "", diag_keys[g->kind]);
+		gg_json_str(f, g->title);
+		fputs(",\"evidence\":[", f);
+		for (int k = 0; k < g->nevidence; k++) {
+			if (k)
+				fputc(',', f);
+			gg_json_str(f, g->evidence[k]);
+		}
+		fputs("],\"change\":[", f);
+		for (int k = 0; k < g->nchange; k++) {
+			if (k)
+				fputc(',', f);
+			gg_json_str(f, g->change[k]);
+		}
+		fputs("]}", f);
+	}
+	fputs("],\n\"devices\":[", f);
+	for (size_t i = 0; i < d->ndevices; i++) {
+		const struct gg_device *v = &d->devices[i];
+		fprintf(f, "%s{\"dev\":%u,", i ? "," : "", v->dev);
+		json_opt_u(f, "limit", v->has_limit, v->limit);
+		json_kv_u(f, "used", v->used, 1);
+		json_kv_u(f, "peak", v->peak, 1);
+		json_kv_u(f, "pool_reserved", v->pool_reserved, 1);
+		json_kv_u(f, "live_bytes", v->live_bytes, 1);
+		json_kv_u(f, "live_bytes_in_dump", a->dev[v->dev].live_bytes, 1);
+		json_kv_u(f, "granted_in_dump", a->dev[v->dev].granted, 1);
+		json_kv_u(f, "allocs", v->allocs, 1);
+		json_kv_u(f, "frees", v->frees, 1);
+		json_kv_u(f, "refused_ceiling", v->refused_ceiling, 1);
+		json_kv_u(f, "refused_config", v->refused_config, 1);
+		json_kv_u(f, "refused_driver", v->refused_driver, 1);
+		json_kv_u(f, "pool_overshoot", v->pool_overshoot, 1);
+		json_opt_u(f, "driver_free", v->has_driver_free, v->driver_free);
+		fprintf(f, "\"driver_total\":");
+		if (v->has_driver_total)
+			fprintf(f, "%llu}", (unsigned long long)v->driver_total);
+		else
+			fputs("null}", f);
+	}
+	fputs("],\n\"request\":", f);
+	if (d->has_request) {
+		fputc('{', f);
+		json_kv_s(f, "api", d->req_api, 1);
+		json_kv_u(f, "size", d->req_size, 1);
+		json_kv_u(f, "dev", d->req_dev, 1);
+		json_kv_u(f, "tid", d->req_tid, 1);
+		json_kv_u(f, "stack", d->req_stack, 1);
+		json_kv_s(f, "outcome", d->req_outcome, 1);
+		fputs("\"frames\":", f);
+		json_frames(f, d, d->req_stack);
+		fputc('}', f);
+	} else {
+		fputs("null", f);
+	}
+	fprintf(f, ",\n\"live\":{\"bytes\":%llu,\"count\":%llu,\"sites\":%zu},\n\"sites_by_bytes\":[",
+	        (unsigned long long)a->live_bytes, (unsigned long long)a->live_count, a->nsites);
+	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		fprintf(f, "%s\n{", i ? "," : "");
+		json_kv_u(f, "stack", s->st, 1);
+		json_kv_u(f, "live_bytes", s->live_bytes, 1);
+		json_kv_u(f, "live_count", s->live_count, 1);
+		json_kv_u(f, "oldest_age_ms", s->oldest_age, 1);
+		json_kv_u(f, "history_allocs", s->h_alloc_count, 1);
+		json_kv_u(f, "history_alloc_bytes", s->h_alloc_bytes, 1);
+		json_kv_u(f, "history_frees", s->h_free_count, 1);
+		json_kv_u(f, "history_free_bytes", s->h_free_bytes, 1);
+		fputs("\"frames\":", f);
+		json_frames(f, d, s->st);
+		fputc('}', f);
+	}
+	fputs("],\n\"sites_by_count\":[", f);
+	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
+		const struct gg_site *s = a->by_count[i];
+		fprintf(f, "%s{\"stack\":%llu,\"live_count\":%llu,\"live_bytes\":%llu}", i ? "," : "",
+		        (unsigned long long)s->st, (unsigned long long)s->live_count,
+		        (unsigned long long)s->live_bytes);
+	}
+	fputs("],\n\"size_histogram\":[", f);
+	int first = 1;
+	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
+		if (!a->hist_count[i])
+			continue;
+		fprintf(f, "%s{\"min\":%llu,\"count\":%llu,\"bytes\":%llu}", first ? "" : ",", 1ull << i,
+		        (unsigned long long)a->hist_count[i], (unsigned long long)a->hist_bytes[i]);
+		first = 0;
+	}
+	fprintf(f,
+	        "],\n\"fragmentation\":{\"requested\":%llu,\"granted\":%llu,\"internal_waste\":%llu,"
+	        "\"pool_reserved\":%llu,\"pool_used\":%llu,\"pool_slack\":%llu,\"external\":null,"
+	        "\"torch_segments\":%llu,\"torch_pattern\":%s},\n",
+	        (unsigned long long)a->live_bytes, (unsigned long long)a->granted,
+	        (unsigned long long)a->internal_waste, (unsigned long long)a->pool_reserved,
+	        (unsigned long long)a->pool_used,
+	        (unsigned long long)(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0),
+	        (unsigned long long)a->torch_segments, a->torch_pattern ? "true" : "false");
+	fputs("\"timeline\":", f);
+	if (a->has_timeline) {
+		fprintf(f,
+		        "{\"start_ms\":%llu,\"end_ms\":%llu,\"allocs\":%llu,\"frees\":%llu,\"refusals\":%llu,"
+		        "\"start_bytes\":%llu,\"peak_bytes\":%llu,\"end_bytes\":%llu,\"bucket_max\":[",
+		        (unsigned long long)a->t_start, (unsigned long long)a->t_end, (unsigned long long)a->h_allocs,
+		        (unsigned long long)a->h_frees, (unsigned long long)a->h_refusals,
+		        (unsigned long long)a->baseline, (unsigned long long)a->t_peak, (unsigned long long)a->t_final);
+		for (int i = 0; i < GG_TIMELINE; i++) {
+			if (i)
+				fputc(',', f);
+			if (a->t_has[i])
+				fprintf(f, "%llu", (unsigned long long)a->t_max[i]);
+			else
+				fputs("null", f);
+		}
+		fputs("]}", f);
+	} else {
+		fputs("null", f);
+	}
+	fputs(",\n\"config\":[", f);
+	for (size_t i = 0; i < d->nconfig; i++) {
+		fputs(i ? ",{" : "{", f);
+		json_kv_s(f, "name", d->config[i].name, 1);
+		json_kv_s(f, "value", d->config[i].value, 1);
+		json_kv_s(f, "source", d->config[i].source, 0);
+		fputc('}', f);
+	}
+	fputs("],\n\"host\":", f);
+	if (d->has_host) {
+		fputc('{', f);
+		json_kv_u(f, "rss", d->rss, 1);
+		json_kv_u(f, "cgroup_version", d->cg_version, 1);
+		json_opt_u(f, "cgroup_limit", d->has_cg_limit, d->cg_limit);
+		json_opt_u(f, "cgroup_usage", d->has_cg_usage, d->cg_usage);
+		json_opt_u(f, "cgroup_oom_kill", d->has_cg_oom, d->cg_oom_kill);
+		json_kv_u(f, "pinned_bytes", d->pinned_bytes, 1);
+		json_kv_u(f, "pinned_allocs", d->pinned_allocs, 0);
+		fputc('}', f);
+	} else {
+		fputs("null", f);
+	}
+	fputs("}\n", f);
+}
+
+/* One frame as a folded-stack element: no ';' (the separator) and no
+ * newline; flamegraph.pl takes the count after the last space. */
+static void folded_frame(FILE *f, const struct gg_frame *fr)
+{
+	char buf[1024];
+	if (fr->s)
+		snprintf(buf, sizeof buf, "%s", fr->s);
+	else
+		snprintf(buf, sizeof buf, "%s+0x%s", fr->m, fr->o);
+	for (char *p = buf; *p; p++)
+		if (*p == ';' || (unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ':';
+	fputs(buf, f);
+}
+
+static void folded_stack(FILE *f, const struct gg_dump *d, uint64_t st)
+{
+	struct gg_stack *s = st ? gg_dump_stack(d, st) : NULL;
+	if (!st) {
+		fputs("[no stack]", f);
+		return;
+	}
+	if (!s || !s->nframes) {
+		fprintf(f, "[stack %llu]", (unsigned long long)st);
+		return;
+	}
+	for (uint32_t i = s->nframes; i-- > 0;) {
+		folded_frame(f, &s->frames[i]);
+		if (i)
+			fputc(';', f);
+	}
+}
+
+void gg_report_folded(FILE *f, const struct gg_analysis *a)
+{
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		if (!s->live_bytes)
+			continue;
+		folded_stack(f, a->d, s->st);
+		fprintf(f, " %llu\n", (unsigned long long)s->live_bytes);
+	}
+}
+
+/* --diff: stack ids are per process, so sites are matched by their frames. */
+struct diff_row {
+	char *key;
+	uint64_t st_old, st_new, b_old, b_new, c_old, c_new;
+	UT_hash_handle hh;
+};
+
+static char *stack_key(const struct gg_dump *d, uint64_t st)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	if (!m)
+		return NULL;
+	folded_stack(m, d, st);
+	fclose(m);
+	return buf;
+}
+
+static int cmp_growth(const void *x, const void *y)
+{
+	const struct diff_row *a = *(struct diff_row *const *)x, *b = *(struct diff_row *const *)y;
+	__int128 ga = (__int128)a->b_new - a->b_old, gb = (__int128)b->b_new - b->b_old;
+	if (ga != gb)
+		return ga < gb ? 1 : -1;
+	return strcmp(a->key, b->key);
+}
+
+static void diff_add(struct diff_row **rows, const struct gg_analysis *a, int is_new)
+{
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		char *k = stack_key(a->d, s->st);
+		if (!k)
+			continue;
+		struct diff_row *r = NULL;
+		HASH_FIND_STR(*rows, k, r);
+		if (!r) {
+			r = calloc(1, sizeof *r);
+			if (!r) {
+				free(k);
+				continue;
+			}
+			r->key = k;
+			HASH_ADD_KEYPTR(hh, *rows, r->key, strlen(r->key), r);
+		} else {
+			free(k);
+		}
+		if (is_new) {
+			r->st_new = s->st;
+			r->b_new += s->live_bytes;
+			r->c_new += s->live_count;
+		} else {
+			r->st_old = s->st;
+			r->b_old += s->live_bytes;
+			r->c_old += s->live_count;
+		}
+	}
+}
+
+void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
+                    int json)
+{
+	struct diff_row *rows = NULL, *r, *tmp;
+	diff_add(&rows, old, 0);
+	diff_add(&rows, new_, 1);
+	size_t n = HASH_COUNT(rows), k = 0;
+	struct diff_row **v = calloc(n + 1, sizeof *v);
+	if (!v)
+		return;
+	for (r = rows; r; r = r->hh.next)
+		v[k++] = r;
+	qsort(v, n, sizeof *v, cmp_growth);
+	char b1[32], b2[32], b3[32];
+	__int128 total = (__int128)new_->live_bytes - old->live_bytes;
+	if (json) {
+		fputs("{\"gpuguard_diff\":1,\"old\":", f);
+		gg_json_str(f, old->d->path);
+		fputs(",\"new\":", f);
+		gg_json_str(f, new_->d->path);
+		fprintf(f, ",\"old_bytes\":%llu,\"new_bytes\":%llu,\"sites\":[", (unsigned long long)old->live_bytes,
+		        (unsigned long long)new_->live_bytes);
+		for (size_t i = 0; i < n && (int)i < o->top; i++) {
+			fprintf(f,
+			        "%s\n{\"old_bytes\":%llu,\"new_bytes\":%llu,\"old_count\":%llu,\"new_count\":%llu,"
+			        "\"old_stack\":%llu,\"new_stack\":%llu,\"stack\":",
+			        i ? "," : "", (unsigned long long)v[i]->b_old, (unsigned long long)v[i]->b_new,
+			        (unsigned long long)v[i]->c_old, (unsigned long long)v[i]->c_new,
+			        (unsigned long long)v[i]->st_old, (unsigned long long)v[i]->st_new);
+			gg_json_str(f, v[i]->key);
+			fputc('}', f);
+		}
+		fputs("]}\n", f);
+	} else {
+		fprintf(f, "gpuguard diff: ");
+		put_safe(f, old->d->path);
+		fprintf(f, " -> ");
+		put_safe(f, new_->d->path);
+		fprintf(f, "\n  live %s -> %s (%s%s)\n\n", gg_bytes(old->live_bytes, b1),
+		        gg_bytes(new_->live_bytes, b2), total < 0 ? "-" : "+",
+		        gg_bytes((uint64_t)(total < 0 ? -total : total), b3));
+		fprintf(f, "  %-13s %-12s %-12s %-15s %s\n", "growth", "old", "new", "allocs",
+		        "call site (root first)");
+		for (size_t i = 0; i < n && (int)i < o->top; i++) {
+			__int128 g = (__int128)v[i]->b_new - v[i]->b_old;
+			char cnt[48];
+			snprintf(cnt, sizeof cnt, "%llu -> %llu", (unsigned long long)v[i]->c_old,
+			         (unsigned long long)v[i]->c_new);
+			fprintf(f, "  %s%-12s %-12s %-12s %-15s ", g < 0 ? "-" : "+",
+			        gg_bytes((uint64_t)(g < 0 ? -g : g), b1), gg_bytes(v[i]->b_old, b2),
+			        gg_bytes(v[i]->b_new, b3), cnt);
+			put_safe(f, v[i]->key);
+			fputc('\n', f);
+		}
+	}
+	HASH_ITER(hh, rows, r, tmp)
+	{
+		HASH_DEL(rows, r);
+		free(r->key);
+		free(r);
+	}
+	free(v);
+}

@@ -1,0 +1,208 @@
+/* gpuguard command: what crosses files in tools/. The reader (jsonl.c,
+ * load.c) turns a dump (include/gpuguard/dump.h) into a struct gg_dump; the
+ * analyzer (analyze.c) aggregates and diagnoses it; output.c and html.c print.
+ * Never includes interpose/: the dump format is the only contract. */
+#ifndef GPUGUARD_TOOL_H
+#define GPUGUARD_TOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <uthash.h>
+
+/* Exit codes of every subcommand. */
+#define GG_EXIT_OK 0
+#define GG_EXIT_USAGE 1
+#define GG_EXIT_BADINPUT 2
+
+/* Limits that keep a hostile file from costing unbounded memory or time. */
+#define GG_MAX_LINE (1u << 20) /* bytes in one record */
+#define GG_MAX_DEPTH 3         /* object > array > object (stack frames) */
+#define GG_MAX_FRAMES 256      /* frames in one stack */
+#define GG_MAX_DEVICES 64
+#define GG_MAX_CONFIG 256
+#define GG_MAX_ERR 512
+
+/* jsonl.c: a strict JSON reader for one line. Values live in a per-line
+ * arena: valid until the next gg_json_parse on the same reader. */
+enum gg_jtype { GG_J_NULL, GG_J_BOOL, GG_J_INT, GG_J_STR, GG_J_ARR, GG_J_OBJ };
+
+struct gg_jval {
+	enum gg_jtype type;
+	int neg;         /* GG_J_INT: negative; magnitude in u */
+	uint64_t u;      /* GG_J_INT magnitude, GG_J_BOOL value */
+	const char *s;   /* GG_J_STR: decoded, NUL-terminated */
+	size_t len;      /* GG_J_STR length; GG_J_ARR/OBJ number of children */
+	const char *key; /* member name when the parent is an object */
+	size_t keylen;
+	uint32_t child, next; /* indexes into the arena; 0 = none */
+};
+
+struct gg_json {
+	struct gg_jval *v;
+	uint32_t nv, cap;
+	char *str;
+	size_t strcap, strlen;
+};
+
+void gg_json_init(struct gg_json *j);
+void gg_json_free(struct gg_json *j);
+/* Parses line[0..len) as exactly one JSON object. Returns the root index (>0),
+ * or 0 with a message in err. */
+uint32_t gg_json_parse(struct gg_json *j, const char *line, size_t len, char *err, size_t errlen);
+/* Member `name` of object `obj`, or NULL. */
+const struct gg_jval *gg_json_get(const struct gg_json *j, const struct gg_jval *obj, const char *name);
+static inline const struct gg_jval *gg_json_at(const struct gg_json *j, uint32_t i)
+{
+	return i ? &j->v[i] : NULL;
+}
+
+/* load.c: the dump, as read. */
+struct gg_frame {
+	char *m, *o, *s; /* module, offset (hex), symbol (NULL when absent) */
+};
+
+struct gg_stack {
+	uint64_t id;
+	uint32_t nframes;
+	struct gg_frame *frames; /* innermost first, as in the file */
+	UT_hash_handle hh;
+};
+
+struct gg_alloc {
+	uint64_t size, age, tid, st;
+	uint32_t dev, api;
+};
+
+struct gg_hist {
+	uint64_t ms, size, st;
+	uint32_t dev, api;
+	char op; /* 'a', 'f', 'r' */
+};
+
+struct gg_device {
+	uint32_t dev;
+	int has_limit, has_driver_free, has_driver_total;
+	uint64_t limit, used, peak, pool_reserved, live_bytes, allocs, frees, untracked_frees;
+	uint64_t refused_ceiling, refused_config, refused_driver, pool_overshoot;
+	uint64_t driver_free, driver_total;
+};
+
+struct gg_config {
+	char *name, *value, *source;
+};
+
+struct gg_dump {
+	const char *path;
+	/* header */
+	uint64_t format, unix_ms, start_unix_ms, pid, stack_depth, history_capacity;
+	char *lib, *time, *host, *cmdline, *trigger, *unwinder;
+	struct gg_config *config;
+	size_t nconfig;
+	struct gg_device *devices;
+	size_t ndevices;
+	/* the failing request */
+	int has_request;
+	char *req_api, *req_outcome;
+	uint64_t req_size, req_tid, req_stack;
+	uint32_t req_dev;
+	/* host */
+	int has_host, has_cg_limit, has_cg_usage, has_cg_oom;
+	uint64_t rss, cg_version, cg_limit, cg_usage, cg_oom_kill, pinned_bytes, pinned_allocs;
+	struct gg_alloc *allocs;
+	size_t nallocs, allocs_cap;
+	struct gg_stack *stacks; /* uthash by id */
+	size_t nstacks;
+	struct gg_hist *hist;
+	size_t nhist, hist_cap;
+	/* trailer */
+	int has_end;
+	uint64_t end_records, suppressed, write_errors;
+	uint64_t lines; /* whole records read */
+	int truncated;  /* no trailer, or a partial last line */
+	uint64_t skipped_unknown;
+};
+
+/* Reads a dump from a file. Returns 0, or -1 with "FILE:LINE: what" in err.
+ * Warnings (truncation) go to `warn` (may be NULL) as whole lines. */
+int gg_dump_load(struct gg_dump *d, const char *path, FILE *warn, char *err, size_t errlen);
+/* The same from memory (the fuzzer's entry point). */
+int gg_dump_load_mem(struct gg_dump *d, const char *name, const char *buf, size_t len, FILE *warn, char *err,
+                     size_t errlen);
+void gg_dump_free(struct gg_dump *d);
+const char *gg_api_name(uint64_t api);
+struct gg_stack *gg_dump_stack(const struct gg_dump *d, uint64_t id);
+
+/* analyze.c */
+struct gg_site {
+	uint64_t st;
+	uint64_t live_bytes, live_count, oldest_age;
+	uint64_t h_alloc_count, h_alloc_bytes, h_free_count, h_free_bytes;
+	uint64_t h_first_ms, h_last_ms; /* of its allocations in the history */
+	UT_hash_handle hh;
+};
+
+#define GG_HIST_BUCKETS 48 /* power-of-two size buckets: 2^0 .. 2^47+ */
+#define GG_TIMELINE 24     /* time buckets of the usage timeline */
+
+enum gg_diag_kind { GG_D_CEILING, GG_D_DEVICE_FULL, GG_D_FRAGMENTATION, GG_D_LEAK, GG_D_HOST, GG_D_NONE };
+
+struct gg_diag {
+	enum gg_diag_kind kind;
+	char title[64];
+	char evidence[8][320];
+	int nevidence;
+	char change[4][320];
+	int nchange;
+};
+
+struct gg_devstat {
+	uint64_t live_bytes, live_count, granted, async_live;
+};
+
+struct gg_analysis {
+	const struct gg_dump *d;
+	struct gg_site *sites; /* uthash by stack id */
+	struct gg_site **by_bytes, **by_count;
+	size_t nsites;
+	uint64_t live_bytes, live_count, granted;
+	uint64_t hist_count[GG_HIST_BUCKETS], hist_bytes[GG_HIST_BUCKETS];
+	struct gg_devstat dev[GG_MAX_DEVICES];
+	/* timeline, from the history */
+	int has_timeline;
+	uint64_t t_start, t_end, baseline, t_peak, t_final;
+	uint64_t t_max[GG_TIMELINE];
+	int t_has[GG_TIMELINE];
+	uint64_t h_allocs, h_frees, h_refusals, h_alloc_bytes, h_free_bytes, h_max_alloc;
+	/* fragmentation */
+	uint64_t internal_waste, pool_reserved, pool_used;
+	int torch_pattern, torch_frames;
+	uint64_t torch_segments, torch_exact; /* exact: 2 MiB or 20 MiB */
+	struct gg_diag diags[6];
+	int frag_first;
+	int ndiags;
+};
+
+void gg_analyze(struct gg_analysis *a, const struct gg_dump *d);
+void gg_analysis_free(struct gg_analysis *a);
+uint64_t gg_granted(uint32_t api, uint64_t size);
+const char *gg_bytes(uint64_t v, char buf[32]); /* "1.50 GiB" */
+
+/* output.c */
+struct gg_opts {
+	int top;    /* call sites shown */
+	int frames; /* frames shown per stack in text */
+};
+void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
+void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
+void gg_report_folded(FILE *f, const struct gg_analysis *a);
+void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
+                    int json);
+void gg_json_str(FILE *f, const char *s);
+void gg_stack_label(const struct gg_dump *d, uint64_t st, char *out, size_t outlen);
+
+/* html.c */
+int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
+
+#endif
