@@ -105,9 +105,10 @@ $(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh $(wildcard tests/abi/*.
 	CC="$(CC)" OUT=$(@D) sh tests/abi/check.sh > $(@D)/result.txt 2>&1 || { cat $(@D)/result.txt; exit 1; }
 	touch $@
 
+# -rdynamic: the demo's dump names its functions, as a real server's would.
 $(BUILD)/examples/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -o $@ $< $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) -rdynamic -o $@ $< $(LDLIBS)
 
 $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
@@ -144,7 +145,7 @@ bench: lib sim $(BENCH) $(TOOL)
 	BUILD=$(BUILD) sh tests/bench/report_bench.sh
 
 demo: deps
-	$(MAKE) lib sim $(EXAMPLES)
+	$(MAKE) lib sim $(EXAMPLES) $(TOOL)
 	BUILD=$(BUILD) sh examples/demo.sh
 
 install: lib $(TOOL)

@@ -5,7 +5,9 @@
 BUILD=${BUILD:-build}
 SERVER="$BUILD/examples/kvcache"
 LIB="$BUILD/lib/libgpuguard.so"
-for f in "$SERVER" "$LIB" "$BUILD/sim/libcuda.so.1"; do
+TOOL="$BUILD/bin/gpuguard"
+DUMPS="$BUILD/demo-dumps"
+for f in "$SERVER" "$LIB" "$TOOL" "$BUILD/sim/libcuda.so.1"; do
 	if [ ! -e "$f" ]; then
 		echo "demo: $f is missing; run 'make demo'" >&2
 		exit 1
@@ -13,7 +15,7 @@ for f in "$SERVER" "$LIB" "$BUILD/sim/libcuda.so.1"; do
 done
 export LD_LIBRARY_PATH="$BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SIMGPU_MEMORY=16Gi
-unset LD_PRELOAD GPUGUARD_LIMIT GPUGUARD_VERBOSE
+unset LD_PRELOAD GPUGUARD_LIMIT GPUGUARD_VERBOSE GPUGUARD_DUMP_DIR
 
 rule() {
 	echo "=============================================================================="
@@ -35,14 +37,28 @@ echo "  cuMemGetInfo now reports total 4 GiB, so the server sizes itself to the 
 echo "  When load pushes past it, allocations fail with CUDA_ERROR_OUT_OF_MEMORY, the"
 echo "  one code PyTorch and vLLM recover from: the server empties its block cache,"
 echo "  retries, and if that is not enough drops one request and keeps serving."
-echo "  \$ LD_PRELOAD=$LIB GPUGUARD_LIMIT=4Gi GPUGUARD_VERBOSE=1 $SERVER"
+echo "  The first refusal also writes an allocation dump for the post-mortem."
+echo "  \$ $TOOL run --limit 4Gi --dump-dir $DUMPS -- $SERVER"
 rule
-LD_PRELOAD="$LIB" GPUGUARD_LIMIT=4Gi GPUGUARD_VERBOSE=1 "$SERVER" 2>&1
+rm -rf "$DUMPS"
+mkdir -p "$DUMPS"
+GPUGUARD_VERBOSE=1 "$TOOL" run --limit 4Gi --dump-dir "$DUMPS" -- "$SERVER" 2>&1
 rc2=$?
 echo
 
-if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ]; then
-	echo "demo: FAILED (run 1 exit $rc1, run 2 exit $rc2)" >&2
-	exit 1
+# The first dump written is the one the first refusal provoked.
+dump=$(ls -1 "$DUMPS"/gpuguard-*.jsonl 2>/dev/null | head -n 1)
+rule
+echo "The post-mortem: what filled the 4 GiB, from where, and what to change."
+echo "  \$ $TOOL report $dump"
+rule
+rc3=1
+if [ -n "$dump" ]; then
+	"$TOOL" report "$dump"
+	rc3=$?
+else
+	echo "demo: no dump was written to $DUMPS" >&2
 fi
-echo "demo: both runs exited 0."
+echo
+
+

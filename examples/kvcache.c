@@ -189,7 +189,13 @@ static void report_retry(const char *call, uint64_t size, int freed, gg_CUresult
 		       err_name(GG_CUDA_ERROR_OUT_OF_MEMORY), freed, rc == GG_CUDA_SUCCESS ? "ok" : "failed again");
 }
 
-static gg_CUresult alloc_retry(gg_CUdeviceptr *p, uint64_t size)
+/* Not static: built with -rdynamic, so the dump's stacks name them. */
+gg_CUresult alloc_retry(gg_CUdeviceptr *p, uint64_t size);
+gg_CUresult alloc_async_retry(gg_CUdeviceptr *p, uint64_t size);
+gg_CUresult grow(struct request *r, int n);
+void serve(struct request *reqs);
+
+gg_CUresult alloc_retry(gg_CUdeviceptr *p, uint64_t size)
 {
 	gg_CUresult rc = cu.alloc(p, size);
 	if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY) {
@@ -202,7 +208,7 @@ static gg_CUresult alloc_retry(gg_CUdeviceptr *p, uint64_t size)
 	return rc;
 }
 
-static gg_CUresult alloc_async_retry(gg_CUdeviceptr *p, uint64_t size)
+gg_CUresult alloc_async_retry(gg_CUdeviceptr *p, uint64_t size)
 {
 	gg_CUresult rc = cu.alloc_async(p, size, srv.stream);
 	if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY) {
@@ -216,7 +222,7 @@ static gg_CUresult alloc_async_retry(gg_CUdeviceptr *p, uint64_t size)
 }
 
 /* Gives r n more KV blocks, cached ones first. */
-static gg_CUresult grow(struct request *r, int n)
+gg_CUresult grow(struct request *r, int n)
 {
 	for (int i = 0; i < n; i++) {
 		gg_CUdeviceptr b;
@@ -277,7 +283,7 @@ static void progress(int next)
 	       GIB_STR(t > f ? t - f : 0), GIB_STR(t));
 }
 
-static void serve(struct request *reqs)
+void serve(struct request *reqs)
 {
 	int next = 0;
 	for (srv.step = 1; srv.served + srv.rejected < NREQ && srv.step <= MAX_STEPS; srv.step++) {

@@ -51,6 +51,11 @@ static _Atomic int writer_running; /* the writer thread exists (exit waits for i
 static _Atomic int handler_installed;
 static struct sigaction old_action; /* the application's handler before ours */
 static _Atomic uint32_t wake_word;  /* futex the writer sleeps on */
+/* Bumped (and futex-woken) each time the writer has copied the live table
+ * into a dump: a refusing thread waits for it, so the dump shows memory as
+ * it was at the refusal, before the application frees its caches and
+ * retries (PyTorch does exactly that on out-of-memory). */
+static _Atomic uint32_t snap_word;
 static _Atomic uint64_t signals_seen, signals_done;
 /* The one queued failure dump: 0 free, 1 being filled, 2 queued, 3 writing. */
 static _Atomic int slot_state;
@@ -142,9 +147,34 @@ static void refusal_body(int dev, enum gpuguard_refusal why)
 	if (mi && mi(&slot_req.driver_free, &slot_req.driver_total) == 0)
 		slot_req.have_meminfo = 1;
 	slot_trigger = why == GPUGUARD_REFUSED_DRIVER ? GG_DUMP_DRIVER_OOM : GG_DUMP_CEILING;
+	/* acquire: pairs with the writer's release bump below; read before we
+	 * post, so the bump we wait for is the one for this dump or later. */
+	uint32_t snap = atomic_load_explicit(&snap_word, memory_order_acquire);
 	/* release: the writer that sees 2 sees the request filled in. */
 	atomic_store_explicit(&slot_state, 2, memory_order_release);
 	wake_writer();
+	/* Hold this thread (the one the application will free and retry on)
+	 * until the live table is copied, at most 2 s: the writer needs
+	 * nothing this thread holds (no lock of ours, no driver call), so the
+	 * bound is only a guard against a stalled writer. */
+	uint64_t deadline = mono_ms() + 2000;
+	while (atomic_load_explicit(&snap_word, memory_order_acquire) == snap) {
+		uint64_t now = mono_ms();
+		if (now >= deadline)
+			break;
+		struct timespec ts = {(time_t)((deadline - now) / 1000), (long)((deadline - now) % 1000) * 1000000};
+		syscall(SYS_futex, &snap_word, FUTEX_WAIT_PRIVATE, snap, &ts, NULL, 0);
+	}
+}
+
+/* The live table is in the dump (or the dump failed before it): let a
+ * refusing thread that waits for it go on. */
+static void snapshot_done(void)
+{
+	/* release: orders our reads of the table before the waiter's return
+	 * to an application that will then free. */
+	atomic_fetch_add_explicit(&snap_word, 1, memory_order_release);
+	syscall(SYS_futex, &snap_word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
 /* ---- the signal handler: async-signal-safe, wakes the writer only ---- */
@@ -858,7 +888,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	struct gg_hist_event *ev = hcap ? map_once(&hist, hcap * sizeof(struct gg_hist_event)) : NULL;
 	stack_bits_words = (size_t)(1u << 15) / 64 + 1;
 	stack_bits = map_once(&bits, stack_bits_words * 8);
-	int rc = -1;
+	int rc = -1, snapped = 0;
 	char final[4096], tmp[4096];
 	if (!o.buf) {
 		report_error("no memory for the output buffer", gg_opt.dump_dir, ENOMEM);
@@ -905,6 +935,8 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	struct alloc_ctx c = {&o, gg_now_ms()};
 	if (gg_table)
 		gg_table_foreach(gg_table, rec_alloc, &c);
+	snapshot_done();
+	snapped = 1;
 	for (uint64_t i = 0; i < nev; i++)
 		mark_stack(ev[i].stack);
 	rec_stacks(&o);
@@ -938,6 +970,8 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	       (unsigned long long)(mono_ms() - t0));
 	rc = 0;
 out:
+	if (!snapped)
+		snapshot_done();
 	pthread_mutex_unlock(&write_lock);
 	return rc;
 }

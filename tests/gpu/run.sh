@@ -2,7 +2,10 @@
 # gpuguard on a real NVIDIA GPU (`make check-gpu`). Builds tests/gpu/*.cu into
 # build/gpu/, runs each under LD_PRELOAD=build/lib/libgpuguard.so
 # GPUGUARD_LIMIT=4Gi, then tests/gpu/torch_check.py (PyTorch's three
-# allocators) if python3 + torch are there, and prints a summary table.
+# allocators) if python3 + torch are there, then tests/gpu/torch_dump.py (a
+# PyTorch OOM at the ceiling leaves a dump; `gpuguard report` on it says
+# "ceiling reached" and names the PyTorch call path), and prints a summary
+# table.
 #
 # No GPU: prints "no NVIDIA GPU: check-gpu skipped" and exits 0. A missing
 # optional tool (nvcc, python3, torch) makes its rows "skipped", never
@@ -11,7 +14,10 @@
 #
 # Environment: GG_LIB (library, default build/lib/libgpuguard.so),
 # NVCC (compiler), GG_GPU_GENCODE (nvcc -gencode flags), GG_GPU_TIMEOUT
-# (seconds per program, default 120), GG_TORCH_TIMEOUT (default 600).
+# (seconds per program, default 120), GG_TORCH_TIMEOUT (default 600, each of
+# torch_check.py and torch_dump.py), GG_GPUGUARD (the gpuguard command,
+# default build/bin/gpuguard), GG_TORCH_DUMP_CONFIGS (default
+# "native cudaMallocAsync").
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 cd "$ROOT" || exit 1
@@ -38,6 +44,13 @@ if ! have_gpu; then
 fi
 
 mkdir -p "$OUT" || exit 1
+# Refusals at the ceiling write allocation dumps, by default into the working
+# directory (the repository): keep them in build/gpu/dumps/ instead.
+# torch_dump.py gives its children their own fresh directory.
+rm -rf "$OUT/dumps"
+mkdir -p "$OUT/dumps" || exit 1
+GPUGUARD_DUMP_DIR=$OUT/dumps
+export GPUGUARD_DUMP_DIR
 ROWS=$OUT/rows.txt
 : >"$ROWS"
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -223,6 +236,44 @@ else
 		done
 		if [ "$rc" != 0 ] && ! grep -q '^GGRESULT .* result=FAIL' "$log"; then
 			row torch - - - - FAIL "torch_check.py exit status $rc"
+			tail -n 25 "$log"
+		fi
+	fi
+fi
+
+# ---- PyTorch OOM -> dump -> gpuguard report -------------------------------
+echo "== torch_dump"
+TORCH_DUMP_CONFIGS=${GG_TORCH_DUMP_CONFIGS:-"native cudaMallocAsync"}
+GG_BIN=${GG_GPUGUARD:-$ROOT/build/bin/gpuguard}
+if [ ! -x "$GG_BIN" ] && [ -z "${GG_GPUGUARD:-}" ] && command -v make >/dev/null 2>&1; then
+	make build/bin/gpuguard >/dev/null 2>&1
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+	for c in $TORCH_DUMP_CONFIGS; do
+		row "torch_dump_$c" n/a n/a n/a n/a SKIP "no python3"
+	done
+else
+	log=$OUT/torch_dump.log
+	if [ $have_timeout = 1 ]; then
+		timeout -k 10 "$TORCH_TMO" python3 "$SRC/torch_dump.py" --lib "$LIB" --gpuguard "$GG_BIN" \
+			--configs "$TORCH_DUMP_CONFIGS" >"$log" 2>&1
+	else
+		python3 "$SRC/torch_dump.py" --lib "$LIB" --gpuguard "$GG_BIN" --configs "$TORCH_DUMP_CONFIGS" >"$log" 2>&1
+	fi
+	rc=$?
+	grep -E '^(GGINFO|GGFAIL) ' "$log"
+	if ! grep -q '^GGRESULT ' "$log"; then
+		judge torch_dump "$rc" "$log"
+	else
+		grep '^GGRESULT ' "$log" | while IFS= read -r line; do
+			name=$(field program "$line")
+			res=$(field result "$line")
+			[ "$res" = PASS ] || [ "$res" = SKIP ] || res=FAIL
+			row "$name" "$(field ceiling "$line")" "$(field meminfo "$line")" \
+				"$(field refusal "$line")" "$(field working "$line")" "$res" "$(field reason "$line")"
+		done
+		if [ "$rc" != 0 ] && ! grep -q '^GGRESULT .* result=FAIL' "$log"; then
+			row torch_dump - - - - FAIL "torch_dump.py exit status $rc"
 			tail -n 25 "$log"
 		fi
 	fi

@@ -44,6 +44,10 @@ static int child_ceiling(void)
 		return 3;
 	if (cuMemAlloc_v2(&c, 30 * MIB) != GG_CUDA_ERROR_OUT_OF_MEMORY) /* 1 GiB ceiling */
 		return 4;
+	/* Like PyTorch on out-of-memory: free the cache at once. The dump must
+	 * still show both allocations, as they were at the refusal. */
+	if (cuMemFree_v2(a) || cuMemFree_v2(b))
+		return 5;
 	return 0; /* exit waits for the dump in flight */
 }
 
