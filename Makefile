@@ -140,8 +140,12 @@ check-all: deps
 check-gpu: lib
 	sh tests/gpu/run.sh
 
+# The product as shipped (stacks and history for dumps on), then the
+# accounting alone (both off) on the two busiest paths.
 bench: lib sim $(BENCH) $(TOOL)
 	BUILD=$(BUILD) sh tests/bench/run.sh
+	BUILD=$(BUILD) GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0" PATHS="cuMemAlloc_v2 cudart" \
+		OUT=$(BUILD)/bench-core.txt sh tests/bench/run.sh
 	BUILD=$(BUILD) sh tests/bench/report_bench.sh
 
 demo: deps

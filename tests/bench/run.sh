@@ -8,7 +8,10 @@ BUILD=${BUILD:-build}
 REPS=${REPS:-7}
 BENCH="$BUILD/tests/bench/bench"
 LIB="$BUILD/lib/libgpuguard.so"
-OUT="$BUILD/bench.txt"
+OUT=${OUT:-"$BUILD/bench.txt"}
+# Extra environment for the preloaded runs only, e.g. the dump instrumentation
+# off: GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0".
+GG_ENV=${GG_ENV:-}
 PATHS=${PATHS:-"cuMemAlloc_v2 cudart async vmm hip"}
 LIVES=${LIVES:-"1000 1000000"}
 THREADS=${THREADS:-"1 2 8"}
@@ -46,8 +49,9 @@ bench_once() {
 	pairs=$(pairs_for "$thr")
 	slots=$(slots_for "$live")
 	if [ "$mode" = gg ]; then
+		# shellcheck disable=SC2086
 		line=$(env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti \
-			GPUGUARD_TABLE_SLOTS="$slots" LD_PRELOAD="$LIB" "$BENCH" "$path" "$live" "$thr" "$pairs")
+			GPUGUARD_TABLE_SLOTS="$slots" $GG_ENV LD_PRELOAD="$LIB" "$BENCH" "$path" "$live" "$thr" "$pairs")
 		want=preloaded
 	else
 		line=$(env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti \
@@ -70,9 +74,9 @@ fi
 
 {
 	echo "gpuguard benchmark: added cost per allocate+free pair (median of $REPS runs each)"
-	echo "command: BUILD=$BUILD sh $0${*:+ $*}  (REPS=$REPS)"
+	echo "command: BUILD=$BUILD${GG_ENV:+ GG_ENV=\"$GG_ENV\"} PATHS=\"$PATHS\" sh $0${*:+ $*}  (REPS=$REPS)"
 	echo "each run: env LD_LIBRARY_PATH=$BUILD/sim SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti" \
-		"GPUGUARD_TABLE_SLOTS=<1Mi|4Mi at 1M live> [LD_PRELOAD=$LIB]" \
+		"GPUGUARD_TABLE_SLOTS=<1Mi|4Mi at 1M live> [${GG_ENV:+$GG_ENV }LD_PRELOAD=$LIB]" \
 		"$BENCH PATH LIVE THREADS PAIRS"
 	echo "  PAIRS per thread: 1 thread $(pairs_for 1), 2 threads $(pairs_for 2), 8 threads $(pairs_for 8);" \
 		"4 KiB per pair (VMM: 2 MiB); LIVE x 512 B pre-filled with cuMemAlloc_v2"
@@ -144,6 +148,9 @@ END {
 	}
 	printf "(%d s)\n", secs
 }' "$raw" | tee -a "$OUT"
+
+# The accounting-only run (GG_ENV) has no stacks to measure.
+[ -n "$GG_ENV" ] && exit 0
 
 # Stack capture for dumps (GPUGUARD_STACK_DEPTH), 60 frames deep as in a
 # framework: median ns per pair, cuMemAlloc_v2, 1k live, 1 thread.
