@@ -152,6 +152,19 @@ END {
 # The accounting-only run (GG_ENV) has no stacks to measure.
 [ -n "$GG_ENV" ] && exit 0
 
+# A dump of 1 million live allocations (the exit trigger, so the bench's
+# pre-filled allocations are all live): time and bytes per allocation.
+ddir=$(mktemp -d)
+msg=$(env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti GPUGUARD_TABLE_SLOTS=4Mi \
+	GPUGUARD_DUMP_AT_EXIT=1 GPUGUARD_DUMP_DIR="$ddir" LD_PRELOAD="$LIB" "$BENCH" cuMemAlloc_v2 1000000 1 1000 2>&1 |
+	sed -n 's/.*wrote allocation dump .* (\(.*\))$/\1/p')
+f=$(ls "$ddir"/gpuguard-*.jsonl 2>/dev/null | head -n 1)
+if [ -n "$f" ]; then
+	grep '"t":"a"' "$f" | awk -v m="$msg" '{ n++; b += length($0) + 1 }
+		END { printf "\ndump of 1M live allocations: %s; %d allocation records, %.1f bytes each (targets: < 1.5 s, < 150 B)\n", m, n, b / n }'
+fi | tee -a "$OUT"
+rm -rf "$ddir"
+
 # Stack capture for dumps (GPUGUARD_STACK_DEPTH), 60 frames deep as in a
 # framework: median ns per pair, cuMemAlloc_v2, 1k live, 1 thread.
 {
