@@ -17,18 +17,17 @@ int gg_account_begin(int dev, uint64_t charge)
 	return -1;
 }
 
-void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api,
-		       uint64_t charge)
+void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge)
 {
 	struct gg_record r = {
-		.key = gg_key(ns, raw),
-		.size = size,
-		.t_ms = gg_now_ms(),
-		.tid = gg_gettid(),
-		.stack = gg_stack_capture(),
-		.dev = (uint8_t)dev,
-		.api = (uint8_t)api,
-		.flags = charge ? GG_REC_CHARGED : 0,
+	    .key = gg_key(ns, raw),
+	    .size = size,
+	    .t_ms = gg_now_ms(),
+	    .tid = gg_gettid(),
+	    .stack = gg_stack_capture(),
+	    .dev = (uint8_t)dev,
+	    .api = (uint8_t)api,
+	    .flags = charge ? GG_REC_CHARGED : 0,
 	};
 	gg_ceiling_count_alloc(dev, size);
 	gg_history_add(GG_HIST_ALLOC, dev, api, raw, size, r.stack);
@@ -41,7 +40,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	static _Atomic int warned;
 	if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
 		gg_log(GG_LOG_WARN, "allocation table and overflow area full; "
-				    "further allocations stay charged until exit");
+		                    "further allocations stay charged until exit");
 }
 
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
@@ -70,17 +69,17 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 		gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
 	gg_ceiling_count_free(rec->dev, rec->size);
 	gg_history_add(GG_HIST_FREE, rec->dev, (enum gpuguard_api)rec->api, rec->key ^ ((rec->key >> 62) << 62),
-		       rec->size, rec->stack);
+	               rec->size, rec->stack);
 }
 
 void gg_account_host_alloc(uint64_t raw, uint64_t size)
 {
 	struct gg_record r = {
-		.key = gg_key(GG_NS_PTR, raw) ^ GG_HOST_KEY_BIT,
-		.size = size,
-		.t_ms = gg_now_ms(),
-		.tid = gg_gettid(),
-		.flags = GG_REC_HOST,
+	    .key = gg_key(GG_NS_PTR, raw) ^ GG_HOST_KEY_BIT,
+	    .size = size,
+	    .t_ms = gg_now_ms(),
+	    .tid = gg_gettid(),
+	    .flags = GG_REC_HOST,
 	};
 	gg_dump_pinned((int64_t)size, 1);
 	if (gg_table)
@@ -120,7 +119,7 @@ int gg_bracket_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint6
 }
 
 void gg_bracket_end(struct gg_bracket *b, int ok, int oom, enum gg_key_ns ns, uint64_t raw, uint64_t size,
-		    enum gpuguard_api api)
+                    enum gpuguard_api api)
 {
 	if (b->dev < 0)
 		return;

@@ -37,8 +37,8 @@ void gg_ceiling_resolve(int dev, uint64_t physical_total)
 	uint64_t expect = GG_LIMIT_UNRESOLVED;
 	/* Every thread computes the same value, so whichever CAS wins is right;
 	 * relaxed because the limit is a plain number read with relaxed loads. */
-	atomic_compare_exchange_strong_explicit(&gg_devices[dev].limit, &expect, (uint64_t)v,
-						memory_order_relaxed, memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(&gg_devices[dev].limit, &expect, (uint64_t)v, memory_order_relaxed,
+	                                        memory_order_relaxed);
 }
 
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
@@ -96,8 +96,8 @@ static void raise_peak(struct gg_device *g, uint64_t now)
 {
 	uint64_t p = atomic_load_explicit(&g->peak, memory_order_relaxed);
 	/* relaxed: peak is a monotone statistic; it orders nothing else. */
-	while (now > p && !atomic_compare_exchange_weak_explicit(&g->peak, &p, now, memory_order_relaxed,
-								 memory_order_relaxed))
+	while (now > p &&
+	       !atomic_compare_exchange_weak_explicit(&g->peak, &p, now, memory_order_relaxed, memory_order_relaxed))
 		;
 }
 
@@ -114,8 +114,8 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 			return -1;
 		/* relaxed: the CAS itself is the whole decision (check and take in
 		 * one step); no other memory is published through `used`. */
-	} while (!atomic_compare_exchange_weak_explicit(&g->used, &cur, next, memory_order_relaxed,
-							memory_order_relaxed));
+	} while (
+	    !atomic_compare_exchange_weak_explicit(&g->used, &cur, next, memory_order_relaxed, memory_order_relaxed));
 	raise_peak(g, next);
 	return 0;
 }
@@ -137,8 +137,8 @@ void gg_ceiling_release(int dev, uint64_t bytes)
 		/* Saturate: a counter that wrapped below zero would read as ~16 EiB
 		 * used and refuse everything (HAMi#1181). */
 		next = cur > bytes ? cur - bytes : 0;
-	} while (!atomic_compare_exchange_weak_explicit(&g->used, &cur, next, memory_order_relaxed,
-							memory_order_relaxed));
+	} while (
+	    !atomic_compare_exchange_weak_explicit(&g->used, &cur, next, memory_order_relaxed, memory_order_relaxed));
 }
 
 void gg_ceiling_force(int dev, uint64_t bytes)
@@ -169,8 +169,7 @@ uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size)
 	return round_up(size, 512);
 }
 
-void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out,
-			uint64_t *total_out)
+void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out)
 {
 	/* total = min(ceiling, physical); free = min(physical free, ceiling - used),
 	 * never below zero, also when usage is over the ceiling (DESIGN.md §2). */

@@ -16,40 +16,40 @@
 
 /* Functions we wrap: one real pointer per ABI variant (never share a pointer
  * between cuMemAllocAsync and cuMemAllocAsync_ptsz). */
-#define CU_WRAPPED(X)                                                                              \
-	X(cuMemAlloc_v2)                                                                           \
-	X(cuMemAllocPitch_v2)                                                                      \
-	X(cuMemAllocManaged)                                                                       \
-	X(cuMemAllocAsync)                                                                         \
-	X(cuMemAllocAsync_ptsz)                                                                    \
-	X(cuMemAllocFromPoolAsync)                                                                 \
-	X(cuMemAllocFromPoolAsync_ptsz)                                                            \
-	X(cuMemFree_v2)                                                                            \
-	X(cuMemFreeAsync)                                                                          \
-	X(cuMemFreeAsync_ptsz)                                                                     \
-	X(cuMemCreate)                                                                             \
-	X(cuMemRelease)                                                                            \
-	X(cuArrayCreate_v2)                                                                        \
-	X(cuArray3DCreate_v2)                                                                      \
-	X(cuArrayDestroy)                                                                          \
-	X(cuMipmappedArrayCreate)                                                                  \
-	X(cuMipmappedArrayDestroy)                                                                 \
-	X(cuMemGetInfo_v2)                                                                         \
-	X(cuDeviceTotalMem_v2)                                                                     \
-	X(cuMemPoolCreate)                                                                         \
-	X(cuMemPoolDestroy)                                                                        \
-	X(cuMemPoolTrimTo)                                                                         \
-	X(cuMemAllocHost_v2)                                                                       \
-	X(cuMemHostAlloc)                                                                          \
-	X(cuMemFreeHost)                                                                           \
-	X(cuGetProcAddress)                                                                        \
+#define CU_WRAPPED(X)                   \
+	X(cuMemAlloc_v2)                \
+	X(cuMemAllocPitch_v2)           \
+	X(cuMemAllocManaged)            \
+	X(cuMemAllocAsync)              \
+	X(cuMemAllocAsync_ptsz)         \
+	X(cuMemAllocFromPoolAsync)      \
+	X(cuMemAllocFromPoolAsync_ptsz) \
+	X(cuMemFree_v2)                 \
+	X(cuMemFreeAsync)               \
+	X(cuMemFreeAsync_ptsz)          \
+	X(cuMemCreate)                  \
+	X(cuMemRelease)                 \
+	X(cuArrayCreate_v2)             \
+	X(cuArray3DCreate_v2)           \
+	X(cuArrayDestroy)               \
+	X(cuMipmappedArrayCreate)       \
+	X(cuMipmappedArrayDestroy)      \
+	X(cuMemGetInfo_v2)              \
+	X(cuDeviceTotalMem_v2)          \
+	X(cuMemPoolCreate)              \
+	X(cuMemPoolDestroy)             \
+	X(cuMemPoolTrimTo)              \
+	X(cuMemAllocHost_v2)            \
+	X(cuMemHostAlloc)               \
+	X(cuMemFreeHost)                \
+	X(cuGetProcAddress)             \
 	X(cuGetProcAddress_v2)
 
 /* Functions we only call. */
-#define CU_HELPERS(X)                                                                              \
-	X(cuCtxGetDevice)                                                                          \
-	X(cuCtxSynchronize)                                                                        \
-	X(cuDeviceGetMemPool)                                                                      \
+#define CU_HELPERS(X)         \
+	X(cuCtxGetDevice)     \
+	X(cuCtxSynchronize)   \
+	X(cuDeviceGetMemPool) \
 	X(cuMemPoolGetAttribute)
 
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
@@ -58,7 +58,6 @@ CU_HELPERS(DECLARE_REAL)
 
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
-
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -105,7 +104,7 @@ static int alloc_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uin
 }
 
 static void alloc_end(struct gg_bracket *b, gg_CUresult rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
-		      enum gpuguard_api api)
+                      enum gpuguard_api api)
 {
 	gg_bracket_end(b, rc == GG_CUDA_SUCCESS, rc == GG_CUDA_ERROR_OUT_OF_MEMORY, ns, raw, size, api);
 }
@@ -144,8 +143,8 @@ GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, u
 	struct gg_bracket b;
 	/* Managed memory can live on the host until touched, but a server that
 	 * touches it on the GPU holds it there: charged unless told otherwise. */
-	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_MANAGED, bytesize,
-			gg_opt.charge_managed) == 0) {
+	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_MANAGED, bytesize, gg_opt.charge_managed) ==
+	    0) {
 		rc = real(dptr, bytesize, flags);
 		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, bytesize, GPUGUARD_API_CU_MEM_ALLOC_MANAGED);
 	}
@@ -153,14 +152,13 @@ GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, u
 	return rc;
 }
 
-GG_EXPORT gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-					 size_t Height, unsigned int ElementSizeBytes)
+GG_EXPORT gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                         unsigned int ElementSizeBytes)
 {
 	gg_pfn_cuMemAllocPitch_v2 real = REAL(cuMemAllocPitch_v2);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || !dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
-	    WidthInBytes > SIZE_MAX / 2 / Height)
+	if (gg_in_hook || !dptr || !pPitch || WidthInBytes == 0 || Height == 0 || WidthInBytes > SIZE_MAX / 2 / Height)
 		return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
@@ -266,9 +264,9 @@ GG_EXPORT gg_CUresult cuMemFreeHost(void *p)
 /* ---- stream-ordered allocations ---------------------------------------- */
 
 static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemoryPool pool, int dev,
-				   enum gpuguard_api api,
-				   gg_CUresult (*call)(gg_CUdeviceptr *, size_t, gg_CUmemoryPool, gg_CUstream, void *),
-				   gg_CUstream stream, void *real)
+                                   enum gpuguard_api api,
+                                   gg_CUresult (*call)(gg_CUdeviceptr *, size_t, gg_CUmemoryPool, gg_CUstream, void *),
+                                   gg_CUstream stream, void *real)
 {
 	struct gg_pool *p = dev >= 0 ? gg_pool_get(pool, dev, pool_query) : NULL;
 	gg_CUresult rc;
@@ -323,8 +321,7 @@ static gg_CUresult call_async(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool pool,
 	return ((gg_pfn_cuMemAllocAsync)real)(d, n, s);
 }
 
-static gg_CUresult call_from_pool(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool pool, gg_CUstream s,
-				  void *real)
+static gg_CUresult call_from_pool(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool pool, gg_CUstream s, void *real)
 {
 	return ((gg_pfn_cuMemAllocFromPoolAsync)real)(d, n, pool, s);
 }
@@ -341,14 +338,14 @@ static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUs
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS))
 		pool = NULL;
-	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_ASYNC, call_async,
-					 hStream, real);
+	gg_CUresult rc =
+	    alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_ASYNC, call_async, hStream, real);
 	GG_LEAVE();
 	return rc;
 }
 
-static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUmemoryPool pool,
-				       gg_CUstream hStream, void *real)
+static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUmemoryPool pool, gg_CUstream hStream,
+                                       void *real)
 {
 	gg_pfn_cuMemAllocFromPoolAsync f = (gg_pfn_cuMemAllocFromPoolAsync)real;
 	if (gg_in_hook || !dptr || bytesize == 0 || !pool)
@@ -357,8 +354,8 @@ static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg
 	int dev = gg_pool_device(pool);
 	if (dev < 0)
 		dev = current_device(); /* a pool we did not see created */
-	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL,
-					 call_from_pool, hStream, real);
+	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, call_from_pool,
+	                                 hStream, real);
 	GG_LEAVE();
 	return rc;
 }
@@ -377,21 +374,20 @@ static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void
 	return rc;
 }
 
-#define ASYNC_HOOK(name, impl, params, args)                                                       \
-	GG_EXPORT gg_CUresult name params                                                          \
-	{                                                                                          \
-		void *real = (void *)REAL(name);                                                   \
-		if (!real)                                                                         \
-			return GG_CUDA_ERROR_NOT_INITIALIZED;                                      \
-		return impl args;                                                                  \
+#define ASYNC_HOOK(name, impl, params, args)                  \
+	GG_EXPORT gg_CUresult name params                     \
+	{                                                     \
+		void *real = (void *)REAL(name);              \
+		if (!real)                                    \
+			return GG_CUDA_ERROR_NOT_INITIALIZED; \
+		return impl args;                             \
 	}
 ASYNC_HOOK(cuMemAllocAsync, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real))
-ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s),
-	   (d, n, s, real))
+ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real))
 ASYNC_HOOK(cuMemAllocFromPoolAsync, mem_alloc_from_pool,
-	   (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
+           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
 ASYNC_HOOK(cuMemAllocFromPoolAsync_ptsz, mem_alloc_from_pool,
-	   (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
+           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
 ASYNC_HOOK(cuMemFreeAsync, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real))
 ASYNC_HOOK(cuMemFreeAsync_ptsz, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real))
 
@@ -446,7 +442,7 @@ GG_EXPORT gg_CUresult cuMemPoolTrimTo(gg_CUmemoryPool pool, size_t minBytesToKee
 /* ---- virtual memory management ---------------------------------------- */
 
 GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_t size,
-				  const gg_CUmemAllocationProp *prop, unsigned long long flags)
+                                  const gg_CUmemAllocationProp *prop, unsigned long long flags)
 {
 	gg_pfn_cuMemCreate real = REAL(cuMemCreate);
 	if (!real)
@@ -520,8 +516,8 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, gg_CUarray_format f, u
 }
 
 static gg_CUresult array_create(void **out, uint64_t bytes, enum gg_key_ns ns, enum gpuguard_api api,
-				gg_CUresult (*call)(void **, const void *, unsigned, void *), const void *desc,
-				unsigned levels, void *real)
+                                gg_CUresult (*call)(void **, const void *, unsigned, void *), const void *desc,
+                                unsigned levels, void *real)
 {
 	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
@@ -560,7 +556,7 @@ GG_EXPORT gg_CUresult cuArrayCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY_
 		return real(pHandle, d);
 	uint64_t bytes = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
 	return array_create((void **)pHandle, bytes, GG_NS_ARRAY, GPUGUARD_API_CU_ARRAY, call_array, d, 1,
-			    (void *)real);
+	                    (void *)real);
 }
 
 GG_EXPORT gg_CUresult cuArray3DCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d)
@@ -572,11 +568,11 @@ GG_EXPORT gg_CUresult cuArray3DCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRA
 		return real(pHandle, d);
 	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
 	return array_create((void **)pHandle, bytes, GG_NS_ARRAY, GPUGUARD_API_CU_ARRAY, call_array3d, d, 1,
-			    (void *)real);
+	                    (void *)real);
 }
 
 GG_EXPORT gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d,
-					     unsigned int numMipmapLevels)
+                                             unsigned int numMipmapLevels)
 {
 	gg_pfn_cuMipmappedArrayCreate real = REAL(cuMipmappedArrayCreate);
 	if (!real)
@@ -584,8 +580,8 @@ GG_EXPORT gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const
 	if (gg_in_hook || !pHandle || !d)
 		return real(pHandle, d, numMipmapLevels);
 	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, numMipmapLevels);
-	return array_create((void **)pHandle, bytes, GG_NS_MIPMAP, GPUGUARD_API_CU_MIPMAPPED_ARRAY,
-			    call_mipmapped, d, numMipmapLevels, (void *)real);
+	return array_create((void **)pHandle, bytes, GG_NS_MIPMAP, GPUGUARD_API_CU_MIPMAPPED_ARRAY, call_mipmapped, d,
+	                    numMipmapLevels, (void *)real);
 }
 
 GG_EXPORT gg_CUresult cuArrayDestroy(gg_CUarray hArray)
@@ -674,34 +670,34 @@ struct gpa_entry {
 
 #define SLOT(n) ((void *_Atomic *)&real_##n)
 static const struct gpa_entry gpa_table[] = {
-	{"cuMemAlloc", 3020, (void *)cuMemAlloc_v2, SLOT(cuMemAlloc_v2), NULL, NULL},
-	{"cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2, SLOT(cuMemAllocPitch_v2), NULL, NULL},
-	{"cuMemFree", 3020, (void *)cuMemFree_v2, SLOT(cuMemFree_v2), NULL, NULL},
-	{"cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2, SLOT(cuMemGetInfo_v2), NULL, NULL},
-	{"cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2, SLOT(cuDeviceTotalMem_v2), NULL, NULL},
-	{"cuArrayCreate", 3020, (void *)cuArrayCreate_v2, SLOT(cuArrayCreate_v2), NULL, NULL},
-	{"cuArray3DCreate", 3020, (void *)cuArray3DCreate_v2, SLOT(cuArray3DCreate_v2), NULL, NULL},
-	{"cuArrayDestroy", 0, (void *)cuArrayDestroy, SLOT(cuArrayDestroy), NULL, NULL},
-	{"cuMipmappedArrayCreate", 0, (void *)cuMipmappedArrayCreate, SLOT(cuMipmappedArrayCreate), NULL, NULL},
-	{"cuMipmappedArrayDestroy", 0, (void *)cuMipmappedArrayDestroy, SLOT(cuMipmappedArrayDestroy), NULL, NULL},
-	{"cuMemAllocManaged", 0, (void *)cuMemAllocManaged, SLOT(cuMemAllocManaged), NULL, NULL},
-	{"cuMemAllocAsync", 0, (void *)cuMemAllocAsync, SLOT(cuMemAllocAsync), (void *)cuMemAllocAsync_ptsz,
-	 SLOT(cuMemAllocAsync_ptsz)},
-	{"cuMemAllocFromPoolAsync", 0, (void *)cuMemAllocFromPoolAsync, SLOT(cuMemAllocFromPoolAsync),
-	 (void *)cuMemAllocFromPoolAsync_ptsz, SLOT(cuMemAllocFromPoolAsync_ptsz)},
-	{"cuMemFreeAsync", 0, (void *)cuMemFreeAsync, SLOT(cuMemFreeAsync), (void *)cuMemFreeAsync_ptsz,
-	 SLOT(cuMemFreeAsync_ptsz)},
-	{"cuMemCreate", 0, (void *)cuMemCreate, SLOT(cuMemCreate), NULL, NULL},
-	{"cuMemRelease", 0, (void *)cuMemRelease, SLOT(cuMemRelease), NULL, NULL},
-	{"cuMemPoolCreate", 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
-	{"cuMemPoolDestroy", 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
-	{"cuMemPoolTrimTo", 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},
-	{"cuMemAllocHost", 3020, (void *)cuMemAllocHost_v2, SLOT(cuMemAllocHost_v2), NULL, NULL},
-	{"cuMemHostAlloc", 0, (void *)cuMemHostAlloc, SLOT(cuMemHostAlloc), NULL, NULL},
-	{"cuMemFreeHost", 0, (void *)cuMemFreeHost, SLOT(cuMemFreeHost), NULL, NULL},
-	/* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
-	 * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */
-	{"cuGetProcAddress", 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},
+    {"cuMemAlloc", 3020, (void *)cuMemAlloc_v2, SLOT(cuMemAlloc_v2), NULL, NULL},
+    {"cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2, SLOT(cuMemAllocPitch_v2), NULL, NULL},
+    {"cuMemFree", 3020, (void *)cuMemFree_v2, SLOT(cuMemFree_v2), NULL, NULL},
+    {"cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2, SLOT(cuMemGetInfo_v2), NULL, NULL},
+    {"cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2, SLOT(cuDeviceTotalMem_v2), NULL, NULL},
+    {"cuArrayCreate", 3020, (void *)cuArrayCreate_v2, SLOT(cuArrayCreate_v2), NULL, NULL},
+    {"cuArray3DCreate", 3020, (void *)cuArray3DCreate_v2, SLOT(cuArray3DCreate_v2), NULL, NULL},
+    {"cuArrayDestroy", 0, (void *)cuArrayDestroy, SLOT(cuArrayDestroy), NULL, NULL},
+    {"cuMipmappedArrayCreate", 0, (void *)cuMipmappedArrayCreate, SLOT(cuMipmappedArrayCreate), NULL, NULL},
+    {"cuMipmappedArrayDestroy", 0, (void *)cuMipmappedArrayDestroy, SLOT(cuMipmappedArrayDestroy), NULL, NULL},
+    {"cuMemAllocManaged", 0, (void *)cuMemAllocManaged, SLOT(cuMemAllocManaged), NULL, NULL},
+    {"cuMemAllocAsync", 0, (void *)cuMemAllocAsync, SLOT(cuMemAllocAsync), (void *)cuMemAllocAsync_ptsz,
+     SLOT(cuMemAllocAsync_ptsz)},
+    {"cuMemAllocFromPoolAsync", 0, (void *)cuMemAllocFromPoolAsync, SLOT(cuMemAllocFromPoolAsync),
+     (void *)cuMemAllocFromPoolAsync_ptsz, SLOT(cuMemAllocFromPoolAsync_ptsz)},
+    {"cuMemFreeAsync", 0, (void *)cuMemFreeAsync, SLOT(cuMemFreeAsync), (void *)cuMemFreeAsync_ptsz,
+     SLOT(cuMemFreeAsync_ptsz)},
+    {"cuMemCreate", 0, (void *)cuMemCreate, SLOT(cuMemCreate), NULL, NULL},
+    {"cuMemRelease", 0, (void *)cuMemRelease, SLOT(cuMemRelease), NULL, NULL},
+    {"cuMemPoolCreate", 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
+    {"cuMemPoolDestroy", 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
+    {"cuMemPoolTrimTo", 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},
+    {"cuMemAllocHost", 3020, (void *)cuMemAllocHost_v2, SLOT(cuMemAllocHost_v2), NULL, NULL},
+    {"cuMemHostAlloc", 0, (void *)cuMemHostAlloc, SLOT(cuMemHostAlloc), NULL, NULL},
+    {"cuMemFreeHost", 0, (void *)cuMemFreeHost, SLOT(cuMemFreeHost), NULL, NULL},
+    /* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
+     * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */
+    {"cuGetProcAddress", 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},
 };
 
 static const struct gpa_entry *gpa_find(const char *name)
@@ -734,7 +730,7 @@ static void *gpa_substitute(const char *symbol, int version, gg_cuuint64_t flags
 }
 
 GG_EXPORT gg_CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, gg_cuuint64_t flags,
-					  gg_CUdriverProcAddressQueryResult *symbolStatus)
+                                          gg_CUdriverProcAddressQueryResult *symbolStatus)
 {
 	gg_pfn_cuGetProcAddress_v2 real = REAL(cuGetProcAddress_v2);
 	if (!real)

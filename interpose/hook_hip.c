@@ -10,30 +10,30 @@
 
 #define LIBHIP "libamdhip64.so.6"
 
-#define HIP_WRAPPED(X)                                                                             \
-	X(hipMalloc)                                                                               \
-	X(hipExtMallocWithFlags)                                                                   \
-	X(hipMallocManaged)                                                                        \
-	X(hipMallocPitch)                                                                          \
-	X(hipMallocAsync)                                                                          \
-	X(hipMallocFromPoolAsync)                                                                  \
-	X(hipFree)                                                                                 \
-	X(hipFreeAsync)                                                                            \
-	X(hipMemCreate)                                                                            \
-	X(hipMemRelease)                                                                           \
-	X(hipMemGetInfo)                                                                           \
-	X(hipDeviceTotalMem)                                                                       \
-	X(hipMemPoolCreate)                                                                        \
-	X(hipMemPoolDestroy)                                                                       \
-	X(hipMemPoolTrimTo)                                                                        \
-	X(hipHostMalloc)                                                                           \
+#define HIP_WRAPPED(X)            \
+	X(hipMalloc)              \
+	X(hipExtMallocWithFlags)  \
+	X(hipMallocManaged)       \
+	X(hipMallocPitch)         \
+	X(hipMallocAsync)         \
+	X(hipMallocFromPoolAsync) \
+	X(hipFree)                \
+	X(hipFreeAsync)           \
+	X(hipMemCreate)           \
+	X(hipMemRelease)          \
+	X(hipMemGetInfo)          \
+	X(hipDeviceTotalMem)      \
+	X(hipMemPoolCreate)       \
+	X(hipMemPoolDestroy)      \
+	X(hipMemPoolTrimTo)       \
+	X(hipHostMalloc)          \
 	X(hipHostFree)
 
-#define HIP_HELPERS(X)                                                                             \
-	X(hipGetDevice)                                                                            \
-	X(hipDeviceSynchronize)                                                                    \
-	X(hipDeviceGetMemPool)                                                                     \
-	X(hipMemPoolGetAttribute)                                                                  \
+#define HIP_HELPERS(X)            \
+	X(hipGetDevice)           \
+	X(hipDeviceSynchronize)   \
+	X(hipDeviceGetMemPool)    \
+	X(hipMemPoolGetAttribute) \
 	X(hipRuntimeGetVersion)
 
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
@@ -43,7 +43,6 @@ HIP_HELPERS(DECLARE_REAL)
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBHIP))
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBHIP))
 #define SLOT(n) ((void *_Atomic *)&real_##n)
-
 
 static int current_device(void)
 {
@@ -86,7 +85,7 @@ static int alloc_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uin
 }
 
 static void alloc_end(struct gg_bracket *b, gg_hipError_t rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
-		      enum gpuguard_api api)
+                      enum gpuguard_api api)
 {
 	gg_bracket_end(b, rc == GG_hipSuccess && raw, rc == GG_hipErrorOutOfMemory, ns, raw, size, api);
 }
@@ -94,16 +93,16 @@ static void alloc_end(struct gg_bracket *b, gg_hipError_t rc, enum gg_key_ns ns,
 #define FREE_BRACKET(ns, raw, call) GG_FREE_BRACKET(ns, raw, call, GG_hipSuccess, current_device())
 
 /* The plain allocators share one shape; `call` runs the real function. */
-#define PLAIN_ALLOC(api, charged, ptr, size, call)                                                 \
-	do {                                                                                       \
-		GG_ENTER();                                                                           \
-		rc = GG_hipErrorOutOfMemory;                                                       \
-		struct gg_bracket b;                                                                  \
-		if (alloc_begin(&b, current_device(), api, size, charged) == 0) {                  \
-			rc = call;                                                                 \
+#define PLAIN_ALLOC(api, charged, ptr, size, call)                                                       \
+	do {                                                                                             \
+		GG_ENTER();                                                                              \
+		rc = GG_hipErrorOutOfMemory;                                                             \
+		struct gg_bracket b;                                                                     \
+		if (alloc_begin(&b, current_device(), api, size, charged) == 0) {                        \
+			rc = call;                                                                       \
 			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t) * (ptr), size, api); \
-		}                                                                                  \
-		GG_LEAVE();                                                                           \
+		}                                                                                        \
+		GG_LEAVE();                                                                              \
 	} while (0)
 
 GG_EXPORT gg_hipError_t hipMalloc(void **ptr, size_t size)
@@ -161,8 +160,7 @@ GG_EXPORT gg_hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, 
 			size = (uint64_t)*pitch * height;
 			gg_bracket_resize(&b, GPUGUARD_API_HIP_MALLOC_PITCH, size);
 		}
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size,
-			  GPUGUARD_API_HIP_MALLOC_PITCH);
+		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, GPUGUARD_API_HIP_MALLOC_PITCH);
 	}
 	GG_LEAVE();
 	return rc;
@@ -237,13 +235,13 @@ GG_EXPORT gg_hipError_t hipHostFree(void *ptr)
 /* ---- stream-ordered ---------------------------------------------------- */
 
 static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, int dev, enum gpuguard_api api,
-				gg_hipStream_t stream, void *real, int from_pool)
+                                gg_hipStream_t stream, void *real, int from_pool)
 {
 	struct gg_pool *p = dev >= 0 ? gg_pool_get(pool, dev, pool_query) : NULL;
 	gg_hipError_t rc;
-#define CALL_REAL()                                                                                \
-	(from_pool ? ((gg_pfn_hipMallocFromPoolAsync)real)(ptr, size, pool, stream)                \
-		   : ((gg_pfn_hipMallocAsync)real)(ptr, size, stream))
+#define CALL_REAL()                                                                 \
+	(from_pool ? ((gg_pfn_hipMallocFromPoolAsync)real)(ptr, size, pool, stream) \
+	           : ((gg_pfn_hipMallocAsync)real)(ptr, size, stream))
 	if (!p) {
 		struct gg_bracket b;
 		if (alloc_begin(&b, dev, api, size, 1) != 0)
@@ -305,8 +303,7 @@ GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t s
 	return rc;
 }
 
-GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMemPool_t pool,
-					       gg_hipStream_t stream)
+GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMemPool_t pool, gg_hipStream_t stream)
 {
 	gg_pfn_hipMallocFromPoolAsync real = REAL(hipMallocFromPoolAsync);
 	if (!real)
@@ -317,8 +314,7 @@ GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMe
 	int dev = gg_pool_device(pool);
 	if (dev < 0)
 		dev = current_device();
-	gg_hipError_t rc =
-		pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_FROM_POOL, stream, (void *)real, 1);
+	gg_hipError_t rc = pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_FROM_POOL, stream, (void *)real, 1);
 	GG_LEAVE();
 	return rc;
 }
@@ -405,7 +401,7 @@ static int vmm_device(const gg_hipMemAllocationProp *prop)
 }
 
 GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle, size_t size,
-				     const gg_hipMemAllocationProp *prop, unsigned long long flags)
+                                     const gg_hipMemAllocationProp *prop, unsigned long long flags)
 {
 	gg_pfn_hipMemCreate real = REAL(hipMemCreate);
 	if (!real)

@@ -57,8 +57,9 @@ static void init_body(void)
 	gg_ceiling_configure();
 	gg_table = gg_table_create(gg_opt.table_slots);
 	if (!gg_table)
-		gg_log(GG_LOG_WARN, "could not map the allocation table (%llu slots); "
-				    "the ceiling still holds but frees cannot be refunded",
+		gg_log(GG_LOG_WARN,
+		       "could not map the allocation table (%llu slots); "
+		       "the ceiling still holds but frees cannot be refunded",
 		       (unsigned long long)gg_opt.table_slots);
 	if (gg_history_init(gg_opt.history) != 0)
 		gg_log(GG_LOG_WARN, "could not map the history ring (%llu events); dumps will have no history",
@@ -77,7 +78,7 @@ void gg_init_once(void)
 		return;
 	int expect = 0;
 	if (atomic_compare_exchange_strong_explicit(&init_state, &expect, 1, memory_order_acquire,
-						    memory_order_acquire)) {
+	                                            memory_order_acquire)) {
 		init_body();
 		atomic_store_explicit(&init_state, 2, memory_order_release);
 		return;

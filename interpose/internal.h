@@ -38,8 +38,8 @@ struct gg_limits {
 	struct gg_limit_spec dev[GG_MAX_DEVICES];
 };
 struct gg_options {
-	int limit_set;   /* GPUGUARD_LIMIT was given */
-	int limit_bad;   /* ... and could not be parsed: fail closed */
+	int limit_set; /* GPUGUARD_LIMIT was given */
+	int limit_bad; /* ... and could not be parsed: fail closed */
 	struct gg_limits limits;
 	int verbose;
 	uint64_t table_slots;
@@ -122,8 +122,7 @@ void gg_ceiling_force(int dev, uint64_t bytes);
 /* What a governed allocation of `size` bytes through `api` is charged. */
 uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size);
 /* Memory-info virtualisation (DESIGN.md §2). */
-void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out,
-			uint64_t *total_out);
+void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out);
 /* Zero counters (fork child). Limits stay. */
 void gg_ceiling_reset(void);
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
@@ -151,13 +150,13 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 /* One live allocation, as handed to and from the table. */
 struct gg_record {
 	uint64_t key;
-	uint64_t size;    /* requested bytes */
-	uint64_t t_ms;    /* ms since library start (40 bits kept) */
-	uint32_t tid;     /* kernel thread id */
-	uint32_t stack;   /* stack id, 0 = none (filled by the dump subsystem) */
+	uint64_t size;  /* requested bytes */
+	uint64_t t_ms;  /* ms since library start (40 bits kept) */
+	uint32_t tid;   /* kernel thread id */
+	uint32_t stack; /* stack id, 0 = none (filled by the dump subsystem) */
 	uint8_t dev;
-	uint8_t api;      /* enum gpuguard_api */
-	uint8_t flags;    /* GG_REC_* */
+	uint8_t api;   /* enum gpuguard_api */
+	uint8_t flags; /* GG_REC_* */
 };
 
 struct gg_table;
@@ -301,8 +300,7 @@ int gg_hip_is_ours(void *fn);
 /* Bracket around one governed allocation (DESIGN.md §3): begin reserves the
  * charge (refusing past the ceiling), end commits + records or rolls back. */
 int gg_account_begin(int dev, uint64_t charge);
-void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api,
-		       uint64_t charge);
+void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge);
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom);
 /* Removes the record of raw (before the driver frees it). 1 if found. */
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out);
@@ -328,32 +326,32 @@ struct gg_bracket {
 };
 int gg_bracket_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged);
 void gg_bracket_end(struct gg_bracket *b, int ok, int oom, enum gg_key_ns ns, uint64_t raw, uint64_t size,
-		    enum gpuguard_api api);
+                    enum gpuguard_api api);
 /* The driver chose the final size (a pitch): settle the charge to it. */
 void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t size);
 
 /* Every hook runs inside GG_ENTER ... GG_LEAVE. A call made while a hook runs
  * on this thread (a runtime calling its own entry points, our helper calls)
  * sees gg_in_hook and passes straight through. */
-#define GG_ENTER()                                                                                 \
-	do {                                                                                       \
-		gg_in_hook = 1;                                                                    \
-		gg_init_once();                                                                    \
+#define GG_ENTER()              \
+	do {                    \
+		gg_in_hook = 1; \
+		gg_init_once(); \
 	} while (0)
 #define GG_LEAVE() (gg_in_hook = 0)
 
 /* Free: take the record out before the driver can hand the address to
  * another thread, put it back if the driver refuses (DESIGN.md §3). Sets
  * `rc` from `call`; `success` is the API's success code. */
-#define GG_FREE_BRACKET(ns, raw, call, success, current_dev)                                       \
-	do {                                                                                       \
-		struct gg_record rec_;                                                             \
-		int known_ = gg_account_forget(ns, raw, &rec_);                                    \
-		rc = call;                                                                         \
-		if (known_)                                                                        \
-			gg_account_freed(&rec_, rc == (success));                                  \
-		else if (rc == (success))                                                          \
-			gg_account_untracked(current_dev);                                         \
+#define GG_FREE_BRACKET(ns, raw, call, success, current_dev)      \
+	do {                                                      \
+		struct gg_record rec_;                            \
+		int known_ = gg_account_forget(ns, raw, &rec_);   \
+		rc = call;                                        \
+		if (known_)                                       \
+			gg_account_freed(&rec_, rc == (success)); \
+		else if (rc == (success))                         \
+			gg_account_untracked(current_dev);        \
 	} while (0)
 
 #endif

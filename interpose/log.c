@@ -22,8 +22,8 @@ static int log_admit(void)
 	uint64_t w = atomic_load_explicit(&log_window, memory_order_relaxed);
 	/* relaxed throughout: this is a heuristic counter, no data is published
 	 * through it; a race can only let a message or two more through. */
-	if (w != now && atomic_compare_exchange_strong_explicit(&log_window, &w, now, memory_order_relaxed,
-								memory_order_relaxed))
+	if (w != now &&
+	    atomic_compare_exchange_strong_explicit(&log_window, &w, now, memory_order_relaxed, memory_order_relaxed))
 		atomic_store_explicit(&log_count, 0, memory_order_relaxed);
 	if (atomic_fetch_add_explicit(&log_count, 1, memory_order_relaxed) < LOG_BURST)
 		return 1;

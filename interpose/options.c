@@ -13,23 +13,23 @@
 struct gg_options gg_opt;
 
 const struct gg_option_row gg_option_rows[] = {
-	{"GPUGUARD_LIMIT", "", "20Gi | 20G | 21474836480 | 90% | 0=20Gi,1=8Gi,*=4Gi",
-	 "per-device ceiling; unset = no ceiling (accounting only)"},
-	{"GPUGUARD_VERBOSE", "0", "0 | 1", "print the effective configuration once at start"},
-	{"GPUGUARD_TABLE_SLOTS", "1Mi", "a count, quantity suffixes allowed (64 .. 1Ti)",
-	 "slots in the live-allocation table; more live allocations spill to a slower area"},
-	{"GPUGUARD_CHARGE_MANAGED", "1", "0 | 1", "charge managed (unified) memory to the ceiling"},
-	{"GPUGUARD_DUMP_DIR", ".", "a directory path", "where allocation dumps are written"},
-	{"GPUGUARD_DUMP_SIGNAL", "SIGUSR2", "a signal name or number; 0 = off",
-	 "signal that asks for a dump (chained to the application's handler)"},
-	{"GPUGUARD_DUMP_MAX", "10", "a count; 0 = no dumps", "dumps written per process at most; later ones are counted as suppressed"},
-	{"GPUGUARD_DUMP_INTERVAL", "10s", "a duration: 500ms, 10s, 2m, or plain seconds",
-	 "minimum time between two dumps; dumps asked for sooner are counted as suppressed"},
-	{"GPUGUARD_DUMP_AT_EXIT", "0", "0 | 1", "write a dump at exit (a leak report)"},
-	{"GPUGUARD_HISTORY", "65536", "a count, quantity suffixes allowed (0 .. 64Mi); 0 = off",
-	 "recent allocate/free/refusal events kept for dumps"},
-	{"GPUGUARD_STACK_DEPTH", "16", "0 .. 64; 0 = off",
-	 "frames captured per governed allocation for dumps"},
+    {"GPUGUARD_LIMIT", "", "20Gi | 20G | 21474836480 | 90% | 0=20Gi,1=8Gi,*=4Gi",
+     "per-device ceiling; unset = no ceiling (accounting only)"},
+    {"GPUGUARD_VERBOSE", "0", "0 | 1", "print the effective configuration once at start"},
+    {"GPUGUARD_TABLE_SLOTS", "1Mi", "a count, quantity suffixes allowed (64 .. 1Ti)",
+     "slots in the live-allocation table; more live allocations spill to a slower area"},
+    {"GPUGUARD_CHARGE_MANAGED", "1", "0 | 1", "charge managed (unified) memory to the ceiling"},
+    {"GPUGUARD_DUMP_DIR", ".", "a directory path", "where allocation dumps are written"},
+    {"GPUGUARD_DUMP_SIGNAL", "SIGUSR2", "a signal name or number; 0 = off",
+     "signal that asks for a dump (chained to the application's handler)"},
+    {"GPUGUARD_DUMP_MAX", "10", "a count; 0 = no dumps",
+     "dumps written per process at most; later ones are counted as suppressed"},
+    {"GPUGUARD_DUMP_INTERVAL", "10s", "a duration: 500ms, 10s, 2m, or plain seconds",
+     "minimum time between two dumps; dumps asked for sooner are counted as suppressed"},
+    {"GPUGUARD_DUMP_AT_EXIT", "0", "0 | 1", "write a dump at exit (a leak report)"},
+    {"GPUGUARD_HISTORY", "65536", "a count, quantity suffixes allowed (0 .. 64Mi); 0 = off",
+     "recent allocate/free/refusal events kept for dumps"},
+    {"GPUGUARD_STACK_DEPTH", "16", "0 .. 64; 0 = off", "frames captured per governed allocation for dumps"},
 };
 const size_t gg_option_nrows = sizeof(gg_option_rows) / sizeof(gg_option_rows[0]);
 
@@ -98,10 +98,10 @@ int gg_parse_quantity(const char *s, uint64_t *out)
 		static const struct {
 			const char *sfx;
 			uint64_t mult;
-		} sfx[] = {{"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30}, {"Ti", 1ull << 40},
-			   {"Pi", 1ull << 50}, {"Ei", 1ull << 60}, {"k", 1000ull},      {"M", 1000000ull},
-			   {"G", 1000000000ull}, {"T", 1000000000000ull}, {"P", 1000000000000000ull},
-			   {"E", 1000000000000000000ull}};
+		} sfx[] = {{"Ki", 1ull << 10},      {"Mi", 1ull << 20},         {"Gi", 1ull << 30},
+		           {"Ti", 1ull << 40},      {"Pi", 1ull << 50},         {"Ei", 1ull << 60},
+		           {"k", 1000ull},          {"M", 1000000ull},          {"G", 1000000000ull},
+		           {"T", 1000000000000ull}, {"P", 1000000000000000ull}, {"E", 1000000000000000000ull}};
 		size_t i;
 		for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++)
 			if (strcmp(p, sfx[i].sfx) == 0)
@@ -242,12 +242,12 @@ int gg_parse_signal(const char *s, int *out)
 	static const struct {
 		const char *name;
 		int sig;
-	} names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
-		     {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
-		     {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
-		     {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
-		     {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-		     {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+	} names[] = {{"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"USR1", SIGUSR1},
+	             {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM},
+	             {"CHLD", SIGCHLD},     {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
+	             {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
+	             {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+	             {"PWR", SIGPWR},       {"SYS", SIGSYS}};
 	if (!s || !*s)
 		return -1;
 	if (isdigit((unsigned char)*s)) {
@@ -427,7 +427,7 @@ void gg_options_print(void)
 			snprintf(what, sizeof what, "ceiling %s", gg_log_bytes((char[32]){0}, 32, sp->value));
 		else if (sp->kind == GG_LIMIT_PERCENT)
 			snprintf(what, sizeof what, "ceiling %llu.%02llu%% of physical memory",
-				 (unsigned long long)(sp->value / 100), (unsigned long long)(sp->value % 100));
+			         (unsigned long long)(sp->value / 100), (unsigned long long)(sp->value % 100));
 		else
 			snprintf(what, sizeof what, "no ceiling");
 		gg_log(GG_LOG_INFO, "  %s: %s", who, what);

@@ -13,11 +13,11 @@
 #define DEAD_POOL ((void *)1)
 
 struct gg_pool {
-	void *_Atomic handle;        /* NULL = free entry, DEAD_POOL = destroyed */
+	void *_Atomic handle; /* NULL = free entry, DEAD_POOL = destroyed */
 	int dev;
 	gg_pool_reserved_fn query;
-	pthread_mutex_t lock;        /* held across one allocation's driver call */
-	uint64_t charged;            /* reserve we charged; written under lock only */
+	pthread_mutex_t lock; /* held across one allocation's driver call */
+	uint64_t charged;     /* reserve we charged; written under lock only */
 };
 
 static struct gg_pool pools[MAX_POOLS];
@@ -127,7 +127,7 @@ void gg_pool_reconcile_device(int dev)
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
-	uint64_t fit = (size + 511) / 512 * 512;                    /* what a block in the reserve takes */
+	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
 	uint64_t reserved, used;
 	void *h = atomic_load_explicit(&p->handle, memory_order_relaxed);
 	/* Held until gg_pool_end, across the driver call: two requests that each

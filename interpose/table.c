@@ -12,7 +12,7 @@
 #define K_TOMB 1ull  /* removed: reusable by inserts, skipped by lookups */
 #define K_BUSY 2ull  /* claimed by one thread while it writes or reads the payload */
 
-#define MAX_PROBE 128         /* inserts place a key within this many slots of home */
+#define MAX_PROBE 128 /* inserts place a key within this many slots of home */
 #define SPILL_BLOCK_SLOTS 4096
 
 /* 32 bytes, two to a cache line. Payload words are atomics only so that the
@@ -33,8 +33,8 @@ struct spill_block {
 struct gg_table {
 	uint64_t mask;
 	size_t map_bytes;
-	_Atomic uint64_t spilled;             /* live records in the overflow area */
-	struct spill_block *_Atomic spill;    /* head of the overflow blocks */
+	_Atomic uint64_t spilled;          /* live records in the overflow area */
+	struct spill_block *_Atomic spill; /* head of the overflow blocks */
 	struct slot *slots;
 };
 
@@ -58,8 +58,7 @@ struct gg_table *gg_table_create(uint64_t slots)
 	size_t head = 4096; /* keep the slot array page-aligned */
 	size_t bytes = head + n * sizeof(struct slot);
 	/* MAP_NORESERVE: pages cost nothing until a slot on them is first used. */
-	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		       -1, 0);
+	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return NULL;
 	struct gg_table *t = m;
@@ -90,8 +89,7 @@ void gg_table_destroy(struct gg_table *t)
 
 static void write_payload(struct slot *s, const struct gg_record *r)
 {
-	uint64_t meta = (r->t_ms & 0xffffffffffull) << 24 | (uint64_t)r->dev << 16 | (uint64_t)r->api << 8 |
-			r->flags;
+	uint64_t meta = (r->t_ms & 0xffffffffffull) << 24 | (uint64_t)r->dev << 16 | (uint64_t)r->api << 8 | r->flags;
 	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
 	atomic_store_explicit(&s->meta, meta, memory_order_relaxed);
 	atomic_store_explicit(&s->ids, (uint64_t)r->tid << 32 | r->stack, memory_order_relaxed);
@@ -117,7 +115,7 @@ static int try_fill(struct slot *s, uint64_t seen, const struct gg_record *rec)
 	/* acquire: if the slot was a tombstone, its remover's payload reads are
 	 * ordered before our payload writes (the remover's release store of TOMB). */
 	if (!atomic_compare_exchange_strong_explicit(&s->key, &seen, K_BUSY, memory_order_acquire,
-						     memory_order_relaxed))
+	                                             memory_order_relaxed))
 		return 0;
 	/* release fence: a foreach reader that sees one of our payload words must
 	 * also see BUSY (not the old key) when it re-checks the key. */
@@ -143,8 +141,8 @@ static int spill_insert(struct gg_table *t, const struct gg_record *rec)
 				if ((k == K_EMPTY || k == K_TOMB) && try_fill(s, k, rec))
 					return 1;
 			}
-		struct spill_block *nb = mmap(NULL, sizeof(*nb), PROT_READ | PROT_WRITE,
-					      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		struct spill_block *nb =
+		    mmap(NULL, sizeof(*nb), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (nb == MAP_FAILED) {
 			atomic_fetch_sub_explicit(&t->spilled, 1, memory_order_relaxed);
 			return -1;
@@ -156,7 +154,7 @@ static int spill_insert(struct gg_table *t, const struct gg_record *rec)
 		/* release: the block's contents (our record, next) are visible to any
 		 * thread that loads the new head with acquire. */
 		if (atomic_compare_exchange_strong_explicit(&t->spill, &head, nb, memory_order_release,
-							    memory_order_relaxed))
+		                                            memory_order_relaxed))
 			return 1;
 		munmap(nb, sizeof(*nb)); /* lost the race: rescan, the winner may have room */
 	}
@@ -187,8 +185,7 @@ static int try_take(struct slot *s, uint64_t key, struct gg_record *out)
 	 * payload we read below is the one written for this key. Going through
 	 * BUSY means a racing double free cannot take the record twice, and no
 	 * insert can reuse the slot before we have read it. */
-	if (!atomic_compare_exchange_strong_explicit(&s->key, &k, K_BUSY, memory_order_acquire,
-						     memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(&s->key, &k, K_BUSY, memory_order_acquire, memory_order_relaxed))
 		return 0;
 	read_payload(s, key, out);
 	/* release: our payload reads happen before the next owner's writes. */

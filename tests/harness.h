@@ -14,49 +14,47 @@ static const char *harness_cur_name = "";
 
 #define TEST(name) static void name(void)
 
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__,       \
-				__LINE__, harness_cur_name, #cond);                      \
-			harness_cur_failed = 1;                                          \
-		}                                                                        \
+#define CHECK(cond)                                                                                                    \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, harness_cur_name, #cond); \
+			harness_cur_failed = 1;                                                                        \
+		}                                                                                                      \
 	} while (0)
 
-#define CHECK_EQ_U64(a, b)                                                               \
-	do {                                                                             \
-		uint64_t ha_ = (uint64_t)(a), hb_ = (uint64_t)(b);                       \
-		if (ha_ != hb_) {                                                        \
-			fprintf(stderr, "%s:%d: %s: check failed: %s == %s (%" PRIu64    \
-				" vs %" PRIu64 ")\n", __FILE__, __LINE__,                \
-				harness_cur_name, #a, #b, ha_, hb_);                     \
-			harness_cur_failed = 1;                                          \
-		}                                                                        \
+#define CHECK_EQ_U64(a, b)                                                                                            \
+	do {                                                                                                          \
+		uint64_t ha_ = (uint64_t)(a), hb_ = (uint64_t)(b);                                                    \
+		if (ha_ != hb_) {                                                                                     \
+			fprintf(stderr, "%s:%d: %s: check failed: %s == %s (%" PRIu64 " vs %" PRIu64 ")\n", __FILE__, \
+			        __LINE__, harness_cur_name, #a, #b, ha_, hb_);                                        \
+			harness_cur_failed = 1;                                                                       \
+		}                                                                                                     \
 	} while (0)
 
-#define CHECK_EQ_INT(a, b)                                                               \
-	do {                                                                             \
-		long long ha_ = (long long)(a), hb_ = (long long)(b);                    \
-		if (ha_ != hb_) {                                                        \
-			fprintf(stderr, "%s:%d: %s: check failed: %s == %s (%lld vs %lld)\n", \
-				__FILE__, __LINE__, harness_cur_name, #a, #b, ha_, hb_); \
-			harness_cur_failed = 1;                                          \
-		}                                                                        \
+#define CHECK_EQ_INT(a, b)                                                                                        \
+	do {                                                                                                      \
+		long long ha_ = (long long)(a), hb_ = (long long)(b);                                             \
+		if (ha_ != hb_) {                                                                                 \
+			fprintf(stderr, "%s:%d: %s: check failed: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, \
+			        harness_cur_name, #a, #b, ha_, hb_);                                              \
+			harness_cur_failed = 1;                                                                   \
+		}                                                                                                 \
 	} while (0)
 
-#define RUN(name)                                                                        \
-	do {                                                                             \
-		harness_cur_name = #name;                                                \
-		harness_cur_failed = 0;                                                  \
-		name();                                                                  \
-		if (harness_cur_failed) {                                                \
-			harness_failed++;                                                \
-			printf("FAIL %s\n", #name);                                      \
-		} else {                                                                 \
-			harness_passed++;                                                \
-			printf("ok   %s\n", #name);                                      \
-		}                                                                        \
-		fflush(stdout);                                                          \
+#define RUN(name)                                   \
+	do {                                        \
+		harness_cur_name = #name;           \
+		harness_cur_failed = 0;             \
+		name();                             \
+		if (harness_cur_failed) {           \
+			harness_failed++;           \
+			printf("FAIL %s\n", #name); \
+		} else {                            \
+			harness_passed++;           \
+			printf("ok   %s\n", #name); \
+		}                                   \
+		fflush(stdout);                     \
 	} while (0)
 
 static inline int harness_done(void)

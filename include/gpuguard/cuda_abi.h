@@ -11,8 +11,8 @@
 typedef int gg_CUresult; /* enum cudaError_enum: an int-sized enum */
 typedef uint32_t gg_cuuint32_t;
 typedef uint64_t gg_cuuint64_t;
-typedef unsigned long long gg_CUdeviceptr;     /* CUdeviceptr_v2 */
-typedef unsigned int gg_CUdeviceptr_v1;        /* legacy 32-bit pointer */
+typedef unsigned long long gg_CUdeviceptr; /* CUdeviceptr_v2 */
+typedef unsigned int gg_CUdeviceptr_v1;    /* legacy 32-bit pointer */
 typedef int gg_CUdevice;
 typedef struct CUctx_st *gg_CUcontext;
 typedef struct CUstream_st *gg_CUstream;
@@ -150,8 +150,8 @@ typedef struct gg_CUDA_ARRAY3D_DESCRIPTOR {
 #ifdef GG_ABI_NO_PROTOTYPES
 #define GG_CU_FN(name, params) typedef gg_CUresult(*gg_pfn_##name) params;
 #else
-#define GG_CU_FN(name, params)                        \
-	typedef gg_CUresult(*gg_pfn_##name) params;   \
+#define GG_CU_FN(name, params)                      \
+	typedef gg_CUresult(*gg_pfn_##name) params; \
 	gg_CUresult name params;
 #endif
 #define GG_CU_FN_PTSZ(name, params) GG_CU_FN(name, params)

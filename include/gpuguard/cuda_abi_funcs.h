@@ -27,8 +27,8 @@ GG_CU_FN(cuGetErrorName, (GGT(CUresult) error, const char **pStr))
 /* device memory */
 GG_CU_FN(cuMemGetInfo_v2, (size_t * free, size_t *total))
 GG_CU_FN(cuMemAlloc_v2, (GGT(CUdeviceptr) * dptr, size_t bytesize))
-GG_CU_FN(cuMemAllocPitch_v2, (GGT(CUdeviceptr) * dptr, size_t *pPitch, size_t WidthInBytes,
-			      size_t Height, unsigned int ElementSizeBytes))
+GG_CU_FN(cuMemAllocPitch_v2,
+         (GGT(CUdeviceptr) * dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes))
 GG_CU_FN(cuMemFree_v2, (GGT(CUdeviceptr) dptr))
 GG_CU_FN(cuMemGetAddressRange_v2, (GGT(CUdeviceptr) * pbase, size_t *psize, GGT(CUdeviceptr) dptr))
 GG_CU_FN(cuMemAllocManaged, (GGT(CUdeviceptr) * dptr, size_t bytesize, unsigned int flags))
@@ -40,35 +40,33 @@ GG_CU_FN(cuMemFreeHost, (void *p))
 
 /* arrays */
 GG_CU_FN(cuArrayCreate_v2, (GGT(CUarray) * pHandle, const GGT(CUDA_ARRAY_DESCRIPTOR) * pAllocateArray))
-GG_CU_FN(cuArray3DCreate_v2,
-	 (GGT(CUarray) * pHandle, const GGT(CUDA_ARRAY3D_DESCRIPTOR) * pAllocateArray))
+GG_CU_FN(cuArray3DCreate_v2, (GGT(CUarray) * pHandle, const GGT(CUDA_ARRAY3D_DESCRIPTOR) * pAllocateArray))
 GG_CU_FN(cuArrayDestroy, (GGT(CUarray) hArray))
-GG_CU_FN(cuMipmappedArrayCreate, (GGT(CUmipmappedArray) * pHandle,
-				  const GGT(CUDA_ARRAY3D_DESCRIPTOR) * pMipmappedArrayDesc,
-				  unsigned int numMipmapLevels))
+GG_CU_FN(cuMipmappedArrayCreate,
+         (GGT(CUmipmappedArray) * pHandle, const GGT(CUDA_ARRAY3D_DESCRIPTOR) * pMipmappedArrayDesc,
+          unsigned int numMipmapLevels))
 GG_CU_FN(cuMipmappedArrayDestroy, (GGT(CUmipmappedArray) hMipmappedArray))
 
 /* virtual memory management */
-GG_CU_FN(cuMemAddressReserve, (GGT(CUdeviceptr) * ptr, size_t size, size_t alignment,
-			       GGT(CUdeviceptr) addr, unsigned long long flags))
+GG_CU_FN(cuMemAddressReserve,
+         (GGT(CUdeviceptr) * ptr, size_t size, size_t alignment, GGT(CUdeviceptr) addr, unsigned long long flags))
 GG_CU_FN(cuMemAddressFree, (GGT(CUdeviceptr) ptr, size_t size))
-GG_CU_FN(cuMemCreate, (GGT(CUmemGenericAllocationHandle) * handle, size_t size,
-		       const GGT(CUmemAllocationProp) * prop, unsigned long long flags))
+GG_CU_FN(cuMemCreate, (GGT(CUmemGenericAllocationHandle) * handle, size_t size, const GGT(CUmemAllocationProp) * prop,
+                       unsigned long long flags))
 GG_CU_FN(cuMemRelease, (GGT(CUmemGenericAllocationHandle) handle))
-GG_CU_FN(cuMemMap, (GGT(CUdeviceptr) ptr, size_t size, size_t offset,
-		    GGT(CUmemGenericAllocationHandle) handle, unsigned long long flags))
+GG_CU_FN(cuMemMap, (GGT(CUdeviceptr) ptr, size_t size, size_t offset, GGT(CUmemGenericAllocationHandle) handle,
+                    unsigned long long flags))
 GG_CU_FN(cuMemUnmap, (GGT(CUdeviceptr) ptr, size_t size))
-GG_CU_FN(cuMemSetAccess, (GGT(CUdeviceptr) ptr, size_t size, const GGT(CUmemAccessDesc) * desc,
-			  size_t count))
-GG_CU_FN(cuMemGetAllocationGranularity, (size_t * granularity, const GGT(CUmemAllocationProp) * prop,
-					 GGT(CUmemAllocationGranularity_flags) option))
+GG_CU_FN(cuMemSetAccess, (GGT(CUdeviceptr) ptr, size_t size, const GGT(CUmemAccessDesc) * desc, size_t count))
+GG_CU_FN(cuMemGetAllocationGranularity,
+         (size_t * granularity, const GGT(CUmemAllocationProp) * prop, GGT(CUmemAllocationGranularity_flags) option))
 GG_CU_FN(cuMemGetAllocationPropertiesFromHandle,
-	 (GGT(CUmemAllocationProp) * prop, GGT(CUmemGenericAllocationHandle) handle))
+         (GGT(CUmemAllocationProp) * prop, GGT(CUmemGenericAllocationHandle) handle))
 
 /* stream-ordered allocation and pools */
 GG_CU_FN(cuMemAllocAsync, (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUstream) hStream))
-GG_CU_FN(cuMemAllocFromPoolAsync, (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUmemoryPool) pool,
-				   GGT(CUstream) hStream))
+GG_CU_FN(cuMemAllocFromPoolAsync,
+         (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUmemoryPool) pool, GGT(CUstream) hStream))
 GG_CU_FN(cuMemFreeAsync, (GGT(CUdeviceptr) dptr, GGT(CUstream) hStream))
 GG_CU_FN(cuDeviceGetDefaultMemPool, (GGT(CUmemoryPool) * pool_out, GGT(CUdevice) dev))
 GG_CU_FN(cuDeviceGetMemPool, (GGT(CUmemoryPool) * pool, GGT(CUdevice) dev))
@@ -81,12 +79,12 @@ GG_CU_FN(cuMemPoolGetAttribute, (GGT(CUmemoryPool) pool, GGT(CUmemPool_attribute
 
 /* entry points */
 GG_CU_FN(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, GGT(cuuint64_t) flags,
-			       GGT(CUdriverProcAddressQueryResult) * symbolStatus))
+                               GGT(CUdriverProcAddressQueryResult) * symbolStatus))
 
 /* per-thread default stream variants (cuGetProcAddress flag 2) */
 GG_CU_FN_PTSZ(cuMemAllocAsync_ptsz, (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUstream) hStream))
-GG_CU_FN_PTSZ(cuMemAllocFromPoolAsync_ptsz, (GGT(CUdeviceptr) * dptr, size_t bytesize,
-					     GGT(CUmemoryPool) pool, GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuMemAllocFromPoolAsync_ptsz,
+              (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUmemoryPool) pool, GGT(CUstream) hStream))
 GG_CU_FN_PTSZ(cuMemFreeAsync_ptsz, (GGT(CUdeviceptr) dptr, GGT(CUstream) hStream))
 GG_CU_FN_PTSZ(cuStreamSynchronize_ptsz, (GGT(CUstream) hStream))
 

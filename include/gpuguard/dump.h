@@ -53,10 +53,10 @@
 #define GPUGUARD_DUMP_TRIGGERS "ceiling", "driver_oom", "signal", "exit"
 
 /* Names of enum gpuguard_api (include/gpuguard.h), indexed by value. */
-#define GPUGUARD_API_NAMES                                                                          \
-	"none", "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemAllocAsync",     \
-		"cuMemAllocFromPoolAsync", "cuMemCreate", "cuArrayCreate", "cuMipmappedArrayCreate", \
-		"hipMalloc", "hipExtMallocWithFlags", "hipMallocManaged", "hipMallocPitch",        \
-		"hipMallocAsync", "hipMallocFromPoolAsync", "hipMemCreate"
+#define GPUGUARD_API_NAMES                                                                                             \
+	"none", "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemAllocAsync",                         \
+	    "cuMemAllocFromPoolAsync", "cuMemCreate", "cuArrayCreate", "cuMipmappedArrayCreate", "hipMalloc",          \
+	    "hipExtMallocWithFlags", "hipMallocManaged", "hipMallocPitch", "hipMallocAsync", "hipMallocFromPoolAsync", \
+	    "hipMemCreate"
 
 #endif

@@ -94,8 +94,8 @@ typedef struct gg_hipMemPoolProps {
 #ifdef GG_ABI_NO_PROTOTYPES
 #define GG_HIP_FN(name, params) typedef gg_hipError_t(*gg_pfn_##name) params;
 #else
-#define GG_HIP_FN(name, params)                         \
-	typedef gg_hipError_t(*gg_pfn_##name) params;   \
+#define GG_HIP_FN(name, params)                       \
+	typedef gg_hipError_t(*gg_pfn_##name) params; \
 	gg_hipError_t name params;
 #endif
 #include "hip_abi_funcs.h"

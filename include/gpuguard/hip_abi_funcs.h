@@ -25,8 +25,7 @@ GG_HIP_FN(hipHostMalloc, (void **ptr, size_t size, unsigned int flags))
 GG_HIP_FN(hipHostFree, (void *ptr))
 
 GG_HIP_FN(hipMallocAsync, (void **dev_ptr, size_t size, GGT(hipStream_t) stream))
-GG_HIP_FN(hipMallocFromPoolAsync, (void **dev_ptr, size_t size, GGT(hipMemPool_t) mem_pool,
-				   GGT(hipStream_t) stream))
+GG_HIP_FN(hipMallocFromPoolAsync, (void **dev_ptr, size_t size, GGT(hipMemPool_t) mem_pool, GGT(hipStream_t) stream))
 GG_HIP_FN(hipFreeAsync, (void *dev_ptr, GGT(hipStream_t) stream))
 GG_HIP_FN(hipDeviceGetDefaultMemPool, (GGT(hipMemPool_t) * mem_pool, int device))
 GG_HIP_FN(hipDeviceGetMemPool, (GGT(hipMemPool_t) * mem_pool, int device))
@@ -38,13 +37,12 @@ GG_HIP_FN(hipMemPoolSetAttribute, (GGT(hipMemPool_t) mem_pool, GGT(hipMemPoolAtt
 GG_HIP_FN(hipMemPoolGetAttribute, (GGT(hipMemPool_t) mem_pool, GGT(hipMemPoolAttr) attr, void *value))
 
 GG_HIP_FN(hipMemCreate, (GGT(hipMemGenericAllocationHandle_t) * handle, size_t size,
-			 const GGT(hipMemAllocationProp) * prop, unsigned long long flags))
+                         const GGT(hipMemAllocationProp) * prop, unsigned long long flags))
 GG_HIP_FN(hipMemRelease, (GGT(hipMemGenericAllocationHandle_t) handle))
-GG_HIP_FN(hipMemAddressReserve, (void **ptr, size_t size, size_t alignment, void *addr,
-				 unsigned long long flags))
+GG_HIP_FN(hipMemAddressReserve, (void **ptr, size_t size, size_t alignment, void *addr, unsigned long long flags))
 GG_HIP_FN(hipMemAddressFree, (void *devPtr, size_t size))
 GG_HIP_FN(hipMemMap, (void *ptr, size_t size, size_t offset, GGT(hipMemGenericAllocationHandle_t) handle,
-		      unsigned long long flags))
+                      unsigned long long flags))
 GG_HIP_FN(hipMemUnmap, (void *ptr, size_t size))
-GG_HIP_FN(hipMemGetAllocationGranularity, (size_t * granularity, const GGT(hipMemAllocationProp) * prop,
-					   GGT(hipMemAllocationGranularity_flags) option))
+GG_HIP_FN(hipMemGetAllocationGranularity,
+          (size_t * granularity, const GGT(hipMemAllocationProp) * prop, GGT(hipMemAllocationGranularity_flags) option))

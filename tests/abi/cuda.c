@@ -29,26 +29,24 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define SAME_TYPE(ours, theirs) \
-	_Static_assert(__builtin_types_compatible_p(ours, theirs), #ours " is not " #theirs)
+#define SAME_TYPE(ours, theirs) _Static_assert(__builtin_types_compatible_p(ours, theirs), #ours " is not " #theirs)
 /* Our int stands for an enum: the same size and alignment is what the ABI needs. */
-#define SAME_SCALAR(ours, theirs)                                                  \
+#define SAME_SCALAR(ours, theirs)                                                            \
 	_Static_assert(sizeof(ours) == sizeof(theirs) && _Alignof(ours) == _Alignof(theirs), \
-		       #ours " differs in size or alignment from " #theirs)
+	               #ours " differs in size or alignment from " #theirs)
 #define SAME_CONST(ours, theirs) _Static_assert((ours) == (theirs), #ours " != " #theirs)
 #define SAME_STRUCT(ours, theirs) SAME_SCALAR(ours, theirs)
-#define SAME_FIELD(ours, theirs, field)                                           \
-	_Static_assert(offsetof(ours, field) == offsetof(theirs, field) &&        \
-			       sizeof(((ours *)0)->field) == sizeof(((theirs *)0)->field), \
-		       #ours "." #field " differs in offset or size from " #theirs)
+#define SAME_FIELD(ours, theirs, field)                                                \
+	_Static_assert(offsetof(ours, field) == offsetof(theirs, field) &&             \
+	                   sizeof(((ours *)0)->field) == sizeof(((theirs *)0)->field), \
+	               #ours "." #field " differs in offset or size from " #theirs)
 /* The name must reach the compiler unchanged: cuda.h renames some entry points
  * by macro (cuMemAlloc -> cuMemAlloc_v2), and we must not check the wrong one.
  * GG_CU_FN passes #name because its argument is macro-expanded on the way in. */
-#define GG_CU_PROTO(as_written, name, params)                                      \
-	_Static_assert(sizeof(as_written) == sizeof(#name),                        \
-		       as_written " is renamed by cuda.h to " #name);              \
-	_Static_assert(__builtin_types_compatible_p(__typeof__(&name), CUresult(*) params), \
-		       #name ": prototype differs from cuda.h");
+#define GG_CU_PROTO(as_written, name, params)                                                              \
+	_Static_assert(sizeof(as_written) == sizeof(#name), as_written " is renamed by cuda.h to " #name); \
+	_Static_assert(__builtin_types_compatible_p(__typeof__(&name), CUresult(*) params),                \
+	               #name ": prototype differs from cuda.h");
 
 #define GGT(t) t
 
@@ -95,8 +93,8 @@ SAME_FIELD(gg_CUmemAllocationProp, CUmemAllocationProp, allocFlags.gpuDirectRDMA
 SAME_FIELD(gg_CUmemAllocationProp, CUmemAllocationProp, allocFlags.usage);
 SAME_FIELD(gg_CUmemAllocationProp, CUmemAllocationProp, allocFlags.reserved);
 _Static_assert(_Alignof(__typeof__(((gg_CUmemAllocationProp *)0)->allocFlags)) ==
-		       _Alignof(__typeof__(((CUmemAllocationProp *)0)->allocFlags)),
-	       "gg_CUmemAllocationProp.allocFlags alignment");
+                   _Alignof(__typeof__(((CUmemAllocationProp *)0)->allocFlags)),
+               "gg_CUmemAllocationProp.allocFlags alignment");
 
 SAME_STRUCT(gg_CUmemAccessDesc, CUmemAccessDesc);
 SAME_FIELD(gg_CUmemAccessDesc, CUmemAccessDesc, location);
@@ -144,12 +142,10 @@ SAME_CONST(GG_CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_SUPPORTED);
 
 SAME_CONST(GG_CU_GET_PROC_ADDRESS_DEFAULT, CU_GET_PROC_ADDRESS_DEFAULT);
 SAME_CONST(GG_CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-SAME_CONST(GG_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-	   CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+SAME_CONST(GG_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
 SAME_CONST(GG_CU_GET_PROC_ADDRESS_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS);
 SAME_CONST(GG_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-SAME_CONST(GG_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
-	   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+SAME_CONST(GG_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 
 SAME_CONST(GG_CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_GLOBAL);
 SAME_CONST(GG_CU_MEM_ATTACH_HOST, CU_MEM_ATTACH_HOST);
@@ -159,11 +155,9 @@ SAME_CONST(GG_CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_PORTABLE);
 SAME_CONST(GG_CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_DEVICEMAP);
 SAME_CONST(GG_CU_MEMHOSTALLOC_WRITECOMBINED, CU_MEMHOSTALLOC_WRITECOMBINED);
 
-SAME_CONST(GG_CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
-	   CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES);
+SAME_CONST(GG_CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES);
 SAME_CONST(GG_CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC);
-SAME_CONST(GG_CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
-	   CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES);
+SAME_CONST(GG_CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES);
 SAME_CONST(GG_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
 SAME_CONST(GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
 SAME_CONST(GG_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH);

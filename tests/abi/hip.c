@@ -12,18 +12,17 @@
 
 #define GG_STR_(x) #x
 #define GG_XSTR(x) GG_STR_(x)
-#define SAME_TYPE(ours, theirs) \
-	_Static_assert(__builtin_types_compatible_p(ours, theirs), #ours " is not " #theirs)
+#define SAME_TYPE(ours, theirs) _Static_assert(__builtin_types_compatible_p(ours, theirs), #ours " is not " #theirs)
 /* Our int stands for an enum: the same size and alignment is what the ABI needs. */
-#define SAME_SCALAR(ours, theirs)                                                  \
+#define SAME_SCALAR(ours, theirs)                                                            \
 	_Static_assert(sizeof(ours) == sizeof(theirs) && _Alignof(ours) == _Alignof(theirs), \
-		       #ours " differs in size or alignment from " #theirs)
+	               #ours " differs in size or alignment from " #theirs)
 #define SAME_CONST(ours, theirs) _Static_assert((ours) == (theirs), #ours " != " #theirs)
 #define SAME_STRUCT(ours, theirs) SAME_SCALAR(ours, theirs)
-#define SAME_FIELD(ours, theirs, field)                                           \
-	_Static_assert(offsetof(ours, field) == offsetof(theirs, field) &&        \
-			       sizeof(((ours *)0)->field) == sizeof(((theirs *)0)->field), \
-		       #ours "." #field " differs in offset or size from " #theirs)
+#define SAME_FIELD(ours, theirs, field)                                                \
+	_Static_assert(offsetof(ours, field) == offsetof(theirs, field) &&             \
+	                   sizeof(((ours *)0)->field) == sizeof(((theirs *)0)->field), \
+	               #ours "." #field " differs in offset or size from " #theirs)
 
 /* scalar types and opaque handles */
 SAME_SCALAR(gg_hipError_t, hipError_t);
@@ -49,11 +48,10 @@ SAME_FIELD(gg_hipMemLocation, hipMemLocation, id);
  * and allocFlags). The 5.x headers cannot check that layout, so we pin down
  * what the hook relies on: the size, and location at offset 8 where ROCm 5 has
  * it at 4. The hook tells them apart by hipRuntimeGetVersion. */
-#define V6_FIELD(field, type, offset)                                                  \
-	_Static_assert(__builtin_types_compatible_p(                                    \
-			       __typeof__(((gg_hipMemAllocationProp_v6 *)0)->field), type) && \
-			       offsetof(gg_hipMemAllocationProp_v6, field) == (offset),        \
-		       "gg_hipMemAllocationProp_v6." #field " is not " #type " at " #offset)
+#define V6_FIELD(field, type, offset)                                                                              \
+	_Static_assert(__builtin_types_compatible_p(__typeof__(((gg_hipMemAllocationProp_v6 *)0)->field), type) && \
+	                   offsetof(gg_hipMemAllocationProp_v6, field) == (offset),                                \
+	               "gg_hipMemAllocationProp_v6." #field " is not " #type " at " #offset)
 #if defined(__LP64__)
 _Static_assert(sizeof(gg_hipMemAllocationProp_v6) == 32, "gg_hipMemAllocationProp_v6 size");
 _Static_assert(_Alignof(gg_hipMemAllocationProp_v6) == 8, "gg_hipMemAllocationProp_v6 alignment");
@@ -65,9 +63,8 @@ V6_FIELD(allocFlags.compressionType, unsigned char, 24);
 V6_FIELD(allocFlags.gpuDirectRDMACapable, unsigned char, 25);
 V6_FIELD(allocFlags.usage, unsigned short, 26);
 #endif
-_Static_assert(offsetof(gg_hipMemAllocationProp_v6, location) !=
-		       offsetof(gg_hipMemAllocationProp, location),
-	       "the two hipMemAllocationProp layouts must differ where the hook looks");
+_Static_assert(offsetof(gg_hipMemAllocationProp_v6, location) != offsetof(gg_hipMemAllocationProp, location),
+               "the two hipMemAllocationProp layouts must differ where the hook looks");
 
 #if HIP_VERSION_MAJOR >= 6
 SAME_STRUCT(gg_hipMemAllocationProp_v6, hipMemAllocationProp);
@@ -136,17 +133,15 @@ SAME_CONST(GG_hipMemAllocationTypePinned, hipMemAllocationTypePinned);
 /* prototypes. The name must reach the compiler unchanged, so that a vendor
  * macro cannot make us check some other function. */
 #define GGT(t) t
-#define GG_HIP_FN(name, params)                                                    \
-	_Static_assert(sizeof(#name) == sizeof(GG_XSTR(name)),                     \
-		       #name " is renamed by the HIP header to " GG_XSTR(name));   \
+#define GG_HIP_FN(name, params)                                                               \
+	_Static_assert(sizeof(#name) == sizeof(GG_XSTR(name)),                                \
+	               #name " is renamed by the HIP header to " GG_XSTR(name));              \
 	_Static_assert(__builtin_types_compatible_p(__typeof__(&name), hipError_t(*) params), \
-		       #name ": prototype differs from the HIP header");
+	               #name ": prototype differs from the HIP header");
 #include "gpuguard/hip_abi_funcs.h"
 
 /* hipGetErrorString is the one that returns no hipError_t. */
-_Static_assert(__builtin_types_compatible_p(__typeof__(&hipGetErrorString),
-					    const char *(*)(hipError_t)),
-	       "hipGetErrorString: prototype differs from the HIP header");
-_Static_assert(__builtin_types_compatible_p(gg_pfn_hipGetErrorString,
-					    const char *(*)(gg_hipError_t)),
-	       "gg_pfn_hipGetErrorString");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&hipGetErrorString), const char *(*)(hipError_t)),
+               "hipGetErrorString: prototype differs from the HIP header");
+_Static_assert(__builtin_types_compatible_p(gg_pfn_hipGetErrorString, const char *(*)(gg_hipError_t)),
+               "gg_pfn_hipGetErrorString");

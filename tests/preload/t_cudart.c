@@ -91,7 +91,8 @@ TEST(calls_through_cudart_pointers_are_governed)
 {
 	gg_pfn_cuInit init = (gg_pfn_cuInit)lookup("cuInit", 2000, 0);
 	gg_pfn_cuDeviceGet devget = (gg_pfn_cuDeviceGet)lookup("cuDeviceGet", 2000, 0);
-	gg_pfn_cuDevicePrimaryCtxRetain retain = (gg_pfn_cuDevicePrimaryCtxRetain)lookup("cuDevicePrimaryCtxRetain", 7000, 0);
+	gg_pfn_cuDevicePrimaryCtxRetain retain =
+	    (gg_pfn_cuDevicePrimaryCtxRetain)lookup("cuDevicePrimaryCtxRetain", 7000, 0);
 	gg_pfn_cuCtxSetCurrent setcur = (gg_pfn_cuCtxSetCurrent)lookup("cuCtxSetCurrent", 4000, 0);
 	gg_pfn_cuMemAlloc_v2 alloc = (gg_pfn_cuMemAlloc_v2)lookup("cuMemAlloc", 3020, 0);
 	gg_pfn_cuMemFree_v2 release = (gg_pfn_cuMemFree_v2)lookup("cuMemFree", 3020, 0);
@@ -100,7 +101,7 @@ TEST(calls_through_cudart_pointers_are_governed)
 	gg_pfn_cuMemFreeAsync fasync = (gg_pfn_cuMemFreeAsync)lookup("cuMemFreeAsync", 11020, 2);
 	gg_pfn_cuMemPoolTrimTo trim = (gg_pfn_cuMemPoolTrimTo)lookup("cuMemPoolTrimTo", 11020, 0);
 	gg_pfn_cuDeviceGetDefaultMemPool defpool =
-		(gg_pfn_cuDeviceGetDefaultMemPool)lookup("cuDeviceGetDefaultMemPool", 11020, 0);
+	    (gg_pfn_cuDeviceGetDefaultMemPool)lookup("cuDeviceGetDefaultMemPool", 11020, 0);
 	CHECK(init && devget && retain && setcur && alloc && release && info && aasync && fasync && trim && defpool);
 	if (!(init && devget && retain && setcur && alloc && release && info && aasync && fasync && trim && defpool))
 		return;
@@ -138,7 +139,7 @@ TEST(driver_entry_point_lookups)
 	if (!create || !rel)
 		return;
 	gg_CUmemAllocationProp prop = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
-				       .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	                               .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
 	gg_CUmemGenericAllocationHandle h;
 	CHECK_EQ_INT(create(&h, 1026 * MIB, &prop, 0), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK_EQ_INT(create(&h, 1024 * MIB, &prop, 0), GG_CUDA_SUCCESS);

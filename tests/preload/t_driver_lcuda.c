@@ -115,13 +115,13 @@ TEST(pitch_managed_and_arrays_are_charged)
 	CHECK_EQ_INT(cuArrayCreate_v2(&arr, &d), GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(gg_stats(0).used, want + 64 * MIB + 16 * MIB);
 	gg_CUmipmappedArray mip;
-	gg_CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 1024, .Height = 1024, .Depth = 0, .Format = GG_CU_AD_FORMAT_UNSIGNED_INT8,
-					 .NumChannels = 4};
+	gg_CUDA_ARRAY3D_DESCRIPTOR d3 = {
+	    .Width = 1024, .Height = 1024, .Depth = 0, .Format = GG_CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
 	CHECK_EQ_INT(cuMipmappedArrayCreate(&mip, &d3, 3), GG_CUDA_SUCCESS);
 	CHECK(gg_stats(0).used > want + 80 * MIB);
 	/* an array past the ceiling is refused like anything else */
-	gg_CUDA_ARRAY3D_DESCRIPTOR big = {.Width = 8192, .Height = 8192, .Depth = 8, .Format = GG_CU_AD_FORMAT_FLOAT,
-					  .NumChannels = 4};
+	gg_CUDA_ARRAY3D_DESCRIPTOR big = {
+	    .Width = 8192, .Height = 8192, .Depth = 8, .Format = GG_CU_AD_FORMAT_FLOAT, .NumChannels = 4};
 	gg_CUarray arr2;
 	CHECK_EQ_INT(cuArray3DCreate_v2(&arr2, &big), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK_EQ_INT(cuMipmappedArrayDestroy(mip), GG_CUDA_SUCCESS);
@@ -134,7 +134,7 @@ TEST(pitch_managed_and_arrays_are_charged)
 TEST(vmm_charges_physical_memory_not_address_space)
 {
 	gg_CUmemAllocationProp prop = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
-				       .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	                               .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
 	size_t gran = 0;
 	CHECK_EQ_INT(cuMemGetAllocationGranularity(&gran, &prop, GG_CU_MEM_ALLOC_GRANULARITY_MINIMUM), GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(gran, 2 * MIB);
@@ -227,7 +227,7 @@ TEST(pool_release_at_sync_is_credited_before_a_refusal)
 TEST(created_pools_follow_their_device)
 {
 	gg_CUmemPoolProps props = {.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
-				   .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	                           .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
 	gg_CUmemoryPool pool;
 	CHECK_EQ_INT(cuMemPoolCreate(&pool, &props), GG_CUDA_SUCCESS);
 	gg_CUdeviceptr a;

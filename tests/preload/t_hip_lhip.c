@@ -81,7 +81,7 @@ TEST(hip_vmm_charged_at_create)
 {
 	/* libamdhip64.so.6 speaks the ROCm 6 layout of hipMemAllocationProp */
 	gg_hipMemAllocationProp_v6 prop = {.type = GG_hipMemAllocationTypePinned,
-					   .location = {.type = GG_hipMemLocationTypeDevice, .id = 0}};
+	                                   .location = {.type = GG_hipMemLocationTypeDevice, .id = 0}};
 	const gg_hipMemAllocationProp *p = (const gg_hipMemAllocationProp *)(const void *)&prop;
 	gg_hipMemGenericAllocationHandle_t h, h2;
 	CHECK_EQ_INT(hipMemCreate(&h, 512 * MIB, p, 0), GG_hipSuccess);

@@ -74,8 +74,8 @@ static int child(const char *mode)
 	return 99;
 }
 
-static const char *const base_env[] = {"SIMGPU_MEMORY=8Gi", "SIMGPU_DEVICES=2", "-GPUGUARD_LIMIT",
-				       "-GPUGUARD_VERBOSE", NULL};
+static const char *const base_env[] = {"SIMGPU_MEMORY=8Gi", "SIMGPU_DEVICES=2", "-GPUGUARD_LIMIT", "-GPUGUARD_VERBOSE",
+                                       NULL};
 
 static int spawn(const char *mode, const char *const *env, char *err, size_t n)
 {

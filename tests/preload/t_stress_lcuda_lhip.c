@@ -60,7 +60,7 @@ static int do_alloc(enum kind k, size_t size, uint64_t *out)
 		break;
 	case K_VMM: {
 		gg_CUmemAllocationProp prop = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
-					       .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+		                               .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
 		gg_CUmemGenericAllocationHandle h = 0;
 		rc = cuMemCreate(&h, (size + 2 * MIB - 1) / (2 * MIB) * (2 * MIB), &prop, 0);
 		p = h;
@@ -163,8 +163,8 @@ TEST(million_pairs_never_pass_the_ceiling_and_balance_to_the_byte)
 	CHECK(monitor_samples > 0);
 	CHECK(s.peak <= LIMIT);
 	CHECK_EQ_U64(s.pool_overshoot, 0);
-	CHECK(s.peak > LIMIT / 2);  /* we really ran near the ceiling */
-	CHECK(refusals > 1000);     /* ... and into it */
+	CHECK(s.peak > LIMIT / 2); /* we really ran near the ceiling */
+	CHECK(refusals > 1000);    /* ... and into it */
 	CHECK_EQ_U64(s.used, 0);
 	CHECK_EQ_U64(s.pool_reserved, 0);
 	CHECK_EQ_U64(s.live_bytes, 0);
@@ -173,13 +173,14 @@ TEST(million_pairs_never_pass_the_ceiling_and_balance_to_the_byte)
 	CHECK_EQ_U64(s.refused[GPUGUARD_REFUSED_CEILING] + s.refused[GPUGUARD_REFUSED_DRIVER], refusals);
 	CHECK_EQ_U64(s.untracked_frees, 0);
 	uint64_t live = 1, spilled = 1;
-	int (*ts)(uint64_t *, uint64_t *) = (int (*)(uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_table_stats");
+	int (*ts)(uint64_t *, uint64_t *) =
+	    (int (*)(uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_table_stats");
 	CHECK(ts && ts(&live, &spilled) == 0);
 	CHECK_EQ_U64(live, 0);
 	/* and the simulated card agrees that nothing is left */
 	int (*simused)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-		(int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-			RTLD_DEFAULT, "simgpu_cuda_debug_used");
+	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
+	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
 	unsigned long long used = 1, peak = 0, nlive = 1;
 	CHECK(simused && simused(0, &used, &peak, &nlive) == 0);
 	CHECK_EQ_U64(used, 0);

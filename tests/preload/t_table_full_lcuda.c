@@ -10,7 +10,8 @@ TEST(allocations_past_the_table_are_charged_and_refunded)
 {
 	static gg_CUdeviceptr p[N];
 	uint64_t live = 0, spilled = 0;
-	int (*ts)(uint64_t *, uint64_t *) = (int (*)(uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_table_stats");
+	int (*ts)(uint64_t *, uint64_t *) =
+	    (int (*)(uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_table_stats");
 	CHECK(ts != NULL);
 	if (!ts)
 		return;

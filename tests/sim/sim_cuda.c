@@ -43,19 +43,26 @@ static __thread int tls_depth;
 static gg_CUresult to_cu(int rc)
 {
 	switch (rc) {
-	case SIM_OK: return GG_CUDA_SUCCESS;
-	case SIM_ENOMEM: return GG_CUDA_ERROR_OUT_OF_MEMORY;
-	case SIM_EDEVICE: return GG_CUDA_ERROR_INVALID_DEVICE;
-	case SIM_EHANDLE: return GG_CUDA_ERROR_INVALID_HANDLE;
-	case SIM_ENOTFOUND: return GG_CUDA_ERROR_NOT_FOUND;
-	case SIM_ENODEV: return GG_CUDA_ERROR_NO_DEVICE;
-	default: return GG_CUDA_ERROR_INVALID_VALUE;
+	case SIM_OK:
+		return GG_CUDA_SUCCESS;
+	case SIM_ENOMEM:
+		return GG_CUDA_ERROR_OUT_OF_MEMORY;
+	case SIM_EDEVICE:
+		return GG_CUDA_ERROR_INVALID_DEVICE;
+	case SIM_EHANDLE:
+		return GG_CUDA_ERROR_INVALID_HANDLE;
+	case SIM_ENOTFOUND:
+		return GG_CUDA_ERROR_NOT_FOUND;
+	case SIM_ENODEV:
+		return GG_CUDA_ERROR_NO_DEVICE;
+	default:
+		return GG_CUDA_ERROR_INVALID_VALUE;
 	}
 }
 
-#define REQUIRE_INIT()                                \
-	do {                                          \
-		if (!atomic_load(&g_inited))          \
+#define REQUIRE_INIT()                                        \
+	do {                                                  \
+		if (!atomic_load(&g_inited))                  \
 			return GG_CUDA_ERROR_NOT_INITIALIZED; \
 	} while (0)
 
@@ -293,17 +300,17 @@ static const struct {
 	int code;
 	const char *name, *str;
 } g_errs[] = {
-	{GG_CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
-	{GG_CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
-	{GG_CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
-	{GG_CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
-	{GG_CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
-	{GG_CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
-	{GG_CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
-	{GG_CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-	{GG_CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-	{GG_CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
-	{GG_CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {GG_CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {GG_CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {GG_CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {GG_CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {GG_CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {GG_CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {GG_CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {GG_CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {GG_CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {GG_CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {GG_CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
 
 static gg_CUresult err_lookup(gg_CUresult error, const char **pStr, int name)
@@ -354,7 +361,7 @@ gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
 }
 
 gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-			       unsigned int ElementSizeBytes)
+                               unsigned int ElementSizeBytes)
 {
 	REQUIRE_CTX(dev);
 	if (!dptr || !pPitch || !WidthInBytes || !Height ||
@@ -437,7 +444,7 @@ gg_CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 gg_CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
 	if (Flags & ~(unsigned)(GG_CU_MEMHOSTALLOC_PORTABLE | GG_CU_MEMHOSTALLOC_DEVICEMAP |
-				GG_CU_MEMHOSTALLOC_WRITECOMBINED)) {
+	                        GG_CU_MEMHOSTALLOC_WRITECOMBINED)) {
 		REQUIRE_INIT();
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	}
@@ -459,14 +466,18 @@ static size_t fmt_bytes(gg_CUarray_format f)
 {
 	switch (f) {
 	case GG_CU_AD_FORMAT_UNSIGNED_INT8:
-	case GG_CU_AD_FORMAT_SIGNED_INT8: return 1;
+	case GG_CU_AD_FORMAT_SIGNED_INT8:
+		return 1;
 	case GG_CU_AD_FORMAT_UNSIGNED_INT16:
 	case GG_CU_AD_FORMAT_SIGNED_INT16:
-	case GG_CU_AD_FORMAT_HALF: return 2;
+	case GG_CU_AD_FORMAT_HALF:
+		return 2;
 	case GG_CU_AD_FORMAT_UNSIGNED_INT32:
 	case GG_CU_AD_FORMAT_SIGNED_INT32:
-	case GG_CU_AD_FORMAT_FLOAT: return 4;
-	default: return 0;
+	case GG_CU_AD_FORMAT_FLOAT:
+		return 4;
+	default:
+		return 0;
 	}
 }
 
@@ -513,8 +524,8 @@ gg_CUresult cuArray3DCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY3D_DESCRI
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	const gg_CUDA_ARRAY3D_DESCRIPTOR *a = pAllocateArray;
 	uint64_t h;
-	gg_CUresult r = array_alloc(array_bytes(a->Width, a->Height, a->Depth, a->Format, a->NumChannels),
-				    SIM_KIND_ARRAY, &h);
+	gg_CUresult r =
+	    array_alloc(array_bytes(a->Width, a->Height, a->Depth, a->Format, a->NumChannels), SIM_KIND_ARRAY, &h);
 	if (!r)
 		*pHandle = (gg_CUarray)(uintptr_t)h;
 	return r;
@@ -524,7 +535,7 @@ gg_CUresult cuArrayDestroy(gg_CUarray hArray)
 {
 	REQUIRE_INIT();
 	return sim_free((uint64_t)(uintptr_t)hArray, SIM_KMASK(SIM_KIND_ARRAY)) ? GG_CUDA_ERROR_INVALID_HANDLE
-										  : GG_CUDA_SUCCESS;
+	                                                                        : GG_CUDA_SUCCESS;
 }
 
 static size_t level_dim(size_t x, unsigned l)
@@ -536,7 +547,7 @@ static size_t level_dim(size_t x, unsigned l)
 }
 
 gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
-				   unsigned int numMipmapLevels)
+                                   unsigned int numMipmapLevels)
 {
 	REQUIRE_INIT();
 	if (!pHandle || !pMipmappedArrayDesc || !numMipmapLevels)
@@ -545,7 +556,7 @@ gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const gg_CUDA_A
 	uint64_t total = 0;
 	for (unsigned l = 0; l < numMipmapLevels; l++) {
 		uint64_t b = array_bytes(level_dim(a->Width, l), level_dim(a->Height, l), level_dim(a->Depth, l),
-					 a->Format, a->NumChannels);
+		                         a->Format, a->NumChannels);
 		if (!b)
 			return GG_CUDA_ERROR_INVALID_VALUE;
 		total = (b == UINT64_MAX || total + b < total) ? UINT64_MAX : total + b;
@@ -560,9 +571,8 @@ gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const gg_CUDA_A
 gg_CUresult cuMipmappedArrayDestroy(gg_CUmipmappedArray hMipmappedArray)
 {
 	REQUIRE_INIT();
-	return sim_free((uint64_t)(uintptr_t)hMipmappedArray, SIM_KMASK(SIM_KIND_MIPMAP))
-		       ? GG_CUDA_ERROR_INVALID_HANDLE
-		       : GG_CUDA_SUCCESS;
+	return sim_free((uint64_t)(uintptr_t)hMipmappedArray, SIM_KMASK(SIM_KIND_MIPMAP)) ? GG_CUDA_ERROR_INVALID_HANDLE
+	                                                                                  : GG_CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------- virtual memory (VMM) */
@@ -585,12 +595,12 @@ static gg_CUresult check_prop(const gg_CUmemAllocationProp *prop, int *dev)
 }
 
 gg_CUresult cuMemGetAllocationGranularity(size_t *granularity, const gg_CUmemAllocationProp *prop,
-					  gg_CUmemAllocationGranularity_flags option)
+                                          gg_CUmemAllocationGranularity_flags option)
 {
 	REQUIRE_INIT();
 	int dev;
-	if (!granularity || (option != GG_CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-			     option != GG_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+	if (!granularity ||
+	    (option != GG_CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != GG_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	gg_CUresult r = check_prop(prop, &dev);
 	if (r)
@@ -600,7 +610,7 @@ gg_CUresult cuMemGetAllocationGranularity(size_t *granularity, const gg_CUmemAll
 }
 
 gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_t size, const gg_CUmemAllocationProp *prop,
-			unsigned long long flags)
+                        unsigned long long flags)
 {
 	REQUIRE_INIT();
 	int dev;
@@ -635,7 +645,7 @@ gg_CUresult cuMemGetAllocationPropertiesFromHandle(gg_CUmemAllocationProp *prop,
 
 /* simplified: the fixed-address hint `addr` is ignored */
 gg_CUresult cuMemAddressReserve(gg_CUdeviceptr *ptr, size_t size, size_t alignment, gg_CUdeviceptr addr,
-				unsigned long long flags)
+                                unsigned long long flags)
 {
 	REQUIRE_INIT();
 	(void)addr;
@@ -655,7 +665,7 @@ gg_CUresult cuMemAddressFree(gg_CUdeviceptr ptr, size_t size)
 }
 
 gg_CUresult cuMemMap(gg_CUdeviceptr ptr, size_t size, size_t offset, gg_CUmemGenericAllocationHandle handle,
-		     unsigned long long flags)
+                     unsigned long long flags)
 {
 	REQUIRE_INIT();
 	if (flags)
@@ -748,7 +758,7 @@ gg_CUresult cuMemAllocAsync_ptsz(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstr
 }
 
 gg_CUresult cuMemAllocFromPoolAsync_ptsz(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUmemoryPool pool,
-					 gg_CUstream hStream)
+                                         gg_CUstream hStream)
 {
 	return local_cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
 }
@@ -821,7 +831,7 @@ gg_CUresult cuMemPoolSetAttribute(gg_CUmemoryPool pool, gg_CUmemPool_attribute a
 	if (!value || attr < 1 || attr > GG_CU_MEMPOOL_ATTR_USED_MEM_HIGH ||
 	    attr == GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT || attr == GG_CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	uint64_t v = attr <= 3 ? (uint64_t)*(int *)value : *(gg_cuuint64_t *)value;
+	uint64_t v = attr <= 3 ? (uint64_t) * (int *)value : *(gg_cuuint64_t *)value;
 	return sim_pool_set_attr(pool_h(pool), attr, v) ? GG_CUDA_ERROR_INVALID_VALUE : GG_CUDA_SUCCESS;
 }
 
@@ -898,76 +908,82 @@ struct proc {
 	int version;
 	void *fn, *ptsz;
 };
-#define P(n, v, f) {n, v, (void *)(local_##f), NULL}
-#define PZ(n, v, f) {n, v, (void *)(local_##f), (void *)(local_##f##_ptsz)}
+#define P(n, v, f)                              \
+	{                                       \
+		n, v, (void *)(local_##f), NULL \
+	}
+#define PZ(n, v, f)                                                   \
+	{                                                             \
+		n, v, (void *)(local_##f), (void *)(local_##f##_ptsz) \
+	}
 static const struct proc g_procs[] = {
-	P("cuInit", 2000, cuInit),
-	P("cuDriverGetVersion", 2020, cuDriverGetVersion),
-	P("cuDeviceGet", 2000, cuDeviceGet),
-	P("cuDeviceGetCount", 2000, cuDeviceGetCount),
-	P("cuDeviceGetName", 2000, cuDeviceGetName),
-	P("cuDeviceTotalMem", 2000, cuDeviceTotalMem),
-	P("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
-	P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
-	P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease_v2),
-	P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
-	P("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
-	P("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
-	P("cuCtxGetDevice", 2000, cuCtxGetDevice),
-	P("cuCtxPushCurrent", 2000, cuCtxPushCurrent_v2),
-	P("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
-	P("cuCtxPopCurrent", 2000, cuCtxPopCurrent_v2),
-	P("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
-	P("cuCtxSynchronize", 2000, cuCtxSynchronize),
-	P("cuStreamCreate", 2000, cuStreamCreate),
-	P("cuStreamDestroy", 2000, cuStreamDestroy_v2),
-	P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
-	PZ("cuStreamSynchronize", 2000, cuStreamSynchronize),
-	P("cuGetErrorString", 6000, cuGetErrorString),
-	P("cuGetErrorName", 6000, cuGetErrorName),
-	P("cuMemGetInfo", 2000, cuMemGetInfo),
-	P("cuMemGetInfo", 3020, cuMemGetInfo_v2),
-	P("cuMemAlloc", 2000, cuMemAlloc),
-	P("cuMemAlloc", 3020, cuMemAlloc_v2),
-	P("cuMemAllocPitch", 3020, cuMemAllocPitch_v2),
-	P("cuMemFree", 2000, cuMemFree),
-	P("cuMemFree", 3020, cuMemFree_v2),
-	P("cuMemGetAddressRange", 3020, cuMemGetAddressRange_v2),
-	P("cuMemAllocManaged", 6000, cuMemAllocManaged),
-	P("cuMemAllocHost", 3020, cuMemAllocHost_v2),
-	P("cuMemHostAlloc", 2020, cuMemHostAlloc),
-	P("cuMemFreeHost", 2000, cuMemFreeHost),
-	P("cuArrayCreate", 3020, cuArrayCreate_v2),
-	P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
-	P("cuArrayDestroy", 2000, cuArrayDestroy),
-	P("cuMipmappedArrayCreate", 5000, cuMipmappedArrayCreate),
-	P("cuMipmappedArrayDestroy", 5000, cuMipmappedArrayDestroy),
-	P("cuMemAddressReserve", 10020, cuMemAddressReserve),
-	P("cuMemAddressFree", 10020, cuMemAddressFree),
-	P("cuMemCreate", 10020, cuMemCreate),
-	P("cuMemRelease", 10020, cuMemRelease),
-	P("cuMemMap", 10020, cuMemMap),
-	P("cuMemUnmap", 10020, cuMemUnmap),
-	P("cuMemSetAccess", 10020, cuMemSetAccess),
-	P("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
-	P("cuMemGetAllocationPropertiesFromHandle", 10020, cuMemGetAllocationPropertiesFromHandle),
-	PZ("cuMemAllocAsync", 11020, cuMemAllocAsync),
-	PZ("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync),
-	PZ("cuMemFreeAsync", 11020, cuMemFreeAsync),
-	P("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),
-	P("cuDeviceGetMemPool", 11020, cuDeviceGetMemPool),
-	P("cuDeviceSetMemPool", 11020, cuDeviceSetMemPool),
-	P("cuMemPoolCreate", 11020, cuMemPoolCreate),
-	P("cuMemPoolDestroy", 11020, cuMemPoolDestroy),
-	P("cuMemPoolTrimTo", 11020, cuMemPoolTrimTo),
-	P("cuMemPoolSetAttribute", 11020, cuMemPoolSetAttribute),
-	P("cuMemPoolGetAttribute", 11020, cuMemPoolGetAttribute),
-	P("cuGetProcAddress", 11030, cuGetProcAddress),
-	P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
+    P("cuInit", 2000, cuInit),
+    P("cuDriverGetVersion", 2020, cuDriverGetVersion),
+    P("cuDeviceGet", 2000, cuDeviceGet),
+    P("cuDeviceGetCount", 2000, cuDeviceGetCount),
+    P("cuDeviceGetName", 2000, cuDeviceGetName),
+    P("cuDeviceTotalMem", 2000, cuDeviceTotalMem),
+    P("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
+    P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
+    P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease_v2),
+    P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+    P("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
+    P("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
+    P("cuCtxGetDevice", 2000, cuCtxGetDevice),
+    P("cuCtxPushCurrent", 2000, cuCtxPushCurrent_v2),
+    P("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
+    P("cuCtxPopCurrent", 2000, cuCtxPopCurrent_v2),
+    P("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
+    P("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    P("cuStreamCreate", 2000, cuStreamCreate),
+    P("cuStreamDestroy", 2000, cuStreamDestroy_v2),
+    P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
+    PZ("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    P("cuGetErrorString", 6000, cuGetErrorString),
+    P("cuGetErrorName", 6000, cuGetErrorName),
+    P("cuMemGetInfo", 2000, cuMemGetInfo),
+    P("cuMemGetInfo", 3020, cuMemGetInfo_v2),
+    P("cuMemAlloc", 2000, cuMemAlloc),
+    P("cuMemAlloc", 3020, cuMemAlloc_v2),
+    P("cuMemAllocPitch", 3020, cuMemAllocPitch_v2),
+    P("cuMemFree", 2000, cuMemFree),
+    P("cuMemFree", 3020, cuMemFree_v2),
+    P("cuMemGetAddressRange", 3020, cuMemGetAddressRange_v2),
+    P("cuMemAllocManaged", 6000, cuMemAllocManaged),
+    P("cuMemAllocHost", 3020, cuMemAllocHost_v2),
+    P("cuMemHostAlloc", 2020, cuMemHostAlloc),
+    P("cuMemFreeHost", 2000, cuMemFreeHost),
+    P("cuArrayCreate", 3020, cuArrayCreate_v2),
+    P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
+    P("cuArrayDestroy", 2000, cuArrayDestroy),
+    P("cuMipmappedArrayCreate", 5000, cuMipmappedArrayCreate),
+    P("cuMipmappedArrayDestroy", 5000, cuMipmappedArrayDestroy),
+    P("cuMemAddressReserve", 10020, cuMemAddressReserve),
+    P("cuMemAddressFree", 10020, cuMemAddressFree),
+    P("cuMemCreate", 10020, cuMemCreate),
+    P("cuMemRelease", 10020, cuMemRelease),
+    P("cuMemMap", 10020, cuMemMap),
+    P("cuMemUnmap", 10020, cuMemUnmap),
+    P("cuMemSetAccess", 10020, cuMemSetAccess),
+    P("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
+    P("cuMemGetAllocationPropertiesFromHandle", 10020, cuMemGetAllocationPropertiesFromHandle),
+    PZ("cuMemAllocAsync", 11020, cuMemAllocAsync),
+    PZ("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync),
+    PZ("cuMemFreeAsync", 11020, cuMemFreeAsync),
+    P("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),
+    P("cuDeviceGetMemPool", 11020, cuDeviceGetMemPool),
+    P("cuDeviceSetMemPool", 11020, cuDeviceSetMemPool),
+    P("cuMemPoolCreate", 11020, cuMemPoolCreate),
+    P("cuMemPoolDestroy", 11020, cuMemPoolDestroy),
+    P("cuMemPoolTrimTo", 11020, cuMemPoolTrimTo),
+    P("cuMemPoolSetAttribute", 11020, cuMemPoolSetAttribute),
+    P("cuMemPoolGetAttribute", 11020, cuMemPoolGetAttribute),
+    P("cuGetProcAddress", 11030, cuGetProcAddress),
+    P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
 };
 
 gg_CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, gg_cuuint64_t flags,
-				gg_CUdriverProcAddressQueryResult *symbolStatus)
+                                gg_CUdriverProcAddressQueryResult *symbolStatus)
 {
 	if (!symbol || !pfn || (flags & ~(gg_cuuint64_t)3))
 		return GG_CUDA_ERROR_INVALID_VALUE;
@@ -984,7 +1000,7 @@ gg_CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
 	if (!best) {
 		if (symbolStatus)
 			*symbolStatus = known ? GG_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-					      : GG_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+			                      : GG_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 		return GG_CUDA_ERROR_NOT_FOUND;
 	}
 	*pfn = (flags & GG_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best->ptsz ? best->ptsz : best->fn;
@@ -1001,11 +1017,11 @@ gg_CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, gg
 /* ------------------------------------------------------- test introspection */
 
 SIM_EXPORT int simgpu_cuda_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_pages_bytes,
-				      unsigned long long *live_allocs);
+                                      unsigned long long *live_allocs);
 SIM_EXPORT void simgpu_cuda_debug_reset_peak(void);
 
 int simgpu_cuda_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_pages_bytes,
-			   unsigned long long *live_allocs)
+                           unsigned long long *live_allocs)
 {
 	return sim_debug_used(dev, pages_bytes, peak_pages_bytes, live_allocs);
 }

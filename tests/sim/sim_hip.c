@@ -20,23 +20,30 @@ static __thread int tls_dev;
 static gg_hipError_t to_hip(int rc)
 {
 	switch (rc) {
-	case SIM_OK: return GG_hipSuccess;
-	case SIM_ENOMEM: return GG_hipErrorOutOfMemory;
-	case SIM_EDEVICE: return GG_hipErrorInvalidDevice;
-	case SIM_EHANDLE: return GG_hipErrorInvalidHandle;
-	case SIM_ENOTFOUND: return GG_hipErrorNotFound;
-	case SIM_ENODEV: return GG_hipErrorNoDevice;
-	default: return GG_hipErrorInvalidValue;
+	case SIM_OK:
+		return GG_hipSuccess;
+	case SIM_ENOMEM:
+		return GG_hipErrorOutOfMemory;
+	case SIM_EDEVICE:
+		return GG_hipErrorInvalidDevice;
+	case SIM_EHANDLE:
+		return GG_hipErrorInvalidHandle;
+	case SIM_ENOTFOUND:
+		return GG_hipErrorNotFound;
+	case SIM_ENODEV:
+		return GG_hipErrorNoDevice;
+	default:
+		return GG_hipErrorInvalidValue;
 	}
 }
 
 /* implicit initialisation; the current device of this thread */
-#define REQUIRE_DEV(devvar)                                 \
-	int devvar;                                         \
-	do {                                                \
-		if (sim_device_count() == 0)                \
-			return GG_hipErrorNoDevice;         \
-		devvar = tls_dev;                           \
+#define REQUIRE_DEV(devvar)                         \
+	int devvar;                                 \
+	do {                                        \
+		if (sim_device_count() == 0)        \
+			return GG_hipErrorNoDevice; \
+		devvar = tls_dev;                   \
 	} while (0)
 
 #define REQUIRE_DEVICES()                           \
@@ -405,7 +412,7 @@ gg_hipError_t hipMemPoolSetAttribute(gg_hipMemPool_t mem_pool, gg_hipMemPoolAttr
 	if (!value || attr < 1 || attr > GG_hipMemPoolAttrUsedMemHigh || attr == GG_hipMemPoolAttrReservedMemCurrent ||
 	    attr == GG_hipMemPoolAttrUsedMemCurrent)
 		return GG_hipErrorInvalidValue;
-	uint64_t v = attr <= 3 ? (uint64_t)*(int *)value : *(uint64_t *)value;
+	uint64_t v = attr <= 3 ? (uint64_t) * (int *)value : *(uint64_t *)value;
 	return sim_pool_set_attr(pool_h(mem_pool), attr, v) ? GG_hipErrorInvalidValue : GG_hipSuccess;
 }
 
@@ -437,7 +444,7 @@ static gg_hipError_t check_prop(const gg_hipMemAllocationProp *prop5, int *dev)
 }
 
 gg_hipError_t hipMemGetAllocationGranularity(size_t *granularity, const gg_hipMemAllocationProp *prop,
-					     gg_hipMemAllocationGranularity_flags option)
+                                             gg_hipMemAllocationGranularity_flags option)
 {
 	REQUIRE_DEVICES();
 	int dev;
@@ -451,7 +458,7 @@ gg_hipError_t hipMemGetAllocationGranularity(size_t *granularity, const gg_hipMe
 }
 
 gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle, size_t size, const gg_hipMemAllocationProp *prop,
-			   unsigned long long flags)
+                           unsigned long long flags)
 {
 	REQUIRE_DEVICES();
 	int dev;
@@ -496,7 +503,7 @@ gg_hipError_t hipMemAddressFree(void *devPtr, size_t size)
 }
 
 gg_hipError_t hipMemMap(void *ptr, size_t size, size_t offset, gg_hipMemGenericAllocationHandle_t handle,
-			unsigned long long flags)
+                        unsigned long long flags)
 {
 	REQUIRE_DEVICES();
 	if (flags)
@@ -516,29 +523,41 @@ gg_hipError_t hipMemUnmap(void *ptr, size_t size)
 const char *hipGetErrorString(gg_hipError_t err)
 {
 	switch (err) {
-	case GG_hipSuccess: return "no error";
-	case GG_hipErrorInvalidValue: return "invalid argument";
-	case GG_hipErrorOutOfMemory: return "out of memory";
-	case GG_hipErrorNotInitialized: return "initialization error";
-	case GG_hipErrorInvalidDevicePointer: return "invalid device pointer";
-	case GG_hipErrorNoDevice: return "no ROCm-capable device is detected";
-	case GG_hipErrorInvalidDevice: return "invalid device ordinal";
-	case GG_hipErrorInvalidContext: return "invalid device context";
-	case GG_hipErrorInvalidHandle: return "invalid resource handle";
-	case GG_hipErrorNotFound: return "named symbol not found";
-	case GG_hipErrorNotSupported: return "operation not supported";
-	default: return "unknown error";
+	case GG_hipSuccess:
+		return "no error";
+	case GG_hipErrorInvalidValue:
+		return "invalid argument";
+	case GG_hipErrorOutOfMemory:
+		return "out of memory";
+	case GG_hipErrorNotInitialized:
+		return "initialization error";
+	case GG_hipErrorInvalidDevicePointer:
+		return "invalid device pointer";
+	case GG_hipErrorNoDevice:
+		return "no ROCm-capable device is detected";
+	case GG_hipErrorInvalidDevice:
+		return "invalid device ordinal";
+	case GG_hipErrorInvalidContext:
+		return "invalid device context";
+	case GG_hipErrorInvalidHandle:
+		return "invalid resource handle";
+	case GG_hipErrorNotFound:
+		return "named symbol not found";
+	case GG_hipErrorNotSupported:
+		return "operation not supported";
+	default:
+		return "unknown error";
 	}
 }
 
 /* ------------------------------------------------------- test introspection */
 
 SIM_EXPORT int simgpu_hip_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_pages_bytes,
-				     unsigned long long *live_allocs);
+                                     unsigned long long *live_allocs);
 SIM_EXPORT void simgpu_hip_debug_reset_peak(void);
 
 int simgpu_hip_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_pages_bytes,
-			  unsigned long long *live_allocs)
+                          unsigned long long *live_allocs)
 {
 	return sim_debug_used(dev, pages_bytes, peak_pages_bytes, live_allocs);
 }

@@ -17,8 +17,8 @@
 /* ---------------------------------------------------------------- hash map */
 
 struct amap_ent {
-	uint64_t addr; /* 0 = empty */
-	uint64_t size; /* as requested */
+	uint64_t addr;  /* 0 = empty */
+	uint64_t size;  /* as requested */
 	uint64_t rsize; /* as charged: slots, pages or pool units */
 	uint32_t kind;
 	uint32_t pad;
@@ -227,11 +227,18 @@ static uint64_t st_add(struct slot_table *st, void *p, int tag, int dev)
 	}
 	st->ptr[s] = p;
 	st->gen[s] = (st->gen[s] + 1) & 0xFFFFF;
-	return ((uint64_t)tag << 60) | ((uint64_t)SIM_LIB_ID << 59) | ((uint64_t)dev << 52) | ((uint64_t)st->gen[s] << 32) | s;
+	return ((uint64_t)tag << 60) | ((uint64_t)SIM_LIB_ID << 59) | ((uint64_t)dev << 52) |
+	       ((uint64_t)st->gen[s] << 32) | s;
 }
 
-static int h_tag(uint64_t h) { return (int)(h >> 60); }
-static int h_dev(uint64_t h) { return (int)((h >> 52) & 0x7F); }
+static int h_tag(uint64_t h)
+{
+	return (int)(h >> 60);
+}
+static int h_dev(uint64_t h)
+{
+	return (int)((h >> 52) & 0x7F);
+}
 
 static void *st_get(const struct slot_table *st, uint64_t h)
 {
@@ -280,17 +287,17 @@ int sim_parse_quantity(const char *s, uint64_t *out)
 		const char *sfx;
 		double mul;
 	} sfx[] = {
-		{"", 1},
-		{"k", 1e3},
-		{"M", 1e6},
-		{"G", 1e9},
-		{"T", 1e12},
-		{"P", 1e15},
-		{"Ki", 1024.0},
-		{"Mi", 1048576.0},
-		{"Gi", 1073741824.0},
-		{"Ti", 1099511627776.0},
-		{"Pi", 1125899906842624.0},
+	    {"", 1},
+	    {"k", 1e3},
+	    {"M", 1e6},
+	    {"G", 1e9},
+	    {"T", 1e12},
+	    {"P", 1e15},
+	    {"Ki", 1024.0},
+	    {"Mi", 1048576.0},
+	    {"Gi", 1073741824.0},
+	    {"Ti", 1099511627776.0},
+	    {"Pi", 1125899906842624.0},
 	};
 	if (!s)
 		return -1;
@@ -975,9 +982,9 @@ int sim_pool_alloc(uint64_t h, uint64_t size, uint64_t *addr)
 		chunk_carve(c, units, &off);
 	}
 	struct amap_ent e = {.addr = base + c->page * SIM_PAGE + off * SIM_SMALL_ALIGN,
-			     .size = size,
-			     .rsize = units * SIM_SMALL_ALIGN,
-			     .kind = SIM_KIND_POOL};
+	                     .size = size,
+	                     .rsize = units * SIM_SMALL_ALIGN,
+	                     .kind = SIM_KIND_POOL};
 	if (amap_insert(&d->map, &e)) {
 		chunk_ext_insert(c, off, units);
 		rc = SIM_ENOMEM;
@@ -1039,13 +1046,28 @@ int sim_pool_get_attr(uint64_t h, int attr, uint64_t *v)
 		return SIM_EINVAL;
 	int rc = SIM_OK;
 	switch (attr) {
-	case SIM_POOL_ATTR_RELEASE_THRESHOLD: *v = p->threshold; break;
-	case SIM_POOL_ATTR_RESERVED_CURRENT: *v = p->reserved; break;
-	case SIM_POOL_ATTR_RESERVED_HIGH: *v = p->reserved_high; break;
-	case SIM_POOL_ATTR_USED_CURRENT: *v = p->used; break;
-	case SIM_POOL_ATTR_USED_HIGH: *v = p->used_high; break;
-	case 1: case 2: case 3: *v = p->reuse[attr]; break;
-	default: rc = SIM_EINVAL;
+	case SIM_POOL_ATTR_RELEASE_THRESHOLD:
+		*v = p->threshold;
+		break;
+	case SIM_POOL_ATTR_RESERVED_CURRENT:
+		*v = p->reserved;
+		break;
+	case SIM_POOL_ATTR_RESERVED_HIGH:
+		*v = p->reserved_high;
+		break;
+	case SIM_POOL_ATTR_USED_CURRENT:
+		*v = p->used;
+		break;
+	case SIM_POOL_ATTR_USED_HIGH:
+		*v = p->used_high;
+		break;
+	case 1:
+	case 2:
+	case 3:
+		*v = p->reuse[attr];
+		break;
+	default:
+		rc = SIM_EINVAL;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return rc;
@@ -1059,8 +1081,14 @@ int sim_pool_set_attr(uint64_t h, int attr, uint64_t v)
 		return SIM_EINVAL;
 	int rc = SIM_OK;
 	switch (attr) {
-	case SIM_POOL_ATTR_RELEASE_THRESHOLD: p->threshold = v; break;
-	case 1: case 2: case 3: p->reuse[attr] = v != 0; break;
+	case SIM_POOL_ATTR_RELEASE_THRESHOLD:
+		p->threshold = v;
+		break;
+	case 1:
+	case 2:
+	case 3:
+		p->reuse[attr] = v != 0;
+		break;
 	case SIM_POOL_ATTR_RESERVED_HIGH:
 		if (v)
 			rc = SIM_EINVAL;
@@ -1073,7 +1101,8 @@ int sim_pool_set_attr(uint64_t h, int attr, uint64_t v)
 		else
 			p->used_high = p->used;
 		break;
-	default: rc = SIM_EINVAL;
+	default:
+		rc = SIM_EINVAL;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return rc;
@@ -1463,7 +1492,7 @@ int sim_host_free(void *p)
 /* ------------------------------------------------------------------ debug */
 
 int sim_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_bytes,
-		   unsigned long long *live_allocs)
+                   unsigned long long *live_allocs)
 {
 	if (!sim_device_valid(dev))
 		return -1;

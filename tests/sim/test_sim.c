@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 int simgpu_cuda_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_pages_bytes,
-			   unsigned long long *live_allocs);
+                           unsigned long long *live_allocs);
 void simgpu_cuda_debug_reset_peak(void);
 int simgpu_hip_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_pages_bytes,
-			  unsigned long long *live_allocs);
+                          unsigned long long *live_allocs);
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
@@ -378,7 +378,8 @@ TEST(pools)
 	CHECK_EQ_U64(pool_attr(def, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 10 * MiB);
 	CHECK_EQ_U64(pool_attr(def, GG_CU_MEMPOOL_ATTR_USED_MEM_HIGH), 10 * MiB);
 	gg_cuuint64_t zero = 0, one = 1;
-	CHECK_EQ_INT(cuMemPoolSetAttribute(def, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemPoolSetAttribute(def, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one),
+	             GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuMemPoolSetAttribute(def, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemPoolSetAttribute(def, GG_CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero), GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(pool_attr(def, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 4 * MiB);
@@ -443,7 +444,8 @@ TEST(vmm)
 	gg_CUmemAllocationProp prop = vmm_prop(0), bad = prop;
 	CHECK_EQ_INT(cuMemGetAllocationGranularity(&g, &prop, GG_CU_MEM_ALLOC_GRANULARITY_MINIMUM), GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(g, 2 * MiB);
-	CHECK_EQ_INT(cuMemGetAllocationGranularity(&g, &prop, GG_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemGetAllocationGranularity(&g, &prop, GG_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+	             GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(g, 2 * MiB);
 	bad.type = 0;
 	CHECK_EQ_INT(cuMemGetAllocationGranularity(&g, &bad, 0), GG_CUDA_ERROR_INVALID_VALUE);
@@ -476,9 +478,9 @@ TEST(vmm)
 	CHECK_EQ_INT(got.type, GG_CU_MEM_ALLOCATION_TYPE_PINNED);
 	/* map, access, release while mapped defers the free until unmap */
 	CHECK_EQ_INT(cuMemMap(va + 2 * MiB, 4 * MiB, 0, h, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuMemMap(va + 4 * MiB, 2 * MiB, 0, h, 0), GG_CUDA_ERROR_INVALID_VALUE); /* overlap */
+	CHECK_EQ_INT(cuMemMap(va + 4 * MiB, 2 * MiB, 0, h, 0), GG_CUDA_ERROR_INVALID_VALUE);  /* overlap */
 	CHECK_EQ_INT(cuMemMap(va + 10 * MiB, 6 * MiB, 0, h, 0), GG_CUDA_ERROR_INVALID_VALUE); /* past handle */
-	CHECK_EQ_INT(cuMemMap(0x1000000, 2 * MiB, 0, h, 0), GG_CUDA_ERROR_INVALID_VALUE); /* no reservation */
+	CHECK_EQ_INT(cuMemMap(0x1000000, 2 * MiB, 0, h, 0), GG_CUDA_ERROR_INVALID_VALUE);     /* no reservation */
 	gg_CUmemAccessDesc ad = {{GG_CU_MEM_LOCATION_TYPE_DEVICE, 0}, GG_CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 	CHECK_EQ_INT(cuMemSetAccess(va + 2 * MiB, 4 * MiB, &ad, 1), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemSetAccess(va, 4 * MiB, &ad, 1), GG_CUDA_ERROR_INVALID_VALUE); /* not mapped */
