@@ -10,22 +10,6 @@
 
 #include "gg_gpu.h"
 
-#define RT_OK(call)                                                                                \
-	do {                                                                                       \
-		cudaError_t e_ = (call);                                                           \
-		if (e_ != cudaSuccess) {                                                           \
-			printf("GGFAIL %s: %s:%d: %s = %s\n", gg_v.program, __FILE__, __LINE__, #call, \
-			       cudaGetErrorName(e_));                                              \
-			gg_v.failures++;                                                           \
-		}                                                                                  \
-	} while (0)
-
-__global__ void fill(unsigned *p, size_t n, unsigned v)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-		p[i] = v ^ (unsigned)i;
-}
-
 static cudaMemPool_t pool;
 
 static uint64_t pool_attr(cudaMemPoolAttr a)

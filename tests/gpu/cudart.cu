@@ -16,22 +16,6 @@
 #define GG_STR2(x) #x
 #define GG_STR(x) GG_STR2(x)
 
-#define RT_OK(call)                                                                                \
-	do {                                                                                       \
-		cudaError_t e_ = (call);                                                           \
-		if (e_ != cudaSuccess) {                                                           \
-			printf("GGFAIL %s: %s:%d: %s = %s\n", gg_v.program, __FILE__, __LINE__, #call, \
-			       cudaGetErrorName(e_));                                              \
-			gg_v.failures++;                                                           \
-		}                                                                                  \
-	} while (0)
-
-__global__ void fill(unsigned *p, size_t n, unsigned v)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-		p[i] = v ^ (unsigned)i;
-}
-
 /* Runs fill over `bytes` at p and reads both ends back. 1 = it worked. */
 static int touch(void *p, size_t bytes, unsigned v)
 {

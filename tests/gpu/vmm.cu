@@ -74,12 +74,6 @@ static const char *errname(CUresult rc)
 		}                                                                                  \
 	} while (0)
 
-__global__ void fill(unsigned *p, size_t n, unsigned v)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-		p[i] = v ^ (unsigned)i;
-}
-
 /* Counts words of p[0..n) that are not what fill() wrote. */
 __global__ void verify(const unsigned *p, size_t n, unsigned v, unsigned long long *bad)
 {
