@@ -605,6 +605,22 @@ static const char *api_name(unsigned api)
 	return api < sizeof(api_names) / sizeof(api_names[0]) ? api_names[api] : "none";
 }
 
+static void rec_vmm_one(const struct gg_vmm_info *v, void *arg)
+{
+	struct out *o = arg;
+	OUT_LIT(o, "{\"t\":\"vmm\",\"base\":\"");
+	out_hex(o, v->base);
+	OUT_LIT(o, "\",\"size\":");
+	out_u64(o, v->size);
+	OUT_LIT(o, ",\"mapped\":");
+	out_u64(o, v->mapped);
+	OUT_LIT(o, ",\"holes\":");
+	out_u64(o, v->holes);
+	OUT_LIT(o, ",\"largest_hole\":");
+	out_u64(o, v->largest_hole);
+	out_end_record(o);
+}
+
 static void rec_request(struct out *o, const struct request *r)
 {
 	OUT_LIT(o, "{\"t\":\"request\",\"api\":");
@@ -932,6 +948,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 		rec_request(&o, req);
 	}
 	rec_host(&o);
+	gg_vmm_foreach(rec_vmm_one, &o);
 	struct alloc_ctx c = {&o, gg_now_ms()};
 	if (gg_table)
 		gg_table_foreach(gg_table, rec_alloc, &c);

@@ -29,6 +29,10 @@
 	X(cuMemFreeAsync_ptsz)          \
 	X(cuMemCreate)                  \
 	X(cuMemRelease)                 \
+	X(cuMemAddressReserve)          \
+	X(cuMemAddressFree)             \
+	X(cuMemMap)                     \
+	X(cuMemUnmap)                   \
 	X(cuArrayCreate_v2)             \
 	X(cuArray3DCreate_v2)           \
 	X(cuArrayDestroy)               \
@@ -478,6 +482,66 @@ GG_EXPORT gg_CUresult cuMemRelease(gg_CUmemGenericAllocationHandle handle)
 	return rc;
 }
 
+/* Address space is free, but what is mapped where goes into dumps: holes
+ * between mapped chunks are VMM fragmentation (vmm.c). */
+GG_EXPORT gg_CUresult cuMemAddressReserve(gg_CUdeviceptr *ptr, size_t size, size_t alignment, gg_CUdeviceptr addr,
+                                          unsigned long long flags)
+{
+	gg_pfn_cuMemAddressReserve real = REAL(cuMemAddressReserve);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(ptr, size, alignment, addr, flags);
+	if (rc == GG_CUDA_SUCCESS && ptr && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_reserved(*ptr, size);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemAddressFree(gg_CUdeviceptr ptr, size_t size)
+{
+	gg_pfn_cuMemAddressFree real = REAL(cuMemAddressFree);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(ptr, size);
+	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_freed(ptr);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemMap(gg_CUdeviceptr ptr, size_t size, size_t offset, gg_CUmemGenericAllocationHandle handle,
+                               unsigned long long flags)
+{
+	gg_pfn_cuMemMap real = REAL(cuMemMap);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(ptr, size, offset, handle, flags);
+	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_mapped(ptr, size, 1);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuMemUnmap(gg_CUdeviceptr ptr, size_t size)
+{
+	gg_pfn_cuMemUnmap real = REAL(cuMemUnmap);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(ptr, size);
+	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_mapped(ptr, size, 0);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
 /* ---- arrays ------------------------------------------------------------ */
 
 static uint64_t format_bytes(gg_CUarray_format f)
@@ -689,6 +753,10 @@ static const struct gpa_entry gpa_table[] = {
      SLOT(cuMemFreeAsync_ptsz)},
     {"cuMemCreate", 0, (void *)cuMemCreate, SLOT(cuMemCreate), NULL, NULL},
     {"cuMemRelease", 0, (void *)cuMemRelease, SLOT(cuMemRelease), NULL, NULL},
+    {"cuMemAddressReserve", 0, (void *)cuMemAddressReserve, SLOT(cuMemAddressReserve), NULL, NULL},
+    {"cuMemAddressFree", 0, (void *)cuMemAddressFree, SLOT(cuMemAddressFree), NULL, NULL},
+    {"cuMemMap", 0, (void *)cuMemMap, SLOT(cuMemMap), NULL, NULL},
+    {"cuMemUnmap", 0, (void *)cuMemUnmap, SLOT(cuMemUnmap), NULL, NULL},
     {"cuMemPoolCreate", 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
     {"cuMemPoolDestroy", 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
     {"cuMemPoolTrimTo", 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},

@@ -21,6 +21,10 @@
 	X(hipFreeAsync)           \
 	X(hipMemCreate)           \
 	X(hipMemRelease)          \
+	X(hipMemAddressReserve)   \
+	X(hipMemAddressFree)      \
+	X(hipMemMap)              \
+	X(hipMemUnmap)            \
 	X(hipMemGetInfo)          \
 	X(hipDeviceTotalMem)      \
 	X(hipMemPoolCreate)       \
@@ -431,6 +435,65 @@ GG_EXPORT gg_hipError_t hipMemRelease(gg_hipMemGenericAllocationHandle_t handle)
 	gg_hipError_t rc;
 	FREE_BRACKET(GG_NS_VMM, (uint64_t)(uintptr_t)handle, real(handle));
 	GG_LEAVE();
+	return rc;
+}
+
+/* Reservations and mappings, for dumps (see hook_cuda.c, vmm.c). */
+GG_EXPORT gg_hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                             unsigned long long flags)
+{
+	gg_pfn_hipMemAddressReserve real = REAL(hipMemAddressReserve);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(ptr, size, alignment, addr, flags);
+	if (rc == GG_hipSuccess && ptr && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_reserved((uint64_t)(uintptr_t)*ptr, size);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemAddressFree(void *ptr, size_t size)
+{
+	gg_pfn_hipMemAddressFree real = REAL(hipMemAddressFree);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(ptr, size);
+	if (rc == GG_hipSuccess && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_freed((uint64_t)(uintptr_t)ptr);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemMap(void *ptr, size_t size, size_t offset, gg_hipMemGenericAllocationHandle_t handle,
+                                  unsigned long long flags)
+{
+	gg_pfn_hipMemMap real = REAL(hipMemMap);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(ptr, size, offset, handle, flags);
+	if (rc == GG_hipSuccess && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_mapped((uint64_t)(uintptr_t)ptr, size, 1);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemUnmap(void *ptr, size_t size)
+{
+	gg_pfn_hipMemUnmap real = REAL(hipMemUnmap);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(ptr, size);
+	if (rc == GG_hipSuccess && !gg_in_hook) {
+		GG_ENTER();
+		gg_vmm_mapped((uint64_t)(uintptr_t)ptr, size, 0);
+		GG_LEAVE();
+	}
 	return rc;
 }
 

@@ -48,6 +48,7 @@ static void after_fork_child(void)
 	if (gg_table)
 		gg_table_clear_unlocked(gg_table);
 	gg_dump_after_fork_child();
+	gg_vmm_reset();
 }
 
 static void init_body(void)

@@ -256,6 +256,19 @@ void gg_dump_pinned(int64_t bytes, int64_t count);
 /* Fork child: no writer thread here; start again from nothing. */
 void gg_dump_after_fork_child(void);
 
+/* ---- vmm.c ---- */
+/* Virtual-address reservations and what is mapped in them (for dumps). */
+struct gg_vmm_info {
+	uint64_t base, size, mapped;
+	uint64_t holes;        /* unmapped runs between mapped granules */
+	uint64_t largest_hole; /* bytes */
+};
+void gg_vmm_reserved(uint64_t base, uint64_t size);
+void gg_vmm_freed(uint64_t base);
+void gg_vmm_mapped(uint64_t ptr, uint64_t size, int map);
+void gg_vmm_foreach(void (*fn)(const struct gg_vmm_info *, void *), void *arg);
+void gg_vmm_reset(void);
+
 /* ---- init.c ---- */
 extern struct gg_table *gg_table;
 extern uint64_t gg_start_ms;

@@ -30,6 +30,13 @@
  *     "pinned_allocs":N}
  *     pinned_*: live page-locked host memory from cuMemHostAlloc,
  *     cuMemAllocHost_v2 and hipHostMalloc (never charged to the GPU).
+ *  5b {"t":"vmm","base":"7f0000000000","size":N,"mapped":N,"holes":N,
+ *     "largest_hole":N}
+ *     one per live virtual-address reservation (cuMemAddressReserve,
+ *     hipMemAddressReserve): reserved bytes, bytes mapped in it now, the
+ *     number of unmapped runs lying between mapped parts (2 MiB granules; the
+ *     head before the first and the tail after the last mapped granule do not
+ *     count) and the largest such run in bytes.
  *  6 {"t":"a","p":"7f0000200000","s":N,"d":0,"api":1,"age":N,"tid":N,"st":N}
  *     one per live allocation: address/handle, requested size, device, api
  *     (enum gpuguard_api), age in ms, thread, stack id (0 = none).

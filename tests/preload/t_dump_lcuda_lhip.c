@@ -84,6 +84,29 @@ static int child_signal(void)
 	return atomic_load(&app_handler_ran) == 1 ? 0 : 5;
 }
 
+static int child_vmm(void)
+{
+	/* A 64 MiB reservation with 2 MiB at 0, 4 MiB at 8 MiB and 2 MiB at
+	 * 20 MiB mapped: two holes (6 MiB and 8 MiB) between mapped parts. */
+	setup();
+	gg_CUmemAllocationProp prop = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
+	                               .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	gg_CUdeviceptr va;
+	gg_CUmemGenericAllocationHandle h[3];
+	static const uint64_t off[3] = {0, 8 * MIB, 20 * MIB}, len[3] = {2 * MIB, 4 * MIB, 2 * MIB};
+	if (cuMemAddressReserve(&va, 64 * MIB, 0, 0, 0))
+		return 3;
+	for (int i = 0; i < 3; i++)
+		if (cuMemCreate(&h[i], len[i], &prop, 0) || cuMemMap(va + off[i], len[i], 0, h[i], 0))
+			return 4;
+	/* a second reservation, mapped then unmapped again: no holes, nothing mapped */
+	gg_CUdeviceptr va2;
+	if (cuMemAddressReserve(&va2, 8 * MIB, 0, 0, 0) || cuMemMap(va2, 2 * MIB, 0, h[0], 0) ||
+	    cuMemUnmap(va2, 2 * MIB))
+		return 5;
+	return 0; /* the exit dump describes both reservations */
+}
+
 static int child_exit(void)
 {
 	setup();
@@ -370,6 +393,22 @@ TEST(dump_on_signal_chains_to_the_application_handler)
 	free(b);
 }
 
+TEST(dump_describes_vmm_reservations_and_their_holes)
+{
+	const char *dir = new_dir("vmm");
+	const char *env[] = {"GPUGUARD_DUMP_AT_EXIT=1", NULL};
+	CHECK_EQ_INT(run_child("vmm", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 1);
+	char *b = l.finals ? check_whole(l.first, "exit") : NULL;
+	if (!b)
+		return;
+	CHECK_EQ_INT(count_str(b, "{\"t\":\"vmm\","), 2);
+	CHECK(strstr(b, "\"size\":67108864,\"mapped\":8388608,\"holes\":2,\"largest_hole\":8388608}"));
+	CHECK(strstr(b, "\"size\":8388608,\"mapped\":0,\"holes\":0,\"largest_hole\":0}"));
+	free(b);
+}
+
 TEST(dump_at_exit_lists_leaks_and_pinned_memory)
 {
 	const char *dir = new_dir("exit");
@@ -524,6 +563,8 @@ int main(int argc, char **argv)
 			return child_fsize();
 		if (strcmp(argv[1], "storm") == 0)
 			return child_storm();
+		if (strcmp(argv[1], "vmm") == 0)
+			return child_vmm();
 		return 99;
 	}
 	const char *root = getenv("GPUGUARD_DUMP_DIR");
@@ -541,5 +582,6 @@ int main(int argc, char **argv)
 	RUN(full_disk_gives_one_message_and_no_file);
 	RUN(missing_directory_gives_one_message);
 	RUN(signal_storm_no_crash_bounded_dumps);
+	RUN(dump_describes_vmm_reservations_and_their_holes);
 	return harness_done();
 }
