@@ -424,6 +424,20 @@ static void diagnose(struct gg_analysis *a)
 		if (dev && dev->pool_reserved)
 			evidence(g, "pool reserve %s vs in use %s: slack %s", gg_bytes(dev->pool_reserved, b1),
 			         gg_bytes(a->dev[dv].async_live, b2), gg_bytes(pool_slack, b3));
+		if (d->nvmm) {
+			evidence(g, "VMM: %zu reservation%s, %s reserved, %s mapped, %llu hole%s, largest %s", d->nvmm,
+			         d->nvmm == 1 ? "" : "s", gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2),
+			         (unsigned long long)a->vmm_holes, a->vmm_holes == 1 ? "" : "s",
+			         gg_bytes(a->vmm_largest_hole, b3));
+			/* Supporting evidence only: holes are address space, not
+			 * memory, so they never decide the diagnosis on their own. */
+			if (a->vmm_holes && req > a->vmm_largest_hole)
+				evidence(
+				    g,
+				    "request %s > largest VMM hole %s: no hole between mapped chunks can take it; it "
+				    "needs new address space or fails to map contiguously",
+				    gg_bytes(req, b1), gg_bytes(a->vmm_largest_hole, b2));
+		}
 		evidence(g, "granted %s vs requested %s: internal waste %s", gg_bytes(a->dev[dv].granted, b1),
 		         gg_bytes(a->dev[dv].live_bytes, b2), gg_bytes(dev_waste, b3));
 		spectrum(a, g);
@@ -578,6 +592,14 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 		}
 	}
 	a->internal_waste = a->granted > a->live_bytes ? a->granted - a->live_bytes : 0;
+	for (size_t i = 0; i < d->nvmm; i++) {
+		const struct gg_vmm *v = &d->vmm[i];
+		a->vmm_reserved = sat_add(a->vmm_reserved, v->size);
+		a->vmm_mapped = sat_add(a->vmm_mapped, v->mapped);
+		a->vmm_holes = sat_add(a->vmm_holes, v->holes);
+		if (v->largest_hole > a->vmm_largest_hole)
+			a->vmm_largest_hole = v->largest_hole;
+	}
 	for (size_t i = 0; i < d->ndevices; i++) {
 		a->pool_reserved = sat_add(a->pool_reserved, d->devices[i].pool_reserved);
 		a->pool_used = sat_add(a->pool_used, a->dev[d->devices[i].dev].async_live);

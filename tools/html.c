@@ -145,7 +145,7 @@ static void flame(FILE *f, const struct gg_analysis *a)
 int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
 {
 	const struct gg_dump *d = a->d;
-	char b1[32], b2[32], b3[32];
+	char b1[32], b2[32], b3[32], b4[32];
 	fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n"
 	      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
 	      "'unsafe-inline'\">\n<title>gpuguard report: ",
@@ -284,7 +284,12 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 	        "</table>\n<h2>Fragmentation</h2>\n<p>internal waste %s (granted %s - requested %s); pool slack %s; "
 	        "external n/a (no free-block map in format 1)</p>\n",
 	        gg_bytes(a->internal_waste, b1), gg_bytes(a->granted, b2), gg_bytes(a->live_bytes, b3),
-	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b1));
+	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b4));
+	if (d->nvmm)
+		fprintf(f, "<p>VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s</p>\n",
+		        d->nvmm, gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2),
+		        (unsigned long long)a->vmm_holes, a->vmm_holes == 1 ? "" : "s",
+		        gg_bytes(a->vmm_largest_hole, b3));
 	fputs("</body></html>\n", f);
 	return 0;
 }

@@ -225,6 +225,43 @@ static int hex_field(struct loader *l, const struct gg_jval *o, const char *name
 	return 0;
 }
 
+static int rec_vmm(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_vmm v;
+	if (d->nvmm >= GG_MAX_VMM)
+		return lfail(l, "more than %d vmm records", GG_MAX_VMM);
+	if (hex_field(l, o, "base") || get_u64(l, o, "size", &v.size, NULL) ||
+	    get_u64(l, o, "mapped", &v.mapped, NULL) || get_u64(l, o, "holes", &v.holes, NULL) ||
+	    get_u64(l, o, "largest_hole", &v.largest_hole, NULL))
+		return -1;
+	v.base = strtoull(gg_json_get(&l->j, o, "base")->s, NULL, 16); /* checked: 1-16 hex digits */
+	if (v.mapped > v.size)
+		return lfail(l, "vmm record: mapped %llu is more than the reserved size %llu",
+		             (unsigned long long)v.mapped, (unsigned long long)v.size);
+	if (!v.holes != !v.largest_hole)
+		return lfail(l, "vmm record: holes %llu and largest_hole %llu disagree (both zero or neither)",
+		             (unsigned long long)v.holes, (unsigned long long)v.largest_hole);
+	/* Not checked against size - mapped: the writer counts holes in whole
+	 * 2 MiB granules and mapped in bytes, which differ for smaller maps. */
+	if (v.largest_hole && v.largest_hole >= v.size)
+		return lfail(l, "vmm record: largest_hole %llu is not less than the reserved size %llu",
+		             (unsigned long long)v.largest_hole, (unsigned long long)v.size);
+	if (v.holes && !v.mapped)
+		return lfail(l, "vmm record: holes %llu between mapped parts, but mapped is 0",
+		             (unsigned long long)v.holes);
+	if (d->nvmm == d->vmm_cap) {
+		size_t ncap = d->vmm_cap ? d->vmm_cap * 2 : 64;
+		struct gg_vmm *n = realloc(d->vmm, ncap * sizeof *n);
+		if (!n)
+			return lfail(l, "out of memory");
+		d->vmm = n;
+		d->vmm_cap = ncap;
+	}
+	d->vmm[d->nvmm++] = v;
+	return 0;
+}
+
 static int rec_alloc(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
@@ -379,6 +416,8 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 		rc = rec_request(l, o);
 	else if (!strcmp(ts, "host"))
 		rc = rec_host(l, o);
+	else if (!strcmp(ts, "vmm"))
+		rc = rec_vmm(l, o);
 	else if (!strcmp(ts, "end")) {
 		rc = rec_end(l, o);
 		l->seen_end = 1;
@@ -541,6 +580,7 @@ void gg_dump_free(struct gg_dump *d)
 	}
 	free(d->config);
 	free(d->devices);
+	free(d->vmm);
 	free(d->allocs);
 	free(d->hist);
 	free(d->lib);

@@ -204,6 +204,10 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	fprintf(f, "  PyTorch caching-allocator segment sizes: %llu of %llu live allocations%s\n",
 	        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count,
 	        a->torch_pattern ? " (pattern matches)" : "");
+	if (d->nvmm)
+		fprintf(f, "  VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s\n", d->nvmm,
+		        gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2), (unsigned long long)a->vmm_holes,
+		        a->vmm_holes == 1 ? "" : "s", gg_bytes(a->vmm_largest_hole, b3));
 
 	fprintf(f, "\nUSAGE TIMELINE (live requested bytes, from the history)\n");
 	if (!a->has_timeline) {
@@ -408,12 +412,19 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	fprintf(f,
 	        "],\n\"fragmentation\":{\"requested\":%llu,\"granted\":%llu,\"internal_waste\":%llu,"
 	        "\"pool_reserved\":%llu,\"pool_used\":%llu,\"pool_slack\":%llu,\"external\":null,"
-	        "\"torch_segments\":%llu,\"torch_pattern\":%s},\n",
+	        "\"torch_segments\":%llu,\"torch_pattern\":%s",
 	        (unsigned long long)a->live_bytes, (unsigned long long)a->granted,
 	        (unsigned long long)a->internal_waste, (unsigned long long)a->pool_reserved,
 	        (unsigned long long)a->pool_used,
 	        (unsigned long long)(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0),
 	        (unsigned long long)a->torch_segments, a->torch_pattern ? "true" : "false");
+	if (d->nvmm) /* only when the dump has vmm records */
+		fprintf(f,
+		        ",\"vmm\":{\"reservations\":%zu,\"reserved\":%llu,\"mapped\":%llu,\"holes\":%llu,"
+		        "\"largest_hole\":%llu}",
+		        d->nvmm, (unsigned long long)a->vmm_reserved, (unsigned long long)a->vmm_mapped,
+		        (unsigned long long)a->vmm_holes, (unsigned long long)a->vmm_largest_hole);
+	fputs("},\n", f);
 	fputs("\"timeline\":", f);
 	if (a->has_timeline) {
 		fprintf(f,

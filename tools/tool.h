@@ -22,6 +22,7 @@
 #define GG_MAX_FRAMES 256      /* frames in one stack */
 #define GG_MAX_DEVICES 64
 #define GG_MAX_CONFIG 256
+#define GG_MAX_VMM 65536 /* vmm records (address-space reservations) */
 #define GG_MAX_ERR 512
 
 /* jsonl.c: a strict JSON reader for one line. Values live in a per-line
@@ -93,6 +94,12 @@ struct gg_config {
 	char *name, *value, *source;
 };
 
+/* One live virtual-address reservation (cuMemAddressReserve,
+ * hipMemAddressReserve): holes are the unmapped runs between mapped parts. */
+struct gg_vmm {
+	uint64_t base, size, mapped, holes, largest_hole;
+};
+
 struct gg_dump {
 	const char *path;
 	/* header */
@@ -110,6 +117,8 @@ struct gg_dump {
 	/* host */
 	int has_host, has_cg_limit, has_cg_usage, has_cg_oom;
 	uint64_t rss, cg_version, cg_limit, cg_usage, cg_oom_kill, pinned_bytes, pinned_allocs;
+	struct gg_vmm *vmm;
+	size_t nvmm, vmm_cap;
 	struct gg_alloc *allocs;
 	size_t nallocs, allocs_cap;
 	struct gg_stack *stacks; /* uthash by id */
@@ -179,6 +188,8 @@ struct gg_analysis {
 	uint64_t internal_waste, pool_reserved, pool_used;
 	int torch_pattern, torch_frames;
 	uint64_t torch_segments, torch_exact; /* exact: 2 MiB or 20 MiB */
+	/* VMM reservations: sums, and the largest hole of all */
+	uint64_t vmm_reserved, vmm_mapped, vmm_holes, vmm_largest_hole;
 	struct gg_diag diags[6];
 	int frag_first;
 	int ndiags;

@@ -43,6 +43,10 @@ def host(rss=2 * GiB, limit=16 * GiB, usage=4 * GiB, oom=0, pinned=256 * MiB):
                pinned_bytes=pinned, pinned_allocs=4)
 
 
+def vmm(base, size, mapped, holes, largest):
+    return rec(t="vmm", base="%x" % base, size=size, mapped=mapped, holes=holes, largest_hole=largest)
+
+
 def alloc(p, s, st, age, api=1, d=0):
     return rec(t="a", p="%x" % p, s=s, d=d, api=api, age=age, tid=4243, st=st)
 
@@ -62,6 +66,10 @@ STACKS = {
         {"m": "python3", "o": "9f00"}],
     4: [{"m": "libcuda.so.1", "o": "3b000", "s": "cuMemAllocAsync"},
         {"m": "serve.so", "o": "3300", "s": "scratch_async"}],
+    5: [{"m": "libcuda.so.1", "o": "3c400", "s": "cuMemCreate"},
+        {"m": "cumem_allocator.abi3.so", "o": "4f10", "s": "create_and_map"},
+        {"m": "cumem_allocator.abi3.so", "o": "5a20", "s": "my_malloc"},
+        {"m": "python3", "o": "9f00"}],
 }
 
 
@@ -150,6 +158,24 @@ L += [alloc(0x7e0000000000, 200 * MiB, 3, 500000)]
 L += stacks([3, 4])
 write("fragmentation_pool.jsonl", L)
 
+# fragmentation in VMM reservations (vLLM sleep mode, PyTorch expandable
+# segments): the driver had the bytes free, but the request is larger than
+# every hole left between mapped chunks.
+L = [header("driver_oom")] + config("16Gi")
+# (address, size): 8 GiB reserved with holes of 512, 256, 256, 256 MiB
+# between its 12 mapped 256 MiB chunks and an unmapped tail; 1 GiB reserved
+# with one 128 MiB hole between its 6 mapped 128 MiB chunks.
+A, B = 0x7f0000000000, 0x7f1000000000
+chunks = [(A + o * 256 * MiB, 256 * MiB) for o in (0, 1, 2, 3, 6, 7, 9, 10, 12, 13, 15, 16)]
+chunks += [(B + o * 128 * MiB, 128 * MiB) for o in (0, 1, 2, 4, 5, 6)]
+used = sum(s for _, s in chunks)
+L += [device(limit=16 * GiB, used=used, peak=used, allocs=len(chunks), rd=1, dfree=3 * GiB, dtotal=16 * GiB)]
+L += [request(2 * GiB, "driver_oom", api="cuMemCreate", stack=5)]
+L += [host()]
+L += [vmm(0x7f0000000000, 8 * GiB, 3 * GiB, 4, 512 * MiB), vmm(0x7f1000000000, 1 * GiB, 768 * MiB, 1, 128 * MiB)]
+L += [alloc(p, s, 5, 200000, api=6) for p, s in chunks]
+L += stacks([5])
+write("fragmentation_vmm.jsonl", L)
 
 # leak suspected: one site keeps everything it allocates (at-exit dump).
 def leak(name, n):
@@ -207,3 +233,6 @@ write("bad_float.jsonl", [header("exit"), '{"t":"a","p":"7f00","s":1.5,"d":0,"ap
 write("bad_type.jsonl", [header("exit"), '{"t":"a","p":"7f00","s":"12","d":0,"api":1,"age":1,"tid":1,"st":0}'])
 write("bad_device.jsonl", [header("exit"), rec(t="a", p="7f00", s=1, d=99, api=1, age=1, tid=1, st=0)])
 write("bad_frame.jsonl", [header("exit"), '{"t":"stack","id":1,"frames":[{"m":"a","o":"1"},2]}'])
+write("bad_vmm.jsonl", [header("exit"), rec(t="host", rss=1, cgroup_version=0, cgroup_limit=None, cgroup_usage=None,
+                                          cgroup_oom_kill=None, pinned_bytes=0, pinned_allocs=0),
+                       vmm(0x7f0000000000, 1 * GiB, 2 * GiB, 0, 0)])
