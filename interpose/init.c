@@ -1,7 +1,8 @@
 /* gpuguard: start-up and the public API. Initialisation runs from our
  * constructor and, in case a CUDA call comes first (another library's
- * constructor), lazily from every hook. It reads the environment and maps the
- * table, nothing more: no CUDA, no NVML, no locks a driver could hold. */
+ * constructor), lazily from every hook. It reads the environment, maps the
+ * table, the history ring and the stack table, and opens libunwind with
+ * dlopen, nothing more: no CUDA, no NVML, no locks a driver could hold. */
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
