@@ -62,3 +62,8 @@ fi
 echo
 
 
+if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ] || [ "$rc3" -ne 0 ]; then
+	echo "demo: FAILED (run 1 exit $rc1, run 2 exit $rc2, report exit $rc3)" >&2
+	exit 1
+fi
+echo "demo: both runs exited 0, and the report above read the dump the second run wrote."
