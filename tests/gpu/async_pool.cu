@@ -35,14 +35,12 @@ static void show(const char *when)
 int main(void)
 {
 	gg_begin("async_pool");
-	int dev = 0;
-	cudaError_t e = cudaFree(0);
-	if (e == cudaErrorNoDevice)
-		return gg_skip(cudaGetErrorName(e));
-	if (e == cudaErrorInsufficientDriver)
-		return gg_startup_failed(cudaGetErrorName(e), CUDART_VERSION);
-	if (e != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess || dev != 0) {
-		printf("GGFAIL %s: runtime start-up: %s (device %d)\n", gg_v.program, cudaGetErrorName(e), dev);
+	int dev, rc = gg_runtime_start(&dev);
+	if (rc >= 0)
+		return rc;
+	cudaError_t e;
+	if (dev != 0) {
+		printf("GGFAIL %s: runtime start-up: device %d, not 0\n", gg_v.program, dev);
 		gg_v.failures++;
 		return gg_finish();
 	}

@@ -202,4 +202,23 @@ __global__ void fill(unsigned *p, size_t n, unsigned v)
 		p[i] = v ^ (unsigned)i;
 }
 
+/* Starts the runtime (cudaFree(0) creates the primary context) and sets
+ * *dev. Returns -1 to go on, else the exit code main should return: a skip
+ * without a device or with too old a driver, a failure otherwise. */
+static inline int gg_runtime_start(int *dev)
+{
+	*dev = 0;
+	cudaError_t e = cudaFree(0);
+	if (e == cudaErrorNoDevice)
+		return gg_skip(cudaGetErrorName(e));
+	if (e == cudaErrorInsufficientDriver)
+		return gg_startup_failed(cudaGetErrorName(e), CUDART_VERSION);
+	if (e != cudaSuccess || cudaGetDevice(dev) != cudaSuccess) {
+		printf("GGFAIL %s: runtime start-up: %s\n", gg_v.program, cudaGetErrorName(e));
+		gg_v.failures++;
+		return gg_finish();
+	}
+	return -1;
+}
+
 #endif

@@ -11,17 +11,10 @@
 int main(void)
 {
 	gg_begin("managed");
-	int dev = 0;
-	cudaError_t e = cudaFree(0);
-	if (e == cudaErrorNoDevice)
-		return gg_skip(cudaGetErrorName(e));
-	if (e == cudaErrorInsufficientDriver)
-		return gg_startup_failed(cudaGetErrorName(e), CUDART_VERSION);
-	if (e != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess) {
-		printf("GGFAIL %s: runtime start-up: %s\n", gg_v.program, cudaGetErrorName(e));
-		gg_v.failures++;
-		return gg_finish();
-	}
+	int dev, rc = gg_runtime_start(&dev);
+	if (rc >= 0)
+		return rc;
+	cudaError_t e;
 	int managed = 0;
 	cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, dev);
 	if (!managed)

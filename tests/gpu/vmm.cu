@@ -87,17 +87,9 @@ __global__ void verify(const unsigned *p, size_t n, unsigned v, unsigned long lo
 int main(void)
 {
 	gg_begin("vmm");
-	int dev = 0;
-	cudaError_t e = cudaFree(0);
-	if (e == cudaErrorNoDevice)
-		return gg_skip(cudaGetErrorName(e));
-	if (e == cudaErrorInsufficientDriver)
-		return gg_startup_failed(cudaGetErrorName(e), CUDART_VERSION);
-	if (e != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess) {
-		printf("GGFAIL %s: runtime start-up: %s\n", gg_v.program, cudaGetErrorName(e));
-		gg_v.failures++;
-		return gg_finish();
-	}
+	int dev, started = gg_runtime_start(&dev);
+	if (started >= 0)
+		return started;
 	if (gg_require_guard(dev) != 0)
 		return gg_finish();
 
