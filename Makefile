@@ -100,7 +100,7 @@ $(BUILD)/tests/preload/lib%.so: tests/preload/lib%.c $(HEADERS)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< $(LDLIBS)
 
 # ABI conformance: compiles only where the vendor headers are (tests/abi/).
-$(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh $(wildcard tests/abi/*.c) $(HEADERS)
+$(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh $(wildcard tests/abi/*.c tests/abi/*.h) $(HEADERS)
 	@mkdir -p $(@D)
 	CC="$(CC)" OUT=$(@D) sh tests/abi/check.sh > $(@D)/result.txt 2>&1 || { cat $(@D)/result.txt; exit 1; }
 	touch $@
