@@ -208,6 +208,35 @@ for p in $BUILT; do
 	judge "$p" "$rc" "$log"
 done
 
+# run_py NAME SCRIPT ARGS...: runs a Python check under the time limit and
+# turns its GGRESULT lines into table rows (one failed row if it gave none).
+run_py() {
+	name=$1 script=$2
+	shift 2
+	log=$OUT/$name.log
+	if [ $have_timeout = 1 ]; then
+		timeout -k 10 "$TORCH_TMO" python3 "$SRC/$script" "$@" >"$log" 2>&1
+	else
+		python3 "$SRC/$script" "$@" >"$log" 2>&1
+	fi
+	rc=$?
+	grep -E '^(GGINFO|GGFAIL) ' "$log"
+	if ! grep -q '^GGRESULT ' "$log"; then
+		judge "$name" "$rc" "$log"
+		return
+	fi
+	grep '^GGRESULT ' "$log" | while IFS= read -r line; do
+		res=$(field result "$line")
+		[ "$res" = PASS ] || [ "$res" = SKIP ] || res=FAIL
+		row "$(field program "$line")" "$(field ceiling "$line")" "$(field meminfo "$line")" \
+			"$(field refusal "$line")" "$(field working "$line")" "$res" "$(field reason "$line")"
+	done
+	if [ "$rc" != 0 ] && ! grep -q '^GGRESULT .* result=FAIL' "$log"; then
+		row "$name" - - - - FAIL "$script exit status $rc"
+		tail -n 25 "$log"
+	fi
+}
+
 # ---- PyTorch -------------------------------------------------------------
 echo "== torch"
 TORCH_CONFIGS="native expandable_segments cudaMallocAsync"
@@ -216,29 +245,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 		row "torch_$c" n/a n/a n/a n/a SKIP "no python3"
 	done
 else
-	log=$OUT/torch.log
-	if [ $have_timeout = 1 ]; then
-		timeout -k 10 "$TORCH_TMO" python3 "$SRC/torch_check.py" --lib "$LIB" >"$log" 2>&1
-	else
-		python3 "$SRC/torch_check.py" --lib "$LIB" >"$log" 2>&1
-	fi
-	rc=$?
-	grep -E '^(GGINFO|GGFAIL) ' "$log"
-	if ! grep -q '^GGRESULT ' "$log"; then
-		judge torch "$rc" "$log"
-	else
-		grep '^GGRESULT ' "$log" | while IFS= read -r line; do
-			name=$(field program "$line")
-			res=$(field result "$line")
-			[ "$res" = PASS ] || [ "$res" = SKIP ] || res=FAIL
-			row "$name" "$(field ceiling "$line")" "$(field meminfo "$line")" \
-				"$(field refusal "$line")" "$(field working "$line")" "$res" "$(field reason "$line")"
-		done
-		if [ "$rc" != 0 ] && ! grep -q '^GGRESULT .* result=FAIL' "$log"; then
-			row torch - - - - FAIL "torch_check.py exit status $rc"
-			tail -n 25 "$log"
-		fi
-	fi
+	run_py torch torch_check.py --lib "$LIB"
 fi
 
 # ---- PyTorch OOM -> dump -> gpuguard report -------------------------------
@@ -253,30 +260,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 		row "torch_dump_$c" n/a n/a n/a n/a SKIP "no python3"
 	done
 else
-	log=$OUT/torch_dump.log
-	if [ $have_timeout = 1 ]; then
-		timeout -k 10 "$TORCH_TMO" python3 "$SRC/torch_dump.py" --lib "$LIB" --gpuguard "$GG_BIN" \
-			--configs "$TORCH_DUMP_CONFIGS" >"$log" 2>&1
-	else
-		python3 "$SRC/torch_dump.py" --lib "$LIB" --gpuguard "$GG_BIN" --configs "$TORCH_DUMP_CONFIGS" >"$log" 2>&1
-	fi
-	rc=$?
-	grep -E '^(GGINFO|GGFAIL) ' "$log"
-	if ! grep -q '^GGRESULT ' "$log"; then
-		judge torch_dump "$rc" "$log"
-	else
-		grep '^GGRESULT ' "$log" | while IFS= read -r line; do
-			name=$(field program "$line")
-			res=$(field result "$line")
-			[ "$res" = PASS ] || [ "$res" = SKIP ] || res=FAIL
-			row "$name" "$(field ceiling "$line")" "$(field meminfo "$line")" \
-				"$(field refusal "$line")" "$(field working "$line")" "$res" "$(field reason "$line")"
-		done
-		if [ "$rc" != 0 ] && ! grep -q '^GGRESULT .* result=FAIL' "$log"; then
-			row torch_dump - - - - FAIL "torch_dump.py exit status $rc"
-			tail -n 25 "$log"
-		fi
-	fi
+	run_py torch_dump torch_dump.py --lib "$LIB" --gpuguard "$GG_BIN" --configs "$TORCH_DUMP_CONFIGS"
 fi
 
 # ---- summary -------------------------------------------------------------
