@@ -247,6 +247,8 @@ static void *writer_main(void *arg)
 				write_req(GG_DUMP_SIGNAL, NULL, NULL, 0);
 			continue;
 		}
+		/* acquire: pairs with the trigger's release store of 2 (a request
+		 * posted after write_queued looked); go round instead of sleeping. */
 		if (atomic_load_explicit(&slot_state, memory_order_acquire) == 2)
 			continue;
 		syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
@@ -256,9 +258,11 @@ static void *writer_main(void *arg)
 
 void gg_dump_arm(void)
 {
+	/* acquire: pairs with the release store of 2 below. */
 	if (GG_LIKELY(atomic_load_explicit(&armed, memory_order_acquire) == 2))
 		return;
 	int expect = 0;
+	/* acq_rel: exactly one thread wins the right to start the writer. */
 	if (!atomic_compare_exchange_strong_explicit(&armed, &expect, 1, memory_order_acq_rel, memory_order_acquire))
 		return; /* another thread arms; a trigger meanwhile just waits queued */
 	if (gg_opt.dump_max == 0) {

@@ -26,6 +26,7 @@ void *gg_dlsym_hook(void *handle, const char *name);
 
 GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
 {
+	/* acquire: pairs with the release store below. */
 	void *p = atomic_load_explicit(&gg_real_dlsym_ptr, memory_order_acquire);
 	if (p)
 		return p;

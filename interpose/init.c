@@ -79,6 +79,7 @@ void gg_init_once(void)
 	if (GG_LIKELY(atomic_load_explicit(&init_state, memory_order_acquire) == 2))
 		return;
 	int expect = 0;
+	/* acquire: one thread wins the right to initialise; the others spin. */
 	if (atomic_compare_exchange_strong_explicit(&init_state, &expect, 1, memory_order_acquire,
 	                                            memory_order_acquire)) {
 		init_body();

@@ -116,6 +116,7 @@ void gg_pool_reconcile(struct gg_pool *p)
 
 void gg_pool_reconcile_device(int dev)
 {
+	/* acquire: pair with the release stores in gg_pool_get, as in find(). */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
 	for (int i = 0; i < n; i++) {
 		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);

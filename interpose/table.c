@@ -83,6 +83,7 @@ void gg_table_destroy(struct gg_table *t)
 {
 	if (!t)
 		return;
+	/* acquire: see the blocks' contents as published (destroy runs alone). */
 	free_spill(atomic_load_explicit(&t->spill, memory_order_acquire));
 	munmap(t, t->map_bytes);
 }
@@ -208,6 +209,7 @@ int gg_table_remove(struct gg_table *t, uint64_t key, struct gg_record *out)
 	}
 	if (atomic_load_explicit(&t->spilled, memory_order_relaxed) == 0)
 		return 0;
+	/* acquire: pairs with the release CAS that published each block. */
 	for (struct spill_block *b = atomic_load_explicit(&t->spill, memory_order_acquire); b; b = b->next)
 		for (int i = 0; i < SPILL_BLOCK_SLOTS; i++) {
 			struct slot *s = &b->slots[i];
@@ -245,6 +247,7 @@ void gg_table_foreach(struct gg_table *t, void (*fn)(const struct gg_record *, v
 {
 	for (uint64_t i = 0; i <= t->mask; i++)
 		visit(&t->slots[i], fn, arg);
+	/* acquire: pairs with the release CAS that published each block. */
 	for (struct spill_block *b = atomic_load_explicit(&t->spill, memory_order_acquire); b; b = b->next)
 		for (int i = 0; i < SPILL_BLOCK_SLOTS; i++)
 			visit(&b->slots[i], fn, arg);
