@@ -20,6 +20,9 @@ typedef struct CUarray_st *gg_CUarray;
 typedef struct CUmipmappedArray_st *gg_CUmipmappedArray;
 typedef struct CUmemPoolHandle_st *gg_CUmemoryPool;
 typedef unsigned long long gg_CUmemGenericAllocationHandle;
+typedef struct gg_CUuuid {
+	char bytes[16];
+} gg_CUuuid; /* CUuuid */
 
 /* CUresult values we produce or test for. */
 #define GG_CUDA_SUCCESS 0

@@ -10,6 +10,9 @@ GG_CU_FN(cuDeviceGet, (GGT(CUdevice) * device, int ordinal))
 GG_CU_FN(cuDeviceGetCount, (int *count))
 GG_CU_FN(cuDeviceGetName, (char *name, int len, GGT(CUdevice) dev))
 GG_CU_FN(cuDeviceTotalMem_v2, (size_t * bytes, GGT(CUdevice) dev))
+/* cuda.h maps cuDeviceGetUuid to _v2 (CUDA 11.4+): the same UUID, but a MIG
+ * instance's own under MIG. The legacy one is below. */
+GG_CU_FN(cuDeviceGetUuid_v2, (GGT(CUuuid) * uuid, GGT(CUdevice) dev))
 GG_CU_FN(cuDevicePrimaryCtxRetain, (GGT(CUcontext) * pctx, GGT(CUdevice) dev))
 GG_CU_FN(cuDevicePrimaryCtxRelease_v2, (GGT(CUdevice) dev))
 GG_CU_FN(cuCtxSetCurrent, (GGT(CUcontext) ctx))
@@ -90,6 +93,7 @@ GG_CU_FN_PTSZ(cuStreamSynchronize_ptsz, (GGT(CUstream) hStream))
 
 /* legacy unversioned ABIs: never wrapped, only simulated and passed through */
 GG_CU_FN_LEGACY(cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, GGT(cuuint64_t) flags))
+GG_CU_FN_LEGACY(cuDeviceGetUuid, (GGT(CUuuid) * uuid, GGT(CUdevice) dev))
 GG_CU_FN_LEGACY(cuMemAlloc, (GGT(CUdeviceptr_v1) * dptr, unsigned int bytesize))
 GG_CU_FN_LEGACY(cuMemFree, (GGT(CUdeviceptr_v1) dptr))
 GG_CU_FN_LEGACY(cuMemGetInfo, (unsigned int *free, unsigned int *total))

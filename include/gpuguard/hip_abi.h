@@ -13,6 +13,9 @@ typedef void *gg_hipDeviceptr_t;
 typedef struct ihipStream_t *gg_hipStream_t;
 typedef struct ihipMemPoolHandle_t *gg_hipMemPool_t;
 typedef struct ihipMemGenericAllocationHandle *gg_hipMemGenericAllocationHandle_t;
+typedef struct gg_hipUUID {
+	char bytes[16];
+} gg_hipUUID; /* hipUUID */
 
 #define GG_hipSuccess 0
 #define GG_hipErrorInvalidValue 1

@@ -66,6 +66,9 @@ SAME_SCALAR(gg_CUmemAccess_flags, CUmemAccess_flags);
 SAME_SCALAR(gg_CUarray_format, CUarray_format);
 
 /* structures: every field, nested ones included */
+SAME_STRUCT(gg_CUuuid, CUuuid);
+SAME_FIELD(gg_CUuuid, CUuuid, bytes);
+
 SAME_STRUCT(gg_CUmemLocation, CUmemLocation);
 SAME_FIELD(gg_CUmemLocation, CUmemLocation, type);
 SAME_FIELD(gg_CUmemLocation, CUmemLocation, id);

@@ -1,0 +1,157 @@
+/* gpuguard: the pod region, version 1. One small file (default
+ * /dev/shm/gpuguard-pod) that every process of a pod maps, so that
+ * GPUGUARD_LIMIT is one budget for all of them (README "Pod scope").
+ *
+ * Layout: a header, GPUGUARD_REGION_DEVICES device entries, then
+ * GPUGUARD_REGION_PROCS process slots, at the offsets the header gives.
+ * Everything is little-endian, as the machines that run it are.
+ *
+ * Liveness (DESIGN.md §4): a process owns slot i while it holds an OFD write
+ * lock (fcntl F_OFD_SETLK) on the one byte at gpuguard_region_slot_lock(i).
+ * The kernel drops it when the process dies, in any PID namespace; whoever
+ * then takes that lock returns the slot's charges to the device entries.
+ * The byte at offset 0 is the setup lock, held while the header is written
+ * and while a device entry is claimed. Nobody ever waits on either lock
+ * without a deadline.
+ *
+ * The file is hostile input: any process with write access can scribble on
+ * it. gpuguard_region_check() validates what a reader relies on before the
+ * first use; after that, every value read from it is treated as untrusted
+ * (states other than those below are ignored, sums saturate), and no index
+ * is ever read from it. */
+#ifndef GPUGUARD_REGION_H
+#define GPUGUARD_REGION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define GPUGUARD_REGION_MAGIC 0x31444f5044524747ull /* "GGRDPOD1" */
+#define GPUGUARD_REGION_VERSION 1u
+#define GPUGUARD_REGION_DEVICES 16
+#define GPUGUARD_REGION_PROCS 256
+#define GPUGUARD_REGION_LIMIT_TEXT 128
+#define GPUGUARD_REGION_DEFAULT_PATH "/dev/shm/gpuguard-pod"
+
+/* device entry states */
+#define GPUGUARD_RDEV_EMPTY 0u
+#define GPUGUARD_RDEV_CLAIMING 1u /* being filled in under the setup lock */
+#define GPUGUARD_RDEV_READY 2u
+/* device identity kinds: UUIDs of different runtimes never match */
+#define GPUGUARD_RDEV_CUDA 1u
+#define GPUGUARD_RDEV_HIP 2u
+#define GPUGUARD_RDEV_ORDINAL 3u /* no UUID: bytes 0..3 hold the ordinal */
+
+/* process slot states */
+#define GPUGUARD_RPROC_FREE 0u
+#define GPUGUARD_RPROC_LIVE 1u
+
+struct gpuguard_region_header {
+	uint64_t magic; /* written last, with release, once the rest is valid */
+	uint32_t version;
+	uint32_t header_size; /* sizeof(struct gpuguard_region_header) */
+	uint64_t size;        /* the file's size */
+	uint32_t ndevices, device_off, device_size;
+	uint32_t nprocs, proc_off, proc_size;
+	uint64_t created_ms; /* CLOCK_REALTIME */
+	/* GPUGUARD_LIMIT of the process that set the budget ("" = none); the
+	 * region's value wins over a later process's own. NUL-terminated. */
+	char limit_text[GPUGUARD_REGION_LIMIT_TEXT];
+	_Atomic uint64_t limit_gen; /* bumped when limit_text is replaced */
+	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8];
+};
+
+struct gpuguard_region_device {
+	_Atomic uint32_t state; /* GPUGUARD_RDEV_* */
+	uint32_t kind;          /* GPUGUARD_RDEV_CUDA / _HIP / _ORDINAL */
+	uint8_t uuid[16];
+	_Atomic uint64_t limit; /* bytes; UINT64_MAX = no ceiling */
+	_Atomic uint64_t used;  /* the pod's charge: the word reservations race on */
+	_Atomic uint64_t peak;
+	_Atomic uint64_t refused;   /* requests refused at the ceiling, all processes */
+	_Atomic uint64_t reclaimed; /* bytes returned from processes that died */
+	_Atomic uint32_t waiters;   /* requests sleeping for memory (ON_LIMIT=wait) */
+	_Atomic uint32_t wake;      /* futex word: bumped when memory is given back */
+	uint64_t physical;          /* the card's total, as its first user saw it */
+	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8];
+};
+
+struct gpuguard_region_proc {
+	_Atomic uint32_t state; /* GPUGUARD_RPROC_* */
+	uint32_t pid;           /* in the process's own PID namespace */
+	uint64_t start_ms;      /* CLOCK_REALTIME when it attached */
+	char comm[16];          /* NUL-terminated */
+	/* bytes this process holds on each device entry (context reserve
+	 * included); charged before the device's `used`, released after it */
+	_Atomic uint64_t used[GPUGUARD_REGION_DEVICES];
+	_Atomic uint32_t ctx_charged; /* bit d: context reserve charged on entry d */
+	uint32_t pad;
+	uint64_t ctx_reserve; /* GPUGUARD_CONTEXT_RESERVE of this process */
+	uint8_t reserved[192 - 4 - 4 - 8 - 16 - 8 * GPUGUARD_REGION_DEVICES - 4 - 4 - 8];
+};
+
+_Static_assert(sizeof(struct gpuguard_region_header) == 512, "region header layout");
+_Static_assert(sizeof(struct gpuguard_region_device) == 128, "region device layout");
+_Static_assert(sizeof(struct gpuguard_region_proc) == 192, "region proc layout");
+
+#define GPUGUARD_REGION_DEVICE_OFF 512u
+#define GPUGUARD_REGION_PROC_OFF (GPUGUARD_REGION_DEVICE_OFF + GPUGUARD_REGION_DEVICES * 128u)
+/* rounded up to whole pages */
+#define GPUGUARD_REGION_SIZE                                                     \
+	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 192u) + 4095u) / \
+	 4096u * 4096u)
+
+static inline uint64_t gpuguard_region_slot_lock(unsigned slot)
+{
+	return (uint64_t)GPUGUARD_REGION_PROC_OFF + (uint64_t)slot * 192u;
+}
+
+static inline struct gpuguard_region_device *gpuguard_region_dev(void *base, unsigned i)
+{
+	return (struct gpuguard_region_device *)((char *)base + GPUGUARD_REGION_DEVICE_OFF) + i;
+}
+
+static inline struct gpuguard_region_proc *gpuguard_region_proc(void *base, unsigned i)
+{
+	return (struct gpuguard_region_proc *)((char *)base + GPUGUARD_REGION_PROC_OFF) + i;
+}
+
+/* Validates a region image of len bytes (a mapping or a copy read from the
+ * file): magic, version, size and every layout field. 0 if usable; else -1
+ * with a one-line reason in why. Never reads outside [buf, buf + len). */
+static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why, size_t whylen)
+{
+	const struct gpuguard_region_header *h = (const struct gpuguard_region_header *)buf;
+	const char *r = NULL;
+	if (len < sizeof(*h))
+		r = "shorter than its header (truncated)";
+	else if (h->magic != GPUGUARD_REGION_MAGIC)
+		r = "bad magic (not a gpuguard region, or corrupted)";
+	else if (h->version != GPUGUARD_REGION_VERSION)
+		r = "unsupported version (written by another gpuguard release)";
+	else if (h->header_size != sizeof(*h) || h->size != GPUGUARD_REGION_SIZE)
+		r = "header or file size field is wrong";
+	else if (len != GPUGUARD_REGION_SIZE)
+		r = "file size does not match the region size (truncated or extended)";
+	else if (h->ndevices != GPUGUARD_REGION_DEVICES || h->device_off != GPUGUARD_REGION_DEVICE_OFF ||
+	         h->device_size != sizeof(struct gpuguard_region_device))
+		r = "device table layout is wrong";
+	else if (h->nprocs != GPUGUARD_REGION_PROCS || h->proc_off != GPUGUARD_REGION_PROC_OFF ||
+	         h->proc_size != sizeof(struct gpuguard_region_proc))
+		r = "process table layout is wrong";
+	else if (!memchr(h->limit_text, 0, sizeof(h->limit_text)))
+		r = "limit text is not terminated";
+	if (!r)
+		return 0;
+	if (why && whylen) {
+		size_t n = strlen(r);
+		if (n >= whylen)
+			n = whylen - 1;
+		memcpy(why, r, n);
+		why[n] = 0;
+	}
+	return -1;
+}
+
+#endif
