@@ -269,6 +269,13 @@ void gg_vmm_mapped(uint64_t ptr, uint64_t size, int map);
 void gg_vmm_foreach(void (*fn)(const struct gg_vmm_info *, void *), void *arg);
 void gg_vmm_reset(void);
 
+/* ---- shared.c: pod scope (include/gpuguard/region.h) ---- */
+/* NVML's view of one device, in place: the physical free/total become the
+ * budget's, consistent with cuMemGetInfo. uuid: the 16 bytes of NVML's
+ * "GPU-..." UUID, or NULL when unknown; index: NVML's index, used as the
+ * ordinal when the UUID names no device this process or the pod knows. */
+void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, uint64_t *total_bytes);
+
 /* ---- init.c ---- */
 extern struct gg_table *gg_table;
 extern uint64_t gg_start_ms;
