@@ -29,12 +29,13 @@ LIB := $(BUILD)/lib/libgpuguard.so
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
-	interpose/dump.c interpose/vmm.c
+	interpose/dump.c interpose/vmm.c interpose/shared.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
 SIM_HIP := $(BUILD)/sim/libamdhip64.so.6
-SIM := $(SIM_CUDA) $(SIM_HIP)
+SIM_NVML := $(BUILD)/sim/libnvidia-ml.so.1
+SIM := $(SIM_CUDA) $(SIM_HIP) $(SIM_NVML)
 SIM_SRCS := tests/sim/simcore.c
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -43,9 +44,11 @@ PRELOAD_SRCS := $(wildcard tests/preload/t_*.c)
 PRELOAD_BINS := $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_SRCS))
 PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so $(BUILD)/tests/preload/libnextbase.so
 SIM_TEST := $(BUILD)/tests/sim_test
+# Helpers of tests/scripts/top_metrics.sh: region images, a raw HTTP client.
+TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
-# The gpuguard command (tools/): report, run, dump. Needs uthash-dev.
+# The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
 TOOL := $(BUILD)/bin/gpuguard
 TOOL_SRCS := $(wildcard tools/*.c)
 FUZZ_CC ?= clang
@@ -55,7 +58,7 @@ FUZZ_TIME ?= 60
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
-tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp
+tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS)
 
 $(BUILD)/obj/%.o: interpose/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -77,9 +80,14 @@ $(SIM_HIP): tests/sim/sim_hip.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
 	$(CC) $(BASE_CFLAGS) -DSIM_LIB_ID=1 -fPIC -shared -Wl,-soname,libamdhip64.so.6 -o $@ tests/sim/sim_hip.c $(SIM_SRCS)
 	ln -sf libamdhip64.so.6 $(@D)/libamdhip64.so
 
+$(SIM_NVML): tests/sim/sim_nvml.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ tests/sim/sim_nvml.c $(SIM_SRCS)
+	ln -sf libnvidia-ml.so.1 $(@D)/libnvidia-ml.so
+
 $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 -lnvidia-ml $(LDLIBS)
 
 # Unit tests compile the core straight in, so sanitizers see every line.
 $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
@@ -87,12 +95,13 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
 	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $< $(CORE_SRCS) $(LDLIBS)
 
 LNEXT := -Wl,--no-as-needed -lnextuser -lnextbase -Wl,--as-needed
-# Programs run under LD_PRELOAD. *_lcuda links the driver, *_lhip HIP,
+# Programs run under LD_PRELOAD. *_lcuda links the driver, *_lhip HIP, *_lnvml NVML,
 # *_lnext the two RTLD_NEXT test libraries; anything else uses dlopen only.
 $(BUILD)/tests/preload/t_%: tests/preload/t_%.c $(SIM) $(PRELOAD_LIBS) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -L$(BUILD)/tests/preload \
 		$(if $(findstring _lcuda,$*),-lcuda) $(if $(findstring _lhip,$*),-lamdhip64) \
+		$(if $(findstring _lnvml,$*),-lnvidia-ml) \
 		$(if $(findstring _lnext,$*),$(LNEXT)) $(LDLIBS)
 
 $(BUILD)/tests/preload/lib%.so: tests/preload/lib%.c $(HEADERS)
@@ -114,13 +123,25 @@ $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS)
 
-# libFuzzer over the dump reader and analyzer, seeded with the golden dumps.
-fuzz:
+$(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $<
+
+# libFuzzer over the dump reader and analyzer, seeded with the golden dumps;
+# then over the pod region reader and its views, seeded by mkregion.
+fuzz: $(BUILD)/tests/tools/mkregion
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ_CC) -std=gnu11 -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/fuzz_report \
 		tests/fuzz/fuzz_report.c $(filter-out tools/main.c,$(TOOL_SRCS))
 	$(BUILD)/fuzz/fuzz_report -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(BUILD)/fuzz/ \
 		$(BUILD)/fuzz/corpus tests/golden
+	@mkdir -p $(BUILD)/fuzz/corpus-region
+	$(BUILD)/tests/tools/mkregion $(BUILD)/fuzz/corpus-region/seed limit=8Gi proc=3:42:python3:1700000000000:0=4096 \
+		dev=0:cuda:00112233445566778899aabbccddeeff:8589934592:4096:8192:85899345920:1:2:3
+	$(FUZZ_CC) -std=gnu11 -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/fuzz_region \
+		tests/fuzz/fuzz_region.c $(filter-out tools/main.c,$(TOOL_SRCS))
+	$(BUILD)/fuzz/fuzz_region -max_total_time=$(FUZZ_TIME) -max_len=53249 -artifact_prefix=$(BUILD)/fuzz/region- \
+		$(BUILD)/fuzz/corpus-region
 
 $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)

@@ -58,6 +58,12 @@ struct gpuguard_device_stats {
 	 * from a fragmented warm reserve that could not be undone). Stays 0
 	 * unless the driver refuses the undo; a sign to look at, not an error. */
 	uint64_t pool_overshoot;
+	/* Pod scope (README "Pod scope"): limit, used and peak above are the
+	 * pod's, shared by every process of the pod on this device, and
+	 * process_used is this process's part of `used`. In process scope
+	 * pod is 0 and process_used equals used. */
+	uint64_t pod;
+	uint64_t process_used;
 };
 
 /* Library version string, e.g. "0.1.0". */

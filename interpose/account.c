@@ -4,15 +4,45 @@
  * driver refused. Unknown pointers pass through and are only counted. */
 #include "internal.h"
 
+/* Before refusing: count what pools on this device released at
+ * synchronisation points we did not see, and what dead processes of the
+ * pod held. Then try again. */
+static int retry_reserve(int dev, uint64_t charge)
+{
+	gg_pool_reconcile_device(dev);
+	gg_shared_reclaim();
+	return gg_ceiling_try_reserve(dev, charge);
+}
+
+int gg_account_wait_reserve(int dev, uint64_t charge)
+{
+	if (gg_opt.wait_ms == 0 || gg_opt.limit_bad)
+		return -1;
+	/* GPUGUARD_ON_LIMIT=wait: sleep until memory comes back anywhere in
+	 * the budget or the time is up (the protocol is in ceiling.c). */
+	uint64_t deadline = gg_mono_ns() + gg_opt.wait_ms * 1000000ull;
+	int rc = -1;
+	gg_ceiling_wait_enter(dev);
+	for (;;) {
+		uint32_t seen = gg_ceiling_wake_seq(dev);
+		if (retry_reserve(dev, charge) == 0) {
+			rc = 0;
+			break;
+		}
+		if (gg_ceiling_wait_sleep(dev, seen, deadline) != 0)
+			break;
+	}
+	gg_ceiling_wait_leave(dev);
+	return rc;
+}
+
 int gg_account_begin(int dev, uint64_t charge)
 {
 	if (gg_ceiling_try_reserve(dev, charge) == 0)
 		return 0;
-	/* Before refusing, count what pools on this device released at
-	 * synchronisation points we did not see. */
-	gg_pool_reconcile_device(dev);
-	if (gg_ceiling_reserve(dev, charge) == 0)
+	if (retry_reserve(dev, charge) == 0 || gg_account_wait_reserve(dev, charge) == 0)
 		return 0;
+	gg_ceiling_count_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
 	gg_dump_on_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
 	return -1;
 }
@@ -143,6 +173,7 @@ void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t siz
 
 void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes)
 {
+	gg_ceiling_budget(dev); /* pod scope: the pod's budget from the first query on */
 	/* A percentage ceiling can be resolved from the total we were just given;
 	 * pools released at syncs we did not see are credited first, so free
 	 * moves as soon as memory really comes back. */
@@ -157,6 +188,7 @@ void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes)
 
 size_t gg_account_total(int dev, size_t physical)
 {
+	gg_ceiling_budget(dev);
 	if (gg_ceiling_unresolved(dev))
 		gg_ceiling_resolve(dev, physical);
 	uint64_t f, t;

@@ -2,9 +2,30 @@
  * compare-and-swap on the device's `used` word that refuses to pass the
  * limit, so two threads racing for the last bytes can never both get them
  * (DESIGN.md §3); every subtraction saturates at zero. */
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "internal.h"
 
 struct gg_device gg_devices[GG_MAX_DEVICES];
+
+static void local_budget(struct gg_device *g)
+{
+	g->local = (struct gg_budget){
+	    .used = &g->used,
+	    .peak = &g->peak,
+	    .limit = &g->limit,
+	    .refused = &g->refused_all,
+	    .waiters = &g->waiters,
+	    .wake = &g->wake,
+	    .mine = NULL,
+	    .futex_private = 1,
+	};
+}
 
 void gg_ceiling_configure(void)
 {
@@ -20,12 +41,48 @@ void gg_ceiling_configure(void)
 		/* relaxed: configure runs during initialisation, before any hook
 		 * reads the limit (gg_init_once publishes it with release). */
 		atomic_store_explicit(&gg_devices[d].limit, lim, memory_order_relaxed);
+		local_budget(&gg_devices[d]);
 	}
+}
+
+struct gg_budget *gg_ceiling_bind_slow(int dev)
+{
+	struct gg_device *g = &gg_devices[dev];
+	int expect = 0;
+	/* acquire/release on bind_state only elects the binder; the budget
+	 * pointer below is what publishes the result. */
+	if (atomic_compare_exchange_strong_explicit(&g->bind_state, &expect, 1, memory_order_acquire,
+	                                            memory_order_acquire)) {
+		struct gg_budget *b = &g->local;
+		if (gg_shared_bind(dev, &g->pod) == 0)
+			b = &g->pod;
+		else if (gg_opt.context_reserve)
+			gg_ceiling_force_budget(b, gg_opt.context_reserve);
+		/* release: pairs with the acquire in gg_ceiling_budget; whoever
+		 * sees the pointer sees the budget's words filled in. */
+		atomic_store_explicit(&g->budget, b, memory_order_release);
+		atomic_store_explicit(&g->bind_state, 2, memory_order_release);
+		return b;
+	}
+	/* Another thread binds: it attaches to a file and asks the driver one
+	 * question, each bounded (the region's setup lock is tried for at most
+	 * 2 s), so this wait is short and cannot depend on us. */
+	struct gg_budget *b;
+	while (!(b = atomic_load_explicit(&g->budget, memory_order_acquire)))
+		sched_yield();
+	return b;
+}
+
+struct gg_budget *gg_ceiling_budget_peek(int dev)
+{
+	/* acquire: as in gg_ceiling_budget. */
+	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
+	return b ? b : &gg_devices[dev].local;
 }
 
 int gg_ceiling_unresolved(int dev)
 {
-	return atomic_load_explicit(&gg_devices[dev].limit, memory_order_relaxed) == GG_LIMIT_UNRESOLVED;
+	return atomic_load_explicit(gg_ceiling_budget_peek(dev)->limit, memory_order_relaxed) == GG_LIMIT_UNRESOLVED;
 }
 
 void gg_ceiling_resolve(int dev, uint64_t physical_total)
@@ -37,13 +94,16 @@ void gg_ceiling_resolve(int dev, uint64_t physical_total)
 	uint64_t expect = GG_LIMIT_UNRESOLVED;
 	/* Every thread computes the same value, so whichever CAS wins is right;
 	 * relaxed because the limit is a plain number read with relaxed loads. */
-	atomic_compare_exchange_strong_explicit(&gg_devices[dev].limit, &expect, (uint64_t)v, memory_order_relaxed,
-	                                        memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(gg_ceiling_budget_peek(dev)->limit, &expect, (uint64_t)v,
+	                                        memory_order_relaxed, memory_order_relaxed);
 }
 
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 {
+	/* relaxed: statistics. */
 	atomic_fetch_add_explicit(&gg_devices[dev].refused[why], 1, memory_order_relaxed);
+	if (why != GPUGUARD_REFUSED_DRIVER)
+		atomic_fetch_add_explicit(gg_ceiling_budget_peek(dev)->refused, 1, memory_order_relaxed);
 }
 
 static struct gg_stripe *my_stripe(int dev)
@@ -70,10 +130,13 @@ void gg_ceiling_count_free(int dev, uint64_t size)
 void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
 {
 	struct gg_device *g = &gg_devices[dev];
-	uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	out->limit = lim == GG_LIMIT_UNRESOLVED ? GG_UNLIMITED : lim;
-	out->used = atomic_load_explicit(&g->used, memory_order_relaxed);
-	out->peak = atomic_load_explicit(&g->peak, memory_order_relaxed);
+	out->used = atomic_load_explicit(b->used, memory_order_relaxed);
+	out->peak = atomic_load_explicit(b->peak, memory_order_relaxed);
+	out->pod = b->mine != NULL;
+	out->process_used = b->mine ? atomic_load_explicit(b->mine, memory_order_relaxed) : out->used;
 	out->pool_reserved = atomic_load_explicit(&g->pool_reserved, memory_order_relaxed);
 	out->untracked_frees = atomic_load_explicit(&g->untracked_frees, memory_order_relaxed);
 	for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
@@ -92,31 +155,56 @@ void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
 	out->live_bytes = live > 0 ? (uint64_t)live : 0;
 }
 
-static void raise_peak(struct gg_device *g, uint64_t now)
+static void raise_peak(_Atomic uint64_t *peak, uint64_t now)
 {
-	uint64_t p = atomic_load_explicit(&g->peak, memory_order_relaxed);
+	uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
 	/* relaxed: peak is a monotone statistic; it orders nothing else. */
-	while (now > p &&
-	       !atomic_compare_exchange_weak_explicit(&g->peak, &p, now, memory_order_relaxed, memory_order_relaxed))
+	while (now > p && !atomic_compare_exchange_weak_explicit(peak, &p, now, memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+/* Subtracts from *w, saturating at zero: a counter that wrapped below zero
+ * would read as ~16 EiB used and refuse everything (HAMi#1181). */
+static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
+{
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+	/* seq_cst: in gg_ceiling_release this CAS is the store of a Dekker pair
+	 * with the waiters load after it (see gg_ceiling_wait). */
+	while (!atomic_compare_exchange_weak_explicit(w, &cur, cur > bytes ? cur - bytes : 0, memory_order_seq_cst,
+	                                              memory_order_relaxed))
 		;
 }
 
 int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 {
-	struct gg_device *g = &gg_devices[dev];
-	uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
 	if (GG_UNLIKELY(gg_opt.limit_bad))
 		return -1;
-	uint64_t cur = atomic_load_explicit(&g->used, memory_order_relaxed);
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	/* Pod scope: this process's slot is charged first and the pod's word
+	 * second (released in the opposite order), so a process killed in
+	 * between leaves its slot holding at least what it put in the pod;
+	 * whoever reclaims the slot can only give back too much, never leak.
+	 * relaxed: the slot is read by others only after we died (when all
+	 * our stores are in memory) or as a statistic. */
+	if (b->mine)
+		atomic_fetch_add_explicit(b->mine, bytes, memory_order_relaxed);
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+	/* seq_cst load and CAS: the waiter's side of the Dekker pair in
+	 * gg_ceiling_wait (waiters++ then this read; release's CAS then its
+	 * waiters read), so one of the two always sees the other. */
+	uint64_t cur = atomic_load_explicit(b->used, memory_order_seq_cst);
 	uint64_t next;
 	do {
-		if (__builtin_add_overflow(cur, bytes, &next) || next > lim)
+		if (__builtin_add_overflow(cur, bytes, &next) || next > lim) {
+			if (b->mine)
+				sub_saturating(b->mine, bytes);
 			return -1;
-		/* relaxed: the CAS itself is the whole decision (check and take in
-		 * one step); no other memory is published through `used`. */
-	} while (
-	    !atomic_compare_exchange_weak_explicit(&g->used, &cur, next, memory_order_relaxed, memory_order_relaxed));
-	raise_peak(g, next);
+		}
+		/* The CAS itself is the whole decision (check and take in one
+		 * step): two requests racing for the last bytes, in this process
+		 * or another, cannot both pass. */
+	} while (!atomic_compare_exchange_weak_explicit(b->used, &cur, next, memory_order_seq_cst, memory_order_seq_cst));
+	raise_peak(b->peak, next);
 	return 0;
 }
 
@@ -128,24 +216,91 @@ int gg_ceiling_reserve(int dev, uint64_t bytes)
 	return -1;
 }
 
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts, int private_)
+{
+	return syscall(SYS_futex, (uint32_t *)w, op | (private_ ? FUTEX_PRIVATE_FLAG : 0), val, ts, NULL, 0);
+}
+
+/* Someone may be waiting for room: bump the word and wake them all (each
+ * retries; those that still do not fit sleep again). */
+static void wake_waiters(struct gg_budget *b)
+{
+	/* seq_cst: the load half of the Dekker pair (see gg_ceiling_wait). */
+	if (GG_LIKELY(atomic_load_explicit(b->waiters, memory_order_seq_cst) == 0))
+		return;
+	atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
+	futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+}
+
+void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
+{
+	sub_saturating(b->used, bytes);
+	if (b->mine)
+		sub_saturating(b->mine, bytes);
+	wake_waiters(b);
+}
+
 void gg_ceiling_release(int dev, uint64_t bytes)
 {
-	struct gg_device *g = &gg_devices[dev];
-	uint64_t cur = atomic_load_explicit(&g->used, memory_order_relaxed);
-	uint64_t next;
-	do {
-		/* Saturate: a counter that wrapped below zero would read as ~16 EiB
-		 * used and refuse everything (HAMi#1181). */
-		next = cur > bytes ? cur - bytes : 0;
-	} while (
-	    !atomic_compare_exchange_weak_explicit(&g->used, &cur, next, memory_order_relaxed, memory_order_relaxed));
+	gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
+}
+
+void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
+{
+	if (b->mine)
+		atomic_fetch_add_explicit(b->mine, bytes, memory_order_relaxed); /* as in try_reserve */
+	uint64_t now = atomic_fetch_add_explicit(b->used, bytes, memory_order_relaxed) + bytes;
+	raise_peak(b->peak, now);
 }
 
 void gg_ceiling_force(int dev, uint64_t bytes)
 {
-	struct gg_device *g = &gg_devices[dev];
-	uint64_t now = atomic_fetch_add_explicit(&g->used, bytes, memory_order_relaxed) + bytes;
-	raise_peak(g, now);
+	gg_ceiling_force_budget(gg_ceiling_budget(dev), bytes);
+}
+
+uint64_t gg_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waiting for room (GPUGUARD_ON_LIMIT=wait). The caller does
+ *	enter; loop { seen = wake_seq; retry; sleep(seen) }; leave
+ * which with wake_waiters is a Dekker pair: the waiter publishes waiters++
+ * and then reads `used` (its retry); a releaser writes `used` and then reads
+ * waiters. seq_cst on all four makes at least one side see the other: either
+ * the retry fits, or the releaser bumps `wake` after the waiter read it and
+ * the futex wait returns at once. */
+void gg_ceiling_wait_enter(int dev)
+{
+	atomic_fetch_add_explicit(gg_ceiling_budget(dev)->waiters, 1, memory_order_seq_cst);
+}
+
+uint32_t gg_ceiling_wake_seq(int dev)
+{
+	return atomic_load_explicit(gg_ceiling_budget(dev)->wake, memory_order_seq_cst);
+}
+
+int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
+{
+	uint64_t now = gg_mono_ns();
+	if (now >= deadline_ns)
+		return -1;
+	/* Slices of at most 100 ms: memory a dead process held comes back by
+	 * reclaiming, which wakes nobody; the caller reclaims between slices. */
+	uint64_t left = deadline_ns - now;
+	if (left > 100000000ull)
+		left = 100000000ull;
+	struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	futex(b->wake, FUTEX_WAIT, seen, &ts, b->futex_private);
+	return 0;
+}
+
+void gg_ceiling_wait_leave(int dev)
+{
+	atomic_fetch_sub_explicit(gg_ceiling_budget(dev)->waiters, 1, memory_order_seq_cst);
 }
 
 static uint64_t round_up(uint64_t v, uint64_t to)
@@ -173,9 +328,9 @@ void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64
 {
 	/* total = min(ceiling, physical); free = min(physical free, ceiling - used),
 	 * never below zero, also when usage is over the ceiling (DESIGN.md §2). */
-	struct gg_device *g = &gg_devices[dev];
-	uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
-	uint64_t used = atomic_load_explicit(&g->used, memory_order_relaxed);
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
 	if (lim == GG_LIMIT_UNRESOLVED)
 		lim = GG_UNLIMITED;
 	uint64_t total = real_total < lim ? real_total : lim;
@@ -200,5 +355,10 @@ void gg_ceiling_reset(void)
 		for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
 			atomic_store_explicit(&g->refused[r], 0, memory_order_relaxed);
 		atomic_store_explicit(&g->pool_overshoot, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->refused_all, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->waiters, 0, memory_order_relaxed);
+		/* The parent's bindings (its region slot) are not the child's. */
+		atomic_store_explicit(&g->budget, NULL, memory_order_relaxed);
+		atomic_store_explicit(&g->bind_state, 0, memory_order_relaxed);
 	}
 }

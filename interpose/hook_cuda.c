@@ -46,12 +46,14 @@
 	X(cuMemAllocHost_v2)            \
 	X(cuMemHostAlloc)               \
 	X(cuMemFreeHost)                \
+	X(cuDevicePrimaryCtxRetain)     \
 	X(cuGetProcAddress)             \
 	X(cuGetProcAddress_v2)
 
 /* Functions we only call. */
 #define CU_HELPERS(X)         \
 	X(cuCtxGetDevice)     \
+	X(cuDeviceGetUuid_v2) \
 	X(cuCtxSynchronize)   \
 	X(cuDeviceGetMemPool) \
 	X(cuMemPoolGetAttribute)
@@ -210,10 +212,44 @@ static int driver_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
 	return 0;
 }
 
-/* Only stores a pointer: no CUDA call from a constructor (DESIGN.md §1). */
+/* Who device dev is, for the pod region: its UUID and physical total. */
+static int driver_identity(int dev, uint8_t uuid[16], uint64_t *physical)
+{
+	gg_pfn_cuDeviceGetUuid_v2 f = HELPER(cuDeviceGetUuid_v2);
+	gg_CUuuid u;
+	if (!f || f(&u, dev) != GG_CUDA_SUCCESS)
+		return -1;
+	memcpy(uuid, u.bytes, 16);
+	gg_pfn_cuDeviceTotalMem_v2 t = REAL(cuDeviceTotalMem_v2);
+	size_t total;
+	if (t && t(&total, dev) == GG_CUDA_SUCCESS)
+		*physical = total;
+	return 0;
+}
+
+/* Only stores pointers: no CUDA call from a constructor (DESIGN.md §1). */
 __attribute__((constructor)) static void register_meminfo(void)
 {
 	gg_dump_set_meminfo(0, driver_meminfo);
+	gg_shared_set_identity(0, driver_identity);
+}
+
+/* ---- contexts: where GPUGUARD_CONTEXT_RESERVE is charged ---------------- */
+
+/* cudart, PyTorch and JAX all make their context here. The device is bound
+ * (its pod-region entry found) and its context reserve charged once. */
+GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
+{
+	gg_pfn_cuDevicePrimaryCtxRetain real = REAL(cuDevicePrimaryCtxRetain);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(pctx, dev);
+	if (rc != GG_CUDA_SUCCESS || gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
+		return rc;
+	GG_ENTER();
+	gg_ceiling_budget(dev);
+	GG_LEAVE();
+	return rc;
 }
 
 /* ---- pinned host memory: tracked for dumps, never charged ------------- */
@@ -763,6 +799,7 @@ static const struct gpa_entry gpa_table[] = {
     {"cuMemAllocHost", 3020, (void *)cuMemAllocHost_v2, SLOT(cuMemAllocHost_v2), NULL, NULL},
     {"cuMemHostAlloc", 0, (void *)cuMemHostAlloc, SLOT(cuMemHostAlloc), NULL, NULL},
     {"cuMemFreeHost", 0, (void *)cuMemFreeHost, SLOT(cuMemFreeHost), NULL, NULL},
+    {"cuDevicePrimaryCtxRetain", 0, (void *)cuDevicePrimaryCtxRetain, SLOT(cuDevicePrimaryCtxRetain), NULL, NULL},
     /* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
      * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */
     {"cuGetProcAddress", 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},

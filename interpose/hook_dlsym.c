@@ -126,6 +126,8 @@ GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(v
 		return gg_cuda_wrap_symbol(name, real);
 	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')
 		return gg_hip_wrap_symbol(name, real);
+	if (name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
+		return gg_nvml_wrap_symbol(name, real);
 	return real;
 }
 

@@ -38,7 +38,8 @@
 	X(hipDeviceSynchronize)   \
 	X(hipDeviceGetMemPool)    \
 	X(hipMemPoolGetAttribute) \
-	X(hipRuntimeGetVersion)
+	X(hipRuntimeGetVersion)   \
+	X(hipDeviceGetUuid)
 
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
 HIP_WRAPPED(DECLARE_REAL)
@@ -196,10 +197,26 @@ static int runtime_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
 	return 0;
 }
 
-/* Only stores a pointer: no HIP call from a constructor. */
+/* Who device dev is, for the pod region: its UUID and physical total. */
+static int runtime_identity(int dev, uint8_t uuid[16], uint64_t *physical)
+{
+	gg_pfn_hipDeviceGetUuid f = HELPER(hipDeviceGetUuid);
+	gg_hipUUID u;
+	if (!f || f(&u, dev) != GG_hipSuccess)
+		return -1;
+	memcpy(uuid, u.bytes, 16);
+	gg_pfn_hipDeviceTotalMem t = REAL(hipDeviceTotalMem);
+	size_t total;
+	if (t && t(&total, dev) == GG_hipSuccess)
+		*physical = total;
+	return 0;
+}
+
+/* Only stores pointers: no HIP call from a constructor. */
 __attribute__((constructor)) static void register_meminfo(void)
 {
 	gg_dump_set_meminfo(1, runtime_meminfo);
+	gg_shared_set_identity(1, runtime_identity);
 }
 
 /* ---- pinned host memory: tracked for dumps, never charged ------------- */

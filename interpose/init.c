@@ -50,6 +50,7 @@ static void after_fork_child(void)
 		gg_table_clear_unlocked(gg_table);
 	gg_dump_after_fork_child();
 	gg_vmm_reset();
+	gg_shared_after_fork_child();
 }
 
 static void init_body(void)

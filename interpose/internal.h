@@ -51,6 +51,13 @@ struct gg_options {
 	int dump_at_exit;
 	uint64_t history; /* events kept; 0 = off */
 	int stack_depth;  /* 0 = off */
+	int scope_process; /* GPUGUARD_SCOPE=process */
+	const char *shared_path;
+	unsigned shared_mode;
+	uint64_t context_reserve; /* bytes */
+	uint64_t wait_ms;         /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
+	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region */
+	const char *limit_text;
 };
 #define GG_STACK_MAX_DEPTH 64
 extern struct gg_options gg_opt;
@@ -64,6 +71,8 @@ int gg_parse_signal(const char *s, int *out);
 int gg_parse_duration_ms(const char *s, uint64_t *out);
 /* Prints every option with its value and source (GPUGUARD_VERBOSE=1). */
 void gg_options_print(void);
+/* "fail" (0) or "wait:<duration>" (ms). 0 or -1. */
+int gg_parse_on_limit(const char *s, uint64_t *wait_ms);
 /* Kubernetes quantity: "20Gi", "20G", "1.5Gi", "1e9", "123". 0 or -1. */
 int gg_parse_quantity(const char *s, uint64_t *out);
 /* GPUGUARD_LIMIT: a quantity, "N%", or "0=20Gi,1=8Gi,*=4Gi". 0 or -1. */
@@ -90,6 +99,20 @@ struct gg_stripe {
 	_Atomic int64_t live_bytes;
 } __attribute__((aligned(64)));
 
+/* The words a reservation races on, wherever they live: in this process's
+ * gg_device (process scope) or in the pod region's device entry (pod scope,
+ * shared.c). Set up once per device by the first governed call there. */
+struct gg_budget {
+	_Atomic uint64_t *used;
+	_Atomic uint64_t *peak;
+	_Atomic uint64_t *limit;
+	_Atomic uint64_t *refused; /* refusals at the ceiling, all processes */
+	_Atomic uint32_t *waiters; /* requests sleeping for room (ON_LIMIT=wait) */
+	_Atomic uint32_t *wake;    /* futex word, bumped when room is given back */
+	_Atomic uint64_t *mine;    /* this process's share (pod scope), else NULL */
+	int futex_private;         /* 0 when the words are shared with other processes */
+};
+
 /* Per-device books. */
 struct gg_device {
 	_Atomic uint64_t used; /* the only word a reservation races on */
@@ -99,11 +122,41 @@ struct gg_device {
 	_Atomic uint64_t untracked_frees;
 	_Atomic uint64_t refused[GPUGUARD_REFUSED_COUNT];
 	_Atomic uint64_t pool_overshoot;
+	_Atomic uint64_t refused_all; /* process scope's budget->refused */
+	_Atomic uint32_t waiters, wake;
+	/* NULL until the device's first governed call binds it (gg_ceiling_bind);
+	 * then &local or the pod region's budget, never changing again. */
+	struct gg_budget *_Atomic budget;
+	struct gg_budget local, pod;
+	_Atomic int bind_state; /* 0 unbound, 1 binding, 2 bound */
 	struct gg_stripe stripe[GG_STRIPES];
 } __attribute__((aligned(64)));
 #define GG_LIMIT_UNRESOLVED (UINT64_MAX - 1)
 extern struct gg_device gg_devices[GG_MAX_DEVICES];
 
+/* The budget of dev, binding it (pod region, context reserve) on first use.
+ * Call only from a hook, where the driver can be asked who the device is. */
+struct gg_budget *gg_ceiling_bind_slow(int dev);
+static inline struct gg_budget *gg_ceiling_budget(int dev)
+{
+	/* acquire: pairs with the release in gg_ceiling_bind_slow, so the
+	 * budget's pointers are seen filled in. */
+	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
+	return GG_LIKELY(b != NULL) ? b : gg_ceiling_bind_slow(dev);
+}
+/* The budget if bound, else this process's own books (no binding: for
+ * readers outside a hook, which must not call the driver). */
+struct gg_budget *gg_ceiling_budget_peek(int dev);
+/* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: enter; loop {
+ * seen = wake_seq; retry; sleep(seen) }; leave. sleep returns -1 once
+ * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
+ * slice of at most 100 ms. */
+void gg_ceiling_wait_enter(int dev);
+uint32_t gg_ceiling_wake_seq(int dev);
+int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
+void gg_ceiling_wait_leave(int dev);
+/* Monotonic nanoseconds, for wait deadlines. */
+uint64_t gg_mono_ns(void);
 /* Sets every device's limit from gg_opt (percent limits stay unresolved). */
 void gg_ceiling_configure(void);
 /* True when dev's limit is a percentage not yet turned into bytes. */
@@ -119,11 +172,14 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes);
 void gg_ceiling_release(int dev, uint64_t bytes);
 /* Adds bytes with no ceiling check (pool growth the driver already made). */
 void gg_ceiling_force(int dev, uint64_t bytes);
+/* The same two on a budget (binding and region reclaim use them). */
+void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes);
+void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
 /* What a governed allocation of `size` bytes through `api` is charged. */
 uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size);
 /* Memory-info virtualisation (DESIGN.md §2). */
 void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out);
-/* Zero counters (fork child). Limits stay. */
+/* Zero counters and unbind every device (fork child). Limits stay. */
 void gg_ceiling_reset(void);
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
 /* Counts one allocation (+1, +size) or free (-1... as frees, -size). */
@@ -270,6 +326,20 @@ void gg_vmm_foreach(void (*fn)(const struct gg_vmm_info *, void *), void *arg);
 void gg_vmm_reset(void);
 
 /* ---- shared.c: pod scope (include/gpuguard/region.h) ---- */
+/* Points b at dev's entry in the pod region, attaching to the region on
+ * first use; charges GPUGUARD_CONTEXT_RESERVE to this process's slot there.
+ * 0, or -1 when dev stays in process scope (scope=process, region refused,
+ * region full). Called once per device, by gg_ceiling_bind_slow. */
+int gg_shared_bind(int dev, struct gg_budget *b);
+/* Returns the charges of pod processes that died to their devices (at most
+ * every 100 ms; before a refusal and while waiting). */
+void gg_shared_reclaim(void);
+/* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
+ * the physical total. One per runtime (0 CUDA, 1 HIP); 0 or -1. */
+typedef int (*gg_identity_fn)(int dev, uint8_t uuid[16], uint64_t *physical);
+void gg_shared_set_identity(int runtime, gg_identity_fn fn);
+/* Fork child: the parent's slot is not ours; attach afresh on first use. */
+void gg_shared_after_fork_child(void);
 /* NVML's view of one device, in place: the physical free/total become the
  * budget's, consistent with cuMemGetInfo. uuid: the 16 bytes of NVML's
  * "GPU-..." UUID, or NULL when unknown; index: NVML's index, used as the
@@ -308,18 +378,23 @@ void gg_real_offer(void *_Atomic *slot, void *real);
 void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real);
 int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn);
 
-/* ---- hook_cuda.c / hook_hip.c ---- */
+/* ---- hook_cuda.c / hook_hip.c / hook_nvml.c ---- */
 /* If name is a function we govern, records real as its real pointer and
  * returns our wrapper; else returns real unchanged. */
 void *gg_cuda_wrap_symbol(const char *name, void *real);
 void *gg_hip_wrap_symbol(const char *name, void *real);
+void *gg_nvml_wrap_symbol(const char *name, void *real);
 int gg_cuda_is_ours(void *fn);
 int gg_hip_is_ours(void *fn);
+int gg_nvml_is_ours(void *fn);
 
 /* ---- accounting shared by the hooks (account.c) ---- */
 /* Bracket around one governed allocation (DESIGN.md §3): begin reserves the
  * charge (refusing past the ceiling), end commits + records or rolls back. */
 int gg_account_begin(int dev, uint64_t charge);
+/* GPUGUARD_ON_LIMIT=wait: waits for room and reserves. 0 = reserved, -1 =
+ * not waiting (fail mode) or the time ran out. */
+int gg_account_wait_reserve(int dev, uint64_t charge);
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge);
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom);
 /* Removes the record of raw (before the driver frees it). 1 if found. */

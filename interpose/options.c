@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpuguard/region.h"
 #include "internal.h"
 
 struct gg_options gg_opt;
@@ -30,6 +31,16 @@ const struct gg_option_row gg_option_rows[] = {
     {"GPUGUARD_HISTORY", "65536", "a count, quantity suffixes allowed (0 .. 64Mi); 0 = off",
      "recent allocate/free/refusal events kept for dumps"},
     {"GPUGUARD_STACK_DEPTH", "16", "0 .. 64; 0 = off", "frames captured per governed allocation for dumps"},
+    {"GPUGUARD_SCOPE", "pod", "pod | process",
+     "pod: GPUGUARD_LIMIT is one budget for every process sharing the region file; process: each its own"},
+    {"GPUGUARD_SHARED", GPUGUARD_REGION_DEFAULT_PATH, "a file path (never a symlink)",
+     "the pod region file (pod scope); every process of the pod must name the same one"},
+    {"GPUGUARD_SHARED_MODE", "0600", "an octal mode: 0600, 0660 or 0666",
+     "permissions the region file is created with; 0660 for containers running as different users in one group"},
+    {"GPUGUARD_CONTEXT_RESERVE", "0", "a quantity: 300Mi, 0.5Gi, 0",
+     "device memory charged per process per device for its CUDA context, which no allocation call shows"},
+    {"GPUGUARD_ON_LIMIT", "fail", "fail | wait:<duration> (wait:2s, wait:500ms)",
+     "past the ceiling: fail at once, or wait up to the duration for memory freed anywhere in the budget"},
 };
 const size_t gg_option_nrows = sizeof(gg_option_rows) / sizeof(gg_option_rows[0]);
 
@@ -45,6 +56,11 @@ enum {
 	OPT_DUMP_AT_EXIT,
 	OPT_HISTORY,
 	OPT_STACK_DEPTH,
+	OPT_SCOPE,
+	OPT_SHARED,
+	OPT_SHARED_MODE,
+	OPT_CONTEXT_RESERVE,
+	OPT_ON_LIMIT,
 };
 static const char *opt_source[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
 static const char *opt_value[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
@@ -325,12 +341,64 @@ static int parse_bool(int row, int def)
 	return def;
 }
 
+int gg_parse_on_limit(const char *s, uint64_t *wait_ms)
+{
+	if (strcmp(s, "fail") == 0) {
+		*wait_ms = 0;
+		return 0;
+	}
+	/* wait:0 would be "fail" spelt differently; a day is surely a typo */
+	if (strncmp(s, "wait:", 5) != 0 || gg_parse_duration_ms(s + 5, wait_ms) != 0 || *wait_ms == 0 ||
+	    *wait_ms > 86400000)
+		return -1;
+	return 0;
+}
+
+static void load_pod_options(void)
+{
+	const char *v = env_value(OPT_SCOPE);
+	if (strcmp(v, "pod") == 0 || strcmp(v, "process") == 0) {
+		gg_opt.scope_process = v[1] == 'r';
+	} else {
+		bad_value(OPT_SCOPE, v, "using pod");
+		gg_opt.scope_process = 0;
+	}
+	static char shared[4096];
+	v = env_value(OPT_SHARED);
+	if (!*v || strlen(v) >= sizeof(shared)) {
+		bad_value(OPT_SHARED, v, "using " GPUGUARD_REGION_DEFAULT_PATH);
+		v = GPUGUARD_REGION_DEFAULT_PATH;
+	}
+	snprintf(shared, sizeof shared, "%s", v);
+	gg_opt.shared_path = shared;
+	v = env_value(OPT_SHARED_MODE);
+	if (strcmp(v, "0600") == 0 || strcmp(v, "0660") == 0 || strcmp(v, "0666") == 0) {
+		gg_opt.shared_mode = (unsigned)strtoul(v, NULL, 8);
+	} else {
+		bad_value(OPT_SHARED_MODE, v, "using 0600");
+		gg_opt.shared_mode = 0600;
+	}
+	v = env_value(OPT_CONTEXT_RESERVE);
+	if (gg_parse_quantity(v, &gg_opt.context_reserve) != 0 || gg_opt.context_reserve > (1ull << 40)) {
+		bad_value(OPT_CONTEXT_RESERVE, v, "using 0");
+		gg_opt.context_reserve = 0;
+	}
+	v = env_value(OPT_ON_LIMIT);
+	if (gg_parse_on_limit(v, &gg_opt.wait_ms) != 0) {
+		bad_value(OPT_ON_LIMIT, v, "using fail");
+		gg_opt.wait_ms = 0;
+	}
+}
+
 void gg_options_load(void)
 {
 	memset(&gg_opt, 0, sizeof(gg_opt));
 	const char *v = env_value(OPT_LIMIT);
 	if (getenv(gg_option_rows[OPT_LIMIT].name)) {
 		gg_opt.limit_set = 1;
+		static char limit_text[GPUGUARD_REGION_LIMIT_TEXT];
+		snprintf(limit_text, sizeof limit_text, "%s", v);
+		gg_opt.limit_text = limit_text;
 		if (gg_parse_limit(v, &gg_opt.limits) != 0) {
 			/* Fail closed: a typo in the ceiling must not silently mean
 			 * "no ceiling" on a shared GPU. */
@@ -384,6 +452,7 @@ void gg_options_load(void)
 		n = 16;
 	}
 	gg_opt.stack_depth = (int)n;
+	load_pod_options();
 }
 
 const char *gg_options_value(size_t row, const char **source)

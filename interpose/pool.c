@@ -153,9 +153,18 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 		 * others there. */
 		settle_locked(p, 0);
 		gg_pool_reconcile_device(p->dev);
-		if (gg_ceiling_reserve(p->dev, need) != 0) {
+		gg_shared_reclaim();
+		if (gg_ceiling_try_reserve(p->dev, need) != 0) {
+			/* ON_LIMIT=wait: wait without the pool's lock (a free into
+			 * this pool must not queue behind us), holding the
+			 * reservation once we have it. */
 			pthread_mutex_unlock(&p->lock);
-			return GG_POOL_REFUSED;
+			if (gg_account_wait_reserve(p->dev, need) != 0) {
+				gg_ceiling_count_refusal(p->dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG
+				                                                  : GPUGUARD_REFUSED_CEILING);
+				return GG_POOL_REFUSED;
+			}
+			pthread_mutex_lock(&p->lock);
 		}
 	}
 	return need;

@@ -1,13 +1,577 @@
-/* gpuguard: pod scope (include/gpuguard/region.h). Work in progress. */
+/* gpuguard: pod scope. Every process of a pod maps one small file, the pod
+ * region (include/gpuguard/region.h), and charges its device memory to the
+ * device entries there, so GPUGUARD_LIMIT is one budget for all of them.
+ *
+ * - Reservation is the same single CAS as in process scope, on the entry's
+ *   `used` word (ceiling.c); this file only points a device's budget there.
+ * - A process owns its slot while it holds an OFD lock on the slot's byte;
+ *   the kernel drops the lock when the process dies, in any PID namespace
+ *   (DESIGN.md §4). Whoever next takes the lock returns what the slot held.
+ *   Locks are only ever tried (F_OFD_SETLK), never waited on, except the
+ *   setup lock, which is retried for at most 2 s: its holder is alive (else
+ *   the kernel would have dropped it) and only writes a few fields.
+ * - The file is hostile input: checked before use (gpuguard_region_check),
+ *   never a symlink, refused when its owner or mode is wider than ours; no
+ *   index is ever read from it, and every subtraction saturates.
+ * Any failure leaves the process in process scope, with one message. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuguard/region.h"
 #include "internal.h"
+
+enum { ATTACH_NONE, ATTACH_BUSY, ATTACH_OK, ATTACH_FAILED };
+static _Atomic int attach_state;
+static int reg_fd = -1; /* holds our slot's lock for as long as we live */
+static void *reg;       /* the mapping, GPUGUARD_REGION_SIZE bytes */
+static dev_t reg_dev;
+static ino_t reg_ino;
+static struct gpuguard_region_proc *me;
+static unsigned my_slot;
+static _Atomic int detached;
+static _Atomic uint64_t last_reclaim_ms;
+static gg_identity_fn identity[2];
+
+void gg_shared_set_identity(int runtime, gg_identity_fn fn)
+{
+	if (runtime == 0 || runtime == 1)
+		identity[runtime] = fn;
+}
+
+static uint64_t realtime_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- locks ------------------------------------------------------------- */
+
+/* Tries an OFD lock (type F_WRLCK or F_UNLCK) on one byte. 0 = done. */
+static int lock_byte(int fd, uint64_t off, short type)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)off, .l_len = 1};
+	return fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : -1;
+}
+
+/* The setup lock (byte 0), tried for at most 2 s. */
+static int lock_setup(int fd)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (lock_byte(fd, 0, F_WRLCK) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EACCES)
+			return -1;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	errno = ETIMEDOUT;
+	return -1;
+}
+
+/* ---- opening the file -------------------------------------------------- */
+
+static void refuse(const char *why, int err)
+{
+	gg_log(GG_LOG_ERROR, "pod region %s: %s%s%s; using a per-process ceiling (as GPUGUARD_SCOPE=process)",
+	       gg_opt.shared_path, why, err ? ": " : "", err ? strerror(err) : "");
+}
+
+static int in_my_groups(gid_t gid)
+{
+	if (gid == getegid())
+		return 1;
+	gid_t groups[256];
+	int n = getgroups(256, groups);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/* Opens (creating it with our mode when absent) and vets the file. */
+static int open_region(int *created)
+{
+	const char *path = gg_opt.shared_path;
+	mode_t mode = gg_opt.shared_mode;
+	*created = 0;
+	/* O_NOFOLLOW: a symlink planted at the path is refused (ELOOP). */
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd >= 0) {
+		*created = 1;
+		if (fchmod(fd, mode) != 0) { /* the umask must not narrow it */
+			refuse("cannot set its mode", errno);
+			close(fd);
+			unlink(path);
+			return -1;
+		}
+	} else if (errno == EEXIST) {
+		fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		refuse(errno == ELOOP ? "is a symbolic link, refused" : "cannot open", errno == ELOOP ? 0 : errno);
+		return -1;
+	}
+	struct stat st;
+	char why[128];
+	if (fstat(fd, &st) != 0) {
+		refuse("cannot stat", errno);
+	} else if (!S_ISREG(st.st_mode)) {
+		refuse("is not a regular file", 0);
+	} else if (st.st_uid != geteuid() && !((mode & 060) && in_my_groups(st.st_gid))) {
+		snprintf(why, sizeof why, "owned by uid %u, not us (uid %u), and GPUGUARD_SHARED_MODE=%04o shares nothing",
+		         (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)mode);
+		refuse(why, 0);
+	} else if ((st.st_mode & 0777 & ~mode) != 0) {
+		snprintf(why, sizeof why, "its mode %04o is wider than GPUGUARD_SHARED_MODE=%04o",
+		         (unsigned)(st.st_mode & 0777), (unsigned)mode);
+		refuse(why, 0);
+	} else {
+		reg_dev = st.st_dev;
+		reg_ino = st.st_ino;
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
+/* A second descriptor on the same file: its OFD locks conflict with our
+ * main one's, so other threads and our own slot are seen as holders. */
+static int open_again(void)
+{
+	int fd = open(gg_opt.shared_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != reg_dev || st.st_ino != reg_ino)) {
+		close(fd); /* replaced under us: not our region any more */
+		fd = -1;
+	}
+	return fd;
+}
+
+/* ---- slots --------------------------------------------------------------- */
+
+static struct gpuguard_region_device *entry(unsigned i)
+{
+	return gpuguard_region_dev(reg, i);
+}
+
+/* Returns what slot s holds to the device entries and frees it. The
+ * caller holds the slot's lock, so its owner is dead or gone. */
+static void reclaim_slot(unsigned s)
+{
+	struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++) {
+		/* relaxed: the owner is dead; its stores are all in memory. */
+		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_relaxed);
+		if (!held)
+			continue;
+		struct gpuguard_region_device *e = entry(d);
+		struct gg_budget b = {.used = &e->used, .waiters = &e->waiters, .wake = &e->wake};
+		gg_ceiling_release_budget(&b, held);
+		atomic_fetch_add_explicit(&e->reclaimed, held, memory_order_relaxed); /* statistic */
+	}
+	atomic_store_explicit(&p->ctx_charged, 0, memory_order_relaxed);
+	/* release: the zeroed books before the state a reader acquires. */
+	atomic_store_explicit(&p->state, GPUGUARD_RPROC_FREE, memory_order_release);
+}
+
+static int slot_idle(unsigned s)
+{
+	struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+	if (atomic_load_explicit(&p->state, memory_order_relaxed) != GPUGUARD_RPROC_FREE)
+		return 0;
+	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
+		if (atomic_load_explicit(&p->used[d], memory_order_relaxed))
+			return 0;
+	return 1;
+}
+
+/* With fd (not our main descriptor): reclaims every slot whose owner is
+ * gone. Returns how many slots are held by live processes. */
+static unsigned sweep(int fd)
+{
+	unsigned live = 0;
+	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
+		if (me && s == my_slot) {
+			live++;
+			continue;
+		}
+		uint64_t off = gpuguard_region_slot_lock(s);
+		if (lock_byte(fd, off, F_WRLCK) != 0) {
+			live++; /* held: its owner lives */
+			continue;
+		}
+		if (!slot_idle(s))
+			reclaim_slot(s);
+		lock_byte(fd, off, F_UNLCK);
+	}
+	return live;
+}
+
+void gg_shared_reclaim(void)
+{
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
+		return;
+	uint64_t now = gg_now_ms(), last = atomic_load_explicit(&last_reclaim_ms, memory_order_relaxed);
+	/* relaxed: a rate limit; at worst two threads sweep at once, and the
+	 * slot locks keep them from reclaiming the same slot twice. */
+	if (now - last < 100 && last != 0)
+		return;
+	if (!atomic_compare_exchange_strong_explicit(&last_reclaim_ms, &last, now ? now : 1, memory_order_relaxed,
+	                                             memory_order_relaxed))
+		return;
+	int fd = open_again();
+	if (fd < 0)
+		return;
+	sweep(fd);
+	close(fd);
+}
+
+/* Takes a free (or dead) slot with our main descriptor and makes it ours. */
+static int claim_slot(void)
+{
+	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
+		if (lock_byte(reg_fd, gpuguard_region_slot_lock(s), F_WRLCK) != 0)
+			continue;
+		reclaim_slot(s); /* whatever a dead owner left */
+		struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+		p->pid = (uint32_t)getpid();
+		p->start_ms = realtime_ms();
+		char comm[16] = {0};
+		prctl(PR_GET_NAME, comm, 0, 0, 0);
+		memcpy(p->comm, comm, sizeof p->comm);
+		p->comm[sizeof p->comm - 1] = 0;
+		p->ctx_reserve = gg_opt.context_reserve;
+		/* release: the fields above before LIVE, which readers acquire. */
+		atomic_store_explicit(&p->state, GPUGUARD_RPROC_LIVE, memory_order_release);
+		me = p;
+		my_slot = s;
+		return 0;
+	}
+	return -1;
+}
+
+/* ---- the header ---------------------------------------------------------- */
+
+static void write_fresh(const char *limit_text)
+{
+	struct gpuguard_region_header *h = reg;
+	/* relaxed: nobody uses a region whose magic is not yet set (release
+	 * below), and we hold the setup lock. */
+	atomic_store_explicit((_Atomic uint64_t *)&h->magic, 0, memory_order_relaxed);
+	uint64_t gen = atomic_load_explicit(&h->limit_gen, memory_order_relaxed);
+	memset(reg, 0, GPUGUARD_REGION_SIZE);
+	h->version = GPUGUARD_REGION_VERSION;
+	h->header_size = sizeof(*h);
+	h->size = GPUGUARD_REGION_SIZE;
+	h->ndevices = GPUGUARD_REGION_DEVICES;
+	h->device_off = GPUGUARD_REGION_DEVICE_OFF;
+	h->device_size = sizeof(struct gpuguard_region_device);
+	h->nprocs = GPUGUARD_REGION_PROCS;
+	h->proc_off = GPUGUARD_REGION_PROC_OFF;
+	h->proc_size = sizeof(struct gpuguard_region_proc);
+	h->created_ms = realtime_ms();
+	snprintf(h->limit_text, sizeof h->limit_text, "%s", limit_text);
+	atomic_store_explicit(&h->limit_gen, gen + 1, memory_order_relaxed);
+	/* release: everything above before the magic that makes it valid. */
+	atomic_store_explicit((_Atomic uint64_t *)&h->magic, GPUGUARD_REGION_MAGIC, memory_order_release);
+}
+
+/* The pod's budget wins over ours: adopt it, saying so when they differ. */
+static int adopt_limit(const char *mine_text)
+{
+	const struct gpuguard_region_header *h = reg;
+	char theirs[GPUGUARD_REGION_LIMIT_TEXT];
+	memcpy(theirs, h->limit_text, sizeof theirs);
+	struct gg_limits l;
+	if (theirs[0] && gg_parse_limit(theirs, &l) != 0) {
+		refuse("holds a GPUGUARD_LIMIT that does not parse (corrupted)", 0);
+		return -1;
+	}
+	if (strcmp(theirs, mine_text) != 0)
+		gg_log(GG_LOG_WARN, "GPUGUARD_LIMIT is %s%s%s here, but the pod region %s holds %s%s%s: the region's value wins",
+		       mine_text[0] ? "\"" : "", mine_text[0] ? mine_text : "unset", mine_text[0] ? "\"" : "",
+		       gg_opt.shared_path, theirs[0] ? "\"" : "", theirs[0] ? theirs : "no ceiling", theirs[0] ? "\"" : "");
+	if (!theirs[0])
+		memset(&l, 0, sizeof l);
+	gg_opt.limits = l;
+	gg_opt.limit_set = theirs[0] != 0;
+	gg_ceiling_configure();
+	return 0;
+}
+
+static int attach_locked(int created)
+{
+	const char *mine_text = gg_opt.limit_text ? gg_opt.limit_text : "";
+	struct stat st;
+	if (fstat(reg_fd, &st) != 0) {
+		refuse("cannot stat", errno);
+		return -1;
+	}
+	if (st.st_size == 0 && ftruncate(reg_fd, (off_t)GPUGUARD_REGION_SIZE) != 0) {
+		refuse("cannot size", errno);
+		return -1;
+	}
+	if (st.st_size != 0 && (uint64_t)st.st_size != GPUGUARD_REGION_SIZE) {
+		refuse("file size does not match the region size (truncated, extended or not a region)", 0);
+		return -1;
+	}
+	reg = mmap(NULL, GPUGUARD_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, reg_fd, 0);
+	if (reg == MAP_FAILED) {
+		reg = NULL;
+		refuse("cannot map", errno);
+		return -1;
+	}
+	const struct gpuguard_region_header *h = reg;
+	/* acquire: pairs with the release of the magic in write_fresh. A zero
+	 * magic is a file whose creator died before finishing; we hold the
+	 * setup lock, so nobody else is writing it now. */
+	int fresh = created || atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) == 0;
+	char why[96];
+	if (!fresh && gpuguard_region_check(reg, GPUGUARD_REGION_SIZE, why, sizeof why) != 0) {
+		refuse(why, 0);
+		return -1;
+	}
+	if (!fresh) {
+		/* A region nobody is attached to is left over (an earlier run, a
+		 * restarted pod): start it afresh with our own budget. */
+		int fd = open_again();
+		if (fd >= 0) {
+			fresh = sweep(fd) == 0;
+			close(fd);
+		}
+	}
+	if (fresh)
+		write_fresh(mine_text);
+	if (adopt_limit(mine_text) != 0)
+		return -1;
+	if (claim_slot() != 0) {
+		refuse("all process slots are taken", 0);
+		return -1;
+	}
+	return 0;
+}
+
+static int attach(void)
+{
+	if (gg_opt.limit_text && strlen(gg_opt.limit_text) >= GPUGUARD_REGION_LIMIT_TEXT) {
+		refuse("GPUGUARD_LIMIT is too long to share", 0);
+		return -1;
+	}
+	int created;
+	reg_fd = open_region(&created);
+	if (reg_fd < 0)
+		return -1;
+	if (lock_setup(reg_fd) != 0) {
+		refuse("cannot take its setup lock", errno);
+	} else {
+		int rc = attach_locked(created);
+		lock_byte(reg_fd, 0, F_UNLCK);
+		if (rc == 0)
+			return 0;
+	}
+	if (reg)
+		munmap(reg, GPUGUARD_REGION_SIZE);
+	reg = NULL;
+	close(reg_fd); /* drops any slot lock we took */
+	reg_fd = -1;
+	return -1;
+}
+
+static int attached(void)
+{
+	int st = atomic_load_explicit(&attach_state, memory_order_acquire);
+	if (GG_LIKELY(st == ATTACH_OK || st == ATTACH_FAILED))
+		return st == ATTACH_OK;
+	int expect = ATTACH_NONE;
+	/* acquire/release: the winner's reg, me and limits are published by the
+	 * release store below; losers acquire them. */
+	if (atomic_compare_exchange_strong_explicit(&attach_state, &expect, ATTACH_BUSY, memory_order_acquire,
+	                                            memory_order_acquire)) {
+		int ok = !gg_opt.scope_process && !gg_opt.limit_bad && attach() == 0;
+		atomic_store_explicit(&attach_state, ok ? ATTACH_OK : ATTACH_FAILED, memory_order_release);
+		return ok;
+	}
+	/* Bounded: the attaching thread tries the setup lock for at most 2 s. */
+	while ((st = atomic_load_explicit(&attach_state, memory_order_acquire)) == ATTACH_BUSY)
+		sched_yield();
+	return st == ATTACH_OK;
+}
+
+/* ---- device entries --------------------------------------------------- */
+
+static int find_entry(uint32_t kind, const uint8_t uuid[16])
+{
+	for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
+		struct gpuguard_region_device *e = entry(i);
+		/* acquire: pairs with the release that made the entry READY. */
+		if (atomic_load_explicit(&e->state, memory_order_acquire) == GPUGUARD_RDEV_READY && e->kind == kind &&
+		    memcmp(e->uuid, uuid, 16) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+static uint64_t limit_for(int dev, uint64_t physical)
+{
+	const struct gg_limit_spec *s = &gg_opt.limits.dev[dev];
+	if (s->kind == GG_LIMIT_BYTES)
+		return s->value;
+	if (s->kind == GG_LIMIT_PERCENT)
+		return physical ? (uint64_t)((unsigned __int128)physical * s->value / 10000) : GG_LIMIT_UNRESOLVED;
+	return GG_UNLIMITED;
+}
+
+/* Finds or (under the setup lock) fills in the entry for this device. */
+static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t physical)
+{
+	int i = find_entry(kind, uuid);
+	if (i >= 0)
+		return i;
+	int fd = open_again();
+	if (fd < 0 || lock_setup(fd) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	i = find_entry(kind, uuid); /* someone may have been first */
+	for (unsigned j = 0; i < 0 && j < GPUGUARD_REGION_DEVICES; j++) {
+		struct gpuguard_region_device *e = entry(j);
+		/* CLAIMING left over is a claimer that died holding the lock. */
+		if (atomic_load_explicit(&e->state, memory_order_relaxed) == GPUGUARD_RDEV_READY)
+			continue;
+		atomic_store_explicit(&e->state, GPUGUARD_RDEV_CLAIMING, memory_order_relaxed);
+		e->kind = kind;
+		memcpy(e->uuid, uuid, 16);
+		e->physical = physical;
+		atomic_store_explicit(&e->limit, limit_for(dev, physical), memory_order_relaxed);
+		atomic_store_explicit(&e->used, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->peak, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->refused, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->reclaimed, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->waiters, 0, memory_order_relaxed);
+		/* release: the fields above before READY (find_entry acquires). */
+		atomic_store_explicit(&e->state, GPUGUARD_RDEV_READY, memory_order_release);
+		i = (int)j;
+	}
+	lock_byte(fd, 0, F_UNLCK);
+	close(fd);
+	return i;
+}
+
+/* Who dev is: the CUDA driver's UUID, else HIP's, else just its ordinal. */
+static uint32_t identify(int dev, uint8_t uuid[16], uint64_t *physical)
+{
+	*physical = 0;
+	for (int r = 0; r < 2; r++)
+		if (identity[r] && identity[r](dev, uuid, physical) == 0)
+			return r == 0 ? GPUGUARD_RDEV_CUDA : GPUGUARD_RDEV_HIP;
+	memset(uuid, 0, 16);
+	memcpy(uuid, &dev, sizeof dev);
+	return GPUGUARD_RDEV_ORDINAL;
+}
+
+int gg_shared_bind(int dev, struct gg_budget *b)
+{
+	if (!attached())
+		return -1;
+	uint8_t uuid[16];
+	uint64_t physical;
+	uint32_t kind = identify(dev, uuid, &physical);
+	int i = claim_entry(dev, kind, uuid, physical);
+	if (i < 0) {
+		gg_log(GG_LOG_WARN, "pod region %s has no room for device %d; it keeps a per-process ceiling",
+		       gg_opt.shared_path, dev);
+		return -1;
+	}
+	struct gpuguard_region_device *e = entry((unsigned)i);
+	*b = (struct gg_budget){
+	    .used = &e->used,
+	    .peak = &e->peak,
+	    .limit = &e->limit,
+	    .refused = &e->refused,
+	    .waiters = &e->waiters,
+	    .wake = &e->wake,
+	    .mine = &me->used[i],
+	    .futex_private = 0,
+	};
+	/* Once per process per device entry (two ordinals can name one card). */
+	uint32_t bit = 1u << i;
+	if (gg_opt.context_reserve &&
+	    !(atomic_fetch_or_explicit(&me->ctx_charged, bit, memory_order_relaxed) & bit))
+		gg_ceiling_force_budget(b, gg_opt.context_reserve);
+	return 0;
+}
+
+/* ---- exit and fork ----------------------------------------------------- */
+
+/* A normal exit gives our charges back at once rather than at the next
+ * sweep. Late frees from other destructors then find `mine` at zero and
+ * saturate there. Priority 101: destructors with smaller numbers run later,
+ * so the exit dump (dump.c) still sees our books. */
+__attribute__((destructor(101))) static void detach(void)
+{
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK ||
+	    atomic_exchange_explicit(&detached, 1, memory_order_relaxed))
+		return;
+	reclaim_slot(my_slot); /* we hold its lock: the same as a dead owner's */
+}
+
+void gg_shared_after_fork_child(void)
+{
+	/* The child shares the parent's open file description, and with it the
+	 * parent's slot lock: close our copy (the parent's stays) and attach
+	 * afresh, to a slot of our own, on first use. */
+	if (reg)
+		munmap(reg, GPUGUARD_REGION_SIZE);
+	if (reg_fd >= 0)
+		close(reg_fd);
+	reg = NULL;
+	reg_fd = -1;
+	me = NULL;
+	atomic_store_explicit(&detached, 0, memory_order_relaxed);
+	atomic_store_explicit(&last_reclaim_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&attach_state, ATTACH_NONE, memory_order_relaxed);
+}
+
+/* ---- NVML ----------------------------------------------------------------- */
 
 void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, uint64_t *total_bytes)
 {
-	(void)uuid;
-	if (index >= GG_MAX_DEVICES)
-		return;
-	int dev = (int)index;
-	if (gg_ceiling_unresolved(dev))
-		gg_ceiling_resolve(dev, *total_bytes);
-	gg_ceiling_meminfo(dev, *free_bytes, *total_bytes, free_bytes, total_bytes);
+	uint64_t lim = GG_LIMIT_UNRESOLVED, used = 0;
+	int found = 0;
+	if (uuid && attached()) {
+		int i = find_entry(GPUGUARD_RDEV_CUDA, uuid);
+		if (i >= 0) {
+			struct gpuguard_region_device *e = entry((unsigned)i);
+			lim = atomic_load_explicit(&e->limit, memory_order_relaxed);
+			used = atomic_load_explicit(&e->used, memory_order_relaxed);
+			found = 1;
+		}
+	}
+	if (!found) {
+		/* No process of the pod has used it yet, or process scope: this
+		 * process's own books, with NVML's index as the ordinal. */
+		if (index >= GG_MAX_DEVICES)
+			return;
+		struct gg_budget *b = gg_ceiling_budget_peek((int)index);
+		lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+		used = atomic_load_explicit(b->used, memory_order_relaxed);
+		if (lim == GG_LIMIT_UNRESOLVED)
+			lim = limit_for((int)index, *total_bytes);
+	}
+	uint64_t room = lim > used ? lim - used : 0;
+	if (*total_bytes > lim)
+		*total_bytes = lim;
+	if (*free_bytes > room)
+		*free_bytes = room;
 }

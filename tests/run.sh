@@ -19,6 +19,7 @@ export GPUGUARD_DUMP_DIR="$GG_DUMPS"
 export GG_TEST_LIB="$LIB" GG_TEST_SIMDIR="$SIMDIR" GG_TEST_PRELOAD="$PRELOAD" GG_TEST_BUILD="$ROOT/$BUILD"
 
 passed=0
+nrun=0
 failed=0
 skipped=0
 log=$(mktemp)
@@ -29,8 +30,11 @@ run() {
 	name=$1
 	shift
 	start=$(date +%s)
+	# Each test program gets a pod region of its own (pod scope is the
+	# default), so no test sees another's budget.
+	nrun=$((nrun + 1))
 	# A hung test must not hang CI: each program gets a time limit.
-	timeout -k 10 "${GG_TEST_TIMEOUT:-300}" env "$@" >"$log" 2>&1
+	timeout -k 10 "${GG_TEST_TIMEOUT:-300}" env GPUGUARD_SHARED="$GG_DUMPS/pod-$nrun" "$@" >"$log" 2>&1
 	rc=$?
 	[ "$rc" -eq 124 ] && echo "timed out after ${GG_TEST_TIMEOUT:-300}s" >>"$log"
 	secs=$(($(date +%s) - start))

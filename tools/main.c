@@ -1,6 +1,7 @@
 /* gpuguard command: subcommand dispatch, help, and the small subcommands
  * (run, dump). `report` reads dumps with load.c and prints with output.c and
- * html.c. Exit codes everywhere: 0 ok, 1 usage, 2 bad input or failure. */
+ * html.c; `top` and `metrics` read the pod region with region.c and show it
+ * with live.c. Exit codes everywhere: 0 ok, 1 usage, 2 bad input or failure. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 
 #include <gpuguard.h>
 #include <gpuguard/dump.h>
+#include <gpuguard/region.h>
 
 #include "tool.h"
 
@@ -26,6 +28,8 @@ static const char help_main[] =
     "  report DUMP...      analyze allocation dumps: diagnosis, call sites, sizes, timeline\n"
     "  run [OPTS] -- CMD   run CMD with libgpuguard preloaded\n"
     "  dump PID            ask a running process for a dump and print its path\n"
+    "  top [OPTS]          live table of the pod's devices and processes (the pod region)\n"
+    "  metrics [OPTS]      the pod region in Prometheus text format, printed or served over HTTP\n"
     "  help [COMMAND]      this text, or a command's manual\n"
     "  version             print the version\n"
     "\n"
@@ -131,6 +135,105 @@ static const char help_dump[] = "NAME\n"
                                 "    0 the path was printed; 1 usage error; 2 no such process, no permission,\n"
                                 "    dumps disabled in it, or no dump appeared in time.\n";
 
+static const char help_top[] = "NAME\n"
+                               "    gpuguard top - live view of a pod's GPU memory budget\n"
+                               "\n"
+                               "SYNOPSIS\n"
+                               "    gpuguard top [--region PATH] [--interval DURATION] [--once]\n"
+                               "\n"
+                               "DESCRIPTION\n"
+                               "    Reads the pod region, the file every process under libgpuguard in this pod\n"
+                               "    shares its accounting through (<gpuguard/region.h>), and shows a table,\n"
+                               "    redrawn every interval until Ctrl-C (SIGINT) or SIGTERM:\n"
+                               "      devices    entry index, kind (CUDA, HIP, ordinal), UUID (first 12\n"
+                               "                 characters), the pod's ceiling (\"none\": no ceiling), bytes\n"
+                               "                 charged, peak, free (ceiling - charged, never negative),\n"
+                               "                 requests waiting for memory, requests refused, bytes\n"
+                               "                 reclaimed from processes that exited without detaching\n"
+                               "      processes  slot, pid (in its own PID namespace), command name, time\n"
+                               "                 since it attached, state, bytes held on each device\n"
+                               "    State is \"live\" while the process holds its slot's lock, \"exited\" once\n"
+                               "    the kernel has dropped it (the process died without detaching; its\n"
+                               "    charges return to the pod at the next allocation that needs them), and\n"
+                               "    \"unknown\" where the kernel cannot test the lock (no F_OFD_GETLK).\n"
+                               "\n"
+                               "    The file is read, never mapped, and checked before use; a symbolic link\n"
+                               "    is refused. Every value in it is shown as found; strings are shown with\n"
+                               "    non-printable bytes as \\xNN.\n"
+                               "\n"
+                               "OPTIONS\n"
+                               "    --region PATH        the region file (default: $GPUGUARD_SHARED, else\n"
+                               "                         " GPUGUARD_REGION_DEFAULT_PATH ")\n"
+                               "    --interval DURATION  time between redraws: 500ms, 2s, 1m or plain seconds\n"
+                               "                         (default 1s; 10ms to 1h)\n"
+                               "    --once               print one table, without terminal control codes, and exit\n"
+                               "\n"
+                               "EXIT STATUS\n"
+                               "    0 done; 1 usage error; 2 the region cannot be read: missing (no process in\n"
+                               "    the pod has attached yet), a symbolic link, not a regular file, or not a\n"
+                               "    valid region (truncated, another format or version). The message names the\n"
+                               "    path and the reason. Once the table is up, a region that becomes\n"
+                               "    unreadable is reported in place and read again at the next redraw.\n";
+
+static const char help_metrics[] =
+    "NAME\n"
+    "    gpuguard metrics - the pod region in Prometheus text format\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    gpuguard metrics [--region PATH]\n"
+    "    gpuguard metrics [--region PATH] --listen ADDR:PORT [--timeout DURATION]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Prints the pod region (see gpuguard help top) in the Prometheus text\n"
+    "    exposition format, version 0.0.4. Device series carry the labels\n"
+    "    device (the region's entry index), kind (CUDA, HIP, ordinal) and uuid\n"
+    "    (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx as nvidia-smi spells it,\n"
+    "    HIP-... for HIP, ordinal-N where the device has no UUID). Process series\n"
+    "    carry slot, pid and comm: the slot keeps them apart when two processes\n"
+    "    in different PID namespaces share a pid.\n"
+    "\n"
+    "    gpuguard_region_info{path,limit}           1; limit is the GPUGUARD_LIMIT\n"
+    "                                               that set the budget, \"\" = none\n"
+    "    gpuguard_region_created_time_seconds       gauge\n"
+    "    gpuguard_device_limit_bytes                gauge; absent for a device with\n"
+    "                                               no ceiling\n"
+    "    gpuguard_device_free_bytes                 gauge, ceiling - used, never\n"
+    "                                               negative; absent with no ceiling\n"
+    "    gpuguard_device_used_bytes                 gauge\n"
+    "    gpuguard_device_peak_bytes                 gauge\n"
+    "    gpuguard_device_physical_bytes             gauge\n"
+    "    gpuguard_device_waiters                    gauge\n"
+    "    gpuguard_device_refused_total              counter\n"
+    "    gpuguard_device_reclaimed_bytes_total      counter\n"
+    "    gpuguard_processes{state}                  gauge; live, exited, unknown\n"
+    "    gpuguard_process_info{slot,pid,comm,state} 1\n"
+    "    gpuguard_process_start_time_seconds        gauge\n"
+    "    gpuguard_process_used_bytes                gauge, per process and device\n"
+    "                                               (labels slot,pid,comm,device,uuid)\n"
+    "\n"
+    "    With --listen it serves the same over HTTP until SIGINT or SIGTERM, the\n"
+    "    region read afresh for every request: GET or HEAD of /metrics (or /)\n"
+    "    answers 200; other paths 404; other methods 405; a request head over\n"
+    "    8 KiB 431; a malformed one 400; one not received within the timeout\n"
+    "    408; a region that cannot be read 503 with the reason (the server keeps\n"
+    "    running). One connection at a time is never waited on: up to 32 are\n"
+    "    served together, each closed after the timeout.\n"
+    "\n"
+    "OPTIONS\n"
+    "    --region PATH       the region file (default: $GPUGUARD_SHARED, else\n"
+    "                        " GPUGUARD_REGION_DEFAULT_PATH ")\n"
+    "    --listen ADDR:PORT  serve on exactly this address: an IPv4 address\n"
+    "                        (0.0.0.0: all), [IPv6 address] or localhost (127.0.0.1).\n"
+    "                        Port 0 picks a free port. The address is printed on\n"
+    "                        stderr: \"gpuguard: serving metrics on http://ADDR:PORT/metrics\"\n"
+    "    --timeout DURATION  per-connection deadline to receive a request, and\n"
+    "                        again to send the answer (default 5s)\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 printed, or served until stopped; 1 usage error (including a bad\n"
+    "    --listen address); 2 the region cannot be read (printing only; see\n"
+    "    gpuguard help top), or the address cannot be bound.\n";
+
 static int usage_err(const char *msg, const char *help)
 {
 	fprintf(stderr, "gpuguard: error: %s\n", msg);
@@ -146,6 +249,43 @@ static int parse_int(const char *s, int *out)
 	if (errno || end == s || *end || v < 0 || v > 1000000)
 		return -1;
 	*out = (int)v;
+	return 0;
+}
+
+/* "--name VALUE" or "--name=VALUE" at argv[*i]: the value, advancing *i
+ * past it; NULL when argv[*i] is another option. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+	size_t n = strlen(name);
+	if (strncmp(argv[*i], name, n))
+		return NULL;
+	if (argv[*i][n] == '=')
+		return argv[*i] + n + 1;
+	if (argv[*i][n] || *i + 1 >= argc)
+		return NULL;
+	return argv[++*i];
+}
+
+/* A duration as GPUGUARD_DUMP_INTERVAL takes it: 500ms, 10s, 2m, 1.5s or
+ * plain seconds. Milliseconds in [min, max] into *out; -1 otherwise. */
+static int parse_duration_ms(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0) || *s == '-' || *s == '+')
+		return -1;
+	double scale = 1000;
+	if (!strcmp(end, "ms"))
+		scale = 1;
+	else if (!strcmp(end, "m"))
+		scale = 60000;
+	else if (*end && strcmp(end, "s"))
+		return -1;
+	double ms = v * scale;
+	if (!(ms >= (double)min && ms <= (double)max))
+		return -1;
+	*out = (uint64_t)ms;
 	return 0;
 }
 
@@ -513,8 +653,65 @@ static int cmd_dump(int argc, char **argv)
 	return GG_EXIT_BADINPUT;
 }
 
+static int cmd_top(int argc, char **argv)
+{
+	const char *region = NULL, *v;
+	uint64_t interval = 1000;
+	int once = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(help_top, stdout);
+			return GG_EXIT_OK;
+		} else if (!strcmp(argv[i], "--once")) {
+			once = 1;
+		} else if ((v = opt_value(argc, argv, &i, "--region"))) {
+			region = v;
+		} else if ((v = opt_value(argc, argv, &i, "--interval"))) {
+			if (parse_duration_ms(v, 10, 3600000, &interval))
+				return usage_err("top: --interval takes a duration from 10ms to 1h (500ms, 2s, 1m)",
+				                 help_top);
+		} else {
+			char m[128];
+			snprintf(m, sizeof m, "top: unknown option or missing value '%.64s'", argv[i]);
+			return usage_err(m, help_top);
+		}
+	}
+	return gg_top_run(gg_region_path(region), interval, once);
+}
+
+static int cmd_metrics(int argc, char **argv)
+{
+	const char *region = NULL, *listen = NULL, *v;
+	uint64_t timeout = 5000;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(help_metrics, stdout);
+			return GG_EXIT_OK;
+		} else if ((v = opt_value(argc, argv, &i, "--region"))) {
+			region = v;
+		} else if ((v = opt_value(argc, argv, &i, "--listen"))) {
+			listen = v;
+		} else if ((v = opt_value(argc, argv, &i, "--timeout"))) {
+			if (parse_duration_ms(v, 10, 3600000, &timeout))
+				return usage_err("metrics: --timeout takes a duration from 10ms to 1h (500ms, 5s)",
+				                 help_metrics);
+		} else {
+			char m[128];
+			snprintf(m, sizeof m, "metrics: unknown option or missing value '%.64s'", argv[i]);
+			return usage_err(m, help_metrics);
+		}
+	}
+	if (listen)
+		return gg_metrics_serve(gg_region_path(region), listen, timeout);
+	return gg_metrics_print(gg_region_path(region));
+}
+
 static const char *help_for(const char *cmd)
 {
+	if (!strcmp(cmd, "top"))
+		return help_top;
+	if (!strcmp(cmd, "metrics"))
+		return help_metrics;
 	if (!strcmp(cmd, "report"))
 		return help_report;
 	if (!strcmp(cmd, "run"))
@@ -554,6 +751,10 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "dump"))
 		return cmd_dump(argc - 1, argv + 1);
+	if (!strcmp(cmd, "top"))
+		return cmd_top(argc - 1, argv + 1);
+	if (!strcmp(cmd, "metrics"))
+		return cmd_metrics(argc - 1, argv + 1);
 	char m[128];
 	snprintf(m, sizeof m, "unknown command '%.64s'", cmd);
 	return usage_err(m, help_main);

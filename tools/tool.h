@@ -1,7 +1,8 @@
 /* gpuguard command: what crosses files in tools/. The reader (jsonl.c,
  * load.c) turns a dump (include/gpuguard/dump.h) into a struct gg_dump; the
  * analyzer (analyze.c) aggregates and diagnoses it; output.c and html.c print.
- * Never includes interpose/: the dump format is the only contract. */
+ * region.c reads the pod region (include/gpuguard/region.h) for live.c (top,
+ * metrics). Never includes interpose/: those two formats are the contract. */
 #ifndef GPUGUARD_TOOL_H
 #define GPUGUARD_TOOL_H
 
@@ -215,5 +216,69 @@ void gg_stack_label(const struct gg_dump *d, uint64_t st, char *out, size_t outl
 
 /* html.c */
 int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
+
+/* region.c: the pod region as read, every field copied out of the file and
+ * made safe to print (strings escaped, states folded). Fixed size: the file's
+ * tables are. */
+#define GG_REGION_DEVICES 16                            /* GPUGUARD_REGION_DEVICES */
+#define GG_REGION_PROCS 256                             /* GPUGUARD_REGION_PROCS */
+#define GG_REGION_TEXT 520                              /* an escaped string: 128 bytes as \xNN, plus NUL */
+#define GG_REGION_PATH 1024                             /* bytes of the path shown; its escaped form is 4x */
+#define GG_REGION_ERR (4 * GG_REGION_PATH + GG_MAX_ERR) /* "PATH: reason" */
+
+enum gg_liveness { GG_LIVE_UNKNOWN, GG_LIVE_YES, GG_LIVE_EXITED };
+
+struct gg_rdev {
+	unsigned index;   /* entry in the region = the label device="N" */
+	const char *kind; /* "CUDA", "HIP", "ordinal", "unknown" */
+	char uuid[48];    /* GPU-8-4-4-4-12, HIP-..., ordinal-N, unknown-<hex> */
+	int has_limit;    /* limit != UINT64_MAX */
+	uint64_t limit, used, peak, physical, refused, reclaimed;
+	uint32_t waiters;
+};
+
+struct gg_rproc {
+	unsigned slot;
+	uint32_t pid;
+	uint64_t start_ms;
+	char comm[64]; /* at most 15 bytes of the file's, non-printables as \xNN */
+	enum gg_liveness live;
+	uint64_t used[GG_REGION_DEVICES]; /* by entry index */
+};
+
+struct gg_region {
+	char path[4 * GG_REGION_PATH + 1]; /* escaped, for display and labels */
+	char limit[GG_REGION_TEXT];        /* GPUGUARD_LIMIT that set the budget; "" = none */
+	uint64_t created_ms;
+	struct gg_rdev dev[GG_REGION_DEVICES]; /* READY entries only, by index */
+	unsigned ndev;
+	struct gg_rproc proc[GG_REGION_PROCS]; /* LIVE slots only, by slot */
+	unsigned nproc, nlive, nexited, nunknown;
+};
+
+/* The region path: opt (--region) if set, else $GPUGUARD_SHARED, else the
+ * default. */
+const char *gg_region_path(const char *opt);
+/* Reads and validates the file at path (no symlink, a regular file, read in
+ * full, never mapped) and probes each process's liveness lock. 0, or -1 with
+ * a one-line "PATH: reason" in err. */
+int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errlen);
+/* The same from an image of len bytes (8-byte aligned). lock_fd: the open
+ * region file to probe liveness locks on, or -1 (liveness unknown). */
+int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len, int lock_fd, char *err,
+                    size_t errlen);
+/* Copies at most max bytes of s (stopping at a NUL) into out, printable
+ * ASCII as is and anything else as \xNN; out holds 4 * max + 1 bytes. */
+void gg_escape_bytes(char *out, const char *s, size_t max);
+
+/* live.c */
+void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms);
+void gg_metrics_render(FILE *f, const struct gg_region *r);
+/* The refreshing table until SIGINT/SIGTERM; once: one table, no ANSI. */
+int gg_top_run(const char *path, uint64_t interval_ms, int once);
+/* `gpuguard metrics`: to stdout, or served at listen (ADDR:PORT) with a
+ * per-connection deadline, until SIGINT/SIGTERM. */
+int gg_metrics_print(const char *path);
+int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms);
 
 #endif

@@ -156,6 +156,23 @@ gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
 	return GG_CUDA_SUCCESS;
 }
 
+gg_CUresult cuDeviceGetUuid_v2(gg_CUuuid *uuid, gg_CUdevice dev)
+{
+	REQUIRE_INIT();
+	if (!uuid)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (!sim_device_valid(dev))
+		return GG_CUDA_ERROR_INVALID_DEVICE;
+	sim_device_uuid(dev, (uint8_t *)uuid->bytes);
+	return GG_CUDA_SUCCESS;
+}
+
+/* No MIG here, so the legacy query answers the same as _v2. */
+gg_CUresult cuDeviceGetUuid(gg_CUuuid *uuid, gg_CUdevice dev)
+{
+	return local_cuDeviceGetUuid_v2(uuid, dev);
+}
+
 gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
 {
 	REQUIRE_INIT();
@@ -924,6 +941,8 @@ static const struct proc g_procs[] = {
     P("cuDeviceGetName", 2000, cuDeviceGetName),
     P("cuDeviceTotalMem", 2000, cuDeviceTotalMem),
     P("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
+    P("cuDeviceGetUuid", 9020, cuDeviceGetUuid),
+    P("cuDeviceGetUuid", 11040, cuDeviceGetUuid_v2),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease_v2),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),

@@ -127,6 +127,17 @@ gg_hipError_t hipDeviceTotalMem(size_t *bytes, gg_hipDevice_t device)
 	return GG_hipSuccess;
 }
 
+gg_hipError_t hipDeviceGetUuid(gg_hipUUID *uuid, gg_hipDevice_t device)
+{
+	REQUIRE_DEVICES();
+	if (!uuid)
+		return GG_hipErrorInvalidValue;
+	if (!sim_device_valid(device))
+		return GG_hipErrorInvalidDevice;
+	sim_device_uuid(device, (uint8_t *)uuid->bytes);
+	return GG_hipSuccess;
+}
+
 gg_hipError_t hipDeviceSynchronize(void)
 {
 	REQUIRE_DEV(dev);

@@ -273,6 +273,7 @@ struct sim_dev {
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ndev;
+static uint64_t g_uuid_seed; /* SIMGPU_UUID_SEED, hashed */
 static struct sim_dev g_dev[SIM_MAX_DEVICES];
 
 static pthread_mutex_t g_hmu = PTHREAD_MUTEX_INITIALIZER; /* handles + host memory */
@@ -364,6 +365,10 @@ static void do_init(void)
 	mem -= mem % SIM_PAGE;
 	if (mem < SIM_PAGE)
 		mem = SIM_PAGE;
+	/* FNV-1a: any string is a seed */
+	e = getenv("SIMGPU_UUID_SEED");
+	for (g_uuid_seed = 0xcbf29ce484222325ull; e && *e; e++)
+		g_uuid_seed = (g_uuid_seed ^ (unsigned char)*e) * 0x100000001b3ull;
 	for (int d = 0; d < ndev; d++) {
 		struct sim_dev *dv = &g_dev[d];
 		pthread_mutex_init(&dv->mu, NULL);
@@ -415,6 +420,26 @@ uint64_t sim_device_free(int dev)
 	uint64_t f = d->total - d->used_pages * SIM_PAGE;
 	pthread_mutex_unlock(&d->mu);
 	return f;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+void sim_device_uuid(int dev, uint8_t out[16])
+{
+	sim_init();
+	uint64_t x = g_uuid_seed ^ ((uint64_t)SIM_LIB_ID << 32) ^ (uint64_t)(unsigned)dev;
+	for (int i = 0; i < 16; i += 8) {
+		uint64_t r = splitmix64(&x);
+		memcpy(out + i, &r, 8);
+	}
+	out[6] = (uint8_t)((out[6] & 0x0f) | 0x40); /* version 4 (random) */
+	out[8] = (uint8_t)((out[8] & 0x3f) | 0x80); /* RFC 4122 variant */
 }
 
 static uint64_t dev_base(int dev)

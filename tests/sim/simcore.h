@@ -1,7 +1,8 @@
 /* gpuguard simulated GPU: the device-memory model shared by the fake libcuda
- * and the fake libamdhip64. Each library links its own copy, so everything
- * here is hidden; the API layers translate SIM_E* into CUresult / hipError_t.
- * Addresses are fake (never backed by memory) and encode their device. */
+ * and the fake libamdhip64 (the fake libnvidia-ml uses its devices and UUIDs
+ * only). Each library links its own copy, so everything here is hidden; the
+ * API layers translate SIM_E* into CUresult / hipError_t. Addresses are fake
+ * (never backed by memory) and encode their device. */
 #ifndef GPUGUARD_SIMCORE_H
 #define GPUGUARD_SIMCORE_H
 
@@ -52,13 +53,17 @@ enum sim_kind {
 #define SIM_POOL_ATTR_USED_CURRENT 7
 #define SIM_POOL_ATTR_USED_HIGH 8
 
-/* Environment (SIMGPU_DEVICES, SIMGPU_MEMORY) is read once, on first use. */
+/* Environment (SIMGPU_DEVICES, SIMGPU_MEMORY, SIMGPU_UUID_SEED) is read once,
+ * on first use. */
 void sim_init(void);
 int sim_device_count(void);
 int sim_device_valid(int dev);
 uint64_t sim_device_total(int dev);
 uint64_t sim_device_free(int dev);
 int sim_parse_quantity(const char *s, uint64_t *out); /* 0 on success */
+/* A fixed random-looking (version 4) UUID for (SIM_LIB_ID, dev), varied by
+ * SIMGPU_UUID_SEED: the CUDA library and the NVML one (both ID 0) agree. */
+void sim_device_uuid(int dev, uint8_t out[16]);
 
 /* Linear memory. whole_pages forces page granularity even for small sizes
  * (arrays). sim_free checks that the allocation's kind is in kind_mask. */

@@ -1,9 +1,11 @@
 /* Self-test of the simulated GPU (no gpuguard involved): links -lcuda
- * -lamdhip64 against build/sim and checks the page model, the driver's error
- * codes, cuGetProcAddress rules, pools, VMM, several devices and threads. */
+ * -lamdhip64 -lnvidia-ml against build/sim and checks the page model, the
+ * driver's error codes, cuGetProcAddress rules, pools, VMM, several devices
+ * and threads, and NVML's view of the same devices. */
 #define _GNU_SOURCE
 #include "gpuguard/cuda_abi.h"
 #include "gpuguard/hip_abi.h"
+#include "gpuguard/nvml_abi.h"
 #include "../harness.h"
 
 #include <pthread.h>
@@ -50,6 +52,8 @@ TEST(before_init)
 	int n;
 	CHECK_EQ_INT(cuMemAlloc_v2(&p, 4096), GG_CUDA_ERROR_NOT_INITIALIZED);
 	CHECK_EQ_INT(cuDeviceGetCount(&n), GG_CUDA_ERROR_NOT_INITIALIZED);
+	gg_CUuuid u;
+	CHECK_EQ_INT(cuDeviceGetUuid_v2(&u, 0), GG_CUDA_ERROR_NOT_INITIALIZED);
 	void *fn = NULL;
 	CHECK_EQ_INT(cuGetProcAddress_v2("cuInit", &fn, 2000, 0, NULL), GG_CUDA_SUCCESS); /* no init needed */
 	CHECK_EQ_INT(cuInit(1), GG_CUDA_ERROR_INVALID_VALUE);
@@ -774,35 +778,249 @@ TEST(hip_pools_and_vmm)
 #undef prop
 }
 
-/* SIMGPU_MEMORY quantities, read by a fresh child process */
-static long long probe_total(const char *mem, const char *devs, int *ndev)
+/* ------------------------------------------------------------------- NVML */
+
+#define NVML_RESERVED (64 * MiB) /* SIMGPU_NVML_RESERVED set by main */
+
+static gg_nvmlDevice_t nvml_dev(unsigned i)
+{
+	gg_nvmlDevice_t h = NULL;
+	nvmlDeviceGetHandleByIndex_v2(i, &h);
+	return h;
+}
+
+/* "GPU-" and the 8-4-4-4-12 lower-case form of 16 bytes */
+static void uuid_format(const char b[16], char out[41])
+{
+	const uint8_t *u = (const uint8_t *)b;
+	snprintf(out, 41, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+	         u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+/* A version-4 UUID as NVML prints it. */
+static int uuid_well_formed(const char *s)
+{
+	if (strlen(s) != 40 || strncmp(s, "GPU-", 4))
+		return 0;
+	for (int i = 4; i < 40; i++) {
+		int dash = i == 12 || i == 17 || i == 22 || i == 27;
+		if (dash != (s[i] == '-') || (!dash && !strchr("0123456789abcdef", s[i])))
+			return 0;
+	}
+	return s[18] == '4' && strchr("89ab", s[23]);
+}
+
+TEST(nvml_init_refcount)
+{
+	unsigned n;
+	gg_nvmlDevice_t h;
+	char buf[96];
+	CHECK_EQ_INT(nvmlDeviceGetCount_v2(&n), GG_NVML_ERROR_UNINITIALIZED);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByIndex_v2(0, &h), GG_NVML_ERROR_UNINITIALIZED);
+	CHECK_EQ_INT(nvmlSystemGetDriverVersion(buf, sizeof(buf)), GG_NVML_ERROR_UNINITIALIZED);
+	CHECK_EQ_INT(nvmlShutdown(), GG_NVML_ERROR_UNINITIALIZED);
+	CHECK(!strcmp(nvmlErrorString(GG_NVML_ERROR_UNINITIALIZED), "Uninitialized")); /* no init needed */
+	CHECK(!strcmp(nvmlErrorString(12345), "Unknown Error"));
+	CHECK_EQ_INT(nvmlInit_v2(), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(nvmlInitWithFlags(GG_NVML_INIT_FLAG_NO_GPUS), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(nvmlShutdown(), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(nvmlDeviceGetCount_v2(&n), GG_NVML_SUCCESS); /* one init still open */
+	CHECK_EQ_INT(nvmlShutdown(), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(nvmlDeviceGetCount_v2(&n), GG_NVML_ERROR_UNINITIALIZED);
+	CHECK_EQ_INT(nvmlShutdown(), GG_NVML_ERROR_UNINITIALIZED);
+	CHECK_EQ_INT(nvmlInit(), GG_NVML_SUCCESS); /* stays open for the tests below */
+	CHECK_EQ_INT(nvmlSystemGetDriverVersion(buf, sizeof(buf)), GG_NVML_SUCCESS);
+	CHECK(!strcmp(buf, "580.65.06"));
+	CHECK_EQ_INT(nvmlSystemGetDriverVersion(buf, 9), GG_NVML_ERROR_INSUFFICIENT_SIZE);
+	CHECK_EQ_INT(nvmlSystemGetNVMLVersion(buf, sizeof(buf)), GG_NVML_SUCCESS);
+	CHECK(!strncmp(buf, "13.", 3));
+}
+
+TEST(nvml_devices)
+{
+	unsigned n = 0, idx = 9;
+	gg_nvmlDevice_t h0, h1, h;
+	char name[GG_NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+	CHECK_EQ_INT(nvmlDeviceGetCount_v2(&n), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(n, 2);
+	CHECK_EQ_INT(nvmlDeviceGetCount(&n), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(n, 2);
+	CHECK_EQ_INT(nvmlDeviceGetCount_v2(NULL), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByIndex_v2(0, &h0), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByIndex_v2(1, &h1), GG_NVML_SUCCESS);
+	CHECK(h0 && h1 && h0 != h1);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByIndex(1, &h), GG_NVML_SUCCESS);
+	CHECK(h == h1);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByIndex_v2(2, &h), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByIndex_v2(0, NULL), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetIndex(h1, &idx), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(idx, 1);
+	CHECK_EQ_INT(nvmlDeviceGetIndex((gg_nvmlDevice_t)&n, &idx), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetIndex(NULL, &idx), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetIndex(h0, NULL), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetName(h0, name, sizeof(name)), GG_NVML_SUCCESS);
+	CHECK(!strcmp(name, "gpuguard simulated GPU"));
+	CHECK_EQ_INT(nvmlDeviceGetName(h0, name, 5), GG_NVML_ERROR_INSUFFICIENT_SIZE);
+}
+
+TEST(nvml_uuid_matches_cuda)
+{
+	char s[GG_NVML_DEVICE_UUID_V2_BUFFER_SIZE], c[41], other[41];
+	gg_CUuuid u, legacy;
+	gg_hipUUID hu;
+	gg_nvmlDevice_t h;
+	for (int d = 0; d < 2; d++) {
+		CHECK_EQ_INT(nvmlDeviceGetUUID(nvml_dev(d), s, sizeof(s)), GG_NVML_SUCCESS);
+		CHECK(uuid_well_formed(s));
+		CHECK_EQ_INT(cuDeviceGetUuid_v2(&u, d), GG_CUDA_SUCCESS);
+		uuid_format(u.bytes, c);
+		CHECK(!strcmp(s, c));
+		CHECK_EQ_INT(cuDeviceGetUuid(&legacy, d), GG_CUDA_SUCCESS);
+		CHECK(!memcmp(u.bytes, legacy.bytes, 16));
+		CHECK_EQ_INT(hipDeviceGetUuid(&hu, d), GG_hipSuccess);
+		uuid_format(hu.bytes, other);
+		CHECK(uuid_well_formed(other) && strcmp(other, c)); /* another driver, another GPU */
+		CHECK_EQ_INT(nvmlDeviceGetHandleByUUID(s, &h), GG_NVML_SUCCESS);
+		CHECK(h == nvml_dev(d));
+	}
+	CHECK_EQ_INT(nvmlDeviceGetUUID(nvml_dev(1), other, sizeof(other)), GG_NVML_SUCCESS);
+	CHECK(strcmp(other, s) == 0 && strcmp(c, s) == 0);
+	CHECK_EQ_INT(nvmlDeviceGetUUID(nvml_dev(0), other, sizeof(other)), GG_NVML_SUCCESS);
+	CHECK(strcmp(other, s) != 0); /* devices differ */
+	CHECK_EQ_INT(nvmlDeviceGetUUID(nvml_dev(0), s, 40), GG_NVML_ERROR_INSUFFICIENT_SIZE);
+	CHECK_EQ_INT(nvmlDeviceGetUUID(nvml_dev(0), NULL, 96), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByUUID("GPU-00000000-0000-4000-8000-000000000000", &h),
+	             GG_NVML_ERROR_NOT_FOUND);
+	CHECK_EQ_INT(nvmlDeviceGetHandleByUUID(NULL, &h), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(cuDeviceGetUuid_v2(NULL, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuDeviceGetUuid_v2(&u, 2), GG_CUDA_ERROR_INVALID_DEVICE);
+	CHECK_EQ_INT(hipDeviceGetUuid(NULL, 0), GG_hipErrorInvalidValue);
+	CHECK_EQ_INT(hipDeviceGetUuid(&hu, 2), GG_hipErrorInvalidDevice);
+	void *fn = NULL;
+	CHECK_EQ_INT(cuGetProcAddress_v2("cuDeviceGetUuid", &fn, 11040, 0, NULL), GG_CUDA_SUCCESS);
+	CHECK(fn == (void *)cuDeviceGetUuid_v2);
+	CHECK_EQ_INT(cuGetProcAddress_v2("cuDeviceGetUuid", &fn, 11030, 0, NULL), GG_CUDA_SUCCESS);
+	CHECK(fn == (void *)cuDeviceGetUuid);
+}
+
+/* NVML's v1 and v2 figures for device d, checked against each other. */
+static unsigned long long nvml_used(int d)
+{
+	gg_nvmlMemory_t m1;
+	gg_nvmlMemory_v2_t m2 = {.version = GG_nvmlMemory_v2};
+	if (nvmlDeviceGetMemoryInfo(nvml_dev(d), &m1) || nvmlDeviceGetMemoryInfo_v2(nvml_dev(d), &m2))
+		return ~0ull;
+	CHECK_EQ_U64(m1.total, DEVMEM);
+	CHECK_EQ_U64(m2.total, DEVMEM);
+	CHECK_EQ_U64(m2.reserved, NVML_RESERVED);
+	CHECK_EQ_U64(m1.free, m2.free);
+	CHECK_EQ_U64(m1.used, NVML_RESERVED + m2.used); /* v1 counts the reserve as used */
+	CHECK_EQ_U64(m2.reserved + m2.free + m2.used, DEVMEM);
+	return m2.used;
+}
+
+TEST(nvml_memory_follows_cuda)
+{
+	CHECK_EQ_U64(nvml_used(0), cu_used(0));
+	CHECK_EQ_U64(nvml_used(1), 0);
+	gg_CUdeviceptr p;
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 10 * MiB), GG_CUDA_SUCCESS);
+	CHECK(cu_used(0) >= 10 * MiB);
+	CHECK_EQ_U64(nvml_used(0), cu_used(0));
+	CHECK_EQ_U64(nvml_used(1), 0);
+	CHECK_EQ_INT(cuMemFree_v2(p), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(nvml_used(0), cu_used(0));
+}
+
+TEST(nvml_memory_errors)
+{
+	gg_nvmlMemory_t m1;
+	gg_nvmlMemory_v2_t m2, before;
+	memset(&m2, 0xab, sizeof(m2));
+	m2.version = (unsigned)(sizeof(gg_nvmlMemory_t) | (2u << 24));
+	before = m2;
+	CHECK_EQ_INT(nvmlDeviceGetMemoryInfo_v2(nvml_dev(0), &m2), GG_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+	CHECK(!memcmp(&m2, &before, sizeof(m2))); /* untouched */
+	m2.version = 0;
+	CHECK_EQ_INT(nvmlDeviceGetMemoryInfo_v2(nvml_dev(0), &m2), GG_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+	CHECK_EQ_INT(GG_nvmlMemory_v2, 0x02000028);
+	CHECK_EQ_INT(nvmlDeviceGetMemoryInfo_v2(nvml_dev(0), NULL), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetMemoryInfo(nvml_dev(0), NULL), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetMemoryInfo((gg_nvmlDevice_t)&m1, &m1), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(nvmlDeviceGetMemoryInfo(NULL, &m1), GG_NVML_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(nvml_processes)
+{
+	gg_CUdeviceptr p;
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 4 * MiB), GG_CUDA_SUCCESS);
+	unsigned n = 0;
+	gg_nvmlProcessInfo_t info[3];
+	CHECK_EQ_INT(nvmlDeviceGetComputeRunningProcesses_v3(nvml_dev(0), &n, NULL), GG_NVML_ERROR_INSUFFICIENT_SIZE);
+	CHECK_EQ_INT(n, 1);
+	n = 3;
+	CHECK_EQ_INT(nvmlDeviceGetComputeRunningProcesses_v3(nvml_dev(0), &n, info), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(n, 1);
+	CHECK_EQ_INT(info[0].pid, getpid());
+	CHECK_EQ_U64(info[0].usedGpuMemory, cu_used(0));
+	CHECK_EQ_INT(info[0].gpuInstanceId, 0xFFFFFFFFu);
+	n = 3;
+	CHECK_EQ_INT(nvmlDeviceGetComputeRunningProcesses_v2(nvml_dev(0), &n, info), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(n, 1);
+	gg_nvmlProcessInfo_v1_t v1[2];
+	memset(v1, 0xab, sizeof(v1));
+	n = 2;
+	CHECK_EQ_INT(nvmlDeviceGetComputeRunningProcesses(nvml_dev(0), &n, v1), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(n, 1);
+	CHECK_EQ_INT(v1[0].pid, getpid());
+	CHECK_EQ_U64(v1[0].usedGpuMemory, cu_used(0));
+	CHECK_EQ_INT(v1[1].pid, 0xabababab); /* the v1 stride: the next entry untouched */
+	n = 0;
+	CHECK_EQ_INT(nvmlDeviceGetComputeRunningProcesses_v3(nvml_dev(1), &n, NULL), GG_NVML_SUCCESS);
+	CHECK_EQ_INT(n, 0); /* nothing held on device 1 */
+	CHECK_EQ_INT(nvmlDeviceGetComputeRunningProcesses_v3(nvml_dev(0), NULL, info), GG_NVML_ERROR_INVALID_ARGUMENT);
+	CHECK_EQ_INT(cuMemFree_v2(p), GG_CUDA_SUCCESS);
+}
+
+/* Runs this program again as `sim_test mode`, each env name set to its value
+ * (unset where NULL); its output into buf. 0 or -1. */
+struct env_set {
+	const char *name, *value;
+};
+static int probe(const char *mode, const struct env_set *env, int nenv, char *buf, size_t n)
 {
 	int fd[2];
 	if (pipe(fd))
-		return -2;
+		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		dup2(fd[1], 1);
 		close(fd[0]);
-		if (mem)
-			setenv("SIMGPU_MEMORY", mem, 1);
-		else
-			unsetenv("SIMGPU_MEMORY");
-		if (devs)
-			setenv("SIMGPU_DEVICES", devs, 1);
-		else
-			unsetenv("SIMGPU_DEVICES");
-		execl("/proc/self/exe", "sim_test", "--probe", (char *)NULL);
+		for (int i = 0; i < nenv; i++) {
+			if (env[i].value)
+				setenv(env[i].name, env[i].value, 1);
+			else
+				unsetenv(env[i].name);
+		}
+		execl("/proc/self/exe", "sim_test", mode, (char *)NULL);
 		_exit(127);
 	}
 	close(fd[1]);
-	char buf[128] = {0};
-	ssize_t k = read(fd[0], buf, sizeof(buf) - 1);
+	ssize_t k = read(fd[0], buf, n - 1);
 	close(fd[0]);
 	int status;
 	waitpid(pid, &status, 0);
+	buf[k > 0 ? k : 0] = 0;
+	return k > 0 ? 0 : -1;
+}
+
+/* SIMGPU_MEMORY quantities, read by a fresh child process */
+static long long probe_total(const char *mem, const char *devs, int *ndev)
+{
+	const struct env_set env[] = {{"SIMGPU_MEMORY", mem}, {"SIMGPU_DEVICES", devs}};
+	char buf[128];
 	long long t = -1;
-	if (k <= 0 || sscanf(buf, "%d %lld", ndev, &t) != 2)
+	if (probe("--probe", env, 2, buf, sizeof(buf)) || sscanf(buf, "%d %lld", ndev, &t) != 2)
 		return -1;
 	return t;
 }
@@ -819,6 +1037,35 @@ static int probe_main(void)
 	cuDeviceTotalMem_v2(&t, 0);
 	printf("%d %zu\n", n, t);
 	return 0;
+}
+
+/* NVML's and CUDA's UUID of device 0, in a fresh process. */
+static int probe_uuid_main(void)
+{
+	char s[GG_NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "", c[41] = "";
+	gg_nvmlDevice_t h;
+	gg_CUuuid u;
+	if (nvmlInit_v2() || nvmlDeviceGetHandleByIndex_v2(0, &h) || nvmlDeviceGetUUID(h, s, sizeof(s)) || cuInit(0) ||
+	    cuDeviceGetUuid_v2(&u, 0))
+		return 1;
+	uuid_format(u.bytes, c);
+	printf("%s %s\n", s, c);
+	return 0;
+}
+
+/* SIMGPU_UUID_SEED moves every UUID, the same way in both libraries. */
+TEST(nvml_uuid_seed)
+{
+	char mine[GG_NVML_DEVICE_UUID_V2_BUFFER_SIZE], a[128], b[128], base[128];
+	CHECK_EQ_INT(nvmlDeviceGetUUID(nvml_dev(0), mine, sizeof(mine)), GG_NVML_SUCCESS);
+	const struct env_set seeded[] = {{"SIMGPU_UUID_SEED", "node-7"}}, plain[] = {{"SIMGPU_UUID_SEED", NULL}};
+	CHECK_EQ_INT(probe("--probe-uuid", seeded, 1, a, sizeof(a)), 0);
+	CHECK_EQ_INT(probe("--probe-uuid", seeded, 1, b, sizeof(b)), 0);
+	CHECK_EQ_INT(probe("--probe-uuid", plain, 1, base, sizeof(base)), 0);
+	CHECK(!strcmp(a, b)); /* deterministic */
+	CHECK(strncmp(a, base, 40) != 0);
+	CHECK(!strncmp(base, mine, 40)); /* unseeded: the same in every process */
+	CHECK(strlen(a) == 82 && !strncmp(a, a + 41, 40) && uuid_well_formed(strtok(a, " ")));
 }
 
 TEST(env_quantities)
@@ -843,8 +1090,11 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
 		return probe_main();
+	if (argc > 1 && !strcmp(argv[1], "--probe-uuid"))
+		return probe_uuid_main();
 	setenv("SIMGPU_DEVICES", "2", 1);
 	setenv("SIMGPU_MEMORY", "1Gi", 1);
+	setenv("SIMGPU_NVML_RESERVED", "64Mi", 1);
 	RUN(before_init);
 	RUN(error_codes);
 	RUN(page_rounding_and_packing);
@@ -859,6 +1109,13 @@ int main(int argc, char **argv)
 	RUN(hip_basics);
 	RUN(hip_multi_device);
 	RUN(hip_pools_and_vmm);
+	RUN(nvml_init_refcount);
+	RUN(nvml_devices);
+	RUN(nvml_uuid_matches_cuda);
+	RUN(nvml_memory_follows_cuda);
+	RUN(nvml_memory_errors);
+	RUN(nvml_processes);
+	RUN(nvml_uuid_seed);
 	RUN(env_quantities);
 	return harness_done();
 }

@@ -34,6 +34,7 @@ static void setup(int dev, uint64_t limit)
 	memset(&gg_opt.limits, 0, sizeof(gg_opt.limits));
 	gg_opt.limit_bad = 0;
 	gg_opt.limit_set = limit != GG_UNLIMITED;
+	gg_opt.scope_process = 1; /* these books are this process's own; pod scope: test_shared */
 	gg_ceiling_configure();
 	gg_ceiling_reset();
 	atomic_store(&gg_devices[dev].limit, limit);

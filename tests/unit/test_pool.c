@@ -74,6 +74,7 @@ static void setup(uint64_t limit)
 {
 	memset(&gg_opt.limits, 0, sizeof(gg_opt.limits));
 	gg_opt.limit_bad = 0;
+	gg_opt.scope_process = 1; /* these books are this process's own; pod scope: test_shared */
 	gg_ceiling_configure();
 	gg_ceiling_reset();
 	gg_pool_reset();

@@ -1,0 +1,142 @@
+/* gpuguard: NVML hooks. Monitoring tools and servers that size themselves
+ * from nvmlDeviceGetMemoryInfo[_v2] must see the same ceiling as cuMemGetInfo
+ * (DESIGN.md §2), so each reports the budget's total and free in place of the
+ * card's (shared.c). The return code and every failure are the driver's own. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "gpuguard/nvml_abi.h"
+#include "internal.h"
+
+#define LIBNVML "libnvidia-ml.so.1"
+
+/* ---- real function pointers ------------------------------------------- */
+
+/* Functions we wrap. */
+#define NVML_WRAPPED(X)            \
+	X(nvmlDeviceGetMemoryInfo) \
+	X(nvmlDeviceGetMemoryInfo_v2)
+
+/* Functions we only call. */
+#define NVML_HELPERS(X)      \
+	X(nvmlDeviceGetUUID) \
+	X(nvmlDeviceGetIndex)
+
+#define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
+NVML_WRAPPED(DECLARE_REAL)
+NVML_HELPERS(DECLARE_REAL)
+
+#define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBNVML))
+#define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBNVML))
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20); /* either case */
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" into 16 bytes. 0 or -1: a MIG
+ * instance's "MIG-..." names no device the CUDA side would report. */
+static int parse_uuid(const char *s, uint8_t out[16])
+{
+	if (strncmp(s, "GPU-", 4) != 0)
+		return -1;
+	s += 4;
+	for (int i = 0; i < 16; i++) {
+		if (*s == '-' && (i == 4 || i == 6 || i == 8 || i == 10))
+			s++;
+		int hi = hex_digit(s[0]), lo = hi < 0 ? -1 : hex_digit(s[1]);
+		if (lo < 0)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+		s += 2;
+	}
+	return *s == '\0' ? 0 : -1;
+}
+
+/* The device's view under the budget: free and total replaced in place.
+ * Asks the real NVML who the device is (bypassing us: we are in a hook). */
+static void budget_view(gg_nvmlDevice_t device, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	gg_pfn_nvmlDeviceGetUUID get_uuid = HELPER(nvmlDeviceGetUUID);
+	gg_pfn_nvmlDeviceGetIndex get_index = HELPER(nvmlDeviceGetIndex);
+	char text[GG_NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+	uint8_t bytes[16];
+	const uint8_t *uuid = NULL;
+	unsigned int index = UINT32_MAX; /* not a device: left as it is */
+	if (get_uuid && get_uuid(device, text, sizeof(text)) == GG_NVML_SUCCESS && parse_uuid(text, bytes) == 0)
+		uuid = bytes;
+	if (!get_index || get_index(device, &index) != GG_NVML_SUCCESS)
+		index = UINT32_MAX;
+	gg_nvml_meminfo(uuid, index, free_bytes, total_bytes);
+	if (*free_bytes > *total_bytes)
+		*free_bytes = *total_bytes;
+}
+
+/* ---- memory info ------------------------------------------------------- */
+
+GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo(gg_nvmlDevice_t device, gg_nvmlMemory_t *memory)
+{
+	gg_pfn_nvmlDeviceGetMemoryInfo real = REAL(nvmlDeviceGetMemoryInfo);
+	if (!real)
+		return GG_NVML_ERROR_UNINITIALIZED;
+	if (gg_in_hook)
+		return real(device, memory);
+	GG_ENTER();
+	gg_nvmlReturn_t rc = real(device, memory);
+	if (rc == GG_NVML_SUCCESS && memory) {
+		uint64_t fr = memory->free, to = memory->total;
+		budget_view(device, &fr, &to);
+		memory->total = to;
+		memory->free = fr;
+		memory->used = to - fr; /* v1's used includes what the driver reserves */
+	}
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(gg_nvmlDevice_t device, gg_nvmlMemory_v2_t *memory)
+{
+	gg_pfn_nvmlDeviceGetMemoryInfo_v2 real = REAL(nvmlDeviceGetMemoryInfo_v2);
+	if (!real)
+		return GG_NVML_ERROR_UNINITIALIZED;
+	if (gg_in_hook)
+		return real(device, memory);
+	GG_ENTER();
+	gg_nvmlReturn_t rc = real(device, memory); /* checks memory->version */
+	if (rc == GG_NVML_SUCCESS && memory) {
+		uint64_t fr = memory->free, to = memory->total;
+		budget_view(device, &fr, &to);
+		/* The reserve stays what the driver says, but never more than the
+		 * budget leaves beside free: total = reserved + free + used. */
+		if (memory->reserved > to - fr)
+			memory->reserved = to - fr;
+		memory->total = to;
+		memory->free = fr;
+		memory->used = to - fr - memory->reserved;
+	}
+	GG_LEAVE();
+	return rc;
+}
+
+/* ---- for the dlsym override -------------------------------------------- */
+
+#define SLOT(n) ((void *_Atomic *)&real_##n)
+#define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
+static const struct gg_sym sym_table[] = {NVML_WRAPPED(SYM_ROW)};
+#define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
+
+int gg_nvml_is_ours(void *fn)
+{
+	return gg_sym_is_ours(sym_table, NSYMS, fn);
+}
+
+void *gg_nvml_wrap_symbol(const char *name, void *real)
+{
+	return gg_sym_wrap(sym_table, NSYMS, name, real);
+}

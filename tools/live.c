@@ -1,0 +1,700 @@
+/* gpuguard command: the live views of the pod region. `top` redraws a table
+ * of devices and processes; `metrics` prints the same in Prometheus text
+ * format (0.0.4), or serves it over HTTP from one single-threaded poll loop
+ * whose every connection has a size limit and a deadline, so no client can
+ * stall it. The region is re-read for every table and every request. */
+#define _GNU_SOURCE /* memmem, ppoll, accept4 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+static uint64_t clock_ms(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char *age_text(uint64_t start_ms, uint64_t now_ms, char buf[32])
+{
+	if (!start_ms || start_ms > now_ms)
+		return "-";
+	unsigned long long s = (now_ms - start_ms) / 1000u;
+	if (s < 60)
+		snprintf(buf, 32, "%llus", s);
+	else if (s < 3600)
+		snprintf(buf, 32, "%llum%02llus", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(buf, 32, "%lluh%02llum", s / 3600, s / 60 % 60);
+	else
+		snprintf(buf, 32, "%llud%02lluh", s / 86400, s / 3600 % 24);
+	return buf;
+}
+
+static const char *live_text(enum gg_liveness l)
+{
+	return l == GG_LIVE_YES ? "live" : l == GG_LIVE_EXITED ? "exited" : "unknown";
+}
+
+void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
+{
+	char b1[32], b2[32], b3[32], b4[32], b5[32];
+	fprintf(f, "gpuguard top: %s\n", r->path);
+	const char *age = age_text(r->created_ms, now_ms, b1);
+	fprintf(f, "  pod budget %s%s, created %s%s; processes: %u live, %u exited",
+	        r->limit[0] ? "GPUGUARD_LIMIT=" : "", r->limit[0] ? r->limit : "none",
+	        strcmp(age, "-") ? age : "at an unknown time", strcmp(age, "-") ? " ago" : "", r->nlive, r->nexited);
+	if (r->nunknown)
+		fprintf(f, ", %u unknown", r->nunknown);
+	fputs("\n\nDEVICES\n", f);
+	if (!r->ndev)
+		fputs("  (no device entry yet)\n", f);
+	else
+		fprintf(f, "  %-4s %-8s %-13s %-11s %-11s %-11s %-11s %8s %8s  %s\n", "dev", "kind", "uuid", "limit",
+		        "used", "peak", "free", "waiters", "refused", "reclaimed");
+	for (unsigned i = 0; i < r->ndev; i++) {
+		const struct gg_rdev *d = &r->dev[i];
+		char shortid[16];
+		snprintf(shortid, sizeof shortid, "%.12s", d->uuid);
+		fprintf(f, "  %-4u %-8s %-13s %-11s %-11s %-11s %-11s %8u %8llu  %s\n", d->index, d->kind, shortid,
+		        d->has_limit ? gg_bytes(d->limit, b1) : "none", gg_bytes(d->used, b2), gg_bytes(d->peak, b3),
+		        d->has_limit ? gg_bytes(d->limit > d->used ? d->limit - d->used : 0, b4) : "-", d->waiters,
+		        (unsigned long long)d->refused, gg_bytes(d->reclaimed, b5));
+	}
+	fputs("\nPROCESSES\n", f);
+	if (!r->nproc) {
+		fputs("  (no process attached)\n", f);
+		return;
+	}
+	const char *statefmt = r->ndev ? " %-8s" : " %s"; /* no trailing blanks */
+	fprintf(f, "  %-5s %-10s %-16s %-8s", "slot", "pid", "comm", "age");
+	fprintf(f, statefmt, "state");
+	/* Per-device columns; the last one unpadded: no trailing blanks. */
+	for (unsigned i = 0; i < r->ndev; i++) {
+		snprintf(b1, sizeof b1, "dev %u", r->dev[i].index);
+		fprintf(f, i + 1 < r->ndev ? " %-11s" : " %s", b1);
+	}
+	fputc('\n', f);
+	for (unsigned i = 0; i < r->nproc; i++) {
+		const struct gg_rproc *p = &r->proc[i];
+		fprintf(f, "  %-5u %-10u %-16s %-8s", p->slot, p->pid, p->comm, age_text(p->start_ms, now_ms, b1));
+		fprintf(f, statefmt, live_text(p->live));
+		for (unsigned d = 0; d < r->ndev; d++)
+			fprintf(f, d + 1 < r->ndev ? " %-11s" : " %s", gg_bytes(p->used[r->dev[d].index], b2));
+		fputc('\n', f);
+	}
+	if (r->nexited)
+		fputs("\n  exited: gone without detaching; its charges return to the pod at the next allocation\n"
+		      "  that needs them\n",
+		      f);
+	if (r->nunknown)
+		fputs("\n  unknown: this kernel cannot test the liveness lock (F_OFD_GETLK)\n", f);
+}
+
+/* Prometheus text format 0.0.4: label values escape backslash, double
+ * quote and newline. Our strings are already printable ASCII (region.c). */
+static void prom_str(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f);
+		if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void dev_sample(FILE *f, const char *name, const struct gg_rdev *d, uint64_t v)
+{
+	fprintf(f, "%s{device=\"%u\",kind=\"%s\",uuid=\"", name, d->index, d->kind);
+	prom_str(f, d->uuid);
+	fprintf(f, "\"} %llu\n", (unsigned long long)v);
+}
+
+static void proc_labels(FILE *f, const char *name, const struct gg_rproc *p)
+{
+	fprintf(f, "%s{slot=\"%u\",pid=\"%u\",comm=\"", name, p->slot, p->pid);
+	prom_str(f, p->comm);
+	fputc('"', f);
+}
+
+enum dev_field { F_LIMIT, F_FREE, F_USED, F_PEAK, F_PHYSICAL, F_WAITERS, F_REFUSED, F_RECLAIMED };
+
+static const struct {
+	const char *name, *type, *help;
+} dev_families[] = {
+    [F_LIMIT] = {"gpuguard_device_limit_bytes", "gauge", "The pod's ceiling on this device (absent: no ceiling)."},
+    [F_FREE] = {"gpuguard_device_free_bytes", "gauge",
+                "Ceiling minus the pod's charge, never negative (absent: no ceiling)."},
+    [F_USED] = {"gpuguard_device_used_bytes", "gauge", "Bytes charged to the pod on this device, all processes."},
+    [F_PEAK] = {"gpuguard_device_peak_bytes", "gauge", "Highest charge seen on this device since the region began."},
+    [F_PHYSICAL] = {"gpuguard_device_physical_bytes", "gauge", "The card's total memory, as its first user saw it."},
+    [F_WAITERS] = {"gpuguard_device_waiters", "gauge", "Requests sleeping until memory is given back."},
+    [F_REFUSED] = {"gpuguard_device_refused_total", "counter", "Requests refused at the ceiling, all processes."},
+    [F_RECLAIMED] = {"gpuguard_device_reclaimed_bytes_total", "counter",
+                     "Bytes returned to the pod from processes that exited without detaching."},
+};
+
+static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
+{
+	switch (k) {
+	case F_LIMIT:
+		return d->limit;
+	case F_FREE:
+		return d->limit > d->used ? d->limit - d->used : 0;
+	case F_USED:
+		return d->used;
+	case F_PEAK:
+		return d->peak;
+	case F_PHYSICAL:
+		return d->physical;
+	case F_WAITERS:
+		return d->waiters;
+	case F_REFUSED:
+		return d->refused;
+	case F_RECLAIMED:
+		return d->reclaimed;
+	}
+	return 0;
+}
+
+void gg_metrics_render(FILE *f, const struct gg_region *r)
+{
+	family(f, "gpuguard_region_info", "gauge",
+	       "The pod region read, and the GPUGUARD_LIMIT that set the pod's budget (\"\" = none).");
+	fputs("gpuguard_region_info{path=\"", f);
+	prom_str(f, r->path);
+	fputs("\",limit=\"", f);
+	prom_str(f, r->limit);
+	fputs("\"} 1\n", f);
+	family(f, "gpuguard_region_created_time_seconds", "gauge", "Unix time the pod region was created.");
+	fprintf(f, "gpuguard_region_created_time_seconds %llu.%03llu\n", (unsigned long long)(r->created_ms / 1000),
+	        (unsigned long long)(r->created_ms % 1000));
+	for (size_t k = 0; k < sizeof dev_families / sizeof dev_families[0]; k++) {
+		family(f, dev_families[k].name, dev_families[k].type, dev_families[k].help);
+		for (unsigned i = 0; i < r->ndev; i++)
+			if (r->dev[i].has_limit || (k != F_LIMIT && k != F_FREE))
+				dev_sample(f, dev_families[k].name, &r->dev[i], dev_value(&r->dev[i], k));
+	}
+	family(f, "gpuguard_processes", "gauge",
+	       "Attached processes: live, exited without detaching, or unknown (no F_OFD_GETLK).");
+	fprintf(f, "gpuguard_processes{state=\"live\"} %u\n", r->nlive);
+	fprintf(f, "gpuguard_processes{state=\"exited\"} %u\n", r->nexited);
+	fprintf(f, "gpuguard_processes{state=\"unknown\"} %u\n", r->nunknown);
+	family(f, "gpuguard_process_info", "gauge", "One per attached process, with its state.");
+	for (unsigned i = 0; i < r->nproc; i++) {
+		proc_labels(f, "gpuguard_process_info", &r->proc[i]);
+		fprintf(f, ",state=\"%s\"} 1\n", live_text(r->proc[i].live));
+	}
+	family(f, "gpuguard_process_start_time_seconds", "gauge", "Unix time the process attached to the region.");
+	for (unsigned i = 0; i < r->nproc; i++) {
+		proc_labels(f, "gpuguard_process_start_time_seconds", &r->proc[i]);
+		fprintf(f, "} %llu.%03llu\n", (unsigned long long)(r->proc[i].start_ms / 1000),
+		        (unsigned long long)(r->proc[i].start_ms % 1000));
+	}
+	family(f, "gpuguard_process_used_bytes", "gauge", "Bytes this process holds on the device.");
+	for (unsigned i = 0; i < r->nproc; i++) {
+		for (unsigned d = 0; d < r->ndev; d++) {
+			proc_labels(f, "gpuguard_process_used_bytes", &r->proc[i]);
+			fprintf(f, ",device=\"%u\",uuid=\"", r->dev[d].index);
+			prom_str(f, r->dev[d].uuid);
+			fprintf(f, "\"} %llu\n", (unsigned long long)r->proc[i].used[r->dev[d].index]);
+		}
+	}
+}
+
+int gg_metrics_print(const char *path)
+{
+	static struct gg_region r; /* 100 KiB: not on the stack */
+	char err[GG_REGION_ERR];
+	if (gg_region_read(&r, path, err, sizeof err)) {
+		fprintf(stderr, "gpuguard: error: %s\n", err);
+		return GG_EXIT_BADINPUT;
+	}
+	gg_metrics_render(stdout, &r);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "gpuguard: error: writing the metrics: %s\n", strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	return GG_EXIT_OK;
+}
+
+/* One table into memory, then one write: the screen never shows half. */
+static int top_draw(const char *path, int once, uint64_t interval_ms, int first)
+{
+	static struct gg_region r;
+	char err[GG_REGION_ERR];
+	int rc = gg_region_read(&r, path, err, sizeof err);
+	if (rc && (once || first)) {
+		fprintf(stderr, "gpuguard: error: %s\n", err);
+		return GG_EXIT_BADINPUT;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	if (!m) {
+		fprintf(stderr, "gpuguard: error: %s\n", strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	if (!once)
+		fputs("\033[H\033[2J", m);
+	if (rc)
+		fprintf(m, "gpuguard top: %s\n  (retrying every %llu ms; Ctrl-C quits)\n", err,
+		        (unsigned long long)interval_ms);
+	else
+		gg_top_render(m, &r, clock_ms(CLOCK_REALTIME));
+	if (fclose(m)) {
+		free(text);
+		fprintf(stderr, "gpuguard: error: %s\n", strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	size_t n = fwrite(text, 1, len, stdout);
+	free(text);
+	if (n != len || fflush(stdout)) {
+		fprintf(stderr, "gpuguard: error: writing the table: %s\n", strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	return GG_EXIT_OK;
+}
+
+int gg_top_run(const char *path, uint64_t interval_ms, int once)
+{
+	if (once)
+		return top_draw(path, 1, interval_ms, 1);
+	/* SIGINT and SIGTERM are blocked and taken by sigtimedwait between
+	 * frames: no handler, no race between a check and a sleep. */
+	sigset_t stop, old;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &stop, &old)) {
+		fprintf(stderr, "gpuguard: error: sigprocmask: %s\n", strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	int rc = GG_EXIT_OK;
+	for (int first = 1;; first = 0) {
+		rc = top_draw(path, 0, interval_ms, first);
+		if (rc)
+			break;
+		struct timespec ts = {(time_t)(interval_ms / 1000), (long)(interval_ms % 1000) * 1000000L};
+		int sig;
+		do
+			sig = sigtimedwait(&stop, NULL, &ts);
+		while (sig < 0 && errno == EINTR);
+		if (sig > 0)
+			break;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* ---- the HTTP server ---- */
+
+#define HTTP_MAX_REQUEST 8192 /* request line and headers */
+#define HTTP_MAX_CONNS 32
+#define HTTP_LINGER_MS 1000 /* reading what a refused client still sends */
+
+enum conn_state { C_FREE, C_READ, C_WRITE, C_DRAIN };
+
+struct conn {
+	int fd;
+	enum conn_state state;
+	uint64_t deadline; /* CLOCK_MONOTONIC ms */
+	size_t inlen, outlen, outoff;
+	char *out;
+	char in[HTTP_MAX_REQUEST];
+};
+
+struct server {
+	const char *path;
+	uint64_t timeout_ms;
+	struct conn conns[HTTP_MAX_CONNS];
+	char last_err[GG_REGION_ERR]; /* said once on stderr */
+};
+
+static volatile sig_atomic_t stop_serving;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_serving = 1;
+}
+
+/* ADDR:PORT with ADDR an IPv4 literal, [IPv6 literal] or localhost. */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	char host[64];
+	const char *colon;
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (!close || close[1] != ':' || (size_t)(close - s - 1) >= sizeof host)
+			return -1;
+		memcpy(host, s + 1, (size_t)(close - s - 1));
+		host[close - s - 1] = '\0';
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || (size_t)(colon - s) >= sizeof host)
+			return -1;
+		memcpy(host, s, (size_t)(colon - s));
+		host[colon - s] = '\0';
+	}
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || port > 65535 || colon[1] == '-' || colon[1] == '+')
+		return -1;
+	memset(ss, 0, sizeof *ss);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	if (s[0] == '[' && inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		*sl = sizeof *v6;
+		return 0;
+	}
+	if (s[0] != '[' && (inet_pton(AF_INET, host, &v4->sin_addr) == 1 || !strcmp(host, "localhost"))) {
+		if (!strcmp(host, "localhost"))
+			v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		*sl = sizeof *v4;
+		return 0;
+	}
+	return -1;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->out);
+	c->fd = -1;
+	c->out = NULL;
+	c->state = C_FREE;
+}
+
+/* Queues the whole response; the poll loop writes it out. */
+static void respond(struct conn *c, int code, const char *reason, const char *type, const char *extra, const char *body,
+                    size_t bodylen, int head_only, uint64_t now, uint64_t timeout_ms)
+{
+	char hdr[512];
+	int n = snprintf(hdr, sizeof hdr,
+	                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
+	                 code, reason, type, bodylen, extra ? extra : "");
+	size_t hl = (size_t)n < sizeof hdr ? (size_t)n : sizeof hdr - 1;
+	size_t bl = head_only ? 0 : bodylen;
+	free(c->out);
+	c->out = malloc(hl + bl);
+	if (!c->out) {
+		conn_close(c);
+		return;
+	}
+	memcpy(c->out, hdr, hl);
+	if (bl)
+		memcpy(c->out + hl, body, bl);
+	c->outlen = hl + bl;
+	c->outoff = 0;
+	c->state = C_WRITE;
+	c->deadline = now + timeout_ms;
+}
+
+static void respond_text(struct conn *c, int code, const char *reason, const char *extra, const char *msg,
+                         int head_only, uint64_t now, uint64_t timeout_ms)
+{
+	respond(c, code, reason, "text/plain; charset=utf-8", extra, msg, strlen(msg), head_only, now, timeout_ms);
+}
+
+static void serve_metrics(struct server *sv, struct conn *c, int head_only, uint64_t now)
+{
+	static struct gg_region r;
+	char err[sizeof sv->last_err];
+	if (gg_region_read(&r, sv->path, err, sizeof err)) {
+		if (strcmp(err, sv->last_err))
+			fprintf(stderr, "gpuguard: warning: %s (answering 503 until it is readable)\n", err);
+		snprintf(sv->last_err, sizeof sv->last_err, "%s", err);
+		char body[sizeof err + 32];
+		snprintf(body, sizeof body, "gpuguard: error: %s\n", err);
+		respond_text(c, 503, "Service Unavailable", NULL, body, head_only, now, sv->timeout_ms);
+		return;
+	}
+	if (sv->last_err[0])
+		fprintf(stderr, "gpuguard: %s is readable again\n", r.path);
+	sv->last_err[0] = '\0';
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	if (!m) {
+		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
+		return;
+	}
+	gg_metrics_render(m, &r);
+	if (fclose(m))
+		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
+	else
+		respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL, text, len, head_only, now,
+		        sv->timeout_ms);
+	free(text);
+}
+
+static int is_tchar(char ch)
+{
+	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* A whole head is in c->in (ends in an empty line): answer its request line. */
+static void handle_request(struct server *sv, struct conn *c, uint64_t now)
+{
+	char *eol = memchr(c->in, '\n', c->inlen);
+	size_t ll = (size_t)(eol - c->in);
+	if (ll && c->in[ll - 1] == '\r')
+		ll--;
+	c->in[ll] = '\0';
+	char *method = c->in, *sp1 = strchr(method, ' ');
+	char *target = sp1 ? sp1 + 1 : NULL, *sp2 = target ? strchr(target, ' ') : NULL;
+	char *version = sp2 ? sp2 + 1 : NULL;
+	if (!sp1 || !sp2 || sp1 == method || sp2 == target || strncmp(version, "HTTP/1.", 7) || strchr(version, ' ')) {
+		respond_text(c, 400, "Bad Request", NULL, "bad request line\n", 0, now, sv->timeout_ms);
+		return;
+	}
+	*sp1 = *sp2 = '\0';
+	for (const char *p = method; *p; p++) {
+		if (!is_tchar(*p)) {
+			respond_text(c, 400, "Bad Request", NULL, "bad request method\n", 0, now, sv->timeout_ms);
+			return;
+		}
+	}
+	int head = !strcmp(method, "HEAD");
+	if (!head && strcmp(method, "GET")) {
+		respond_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n", "only GET and HEAD\n", 0, now,
+		             sv->timeout_ms);
+		return;
+	}
+	target[strcspn(target, "?#")] = '\0';
+	if (!strcmp(target, "/metrics") || !strcmp(target, "/"))
+		serve_metrics(sv, c, head, now);
+	else
+		respond_text(c, 404, "Not Found", NULL, "not found: try /metrics\n", head, now, sv->timeout_ms);
+}
+
+static void conn_read(struct server *sv, struct conn *c, uint64_t now)
+{
+	if (c->state == C_DRAIN) {
+		char scratch[4096];
+		ssize_t got = recv(c->fd, scratch, sizeof scratch, 0);
+		if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
+			conn_close(c);
+		return;
+	}
+	ssize_t got = recv(c->fd, c->in + c->inlen, sizeof c->in - c->inlen, 0);
+	if (got < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (got <= 0) { /* gone before a whole request: nobody to answer */
+		conn_close(c);
+		return;
+	}
+	/* Search only where the new bytes can complete an empty line. */
+	size_t from = c->inlen > 3 ? c->inlen - 3 : 0;
+	c->inlen += (size_t)got;
+	const char *p = c->in + from;
+	size_t n = c->inlen - from;
+	if (memmem(p, n, "\r\n\r\n", 4) || memmem(p, n, "\n\n", 2))
+		handle_request(sv, c, now);
+	else if (c->inlen == sizeof c->in)
+		respond_text(c, 431, "Request Header Fields Too Large", NULL, "request head over 8 KiB\n", 0, now,
+		             sv->timeout_ms);
+}
+
+static void conn_write(struct conn *c, uint64_t now)
+{
+	ssize_t put = send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL);
+	if (put < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (put < 0) {
+		conn_close(c);
+		return;
+	}
+	c->outoff += (size_t)put;
+	if (c->outoff < c->outlen)
+		return;
+	/* Closing with unread input would reset the connection, and the client
+	 * could lose the answer: say we are done, then read until it is. */
+	free(c->out);
+	c->out = NULL;
+	if (shutdown(c->fd, SHUT_WR)) {
+		conn_close(c);
+		return;
+	}
+	c->state = C_DRAIN;
+	c->deadline = now + HTTP_LINGER_MS;
+}
+
+static void conn_expire(struct server *sv, struct conn *c, uint64_t now)
+{
+	if (c->state == C_READ)
+		respond_text(c, 408, "Request Timeout", NULL, "request not received in time\n", 0, now, sv->timeout_ms);
+	else
+		conn_close(c);
+}
+
+static int listen_on(const char *addr, int *fdp)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	if (parse_listen(addr, &ss, &sl)) {
+		fprintf(stderr,
+		        "gpuguard: error: --listen '%.128s': want ADDR:PORT with an IPv4 address, [IPv6 address] or "
+		        "localhost, and a port 0-65535 (0: any free one)\n",
+		        addr);
+		return GG_EXIT_USAGE;
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+	    (ss.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one)) ||
+	    bind(fd, (struct sockaddr *)&ss, sl) || listen(fd, 64) || getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+		fprintf(stderr, "gpuguard: error: listening on %.128s: %s\n", addr, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return GG_EXIT_BADINPUT;
+	}
+	char host[INET6_ADDRSTRLEN];
+	const void *a = ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+	                                         : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+	unsigned port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+	                                               : ((struct sockaddr_in *)&ss)->sin_port);
+	if (!inet_ntop(ss.ss_family, a, host, sizeof host))
+		snprintf(host, sizeof host, "?");
+	fprintf(stderr, "gpuguard: serving metrics on http://%s%s%s:%u/metrics\n", ss.ss_family == AF_INET6 ? "[" : "",
+	        host, ss.ss_family == AF_INET6 ? "]" : "", port);
+	*fdp = fd;
+	return GG_EXIT_OK;
+}
+
+int gg_metrics_serve(const char *path, const char *addr, uint64_t timeout_ms)
+{
+	int lfd, rc = listen_on(addr, &lfd);
+	if (rc)
+		return rc;
+	struct server *sv = calloc(1, sizeof *sv);
+	if (!sv) {
+		close(lfd);
+		fprintf(stderr, "gpuguard: error: out of memory\n");
+		return GG_EXIT_BADINPUT;
+	}
+	sv->path = path;
+	sv->timeout_ms = timeout_ms;
+	for (int i = 0; i < HTTP_MAX_CONNS; i++)
+		sv->conns[i].fd = -1;
+	/* SIGINT and SIGTERM are blocked except inside ppoll, so a stop that
+	 * lands between the flag check and the wait is not missed. */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigset_t block, waitmask;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &block, &waitmask) || sigaction(SIGINT, &sa, NULL) ||
+	    sigaction(SIGTERM, &sa, NULL) || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+		fprintf(stderr, "gpuguard: error: signals: %s\n", strerror(errno));
+		free(sv);
+		close(lfd);
+		return GG_EXIT_BADINPUT;
+	}
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGTERM);
+	uint64_t accept_pause = 0; /* out of descriptors: retry accepting later */
+	while (!stop_serving) {
+		struct pollfd pfd[HTTP_MAX_CONNS + 1];
+		int map[HTTP_MAX_CONNS + 1], n = 0, busy = 0;
+		uint64_t now = clock_ms(CLOCK_MONOTONIC), next = UINT64_MAX;
+		for (int i = 0; i < HTTP_MAX_CONNS; i++) {
+			struct conn *c = &sv->conns[i];
+			if (c->state == C_FREE)
+				continue;
+			busy++;
+			if (now >= c->deadline) {
+				conn_expire(sv, c, now);
+				if (c->state == C_FREE)
+					continue;
+			}
+			pfd[n] = (struct pollfd){c->fd, c->state == C_WRITE ? POLLOUT : POLLIN, 0};
+			map[n++] = i;
+			if (c->deadline < next)
+				next = c->deadline;
+		}
+		if (busy < HTTP_MAX_CONNS && now >= accept_pause) {
+			pfd[n] = (struct pollfd){lfd, POLLIN, 0};
+			map[n++] = -1;
+		} else if (busy < HTTP_MAX_CONNS && accept_pause < next) {
+			next = accept_pause;
+		}
+		struct timespec ts, *tsp = NULL;
+		if (next != UINT64_MAX) {
+			uint64_t wait = next > now ? next - now : 0;
+			ts.tv_sec = (time_t)(wait / 1000);
+			ts.tv_nsec = (long)(wait % 1000) * 1000000L;
+			tsp = &ts;
+		}
+		int ready = ppoll(pfd, (nfds_t)n, tsp, &waitmask);
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready < 0) {
+			fprintf(stderr, "gpuguard: error: poll: %s\n", strerror(errno));
+			rc = GG_EXIT_BADINPUT;
+			break;
+		}
+		now = clock_ms(CLOCK_MONOTONIC);
+		for (int k = 0; k < n; k++) {
+			if (!pfd[k].revents)
+				continue;
+			if (map[k] >= 0) {
+				struct conn *c = &sv->conns[map[k]];
+				if (c->state == C_WRITE)
+					conn_write(c, now);
+				else
+					conn_read(sv, c, now);
+				continue;
+			}
+			for (int i = 0; i < HTTP_MAX_CONNS; i++) {
+				struct conn *c = &sv->conns[i];
+				if (c->state != C_FREE)
+					continue;
+				int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+				if (fd < 0) {
+					if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+						accept_pause = now + 100;
+					break;
+				}
+				c->fd = fd;
+				c->state = C_READ;
+				c->inlen = 0;
+				c->deadline = now + timeout_ms;
+			}
+		}
+	}
+	for (int i = 0; i < HTTP_MAX_CONNS; i++)
+		conn_close(&sv->conns[i]);
+	free(sv);
+	close(lfd);
+	sigprocmask(SIG_UNBLOCK, &block, NULL);
+	return rc;
+}

@@ -1,0 +1,203 @@
+/* gpuguard command: reads the pod region (include/gpuguard/region.h) for
+ * `top` and `metrics`. The file is hostile input that other processes write
+ * while we read: it is copied with read() (a mapping would SIGBUS when the
+ * file shrinks), checked, and every field is then copied out as untrusted. */
+#define _GNU_SOURCE /* F_OFD_GETLK */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gpuguard/region.h>
+
+#include "tool.h"
+
+_Static_assert(GG_REGION_DEVICES == GPUGUARD_REGION_DEVICES, "device table size");
+_Static_assert(GG_REGION_PROCS == GPUGUARD_REGION_PROCS, "process table size");
+_Static_assert(GG_REGION_TEXT >= 4 * GPUGUARD_REGION_LIMIT_TEXT + 1, "escaped limit text");
+
+const char *gg_region_path(const char *opt)
+{
+	if (opt && *opt)
+		return opt;
+	const char *env = getenv("GPUGUARD_SHARED");
+	return env && *env ? env : GPUGUARD_REGION_DEFAULT_PATH;
+}
+
+void gg_escape_bytes(char *out, const char *s, size_t max)
+{
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < max && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') { /* a backslash only starts escapes */
+			*out++ = (char)c;
+		} else {
+			*out++ = '\\';
+			*out++ = 'x';
+			*out++ = hex[c >> 4];
+			*out++ = hex[c & 15];
+		}
+	}
+	*out = '\0';
+}
+
+/* nvidia-smi's spelling for CUDA (GPU-8-4-4-4-12, lower-case hex), the same
+ * shape for HIP, the ordinal for entries without a UUID. */
+static void uuid_text(char out[48], uint32_t kind, const uint8_t u[16])
+{
+	const char *prefix = kind == GPUGUARD_RDEV_CUDA ? "GPU-" : kind == GPUGUARD_RDEV_HIP ? "HIP-" : "unknown-";
+	if (kind == GPUGUARD_RDEV_ORDINAL) {
+		uint32_t ord;
+		memcpy(&ord, u, sizeof ord);
+		snprintf(out, 48, "ordinal-%u", ord);
+		return;
+	}
+	size_t n = (size_t)snprintf(out, 48, "%s", prefix);
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[n++] = '-';
+		n += (size_t)snprintf(out + n, 48 - n, "%02x", u[i]);
+	}
+}
+
+static const char *kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case GPUGUARD_RDEV_CUDA:
+		return "CUDA";
+	case GPUGUARD_RDEV_HIP:
+		return "HIP";
+	case GPUGUARD_RDEV_ORDINAL:
+		return "ordinal";
+	default:
+		return "unknown";
+	}
+}
+
+/* Whether the owner of slot still holds its OFD lock. F_OFD_GETLK reports a
+ * conflicting lock of any other open file description, so a read-only fd can
+ * ask about a write lock without taking one. */
+static enum gg_liveness probe(int fd, unsigned slot)
+{
+	if (fd < 0)
+		return GG_LIVE_UNKNOWN;
+	struct flock fl;
+	memset(&fl, 0, sizeof fl);
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)gpuguard_region_slot_lock(slot);
+	fl.l_len = 1;
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return GG_LIVE_UNKNOWN; /* EINVAL before Linux 3.15 */
+	return fl.l_type == F_UNLCK ? GG_LIVE_EXITED : GG_LIVE_YES;
+}
+
+int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len, int lock_fd, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof *r);
+	gg_escape_bytes(r->path, path, GG_REGION_PATH);
+	char why[128];
+	if (gpuguard_region_check(buf, len, why, sizeof why)) {
+		snprintf(err, errlen, "%s: not a usable gpuguard pod region: %s", r->path, why);
+		return -1;
+	}
+	const struct gpuguard_region_header *h = buf;
+	r->created_ms = h->created_ms;
+	gg_escape_bytes(r->limit, h->limit_text, sizeof h->limit_text);
+	for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
+		struct gpuguard_region_device *e = gpuguard_region_dev(buf, i);
+		if (atomic_load_explicit(&e->state, memory_order_relaxed) != GPUGUARD_RDEV_READY)
+			continue;
+		struct gg_rdev *d = &r->dev[r->ndev++];
+		d->index = i;
+		d->kind = kind_name(e->kind);
+		uuid_text(d->uuid, e->kind, e->uuid);
+		d->limit = atomic_load_explicit(&e->limit, memory_order_relaxed);
+		d->has_limit = d->limit != UINT64_MAX;
+		d->used = atomic_load_explicit(&e->used, memory_order_relaxed);
+		d->peak = atomic_load_explicit(&e->peak, memory_order_relaxed);
+		d->physical = e->physical;
+		d->refused = atomic_load_explicit(&e->refused, memory_order_relaxed);
+		d->reclaimed = atomic_load_explicit(&e->reclaimed, memory_order_relaxed);
+		d->waiters = atomic_load_explicit(&e->waiters, memory_order_relaxed);
+	}
+	for (unsigned i = 0; i < GPUGUARD_REGION_PROCS; i++) {
+		struct gpuguard_region_proc *e = gpuguard_region_proc(buf, i);
+		if (atomic_load_explicit(&e->state, memory_order_relaxed) != GPUGUARD_RPROC_LIVE)
+			continue;
+		struct gg_rproc *p = &r->proc[r->nproc++];
+		p->slot = i;
+		p->pid = e->pid;
+		p->start_ms = e->start_ms;
+		gg_escape_bytes(p->comm, e->comm, 15); /* may be unterminated */
+		for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
+			p->used[d] = atomic_load_explicit(&e->used[d], memory_order_relaxed);
+		p->live = probe(lock_fd, i);
+		r->nlive += p->live == GG_LIVE_YES;
+		r->nexited += p->live == GG_LIVE_EXITED;
+		r->nunknown += p->live == GG_LIVE_UNKNOWN;
+	}
+	return 0;
+}
+
+int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errlen)
+{
+	char shown[4 * GG_REGION_PATH + 1];
+	gg_escape_bytes(shown, path, GG_REGION_PATH);
+	/* O_NONBLOCK: opening a FIFO planted at the path must not hang us. */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		struct stat st;
+		if (e == ENOENT)
+			snprintf(err, errlen,
+			         "%s: no such file: no process in this pod has attached yet (or the region is "
+			         "elsewhere: --region PATH, GPUGUARD_SHARED)",
+			         shown);
+		else if (e == ELOOP && !lstat(path, &st) && S_ISLNK(st.st_mode))
+			snprintf(err, errlen, "%s: is a symbolic link; refusing to follow it", shown);
+		else
+			snprintf(err, errlen, "%s: %s", shown, strerror(e));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		snprintf(err, errlen, "%s: %s", shown, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", shown);
+		close(fd);
+		return -1;
+	}
+	/* One byte more than a region: a longer file is told apart from a
+	 * whole one without reading all of it. */
+	size_t cap = GPUGUARD_REGION_SIZE + 1, have = 0;
+	char *buf = malloc(cap);
+	if (!buf) {
+		snprintf(err, errlen, "%s: out of memory", shown);
+		close(fd);
+		return -1;
+	}
+	while (have < cap) {
+		ssize_t got = read(fd, buf + have, cap - have);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			snprintf(err, errlen, "%s: %s", shown, strerror(errno));
+			free(buf);
+			close(fd);
+			return -1;
+		}
+		if (got == 0)
+			break;
+		have += (size_t)got;
+	}
+	int rc = gg_region_parse(r, path, buf, have, fd, err, errlen);
+	free(buf);
+	close(fd);
+	return rc;
+}
