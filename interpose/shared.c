@@ -99,15 +99,13 @@ static int in_my_groups(gid_t gid)
 }
 
 /* Opens (creating it with our mode when absent) and vets the file. */
-static int open_region(int *created)
+static int open_region(void)
 {
 	const char *path = gg_opt.shared_path;
 	mode_t mode = gg_opt.shared_mode;
-	*created = 0;
 	/* O_NOFOLLOW: a symlink planted at the path is refused (ELOOP). */
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd >= 0) {
-		*created = 1;
 		if (fchmod(fd, mode) != 0) { /* the umask must not narrow it */
 			refuse("cannot set its mode", errno);
 			close(fd);
@@ -309,7 +307,7 @@ static int adopt_limit(const char *mine_text)
 	return 0;
 }
 
-static int attach_locked(int created)
+static int attach_locked(void)
 {
 	const char *mine_text = gg_opt.limit_text ? gg_opt.limit_text : "";
 	struct stat st;
@@ -333,9 +331,11 @@ static int attach_locked(int created)
 	}
 	const struct gpuguard_region_header *h = reg;
 	/* acquire: pairs with the release of the magic in write_fresh. A zero
-	 * magic is a file whose creator died before finishing; we hold the
-	 * setup lock, so nobody else is writing it now. */
-	int fresh = created || atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) == 0;
+	 * magic is a new file, or one whose creator died before finishing; we
+	 * hold the setup lock, so nobody else is writing it now. (Not "we
+	 * created it": another process can open it and take the setup lock
+	 * between our O_EXCL create and our lock.) */
+	int fresh = atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) == 0;
 	char why[96];
 	if (!fresh && gpuguard_region_check(reg, GPUGUARD_REGION_SIZE, why, sizeof why) != 0) {
 		refuse(why, 0);
@@ -367,14 +367,13 @@ static int attach(void)
 		refuse("GPUGUARD_LIMIT is too long to share", 0);
 		return -1;
 	}
-	int created;
-	reg_fd = open_region(&created);
+	reg_fd = open_region();
 	if (reg_fd < 0)
 		return -1;
 	if (lock_setup(reg_fd) != 0) {
 		refuse("cannot take its setup lock", errno);
 	} else {
-		int rc = attach_locked(created);
+		int rc = attach_locked();
 		lock_byte(reg_fd, 0, F_UNLCK);
 		if (rc == 0)
 			return 0;

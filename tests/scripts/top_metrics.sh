@@ -279,6 +279,7 @@ port=$(sed -n 's|^gpuguard: serving metrics on http://127\.0\.0\.1:\([0-9]*\)/me
 # get NAME REQUEST: sends REQUEST (printf format), the answer goes to
 # $TMP/NAME.resp, its head (no CRs) to .head, its body to .body.
 get() {
+	# shellcheck disable=SC2059 # the request is a printf format, for its escapes
 	printf "$2" | "$HC" 127.0.0.1 "$port" 5 >"$TMP/$1.resp"
 	hrc=$?
 	tr -d '\r' <"$TMP/$1.resp" | sed '/^$/q' >"$TMP/$1.head"
@@ -359,5 +360,40 @@ else
 fi
 kill -INT "$srv6" 2>/dev/null
 wait "$srv6"
+
+# 6. A region the library itself wrote (the two share only region.h): a
+# process under `gpuguard run` on the simulated GPU is live with its 256 MiB;
+# killed with -9 it has not detached, so it reads as exited, still charged.
+if [ -f "$B/lib/libgpuguard.so" ] && [ -f "$B/sim/libcuda.so.1" ] &&
+	${CC:-cc} -std=gnu11 -Iinclude -o "$TMP/sleeper" tests/e2e/sleeper.c -L"$B/sim" -lcuda 2>"$TMP/cc.log"; then
+	(
+		export LD_LIBRARY_PATH="$B/sim" SIMGPU_MEMORY=16Gi GPUGUARD_SHARED="$TMP/e2e-pod" GPUGUARD_DUMP_DIR="$TMP"
+		unset GPUGUARD_LIMIT
+		# A sanitizer's runtime must come first in LD_PRELOAD.
+		[ -n "$SAN_RUNTIME" ] && export LD_PRELOAD="$SAN_RUNTIME" ASAN_OPTIONS="${ASAN_OPTIONS}:verify_asan_link_order=0"
+		exec "$GG" run --limit 4Gi -- "$TMP/sleeper" 64 10
+	) >"$TMP/sleeper.out" 2>&1 &
+	sl=$!
+	pids="$pids $sl"
+	if wait_for "$TMP/sleeper.out" ready; then
+		"$GG" metrics --region "$TMP/e2e-pod" >"$TMP/e2e.txt" 2>&1
+		grep -q "^gpuguard_process_info{slot=\"[0-9]*\",pid=\"$sl\",comm=\"sleeper\",state=\"live\"} 1$" "$TMP/e2e.txt" &&
+			grep -q "^gpuguard_process_used_bytes{.*pid=\"$sl\".*device=\"0\",uuid=\"GPU-[0-9a-f-]\{36\}\"} 268435456$" "$TMP/e2e.txt" &&
+			grep -q '^gpuguard_device_limit_bytes{device="0",kind="CUDA",uuid="GPU-.*"} 4294967296$' "$TMP/e2e.txt" &&
+			grep -q '^gpuguard_device_used_bytes{device="0",kind="CUDA",uuid="GPU-.*"} 268435456$' "$TMP/e2e.txt" &&
+			grep -Fxq 'gpuguard_region_info{path="'"$TMP/e2e-pod"'",limit="4Gi"} 1' "$TMP/e2e.txt" && ok ||
+			bad "library-written region: $(grep -v '^#' "$TMP/e2e.txt" | head -n 20)"
+		kill -KILL "$sl"
+		wait "$sl" 2>/dev/null
+		"$GG" top --once --region "$TMP/e2e-pod" >"$TMP/e2e.top" 2>&1
+		grep -q "^  [0-9]*  *$sl  *sleeper  *[0-9]*s  *exited   256.00 MiB$" "$TMP/e2e.top" &&
+			grep -q "processes: 0 live, 1 exited" "$TMP/e2e.top" && ok ||
+			bad "a process killed with -9 is not shown as exited: $(cat "$TMP/e2e.top")"
+	else
+		bad "sleeper under gpuguard run did not start: $(cat "$TMP/sleeper.out")"
+	fi
+else
+	skip "library-written region (no library, simulator or compiler: $(cat "$TMP/cc.log" 2>/dev/null))"
+fi
 
 finish

@@ -1,0 +1,701 @@
+/* gpuguard: pod scope on the simulated GPU. Several processes of this very
+ * program (re-executed as workers, so each loads the library afresh) share
+ * one region file and one GPUGUARD_LIMIT: the budget is shared, the sum
+ * never passes the ceiling, a process killed with SIGKILL gives its memory
+ * back, waiting works across processes, NVML agrees, and a hostile region
+ * file sends a process to process scope with one message, never a crash.
+ *
+ * A worker reads one command per line on stdin and answers one line:
+ *   alloc BYTES   -> "ok MS" | "err CODE MS"   (MS: how long the call took)
+ *   free          -> "ok"                      (frees everything it holds)
+ *   ctx           -> "ok"                      (cuDevicePrimaryCtxRetain)
+ *   info          -> "LIMIT POD_USED PROC_USED POD FREE TOTAL NVML_FREE NVML_TOTAL"
+ *   hammer N T    -> "ok REFUSED"  (T threads, N alloc/free pairs each)
+ *   fork BYTES    -> "child PROC_USED POD_USED POD" from a forked child that
+ *                    allocates BYTES and exits, then "ok POD_USED" after it
+ *   exit          -> exits 0 */
+#include "common.h" /* first: it defines _GNU_SOURCE */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "gpuguard/cuda_abi.h"
+#include "gpuguard/nvml_abi.h"
+#include "gpuguard/region.h"
+
+/* ---- the worker --------------------------------------------------------- */
+
+static gg_CUdeviceptr held[4096];
+static int nheld;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void setup_context(void)
+{
+	gg_CUcontext ctx;
+	if (cuInit(0) != GG_CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != GG_CUDA_SUCCESS ||
+	    cuCtxSetCurrent(ctx) != GG_CUDA_SUCCESS)
+		exit(3);
+}
+
+static void info(void)
+{
+	struct gpuguard_device_stats s = gg_stats(0);
+	size_t fr = 0, to = 0;
+	cuMemGetInfo_v2(&fr, &to);
+	gg_nvmlMemory_t m = {0};
+	gg_nvmlDevice_t d;
+	if (nvmlInit_v2() != GG_NVML_SUCCESS || nvmlDeviceGetHandleByIndex_v2(0, &d) != GG_NVML_SUCCESS ||
+	    nvmlDeviceGetMemoryInfo(d, &m) != GG_NVML_SUCCESS)
+		m.free = m.total = 1;
+	nvmlShutdown();
+	printf("%llu %llu %llu %llu %zu %zu %llu %llu\n", (unsigned long long)s.limit, (unsigned long long)s.used,
+	       (unsigned long long)s.process_used, (unsigned long long)s.pod, fr, to, m.free, m.total);
+}
+
+static _Atomic uint64_t hammer_refused;
+static int hammer_pairs;
+
+static void *hammer_main(void *arg)
+{
+	gg_CUcontext ctx;
+	cuDevicePrimaryCtxRetain(&ctx, 0);
+	cuCtxSetCurrent(ctx);
+	unsigned seed = (unsigned)(uintptr_t)arg * 7919u + (unsigned)getpid();
+	gg_CUdeviceptr mine[8] = {0};
+	for (int i = 0; i < hammer_pairs; i++) {
+		int k = (int)(rand_r(&seed) % 8);
+		if (mine[k]) {
+			cuMemFree_v2(mine[k]);
+			mine[k] = 0;
+			continue;
+		}
+		size_t sz = ((size_t)rand_r(&seed) % 16 + 1) * 2 * MIB;
+		gg_CUresult rc = cuMemAlloc_v2(&mine[k], sz);
+		if (rc != GG_CUDA_SUCCESS) {
+			mine[k] = 0;
+			atomic_fetch_add(&hammer_refused, 1);
+		}
+	}
+	for (int k = 0; k < 8; k++)
+		if (mine[k])
+			cuMemFree_v2(mine[k]);
+	return NULL;
+}
+
+static int worker(void)
+{
+	setup_context();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	char line[256];
+	while (fgets(line, sizeof line, stdin)) {
+		unsigned long long a = 0, b = 0;
+		if (sscanf(line, "alloc %llu", &a) == 1) {
+			uint64_t t0 = now_ms();
+			gg_CUdeviceptr p;
+			gg_CUresult rc = cuMemAlloc_v2(&p, a);
+			uint64_t dt = now_ms() - t0;
+			if (rc == GG_CUDA_SUCCESS && nheld < 4096) {
+				held[nheld++] = p;
+				printf("ok %llu\n", (unsigned long long)dt);
+			} else {
+				printf("err %d %llu\n", rc, (unsigned long long)dt);
+			}
+		} else if (strncmp(line, "free", 4) == 0) {
+			while (nheld)
+				cuMemFree_v2(held[--nheld]);
+			printf("ok\n");
+		} else if (strncmp(line, "ctx", 3) == 0) {
+			gg_CUcontext c;
+			printf(cuDevicePrimaryCtxRetain(&c, 0) == GG_CUDA_SUCCESS ? "ok\n" : "err\n");
+		} else if (strncmp(line, "info", 4) == 0) {
+			info();
+		} else if (sscanf(line, "hammer %llu %llu", &a, &b) == 2) {
+			hammer_pairs = (int)a;
+			pthread_t t[16];
+			for (unsigned long long i = 0; i < b && i < 16; i++)
+				pthread_create(&t[i], NULL, hammer_main, (void *)(uintptr_t)i);
+			for (unsigned long long i = 0; i < b && i < 16; i++)
+				pthread_join(t[i], NULL);
+			printf("ok %llu\n", (unsigned long long)atomic_load(&hammer_refused));
+		} else if (sscanf(line, "fork %llu", &a) == 1) {
+			pid_t pid = fork();
+			if (pid == 0) {
+				gg_CUdeviceptr p;
+				cuMemAlloc_v2(&p, a);
+				struct gpuguard_device_stats s = gg_stats(0);
+				printf("child %llu %llu %llu\n", (unsigned long long)s.process_used,
+				       (unsigned long long)s.used, (unsigned long long)s.pod);
+				exit(0); /* a normal exit, leaking p: the detach gives it back */
+			}
+			waitpid(pid, NULL, 0);
+			printf("ok %llu\n", (unsigned long long)gg_stats(0).used);
+		} else if (strncmp(line, "exit", 4) == 0) {
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* ---- the parent's side ------------------------------------------------- */
+
+struct w {
+	pid_t pid;
+	FILE *in, *out;
+	int errfd;
+};
+
+static char region_path[256];
+static const char *base_dir;
+
+/* A region file of its own for each test. */
+static void use_region(const char *name)
+{
+	snprintf(region_path, sizeof region_path, "%s/%s", base_dir, name);
+	unlink(region_path);
+	setenv("GPUGUARD_SHARED", region_path, 1);
+}
+
+/* Starts a worker with extra "NAME=value" entries (NULL-terminated). */
+static struct w start(const char *const *env)
+{
+	int in[2], out[2], err[2];
+	struct w w = {-1, NULL, NULL, -1};
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return w;
+	w.pid = fork();
+	if (w.pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		close(in[1]);
+		close(out[0]);
+		close(err[0]);
+		for (const char *const *e = env; e && *e; e++)
+			putenv((char *)*e);
+		execl("/proc/self/exe", "t_pod_worker", "worker", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	w.in = fdopen(in[1], "w");
+	w.out = fdopen(out[0], "r");
+	w.errfd = err[0];
+	setvbuf(w.in, NULL, _IOLBF, 0);
+	return w;
+}
+
+/* Sends a command and returns the answer line (static buffer). */
+static const char *ask(struct w *w, const char *cmd)
+{
+	static char line[256];
+	fprintf(w->in, "%s\n", cmd);
+	fflush(w->in);
+	if (!fgets(line, sizeof line, w->out))
+		return "";
+	line[strcspn(line, "\n")] = 0;
+	return line;
+}
+
+static int ask_alloc(struct w *w, uint64_t bytes, unsigned long long *ms)
+{
+	char cmd[64];
+	snprintf(cmd, sizeof cmd, "alloc %llu", (unsigned long long)bytes);
+	const char *a = ask(w, cmd);
+	unsigned long long t = 0;
+	int code = -1;
+	if (sscanf(a, "ok %llu", &t) == 1)
+		code = 0;
+	else
+		sscanf(a, "err %d %llu", &code, &t);
+	if (ms)
+		*ms = t;
+	return code;
+}
+
+struct info {
+	unsigned long long limit, pod_used, proc_used, pod, fr, to, nfr, nto;
+};
+
+static struct info ask_info(struct w *w)
+{
+	struct info i = {0};
+	sscanf(ask(w, "info"), "%llu %llu %llu %llu %llu %llu %llu %llu", &i.limit, &i.pod_used, &i.proc_used, &i.pod,
+	       &i.fr, &i.to, &i.nfr, &i.nto);
+	return i;
+}
+
+/* Ends a worker; returns its exit status (128+signal if killed). Copies
+ * its stderr into err when given. */
+static int finish(struct w *w, char *err, size_t n)
+{
+	if (w->in)
+		fclose(w->in);
+	size_t got = 0;
+	ssize_t r;
+	char sink[256];
+	while ((r = read(w->errfd, err && got + 1 < n ? err + got : sink,
+	                 err && got + 1 < n ? n - 1 - got : sizeof sink)) > 0)
+		if (err && got + 1 < n)
+			got += (size_t)r;
+	if (err && n)
+		err[got] = 0;
+	close(w->errfd);
+	if (w->out)
+		fclose(w->out);
+	int st;
+	if (waitpid(w->pid, &st, 0) != w->pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The region as the parent sees it (read-only mapping). */
+static struct gpuguard_region_header *map_region(void)
+{
+	int fd = open(region_path, O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	void *p = mmap(NULL, GPUGUARD_REGION_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static uint64_t region_used(struct gpuguard_region_header *h, uint64_t *limit)
+{
+	struct gpuguard_region_device *e = gpuguard_region_dev(h, 0);
+	if (limit)
+		*limit = atomic_load(&e->limit);
+	return atomic_load(&e->used);
+}
+
+static int live_slots(struct gpuguard_region_header *h)
+{
+	int n = 0;
+	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++)
+		n += atomic_load(&gpuguard_region_proc(h, s)->state) == GPUGUARD_RPROC_LIVE;
+	return n;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+TEST(one_budget_for_two_processes)
+{
+	use_region("pod-two");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 600 * MIB, NULL), 0);
+	/* b alone would fit 600 MiB under 1 GiB; with a's 600 it does not */
+	CHECK_EQ_INT(ask_alloc(&b, 600 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	struct info i = ask_info(&b);
+	CHECK_EQ_U64(i.pod, 1);
+	CHECK_EQ_U64(i.limit, GIB);
+	CHECK_EQ_U64(i.pod_used, 600 * MIB);
+	CHECK_EQ_U64(i.proc_used, 0);
+	CHECK_EQ_U64(i.to, GIB); /* cuMemGetInfo: the pod's ceiling ... */
+	CHECK_EQ_U64(i.fr, 424 * MIB); /* ... and what the pod has left */
+	CHECK_EQ_U64(i.nto, GIB); /* NVML agrees */
+	CHECK_EQ_U64(i.nfr, 424 * MIB);
+	CHECK_EQ_INT(ask_alloc(&b, 400 * MIB, NULL), 0);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		uint64_t lim;
+		CHECK_EQ_U64(region_used(h, &lim), 1000 * MIB);
+		CHECK_EQ_U64(lim, GIB);
+		CHECK_EQ_INT(live_slots(h), 2);
+		CHECK_EQ_U64(atomic_load(&gpuguard_region_dev(h, 0)->refused), 1);
+	}
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0); /* a normal exit gives its 600 back */
+	if (h) {
+		CHECK_EQ_U64(region_used(h, NULL), 400 * MIB);
+		CHECK_EQ_INT(live_slots(h), 1);
+	}
+	CHECK_EQ_INT(ask_alloc(&b, 600 * MIB, NULL), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+	if (h) {
+		CHECK_EQ_U64(region_used(h, NULL), 0);
+		CHECK_EQ_INT(live_slots(h), 0);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
+}
+
+static _Atomic int sampling;
+static _Atomic uint64_t samples, over;
+
+static void *monitor_main(void *arg)
+{
+	struct gpuguard_region_header *h = arg;
+	while (atomic_load(&sampling)) {
+		if (region_used(h, NULL) > 256 * MIB)
+			atomic_fetch_add(&over, 1);
+		atomic_fetch_add(&samples, 1);
+	}
+	return NULL;
+}
+
+TEST(many_processes_never_pass_the_ceiling)
+{
+	use_region("pod-hammer");
+	const char *env[] = {"GPUGUARD_LIMIT=256Mi", NULL};
+	enum { NP = 6 };
+	struct w w[NP];
+	for (int i = 0; i < NP; i++)
+		w[i] = start(env);
+	ask_info(&w[0]); /* the region exists once a worker has answered */
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	pthread_t mon;
+	atomic_store(&sampling, 1);
+	pthread_create(&mon, NULL, monitor_main, h);
+	for (int i = 0; i < NP; i++)
+		fprintf(w[i].in, "hammer 20000 4\n");
+	uint64_t refused = 0;
+	for (int i = 0; i < NP; i++) {
+		char line[64];
+		unsigned long long r = 0;
+		CHECK(fgets(line, sizeof line, w[i].out) && sscanf(line, "ok %llu", &r) == 1);
+		refused += r;
+		/* everything freed: this process holds nothing */
+		CHECK_EQ_U64(ask_info(&w[i]).proc_used, 0);
+	}
+	atomic_store(&sampling, 0);
+	pthread_join(mon, NULL);
+	CHECK_EQ_U64(atomic_load(&over), 0);
+	CHECK(atomic_load(&samples) > 1000);
+	CHECK(refused > 0); /* the budget really was contended */
+	CHECK_EQ_U64(atomic_load(&gpuguard_region_dev(h, 0)->refused), refused);
+	CHECK(atomic_load(&gpuguard_region_dev(h, 0)->peak) <= 256 * MIB);
+	CHECK_EQ_U64(region_used(h, NULL), 0); /* the books balance */
+	for (int i = 0; i < NP; i++)
+		CHECK_EQ_INT(finish(&w[i], NULL, 0), 0);
+	munmap(h, GPUGUARD_REGION_SIZE);
+}
+
+TEST(kill_9_gives_the_memory_back)
+{
+	use_region("pod-kill");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env), b = start(env), c = start(env);
+	for (int i = 0; i < 9; i++)
+		CHECK_EQ_INT(ask_alloc(&a, 100 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&c, 100 * MIB, NULL), 0);
+	/* a keeps allocating and freeing while it is killed */
+	fprintf(a.in, "free\nhammer 100000000 2\n");
+	fflush(a.in);
+	usleep(100000);
+	kill(a.pid, SIGKILL);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 128 + SIGKILL);
+	/* b needs a's memory: it gets it on its first try, and c carries on */
+	unsigned long long ms = 0;
+	CHECK_EQ_INT(ask_alloc(&b, 900 * MIB, &ms), 0);
+	CHECK(ms < 1000);
+	CHECK_EQ_INT(ask_alloc(&c, 24 * MIB, NULL), 0);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		/* a's charges went back exactly: a process killed between its
+		 * slot and the pod word can at most give back too much */
+		uint64_t used = region_used(h, NULL);
+		CHECK(used <= 1024 * MIB);
+		CHECK(used >= 1024 * MIB - 64 * MIB);
+		CHECK_EQ_INT(live_slots(h), 2);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&c, NULL, 0), 0);
+}
+
+TEST(waiting_succeeds_when_another_process_frees)
+{
+	use_region("pod-wait");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+	fprintf(b.in, "alloc %llu\n", 300 * MIB);
+	fflush(b.in);
+	usleep(200000);
+	CHECK_EQ_INT(strcmp(ask(&a, "free"), "ok"), 0);
+	char line[64];
+	unsigned long long ms = 0;
+	CHECK(fgets(line, sizeof line, b.out) && sscanf(line, "ok %llu", &ms) == 1);
+	CHECK(ms >= 150 && ms < 1000); /* it waited for the free, not for the deadline */
+	struct info i = ask_info(&b);
+	CHECK_EQ_U64(i.proc_used, 300 * MIB);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+TEST(waiting_fails_after_the_duration)
+{
+	use_region("pod-timeout");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:500ms", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+	unsigned long long ms = 0;
+	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(ms >= 400 && ms <= 600); /* 500 ms, within 20 % */
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+TEST(the_regions_limit_wins_with_a_warning)
+{
+	use_region("pod-conflict");
+	const char *first[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	const char *second[] = {"GPUGUARD_LIMIT=2Gi", NULL};
+	struct w a = start(first);
+	ask_info(&a); /* a has attached and set the budget */
+	struct w b = start(second);
+	CHECK_EQ_U64(ask_info(&b).limit, GIB);
+	CHECK_EQ_INT(ask_alloc(&b, 1536 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	char err[4096];
+	CHECK_EQ_INT(finish(&b, err, sizeof err), 0);
+	CHECK(strstr(err, "GPUGUARD_LIMIT is \"2Gi\" here, but the pod region") != NULL);
+	CHECK(strstr(err, "holds \"1Gi\": the region's value wins") != NULL);
+	CHECK_EQ_INT(count_lines(err), 1);
+	CHECK_EQ_INT(finish(&a, err, sizeof err), 0);
+	CHECK_EQ_INT(count_lines(err), 0);
+	/* nobody attached any more: the next process sets the budget anew */
+	struct w c = start(second);
+	CHECK_EQ_U64(ask_info(&c).limit, 2 * GIB);
+	CHECK_EQ_INT(finish(&c, err, sizeof err), 0);
+	CHECK_EQ_INT(count_lines(err), 0);
+}
+
+TEST(context_reserve_is_charged_once_per_process)
+{
+	use_region("pod-ctx");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_CONTEXT_RESERVE=300Mi", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(strcmp(ask(&a, "ctx"), "ok"), 0); /* a second retain: no second charge */
+	struct info i = ask_info(&a);
+	CHECK_EQ_U64(i.proc_used, 300 * MIB);
+	ask_info(&b);
+	CHECK_EQ_U64(ask_info(&a).pod_used, 600 * MIB);
+	CHECK_EQ_INT(ask_alloc(&a, 500 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(ask_alloc(&a, 400 * MIB, NULL), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+	CHECK_EQ_U64(ask_info(&a).pod_used, 700 * MIB);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	/* process scope charges it too */
+	const char *proc[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_CONTEXT_RESERVE=300Mi", "GPUGUARD_SCOPE=process", NULL};
+	struct w c = start(proc);
+	i = ask_info(&c);
+	CHECK_EQ_U64(i.pod, 0);
+	CHECK_EQ_U64(i.pod_used, 300 * MIB);
+	CHECK_EQ_INT(finish(&c, NULL, 0), 0);
+}
+
+TEST(fork_child_gets_a_slot_of_its_own)
+{
+	use_region("pod-fork");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 100 * MIB, NULL), 0);
+	unsigned long long pu = 0, used = 0, pod = 0, after = 0;
+	CHECK(sscanf(ask(&a, "fork 300000000"), "child %llu %llu %llu", &pu, &used, &pod) == 3);
+	CHECK_EQ_U64(pu, (300000000 + 2 * MIB - 1) / (2 * MIB) * (2 * MIB)); /* whole 2 MiB pages */
+	CHECK_EQ_U64(used, 100 * MIB + pu); /* the parent's and the child's */
+	CHECK_EQ_U64(pod, 1);
+	char line[64];
+	CHECK(fgets(line, sizeof line, a.out) && sscanf(line, "ok %llu", &after) == 1);
+	CHECK_EQ_U64(after, 100 * MIB); /* the child's went back when it exited */
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		CHECK_EQ_INT(live_slots(h), 1);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+}
+
+/* A worker started on a hostile region: one message, process scope, and
+ * its own ceiling still enforced. */
+static void expect_refused(const char *what)
+{
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w w = start(env);
+	struct info i = ask_info(&w);
+	CHECK_EQ_U64(i.pod, 0);
+	CHECK_EQ_U64(i.limit, GIB);
+	CHECK_EQ_INT(ask_alloc(&w, 2 * GIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(ask_alloc(&w, 512 * MIB, NULL), 0);
+	char err[4096];
+	CHECK_EQ_INT(finish(&w, err, sizeof err), 0);
+	CHECK_EQ_INT(count_lines(err), 1);
+	if (!strstr(err, what) || !strstr(err, "using a per-process ceiling"))
+		fprintf(stderr, "    expected \"%s\" in: %s", what, err);
+	CHECK(strstr(err, what) != NULL);
+}
+
+static void write_region(const void *buf, size_t n, mode_t mode)
+{
+	unlink(region_path);
+	int fd = open(region_path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	CHECK(fd >= 0 && write(fd, buf, n) == (ssize_t)n);
+	fchmod(fd, mode);
+	close(fd);
+}
+
+/* A valid region image: made by a worker, copied out. */
+static char *good_region(void)
+{
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w w = start(env);
+	ask_alloc(&w, 64 * MIB, NULL);
+	char *img = malloc(GPUGUARD_REGION_SIZE);
+	int fd = open(region_path, O_RDONLY);
+	CHECK(fd >= 0 && read(fd, img, GPUGUARD_REGION_SIZE) == (ssize_t)GPUGUARD_REGION_SIZE);
+	close(fd);
+	finish(&w, NULL, 0);
+	return img;
+}
+
+TEST(hostile_regions_are_refused)
+{
+	use_region("pod-hostile");
+	char *img = good_region();
+	struct gpuguard_region_header *h = (void *)img;
+	char *bad = malloc(GPUGUARD_REGION_SIZE);
+
+	write_region(img, 100, 0600);
+	expect_refused("file size does not match the region size");
+	write_region(img, GPUGUARD_REGION_SIZE - 1, 0600);
+	expect_refused("file size does not match the region size");
+	memcpy(bad, img, GPUGUARD_REGION_SIZE);
+	((struct gpuguard_region_header *)bad)->magic ^= 1;
+	write_region(bad, GPUGUARD_REGION_SIZE, 0600);
+	expect_refused("bad magic");
+	memcpy(bad, img, GPUGUARD_REGION_SIZE);
+	((struct gpuguard_region_header *)bad)->version = 7;
+	write_region(bad, GPUGUARD_REGION_SIZE, 0600);
+	expect_refused("unsupported version");
+	memcpy(bad, img, GPUGUARD_REGION_SIZE);
+	((struct gpuguard_region_header *)bad)->nprocs = 100000;
+	write_region(bad, GPUGUARD_REGION_SIZE, 0600);
+	expect_refused("process table layout is wrong");
+	memcpy(bad, img, GPUGUARD_REGION_SIZE);
+	memset(((struct gpuguard_region_header *)bad)->limit_text, 'x', GPUGUARD_REGION_LIMIT_TEXT);
+	write_region(bad, GPUGUARD_REGION_SIZE, 0600);
+	expect_refused("limit text is not terminated");
+	/* a region nobody is attached to is started afresh; with a live
+	 * process in it, a limit that does not parse is refused */
+	write_region(img, GPUGUARD_REGION_SIZE, 0600);
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w live = start(env);
+	ask_info(&live);
+	int fd = open(region_path, O_WRONLY);
+	CHECK(fd >= 0 && pwrite(fd, "lots", 5, offsetof(struct gpuguard_region_header, limit_text)) == 5);
+	close(fd);
+	expect_refused("does not parse");
+	finish(&live, NULL, 0);
+	/* wider permissions than ours: someone else may write it */
+	write_region(img, GPUGUARD_REGION_SIZE, 0666);
+	expect_refused("is wider than GPUGUARD_SHARED_MODE=0600");
+	/* a symlink to a good region is still refused */
+	char target[300];
+	snprintf(target, sizeof target, "%s.target", region_path);
+	write_region(img, GPUGUARD_REGION_SIZE, 0600);
+	rename(region_path, target);
+	CHECK_EQ_INT(symlink(target, region_path), 0);
+	expect_refused("is a symbolic link");
+	unlink(target);
+	unlink(region_path);
+	(void)h;
+	free(bad);
+	free(img);
+}
+
+TEST(fuzzed_regions_never_crash)
+{
+	use_region("pod-fuzz");
+	char *img = good_region();
+	char *bad = malloc(GPUGUARD_REGION_SIZE);
+	unsigned seed = 12345;
+	int rounds = getenv("GG_POD_FUZZ") ? atoi(getenv("GG_POD_FUZZ")) : 40;
+	for (int r = 0; r < rounds; r++) {
+		memcpy(bad, img, GPUGUARD_REGION_SIZE);
+		/* flips in the header half the time, anywhere otherwise; live
+		 * slots and device entries full of garbage included */
+		int flips = 1 + (int)(rand_r(&seed) % 64);
+		for (int f = 0; f < flips; f++) {
+			size_t at = r % 2 ? (size_t)rand_r(&seed) % 512 : (size_t)rand_r(&seed) % GPUGUARD_REGION_SIZE;
+			bad[at] = (char)rand_r(&seed);
+		}
+		size_t len = r % 5 == 4 ? (size_t)rand_r(&seed) % GPUGUARD_REGION_SIZE : GPUGUARD_REGION_SIZE;
+		write_region(bad, len, 0600);
+		const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:50ms", NULL};
+		struct w w = start(env);
+		ask_alloc(&w, 64 * MIB, NULL);
+		ask_info(&w);
+		ask(&w, "free");
+		int st = finish(&w, NULL, 0);
+		if (st != 0)
+			fprintf(stderr, "    round %d: exit %d\n", r, st);
+		CHECK_EQ_INT(st, 0);
+	}
+	free(bad);
+	free(img);
+}
+
+TEST(created_0600_and_widened_by_shared_mode)
+{
+	use_region("pod-mode");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	mode_t old = umask(077);
+	struct w a = start(env);
+	ask_info(&a);
+	struct stat st;
+	CHECK(stat(region_path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	finish(&a, NULL, 0);
+	use_region("pod-mode-group");
+	const char *grp[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_SHARED_MODE=0660", NULL};
+	struct w b = start(grp);
+	ask_info(&b);
+	CHECK(stat(region_path, &st) == 0 && (st.st_mode & 0777) == 0660); /* despite umask 077 */
+	finish(&b, NULL, 0);
+	umask(old);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "worker") == 0)
+		return worker();
+	signal(SIGPIPE, SIG_IGN);
+	/* the directory of the region run.sh gave us, else /tmp */
+	static char dir[256];
+	const char *given = getenv("GPUGUARD_SHARED");
+	snprintf(dir, sizeof dir, "%s", given ? given : "/tmp/gg-pod-test");
+	char *slash = strrchr(dir, '/');
+	if (given && slash)
+		*slash = 0;
+	base_dir = dir;
+	RUN(one_budget_for_two_processes);
+	RUN(many_processes_never_pass_the_ceiling);
+	RUN(kill_9_gives_the_memory_back);
+	RUN(waiting_succeeds_when_another_process_frees);
+	RUN(waiting_fails_after_the_duration);
+	RUN(the_regions_limit_wins_with_a_warning);
+	RUN(context_reserve_is_charged_once_per_process);
+	RUN(fork_child_gets_a_slot_of_its_own);
+	RUN(hostile_regions_are_refused);
+	RUN(fuzzed_regions_never_crash);
+	RUN(created_0600_and_widened_by_shared_mode);
+	return harness_done();
+}
