@@ -162,12 +162,14 @@ check-gpu: lib
 	sh tests/gpu/run.sh
 
 # The product as shipped (stacks and history for dumps on), then the
-# accounting alone (both off) on the two busiest paths.
+# accounting alone (both off) on the two busiest paths, the report, and pod
+# scope against process scope.
 bench: lib sim $(BENCH) $(TOOL)
 	BUILD=$(BUILD) sh tests/bench/run.sh
 	BUILD=$(BUILD) GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0" PATHS="cuMemAlloc_v2 cudart" \
 		OUT=$(BUILD)/bench-core.txt sh tests/bench/run.sh
 	BUILD=$(BUILD) sh tests/bench/report_bench.sh
+	BUILD=$(BUILD) sh tests/bench/scope_bench.sh
 
 demo: deps
 	$(MAKE) lib sim $(EXAMPLES) $(TOOL)
