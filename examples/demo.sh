@@ -42,6 +42,8 @@ echo "  \$ $TOOL run --limit 4Gi --dump-dir $DUMPS -- $SERVER"
 rule
 rm -rf "$DUMPS"
 mkdir -p "$DUMPS"
+# A pod region of the demo's own: never join a real pod's budget on this host.
+export GPUGUARD_SHARED="$DUMPS/pod-region"
 GPUGUARD_VERBOSE=1 "$TOOL" run --limit 4Gi --dump-dir "$DUMPS" -- "$SERVER" 2>&1
 rc2=$?
 echo

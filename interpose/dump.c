@@ -600,6 +600,11 @@ static void rec_devices(struct out *o, const struct request *req)
 		out_u64_or_null(o, mi, mi ? req->driver_free : 0);
 		OUT_LIT(o, ",\"driver_total\":");
 		out_u64_or_null(o, mi, mi ? req->driver_total : 0);
+		if (s.pod)
+			OUT_LIT(o, ",\"scope\":\"pod\",\"process_used\":");
+		else
+			OUT_LIT(o, ",\"scope\":\"process\",\"process_used\":");
+		out_u64(o, s.process_used);
 		out_end_record(o);
 	}
 }

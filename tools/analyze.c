@@ -329,6 +329,15 @@ static void diagnose(struct gg_analysis *a)
 		else if (dev)
 			evidence(g, "device %u refused %llu requests at its %s ceiling (peak %s)", dv,
 			         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
+		if (dev && dev->pod && dev->process_used < used) {
+			/* the ceiling is the pod's: say how much of it is ours */
+			evidence(g, "the ceiling is the pod's budget (GPUGUARD_SCOPE=pod): this process held %s of the %s "
+			            "charged, the pod's other processes %s",
+			         gg_bytes(dev->process_used, b1), gg_bytes(used, b2), gg_bytes(used - dev->process_used, b3));
+			change(g, "see which processes of the pod hold the other %s: gpuguard top --once (same "
+			          "GPUGUARD_SHARED)",
+			       gg_bytes(used - dev->process_used, b1));
+		}
 		for (size_t i = 0; i < a->nsites && i < 2; i++) {
 			const struct gg_site *s = a->by_bytes[i];
 			gg_stack_label(d, s->st, lab, sizeof lab);
@@ -378,7 +387,7 @@ static void diagnose(struct gg_analysis *a)
 		a->frag_first = 1;
 	if (driver && !frag) {
 		struct gg_diag *g = diag_new(a, GG_D_DEVICE_FULL, "device full");
-		uint64_t used = dev ? dev->used : 0;
+		uint64_t used = dev ? dev->process_used : 0; /* this process's, also in pod scope */
 		evidence(g, "the driver refused %s%s%s on device %u while this process had %s charged%s%s",
 		         d->has_request ? d->req_api : "a request", d->has_request ? " of " : "",
 		         d->has_request ? gg_bytes(req, b1) : "", dv, gg_bytes(used, b2),

@@ -161,6 +161,7 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_device v;
+	char *scope = NULL;
 	memset(&v, 0, sizeof v);
 	if (get_small(l, o, "dev", &v.dev, GG_MAX_DEVICES) || get_u64(l, o, "limit", &v.limit, &v.has_limit) ||
 	    get_u64(l, o, "used", &v.used, NULL) || get_u64(l, o, "peak", &v.peak, NULL) ||
@@ -172,8 +173,21 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	    get_u64(l, o, "refused_driver", &v.refused_driver, NULL) ||
 	    get_u64(l, o, "pool_overshoot", &v.pool_overshoot, NULL) ||
 	    get_u64(l, o, "driver_free", &v.driver_free, &v.has_driver_free) ||
-	    get_u64(l, o, "driver_total", &v.driver_total, &v.has_driver_total))
-		return -1;
+	    get_u64(l, o, "driver_total", &v.driver_total, &v.has_driver_total) ||
+	    get_str(l, o, "scope", &scope, 1))
+		goto bad;
+	/* both absent from dumps written before pod scope */
+	int has_pu = gg_json_get(&l->j, o, "process_used") != NULL;
+	if (has_pu && get_u64(l, o, "process_used", &v.process_used, NULL))
+		goto bad;
+	if (scope && strcmp(scope, "pod") && strcmp(scope, "process")) {
+		lfail(l, "field \"scope\": expected \"pod\" or \"process\"");
+		goto bad;
+	}
+	v.pod = scope && !strcmp(scope, "pod");
+	if (!has_pu)
+		v.process_used = v.used;
+	free(scope);
 	for (size_t i = 0; i < d->ndevices; i++)
 		if (d->devices[i].dev == v.dev)
 			return lfail(l, "device %u listed twice", v.dev);
@@ -181,6 +195,9 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 		return lfail(l, "out of memory");
 	d->devices[d->ndevices++] = v;
 	return 0;
+bad:
+	free(scope);
+	return -1;
 }
 
 static int rec_request(struct loader *l, const struct gg_jval *o)

@@ -89,6 +89,8 @@ struct gg_device {
 	uint64_t limit, used, peak, pool_reserved, live_bytes, allocs, frees, untracked_frees;
 	uint64_t refused_ceiling, refused_config, refused_driver, pool_overshoot;
 	uint64_t driver_free, driver_total;
+	int pod;               /* scope "pod": limit, used, peak are the pod's */
+	uint64_t process_used; /* this process's part of used */
 };
 
 struct gg_config {

@@ -19,9 +19,13 @@
  *  3 {"t":"device","dev":0,"limit":N|null,"used":N,"peak":N,"pool_reserved":N,
  *     "live_bytes":N,"allocs":N,"frees":N,"untracked_frees":N,
  *     "refused_ceiling":N,"refused_config":N,"refused_driver":N,
- *     "pool_overshoot":N,"driver_free":N|null,"driver_total":N|null}
+ *     "pool_overshoot":N,"driver_free":N|null,"driver_total":N|null,
+ *     "scope":"pod"|"process","process_used":N}
  *     one per device that has any activity; limit null = no ceiling;
- *     driver_* null when the driver could not be asked.
+ *     driver_* null when the driver could not be asked. In pod scope limit,
+ *     used and peak are the pod's (all its processes) and process_used is
+ *     this process's part; readers treat a missing scope as "process" and a
+ *     missing process_used as used (dumps written before pod scope).
  *  4 {"t":"request","api":"cuMemAlloc_v2","size":N,"dev":0,"tid":N,"stack":N,
  *     "outcome":"refused_ceiling"|"driver_oom"}
  *     only in dumps triggered by a failure: the request that failed.

@@ -41,7 +41,10 @@ slots_for() {
 }
 
 raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT INT TERM
+# A pod region of the bench's own: never join a real pod's budget on this host.
+GPUGUARD_SHARED=$(mktemp -u)
+export GPUGUARD_SHARED
+trap 'rm -f "$raw" "$GPUGUARD_SHARED"' EXIT INT TERM
 
 # bench_once MODE PATH LIVE THREADS: one process, one line into $raw.
 bench_once() {

@@ -347,7 +347,7 @@ TEST(dump_on_ceiling_refusal)
 	CHECK(strstr(b, "{\"t\":\"device\",\"dev\":0,\"limit\":1073741824,\"used\":1048576000,"));
 	CHECK(strstr(b, "\"refused_ceiling\":1,"));
 	/* the driver's view, asked on the failing thread: the whole 8 GiB card */
-	CHECK(strstr(b, "\"driver_total\":8589934592}"));
+	CHECK(strstr(b, "\"driver_total\":8589934592,\"scope\":\"pod\",\"process_used\":"));
 	CHECK(strstr(b, "{\"t\":\"host\",\"rss\":"));
 	CHECK(strstr(b, "{\"t\":\"config\",\"name\":\"GPUGUARD_LIMIT\",\"value\":\"1Gi\",\"source\":\"environment\"}"));
 	/* stacks: captured, interned, resolved to this program */
@@ -375,7 +375,7 @@ TEST(dump_on_driver_out_of_memory)
 	CHECK(strstr(b, "\"limit\":null,"));
 	CHECK(strstr(b, "\"refused_driver\":1,"));
 	/* the card is full: the driver's own free is under the request */
-	CHECK(strstr(b, "\"driver_free\":234881024,\"driver_total\":1073741824}"));
+	CHECK(strstr(b, "\"driver_free\":234881024,\"driver_total\":1073741824,\"scope\":\"pod\",\"process_used\":"));
 	free(b);
 }
 
@@ -424,7 +424,7 @@ TEST(dump_at_exit_lists_leaks_and_pinned_memory)
 	CHECK_EQ_INT(count_str(b, "{\"t\":\"a\","), 3);
 	CHECK(strstr(b, ",\"exit\\\"\\\\\\u000a\\u00ff\xe2\x82\xac\"],\"trigger\":\"exit\","));
 	CHECK(strstr(b, "\"pinned_bytes\":11534336,\"pinned_allocs\":3}")); /* 1 + 2 + 8 MiB */
-	CHECK(strstr(b, "\"driver_free\":null,\"driver_total\":null}"));    /* not a failure: not asked */
+	CHECK(strstr(b, "\"driver_free\":null,\"driver_total\":null,\"scope\":\"pod\","));    /* not a failure: not asked */
 	CHECK(strstr(b, "\"used\":7340032,"));                              /* never charged */
 	free(b);
 }

@@ -18,6 +18,8 @@ static void clear_env(void)
 {
 	for (size_t i = 0; i < gg_option_nrows; i++)
 		unsetenv(gg_option_rows[i].name);
+	/* Reserves here test this process's books, never a pod region. */
+	setenv("GPUGUARD_SCOPE", "process", 1);
 }
 
 static int row_of(const char *name)
