@@ -73,6 +73,18 @@ struct gg_budget *gg_ceiling_bind_slow(int dev)
 	return b;
 }
 
+void gg_ceiling_unbind_pod(void)
+{
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		struct gg_device *g = &gg_devices[d];
+		struct gg_budget *pod = &g->pod;
+		/* release: as in gg_ceiling_bind_slow (the local budget's words
+		 * were filled in at configure time). */
+		atomic_compare_exchange_strong_explicit(&g->budget, &pod, &g->local, memory_order_release,
+		                                        memory_order_relaxed);
+	}
+}
+
 struct gg_budget *gg_ceiling_budget_peek(int dev)
 {
 	/* acquire: as in gg_ceiling_budget. */

@@ -125,7 +125,7 @@ struct gg_device {
 	_Atomic uint64_t refused_all; /* process scope's budget->refused */
 	_Atomic uint32_t waiters, wake;
 	/* NULL until the device's first governed call binds it (gg_ceiling_bind);
-	 * then &local or the pod region's budget, never changing again. */
+	 * then &local or &pod, changing only at exit (pod to local). */
 	struct gg_budget *_Atomic budget;
 	struct gg_budget local, pod;
 	_Atomic int bind_state; /* 0 unbound, 1 binding, 2 bound */
@@ -144,6 +144,9 @@ static inline struct gg_budget *gg_ceiling_budget(int dev)
 	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
 	return GG_LIKELY(b != NULL) ? b : gg_ceiling_bind_slow(dev);
 }
+/* At exit, after our charges went back to the pod: later frees (other
+ * destructors) settle against this process's own books, not the pod's. */
+void gg_ceiling_unbind_pod(void);
 /* The budget if bound, else this process's own books (no binding: for
  * readers outside a hook, which must not call the driver). */
 struct gg_budget *gg_ceiling_budget_peek(int dev);

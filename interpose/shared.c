@@ -514,14 +514,17 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 /* ---- exit and fork ----------------------------------------------------- */
 
 /* A normal exit gives our charges back at once rather than at the next
- * sweep. Late frees from other destructors then find `mine` at zero and
- * saturate there. Priority 101: destructors with smaller numbers run later,
- * so the exit dump (dump.c) still sees our books. */
+ * sweep. Frees after this (other destructors) go to this process's own
+ * books, so they cannot take from the pod what other processes hold; one
+ * already in flight can, by at most its own size. Priority 101: destructors
+ * with smaller numbers run later, so the exit dump (dump.c) still sees our
+ * books. */
 __attribute__((destructor(101))) static void detach(void)
 {
 	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK ||
 	    atomic_exchange_explicit(&detached, 1, memory_order_relaxed))
 		return;
+	gg_ceiling_unbind_pod();
 	reclaim_slot(my_slot); /* we hold its lock: the same as a dead owner's */
 }
 

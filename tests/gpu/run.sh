@@ -4,8 +4,10 @@
 # GPUGUARD_LIMIT=4Gi, then tests/gpu/torch_check.py (PyTorch's three
 # allocators) if python3 + torch are there, then tests/gpu/torch_dump.py (a
 # PyTorch OOM at the ceiling leaves a dump; `gpuguard report` on it says
-# "ceiling reached" and names the PyTorch call path), and prints a summary
-# table.
+# "ceiling reached" and names the PyTorch call path), then
+# tests/gpu/torch_pod.py (two PyTorch processes share one pod budget:
+# memory info, refusal, free, kill -9, ON_LIMIT=wait, NVML), and prints a
+# summary table.
 #
 # No GPU: prints "no NVIDIA GPU: check-gpu skipped" and exits 0. A missing
 # optional tool (nvcc, python3, torch) makes its rows "skipped", never
@@ -15,7 +17,7 @@
 # Environment: GG_LIB (library, default build/lib/libgpuguard.so),
 # NVCC (compiler), GG_GPU_GENCODE (nvcc -gencode flags), GG_GPU_TIMEOUT
 # (seconds per program, default 120), GG_TORCH_TIMEOUT (default 600, each of
-# torch_check.py and torch_dump.py), GG_GPUGUARD (the gpuguard command,
+# torch_check.py, torch_dump.py and torch_pod.py), GG_GPUGUARD (the gpuguard command,
 # default build/bin/gpuguard), GG_TORCH_DUMP_CONFIGS (default
 # "native cudaMallocAsync").
 
@@ -261,6 +263,14 @@ if ! command -v python3 >/dev/null 2>&1; then
 	done
 else
 	run_py torch_dump torch_dump.py --lib "$LIB" --gpuguard "$GG_BIN" --configs "$TORCH_DUMP_CONFIGS"
+fi
+
+# ---- PyTorch pod scope: two processes share one budget --------------------
+echo "== torch_pod"
+if ! command -v python3 >/dev/null 2>&1; then
+	row torch_pod n/a n/a n/a n/a SKIP "no python3"
+else
+	run_py torch_pod torch_pod.py --lib "$LIB"
 fi
 
 # ---- summary -------------------------------------------------------------
