@@ -16,7 +16,7 @@ static int retry_reserve(int dev, uint64_t charge)
 
 int gg_account_wait_reserve(int dev, uint64_t charge)
 {
-	if (gg_opt.wait_ms == 0 || gg_opt.limit_bad)
+	if (gg_opt.wait_ms == 0 || gg_opt.limit_bad || !gg_ceiling_could_fit(dev, charge))
 		return -1;
 	/* GPUGUARD_ON_LIMIT=wait: sleep until memory comes back anywhere in
 	 * the budget or the time is up (the protocol is in ceiling.c). */

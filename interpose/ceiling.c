@@ -284,6 +284,11 @@ uint64_t gg_mono_ns(void)
  * waiters. seq_cst on all four makes at least one side see the other: either
  * the retry fits, or the releaser bumps `wake` after the waiter read it and
  * the futex wait returns at once. */
+int gg_ceiling_could_fit(int dev, uint64_t bytes)
+{
+	return bytes <= atomic_load_explicit(gg_ceiling_budget(dev)->limit, memory_order_relaxed);
+}
+
 void gg_ceiling_wait_enter(int dev)
 {
 	atomic_fetch_add_explicit(gg_ceiling_budget(dev)->waiters, 1, memory_order_seq_cst);

@@ -155,6 +155,8 @@ struct gg_budget *gg_ceiling_budget_peek(int dev);
  * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
  * slice of at most 100 ms. */
 void gg_ceiling_wait_enter(int dev);
+/* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
+int gg_ceiling_could_fit(int dev, uint64_t bytes);
 uint32_t gg_ceiling_wake_seq(int dev);
 int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 void gg_ceiling_wait_leave(int dev);

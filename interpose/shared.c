@@ -222,7 +222,7 @@ void gg_shared_reclaim(void)
 	uint64_t now = gg_now_ms(), last = atomic_load_explicit(&last_reclaim_ms, memory_order_relaxed);
 	/* relaxed: a rate limit; at worst two threads sweep at once, and the
 	 * slot locks keep them from reclaiming the same slot twice. */
-	if (now - last < 100 && last != 0)
+	if (now - last < 10 && last != 0)
 		return;
 	if (!atomic_compare_exchange_strong_explicit(&last_reclaim_ms, &last, now ? now : 1, memory_order_relaxed,
 	                                             memory_order_relaxed))

@@ -17,8 +17,8 @@
 # Environment: GG_LIB (library, default build/lib/libgpuguard.so),
 # NVCC (compiler), GG_GPU_GENCODE (nvcc -gencode flags), GG_GPU_TIMEOUT
 # (seconds per program, default 120), GG_TORCH_TIMEOUT (default 600, each of
-# torch_check.py, torch_dump.py and torch_pod.py), GG_GPUGUARD (the gpuguard command,
-# default build/bin/gpuguard), GG_TORCH_DUMP_CONFIGS (default
+# torch_check.py, torch_dump.py and torch_pod.py), GG_GPUGUARD (the gpuguard
+# command, default build/bin/gpuguard), GG_TORCH_DUMP_CONFIGS (default
 # "native cudaMallocAsync").
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1

@@ -450,6 +450,9 @@ TEST(waiting_fails_after_the_duration)
 	unsigned long long ms = 0;
 	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK(ms >= 400 && ms <= 600); /* 500 ms, within 20 % */
+	/* more than the whole ceiling: no wait can help, so none */
+	CHECK_EQ_INT(ask_alloc(&b, 2 * GIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(ms < 100);
 	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
