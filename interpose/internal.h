@@ -337,7 +337,7 @@ void gg_vmm_reset(void);
  * region full). Called once per device, by gg_ceiling_bind_slow. */
 int gg_shared_bind(int dev, struct gg_budget *b);
 /* Returns the charges of pod processes that died to their devices (at most
- * every 100 ms; before a refusal and while waiting). */
+ * every 10 ms; before a refusal and while waiting). */
 void gg_shared_reclaim(void);
 /* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
  * the physical total. One per runtime (0 CUDA, 1 HIP); 0 or -1. */
