@@ -528,6 +528,69 @@ TEST(fork_child_gets_a_slot_of_its_own)
 	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
 }
 
+/* Takes the region's setup lock (byte 0) in a child of ours that then
+ * sleeps; returns its pid. */
+static pid_t hold_setup_lock(void)
+{
+	int ready[2];
+	if (pipe(ready) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(region_path, O_RDWR);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+		char c = fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	char c = 'n';
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1 || c != 'y')
+		pid = -1;
+	close(ready[0]);
+	return pid;
+}
+
+TEST(nobody_waits_on_a_dead_holders_lock)
+{
+	use_region("pod-lock");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 100 * MIB, NULL), 0);
+	/* a holder killed with the setup lock held: the kernel drops it, and
+	 * the next process attaches at once */
+	pid_t holder = hold_setup_lock();
+	CHECK(holder > 0);
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+	uint64_t t0 = now_ms();
+	struct w b = start(env);
+	struct info i = ask_info(&b);
+	CHECK_EQ_U64(i.pod, 1);
+	CHECK_EQ_U64(i.pod_used, 100 * MIB);
+	CHECK(now_ms() - t0 < 1000);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+	/* a live holder that never lets go: after 2 s, process scope and one
+	 * message, never a hang */
+	holder = hold_setup_lock();
+	CHECK(holder > 0);
+	t0 = now_ms();
+	struct w c = start(env);
+	i = ask_info(&c);
+	uint64_t waited = now_ms() - t0;
+	CHECK_EQ_U64(i.pod, 0);
+	CHECK(waited >= 1900 && waited < 5000);
+	char err[4096];
+	CHECK_EQ_INT(finish(&c, err, sizeof err), 0);
+	CHECK(strstr(err, "cannot take its setup lock") != NULL);
+	CHECK_EQ_INT(count_lines(err), 1);
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+}
+
 /* A worker started on a hostile region: one message, process scope, and
  * its own ceiling still enforced. */
 static void expect_refused(const char *what)
@@ -697,6 +760,7 @@ int main(int argc, char **argv)
 	RUN(the_regions_limit_wins_with_a_warning);
 	RUN(context_reserve_is_charged_once_per_process);
 	RUN(fork_child_gets_a_slot_of_its_own);
+	RUN(nobody_waits_on_a_dead_holders_lock);
 	RUN(hostile_regions_are_refused);
 	RUN(fuzzed_regions_never_crash);
 	RUN(created_0600_and_widened_by_shared_mode);
