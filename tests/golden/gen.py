@@ -27,11 +27,14 @@ def config(limit="4Gi"):
 
 
 def device(dev=0, limit=4 * GiB, used=0, peak=None, pool=0, live=None, allocs=0, frees=0, rc=0, rd=0,
-           dfree=70 * GiB, dtotal=80 * GiB):
+           dfree=70 * GiB, dtotal=80 * GiB, scope=None, process_used=None):
+    extra = {}
+    if scope is not None:  # dumps written before pod scope have neither
+        extra = dict(scope=scope, process_used=process_used)
     return rec(t="device", dev=dev, limit=limit, used=used, peak=peak if peak is not None else used, pool_reserved=pool,
                live_bytes=live if live is not None else used, allocs=allocs, frees=frees, untracked_frees=0,
                refused_ceiling=rc, refused_config=0, refused_driver=rd, pool_overshoot=0, driver_free=dfree,
-               driver_total=dtotal)
+               driver_total=dtotal, **extra)
 
 
 def request(size, outcome, api="cuMemAlloc_v2", stack=1, dev=0):
@@ -99,6 +102,21 @@ L += stacks([1, 3])
 L += [hist(10000 + i * 9000, "a", 0x7f0000000000 + i * 64 * MiB, 64 * MiB, 1) for i in range(60)]
 L += [hist(550000, "r", 0, 256 * MiB, 1)]
 write("ceiling_steady.jsonl", L)
+
+# pod scope: the pod's budget is full, and this process holds only a quarter
+# of it; the other processes of the pod hold the rest.
+L = [header("ceiling")] + config()
+L += [device(used=4000 * MiB, peak=4000 * MiB, live=1 * GiB, allocs=16, rc=1, scope="pod", process_used=1 * GiB)]
+L += [request(256 * MiB, "refused_ceiling")]
+L += [host()]
+L += [alloc(0x7f0000000000 + i * 64 * MiB, 64 * MiB, 1, 500000 - i * 1000) for i in range(16)]
+L += stacks([1])
+write("ceiling_pod.jsonl", L)
+
+# a scope that is neither "pod" nor "process"
+L = [header("ceiling")] + config()
+L += [device(used=1 * GiB, allocs=1, scope="cluster", process_used=1 * GiB)]
+write("bad_scope.jsonl", L)
 
 # ceiling reached by one huge request.
 L = [header("ceiling")] + config()
