@@ -291,7 +291,14 @@ int gg_ceiling_could_fit(int dev, uint64_t bytes)
 
 void gg_ceiling_wait_enter(int dev)
 {
-	atomic_fetch_add_explicit(gg_ceiling_budget(dev)->waiters, 1, memory_order_seq_cst);
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	/* Our slot first, the pod's word second, undone in the opposite order
+	 * (as for charges): a process killed while waiting leaves a slot count
+	 * that reclaiming takes off the pod's. relaxed: read only after our
+	 * death or by our own exit. */
+	if (b->mine_waiting)
+		atomic_fetch_add_explicit(b->mine_waiting, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(b->waiters, 1, memory_order_seq_cst);
 }
 
 uint32_t gg_ceiling_wake_seq(int dev)
@@ -317,7 +324,16 @@ int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 
 void gg_ceiling_wait_leave(int dev)
 {
-	atomic_fetch_sub_explicit(gg_ceiling_budget(dev)->waiters, 1, memory_order_seq_cst);
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	uint32_t cur = atomic_load_explicit(b->waiters, memory_order_relaxed);
+	/* seq_cst as the increment; saturating: the word is shared with other
+	 * processes, and a count wrapped below zero would make every free pay
+	 * for a wake-up. */
+	while (!atomic_compare_exchange_weak_explicit(b->waiters, &cur, cur ? cur - 1 : 0, memory_order_seq_cst,
+	                                              memory_order_relaxed))
+		;
+	if (b->mine_waiting)
+		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_relaxed);
 }
 
 static uint64_t round_up(uint64_t v, uint64_t to)

@@ -110,6 +110,7 @@ struct gg_budget {
 	_Atomic uint32_t *waiters; /* requests sleeping for room (ON_LIMIT=wait) */
 	_Atomic uint32_t *wake;    /* futex word, bumped when room is given back */
 	_Atomic uint64_t *mine;    /* this process's share (pod scope), else NULL */
+	_Atomic uint16_t *mine_waiting; /* ... and its count of sleepers there */
 	int futex_private;         /* 0 when the words are shared with other processes */
 };
 

@@ -162,20 +162,29 @@ static struct gpuguard_region_device *entry(unsigned i)
 	return gpuguard_region_dev(reg, i);
 }
 
-/* Returns what slot s holds to the device entries and frees it. The
- * caller holds the slot's lock, so its owner is dead or gone. */
-static void reclaim_slot(unsigned s)
+/* Returns what slot s holds to the device entries and frees it: its
+ * charges and its count of sleeping requests. The caller holds the slot's
+ * lock, so its owner is dead (died != 0) or is us, exiting. */
+static void reclaim_slot(unsigned s, int died)
 {
 	struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++) {
-		/* relaxed: the owner is dead; its stores are all in memory. */
+		struct gpuguard_region_device *e = entry(d);
+		/* relaxed: the owner is dead (its stores are all in memory) or
+		 * is this thread, at exit. */
+		uint16_t asleep = atomic_exchange_explicit(&p->waiting[d], 0, memory_order_relaxed);
+		uint32_t cur = atomic_load_explicit(&e->waiters, memory_order_relaxed);
+		/* relaxed: waiters only gates wake-ups; saturating, as everywhere */
+		while (asleep && !atomic_compare_exchange_weak_explicit(&e->waiters, &cur, cur > asleep ? cur - asleep : 0,
+		                                                        memory_order_relaxed, memory_order_relaxed))
+			;
 		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_relaxed);
 		if (!held)
 			continue;
-		struct gpuguard_region_device *e = entry(d);
 		struct gg_budget b = {.used = &e->used, .waiters = &e->waiters, .wake = &e->wake};
 		gg_ceiling_release_budget(&b, held);
-		atomic_fetch_add_explicit(&e->reclaimed, held, memory_order_relaxed); /* statistic */
+		if (died)
+			atomic_fetch_add_explicit(&e->reclaimed, held, memory_order_relaxed); /* statistic */
 	}
 	atomic_store_explicit(&p->ctx_charged, 0, memory_order_relaxed);
 	/* release: the zeroed books before the state a reader acquires. */
@@ -188,7 +197,8 @@ static int slot_idle(unsigned s)
 	if (atomic_load_explicit(&p->state, memory_order_relaxed) != GPUGUARD_RPROC_FREE)
 		return 0;
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
-		if (atomic_load_explicit(&p->used[d], memory_order_relaxed))
+		if (atomic_load_explicit(&p->used[d], memory_order_relaxed) ||
+		    atomic_load_explicit(&p->waiting[d], memory_order_relaxed))
 			return 0;
 	return 1;
 }
@@ -209,7 +219,7 @@ static unsigned sweep(int fd)
 			continue;
 		}
 		if (!slot_idle(s))
-			reclaim_slot(s);
+			reclaim_slot(s, 1);
 		lock_byte(fd, off, F_UNLCK);
 	}
 	return live;
@@ -240,7 +250,7 @@ static int claim_slot(void)
 	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
 		if (lock_byte(reg_fd, gpuguard_region_slot_lock(s), F_WRLCK) != 0)
 			continue;
-		reclaim_slot(s); /* whatever a dead owner left */
+		reclaim_slot(s, 1); /* whatever a dead owner left */
 		struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
 		p->pid = (uint32_t)getpid();
 		p->start_ms = realtime_ms();
@@ -501,6 +511,7 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	    .waiters = &e->waiters,
 	    .wake = &e->wake,
 	    .mine = &me->used[i],
+	    .mine_waiting = &me->waiting[i],
 	    .futex_private = 0,
 	};
 	/* Once per process per device entry (two ordinals can name one card). */
@@ -525,7 +536,7 @@ __attribute__((destructor(101))) static void detach(void)
 	    atomic_exchange_explicit(&detached, 1, memory_order_relaxed))
 		return;
 	gg_ceiling_unbind_pod();
-	reclaim_slot(my_slot); /* we hold its lock: the same as a dead owner's */
+	reclaim_slot(my_slot, 0); /* we hold its lock: as for a dead owner */
 }
 
 void gg_shared_after_fork_child(void)

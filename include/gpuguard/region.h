@@ -88,23 +88,27 @@ struct gpuguard_region_proc {
 	_Atomic uint32_t ctx_charged; /* bit d: context reserve charged on entry d */
 	uint32_t pad;
 	uint64_t ctx_reserve; /* GPUGUARD_CONTEXT_RESERVE of this process */
-	uint8_t reserved[192 - 4 - 4 - 8 - 16 - 8 * GPUGUARD_REGION_DEVICES - 4 - 4 - 8];
+	/* requests of this process sleeping on each entry, counted before the
+	 * entry's `waiters` and uncounted after, so a process killed while
+	 * waiting leaves no phantom waiter once its slot is reclaimed */
+	_Atomic uint16_t waiting[GPUGUARD_REGION_DEVICES];
+	uint8_t reserved[256 - 4 - 4 - 8 - 16 - 8 * GPUGUARD_REGION_DEVICES - 4 - 4 - 8 - 2 * GPUGUARD_REGION_DEVICES];
 };
 
 _Static_assert(sizeof(struct gpuguard_region_header) == 512, "region header layout");
 _Static_assert(sizeof(struct gpuguard_region_device) == 128, "region device layout");
-_Static_assert(sizeof(struct gpuguard_region_proc) == 192, "region proc layout");
+_Static_assert(sizeof(struct gpuguard_region_proc) == 256, "region proc layout");
 
 #define GPUGUARD_REGION_DEVICE_OFF 512u
 #define GPUGUARD_REGION_PROC_OFF (GPUGUARD_REGION_DEVICE_OFF + GPUGUARD_REGION_DEVICES * 128u)
 /* rounded up to whole pages */
 #define GPUGUARD_REGION_SIZE                                                     \
-	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 192u) + 4095u) / \
+	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 256u) + 4095u) / \
 	 4096u * 4096u)
 
 static inline uint64_t gpuguard_region_slot_lock(unsigned slot)
 {
-	return (uint64_t)GPUGUARD_REGION_PROC_OFF + (uint64_t)slot * 192u;
+	return (uint64_t)GPUGUARD_REGION_PROC_OFF + (uint64_t)slot * 256u;
 }
 
 static inline struct gpuguard_region_device *gpuguard_region_dev(void *base, unsigned i)

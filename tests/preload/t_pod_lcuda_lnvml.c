@@ -457,6 +457,37 @@ TEST(waiting_fails_after_the_duration)
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
 
+TEST(a_killed_waiter_leaves_no_phantom)
+{
+	use_region("pod-phantom");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:10s", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+	fprintf(b.in, "alloc %llu\n", 300 * MIB);
+	fflush(b.in);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	struct gpuguard_region_device *e = gpuguard_region_dev(h, 0);
+	for (int i = 0; i < 200 && atomic_load(&e->waiters) == 0; i++)
+		usleep(10000);
+	CHECK_EQ_U64(atomic_load(&e->waiters), 1);
+	kill(b.pid, SIGKILL);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 128 + SIGKILL);
+	/* the next process to need memory sweeps b's slot: no waiter is left
+	 * for every free to wake */
+	struct w c = start(env);
+	unsigned long long ms = 0;
+	CHECK_EQ_INT(ask_alloc(&c, 100 * MIB, &ms), 0);
+	CHECK_EQ_U64(atomic_load(&e->waiters), 0);
+	CHECK_EQ_U64(atomic_load(&e->reclaimed), 0); /* b held no memory */
+	CHECK_EQ_INT(live_slots(h), 2);
+	munmap(h, GPUGUARD_REGION_SIZE);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&c, NULL, 0), 0);
+}
+
 TEST(the_regions_limit_wins_with_a_warning)
 {
 	use_region("pod-conflict");
@@ -757,6 +788,7 @@ int main(int argc, char **argv)
 	RUN(kill_9_gives_the_memory_back);
 	RUN(waiting_succeeds_when_another_process_frees);
 	RUN(waiting_fails_after_the_duration);
+	RUN(a_killed_waiter_leaves_no_phantom);
 	RUN(the_regions_limit_wins_with_a_warning);
 	RUN(context_reserve_is_charged_once_per_process);
 	RUN(fork_child_gets_a_slot_of_its_own);
