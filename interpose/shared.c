@@ -142,17 +142,39 @@ static int open_region(void)
 	return -1;
 }
 
-/* A second descriptor on the same file: its OFD locks conflict with our
- * main one's, so other threads and our own slot are seen as holders. */
+/* A second descriptor on our file: its OFD locks conflict with our main
+ * one's, so other threads and our own slot are seen as holders. Through
+ * /proc/self/fd it is the same inode even if the path was removed or
+ * replaced since we attached; by path only where /proc is not mounted. */
 static int open_again(void)
 {
-	int fd = open(gg_opt.shared_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", reg_fd);
+	int fd = open(self, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		fd = open(gg_opt.shared_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != reg_dev || st.st_ino != reg_ino)) {
 		close(fd); /* replaced under us: not our region any more */
 		fd = -1;
 	}
 	return fd;
+}
+
+/* Someone removed or replaced the file while we use it: processes that
+ * start now get a new budget beside ours. Said once; nothing else to do. */
+static void check_path_still_ours(void)
+{
+	static _Atomic int warned;
+	struct stat st;
+	if (lstat(gg_opt.shared_path, &st) == 0 && st.st_dev == reg_dev && st.st_ino == reg_ino)
+		return;
+	/* relaxed: a once-only flag guarding a message */
+	if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN,
+		       "pod region %s was removed or replaced while in use; this process keeps the budget it "
+		       "attached to, but processes that start now get a separate one",
+		       gg_opt.shared_path);
 }
 
 /* ---- slots --------------------------------------------------------------- */
@@ -237,6 +259,7 @@ void gg_shared_reclaim(void)
 	if (!atomic_compare_exchange_strong_explicit(&last_reclaim_ms, &last, now ? now : 1, memory_order_relaxed,
 	                                             memory_order_relaxed))
 		return;
+	check_path_still_ours();
 	int fd = open_again();
 	if (fd < 0)
 		return;
