@@ -391,6 +391,12 @@ static int attach_locked(void)
 		refuse("all process slots are taken", 0);
 		return -1;
 	}
+	if (gg_opt.verbose) {
+		const char *text = ((const struct gpuguard_region_header *)reg)->limit_text;
+		gg_log(GG_LOG_INFO, "pod region %s: attached as slot %u; the pod's budget is %s%s (%s)",
+		       gg_opt.shared_path, my_slot, text[0] ? "GPUGUARD_LIMIT=" : "", text[0] ? text : "no ceiling",
+		       fresh ? "set by this process" : "set by the first process to attach");
+	}
 	return 0;
 }
 

@@ -11,6 +11,7 @@
  *   ctx           -> "ok"                      (cuDevicePrimaryCtxRetain)
  *   info          -> "LIMIT POD_USED PROC_USED POD FREE TOTAL NVML_FREE NVML_TOTAL"
  *   hammer N T    -> "ok REFUSED"  (T threads, N alloc/free pairs each)
+ *   hip BYTES     -> "ok" | "err CODE"  (hipMalloc, HIP found with dlopen)
  *   fork BYTES    -> "child PROC_USED POD_USED POD" from a forked child that
  *                    allocates BYTES and exits, then "ok POD_USED" after it
  *   exit          -> exits 0 */
@@ -98,7 +99,10 @@ static void *hammer_main(void *arg)
 
 static int worker(void)
 {
-	setup_context();
+	/* A HIP-only process: the CUDA driver is loaded (linked) but never
+	 * initialised, as on a machine where it would not be there at all. */
+	if (!getenv("GG_WORKER_HIP_ONLY"))
+		setup_context();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	char line[256];
 	while (fgets(line, sizeof line, stdin)) {
@@ -131,6 +135,15 @@ static int worker(void)
 			for (unsigned long long i = 0; i < b && i < 16; i++)
 				pthread_join(t[i], NULL);
 			printf("ok %llu\n", (unsigned long long)atomic_load(&hammer_refused));
+		} else if (sscanf(line, "hip %llu", &a) == 1) {
+			void *h = dlopen("libamdhip64.so.6", RTLD_NOW);
+			int (*hip_malloc)(void **, size_t) = h ? (int (*)(void **, size_t))dlsym(h, "hipMalloc") : NULL;
+			void *p = NULL;
+			int rc = hip_malloc ? hip_malloc(&p, a) : -1;
+			if (rc == 0)
+				printf("ok\n");
+			else
+				printf("err %d\n", rc);
 		} else if (sscanf(line, "fork %llu", &a) == 1) {
 			pid_t pid = fork();
 			if (pid == 0) {
@@ -345,6 +358,48 @@ static void *monitor_main(void *arg)
 		atomic_fetch_add(&samples, 1);
 	}
 	return NULL;
+}
+
+TEST(hip_processes_share_a_budget_too)
+{
+	use_region("pod-hip");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GG_WORKER_HIP_ONLY=1", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(strcmp(ask(&a, "hip 629145600"), "ok"), 0);     /* 600 MiB */
+	CHECK_EQ_INT(strcmp(ask(&b, "hip 629145600"), "err 2"), 0);  /* hipErrorOutOfMemory */
+	CHECK_EQ_INT(strcmp(ask(&b, "hip 419430400"), "ok"), 0);     /* 400 MiB */
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		/* the HIP device is its own entry, named by its own UUID */
+		int hip = -1;
+		for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++)
+			if (atomic_load(&gpuguard_region_dev(h, i)->state) == GPUGUARD_RDEV_READY &&
+			    gpuguard_region_dev(h, i)->kind == GPUGUARD_RDEV_HIP)
+				hip = (int)i;
+		CHECK(hip >= 0);
+		if (hip >= 0)
+			CHECK_EQ_U64(atomic_load(&gpuguard_region_dev(h, (unsigned)hip)->used), 1000 * MIB);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+TEST(a_percentage_is_resolved_once_for_the_pod)
+{
+	use_region("pod-percent");
+	const char *env[] = {"GPUGUARD_LIMIT=50%", NULL}; /* of the simulated 8 GiB */
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_U64(ask_info(&a).limit, 4 * GIB);
+	CHECK_EQ_INT(ask_alloc(&a, 3 * GIB, NULL), 0);
+	struct info i = ask_info(&b);
+	CHECK_EQ_U64(i.limit, 4 * GIB);
+	CHECK_EQ_U64(i.to, 4 * GIB);
+	CHECK_EQ_U64(i.fr, GIB);
+	CHECK_EQ_INT(ask_alloc(&b, 1536 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
 
 TEST(many_processes_never_pass_the_ceiling)
@@ -834,6 +889,8 @@ int main(int argc, char **argv)
 		*slash = 0;
 	base_dir = dir;
 	RUN(one_budget_for_two_processes);
+	RUN(hip_processes_share_a_budget_too);
+	RUN(a_percentage_is_resolved_once_for_the_pod);
 	RUN(many_processes_never_pass_the_ceiling);
 	RUN(kill_9_gives_the_memory_back);
 	RUN(waiting_succeeds_when_another_process_frees);
