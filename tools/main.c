@@ -102,7 +102,8 @@ static const char help_run[] = "NAME\n"
                                "    gpuguard run - run a command under a GPU memory ceiling\n"
                                "\n"
                                "SYNOPSIS\n"
-                               "    gpuguard run [--limit Q] [--dump-dir D] [--] CMD [ARGS...]\n"
+                               "    gpuguard run [--limit Q] [--dump-dir D] [--scope S] [--shared PATH]\n"
+                               "                 [--on-limit L] [--context-reserve Q] [--] CMD [ARGS...]\n"
                                "\n"
                                "DESCRIPTION\n"
                                "    Runs CMD with libgpuguard.so preloaded (put in front of any LD_PRELOAD\n"
@@ -111,8 +112,16 @@ static const char help_run[] = "NAME\n"
                                "    GPUGUARD_LIB overrides the path.\n"
                                "\n"
                                "OPTIONS\n"
-                               "    --limit Q      sets GPUGUARD_LIMIT (e.g. 4Gi, 80%, 0:4Gi,1:8Gi)\n"
+                               "    --limit Q      sets GPUGUARD_LIMIT (e.g. 4Gi, 80%, 0=4Gi,1=8Gi)\n"
                                "    --dump-dir D   sets GPUGUARD_DUMP_DIR, where dumps are written\n"
+                               "    --scope S      sets GPUGUARD_SCOPE: pod (one budget for every process\n"
+                               "                   sharing the region file) or process\n"
+                               "    --shared PATH  sets GPUGUARD_SHARED, the pod region file\n"
+                               "    --on-limit L   sets GPUGUARD_ON_LIMIT: fail, or wait:2s to wait for memory\n"
+                               "    --context-reserve Q\n"
+                               "                   sets GPUGUARD_CONTEXT_RESERVE, charged per CUDA context\n"
+                               "    Each also takes the form --name=VALUE. Values are checked by the\n"
+                               "    library, which names a bad one on stderr.\n"
                                "\n"
                                "EXIT STATUS\n"
                                "    CMD's own; 1 usage error; 2 the library or CMD could not be found.\n";
@@ -420,6 +429,31 @@ static int find_lib(char *out, size_t n)
 	return access(out, R_OK);
 }
 
+/* `gpuguard run`'s options: each sets one variable for the library. */
+static const struct {
+	const char *opt, *var;
+} run_opts[] = {
+    {"--limit", "GPUGUARD_LIMIT"},       {"--dump-dir", "GPUGUARD_DUMP_DIR"},
+    {"--scope", "GPUGUARD_SCOPE"},       {"--shared", "GPUGUARD_SHARED"},
+    {"--on-limit", "GPUGUARD_ON_LIMIT"}, {"--context-reserve", "GPUGUARD_CONTEXT_RESERVE"},
+};
+
+/* "--opt VALUE" or "--opt=VALUE" at argv[*i]: sets its variable, 0. */
+static int run_option(int argc, char **argv, int *i)
+{
+	const char *a = argv[*i];
+	for (size_t k = 0; k < sizeof run_opts / sizeof run_opts[0]; k++) {
+		size_t n = strlen(run_opts[k].opt);
+		if (strncmp(a, run_opts[k].opt, n) != 0)
+			continue;
+		if (a[n] == '=')
+			return setenv(run_opts[k].var, a + n + 1, 1);
+		if (a[n] == 0 && *i + 1 < argc)
+			return setenv(run_opts[k].var, argv[++*i], 1);
+	}
+	return -1;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	int i = 1;
@@ -431,12 +465,8 @@ static int cmd_run(int argc, char **argv)
 		} else if (!strcmp(a, "--")) {
 			i++;
 			break;
-		} else if ((!strcmp(a, "--limit") || !strcmp(a, "--dump-dir")) && i + 1 < argc) {
-			setenv(a[2] == 'l' ? "GPUGUARD_LIMIT" : "GPUGUARD_DUMP_DIR", argv[++i], 1);
-		} else if (!strncmp(a, "--limit=", 8)) {
-			setenv("GPUGUARD_LIMIT", a + 8, 1);
-		} else if (!strncmp(a, "--dump-dir=", 11)) {
-			setenv("GPUGUARD_DUMP_DIR", a + 11, 1);
+		} else if (run_option(argc, argv, &i) == 0) {
+			continue;
 		} else if (a[0] == '-') {
 			char m[128];
 			snprintf(m, sizeof m, "run: unknown option '%.64s'", a);

@@ -128,6 +128,9 @@ case $out in
 */lib/libgpuguard.so${PRE:+:$PRE}\|3Gi\|/tmp/x) ok ;;
 *) bad "run: environment is '$out'" ;;
 esac
+out=$(LD_PRELOAD="$PRE" "$GG" run --scope process --shared=/tmp/r --on-limit wait:2s --context-reserve=300Mi -- \
+	sh -c 'echo "$GPUGUARD_SCOPE|$GPUGUARD_SHARED|$GPUGUARD_ON_LIMIT|$GPUGUARD_CONTEXT_RESERVE"')
+[ "$out" = "process|/tmp/r|wait:2s|300Mi" ] && ok || bad "run: pod options give '$out'"
 out=$(LD_PRELOAD="${PRE:-libc.so.6}" "$GG" run -- sh -c 'echo "$LD_PRELOAD"')
 case $out in
 */lib/libgpuguard.so:${PRE:-libc.so.6}) ok ;;
