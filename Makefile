@@ -128,7 +128,8 @@ $(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
 	$(CC) $(BASE_CFLAGS) -o $@ $<
 
 # libFuzzer over the dump reader and analyzer, seeded with the golden dumps;
-# then over the pod region reader and its views, seeded by mkregion.
+# then over the pod region reader and its views, seeded by mkregion (max_len:
+# GPUGUARD_REGION_SIZE + 1, so longer files are tried too).
 fuzz: $(BUILD)/tests/tools/mkregion
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ_CC) -std=gnu11 -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/fuzz_report \
@@ -140,7 +141,7 @@ fuzz: $(BUILD)/tests/tools/mkregion
 		dev=0:cuda:00112233445566778899aabbccddeeff:8589934592:4096:8192:85899345920:1:2:3
 	$(FUZZ_CC) -std=gnu11 -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/fuzz_region \
 		tests/fuzz/fuzz_region.c $(filter-out tools/main.c,$(TOOL_SRCS))
-	$(BUILD)/fuzz/fuzz_region -max_total_time=$(FUZZ_TIME) -max_len=53249 -artifact_prefix=$(BUILD)/fuzz/region- \
+	$(BUILD)/fuzz/fuzz_region -max_total_time=$(FUZZ_TIME) -max_len=69633 -artifact_prefix=$(BUILD)/fuzz/region- \
 		$(BUILD)/fuzz/corpus-region
 
 $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
