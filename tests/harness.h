@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int harness_passed, harness_failed, harness_cur_failed;
+static int harness_passed, harness_failed, harness_skipped, harness_cur_failed, harness_cur_skipped;
 static const char *harness_cur_name = "";
 
 #define TEST(name) static void name(void)
@@ -42,14 +42,26 @@ static const char *harness_cur_name = "";
 		}                                                                                                 \
 	} while (0)
 
+/* Inside a TEST: this machine cannot run it (counted as skipped, never as
+ * passed). */
+#define SKIP(why)                                                     \
+	do {                                                          \
+		printf("skip %s: %s\n", harness_cur_name, why);       \
+		harness_cur_skipped = 1;                              \
+		return;                                               \
+	} while (0)
+
 #define RUN(name)                                   \
 	do {                                        \
 		harness_cur_name = #name;           \
 		harness_cur_failed = 0;             \
+		harness_cur_skipped = 0;            \
 		name();                             \
 		if (harness_cur_failed) {           \
 			harness_failed++;           \
 			printf("FAIL %s\n", #name); \
+		} else if (harness_cur_skipped) {   \
+			harness_skipped++;          \
 		} else {                            \
 			harness_passed++;           \
 			printf("ok   %s\n", #name); \
@@ -59,7 +71,10 @@ static const char *harness_cur_name = "";
 
 static inline int harness_done(void)
 {
-	printf("harness: %d passed, %d failed\n", harness_passed, harness_failed);
+	if (harness_skipped)
+		printf("harness: %d passed, %d failed, %d skipped\n", harness_passed, harness_failed, harness_skipped);
+	else
+		printf("harness: %d passed, %d failed\n", harness_passed, harness_failed);
 	return harness_failed ? 1 : 0;
 }
 

@@ -182,8 +182,10 @@ static void use_region(const char *name)
 	setenv("GPUGUARD_SHARED", region_path, 1);
 }
 
-/* Starts a worker with extra "NAME=value" entries (NULL-terminated). */
-static struct w start(const char *const *env)
+/* Starts a worker with extra "NAME=value" entries (NULL-terminated); with
+ * pidns, in a PID namespace of its own (pid 1 there) through unshare(1),
+ * whose --kill-child passes a SIGKILL of the unshare process on to it. */
+static struct w start_in(const char *const *env, int pidns)
 {
 	int in[2], out[2], err[2];
 	struct w w = {-1, NULL, NULL, -1};
@@ -199,7 +201,13 @@ static struct w start(const char *const *env)
 		close(err[0]);
 		for (const char *const *e = env; e && *e; e++)
 			putenv((char *)*e);
-		execl("/proc/self/exe", "t_pod_worker", "worker", (char *)NULL);
+		char self[4096];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+		self[n > 0 ? n : 0] = 0;
+		if (pidns)
+			execlp("unshare", "unshare", "--pid", "--fork", "--kill-child", self, "worker", (char *)NULL);
+		else
+			execl(self, "t_pod_worker", "worker", (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -210,6 +218,11 @@ static struct w start(const char *const *env)
 	w.errfd = err[0];
 	setvbuf(w.in, NULL, _IOLBF, 0);
 	return w;
+}
+
+static struct w start(const char *const *env)
+{
+	return start_in(env, 0);
 }
 
 /* Sends a command and returns the answer line (static buffer). */
@@ -271,7 +284,7 @@ static int finish(struct w *w, char *err, size_t n)
 	if (w->out)
 		fclose(w->out);
 	int st;
-	if (waitpid(w->pid, &st, 0) != w->pid)
+	if (w->pid < 0 || waitpid(w->pid, &st, 0) != w->pid)
 		return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -474,6 +487,46 @@ TEST(kill_9_gives_the_memory_back)
 	}
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 	CHECK_EQ_INT(finish(&c, NULL, 0), 0);
+}
+
+TEST(liveness_works_across_pid_namespaces)
+{
+	if (system("unshare --pid --fork --kill-child true >/dev/null 2>&1") != 0)
+		SKIP("unshare --pid is not permitted here");
+	use_region("pod-pidns");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start_in(env, 1), b = start_in(env, 1);
+	CHECK_EQ_INT(ask_alloc(&a, 700 * MIB, NULL), 0);
+	ask_info(&b);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	/* two processes, both pid 1: a pid names nothing outside its namespace */
+	int ones = 0;
+	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++)
+		ones += atomic_load(&gpuguard_region_proc(h, s)->state) == GPUGUARD_RPROC_LIVE &&
+		        gpuguard_region_proc(h, s)->pid == 1;
+	CHECK_EQ_INT(ones, 2);
+	kill(a.pid, SIGKILL); /* unshare, and with it a's worker */
+	int st = 0;
+	CHECK(waitpid(a.pid, &st, 0) == a.pid && WIFSIGNALED(st));
+	/* reaped before its worker's stdin closes, so the worker dies of the
+	 * SIGKILL unshare passed on, not of a normal exit at end of input */
+	a.pid = -1;
+	finish(&a, NULL, 0);
+	/* the worker dies a moment later: b gets a's 700 MiB within 1 s */
+	uint64_t t0 = now_ms();
+	int rc = -1;
+	while (rc != 0 && now_ms() - t0 < 1000) {
+		rc = ask_alloc(&b, 900 * MIB, NULL);
+		if (rc != 0)
+			usleep(10000);
+	}
+	CHECK_EQ_INT(rc, 0);
+	CHECK_EQ_U64(atomic_load(&gpuguard_region_dev(h, 0)->reclaimed), 700 * MIB);
+	munmap(h, GPUGUARD_REGION_SIZE);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
 
 TEST(waiting_succeeds_when_another_process_frees)
@@ -893,6 +946,7 @@ int main(int argc, char **argv)
 	RUN(a_percentage_is_resolved_once_for_the_pod);
 	RUN(many_processes_never_pass_the_ceiling);
 	RUN(kill_9_gives_the_memory_back);
+	RUN(liveness_works_across_pid_namespaces);
 	RUN(waiting_succeeds_when_another_process_frees);
 	RUN(waiting_fails_after_the_duration);
 	RUN(a_killed_waiter_leaves_no_phantom);
