@@ -171,7 +171,8 @@ static void raise_peak(_Atomic uint64_t *peak, uint64_t now)
 {
 	uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
 	/* relaxed: peak is a monotone statistic; it orders nothing else. */
-	while (now > p && !atomic_compare_exchange_weak_explicit(peak, &p, now, memory_order_relaxed, memory_order_relaxed))
+	while (now > p &&
+	       !atomic_compare_exchange_weak_explicit(peak, &p, now, memory_order_relaxed, memory_order_relaxed))
 		;
 }
 
@@ -215,7 +216,8 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 		/* The CAS itself is the whole decision (check and take in one
 		 * step): two requests racing for the last bytes, in this process
 		 * or another, cannot both pass. */
-	} while (!atomic_compare_exchange_weak_explicit(b->used, &cur, next, memory_order_seq_cst, memory_order_seq_cst));
+	} while (
+	    !atomic_compare_exchange_weak_explicit(b->used, &cur, next, memory_order_seq_cst, memory_order_seq_cst));
 	raise_peak(b->peak, next);
 	return 0;
 }

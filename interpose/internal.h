@@ -49,8 +49,8 @@ struct gg_options {
 	uint64_t dump_max;
 	uint64_t dump_interval_ms;
 	int dump_at_exit;
-	uint64_t history; /* events kept; 0 = off */
-	int stack_depth;  /* 0 = off */
+	uint64_t history;  /* events kept; 0 = off */
+	int stack_depth;   /* 0 = off */
 	int scope_process; /* GPUGUARD_SCOPE=process */
 	const char *shared_path;
 	unsigned shared_mode;
@@ -106,12 +106,12 @@ struct gg_budget {
 	_Atomic uint64_t *used;
 	_Atomic uint64_t *peak;
 	_Atomic uint64_t *limit;
-	_Atomic uint64_t *refused; /* refusals at the ceiling, all processes */
-	_Atomic uint32_t *waiters; /* requests sleeping for room (ON_LIMIT=wait) */
-	_Atomic uint32_t *wake;    /* futex word, bumped when room is given back */
-	_Atomic uint64_t *mine;    /* this process's share (pod scope), else NULL */
+	_Atomic uint64_t *refused;      /* refusals at the ceiling, all processes */
+	_Atomic uint32_t *waiters;      /* requests sleeping for room (ON_LIMIT=wait) */
+	_Atomic uint32_t *wake;         /* futex word, bumped when room is given back */
+	_Atomic uint64_t *mine;         /* this process's share (pod scope), else NULL */
 	_Atomic uint16_t *mine_waiting; /* ... and its count of sleepers there */
-	int futex_private;         /* 0 when the words are shared with other processes */
+	int futex_private;              /* 0 when the words are shared with other processes */
 };
 
 /* Per-device books. */

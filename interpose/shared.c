@@ -126,7 +126,8 @@ static int open_region(void)
 	} else if (!S_ISREG(st.st_mode)) {
 		refuse("is not a regular file", 0);
 	} else if (st.st_uid != geteuid() && !((mode & 060) && in_my_groups(st.st_gid))) {
-		snprintf(why, sizeof why, "owned by uid %u, not us (uid %u), and GPUGUARD_SHARED_MODE=%04o shares nothing",
+		snprintf(why, sizeof why,
+		         "owned by uid %u, not us (uid %u), and GPUGUARD_SHARED_MODE=%04o shares nothing",
 		         (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)mode);
 		refuse(why, 0);
 	} else if ((st.st_mode & 0777 & ~mode) != 0) {
@@ -197,8 +198,9 @@ static void reclaim_slot(unsigned s, int died)
 		uint16_t asleep = atomic_exchange_explicit(&p->waiting[d], 0, memory_order_relaxed);
 		uint32_t cur = atomic_load_explicit(&e->waiters, memory_order_relaxed);
 		/* relaxed: waiters only gates wake-ups; saturating, as everywhere */
-		while (asleep && !atomic_compare_exchange_weak_explicit(&e->waiters, &cur, cur > asleep ? cur - asleep : 0,
-		                                                        memory_order_relaxed, memory_order_relaxed))
+		while (asleep &&
+		       !atomic_compare_exchange_weak_explicit(&e->waiters, &cur, cur > asleep ? cur - asleep : 0,
+		                                              memory_order_relaxed, memory_order_relaxed))
 			;
 		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_relaxed);
 		if (!held)
@@ -329,9 +331,11 @@ static int adopt_limit(const char *mine_text)
 		return -1;
 	}
 	if (strcmp(theirs, mine_text) != 0)
-		gg_log(GG_LOG_WARN, "GPUGUARD_LIMIT is %s%s%s here, but the pod region %s holds %s%s%s: the region's value wins",
+		gg_log(GG_LOG_WARN,
+		       "GPUGUARD_LIMIT is %s%s%s here, but the pod region %s holds %s%s%s: the region's value wins",
 		       mine_text[0] ? "\"" : "", mine_text[0] ? mine_text : "unset", mine_text[0] ? "\"" : "",
-		       gg_opt.shared_path, theirs[0] ? "\"" : "", theirs[0] ? theirs : "no ceiling", theirs[0] ? "\"" : "");
+		       gg_opt.shared_path, theirs[0] ? "\"" : "", theirs[0] ? theirs : "no ceiling",
+		       theirs[0] ? "\"" : "");
 	if (!theirs[0])
 		memset(&l, 0, sizeof l);
 	gg_opt.limits = l;
@@ -545,8 +549,7 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	};
 	/* Once per process per device entry (two ordinals can name one card). */
 	uint32_t bit = 1u << i;
-	if (gg_opt.context_reserve &&
-	    !(atomic_fetch_or_explicit(&me->ctx_charged, bit, memory_order_relaxed) & bit))
+	if (gg_opt.context_reserve && !(atomic_fetch_or_explicit(&me->ctx_charged, bit, memory_order_relaxed) & bit))
 		gg_ceiling_force_budget(b, gg_opt.context_reserve);
 	return 0;
 }

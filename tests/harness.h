@@ -44,11 +44,11 @@ static const char *harness_cur_name = "";
 
 /* Inside a TEST: this machine cannot run it (counted as skipped, never as
  * passed). */
-#define SKIP(why)                                                     \
-	do {                                                          \
-		printf("skip %s: %s\n", harness_cur_name, why);       \
-		harness_cur_skipped = 1;                              \
-		return;                                               \
+#define SKIP(why)                                               \
+	do {                                                    \
+		printf("skip %s: %s\n", harness_cur_name, why); \
+		harness_cur_skipped = 1;                        \
+		return;                                         \
 	} while (0)
 
 #define RUN(name)                                   \

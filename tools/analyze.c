@@ -331,11 +331,14 @@ static void diagnose(struct gg_analysis *a)
 			         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
 		if (dev && dev->pod && dev->process_used < used) {
 			/* the ceiling is the pod's: say how much of it is ours */
-			evidence(g, "the ceiling is the pod's budget (GPUGUARD_SCOPE=pod): this process held %s of the %s "
-			            "charged, the pod's other processes %s",
-			         gg_bytes(dev->process_used, b1), gg_bytes(used, b2), gg_bytes(used - dev->process_used, b3));
-			change(g, "see which processes of the pod hold the other %s: gpuguard top --once (same "
-			          "GPUGUARD_SHARED)",
+			evidence(g,
+			         "the ceiling is the pod's budget (GPUGUARD_SCOPE=pod): this process held %s of the %s "
+			         "charged, the pod's other processes %s",
+			         gg_bytes(dev->process_used, b1), gg_bytes(used, b2),
+			         gg_bytes(used - dev->process_used, b3));
+			change(g,
+			       "see which processes of the pod hold the other %s: gpuguard top --once (same "
+			       "GPUGUARD_SHARED)",
 			       gg_bytes(used - dev->process_used, b1));
 		}
 		for (size_t i = 0; i < a->nsites && i < 2; i++) {

@@ -173,8 +173,7 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	    get_u64(l, o, "refused_driver", &v.refused_driver, NULL) ||
 	    get_u64(l, o, "pool_overshoot", &v.pool_overshoot, NULL) ||
 	    get_u64(l, o, "driver_free", &v.driver_free, &v.has_driver_free) ||
-	    get_u64(l, o, "driver_total", &v.driver_total, &v.has_driver_total) ||
-	    get_str(l, o, "scope", &scope, 1))
+	    get_u64(l, o, "driver_total", &v.driver_total, &v.has_driver_total) || get_str(l, o, "scope", &scope, 1))
 		goto bad;
 	/* both absent from dumps written before pod scope */
 	int has_pu = gg_json_get(&l->j, o, "process_used") != NULL;

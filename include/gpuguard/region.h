@@ -102,9 +102,8 @@ _Static_assert(sizeof(struct gpuguard_region_proc) == 256, "region proc layout")
 #define GPUGUARD_REGION_DEVICE_OFF 512u
 #define GPUGUARD_REGION_PROC_OFF (GPUGUARD_REGION_DEVICE_OFF + GPUGUARD_REGION_DEVICES * 128u)
 /* rounded up to whole pages */
-#define GPUGUARD_REGION_SIZE                                                     \
-	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 256u) + 4095u) / \
-	 4096u * 4096u)
+#define GPUGUARD_REGION_SIZE \
+	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 256u) + 4095u) / 4096u * 4096u)
 
 static inline uint64_t gpuguard_region_slot_lock(unsigned slot)
 {

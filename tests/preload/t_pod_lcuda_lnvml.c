@@ -331,9 +331,9 @@ TEST(one_budget_for_two_processes)
 	CHECK_EQ_U64(i.limit, GIB);
 	CHECK_EQ_U64(i.pod_used, 600 * MIB);
 	CHECK_EQ_U64(i.proc_used, 0);
-	CHECK_EQ_U64(i.to, GIB); /* cuMemGetInfo: the pod's ceiling ... */
+	CHECK_EQ_U64(i.to, GIB);       /* cuMemGetInfo: the pod's ceiling ... */
 	CHECK_EQ_U64(i.fr, 424 * MIB); /* ... and what the pod has left */
-	CHECK_EQ_U64(i.nto, GIB); /* NVML agrees */
+	CHECK_EQ_U64(i.nto, GIB);      /* NVML agrees */
 	CHECK_EQ_U64(i.nfr, 424 * MIB);
 	CHECK_EQ_INT(ask_alloc(&b, 400 * MIB, NULL), 0);
 	struct gpuguard_region_header *h = map_region();
@@ -378,9 +378,9 @@ TEST(hip_processes_share_a_budget_too)
 	use_region("pod-hip");
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GG_WORKER_HIP_ONLY=1", NULL};
 	struct w a = start(env), b = start(env);
-	CHECK_EQ_INT(strcmp(ask(&a, "hip 629145600"), "ok"), 0);     /* 600 MiB */
-	CHECK_EQ_INT(strcmp(ask(&b, "hip 629145600"), "err 2"), 0);  /* hipErrorOutOfMemory */
-	CHECK_EQ_INT(strcmp(ask(&b, "hip 419430400"), "ok"), 0);     /* 400 MiB */
+	CHECK_EQ_INT(strcmp(ask(&a, "hip 629145600"), "ok"), 0);    /* 600 MiB */
+	CHECK_EQ_INT(strcmp(ask(&b, "hip 629145600"), "err 2"), 0); /* hipErrorOutOfMemory */
+	CHECK_EQ_INT(strcmp(ask(&b, "hip 419430400"), "ok"), 0);    /* 400 MiB */
 	struct gpuguard_region_header *h = map_region();
 	CHECK(h != NULL);
 	if (h) {
@@ -671,7 +671,7 @@ TEST(fork_child_gets_a_slot_of_its_own)
 	unsigned long long pu = 0, used = 0, pod = 0, after = 0;
 	CHECK(sscanf(ask(&a, "fork 300000000"), "child %llu %llu %llu", &pu, &used, &pod) == 3);
 	CHECK_EQ_U64(pu, (300000000 + 2 * MIB - 1) / (2 * MIB) * (2 * MIB)); /* whole 2 MiB pages */
-	CHECK_EQ_U64(used, 100 * MIB + pu); /* the parent's and the child's */
+	CHECK_EQ_U64(used, 100 * MIB + pu);                                  /* the parent's and the child's */
 	CHECK_EQ_U64(pod, 1);
 	char line[64];
 	CHECK(fgets(line, sizeof line, a.out) && sscanf(line, "ok %llu", &after) == 1);
