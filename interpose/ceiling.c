@@ -41,7 +41,10 @@ void gg_ceiling_configure(void)
 		/* relaxed: configure runs during initialisation, before any hook
 		 * reads the limit (gg_init_once publishes it with release). */
 		atomic_store_explicit(&gg_devices[d].limit, lim, memory_order_relaxed);
-		local_budget(&gg_devices[d]);
+		/* Once: configure runs again when a pod region's budget is
+		 * adopted, while other threads may read these pointers. */
+		if (!gg_devices[d].local.used)
+			local_budget(&gg_devices[d]);
 	}
 }
 

@@ -325,17 +325,18 @@ static int adopt_limit(const char *mine_text)
 	const struct gpuguard_region_header *h = reg;
 	char theirs[GPUGUARD_REGION_LIMIT_TEXT];
 	memcpy(theirs, h->limit_text, sizeof theirs);
+	theirs[sizeof theirs - 1] = 0; /* checked once, but others can write it since */
 	struct gg_limits l;
 	if (theirs[0] && gg_parse_limit(theirs, &l) != 0) {
 		refuse("holds a GPUGUARD_LIMIT that does not parse (corrupted)", 0);
 		return -1;
 	}
-	if (strcmp(theirs, mine_text) != 0)
-		gg_log(GG_LOG_WARN,
-		       "GPUGUARD_LIMIT is %s%s%s here, but the pod region %s holds %s%s%s: the region's value wins",
-		       mine_text[0] ? "\"" : "", mine_text[0] ? mine_text : "unset", mine_text[0] ? "\"" : "",
-		       gg_opt.shared_path, theirs[0] ? "\"" : "", theirs[0] ? theirs : "no ceiling",
-		       theirs[0] ? "\"" : "");
+	if (strcmp(theirs, mine_text) == 0)
+		return 0; /* ours already: nothing to change under running threads */
+	gg_log(GG_LOG_WARN,
+	       "GPUGUARD_LIMIT is %s%s%s here, but the pod region %s holds %s%s%s: the region's value wins",
+	       mine_text[0] ? "\"" : "", mine_text[0] ? mine_text : "unset", mine_text[0] ? "\"" : "",
+	       gg_opt.shared_path, theirs[0] ? "\"" : "", theirs[0] ? theirs : "no ceiling", theirs[0] ? "\"" : "");
 	if (!theirs[0])
 		memset(&l, 0, sizeof l);
 	gg_opt.limits = l;
