@@ -125,7 +125,7 @@ struct gg_device {
 	_Atomic uint64_t pool_overshoot;
 	_Atomic uint64_t refused_all; /* process scope's budget->refused */
 	_Atomic uint32_t waiters, wake;
-	/* NULL until the device's first governed call binds it (gg_ceiling_bind);
+	/* NULL until the device's first governed call binds it (gg_ceiling_budget);
 	 * then &local or &pod, changing only at exit (pod to local). */
 	struct gg_budget *_Atomic budget;
 	struct gg_budget local, pod;
@@ -156,11 +156,11 @@ struct gg_budget *gg_ceiling_budget_peek(int dev);
  * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
  * slice of at most 100 ms. */
 void gg_ceiling_wait_enter(int dev);
-/* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
-int gg_ceiling_could_fit(int dev, uint64_t bytes);
 uint32_t gg_ceiling_wake_seq(int dev);
 int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 void gg_ceiling_wait_leave(int dev);
+/* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
+int gg_ceiling_could_fit(int dev, uint64_t bytes);
 /* Monotonic nanoseconds, for wait deadlines. */
 uint64_t gg_mono_ns(void);
 /* Sets every device's limit from gg_opt (percent limits stay unresolved). */
