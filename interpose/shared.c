@@ -319,10 +319,14 @@ static void write_fresh(const char *limit_text)
 	atomic_store_explicit((_Atomic uint64_t *)&h->magic, GPUGUARD_REGION_MAGIC, memory_order_release);
 }
 
-/* The pod's budget wins over ours: adopt it, saying so when they differ. */
+/* The pod's budget wins over ours: adopt it, saying so when both are set
+ * and differ. "No ceiling" is no budget at all: a region that holds none
+ * (its first process had no GPUGUARD_LIMIT, a sidecar say) takes ours, so a
+ * ceiling is never lost to whoever happened to start first. Called under
+ * the setup lock. */
 static int adopt_limit(const char *mine_text)
 {
-	const struct gpuguard_region_header *h = reg;
+	struct gpuguard_region_header *h = reg;
 	char theirs[GPUGUARD_REGION_LIMIT_TEXT];
 	memcpy(theirs, h->limit_text, sizeof theirs);
 	theirs[sizeof theirs - 1] = 0; /* checked once, but others can write it since */
@@ -333,14 +337,25 @@ static int adopt_limit(const char *mine_text)
 	}
 	if (strcmp(theirs, mine_text) == 0)
 		return 0; /* ours already: nothing to change under running threads */
-	gg_log(GG_LOG_WARN,
-	       "GPUGUARD_LIMIT is %s%s%s here, but the pod region %s holds %s%s%s: the region's value wins",
-	       mine_text[0] ? "\"" : "", mine_text[0] ? mine_text : "unset", mine_text[0] ? "\"" : "",
-	       gg_opt.shared_path, theirs[0] ? "\"" : "", theirs[0] ? theirs : "no ceiling", theirs[0] ? "\"" : "");
-	if (!theirs[0])
-		memset(&l, 0, sizeof l);
+	if (!theirs[0]) {
+		/* Device entries made without a ceiling get theirs as processes
+		 * with this one bind them (claim_entry). */
+		snprintf(h->limit_text, sizeof h->limit_text, "%s", mine_text);
+		atomic_fetch_add_explicit(&h->limit_gen, 1, memory_order_relaxed); /* statistic */
+		if (gg_opt.verbose)
+			gg_log(GG_LOG_INFO, "pod region %s had no ceiling; GPUGUARD_LIMIT=%s is now the pod's",
+			       gg_opt.shared_path, mine_text);
+		return 0;
+	}
+	if (mine_text[0])
+		gg_log(GG_LOG_WARN,
+		       "GPUGUARD_LIMIT is \"%s\" here, but the pod region %s holds \"%s\": the region's value wins",
+		       mine_text, gg_opt.shared_path, theirs);
+	else if (gg_opt.verbose)
+		gg_log(GG_LOG_INFO, "GPUGUARD_LIMIT is unset here; the pod region %s holds \"%s\"", gg_opt.shared_path,
+		       theirs);
 	gg_opt.limits = l;
-	gg_opt.limit_set = theirs[0] != 0;
+	gg_opt.limit_set = 1;
 	gg_ceiling_configure();
 	return 0;
 }
@@ -478,8 +493,14 @@ static uint64_t limit_for(int dev, uint64_t physical)
 static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t physical)
 {
 	int i = find_entry(kind, uuid);
-	if (i >= 0)
+	if (i >= 0) {
+		/* Made without a ceiling, before the pod had one: ours now. */
+		uint64_t none = GG_UNLIMITED;
+		/* relaxed: the limit is a plain number read with relaxed loads. */
+		atomic_compare_exchange_strong_explicit(&entry((unsigned)i)->limit, &none, limit_for(dev, physical),
+		                                        memory_order_relaxed, memory_order_relaxed);
 		return i;
+	}
 	int fd = open_again();
 	if (fd < 0 || lock_setup(fd) != 0) {
 		if (fd >= 0)

@@ -182,7 +182,8 @@ static void use_region(const char *name)
 	setenv("GPUGUARD_SHARED", region_path, 1);
 }
 
-/* Starts a worker with extra "NAME=value" entries (NULL-terminated); with
+/* Starts a worker with extra "NAME=value" (or "-NAME": unset) entries,
+ * NULL-terminated; with
  * pidns, in a PID namespace of its own (pid 1 there) through unshare(1),
  * whose --kill-child passes a SIGKILL of the unshare process on to it. */
 static struct w start_in(const char *const *env, int pidns)
@@ -199,8 +200,12 @@ static struct w start_in(const char *const *env, int pidns)
 		close(in[1]);
 		close(out[0]);
 		close(err[0]);
-		for (const char *const *e = env; e && *e; e++)
-			putenv((char *)*e);
+		for (const char *const *e = env; e && *e; e++) {
+			if ((*e)[0] == '-')
+				unsetenv(*e + 1); /* "-NAME": not set in this worker */
+			else
+				putenv((char *)*e);
+		}
 		char self[4096];
 		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 		self[n > 0 ? n : 0] = 0;
@@ -638,6 +643,35 @@ TEST(the_regions_limit_wins_with_a_warning)
 	CHECK_EQ_INT(count_lines(err), 0);
 }
 
+TEST(a_process_without_a_limit_never_lifts_the_pods)
+{
+	use_region("pod-sidecar");
+	/* a sidecar with no GPUGUARD_LIMIT touches the GPU first ... */
+	const char *none[] = {"-GPUGUARD_LIMIT", NULL};
+	const char *lim[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w side = start(none);
+	CHECK_EQ_INT(ask_alloc(&side, 100 * MIB, NULL), 0);
+	CHECK_EQ_U64(ask_info(&side).limit, UINT64_MAX);
+	/* ... then the server with one: its ceiling becomes the pod's, for
+	 * both, and nobody is warned (nothing conflicts) */
+	struct w srv = start(lim);
+	CHECK_EQ_U64(ask_info(&srv).limit, GIB);
+	CHECK_EQ_U64(ask_info(&side).limit, GIB);
+	CHECK_EQ_INT(ask_alloc(&srv, 950 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY); /* 100 + 950 > 1024 */
+	CHECK_EQ_INT(ask_alloc(&srv, 800 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&side, 200 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	/* a third process without a limit joins the pod's, silently */
+	struct w late = start(none);
+	CHECK_EQ_U64(ask_info(&late).limit, GIB);
+	char err[4096];
+	CHECK_EQ_INT(finish(&late, err, sizeof err), 0);
+	CHECK_EQ_INT(count_lines(err), 0);
+	CHECK_EQ_INT(finish(&srv, err, sizeof err), 0);
+	CHECK_EQ_INT(count_lines(err), 0);
+	CHECK_EQ_INT(finish(&side, err, sizeof err), 0);
+	CHECK_EQ_INT(count_lines(err), 0);
+}
+
 TEST(context_reserve_is_charged_once_per_process)
 {
 	use_region("pod-ctx");
@@ -952,6 +986,7 @@ int main(int argc, char **argv)
 	RUN(a_killed_waiter_leaves_no_phantom);
 	RUN(a_removed_region_is_reported_once);
 	RUN(the_regions_limit_wins_with_a_warning);
+	RUN(a_process_without_a_limit_never_lifts_the_pods);
 	RUN(context_reserve_is_charged_once_per_process);
 	RUN(fork_child_gets_a_slot_of_its_own);
 	RUN(nobody_waits_on_a_dead_holders_lock);
