@@ -101,6 +101,10 @@ TEST(bad_values_print_one_clear_line)
 	check_one_clear_line("GPUGUARD_TABLE_SLOTS", "lots");
 	check_one_clear_line("GPUGUARD_VERBOSE", "yes");
 	check_one_clear_line("GPUGUARD_CHARGE_MANAGED", "2");
+	check_one_clear_line("GPUGUARD_SCOPE", "cluster");
+	check_one_clear_line("GPUGUARD_SHARED_MODE", "0777");
+	check_one_clear_line("GPUGUARD_CONTEXT_RESERVE", "lots");
+	check_one_clear_line("GPUGUARD_ON_LIMIT", "retry");
 	/* Good values and defaults print nothing. */
 	CHECK_EQ_INT((int)strlen(load_with(NULL, NULL)), 0);
 	CHECK_EQ_INT((int)strlen(load_with("GPUGUARD_LIMIT", "0=20Gi,*=90%")), 0);
@@ -440,6 +444,40 @@ TEST(option_rows_well_formed)
 	CHECK_EQ_INT(atoi(gg_option_rows[row_of("GPUGUARD_CHARGE_MANAGED")].def), gg_opt.charge_managed);
 }
 
+TEST(pod_options_parse)
+{
+	clear_env();
+	unsetenv("GPUGUARD_SCOPE");
+	gg_options_load();
+	CHECK_EQ_INT(gg_opt.scope_process, 0); /* pod is the default */
+	CHECK(strcmp(gg_opt.shared_path, "/dev/shm/gpuguard-pod") == 0);
+	CHECK_EQ_INT((int)gg_opt.shared_mode, 0600);
+	CHECK_EQ_U64(gg_opt.context_reserve, 0);
+	CHECK_EQ_U64(gg_opt.wait_ms, 0);
+	setenv("GPUGUARD_SCOPE", "process", 1);
+	setenv("GPUGUARD_SHARED", "/gpuguard/pod", 1);
+	setenv("GPUGUARD_SHARED_MODE", "0660", 1);
+	setenv("GPUGUARD_CONTEXT_RESERVE", "500Mi", 1);
+	setenv("GPUGUARD_ON_LIMIT", "wait:2s", 1);
+	gg_options_load();
+	CHECK_EQ_INT(gg_opt.scope_process, 1);
+	CHECK(strcmp(gg_opt.shared_path, "/gpuguard/pod") == 0);
+	CHECK_EQ_INT((int)gg_opt.shared_mode, 0660);
+	CHECK_EQ_U64(gg_opt.context_reserve, 500 * MI);
+	CHECK_EQ_U64(gg_opt.wait_ms, 2000);
+	uint64_t ms = 1;
+	CHECK_EQ_INT(gg_parse_on_limit("fail", &ms), 0);
+	CHECK_EQ_U64(ms, 0);
+	CHECK_EQ_INT(gg_parse_on_limit("wait:500ms", &ms), 0);
+	CHECK_EQ_U64(ms, 500);
+	CHECK_EQ_INT(gg_parse_on_limit("wait:2d", &ms), -1);
+	CHECK_EQ_INT(gg_parse_on_limit("wait:25h", &ms), -1); /* over a day: a typo */
+	CHECK_EQ_INT(gg_parse_on_limit("Wait:2s", &ms), -1);
+	CHECK_EQ_INT(gg_parse_on_limit("wait", &ms), -1);
+	CHECK_EQ_INT(gg_parse_on_limit("wait:0", &ms), -1); /* that is "fail" */
+	clear_env();
+}
+
 TEST(dump_options_parse)
 {
 	int sig = -1;
@@ -494,5 +532,6 @@ int main(void)
 	RUN(option_rows_well_formed);
 	RUN(readme_options_table_matches_code);
 	RUN(dump_options_parse);
+	RUN(pod_options_parse);
 	return harness_done();
 }
