@@ -630,6 +630,26 @@ static void rec_vmm_one(const struct gg_vmm_info *v, void *arg)
 	out_end_record(o);
 }
 
+static void rec_pod_one(const struct gg_pod_use *u, void *arg)
+{
+	struct out *o = arg;
+	OUT_LIT(o, "{\"t\":\"pod\",\"slot\":");
+	out_u64(o, u->slot);
+	OUT_LIT(o, ",\"pid\":");
+	out_u64(o, u->pid);
+	OUT_LIT(o, ",\"comm\":");
+	out_json(o, u->comm);
+	OUT_LIT(o, ",\"self\":");
+	out_u64(o, (uint64_t)u->self);
+	OUT_LIT(o, ",\"alive\":");
+	out_u64(o, (uint64_t)u->alive);
+	OUT_LIT(o, ",\"dev\":");
+	out_u64(o, (uint64_t)u->dev);
+	OUT_LIT(o, ",\"used\":");
+	out_u64(o, u->used);
+	out_end_record(o);
+}
+
 static void rec_request(struct out *o, const struct request *r)
 {
 	OUT_LIT(o, "{\"t\":\"request\",\"api\":");
@@ -952,6 +972,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	rec_header(&o, trig, unix_ms);
 	rec_config(&o);
 	rec_devices(&o, req);
+	gg_shared_foreach_use(rec_pod_one, &o);
 	if (req && req->valid) {
 		mark_stack(req->stack);
 		rec_request(&o, req);

@@ -346,6 +346,16 @@ typedef int (*gg_identity_fn)(int dev, uint8_t uuid[16], uint64_t *physical);
 void gg_shared_set_identity(int runtime, gg_identity_fn fn);
 /* Fork child: the parent's slot is not ours; attach afresh on first use. */
 void gg_shared_after_fork_child(void);
+/* For dumps: each process of the pod holding memory on a device this
+ * process also uses (this process included). dev is the local ordinal. */
+struct gg_pod_use {
+	unsigned slot;
+	uint32_t pid;
+	char comm[16];
+	int self, alive, dev;
+	uint64_t used;
+};
+void gg_shared_foreach_use(void (*fn)(const struct gg_pod_use *, void *), void *arg);
 /* NVML's view of one device, in place: the physical free/total become the
  * budget's, consistent with cuMemGetInfo. uuid: the 16 bytes of NVML's
  * "GPU-..." UUID, or NULL when unknown; index: NVML's index, used as the

@@ -576,6 +576,57 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	return 0;
 }
 
+/* ---- for dumps ------------------------------------------------------------ */
+
+/* Whether someone holds slot s's lock (read-only: F_OFD_GETLK). */
+static int slot_alive(int fd, unsigned s)
+{
+	if (me && s == my_slot)
+		return 1;
+	struct flock fl = {
+	    .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)gpuguard_region_slot_lock(s), .l_len = 1};
+	return fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+void gg_shared_foreach_use(void (*fn)(const struct gg_pod_use *, void *), void *arg)
+{
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
+		return;
+	/* Entry -> local ordinal, from the budgets our devices are bound to. */
+	int local[GPUGUARD_REGION_DEVICES];
+	for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++)
+		local[i] = -1;
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		struct gg_device *g = &gg_devices[d];
+		/* acquire: as in gg_ceiling_budget. */
+		if (atomic_load_explicit(&g->budget, memory_order_acquire) != &g->pod)
+			continue;
+		for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++)
+			if (g->pod.used == &entry(i)->used && local[i] < 0)
+				local[i] = d;
+	}
+	int fd = open_again();
+	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
+		struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+		struct gg_pod_use u = {.slot = s, .pid = p->pid, .self = me && s == my_slot};
+		memcpy(u.comm, p->comm, sizeof u.comm);
+		u.comm[sizeof u.comm - 1] = 0; /* untrusted: terminate our copy */
+		int probed = 0;
+		for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
+			/* relaxed: a snapshot for a report */
+			u.used = atomic_load_explicit(&p->used[i], memory_order_relaxed);
+			if (!u.used || local[i] < 0)
+				continue;
+			if (!probed++)
+				u.alive = slot_alive(fd, s);
+			u.dev = local[i];
+			fn(&u, arg);
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 /* ---- exit and fork ----------------------------------------------------- */
 
 /* A normal exit gives our charges back at once rather than at the next

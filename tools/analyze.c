@@ -279,6 +279,51 @@ static void spectrum(const struct gg_analysis *a, struct gg_diag *g)
 	evidence(g, "%s (%llu allocations in all)", line, (unsigned long long)a->live_count);
 }
 
+/* A process name from a dump, printable (it is untrusted input). */
+static const char *clean_comm(const char *s, char out[17])
+{
+	size_t n = 0;
+	for (; s && s[n] && n < 16; n++)
+		out[n] = s[n] > 0x20 && s[n] < 0x7f ? s[n] : '?';
+	out[n] = 0;
+	return n ? out : "?";
+}
+
+/* Pod scope: the ceiling is the pod's budget. How much of it this process
+ * held, and who held the rest (the dump's "pod" records), largest first. */
+static void pod_evidence(struct gg_diag *g, const struct gg_dump *d, uint32_t dv, uint64_t mine, uint64_t used)
+{
+	char b1[32], b2[32], b3[32], name[17];
+	evidence(g,
+	         "the ceiling is the pod's budget (GPUGUARD_SCOPE=pod): this process held %s of the %s charged, the "
+	         "pod's other processes %s",
+	         gg_bytes(mine, b1), gg_bytes(used, b2), gg_bytes(used - mine, b3));
+	const struct gg_pod_use *top[3] = {NULL, NULL, NULL};
+	for (size_t i = 0; i < d->npod; i++) {
+		const struct gg_pod_use *u = &d->pod[i];
+		if (u->self || u->dev != dv)
+			continue;
+		for (int k = 0; k < 3; k++)
+			if (!top[k] || u->used > top[k]->used) {
+				memmove(&top[k + 1], &top[k], (size_t)(2 - k) * sizeof top[0]);
+				top[k] = u;
+				break;
+			}
+	}
+	for (int k = 0; k < 3 && top[k]; k++)
+		evidence(g, "pid %llu (%s, slot %u) held %s on device %u%s", (unsigned long long)top[k]->pid,
+		         clean_comm(top[k]->comm, name), top[k]->slot, gg_bytes(top[k]->used, b1), dv,
+		         top[k]->alive ? "" : ", but had died: its charge goes back at the next sweep");
+	if (top[0])
+		change(g,
+		       "the largest other holder is pid %llu (%s) with %s: shrink its share (batch size, "
+		       "gpu_memory_utilization) or raise the pod's GPUGUARD_LIMIT",
+		       (unsigned long long)top[0]->pid, clean_comm(top[0]->comm, name), gg_bytes(top[0]->used, b1));
+	else
+		change(g, "see which processes of the pod hold the other %s: gpuguard top --once (same GPUGUARD_SHARED)",
+		       gg_bytes(used - mine, b1));
+}
+
 static void diagnose(struct gg_analysis *a)
 {
 	const struct gg_dump *d = a->d;
@@ -329,18 +374,8 @@ static void diagnose(struct gg_analysis *a)
 		else if (dev)
 			evidence(g, "device %u refused %llu requests at its %s ceiling (peak %s)", dv,
 			         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
-		if (dev && dev->pod && dev->process_used < used) {
-			/* the ceiling is the pod's: say how much of it is ours */
-			evidence(g,
-			         "the ceiling is the pod's budget (GPUGUARD_SCOPE=pod): this process held %s of the %s "
-			         "charged, the pod's other processes %s",
-			         gg_bytes(dev->process_used, b1), gg_bytes(used, b2),
-			         gg_bytes(used - dev->process_used, b3));
-			change(g,
-			       "see which processes of the pod hold the other %s: gpuguard top --once (same "
-			       "GPUGUARD_SHARED)",
-			       gg_bytes(used - dev->process_used, b1));
-		}
+		if (dev && dev->pod && dev->process_used < used)
+			pod_evidence(g, d, dv, dev->process_used, used);
 		for (size_t i = 0; i < a->nsites && i < 2; i++) {
 			const struct gg_site *s = a->by_bytes[i];
 			gg_stack_label(d, s->st, lab, sizeof lab);

@@ -278,6 +278,30 @@ static int rec_vmm(struct loader *l, const struct gg_jval *o)
 	return 0;
 }
 
+static int rec_pod(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_pod_use u = {0};
+	uint32_t self = 0, alive = 0;
+	if (d->npod >= GG_MAX_POD)
+		return lfail(l, "more than %d pod records", GG_MAX_POD);
+	if (get_small(l, o, "slot", &u.slot, 1u << 16) || get_u64(l, o, "pid", &u.pid, NULL) ||
+	    get_small(l, o, "self", &self, 2) || get_small(l, o, "alive", &alive, 2) ||
+	    get_small(l, o, "dev", &u.dev, GG_MAX_DEVICES) || get_u64(l, o, "used", &u.used, NULL) ||
+	    get_str(l, o, "comm", &u.comm, 0)) {
+		free(u.comm);
+		return -1;
+	}
+	u.self = (int)self;
+	u.alive = (int)alive;
+	if (!d->pod && !(d->pod = calloc(GG_MAX_POD, sizeof *d->pod))) {
+		free(u.comm);
+		return lfail(l, "out of memory");
+	}
+	d->pod[d->npod++] = u;
+	return 0;
+}
+
 static int rec_alloc(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
@@ -434,6 +458,8 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 		rc = rec_host(l, o);
 	else if (!strcmp(ts, "vmm"))
 		rc = rec_vmm(l, o);
+	else if (!strcmp(ts, "pod"))
+		rc = rec_pod(l, o);
 	else if (!strcmp(ts, "end")) {
 		rc = rec_end(l, o);
 		l->seen_end = 1;
@@ -597,6 +623,9 @@ void gg_dump_free(struct gg_dump *d)
 	free(d->config);
 	free(d->devices);
 	free(d->vmm);
+	for (size_t i = 0; i < d->npod; i++)
+		free(d->pod[i].comm);
+	free(d->pod);
 	free(d->allocs);
 	free(d->hist);
 	free(d->lib);

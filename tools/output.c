@@ -84,6 +84,38 @@ static const char *const spark[] = {"_",
                                     "\xe2\x96\x87",
                                     "\xe2\x96\x88"};
 
+/* Pod records by device, then largest use first. */
+static int pod_cmp(const void *x, const void *y)
+{
+	const struct gg_pod_use *a = *(const struct gg_pod_use *const *)x, *b = *(const struct gg_pod_use *const *)y;
+	if (a->dev != b->dev)
+		return a->dev < b->dev ? -1 : 1;
+	return a->used > b->used ? -1 : a->used < b->used;
+}
+
+/* Pod scope: who held the shared budget when the dump was written. */
+static void text_pod(FILE *f, const struct gg_dump *d)
+{
+	if (!d->npod)
+		return;
+	const struct gg_pod_use **v = malloc(d->npod * sizeof *v);
+	if (!v)
+		return;
+	for (size_t i = 0; i < d->npod; i++)
+		v[i] = &d->pod[i];
+	qsort(v, d->npod, sizeof *v, pod_cmp);
+	char b1[32];
+	fprintf(f, "\nPOD (processes sharing the budget, pids in their own namespaces)\n");
+	fprintf(f, "  %-4s %-5s %-10s %-16s %-12s %s\n", "dev", "slot", "pid", "name", "used", "state");
+	for (size_t i = 0; i < d->npod; i++) {
+		fprintf(f, "  %-4u %-5u %-10llu ", v[i]->dev, v[i]->slot, (unsigned long long)v[i]->pid);
+		put_safe(f, v[i]->comm);
+		fprintf(f, "%*s %-12s %s\n", 16 - (int)(strlen(v[i]->comm) < 16 ? strlen(v[i]->comm) : 16), "",
+		        gg_bytes(v[i]->used, b1), v[i]->self ? "this process" : v[i]->alive ? "live" : "died");
+	}
+	free(v);
+}
+
 void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
 {
 	const struct gg_dump *d = a->d;
@@ -159,6 +191,8 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		if (d->req_stack)
 			text_frames(f, d, d->req_stack, o->frames);
 	}
+
+	text_pod(f, d);
 
 	fprintf(f, "\nTOP CALL SITES BY LIVE BYTES (%zu sites, %s live in %llu allocations)\n", a->nsites,
 	        gg_bytes(a->live_bytes, b1), (unsigned long long)a->live_count);
@@ -362,6 +396,19 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			fprintf(f, "%llu}", (unsigned long long)v->driver_total);
 		else
 			fputs("null}", f);
+	}
+	fputs("],\n\"pod\":[", f);
+	for (size_t i = 0; i < d->npod; i++) {
+		const struct gg_pod_use *u = &d->pod[i];
+		fprintf(f, "%s{", i ? "," : "");
+		json_kv_u(f, "dev", u->dev, 1);
+		json_kv_u(f, "slot", u->slot, 1);
+		json_kv_u(f, "pid", u->pid, 1);
+		json_kv_s(f, "comm", u->comm, 1);
+		json_kv_u(f, "self", (uint64_t)u->self, 1);
+		json_kv_u(f, "alive", (uint64_t)u->alive, 1);
+		json_kv_u(f, "used", u->used, 0);
+		fputc('}', f);
 	}
 	fputs("],\n\"request\":", f);
 	if (d->has_request) {

@@ -103,6 +103,15 @@ struct gg_vmm {
 	uint64_t base, size, mapped, holes, largest_hole;
 };
 
+/* One process of the pod holding memory on one of the dump's devices. */
+struct gg_pod_use {
+	uint32_t slot, dev;
+	uint64_t pid, used;
+	int self, alive;
+	char *comm;
+};
+#define GG_MAX_POD 4096 /* pod records: 256 processes x 16 devices */
+
 struct gg_dump {
 	const char *path;
 	/* header */
@@ -122,6 +131,8 @@ struct gg_dump {
 	uint64_t rss, cg_version, cg_limit, cg_usage, cg_oom_kill, pinned_bytes, pinned_allocs;
 	struct gg_vmm *vmm;
 	size_t nvmm, vmm_cap;
+	struct gg_pod_use *pod; /* pod scope: who else holds the budget */
+	size_t npod;
 	struct gg_alloc *allocs;
 	size_t nallocs, allocs_cap;
 	struct gg_stack *stacks; /* uthash by id */

@@ -26,6 +26,12 @@
  *     used and peak are the pod's (all its processes) and process_used is
  *     this process's part; readers treat a missing scope as "process" and a
  *     missing process_used as used (dumps written before pod scope).
+ *  3b {"t":"pod","slot":N,"pid":N,"comm":"...","self":0|1,"alive":0|1,
+ *     "dev":N,"used":N}
+ *     pod scope only: one per process of the pod (this one included,
+ *     self 1) holding memory on device dev of this process; pid is in
+ *     that process's own PID namespace; alive 0 = it died and its charge
+ *     is not yet reclaimed.
  *  4 {"t":"request","api":"cuMemAlloc_v2","size":N,"dev":0,"tid":N,"stack":N,
  *     "outcome":"refused_ceiling"|"driver_oom"}
  *     only in dumps triggered by a failure: the request that failed.

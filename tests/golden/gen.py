@@ -107,11 +107,20 @@ write("ceiling_steady.jsonl", L)
 # of it; the other processes of the pod hold the rest.
 L = [header("ceiling")] + config()
 L += [device(used=4000 * MiB, peak=4000 * MiB, live=1 * GiB, allocs=16, rc=1, scope="pod", process_used=1 * GiB)]
+L += [rec(t="pod", slot=0, pid=1, comm="python3", self=0, alive=1, dev=0, used=2 * GiB),
+      rec(t="pod", slot=1, pid=4242, comm="python3", self=1, alive=1, dev=0, used=1 * GiB),
+      rec(t="pod", slot=2, pid=1, comm="stub\x1b[31m", self=0, alive=0, dev=0, used=928 * MiB)]
 L += [request(256 * MiB, "refused_ceiling")]
 L += [host()]
 L += [alloc(0x7f0000000000 + i * 64 * MiB, 64 * MiB, 1, 500000 - i * 1000) for i in range(16)]
 L += stacks([1])
 write("ceiling_pod.jsonl", L)
+
+# a pod record whose flag is neither 0 nor 1
+L = [header("ceiling")] + config()
+L += [device(used=1 * GiB, allocs=1, scope="pod", process_used=1 * GiB)]
+L += [rec(t="pod", slot=0, pid=7, comm="x", self=2, alive=1, dev=0, used=1)]
+write("bad_pod.jsonl", L)
 
 # a scope that is neither "pod" nor "process"
 L = [header("ceiling")] + config()

@@ -420,6 +420,64 @@ TEST(a_percentage_is_resolved_once_for_the_pod)
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
 
+/* The whole file at path, NUL-terminated (malloc'd), or NULL. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	char *b = calloc(1, 1 << 20);
+	size_t n = b ? fread(b, 1, (1 << 20) - 1, f) : 0;
+	(void)n;
+	fclose(f);
+	return b;
+}
+
+TEST(a_refusal_dump_names_the_pods_other_holders)
+{
+	use_region("pod-dump");
+	char dir[300], cmd[1200];
+	snprintf(dir, sizeof dir, "%s/pod-dumps", base_dir);
+	mkdir(dir, 0700);
+	char dump_dir[320];
+	snprintf(dump_dir, sizeof dump_dir, "GPUGUARD_DUMP_DIR=%s", dir);
+	const char *quiet[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	const char *dumping[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_DUMP_MAX=1", dump_dir, NULL};
+	struct w a = start(quiet), b = start(dumping);
+	CHECK_EQ_INT(ask_alloc(&a, 600 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	char err[4096];
+	CHECK_EQ_INT(finish(&b, err, sizeof err), 0);
+	snprintf(cmd, sizeof cmd, "ls %s/gpuguard-*.jsonl > %s/list 2>/dev/null", dir, dir);
+	CHECK_EQ_INT(system(cmd), 0);
+	char list[400];
+	snprintf(list, sizeof list, "%s/list", dir);
+	char *names = slurp(list);
+	CHECK(names && names[0]);
+	if (names && names[0]) {
+		names[strcspn(names, "\n")] = 0;
+		char *dump = slurp(names);
+		CHECK(dump != NULL);
+		/* a's 600 MiB and b's own 300, on b's device 0 */
+		CHECK(dump && strstr(dump, ",\"self\":0,\"alive\":1,\"dev\":0,\"used\":629145600}"));
+		CHECK(dump && strstr(dump, ",\"self\":1,\"alive\":1,\"dev\":0,\"used\":314572800}"));
+		CHECK(dump && strstr(dump, "\"scope\":\"pod\",\"process_used\":314572800"));
+		free(dump);
+		const char *tool = getenv("GG_TEST_BUILD");
+		if (tool) {
+			snprintf(cmd, sizeof cmd,
+			         /* the name is the executable's, cut to 15 bytes */
+			         "%s/bin/gpuguard report '%s' | grep -q "
+			         "'the largest other holder is pid %d (t_pod_lcuda_lnv) with 600.00 MiB'",
+			         tool, names, (int)a.pid);
+			CHECK_EQ_INT(system(cmd), 0);
+		}
+	}
+	free(names);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+}
+
 TEST(many_processes_never_pass_the_ceiling)
 {
 	use_region("pod-hammer");
@@ -978,6 +1036,7 @@ int main(int argc, char **argv)
 	RUN(one_budget_for_two_processes);
 	RUN(hip_processes_share_a_budget_too);
 	RUN(a_percentage_is_resolved_once_for_the_pod);
+	RUN(a_refusal_dump_names_the_pods_other_holders);
 	RUN(many_processes_never_pass_the_ceiling);
 	RUN(kill_9_gives_the_memory_back);
 	RUN(liveness_works_across_pid_namespaces);
