@@ -212,6 +212,23 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		        gg_bytes(v->peak, b3));
 	}
 	fputs("</svg>\n", f);
+	if (d->npod) {
+		/* pod scope: who held the shared budget (names are escaped) */
+		fputs("<h2>Pod: processes sharing the budget</h2>\n<table><tr><th>device</th><th>slot</th><th>pid</th>"
+		      "<th>name</th><th>used</th><th>state</th></tr>\n",
+		      f);
+		for (size_t i = 0; i < d->npod; i++) {
+			const struct gg_pod_use *u = &d->pod[i];
+			fprintf(f, "<tr><td>%u</td><td>%u</td><td>%llu</td><td>", u->dev, u->slot,
+			        (unsigned long long)u->pid);
+			esc(f, u->comm);
+			fprintf(f, "</td><td>%s</td><td>%s</td></tr>\n", gg_bytes(u->used, b1),
+			        u->self    ? "this process"
+			        : u->alive ? "live"
+			                   : "died");
+		}
+		fputs("</table>\n", f);
+	}
 
 	fputs("<h2>Usage timeline</h2>\n", f);
 	if (a->has_timeline && a->t_peak) {
