@@ -64,8 +64,53 @@ fi
 echo
 
 
-if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ] || [ "$rc3" -ne 0 ]; then
-	echo "demo: FAILED (run 1 exit $rc1, run 2 exit $rc2, report exit $rc3)" >&2
+rule
+echo "Run 3: one pod, two servers, one 6 GiB budget. In pod scope (the default) every"
+echo "  process that shares the region file draws from the same GPUGUARD_LIMIT, and"
+echo "  cuMemGetInfo reports the pod's ceiling to each. Like two vLLM instances with"
+echo "  gpu_memory_utilization=0.45, each sizes its KV cache to 0.45 of it. Their scratch"
+echo "  memory comes on top, so near the end of the budget some requests are refused,"
+echo "  in whichever server makes them; it backs off and serves on. The pod never passes 6 GiB."
+echo "  \$ KVCACHE_UTIL=0.45 $TOOL run --limit 6Gi --shared $DUMPS/pod/region -- $SERVER   (twice)"
+rule
+POD="$DUMPS/pod"
+mkdir -p "$POD/barrier"
+start_server() {
+	"$TOOL" run --limit 6Gi --shared "$POD/region" --dump-dir "$POD" -- env KVCACHE_UTIL=0.45 \
+		KVCACHE_BARRIER="$POD/barrier" KVCACHE_STEP_US=2000 "$SERVER" >"$POD/$1.log" 2>&1
+}
+start_server A &
+pa=$!
+start_server B &
+pb=$!
+# Both have loaded their weights (or given up): let them serve together.
+i=0
+while [ "$(ls "$POD/barrier" | grep -c '^ready\.')" -lt 2 ] && [ "$i" -lt 1000 ]; do
+	sleep 0.01
+	i=$((i + 1))
+done
+touch "$POD/barrier/go"
+sleep 0.4
+echo "While both serve:  \$ $TOOL top --once --region $POD/region"
+"$TOOL" top --once --region "$POD/region" 2>&1 | sed 's/^/  /'
+wait "$pa"
+ra=$?
+wait "$pb"
+rb=$?
+for s in A B; do
+	echo
+	echo "Server $s:"
+	grep -E '^kvcache: (weights|the weights)|^summary' "$POD/$s.log" | sed 's/^/  /'
+done
+echo
+echo "After both exited, the pod's books:  \$ $TOOL top --once --region $POD/region"
+"$TOOL" top --once --region "$POD/region" 2>&1 | sed -n '1,6p' | sed 's/^/  /'
+rc4=0
+[ "$ra" -ne 0 ] || [ "$rb" -ne 0 ] && rc4=1
+echo
+
+if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ] || [ "$rc3" -ne 0 ] || [ "$rc4" -ne 0 ]; then
+	echo "demo: FAILED (run 1 exit $rc1, run 2 exit $rc2, report exit $rc3, run 3 exits $ra/$rb)" >&2
 	exit 1
 fi
-echo "demo: both runs exited 0, and the report above read the dump the second run wrote."
+echo "demo: all runs exited 0, and the report above read the dump the second run wrote."

@@ -3,12 +3,21 @@
  * cache from cuMemGetInfo the way vLLM does, and answers
  * CUDA_ERROR_OUT_OF_MEMORY the way PyTorch does: empty the cache, retry once,
  * then give up on that one request and keep serving. No GPU needed: run it
- * on the simulated driver (examples/demo.sh). */
+ * on the simulated driver (examples/demo.sh).
+ *
+ * For the demo's pod of two servers: KVCACHE_BARRIER=DIR makes it write
+ * DIR/ready.PID once its weights are loaded and wait (at most 30 s) for
+ * DIR/go before sizing its cache, so both start serving together;
+ * KVCACHE_STEP_US paces its steps so the two overlap; KVCACHE_UTIL is its
+ * gpu_memory_utilization (default 0.9). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gpuguard.h"
 #include "gpuguard/cuda_abi.h"
@@ -193,6 +202,36 @@ static void report_retry(const char *call, uint64_t size, int freed, gg_CUresult
 gg_CUresult alloc_retry(gg_CUdeviceptr *p, uint64_t size);
 gg_CUresult alloc_async_retry(gg_CUdeviceptr *p, uint64_t size);
 gg_CUresult grow(struct request *r, int n);
+/* KVCACHE_BARRIER: say we are ready, wait for the go (demo.sh). */
+static void barrier(void)
+{
+	const char *dir = getenv("KVCACHE_BARRIER");
+	if (!dir || !*dir)
+		return;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/ready.%d", dir, (int)getpid());
+	FILE *f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof path, "%s/go", dir);
+	struct stat st;
+	for (int i = 0; i < 3000 && stat(path, &st) != 0; i++)
+		nanosleep(&(struct timespec){0, 10000000}, NULL);
+}
+
+static void pace(void)
+{
+	static long us = -1;
+	if (us < 0) {
+		const char *v = getenv("KVCACHE_STEP_US");
+		us = v ? atol(v) : 0;
+		if (us < 0 || us > 100000)
+			us = 0;
+	}
+	if (us)
+		nanosleep(&(struct timespec){0, us * 1000}, NULL);
+}
+
 void serve(struct request *reqs);
 
 gg_CUresult alloc_retry(gg_CUdeviceptr *p, uint64_t size)
@@ -287,6 +326,7 @@ void serve(struct request *reqs)
 {
 	int next = 0;
 	for (srv.step = 1; srv.served + srv.rejected < NREQ && srv.step <= MAX_STEPS; srv.step++) {
+		pace();
 		/* Load ramps up: more concurrent sequences as the run goes on. */
 		int cap = 4 + srv.step / 2;
 		if (cap > MAX_BATCH)
@@ -393,18 +433,23 @@ int main(void)
 	}
 	uint64_t weight_bytes = (uint64_t)WEIGHT_SHARDS * WEIGHT_SHARD;
 
+	barrier();
 	/* vLLM: the KV cache gets gpu_memory_utilization x total, less the
 	 * weights; never more than is actually free. */
 	uint64_t free1;
 	mem_info(&free1, NULL);
-	double want = GPU_UTIL * (double)srv.total - (double)weight_bytes;
+	const char *u = getenv("KVCACHE_UTIL"); /* gpu_memory_utilization */
+	double util = u ? atof(u) : GPU_UTIL;
+	if (!(util > 0 && util <= 1))
+		util = GPU_UTIL;
+	double want = util * (double)srv.total - (double)weight_bytes;
 	uint64_t budget = want > 0 ? (uint64_t)want : 0;
 	if (budget > free1)
 		budget = free1;
 	srv.budget_blocks = (int)(budget / BLOCK);
-	printf("kvcache: weights loaded: %d x %s; KV cache budget %.1f x %s - %s = %s (%d blocks of 2 MiB)\n",
-	       WEIGHT_SHARDS, GIB_STR(WEIGHT_SHARD), GPU_UTIL, GIB_STR(srv.total), GIB_STR(weight_bytes),
-	       GIB_STR(budget), srv.budget_blocks);
+	printf("kvcache: weights loaded: %d x %s; KV cache budget %.2g x %s - %s = %s (%d blocks of 2 MiB)\n",
+	       WEIGHT_SHARDS, GIB_STR(WEIGHT_SHARD), util, GIB_STR(srv.total), GIB_STR(weight_bytes), GIB_STR(budget),
+	       srv.budget_blocks);
 	if (srv.budget_blocks < MAX_BLOCKS) {
 		printf("kvcache: no room for a KV cache; nothing to serve\n");
 		return 0;
@@ -436,10 +481,10 @@ int main(void)
 	    (int (*)(int, struct gpuguard_device_stats *))dlsym(RTLD_DEFAULT, "gpuguard_device_stats");
 	struct gpuguard_device_stats s;
 	if (stats && stats(0, &s) == 0) {
-		printf("summary: gpuguard: limit %s, used %s at exit, peak %s, refused %llu at the ceiling, "
-		       "%llu by the driver\n",
-		       s.limit == UINT64_MAX ? "none" : GIB_STR(s.limit), GIB_STR(s.used), GIB_STR(s.peak),
-		       (unsigned long long)s.refused[GPUGUARD_REFUSED_CEILING],
+		printf("summary: gpuguard: %slimit %s, this server's use %s at exit, peak %s, refused %llu at the "
+		       "ceiling, %llu by the driver\n",
+		       s.pod ? "pod " : "", s.limit == UINT64_MAX ? "none" : GIB_STR(s.limit), GIB_STR(s.process_used),
+		       GIB_STR(s.peak), (unsigned long long)s.refused[GPUGUARD_REFUSED_CEILING],
 		       (unsigned long long)s.refused[GPUGUARD_REFUSED_DRIVER]);
 	} else {
 		printf("summary: gpuguard not loaded: the server saw the whole card\n");
