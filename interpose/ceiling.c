@@ -97,6 +97,7 @@ struct gg_budget *gg_ceiling_budget_peek(int dev)
 
 int gg_ceiling_unresolved(int dev)
 {
+	/* relaxed: the limit is a plain number (see gg_ceiling_resolve). */
 	return atomic_load_explicit(gg_ceiling_budget_peek(dev)->limit, memory_order_relaxed) == GG_LIMIT_UNRESOLVED;
 }
 
@@ -146,6 +147,7 @@ void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
 {
 	struct gg_device *g = &gg_devices[dev];
 	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	/* relaxed throughout: a snapshot of statistics, ordering nothing. */
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	out->limit = lim == GG_LIMIT_UNRESOLVED ? GG_UNLIMITED : lim;
 	out->used = atomic_load_explicit(b->used, memory_order_relaxed);
@@ -266,6 +268,8 @@ void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 {
 	if (b->mine)
 		atomic_fetch_add_explicit(b->mine, bytes, memory_order_relaxed); /* as in try_reserve */
+	/* relaxed: no check to make, so nothing to order; a racing reserve's
+	 * CAS sees the new value or retries. */
 	uint64_t now = atomic_fetch_add_explicit(b->used, bytes, memory_order_relaxed) + bytes;
 	raise_peak(b->peak, now);
 }
@@ -303,11 +307,12 @@ void gg_ceiling_wait_enter(int dev)
 	 * death or by our own exit. */
 	if (b->mine_waiting)
 		atomic_fetch_add_explicit(b->mine_waiting, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(b->waiters, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(b->waiters, 1, memory_order_seq_cst); /* the Dekker pair above */
 }
 
 uint32_t gg_ceiling_wake_seq(int dev)
 {
+	/* seq_cst: read before the retry, in the Dekker pair above */
 	return atomic_load_explicit(gg_ceiling_budget(dev)->wake, memory_order_seq_cst);
 }
 
@@ -327,18 +332,23 @@ int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 	return 0;
 }
 
+void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n)
+{
+	uint32_t cur = atomic_load_explicit(waiters, memory_order_relaxed);
+	/* seq_cst as the increment in gg_ceiling_wait_enter; saturating: the
+	 * word is shared with other processes, and a count wrapped below zero
+	 * would make every free pay for a wake-up. */
+	while (n && !atomic_compare_exchange_weak_explicit(waiters, &cur, cur > n ? cur - n : 0, memory_order_seq_cst,
+	                                                   memory_order_relaxed))
+		;
+}
+
 void gg_ceiling_wait_leave(int dev)
 {
 	struct gg_budget *b = gg_ceiling_budget(dev);
-	uint32_t cur = atomic_load_explicit(b->waiters, memory_order_relaxed);
-	/* seq_cst as the increment; saturating: the word is shared with other
-	 * processes, and a count wrapped below zero would make every free pay
-	 * for a wake-up. */
-	while (!atomic_compare_exchange_weak_explicit(b->waiters, &cur, cur ? cur - 1 : 0, memory_order_seq_cst,
-	                                              memory_order_relaxed))
-		;
+	gg_ceiling_waiters_sub(b->waiters, 1);
 	if (b->mine_waiting)
-		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_relaxed); /* as in wait_enter */
 }
 
 static uint64_t round_up(uint64_t v, uint64_t to)
@@ -379,6 +389,7 @@ void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64
 
 void gg_ceiling_reset(void)
 {
+	/* relaxed: the fork child has one thread. */
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
 		struct gg_device *g = &gg_devices[d];
 		atomic_store_explicit(&g->used, 0, memory_order_relaxed);

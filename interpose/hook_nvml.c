@@ -78,6 +78,22 @@ static void budget_view(gg_nvmlDevice_t device, uint64_t *free_bytes, uint64_t *
 		*free_bytes = *total_bytes;
 }
 
+/* Rewrites one memory struct's fields with the budget's view. used is what
+ * is left: total - free, less the driver's reserve where the struct has one
+ * (v2), which is kept but never more than the budget leaves beside free. */
+static void rewrite(gg_nvmlDevice_t device, unsigned long long *total, unsigned long long *free_,
+                    unsigned long long *used, unsigned long long *reserved)
+{
+	uint64_t fr = *free_, to = *total;
+	budget_view(device, &fr, &to);
+	uint64_t held = to - fr;
+	if (reserved && *reserved > held)
+		*reserved = held;
+	*total = to;
+	*free_ = fr;
+	*used = held - (reserved ? *reserved : 0);
+}
+
 /* ---- memory info ------------------------------------------------------- */
 
 GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo(gg_nvmlDevice_t device, gg_nvmlMemory_t *memory)
@@ -89,13 +105,8 @@ GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo(gg_nvmlDevice_t device, gg_nvm
 		return real(device, memory);
 	GG_ENTER();
 	gg_nvmlReturn_t rc = real(device, memory);
-	if (rc == GG_NVML_SUCCESS && memory) {
-		uint64_t fr = memory->free, to = memory->total;
-		budget_view(device, &fr, &to);
-		memory->total = to;
-		memory->free = fr;
-		memory->used = to - fr; /* v1's used includes what the driver reserves */
-	}
+	if (rc == GG_NVML_SUCCESS && memory) /* v1's used includes what the driver reserves */
+		rewrite(device, &memory->total, &memory->free, &memory->used, NULL);
 	GG_LEAVE();
 	return rc;
 }
@@ -109,17 +120,8 @@ GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(gg_nvmlDevice_t device, gg_
 		return real(device, memory);
 	GG_ENTER();
 	gg_nvmlReturn_t rc = real(device, memory); /* checks memory->version */
-	if (rc == GG_NVML_SUCCESS && memory) {
-		uint64_t fr = memory->free, to = memory->total;
-		budget_view(device, &fr, &to);
-		/* The reserve stays what the driver says, but never more than the
-		 * budget leaves beside free: total = reserved + free + used. */
-		if (memory->reserved > to - fr)
-			memory->reserved = to - fr;
-		memory->total = to;
-		memory->free = fr;
-		memory->used = to - fr - memory->reserved;
-	}
+	if (rc == GG_NVML_SUCCESS && memory)
+		rewrite(device, &memory->total, &memory->free, &memory->used, &memory->reserved);
 	GG_LEAVE();
 	return rc;
 }

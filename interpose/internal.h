@@ -159,6 +159,8 @@ void gg_ceiling_wait_enter(int dev);
 uint32_t gg_ceiling_wake_seq(int dev);
 int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 void gg_ceiling_wait_leave(int dev);
+/* Takes n sleepers off a waiters word, saturating at zero. */
+void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n);
 /* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
 int gg_ceiling_could_fit(int dev, uint64_t bytes);
 /* Monotonic nanoseconds, for wait deadlines. */

@@ -195,13 +195,7 @@ static void reclaim_slot(unsigned s, int died)
 		struct gpuguard_region_device *e = entry(d);
 		/* relaxed: the owner is dead (its stores are all in memory) or
 		 * is this thread, at exit. */
-		uint16_t asleep = atomic_exchange_explicit(&p->waiting[d], 0, memory_order_relaxed);
-		uint32_t cur = atomic_load_explicit(&e->waiters, memory_order_relaxed);
-		/* relaxed: waiters only gates wake-ups; saturating, as everywhere */
-		while (asleep &&
-		       !atomic_compare_exchange_weak_explicit(&e->waiters, &cur, cur > asleep ? cur - asleep : 0,
-		                                              memory_order_relaxed, memory_order_relaxed))
-			;
+		gg_ceiling_waiters_sub(&e->waiters, atomic_exchange_explicit(&p->waiting[d], 0, memory_order_relaxed));
 		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_relaxed);
 		if (!held)
 			continue;
@@ -210,7 +204,7 @@ static void reclaim_slot(unsigned s, int died)
 		if (died)
 			atomic_fetch_add_explicit(&e->reclaimed, held, memory_order_relaxed); /* statistic */
 	}
-	atomic_store_explicit(&p->ctx_charged, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->ctx_charged, 0, memory_order_relaxed); /* ordered by the release below */
 	/* release: the zeroed books before the state a reader acquires. */
 	atomic_store_explicit(&p->state, GPUGUARD_RPROC_FREE, memory_order_release);
 }
@@ -218,6 +212,8 @@ static void reclaim_slot(unsigned s, int died)
 static int slot_idle(unsigned s)
 {
 	struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+	/* relaxed: only spares a reclaim of an empty slot; the slot's lock,
+	 * which the caller holds, is what decides. */
 	if (atomic_load_explicit(&p->state, memory_order_relaxed) != GPUGUARD_RPROC_FREE)
 		return 0;
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
@@ -251,6 +247,7 @@ static unsigned sweep(int fd)
 
 void gg_shared_reclaim(void)
 {
+	/* acquire: pairs with the release in attached(), for reg and me. */
 	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
 		return;
 	uint64_t now = gg_now_ms(), last = atomic_load_explicit(&last_reclaim_ms, memory_order_relaxed);
@@ -303,17 +300,7 @@ static void write_fresh(const char *limit_text)
 	atomic_store_explicit((_Atomic uint64_t *)&h->magic, 0, memory_order_relaxed);
 	uint64_t gen = atomic_load_explicit(&h->limit_gen, memory_order_relaxed);
 	memset(reg, 0, GPUGUARD_REGION_SIZE);
-	h->version = GPUGUARD_REGION_VERSION;
-	h->header_size = sizeof(*h);
-	h->size = GPUGUARD_REGION_SIZE;
-	h->ndevices = GPUGUARD_REGION_DEVICES;
-	h->device_off = GPUGUARD_REGION_DEVICE_OFF;
-	h->device_size = sizeof(struct gpuguard_region_device);
-	h->nprocs = GPUGUARD_REGION_PROCS;
-	h->proc_off = GPUGUARD_REGION_PROC_OFF;
-	h->proc_size = sizeof(struct gpuguard_region_proc);
-	h->created_ms = realtime_ms();
-	snprintf(h->limit_text, sizeof h->limit_text, "%s", limit_text);
+	gpuguard_region_layout(h, realtime_ms(), limit_text);
 	atomic_store_explicit(&h->limit_gen, gen + 1, memory_order_relaxed);
 	/* release: everything above before the magic that makes it valid. */
 	atomic_store_explicit((_Atomic uint64_t *)&h->magic, GPUGUARD_REGION_MAGIC, memory_order_release);
@@ -510,7 +497,9 @@ static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t 
 	i = find_entry(kind, uuid); /* someone may have been first */
 	for (unsigned j = 0; i < 0 && j < GPUGUARD_REGION_DEVICES; j++) {
 		struct gpuguard_region_device *e = entry(j);
-		/* CLAIMING left over is a claimer that died holding the lock. */
+		/* CLAIMING left over is a claimer that died holding the lock.
+		 * relaxed here and in the stores below: we hold the setup lock,
+		 * and readers look at nothing but READY (released below). */
 		if (atomic_load_explicit(&e->state, memory_order_relaxed) == GPUGUARD_RDEV_READY)
 			continue;
 		atomic_store_explicit(&e->state, GPUGUARD_RDEV_CLAIMING, memory_order_relaxed);
@@ -571,6 +560,8 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	};
 	/* Once per process per device entry (two ordinals can name one card). */
 	uint32_t bit = 1u << i;
+	/* relaxed: the bit only has to be taken once among our threads (the
+	 * RMW is atomic); nothing else is published through it. */
 	if (gg_opt.context_reserve && !(atomic_fetch_or_explicit(&me->ctx_charged, bit, memory_order_relaxed) & bit))
 		gg_ceiling_force_budget(b, gg_opt.context_reserve);
 	return 0;
@@ -590,6 +581,7 @@ static int slot_alive(int fd, unsigned s)
 
 void gg_shared_foreach_use(void (*fn)(const struct gg_pod_use *, void *), void *arg)
 {
+	/* acquire: pairs with the release in attached(), for reg and me. */
 	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
 		return;
 	/* Entry -> local ordinal, from the budgets our devices are bound to. */
@@ -637,6 +629,7 @@ void gg_shared_foreach_use(void (*fn)(const struct gg_pod_use *, void *), void *
  * books. */
 __attribute__((destructor(101))) static void detach(void)
 {
+	/* acquire: as in gg_shared_reclaim; relaxed exchange: a once-only flag. */
 	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK ||
 	    atomic_exchange_explicit(&detached, 1, memory_order_relaxed))
 		return;
@@ -656,6 +649,7 @@ void gg_shared_after_fork_child(void)
 	reg = NULL;
 	reg_fd = -1;
 	me = NULL;
+	/* relaxed: the fork child has one thread. */
 	atomic_store_explicit(&detached, 0, memory_order_relaxed);
 	atomic_store_explicit(&last_reclaim_ms, 0, memory_order_relaxed);
 	atomic_store_explicit(&attach_state, ATTACH_NONE, memory_order_relaxed);
@@ -671,6 +665,7 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 		int i = find_entry(GPUGUARD_RDEV_CUDA, uuid);
 		if (i >= 0) {
 			struct gpuguard_region_device *e = entry((unsigned)i);
+			/* relaxed: numbers to report, as gg_ceiling_meminfo reads them */
 			lim = atomic_load_explicit(&e->limit, memory_order_relaxed);
 			used = atomic_load_explicit(&e->used, memory_order_relaxed);
 			found = 1;
@@ -682,7 +677,7 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 		if (index >= GG_MAX_DEVICES)
 			return;
 		struct gg_budget *b = gg_ceiling_budget_peek((int)index);
-		lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+		lim = atomic_load_explicit(b->limit, memory_order_relaxed); /* as above */
 		used = atomic_load_explicit(b->used, memory_order_relaxed);
 		if (lim == GG_LIMIT_UNRESOLVED)
 			lim = limit_for((int)index, *total_bytes);

@@ -438,18 +438,14 @@ static const struct {
     {"--on-limit", "GPUGUARD_ON_LIMIT"}, {"--context-reserve", "GPUGUARD_CONTEXT_RESERVE"},
 };
 
-/* "--opt VALUE" or "--opt=VALUE" at argv[*i]: sets its variable, 0. */
+/* One of run_opts at argv[*i] (either form opt_value takes): sets its
+ * variable, 0; -1 when argv[*i] is none of them. */
 static int run_option(int argc, char **argv, int *i)
 {
-	const char *a = argv[*i];
 	for (size_t k = 0; k < sizeof run_opts / sizeof run_opts[0]; k++) {
-		size_t n = strlen(run_opts[k].opt);
-		if (strncmp(a, run_opts[k].opt, n) != 0)
-			continue;
-		if (a[n] == '=')
-			return setenv(run_opts[k].var, a + n + 1, 1);
-		if (a[n] == 0 && *i + 1 < argc)
-			return setenv(run_opts[k].var, argv[++*i], 1);
+		const char *v = opt_value(argc, argv, i, run_opts[k].opt);
+		if (v)
+			return setenv(run_opts[k].var, v, 1);
 	}
 	return -1;
 }

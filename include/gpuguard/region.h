@@ -120,6 +120,28 @@ static inline struct gpuguard_region_proc *gpuguard_region_proc(void *base, unsi
 	return (struct gpuguard_region_proc *)((char *)base + GPUGUARD_REGION_PROC_OFF) + i;
 }
 
+/* Fills in a new region's header: every layout field, the creation time and
+ * the limit text (cut to fit), everything but the magic, which the writer
+ * stores last (with release where others may be reading). */
+static inline void gpuguard_region_layout(struct gpuguard_region_header *h, uint64_t created_ms, const char *limit_text)
+{
+	h->version = GPUGUARD_REGION_VERSION;
+	h->header_size = sizeof(*h);
+	h->size = GPUGUARD_REGION_SIZE;
+	h->ndevices = GPUGUARD_REGION_DEVICES;
+	h->device_off = GPUGUARD_REGION_DEVICE_OFF;
+	h->device_size = sizeof(struct gpuguard_region_device);
+	h->nprocs = GPUGUARD_REGION_PROCS;
+	h->proc_off = GPUGUARD_REGION_PROC_OFF;
+	h->proc_size = sizeof(struct gpuguard_region_proc);
+	h->created_ms = created_ms;
+	size_t n = strlen(limit_text);
+	if (n >= sizeof(h->limit_text))
+		n = sizeof(h->limit_text) - 1;
+	memcpy(h->limit_text, limit_text, n);
+	h->limit_text[n] = 0;
+}
+
 /* Validates a region image of len bytes (a mapping or a copy read from the
  * file): magic, version, size and every layout field. 0 if usable; else -1
  * with a one-line reason in why. Never reads outside [buf, buf + len). */

@@ -17,18 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void valid_header(char *buf)
 {
 	struct gpuguard_region_header *h = (struct gpuguard_region_header *)buf;
+	gpuguard_region_layout(h, 1700000000000ull, "20Gi");
 	h->magic = GPUGUARD_REGION_MAGIC;
-	h->version = GPUGUARD_REGION_VERSION;
-	h->header_size = sizeof *h;
-	h->size = GPUGUARD_REGION_SIZE;
-	h->ndevices = GPUGUARD_REGION_DEVICES;
-	h->device_off = GPUGUARD_REGION_DEVICE_OFF;
-	h->device_size = sizeof(struct gpuguard_region_device);
-	h->nprocs = GPUGUARD_REGION_PROCS;
-	h->proc_off = GPUGUARD_REGION_PROC_OFF;
-	h->proc_size = sizeof(struct gpuguard_region_proc);
-	h->created_ms = 1700000000000ull;
-	memcpy(h->limit_text, "20Gi", 5);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

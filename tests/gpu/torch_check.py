@@ -24,6 +24,8 @@ import os
 import subprocess
 import sys
 
+from gg_torch import preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+
 GIB = 1 << 30
 MIB = 1 << 20
 CEILING = 4 * GIB
@@ -35,14 +37,6 @@ CONFIGS = [
     ("expandable_segments", "expandable_segments:True"),
     ("cudaMallocAsync", "backend:cudaMallocAsync"),
 ]
-
-
-def result_line(program, ceiling="n/a", meminfo="n/a", refusal="n/a", working="n/a", result="FAIL", reason=None):
-    line = "GGRESULT program=%s ceiling=%s meminfo=%s refusal=%s working=%s result=%s" % (
-        program, ceiling, meminfo, refusal, working, result)
-    if reason:
-        line += " reason=" + reason.replace(" ", "_")
-    return line
 
 
 # ---- child: one allocator configuration, under the preload ---------------
@@ -194,20 +188,9 @@ def child(config):
 # ---- parent: one subprocess per configuration ----------------------------
 
 def parent(lib):
-    try:
-        import torch  # noqa: F401 - probing only, without the preload
-    except Exception as e:  # noqa: BLE001
-        for name, _ in CONFIGS:
-            print(result_line("torch_" + name, result="SKIP", reason="torch not importable (%s)" % type(e).__name__))
-        return 0
-    if not torch.cuda.is_available():
-        for name, _ in CONFIGS:
-            print(result_line("torch_" + name, result="SKIP", reason="torch without CUDA"))
-        return 0
-    if not os.path.exists(lib):
-        for name, _ in CONFIGS:
-            print(result_line("torch_" + name, reason="missing " + lib))
-        return 1
+    rc = preflight(["torch_" + name for name, _ in CONFIGS], [lib])
+    if rc is not None:
+        return rc
     failed = 0
     for name, conf in CONFIGS:
         env = dict(os.environ)

@@ -43,6 +43,8 @@ import sys
 import tempfile
 import time
 
+from gg_torch import preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+
 MIB = 1 << 20
 CHUNK = 256 * MIB
 CHILD_TIMEOUT = 150
@@ -56,14 +58,6 @@ CONFIGS = {
 
 TORCH_MODULE = re.compile(r"^lib(c10|torch)[A-Za-z0-9_]*\.so")
 TORCH_SYMBOL = re.compile(r"CUDACachingAllocator|CUDAMallocAsyncAllocator|c10::cuda|3c104cuda")
-
-
-def result_line(program, ceiling="n/a", meminfo="n/a", refusal="n/a", working="n/a", result="FAIL", reason=None):
-    line = "GGRESULT program=%s ceiling=%s meminfo=%s refusal=%s working=%s result=%s" % (
-        program, ceiling, meminfo, refusal, working, result)
-    if reason:
-        line += " reason=" + reason.replace(" ", "_")
-    return line
 
 
 # ---- child: fill the GPU until PyTorch gives up --------------------------
@@ -298,21 +292,9 @@ def run_config(name, conf, lib, gg):
 
 
 def parent(lib, gg, configs):
-    try:
-        import torch  # noqa: F401 - probing only, without the preload
-    except Exception as e:  # noqa: BLE001
-        for name in configs:
-            print(result_line("torch_dump_" + name, result="SKIP", reason="torch not importable (%s)" % type(e).__name__))
-        return 0
-    if not torch.cuda.is_available():
-        for name in configs:
-            print(result_line("torch_dump_" + name, result="SKIP", reason="torch without CUDA"))
-        return 0
-    missing = [p for p in (lib, gg) if not os.path.exists(p)]
-    if missing:
-        for name in configs:
-            print(result_line("torch_dump_" + name, reason="missing " + " ".join(missing)))
-        return 1
+    rc = preflight(["torch_dump_" + name for name in configs], [lib, gg])
+    if rc is not None:
+        return rc
     failed = 0
     for name in configs:
         if name not in CONFIGS:

@@ -23,7 +23,7 @@ The checks, one result line each:
            written and read back);
   kill9    A takes 3 GiB again and gets SIGKILL; once it is reaped, B's
            3 GiB fits within 1 s (B retries a refusal every 20 ms: the library
-           sweeps for dead processes at most every 100 ms per process; the
+           sweeps for dead processes at most every 10 ms per process; the
            dead process's charge comes back through its slot lock);
   wait     a fresh A2 and B2, B2 with GPUGUARD_ON_LIMIT=wait:3s: A2 holds
            3 GiB, B2 asks for 2 GiB in a thread, A2 frees 0.5 s later; B2's
@@ -52,6 +52,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from gg_torch import preflight, result_line  # tests/gpu/gg_torch.py, beside this script
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -82,14 +84,6 @@ REGION_PROC_SIZE = 256
 RDEV_READY = 2
 RDEV_CUDA = 1
 RPROC_LIVE = 1
-
-
-def result_line(program, ceiling="n/a", meminfo="n/a", refusal="n/a", working="n/a", result="FAIL", reason=None):
-    line = "GGRESULT program=%s ceiling=%s meminfo=%s refusal=%s working=%s result=%s" % (
-        program, ceiling, meminfo, refusal, working, result)
-    if reason:
-        line += " reason=" + reason.replace(" ", "_").replace("|", "/")
-    return line
 
 
 def gib(n):
@@ -643,7 +637,7 @@ class Run:
             raise StepError("A not reaped %.0f s after SIGKILL" % (time.monotonic() - t_kill))
         t_reaped = time.monotonic() - t_kill
         # B retries a refusal: the library sweeps for dead processes at most
-        # every 100 ms per process, so a first try soon after B's last sweep
+        # every 10 ms per process, so a first try soon after B's last sweep
         # (its refusal above) may be refused. What counts is the time to fit.
         r = b.ask("alloc_until %d %.1f touch" % (3 * GIB, 3 * KILL_FIT))
         t_fit = time.monotonic() - t_kill
@@ -715,20 +709,9 @@ class Run:
 
 
 def parent(lib):
-    try:
-        import torch  # noqa: F401 - probing only, without the preload
-    except Exception as e:  # noqa: BLE001
-        for c in CHECKS:
-            print(result_line("torch_pod_" + c, result="SKIP", reason="torch not importable (%s)" % type(e).__name__))
-        return 0
-    if not torch.cuda.is_available():
-        for c in CHECKS:
-            print(result_line("torch_pod_" + c, result="SKIP", reason="torch without CUDA"))
-        return 0
-    if not os.path.exists(lib):
-        for c in CHECKS:
-            print(result_line("torch_pod_" + c, reason="missing " + lib))
-        return 1
+    rc = preflight(["torch_pod_" + c for c in CHECKS], [lib])
+    if rc is not None:
+        return rc
     run = Run(lib)
     run.info("library %s, GPUGUARD_LIMIT=4Gi, pod regions in %s" % (lib, run.tmp))
     try:

@@ -231,15 +231,26 @@ static struct w start(const char *const *env)
 }
 
 /* Sends a command and returns the answer line (static buffer). */
-static const char *ask(struct w *w, const char *cmd)
+/* Sends a command without waiting for its answer (stdin is line-buffered). */
+static void tell(struct w *w, const char *cmd)
+{
+	fprintf(w->in, "%s\n", cmd);
+}
+
+/* The next answer line (static buffer), "" at end of output. */
+static const char *answer(struct w *w)
 {
 	static char line[256];
-	fprintf(w->in, "%s\n", cmd);
-	fflush(w->in);
 	if (!fgets(line, sizeof line, w->out))
 		return "";
 	line[strcspn(line, "\n")] = 0;
 	return line;
+}
+
+static const char *ask(struct w *w, const char *cmd)
+{
+	tell(w, cmd);
+	return answer(w);
 }
 
 static int ask_alloc(struct w *w, uint64_t bytes, unsigned long long *ms)
@@ -495,12 +506,11 @@ TEST(many_processes_never_pass_the_ceiling)
 	atomic_store(&sampling, 1);
 	pthread_create(&mon, NULL, monitor_main, h);
 	for (int i = 0; i < NP; i++)
-		fprintf(w[i].in, "hammer 20000 4\n");
+		tell(&w[i], "hammer 20000 4");
 	uint64_t refused = 0;
 	for (int i = 0; i < NP; i++) {
-		char line[64];
 		unsigned long long r = 0;
-		CHECK(fgets(line, sizeof line, w[i].out) && sscanf(line, "ok %llu", &r) == 1);
+		CHECK(sscanf(answer(&w[i]), "ok %llu", &r) == 1);
 		refused += r;
 		/* everything freed: this process holds nothing */
 		CHECK_EQ_U64(ask_info(&w[i]).proc_used, 0);
@@ -527,8 +537,7 @@ TEST(kill_9_gives_the_memory_back)
 		CHECK_EQ_INT(ask_alloc(&a, 100 * MIB, NULL), 0);
 	CHECK_EQ_INT(ask_alloc(&c, 100 * MIB, NULL), 0);
 	/* a keeps allocating and freeing while it is killed */
-	fprintf(a.in, "free\nhammer 100000000 2\n");
-	fflush(a.in);
+	tell(&a, "free\nhammer 100000000 2");
 	usleep(100000);
 	kill(a.pid, SIGKILL);
 	CHECK_EQ_INT(finish(&a, NULL, 0), 128 + SIGKILL);
@@ -598,13 +607,11 @@ TEST(waiting_succeeds_when_another_process_frees)
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", NULL};
 	struct w a = start(env), b = start(env);
 	CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
-	fprintf(b.in, "alloc %llu\n", 300 * MIB);
-	fflush(b.in);
+	tell(&b, "alloc 314572800"); /* 300 MiB */
 	usleep(200000);
 	CHECK_EQ_INT(strcmp(ask(&a, "free"), "ok"), 0);
-	char line[64];
 	unsigned long long ms = 0;
-	CHECK(fgets(line, sizeof line, b.out) && sscanf(line, "ok %llu", &ms) == 1);
+	CHECK(sscanf(answer(&b), "ok %llu", &ms) == 1);
 	CHECK(ms >= 150 && ms < 1000); /* it waited for the free, not for the deadline */
 	struct info i = ask_info(&b);
 	CHECK_EQ_U64(i.proc_used, 300 * MIB);
@@ -634,8 +641,7 @@ TEST(a_killed_waiter_leaves_no_phantom)
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:10s", NULL};
 	struct w a = start(env), b = start(env);
 	CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
-	fprintf(b.in, "alloc %llu\n", 300 * MIB);
-	fflush(b.in);
+	tell(&b, "alloc 314572800"); /* 300 MiB */
 	struct gpuguard_region_header *h = map_region();
 	CHECK(h != NULL);
 	if (!h)
@@ -765,8 +771,7 @@ TEST(fork_child_gets_a_slot_of_its_own)
 	CHECK_EQ_U64(pu, (300000000 + 2 * MIB - 1) / (2 * MIB) * (2 * MIB)); /* whole 2 MiB pages */
 	CHECK_EQ_U64(used, 100 * MIB + pu);                                  /* the parent's and the child's */
 	CHECK_EQ_U64(pod, 1);
-	char line[64];
-	CHECK(fgets(line, sizeof line, a.out) && sscanf(line, "ok %llu", &after) == 1);
+	CHECK(sscanf(answer(&a), "ok %llu", &after) == 1);
 	CHECK_EQ_U64(after, 100 * MIB); /* the child's went back when it exited */
 	struct gpuguard_region_header *h = map_region();
 	CHECK(h != NULL);

@@ -238,17 +238,8 @@ int main(int argc, char **argv)
 	}
 	static char buf[GPUGUARD_REGION_SIZE + 1] __attribute__((aligned(64)));
 	struct gpuguard_region_header *h = (struct gpuguard_region_header *)buf;
+	gpuguard_region_layout(h, 1700000000000ull, "");
 	h->magic = GPUGUARD_REGION_MAGIC;
-	h->version = GPUGUARD_REGION_VERSION;
-	h->header_size = sizeof *h;
-	h->size = GPUGUARD_REGION_SIZE;
-	h->ndevices = GPUGUARD_REGION_DEVICES;
-	h->device_off = GPUGUARD_REGION_DEVICE_OFF;
-	h->device_size = sizeof(struct gpuguard_region_device);
-	h->nprocs = GPUGUARD_REGION_PROCS;
-	h->proc_off = GPUGUARD_REGION_PROC_OFF;
-	h->proc_size = sizeof(struct gpuguard_region_proc);
-	h->created_ms = 1700000000000ull;
 	const char *mode = NULL;
 	for (int i = 2; i < argc; i++) {
 		char *arg = argv[i], *eq = strchr(arg, '=');

@@ -1,0 +1,35 @@
+"""gpuguard check-gpu: what the PyTorch checks (torch_check.py, torch_dump.py,
+torch_pod.py) share: the GGRESULT line tests/gpu/gg_gpu.h defines, and the
+test, made before any child starts, that torch with CUDA and the files a
+check needs are here."""
+import os
+
+
+def result_line(program, ceiling="n/a", meminfo="n/a", refusal="n/a", working="n/a", result="FAIL", reason=None):
+    line = "GGRESULT program=%s ceiling=%s meminfo=%s refusal=%s working=%s result=%s" % (
+        program, ceiling, meminfo, refusal, working, result)
+    if reason:
+        line += " reason=" + reason.replace(" ", "_").replace("|", "/")
+    return line
+
+
+def preflight(programs, paths):
+    """None when the checks can run. Otherwise prints one row per program and
+    returns the exit status: 0 with SKIP rows when torch or CUDA is missing
+    (that is no failure), 1 with FAIL rows when a file in paths is missing."""
+    try:
+        import torch  # noqa: F401 - probing only, without the preload
+    except Exception as e:  # noqa: BLE001
+        reason = "torch not importable (%s)" % type(e).__name__
+    else:
+        reason = None if torch.cuda.is_available() else "torch without CUDA"
+    if reason:
+        for p in programs:
+            print(result_line(p, result="SKIP", reason=reason))
+        return 0
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        for p in programs:
+            print(result_line(p, reason="missing " + " ".join(missing)))
+        return 1
+    return None
