@@ -66,6 +66,16 @@ static gg_CUresult to_cu(int rc)
 			return GG_CUDA_ERROR_NOT_INITIALIZED; \
 	} while (0)
 
+/* An output pointer and a device ordinal, checked in the driver's order. */
+#define REQUIRE_OUT_AND_DEVICE(out, dev)                     \
+	do {                                                 \
+		REQUIRE_INIT();                              \
+		if (!(out))                                  \
+			return GG_CUDA_ERROR_INVALID_VALUE;  \
+		if (!sim_device_valid(dev))                  \
+			return GG_CUDA_ERROR_INVALID_DEVICE; \
+	} while (0)
+
 /* init check, then the current context's device */
 #define REQUIRE_CTX(devvar)                                   \
 	int devvar;                                           \
@@ -113,11 +123,7 @@ gg_CUresult cuDriverGetVersion(int *driverVersion)
 
 gg_CUresult cuDeviceGet(gg_CUdevice *device, int ordinal)
 {
-	REQUIRE_INIT();
-	if (!device)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!sim_device_valid(ordinal))
-		return GG_CUDA_ERROR_INVALID_DEVICE;
+	REQUIRE_OUT_AND_DEVICE(device, ordinal);
 	*device = ordinal;
 	return GG_CUDA_SUCCESS;
 }
@@ -147,22 +153,14 @@ gg_CUresult cuDeviceGetName(char *name, int len, gg_CUdevice dev)
 
 gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
 {
-	REQUIRE_INIT();
-	if (!bytes)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!sim_device_valid(dev))
-		return GG_CUDA_ERROR_INVALID_DEVICE;
+	REQUIRE_OUT_AND_DEVICE(bytes, dev);
 	*bytes = sim_device_total(dev);
 	return GG_CUDA_SUCCESS;
 }
 
 gg_CUresult cuDeviceGetUuid_v2(gg_CUuuid *uuid, gg_CUdevice dev)
 {
-	REQUIRE_INIT();
-	if (!uuid)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!sim_device_valid(dev))
-		return GG_CUDA_ERROR_INVALID_DEVICE;
+	REQUIRE_OUT_AND_DEVICE(uuid, dev);
 	sim_device_uuid(dev, (uint8_t *)uuid->bytes);
 	return GG_CUDA_SUCCESS;
 }
@@ -175,11 +173,7 @@ gg_CUresult cuDeviceGetUuid(gg_CUuuid *uuid, gg_CUdevice dev)
 
 gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
 {
-	REQUIRE_INIT();
-	if (!pctx)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!sim_device_valid(dev))
-		return GG_CUDA_ERROR_INVALID_DEVICE;
+	REQUIRE_OUT_AND_DEVICE(pctx, dev);
 	atomic_fetch_add(&g_ctx_ref[dev], 1);
 	*pctx = &g_ctx[dev];
 	return GG_CUDA_SUCCESS;
@@ -787,22 +781,14 @@ gg_CUresult cuMemFreeAsync_ptsz(gg_CUdeviceptr dptr, gg_CUstream hStream)
 
 gg_CUresult cuDeviceGetDefaultMemPool(gg_CUmemoryPool *pool_out, gg_CUdevice dev)
 {
-	REQUIRE_INIT();
-	if (!pool_out)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!sim_device_valid(dev))
-		return GG_CUDA_ERROR_INVALID_DEVICE;
+	REQUIRE_OUT_AND_DEVICE(pool_out, dev);
 	*pool_out = pool_ptr(sim_pool_default(dev));
 	return GG_CUDA_SUCCESS;
 }
 
 gg_CUresult cuDeviceGetMemPool(gg_CUmemoryPool *pool, gg_CUdevice dev)
 {
-	REQUIRE_INIT();
-	if (!pool)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!sim_device_valid(dev))
-		return GG_CUDA_ERROR_INVALID_DEVICE;
+	REQUIRE_OUT_AND_DEVICE(pool, dev);
 	*pool = pool_ptr(sim_pool_current(dev));
 	return GG_CUDA_SUCCESS;
 }
@@ -906,11 +892,7 @@ gg_CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 
 gg_CUresult cuDeviceTotalMem(unsigned int *bytes, gg_CUdevice dev)
 {
-	REQUIRE_INIT();
-	if (!bytes)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!sim_device_valid(dev))
-		return GG_CUDA_ERROR_INVALID_DEVICE;
+	REQUIRE_OUT_AND_DEVICE(bytes, dev);
 	*bytes = clamp_u32(sim_device_total(dev));
 	return GG_CUDA_SUCCESS;
 }

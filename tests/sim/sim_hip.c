@@ -52,6 +52,16 @@ static gg_hipError_t to_hip(int rc)
 			return GG_hipErrorNoDevice; \
 	} while (0)
 
+/* An output pointer and a device ordinal, checked in HIP's order. */
+#define REQUIRE_OUT_AND_DEVICE(out, dev)                 \
+	do {                                             \
+		REQUIRE_DEVICES();                       \
+		if (!(out))                              \
+			return GG_hipErrorInvalidValue;  \
+		if (!sim_device_valid(dev))              \
+			return GG_hipErrorInvalidDevice; \
+	} while (0)
+
 gg_hipError_t hipInit(unsigned int flags)
 {
 	if (flags)
@@ -118,22 +128,14 @@ gg_hipError_t hipDeviceGetName(char *name, int len, gg_hipDevice_t device)
 
 gg_hipError_t hipDeviceTotalMem(size_t *bytes, gg_hipDevice_t device)
 {
-	REQUIRE_DEVICES();
-	if (!bytes)
-		return GG_hipErrorInvalidValue;
-	if (!sim_device_valid(device))
-		return GG_hipErrorInvalidDevice;
+	REQUIRE_OUT_AND_DEVICE(bytes, device);
 	*bytes = sim_device_total(device);
 	return GG_hipSuccess;
 }
 
 gg_hipError_t hipDeviceGetUuid(gg_hipUUID *uuid, gg_hipDevice_t device)
 {
-	REQUIRE_DEVICES();
-	if (!uuid)
-		return GG_hipErrorInvalidValue;
-	if (!sim_device_valid(device))
-		return GG_hipErrorInvalidDevice;
+	REQUIRE_OUT_AND_DEVICE(uuid, device);
 	sim_device_uuid(device, (uint8_t *)uuid->bytes);
 	return GG_hipSuccess;
 }
@@ -352,22 +354,14 @@ gg_hipError_t hipFreeAsync(void *dev_ptr, gg_hipStream_t stream)
 
 gg_hipError_t hipDeviceGetDefaultMemPool(gg_hipMemPool_t *mem_pool, int device)
 {
-	REQUIRE_DEVICES();
-	if (!mem_pool)
-		return GG_hipErrorInvalidValue;
-	if (!sim_device_valid(device))
-		return GG_hipErrorInvalidDevice;
+	REQUIRE_OUT_AND_DEVICE(mem_pool, device);
 	*mem_pool = pool_ptr(sim_pool_default(device));
 	return GG_hipSuccess;
 }
 
 gg_hipError_t hipDeviceGetMemPool(gg_hipMemPool_t *mem_pool, int device)
 {
-	REQUIRE_DEVICES();
-	if (!mem_pool)
-		return GG_hipErrorInvalidValue;
-	if (!sim_device_valid(device))
-		return GG_hipErrorInvalidDevice;
+	REQUIRE_OUT_AND_DEVICE(mem_pool, device);
 	*mem_pool = pool_ptr(sim_pool_current(device));
 	return GG_hipSuccess;
 }
