@@ -4,6 +4,14 @@ test, made before any child starts, that torch with CUDA and the files a
 check needs are here."""
 import os
 
+# This tree's build/, where the library and the gpuguard command are.
+BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+
+
+def built(*parts):
+    """A path under this tree's build/ (the default --lib, --gpuguard)."""
+    return os.path.join(BUILD, *parts)
+
 
 def result_line(program, ceiling="n/a", meminfo="n/a", refusal="n/a", working="n/a", result="FAIL", reason=None):
     line = "GGRESULT program=%s ceiling=%s meminfo=%s refusal=%s working=%s result=%s" % (

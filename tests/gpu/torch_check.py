@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 
-from gg_torch import preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+from gg_torch import built, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -228,10 +228,7 @@ def parent(lib):
 def main(argv):
     if len(argv) >= 3 and argv[1] == "--child":
         return child(argv[2])
-    here = os.path.dirname(os.path.abspath(__file__))
-    lib = os.path.join(here, "..", "..", "build", "lib", "libgpuguard.so")
-    if len(argv) >= 3 and argv[1] == "--lib":
-        lib = argv[2]
+    lib = argv[2] if len(argv) >= 3 and argv[1] == "--lib" else built("lib", "libgpuguard.so")
     return parent(os.path.abspath(lib))
 
 

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from gg_torch import preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+from gg_torch import built, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
 
 MIB = 1 << 20
 CHUNK = 256 * MIB
@@ -310,10 +310,8 @@ def main(argv):
     args = argv[1:]
     if len(args) >= 2 and args[0] == "--child":
         return child(args[1])
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.join(here, "..", "..")
-    lib = os.path.join(root, "build", "lib", "libgpuguard.so")
-    gg = os.path.join(root, "build", "bin", "gpuguard")
+    lib = built("lib", "libgpuguard.so")
+    gg = built("bin", "gpuguard")
     configs = list(CONFIGS)
     check_only, want_torch = None, True
     while args:
