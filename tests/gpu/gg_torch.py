@@ -13,6 +13,19 @@ def built(*parts):
     return os.path.join(BUILD, *parts)
 
 
+def child_env(lib, drop=(), **values):
+    """This environment for a child under the preload: lib first in
+    LD_PRELOAD, GPUGUARD_LIMIT=4Gi and no allocator configuration of the
+    caller's (PYTORCH_[CUDA_]ALLOC_CONF), less drop, plus values."""
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    env["GPUGUARD_LIMIT"] = "4Gi"
+    for k in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF") + tuple(drop):
+        env.pop(k, None)
+    env.update(values)
+    return env
+
+
 def result_line(program, ceiling="n/a", meminfo="n/a", refusal="n/a", working="n/a", result="FAIL", reason=None):
     line = "GGRESULT program=%s ceiling=%s meminfo=%s refusal=%s working=%s result=%s" % (
         program, ceiling, meminfo, refusal, working, result)

@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 
-from gg_torch import built, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+from gg_torch import built, child_env, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -193,13 +193,7 @@ def parent(lib):
         return rc
     failed = 0
     for name, conf in CONFIGS:
-        env = dict(os.environ)
-        env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-        env["GPUGUARD_LIMIT"] = "4Gi"
-        env.pop("PYTORCH_ALLOC_CONF", None)
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-        if conf:
-            env["PYTORCH_CUDA_ALLOC_CONF"] = conf
+        env = child_env(lib, **({"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}))
         program = "torch_" + name
         try:
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name], env=env,

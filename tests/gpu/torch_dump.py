@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from gg_torch import built, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+from gg_torch import built, child_env, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
 
 MIB = 1 << 20
 CHUNK = 256 * MIB
@@ -242,15 +242,9 @@ def run_config(name, conf, lib, gg):
         print("GGINFO %s: %s" % (program, msg), flush=True)
 
     dump_dir = tempfile.mkdtemp(prefix="gg-torch-dump-")
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-    env["GPUGUARD_LIMIT"] = "4Gi"
-    env["GPUGUARD_DUMP_DIR"] = dump_dir
-    for k in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "GPUGUARD_STACK_DEPTH", "GPUGUARD_DUMP_MAX",
-              "GPUGUARD_DUMP_INTERVAL", "GPUGUARD_DUMP_AT_EXIT"):
-        env.pop(k, None)
-    if conf:
-        env["PYTORCH_CUDA_ALLOC_CONF"] = conf
+    env = child_env(lib, drop=("GPUGUARD_STACK_DEPTH", "GPUGUARD_DUMP_MAX", "GPUGUARD_DUMP_INTERVAL",
+                               "GPUGUARD_DUMP_AT_EXIT"), GPUGUARD_DUMP_DIR=dump_dir,
+                    **({"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}))
     try:
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=CHILD_TIMEOUT)

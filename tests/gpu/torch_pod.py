@@ -53,7 +53,7 @@ import tempfile
 import threading
 import time
 
-from gg_torch import built, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+from gg_torch import built, child_env, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -346,17 +346,9 @@ class Child:
     def __init__(self, run, role, region_path, on_limit):
         self.run = run
         self.role = role
-        env = dict(os.environ)
-        env["LD_PRELOAD"] = run.lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-        env["GPUGUARD_LIMIT"] = "4Gi"
-        env["GPUGUARD_SCOPE"] = "pod"
-        env["GPUGUARD_SHARED"] = region_path
-        env["GPUGUARD_ON_LIMIT"] = on_limit
-        env["GPUGUARD_CONTEXT_RESERVE"] = "0"
-        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+        env = child_env(run.lib, GPUGUARD_SCOPE="pod", GPUGUARD_SHARED=region_path, GPUGUARD_ON_LIMIT=on_limit,
+                        GPUGUARD_CONTEXT_RESERVE="0", PYTORCH_NO_CUDA_MEMORY_CACHING="1")
         env.setdefault("GPUGUARD_DUMP_DIR", run.tmp)
-        for k in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
-            env.pop(k, None)
         self.err_path = os.path.join(run.tmp, role + ".stderr")
         self.errf = open(self.err_path, "wb")
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", role], env=env,
