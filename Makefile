@@ -20,8 +20,13 @@ endif
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes $(WERROR)
 BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -pthread $(SANFLAGS) $(CFLAGS)
-LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden
+# glibc_compat.h: symbol versions old enough for glibc 2.17 (old images).
+LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden -include interpose/glibc_compat.h
 LDLIBS := -ldl -lpthread
+# Before glibc 2.34 dlopen and pthread_create live in libdl.so.2 and
+# libpthread.so.0 (glibc_compat.h binds their old versions): the library
+# names both, which on newer glibc are empty stubs that are always there.
+LIB_LDLIBS := -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed
 
 LIB_SRCS := $(wildcard interpose/*.c)
 LIB_OBJS := $(patsubst interpose/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
@@ -67,7 +72,7 @@ $(BUILD)/obj/%.o: interpose/%.c $(HEADERS)
 $(LIB): $(LIB_OBJS) interpose/exports.map
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,-soname,libgpuguard.so -Wl,--version-script=interpose/exports.map \
-		-Wl,--as-needed -o $@ $(LIB_OBJS) $(LDLIBS)
+		-o $@ $(LIB_OBJS) $(LIB_LDLIBS)
 
 # The simulated GPU (tests/sim/README.md).
 $(SIM_CUDA): tests/sim/sim_cuda.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
