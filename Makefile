@@ -190,8 +190,8 @@ check: deps
 check-all: deps
 	sh tests/run_all.sh
 
-check-gpu: lib
-	sh tests/gpu/run.sh
+check-gpu: lib $(REALLIB_BINS)
+	REALLIB_NAMES="$(REALLIB_NAMES)" sh tests/gpu/run.sh
 
 # The product as shipped (stacks and history for dumps on), then the
 # accounting alone (both off) on the two busiest paths, the report, and pod

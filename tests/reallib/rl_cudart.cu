@@ -34,13 +34,18 @@ TEST(properties_and_meminfo_report_the_ceiling)
 {
 	cudaDeviceProp p;
 	CUDA_OK(cudaGetDeviceProperties(&p, 0));
+	/* what the card says of itself, for make check-gpu's comparison */
+	printf("GGINFO device=\"%s\" cc=%d.%d sms=%d total=%zu pci=%04x:%02x:%02x\n", p.name, p.major, p.minor,
+	       p.multiProcessorCount, p.totalGlobalMem, p.pciDomainID, p.pciBusID, p.pciDeviceID);
 	uint64_t want = rl_governed() ? RL_LIMIT : RL_CARD;
-	CHECK_EQ_U64(p.totalGlobalMem, want);
+	if (rl_governed() || rl_sim_used() != UINT64_MAX)
+		CHECK_EQ_U64(p.totalGlobalMem, want);
 	CHECK(p.major >= 7);
 	CHECK(p.multiProcessorCount > 0);
 	size_t fr = 0, to = 0;
 	CUDA_OK(cudaMemGetInfo(&fr, &to));
-	CHECK_EQ_U64(to, want);
+	if (rl_governed() || rl_sim_used() != UINT64_MAX)
+		CHECK_EQ_U64(to, want);
 	CHECK(fr <= to);
 	CHECK(fr + 64 * MIB >= to); /* nothing much allocated yet */
 	/* free moves at once when the process allocates */
