@@ -56,6 +56,23 @@ BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
 TOOL := $(BUILD)/bin/gpuguard
 TOOL_SRCS := $(wildcard tools/*.c)
+# The real-library programs (tests/reallib/): built by the CUDA toolkit's own
+# nvcc, found as tests/abi/check.sh finds the headers (NVCC, CUDA_HOME, PATH,
+# /usr/local/cuda). Host code only, never instrumented, so every build variant
+# shares one cache in build/reallib/. Without a toolkit, tests/run.sh skips
+# them by name.
+NVCC ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null) \
+	$(wildcard /usr/local/cuda/bin/nvcc))
+REALLIB := build/reallib
+REALLIB_NAMES := rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_libs
+ifneq ($(NVCC),)
+CUDA_ROOT := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+REALLIB_BINS := $(addprefix $(REALLIB)/,$(REALLIB_NAMES))
+endif
+REALLIB_DEPS := tests/reallib/rl.h tests/harness.h include/gpuguard.h
+# -rdynamic: the exit dump's report names the program's own functions.
+NVCC_FLAGS := -std=c++17 -Iinclude -Xcompiler -Wall,-Werror,-Wno-deprecated-declarations -Xlinker -rpath=$(CUDA_ROOT)/lib64 \
+	-Xlinker -export-dynamic
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
 
@@ -63,7 +80,8 @@ FUZZ_TIME ?= 60
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
-tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS)
+tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) \
+	$(REALLIB_BINS)
 
 $(BUILD)/obj/%.o: interpose/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -119,6 +137,19 @@ $(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh $(wildcard tests/abi/*.
 	CC="$(CC)" OUT=$(@D) sh tests/abi/check.sh > $(@D)/result.txt 2>&1 || { cat $(@D)/result.txt; exit 1; }
 	touch $@
 
+$(REALLIB)/rl_cudart_shared: tests/reallib/rl_cudart.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $< -ldl
+$(REALLIB)/rl_cudart_static: tests/reallib/rl_cudart.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart static -o $@ $< -ldl
+$(REALLIB)/rl_cudart_ptds: tests/reallib/rl_cudart.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) --default-stream per-thread -o $@ $< -ldl
+$(REALLIB)/rl_libs: tests/reallib/rl_libs.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $< -lcublas -lcublasLt -lnccl -ldl
+
 # -rdynamic: the demo's dump names its functions, as a real server's would.
 $(BUILD)/examples/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -158,14 +189,14 @@ deps:
 
 check: deps
 	$(MAKE) all
-	BUILD=$(BUILD) SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) sh tests/run.sh
+	BUILD=$(BUILD) SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) REALLIB_NAMES="$(REALLIB_NAMES)" sh tests/run.sh
 
 # What CI runs: the suite plainly and under each sanitizer, one summary.
 check-all: deps
 	sh tests/run_all.sh
 
-check-gpu: lib
-	sh tests/gpu/run.sh
+check-gpu: lib $(REALLIB_BINS)
+	REALLIB_NAMES="$(REALLIB_NAMES)" sh tests/gpu/run.sh
 
 # The product as shipped (stacks and history for dumps on), then the
 # accounting alone (both off) on the two busiest paths, the report, and pod

@@ -60,6 +60,12 @@ run() {
 	fi
 }
 
+# skip NAME WHY: a test this machine cannot run, counted by name.
+skip() {
+	echo "skip $1: $2"
+	skipped=$((skipped + 1))
+}
+
 for t in "$BUILD"/tests/unit/test_*; do
 	[ -x "$t" ] && run "unit/$(basename "$t")" "$t"
 done
@@ -75,6 +81,28 @@ for t in "$BUILD"/tests/preload/t_*; do
 	# shellcheck disable=SC2086
 	run "preload/$n" LD_LIBRARY_PATH="$SIMDIR:$BUILD/tests/preload" LD_PRELOAD="$PRELOAD" $extra "$t"
 done
+
+# The toolkit's own libcudart, cuBLAS and NCCL (tests/reallib/), built by
+# nvcc once for every variant in build/reallib/: on the bare simulator (it
+# must host them), then under the preload (the books must hold). Skipped by
+# name where there is no toolkit.
+REALLIB_DIR="$ROOT/build/reallib"
+export REALLIB_DIR
+for n in ${REALLIB_NAMES:-rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_libs}; do
+	t="$REALLIB_DIR/$n"
+	if [ ! -x "$t" ]; then
+		skip "reallib/$n" "no CUDA toolkit (nvcc) on this machine"
+		skip "reallib/$n+gpuguard" "no CUDA toolkit (nvcc) on this machine"
+		continue
+	fi
+	run "reallib/$n" LD_LIBRARY_PATH="$SIMDIR" LD_PRELOAD="${SAN_RUNTIME:-}" SIMGPU_MEMORY=8Gi "$t"
+	run "reallib/$n+gpuguard" LD_LIBRARY_PATH="$SIMDIR" LD_PRELOAD="$PRELOAD" GPUGUARD_LIMIT=2Gi SIMGPU_MEMORY=8Gi "$t"
+done
+if [ -x "$REALLIB_DIR/rl_cudart_shared" ] && [ -x "$REALLIB_DIR/rl_cudart_static" ]; then
+	run reallib/exit_report sh tests/reallib/exit_report.sh
+else
+	skip reallib/exit_report "no CUDA toolkit (nvcc) on this machine"
+fi
 
 for t in tests/scripts/*.sh; do
 	[ -f "$t" ] && run "scripts/$(basename "$t")" sh "$t"

@@ -210,6 +210,34 @@ for p in $BUILT; do
 	judge "$p" "$rc" "$log"
 done
 
+# ---- the real-library programs of make check (tests/reallib/) -----------
+# The same binaries the simulator runs, now on the card, under a 2Gi ceiling:
+# their GGINFO line is what the card says of itself, to set beside the
+# simulator's answers. Built by `make check-gpu` into build/reallib/.
+for p in ${REALLIB_NAMES:-rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_libs}; do
+	bin=$ROOT/build/reallib/$p
+	if [ ! -x "$bin" ]; then
+		row "reallib/$p" n/a n/a n/a n/a SKIP "not built (no nvcc)"
+		continue
+	fi
+	echo "== reallib/$p"
+	log=$OUT/reallib-$p.log
+	if [ $have_timeout = 1 ]; then
+		timeout -k 10 "$TMO" env LD_PRELOAD="$LIB" GPUGUARD_LIMIT=2Gi "$bin" >"$log" 2>&1
+	else
+		env LD_PRELOAD="$LIB" GPUGUARD_LIMIT=2Gi "$bin" >"$log" 2>&1
+	fi
+	rc=$?
+	grep -E '^(GGINFO|FAIL|skip) ' "$log"
+	line=$(grep '^harness: ' "$log" | tail -n 1)
+	if [ "$rc" = 0 ] && [ -n "$line" ]; then
+		row "reallib/$p" "yes (2Gi)" "yes (2Gi)" cudaErrorMemoryAllocation yes PASS "${line#harness: }"
+	else
+		row "reallib/$p" - - - - FAIL "exit status $rc, ${line:-no harness line}"
+		tail -n 25 "$log"
+	fi
+done
+
 # run_py NAME SCRIPT ARGS...: runs a Python check under the time limit and
 # turns its GGRESULT lines into table rows (one failed row if it gave none).
 run_py() {
