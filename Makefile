@@ -76,7 +76,7 @@ NVCC_FLAGS := -std=c++17 -Iinclude -Xcompiler -Wall,-Werror,-Wno-deprecated-decl
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
 
-.PHONY: all lib sim tests check check-all check-gpu bench demo install clean deps format fuzz
+.PHONY: all lib sim tests check check-all check-aarch64 check-gpu bench demo install clean deps format fuzz
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
@@ -194,6 +194,10 @@ check: deps
 # What CI runs: the suite plainly and under each sanitizer, one summary.
 check-all: deps
 	sh tests/run_all.sh
+
+# aarch64 alone: cross-built, run under qemu-user (tests/aarch64.sh).
+check-aarch64: deps
+	sh tests/aarch64.sh
 
 check-gpu: lib $(REALLIB_BINS)
 	REALLIB_NAMES="$(REALLIB_NAMES)" sh tests/gpu/run.sh

@@ -9,9 +9,11 @@
 #   uthash-dev       header-only hash tables the gpuguard command (tools/) uses
 #   jq               the baseline `make bench` times `gpuguard report` against
 #   prometheus       for promtool: `gpuguard metrics` must pass `promtool check metrics`
+#   gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user-static
+#                    the aarch64 run of `make check-all` (tests/aarch64.sh)
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
-PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus"
+PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

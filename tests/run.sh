@@ -66,13 +66,21 @@ skip() {
 	skipped=$((skipped + 1))
 }
 
-for t in "$BUILD"/tests/unit/test_*; do
+# GG_TEST_GROUPS picks the groups to run (default: all). The aarch64 run
+# (tests/aarch64.sh) takes the ones that run on the simulated GPU alone.
+GROUPS=${GG_TEST_GROUPS:-unit sim preload reallib scripts abi}
+want() {
+	case " $GROUPS " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+
+want unit && for t in "$BUILD"/tests/unit/test_*; do
 	[ -x "$t" ] && run "unit/$(basename "$t")" "$t"
 done
 
-[ -x "$BUILD/tests/sim_test" ] && run sim/test_sim LD_LIBRARY_PATH="$SIMDIR" "$BUILD/tests/sim_test"
+want sim && [ -x "$BUILD/tests/sim_test" ] && run sim/test_sim LD_LIBRARY_PATH="$SIMDIR" "$BUILD/tests/sim_test"
 
-for t in "$BUILD"/tests/preload/t_*; do
+want preload && for t in "$BUILD"/tests/preload/t_*; do
 	[ -x "$t" ] || continue
 	n=$(basename "$t")
 	envfile="tests/preload/$n.env"
@@ -88,7 +96,7 @@ done
 # name where there is no toolkit.
 REALLIB_DIR="$ROOT/build/reallib"
 export REALLIB_DIR
-for n in ${REALLIB_NAMES:-rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_libs}; do
+want reallib && for n in ${REALLIB_NAMES:-rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_libs}; do
 	t="$REALLIB_DIR/$n"
 	if [ ! -x "$t" ]; then
 		skip "reallib/$n" "no CUDA toolkit (nvcc) on this machine"
@@ -98,17 +106,21 @@ for n in ${REALLIB_NAMES:-rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_li
 	run "reallib/$n" LD_LIBRARY_PATH="$SIMDIR" LD_PRELOAD="${SAN_RUNTIME:-}" SIMGPU_MEMORY=8Gi "$t"
 	run "reallib/$n+gpuguard" LD_LIBRARY_PATH="$SIMDIR" LD_PRELOAD="$PRELOAD" GPUGUARD_LIMIT=2Gi SIMGPU_MEMORY=8Gi "$t"
 done
-if [ -x "$REALLIB_DIR/rl_cudart_shared" ] && [ -x "$REALLIB_DIR/rl_cudart_static" ]; then
+if ! want reallib; then
+	:
+elif [ -x "$REALLIB_DIR/rl_cudart_shared" ] && [ -x "$REALLIB_DIR/rl_cudart_static" ]; then
 	run reallib/exit_report sh tests/reallib/exit_report.sh
 else
 	skip reallib/exit_report "no CUDA toolkit (nvcc) on this machine"
 fi
 
+# (group "exports" is tests/scripts/exports.sh alone: the library's face)
 for t in tests/scripts/*.sh; do
+	want scripts || { [ "$t" = tests/scripts/exports.sh ] && want exports; } || continue
 	[ -f "$t" ] && run "scripts/$(basename "$t")" sh "$t"
 done
 
-if [ -f "$BUILD/tests/abi/result.txt" ]; then
+if want abi && [ -f "$BUILD/tests/abi/result.txt" ]; then
 	cp "$BUILD/tests/abi/result.txt" "$log.abi"
 	run abi/conformance cat "$log.abi"
 	rm -f "$log.abi"

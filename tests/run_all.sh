@@ -1,11 +1,27 @@
 #!/bin/sh
 # gpuguard: the whole suite, plainly and under AddressSanitizer,
 # UndefinedBehaviorSanitizer and ThreadSanitizer (each its own build in
-# build/san-<name>/), closing on one "N passed, N failed" line for all four.
+# build/san-<name>/), then the unit, simulator and preload tests cross-built
+# for aarch64 and run under qemu-user (tests/aarch64.sh, build/aarch64/),
+# closing on one "N passed, N failed" line for all five.
 MAKE=${MAKE:-make}
 total_p=0
 total_f=0
 total_s=0
+
+# count OUTPUT: adds a variant's closing "N passed, N failed[, N skipped]"
+# line to the totals; no such line is one failure.
+count() {
+	last=$(echo "$1" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+	p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$last" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p')
+	s=$(echo "$last" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+	[ -z "$last" ] && f=1
+	total_p=$((total_p + ${p:-0}))
+	total_f=$((total_f + ${f:-0}))
+	total_s=$((total_s + ${s:-0}))
+}
+
 for san in "" address undefined thread; do
 	label=${san:-plain}
 	echo "=== $label"
@@ -17,18 +33,16 @@ for san in "" address undefined thread; do
 	fi
 	out=$($MAKE --no-print-directory -s check SAN=$san 2>&1)
 	echo "$out" | grep -v '^make'
-	last=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
-	p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-	f=$(echo "$last" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p')
-	s=$(echo "$last" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
-	[ -z "$last" ] && f=1
-	total_p=$((total_p + ${p:-0}))
-	total_f=$((total_f + ${f:-0}))
-	total_s=$((total_s + ${s:-0}))
+	count "$out"
 done
 rm -f /tmp/gpuguard-build-$$.log
+
+out=$(MAKE=$MAKE sh tests/aarch64.sh 2>&1)
+echo "$out" | grep -v '^make'
+count "$out"
+
 echo
-echo "all variants (plain, address, undefined, thread):"
+echo "all variants (plain, address, undefined, thread, aarch64):"
 if [ "$total_s" -gt 0 ]; then
 	echo "$total_p passed, $total_f failed, $total_s skipped"
 else
