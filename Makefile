@@ -155,8 +155,12 @@ $(BUILD)/examples/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -rdynamic -o $@ $< $(LDLIBS)
 
+# A fresh machine without uthash gets one line naming the package, not a
+# compiler error (README's two commands install it themselves).
 $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
+	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
+		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
 	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
