@@ -47,6 +47,46 @@ GG_NO_SANITIZE void *gg_real_dlsym(void *handle, const char *name)
 	return f ? f(handle, name) : NULL;
 }
 
+/* A real pointer we cache must stay valid for the life of the process: a
+ * program that probes for a GPU (dlopen, a call, dlclose) and then loads the
+ * driver for real would otherwise have us jump into an unmapped library, or
+ * into whatever was mapped there next (issue 10, finding 1). So the first
+ * pointer cached into an object takes one reference on that object, which is
+ * never dropped: the application's dlclose then leaves it loaded, and its
+ * next dlopen gets the same mapping back. A handful of objects at most
+ * (libcuda, libamdhip64, libnvidia-ml); a full list only costs a second
+ * dlopen reference, which is harmless. */
+#define MAX_PINNED 16
+static void *_Atomic pinned[MAX_PINNED];
+
+static void pin_object_of(void *fn)
+{
+	Dl_info info;
+	if (!fn || !dladdr(fn, &info) || !info.dli_fbase || !info.dli_fname || !info.dli_fname[0])
+		return;
+	for (int i = 0; i < MAX_PINNED; i++) {
+		/* acquire: pairs with the release CAS below; a base seen here
+		 * was pinned by whoever stored it. */
+		void *b = atomic_load_explicit(&pinned[i], memory_order_acquire);
+		if (b == info.dli_fbase)
+			return;
+		if (b)
+			continue;
+		/* RTLD_NOLOAD: a reference on what is loaded, never a load. */
+		void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+		if (!h)
+			return;
+		void *expect = NULL;
+		/* release: orders the dlopen before the base is published. A
+		 * lost race leaves an extra reference, never a missing one. */
+		if (atomic_compare_exchange_strong_explicit(&pinned[i], &expect, info.dli_fbase, memory_order_release,
+		                                            memory_order_acquire) ||
+		    expect == info.dli_fbase)
+			return;
+		/* another object took this slot: try the next with our reference held */
+	}
+}
+
 void *gg_resolve_next(const char *name, const char *lib)
 {
 	void *p = gg_real_dlsym(RTLD_NEXT, name);
@@ -74,13 +114,20 @@ void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char
 	p = gg_resolve_next(name, lib);
 	if (p == ours)
 		p = NULL; /* never call ourselves */
-	if (p)
+	if (p) {
+		pin_object_of(p); /* before anyone can use the pointer */
 		atomic_store_explicit(slot, p, memory_order_release);
+	}
 	return p;
 }
 
 void gg_real_offer(void *_Atomic *slot, void *real)
 {
+	/* acquire: pairs with the release below; a slot already filled needs
+	 * nothing (its object is pinned), the common case on every lookup. */
+	if (atomic_load_explicit(slot, memory_order_acquire) || !real)
+		return;
+	pin_object_of(real);
 	void *expect = NULL;
 	/* release: as in gg_real_load. A second, different pointer for the same
 	 * variant keeps the first: both implement the same ABI. */
