@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpuguard/charge.h"
 #include "internal.h"
 
 struct gg_device gg_devices[GG_MAX_DEVICES];
@@ -351,25 +352,10 @@ void gg_ceiling_wait_leave(int dev)
 		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_relaxed); /* as in wait_enter */
 }
 
-static uint64_t round_up(uint64_t v, uint64_t to)
-{
-	/* Saturate: near 2^64, v + to - 1 would wrap to a tiny charge that any
-	 * ceiling lets through; UINT64_MAX is refused like the request. */
-	if (v > UINT64_MAX - (to - 1))
-		return UINT64_MAX;
-	return (v + to - 1) / to * to;
-}
-
 uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size)
 {
-	/* What the card really gives up (DESIGN.md §5): requests over 1 MiB take
-	 * whole 2 MiB pages; small ones are packed, at 512-byte alignment. VMM
-	 * sizes are already granularity multiples. */
-	if (api == GPUGUARD_API_CU_MEM_CREATE || api == GPUGUARD_API_HIP_MEM_CREATE)
-		return size;
-	if (size > GG_MIB)
-		return round_up(size, GG_PAGE);
-	return round_up(size, 512);
+	/* One rule for the library and the command (gpuguard/charge.h). */
+	return gpuguard_charge_size(api, size);
 }
 
 void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out)

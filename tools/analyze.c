@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <gpuguard.h>
+#include <gpuguard/charge.h>
 
 #include "tool.h"
 
@@ -30,19 +31,14 @@ const char *gg_bytes(uint64_t v, char buf[32])
 	return buf;
 }
 
+static int is_async(uint32_t api);
+
 uint64_t gg_granted(uint32_t api, uint64_t size)
 {
-	/* What the library charges (README "What is charged"): VMM sizes as
-	 * they are; over 1 MiB whole 2 MiB pages; smaller packed at 512 B.
-	 * Stream-ordered allocations are charged through their pool. */
-	if (api == GPUGUARD_API_CU_MEM_CREATE || api == GPUGUARD_API_HIP_MEM_CREATE ||
-	    api == GPUGUARD_API_CU_MEM_ALLOC_ASYNC || api == GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL ||
-	    api == GPUGUARD_API_HIP_MALLOC_ASYNC || api == GPUGUARD_API_HIP_MALLOC_FROM_POOL)
-		return size;
-	uint64_t to = size > MiB ? 2 * MiB : 512;
-	if (size > UINT64_MAX - (to - 1))
-		return UINT64_MAX;
-	return (size + to - 1) / to * to;
+	/* What the library charged: one rule for both (gpuguard/charge.h).
+	 * A stream-ordered block is charged through its pool's reserve, so
+	 * it is shown as granted what it asked for. */
+	return is_async(api) ? size : gpuguard_charge_size(api, size);
 }
 
 static int is_async(uint32_t api)

@@ -131,6 +131,41 @@ TEST(pitch_managed_and_arrays_are_charged)
 	CHECK_EQ_U64(gg_stats(0).used, 0);
 }
 
+/* Issue 10, finding 11: the driver gives every array whole 2 MiB pages of
+ * its own, so 3000 arrays of 16x16 bytes take 6000 MiB of the card. They
+ * were charged at 512-byte rounding (1.5 MiB in all) and passed the
+ * ceiling; charged by the page, the ceiling (1 GiB here) holds. */
+TEST(small_arrays_are_charged_by_the_page)
+{
+	enum { N = 3000 };
+	static gg_CUarray arrs[N];
+	gg_CUDA_ARRAY_DESCRIPTOR d = {.Width = 16, .Height = 16, .Format = GG_CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+	int made = 0, refused = 0;
+	for (int i = 0; i < N; i++) {
+		gg_CUresult rc = cuArrayCreate_v2(&arrs[made], &d);
+		if (rc == GG_CUDA_SUCCESS)
+			made++;
+		else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
+			refused++;
+	}
+	/* 1 GiB holds 512 pages: exactly that many arrays, the rest refused */
+	CHECK_EQ_INT(made, 512);
+	CHECK_EQ_INT(refused, N - 512);
+	/* and the simulated card holds no more than the ceiling */
+	int (*sim_used)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
+	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
+	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
+	unsigned long long pages = UINT64_MAX;
+	CHECK(sim_used != NULL);
+	if (sim_used)
+		CHECK_EQ_INT(sim_used(0, &pages, NULL, NULL), 0);
+	CHECK(pages <= 1 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, (uint64_t)made * 2 * MIB);
+	for (int i = 0; i < made; i++)
+		CHECK_EQ_INT(cuArrayDestroy(arrs[i]), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
 TEST(vmm_charges_physical_memory_not_address_space)
 {
 	gg_CUmemAllocationProp prop = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -274,6 +309,7 @@ int main(void)
 	RUN(unknown_pointer_passes_through);
 	RUN(double_free_is_refunded_once);
 	RUN(pitch_managed_and_arrays_are_charged);
+	RUN(small_arrays_are_charged_by_the_page);
 	RUN(vmm_charges_physical_memory_not_address_space);
 	RUN(pools_are_charged_by_reserve_and_warm_reserve_is_never_refused);
 	RUN(pool_release_at_sync_is_credited_before_a_refusal);

@@ -196,9 +196,9 @@ TEST(bad_limit_refuses_as_config)
 
 TEST(charge_size_rules)
 {
-	const enum gpuguard_api plain[] = {GPUGUARD_API_CU_MEM_ALLOC,         GPUGUARD_API_CU_MEM_ALLOC_PITCH,
-	                                   GPUGUARD_API_CU_MEM_ALLOC_MANAGED, GPUGUARD_API_CU_ARRAY,
-	                                   GPUGUARD_API_HIP_MALLOC,           GPUGUARD_API_HIP_EXT_MALLOC};
+	const enum gpuguard_api plain[] = {GPUGUARD_API_CU_MEM_ALLOC, GPUGUARD_API_CU_MEM_ALLOC_PITCH,
+	                                   GPUGUARD_API_CU_MEM_ALLOC_MANAGED, GPUGUARD_API_HIP_MALLOC,
+	                                   GPUGUARD_API_HIP_EXT_MALLOC};
 	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
 		enum gpuguard_api a = plain[i];
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, 0), 0);
@@ -213,6 +213,14 @@ TEST(charge_size_rules)
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, 2 * MI + 1), 4 * MI);
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, 3 * MI), 4 * MI);
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, 20 * GI + 1), 20 * GI + 2 * MI);
+	}
+	/* arrays take whole pages of their own, however small (issue 10, 11) */
+	const enum gpuguard_api arrays[] = {GPUGUARD_API_CU_ARRAY, GPUGUARD_API_CU_MIPMAPPED_ARRAY};
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
+		CHECK_EQ_U64(gg_ceiling_charge_size(arrays[i], 0), 2 * MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(arrays[i], 256), 2 * MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(arrays[i], MI), 2 * MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(arrays[i], 2 * MI + 1), 4 * MI);
 	}
 	CHECK_EQ_U64(gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_CREATE, 3 * MI + 5), 3 * MI + 5);
 	CHECK_EQ_U64(gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_CREATE, 1), 1);
