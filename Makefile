@@ -93,9 +93,10 @@ $(LIB): $(LIB_OBJS) interpose/exports.map
 		-o $@ $(LIB_OBJS) $(LIB_LDLIBS)
 
 # The simulated GPU (tests/sim/README.md).
-$(SIM_CUDA): tests/sim/sim_cuda.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
+SIM_CUDA_SRCS := tests/sim/sim_cuda.c tests/sim/sim_md2.c
+$(SIM_CUDA): $(SIM_CUDA_SRCS) $(SIM_SRCS) tests/sim/simcore.h tests/sim/sim_md2.h tests/sim/sim_cuda_extra.h $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libcuda.so.1 -o $@ tests/sim/sim_cuda.c $(SIM_SRCS)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libcuda.so.1 -o $@ $(SIM_CUDA_SRCS) $(SIM_SRCS)
 	ln -sf libcuda.so.1 $(@D)/libcuda.so
 
 $(SIM_HIP): tests/sim/sim_hip.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)

@@ -23,6 +23,52 @@ typedef unsigned long long gg_CUmemGenericAllocationHandle;
 typedef struct gg_CUuuid {
 	char bytes[16];
 } gg_CUuuid; /* CUuuid */
+typedef struct CUevent_st *gg_CUevent;
+typedef struct CUgraph_st *gg_CUgraph;
+typedef struct CUgraphNode_st *gg_CUgraphNode;
+typedef struct CUgraphExec_st *gg_CUgraphExec;
+typedef struct CUmod_st *gg_CUmodule;
+typedef struct CUfunc_st *gg_CUfunction;
+typedef struct CUlib_st *gg_CUlibrary;
+typedef struct CUkern_st *gg_CUkernel;
+typedef struct CUlinkState_st *gg_CUlinkState;
+typedef void (*gg_CUhostFn)(void *userData);
+typedef size_t (*gg_CUoccupancyB2DSize)(int blockSize);
+typedef int gg_CUdevice_attribute;   /* CUdevice_attribute */
+typedef int gg_CUstreamCaptureMode;   /* CUstreamCaptureMode */
+typedef int gg_CUstreamCaptureStatus; /* CUstreamCaptureStatus */
+typedef int gg_CUgraphMem_attribute;  /* CUgraphMem_attribute */
+typedef int gg_CUjit_option;          /* CUjit_option */
+typedef int gg_CUjitInputType;        /* CUjitInputType */
+typedef int gg_CUlibraryOption;       /* CUlibraryOption */
+typedef int gg_CUfunction_attribute;  /* CUfunction_attribute */
+typedef int gg_CUmoduleLoadingMode;   /* CUmoduleLoadingMode */
+typedef int gg_CUlimit;               /* CUlimit */
+typedef int gg_CUfunc_cache;          /* CUfunc_cache */
+typedef int gg_CUpointer_attribute;   /* CUpointer_attribute */
+typedef int gg_CUdevice_P2PAttribute; /* CUdevice_P2PAttribute */
+typedef struct gg_CUipcMemHandle {
+	char reserved[64];
+} gg_CUipcMemHandle; /* CUipcMemHandle */
+typedef struct gg_CUgraphEdgeData {
+	unsigned char from_port;
+	unsigned char to_port;
+	unsigned char type;
+	unsigned char reserved[5];
+} gg_CUgraphEdgeData; /* CUgraphEdgeData */
+typedef struct gg_CUexecAffinityParam {
+	int type;
+	union {
+		struct {
+			unsigned int val;
+		} smCount;
+	} param;
+} gg_CUexecAffinityParam; /* CUexecAffinityParam */
+typedef struct gg_CUctxCreateParams {
+	gg_CUexecAffinityParam *execAffinityParams;
+	int numExecAffinityParams;
+	void *cigParams; /* CUctxCigParam *: we accept none */
+} gg_CUctxCreateParams; /* CUctxCreateParams */
 
 /* CUresult values we produce or test for. */
 #define GG_CUDA_SUCCESS 0
@@ -36,6 +82,62 @@ typedef struct gg_CUuuid {
 #define GG_CUDA_ERROR_INVALID_HANDLE 400
 #define GG_CUDA_ERROR_NOT_FOUND 500
 #define GG_CUDA_ERROR_NOT_SUPPORTED 801
+#define GG_CUDA_ERROR_PROFILER_DISABLED 5
+#define GG_CUDA_ERROR_INVALID_IMAGE 200
+#define GG_CUDA_ERROR_CONTEXT_ALREADY_IN_USE 216
+#define GG_CUDA_ERROR_INVALID_SOURCE 300
+#define GG_CUDA_ERROR_FILE_NOT_FOUND 301
+#define GG_CUDA_ERROR_ILLEGAL_STATE 401
+#define GG_CUDA_ERROR_NOT_READY 600
+#define GG_CUDA_ERROR_PEER_ACCESS_UNSUPPORTED 217
+#define GG_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define GG_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED 713
+#define GG_CUDA_ERROR_NOT_PERMITTED 800
+#define GG_CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE 708
+#define GG_CUDA_ERROR_CONTEXT_IS_DESTROYED 709
+#define GG_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
+#define GG_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED 901
+#define GG_CUDA_ERROR_STREAM_CAPTURE_UNMATCHED 903
+#define GG_CUDA_ERROR_STREAM_CAPTURE_UNJOINED 904
+#define GG_CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD 908
+#define GG_CUDA_ERROR_UNKNOWN 999
+
+/* stream capture (CUstreamCaptureStatus, CUstreamCaptureMode) */
+#define GG_CU_STREAM_CAPTURE_STATUS_NONE 0
+#define GG_CU_STREAM_CAPTURE_STATUS_ACTIVE 1
+#define GG_CU_STREAM_CAPTURE_STATUS_INVALIDATED 2
+#define GG_CU_STREAM_CAPTURE_MODE_GLOBAL 0
+#define GG_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
+#define GG_CU_STREAM_CAPTURE_MODE_RELAXED 2
+
+/* graph memory (CUgraphMem_attribute) */
+#define GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT 0
+#define GG_CU_GRAPH_MEM_ATTR_USED_MEM_HIGH 1
+#define GG_CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT 2
+#define GG_CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH 3
+#define GG_CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH 1
+#define GG_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD 2
+
+/* cuMemHostRegister flags */
+#define GG_CU_MEMHOSTREGISTER_PORTABLE 1
+#define GG_CU_MEMHOSTREGISTER_DEVICEMAP 2
+#define GG_CU_MEMHOSTREGISTER_IOMEMORY 4
+#define GG_CU_MEMHOSTREGISTER_READ_ONLY 8
+
+/* context flags (CUctx_flags) */
+#define GG_CU_CTX_SCHED_MASK 0x07
+#define GG_CU_CTX_MAP_HOST 0x08
+#define GG_CU_CTX_LMEM_RESIZE_TO_MAX 0x10
+#define GG_CU_CTX_COREDUMP_ENABLE 0x20
+#define GG_CU_CTX_USER_COREDUMP_ENABLE 0x40
+#define GG_CU_CTX_SYNC_MEMOPS 0x80
+#define GG_CU_CTX_FLAGS_MASK 0xFF
+
+/* event flags (CUevent_flags) */
+#define GG_CU_EVENT_DEFAULT 0
+#define GG_CU_EVENT_BLOCKING_SYNC 1
+#define GG_CU_EVENT_DISABLE_TIMING 2
+#define GG_CU_EVENT_INTERPROCESS 4
 
 /* cuGetProcAddress flags and status (CUdriverProcAddress_flags, ...QueryResult). */
 #define GG_CU_GET_PROC_ADDRESS_DEFAULT 0
@@ -128,6 +230,14 @@ typedef int gg_CUarray_format;
 #define GG_CU_AD_FORMAT_SIGNED_INT32 0x0a
 #define GG_CU_AD_FORMAT_HALF 0x10
 #define GG_CU_AD_FORMAT_FLOAT 0x20
+
+typedef struct gg_CUDA_MEM_ALLOC_NODE_PARAMS {
+	gg_CUmemPoolProps poolProps;
+	const gg_CUmemAccessDesc *accessDescs;
+	size_t accessDescCount;
+	size_t bytesize;
+	gg_CUdeviceptr dptr;
+} gg_CUDA_MEM_ALLOC_NODE_PARAMS; /* CUDA_MEM_ALLOC_NODE_PARAMS */
 
 typedef struct gg_CUDA_ARRAY_DESCRIPTOR {
 	size_t Width;

@@ -84,12 +84,84 @@ GG_CU_FN(cuMemPoolGetAttribute, (GGT(CUmemoryPool) pool, GGT(CUmemPool_attribute
 GG_CU_FN(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, GGT(cuuint64_t) flags,
                                GGT(CUdriverProcAddressQueryResult) * symbolStatus))
 
+/* private tables of the runtime (tests/sim/README.md) */
+GG_CU_FN(cuGetExportTable, (const void **ppExportTable, const GGT(CUuuid) * pExportTableId))
+
+/* primary and created contexts */
+GG_CU_FN(cuDevicePrimaryCtxReset_v2, (GGT(CUdevice) dev))
+GG_CU_FN(cuDevicePrimaryCtxGetState, (GGT(CUdevice) dev, unsigned int *flags, int *active))
+GG_CU_FN(cuDevicePrimaryCtxSetFlags_v2, (GGT(CUdevice) dev, unsigned int flags))
+GG_CU_FN(cuCtxCreate_v4, (GGT(CUcontext) * pctx, GGT(CUctxCreateParams) * ctxCreateParams, unsigned int flags,
+                          GGT(CUdevice) dev))
+GG_CU_FN(cuCtxDestroy_v2, (GGT(CUcontext) ctx))
+/* the 13000 ABIs of cuCtxGetDevice / cuCtxSynchronize name the context */
+GG_CU_FN(cuCtxGetDevice_v2, (GGT(CUdevice) * device, GGT(CUcontext) ctx))
+GG_CU_FN(cuCtxSynchronize_v2, (GGT(CUcontext) ctx))
+GG_CU_FN(cuCtxGetApiVersion, (GGT(CUcontext) ctx, unsigned int *version))
+
+/* VMM sharing and retain */
+GG_CU_FN(cuMemRetainAllocationHandle, (GGT(CUmemGenericAllocationHandle) * handle, void *addr))
+GG_CU_FN(cuMemExportToShareableHandle, (void *shareableHandle, GGT(CUmemGenericAllocationHandle) handle,
+                                        GGT(CUmemAllocationHandleType) handleType, unsigned long long flags))
+GG_CU_FN(cuMemImportFromShareableHandle, (GGT(CUmemGenericAllocationHandle) * handle, void *osHandle,
+                                          GGT(CUmemAllocationHandleType) shHandleType))
+
+/* IPC and host registration */
+GG_CU_FN(cuIpcGetMemHandle, (GGT(CUipcMemHandle) * pHandle, GGT(CUdeviceptr) dptr))
+GG_CU_FN(cuIpcOpenMemHandle_v2, (GGT(CUdeviceptr) * pdptr, GGT(CUipcMemHandle) handle, unsigned int Flags))
+GG_CU_FN(cuIpcCloseMemHandle, (GGT(CUdeviceptr) dptr))
+GG_CU_FN(cuMemHostRegister_v2, (void *p, size_t bytesize, unsigned int Flags))
+GG_CU_FN(cuMemHostUnregister, (void *p))
+
+/* events */
+GG_CU_FN(cuEventCreate, (GGT(CUevent) * phEvent, unsigned int Flags))
+GG_CU_FN(cuEventRecord, (GGT(CUevent) hEvent, GGT(CUstream) hStream))
+GG_CU_FN(cuEventSynchronize, (GGT(CUevent) hEvent))
+GG_CU_FN(cuEventQuery, (GGT(CUevent) hEvent))
+GG_CU_FN(cuEventDestroy_v2, (GGT(CUevent) hEvent))
+GG_CU_FN(cuStreamQuery, (GGT(CUstream) hStream))
+
+/* stream capture and graphs (memory nodes) */
+GG_CU_FN(cuStreamBeginCapture_v2, (GGT(CUstream) hStream, GGT(CUstreamCaptureMode) mode))
+GG_CU_FN(cuStreamEndCapture, (GGT(CUstream) hStream, GGT(CUgraph) * phGraph))
+GG_CU_FN(cuStreamIsCapturing, (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus))
+GG_CU_FN(cuStreamGetCaptureInfo_v3,
+         (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus_out, GGT(cuuint64_t) * id_out,
+          GGT(CUgraph) * graph_out, const GGT(CUgraphNode) * *dependencies_out,
+          const GGT(CUgraphEdgeData) * *edgeData_out, size_t *numDependencies_out))
+GG_CU_FN(cuThreadExchangeStreamCaptureMode, (GGT(CUstreamCaptureMode) * mode))
+GG_CU_FN(cuGraphCreate, (GGT(CUgraph) * phGraph, unsigned int flags))
+GG_CU_FN(cuGraphAddMemAllocNode, (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph,
+                                  const GGT(CUgraphNode) * dependencies, size_t numDependencies,
+                                  GGT(CUDA_MEM_ALLOC_NODE_PARAMS) * nodeParams))
+GG_CU_FN(cuGraphAddMemFreeNode, (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph,
+                                 const GGT(CUgraphNode) * dependencies, size_t numDependencies, GGT(CUdeviceptr) dptr))
+GG_CU_FN(cuGraphInstantiateWithFlags, (GGT(CUgraphExec) * phGraphExec, GGT(CUgraph) hGraph, unsigned long long flags))
+GG_CU_FN(cuGraphLaunch, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
+GG_CU_FN(cuGraphUpload, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
+GG_CU_FN(cuGraphExecDestroy, (GGT(CUgraphExec) hGraphExec))
+GG_CU_FN(cuGraphDestroy, (GGT(CUgraph) hGraph))
+GG_CU_FN(cuDeviceGetGraphMemAttribute, (GGT(CUdevice) device, GGT(CUgraphMem_attribute) attr, void *value))
+GG_CU_FN(cuDeviceSetGraphMemAttribute, (GGT(CUdevice) device, GGT(CUgraphMem_attribute) attr, void *value))
+GG_CU_FN(cuDeviceGraphMemTrim, (GGT(CUdevice) device))
+
 /* per-thread default stream variants (cuGetProcAddress flag 2) */
 GG_CU_FN_PTSZ(cuMemAllocAsync_ptsz, (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUstream) hStream))
 GG_CU_FN_PTSZ(cuMemAllocFromPoolAsync_ptsz,
               (GGT(CUdeviceptr) * dptr, size_t bytesize, GGT(CUmemoryPool) pool, GGT(CUstream) hStream))
 GG_CU_FN_PTSZ(cuMemFreeAsync_ptsz, (GGT(CUdeviceptr) dptr, GGT(CUstream) hStream))
 GG_CU_FN_PTSZ(cuStreamSynchronize_ptsz, (GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuStreamQuery_ptsz, (GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuEventRecord_ptsz, (GGT(CUevent) hEvent, GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuStreamBeginCapture_v2_ptsz, (GGT(CUstream) hStream, GGT(CUstreamCaptureMode) mode))
+GG_CU_FN_PTSZ(cuStreamEndCapture_ptsz, (GGT(CUstream) hStream, GGT(CUgraph) * phGraph))
+GG_CU_FN_PTSZ(cuStreamIsCapturing_ptsz, (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus))
+GG_CU_FN_PTSZ(cuStreamGetCaptureInfo_v3_ptsz,
+              (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus_out, GGT(cuuint64_t) * id_out,
+               GGT(CUgraph) * graph_out, const GGT(CUgraphNode) * *dependencies_out,
+               const GGT(CUgraphEdgeData) * *edgeData_out, size_t *numDependencies_out))
+GG_CU_FN_PTSZ(cuGraphLaunch_ptsz, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuGraphUpload_ptsz, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
 
 /* legacy unversioned ABIs: never wrapped, only simulated and passed through */
 GG_CU_FN_LEGACY(cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, GGT(cuuint64_t) flags))
@@ -98,3 +170,25 @@ GG_CU_FN_LEGACY(cuMemAlloc, (GGT(CUdeviceptr_v1) * dptr, unsigned int bytesize))
 GG_CU_FN_LEGACY(cuMemFree, (GGT(CUdeviceptr_v1) dptr))
 GG_CU_FN_LEGACY(cuMemGetInfo, (unsigned int *free, unsigned int *total))
 GG_CU_FN_LEGACY(cuDeviceTotalMem, (unsigned int *bytes, GGT(CUdevice) dev))
+GG_CU_FN_LEGACY(cuDevicePrimaryCtxReset, (GGT(CUdevice) dev))
+GG_CU_FN_LEGACY(cuDevicePrimaryCtxSetFlags, (GGT(CUdevice) dev, unsigned int flags))
+GG_CU_FN_LEGACY(cuCtxCreate, (GGT(CUcontext) * pctx, unsigned int flags, GGT(CUdevice) dev))
+GG_CU_FN_LEGACY(cuCtxCreate_v2, (GGT(CUcontext) * pctx, unsigned int flags, GGT(CUdevice) dev))
+GG_CU_FN_LEGACY(cuCtxCreate_v3, (GGT(CUcontext) * pctx, GGT(CUexecAffinityParam) * paramsArray, int numParams,
+                                 unsigned int flags, GGT(CUdevice) dev))
+GG_CU_FN_LEGACY(cuCtxDestroy, (GGT(CUcontext) ctx))
+GG_CU_FN_LEGACY(cuEventDestroy, (GGT(CUevent) hEvent))
+GG_CU_FN_LEGACY(cuMemHostRegister, (void *p, size_t bytesize, unsigned int Flags))
+GG_CU_FN_LEGACY(cuIpcOpenMemHandle, (GGT(CUdeviceptr) * pdptr, GGT(CUipcMemHandle) handle, unsigned int Flags))
+GG_CU_FN_LEGACY(cuStreamBeginCapture, (GGT(CUstream) hStream))
+GG_CU_FN_LEGACY(cuStreamBeginCapture_ptsz, (GGT(CUstream) hStream))
+GG_CU_FN_LEGACY(cuStreamGetCaptureInfo,
+                (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus_out, GGT(cuuint64_t) * id_out))
+GG_CU_FN_LEGACY(cuStreamGetCaptureInfo_ptsz,
+                (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus_out, GGT(cuuint64_t) * id_out))
+GG_CU_FN_LEGACY(cuStreamGetCaptureInfo_v2,
+                (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus_out, GGT(cuuint64_t) * id_out,
+                 GGT(CUgraph) * graph_out, const GGT(CUgraphNode) * *dependencies_out, size_t *numDependencies_out))
+GG_CU_FN_LEGACY(cuStreamGetCaptureInfo_v2_ptsz,
+                (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus_out, GGT(cuuint64_t) * id_out,
+                 GGT(CUgraph) * graph_out, const GGT(CUgraphNode) * *dependencies_out, size_t *numDependencies_out))

@@ -21,7 +21,7 @@ struct amap_ent {
 	uint64_t size;  /* as requested */
 	uint64_t rsize; /* as charged: slots, pages or pool units */
 	uint32_t kind;
-	uint32_t pad;
+	uint32_t ctx; /* owner context id (SIM_CTX_PRIMARY, or a created context's) */
 };
 
 struct amap {
@@ -175,16 +175,21 @@ struct chunk {
 struct pool {
 	uint64_t handle;
 	int dev, is_default, destroyed;
+	uint32_t ctx; /* the context that created it; the default pool: primary */
 	uint64_t threshold, reserved, used, reserved_high, used_high, live;
 	uint64_t reuse[4]; /* attributes 1..3 (reuse policy flags), default 1 */
 	struct chunk **chunks;
 	size_t nchunks, capchunks;
 };
 
+/* A cuMemCreate handle: its pages live while refs > 0 or maps > 0. The
+ * handle stays valid (for a retain through a mapped address) until then;
+ * calls naming it directly need refs > 0. */
 struct vmm {
 	uint64_t handle, size;
-	int dev, released;
-	uint64_t maps, npages;
+	int dev;
+	uint32_t ctx;
+	uint64_t refs, maps, npages;
 	uint32_t *pages;
 	unsigned char prop[SIM_PROP_MAX];
 };
@@ -442,6 +447,15 @@ void sim_device_uuid(int dev, uint8_t out[16])
 	out[8] = (uint8_t)((out[8] & 0x3f) | 0x80); /* RFC 4122 variant */
 }
 
+/* PCI location of device d: domain 0, bus 0x18 + 0x10 d, device 0 (the
+ * CUDA and NVML libraries agree) */
+void sim_device_pci(int dev, int *domain, int *bus, int *device)
+{
+	*domain = 0;
+	*bus = 0x18 + 0x10 * dev;
+	*device = 0;
+}
+
 static uint64_t dev_base(int dev)
 {
 	return SIM_DEV_BASE + (uint64_t)dev * SIM_DEV_STRIDE;
@@ -585,6 +599,11 @@ static void small_free(struct sim_dev *d, int dev, uint64_t addr, uint64_t rsize
 
 int sim_alloc(int dev, uint64_t size, int kind, int whole_pages, uint64_t *addr)
 {
+	return sim_alloc_ctx(dev, SIM_CTX_PRIMARY, size, kind, whole_pages, addr);
+}
+
+int sim_alloc_ctx(int dev, uint32_t ctx, uint64_t size, int kind, int whole_pages, uint64_t *addr)
+{
 	if (!sim_device_valid(dev))
 		return SIM_EDEVICE;
 	if (!size || !addr)
@@ -592,7 +611,7 @@ int sim_alloc(int dev, uint64_t size, int kind, int whole_pages, uint64_t *addr)
 	struct sim_dev *d = &g_dev[dev];
 	if (size > d->total)
 		return SIM_ENOMEM;
-	struct amap_ent e = {.size = size, .kind = (uint32_t)kind};
+	struct amap_ent e = {.size = size, .kind = (uint32_t)kind, .ctx = ctx};
 	int rc = SIM_OK;
 	int small = size <= SIM_SMALL_MAX && !whole_pages;
 	pthread_mutex_lock(&d->mu);
@@ -623,6 +642,24 @@ int sim_alloc(int dev, uint64_t size, int kind, int whole_pages, uint64_t *addr)
 
 static void pool_block_free(struct sim_dev *d, uint64_t off, uint64_t rsize);
 
+/* remove one allocation from the map and give back what it held */
+static void ent_free_unlocked(struct sim_dev *d, int dev, struct amap_ent *p)
+{
+	struct amap_ent e = *p;
+	amap_remove(&d->map, p);
+	uint64_t off = e.addr - dev_base(dev);
+	switch (d->pkind[off / SIM_PAGE]) {
+	case PG_SMALL:
+		small_free(d, dev, e.addr, e.rsize);
+		break;
+	case PG_POOL:
+		pool_block_free(d, off, e.rsize);
+		break;
+	default:
+		pages_give(d, off / SIM_PAGE, e.rsize / SIM_PAGE);
+	}
+}
+
 int sim_free(uint64_t addr, unsigned kind_mask)
 {
 	int dev = sim_addr_device(addr);
@@ -632,23 +669,10 @@ int sim_free(uint64_t addr, unsigned kind_mask)
 	int rc = SIM_OK;
 	pthread_mutex_lock(&d->mu);
 	struct amap_ent *p = amap_find(&d->map, addr);
-	if (!p || !(kind_mask & SIM_KMASK(p->kind))) {
+	if (!p || !(kind_mask & SIM_KMASK(p->kind)))
 		rc = SIM_EINVAL;
-	} else {
-		struct amap_ent e = *p;
-		amap_remove(&d->map, p);
-		uint64_t off = addr - dev_base(dev);
-		switch (d->pkind[off / SIM_PAGE]) {
-		case PG_SMALL:
-			small_free(d, dev, addr, e.rsize);
-			break;
-		case PG_POOL:
-			pool_block_free(d, off, e.rsize);
-			break;
-		default:
-			pages_give(d, off / SIM_PAGE, e.rsize / SIM_PAGE);
-		}
-	}
+	else
+		ent_free_unlocked(d, dev, p);
 	pthread_mutex_unlock(&d->mu);
 	return rc;
 }
@@ -846,12 +870,19 @@ int sim_pool_set_current(int dev, uint64_t h)
 
 int sim_pool_create(int dev, uint64_t *out)
 {
+	return sim_pool_create_ctx(dev, SIM_CTX_PRIMARY, out);
+}
+
+int sim_pool_create_ctx(int dev, uint32_t ctx, uint64_t *out)
+{
 	if (!sim_device_valid(dev))
 		return SIM_EDEVICE;
 	struct sim_dev *d = &g_dev[dev];
 	pthread_mutex_lock(&d->mu);
 	pool_ensure_default(d, dev);
 	struct pool *p = pool_new(d, dev);
+	if (p)
+		p->ctx = ctx;
 	pthread_mutex_unlock(&d->mu);
 	if (!p)
 		return SIM_ENOMEM;
@@ -957,6 +988,11 @@ static int chunk_ext_insert(struct chunk *c, uint64_t off, uint64_t len)
 
 int sim_pool_alloc(uint64_t h, uint64_t size, uint64_t *addr)
 {
+	return sim_pool_alloc_ctx(h, SIM_CTX_PRIMARY, size, addr);
+}
+
+int sim_pool_alloc_ctx(uint64_t h, uint32_t ctx, uint64_t size, uint64_t *addr)
+{
 	if (!size)
 		return SIM_EINVAL;
 	struct sim_dev *d;
@@ -1009,7 +1045,8 @@ int sim_pool_alloc(uint64_t h, uint64_t size, uint64_t *addr)
 	struct amap_ent e = {.addr = base + c->page * SIM_PAGE + off * SIM_SMALL_ALIGN,
 	                     .size = size,
 	                     .rsize = units * SIM_SMALL_ALIGN,
-	                     .kind = SIM_KIND_POOL};
+	                     .kind = SIM_KIND_POOL,
+	                     .ctx = ctx};
 	if (amap_insert(&d->map, &e)) {
 		chunk_ext_insert(c, off, units);
 		rc = SIM_ENOMEM;
@@ -1138,6 +1175,11 @@ int sim_pool_set_attr(uint64_t h, int attr, uint64_t v)
 /* physical pages need not be contiguous: collect any free ones */
 int sim_vmm_create(int dev, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle)
 {
+	return sim_vmm_create_ctx(dev, SIM_CTX_PRIMARY, size, prop, prop_len, handle);
+}
+
+int sim_vmm_create_ctx(int dev, uint32_t ctx, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle)
+{
 	if (!sim_device_valid(dev))
 		return SIM_EDEVICE;
 	if (!size || size % SIM_PAGE || prop_len > SIM_PROP_MAX)
@@ -1154,6 +1196,8 @@ int sim_vmm_create(int dev, uint64_t size, const void *prop, unsigned prop_len, 
 		return SIM_ENOMEM;
 	}
 	v->dev = dev;
+	v->ctx = ctx;
+	v->refs = 1;
 	v->size = size;
 	v->npages = n;
 	v->pages = pages;
@@ -1204,6 +1248,7 @@ int sim_vmm_create(int dev, uint64_t size, const void *prop, unsigned prop_len, 
 
 static void vmm_destroy(struct sim_dev *d, struct vmm *v)
 {
+	st_del(&d->vmms, v->handle);
 	for (uint64_t k = 0; k < v->npages; k++)
 		pages_give(d, v->pages[k], 1);
 	d->live_vmm--;
@@ -1227,17 +1272,36 @@ static struct vmm *vmm_lock(uint64_t h, struct sim_dev **dp)
 	return v;
 }
 
-/* Real driver: a released handle's memory stays until its last unmap. */
+/* Real driver: each release drops one reference (cuMemCreate's or a
+ * cuMemRetainAllocationHandle's); the pages go when no reference is left
+ * and nothing maps them, so a released handle's memory stays until its last
+ * unmap. A handle with no reference left is invalid for release. */
 int sim_vmm_release(uint64_t h)
 {
 	struct sim_dev *d;
 	struct vmm *v = vmm_lock(h, &d);
 	if (!v)
 		return SIM_EHANDLE;
-	st_del(&d->vmms, h);
-	v->released = 1;
-	if (!v->maps)
+	if (!v->refs) {
+		pthread_mutex_unlock(&d->mu);
+		return SIM_EHANDLE;
+	}
+	if (--v->refs == 0 && !v->maps)
 		vmm_destroy(d, v);
+	pthread_mutex_unlock(&d->mu);
+	return SIM_OK;
+}
+
+int sim_vmm_refs(uint64_t h, uint64_t *refs, uint64_t *maps)
+{
+	struct sim_dev *d;
+	struct vmm *v = vmm_lock(h, &d);
+	if (!v)
+		return SIM_EHANDLE;
+	if (refs)
+		*refs = v->refs;
+	if (maps)
+		*maps = v->maps;
 	pthread_mutex_unlock(&d->mu);
 	return SIM_OK;
 }
@@ -1248,6 +1312,10 @@ int sim_vmm_prop(uint64_t h, void *prop, unsigned prop_len)
 	struct vmm *v = vmm_lock(h, &d);
 	if (!v)
 		return SIM_EHANDLE;
+	if (!v->refs) {
+		pthread_mutex_unlock(&d->mu);
+		return SIM_EHANDLE;
+	}
 	memcpy(prop, v->prop, prop_len < SIM_PROP_MAX ? prop_len : SIM_PROP_MAX);
 	pthread_mutex_unlock(&d->mu);
 	return SIM_OK;
@@ -1325,7 +1393,7 @@ static void unmap_one_unlocked(struct resv *r, size_t k)
 	struct vmm *v = r->m[k].v;
 	struct sim_dev *d = &g_dev[v->dev];
 	pthread_mutex_lock(&d->mu);
-	if (--v->maps == 0 && v->released)
+	if (--v->maps == 0 && v->refs == 0)
 		vmm_destroy(d, v);
 	pthread_mutex_unlock(&d->mu);
 	r->m[k] = r->m[--r->nm];
@@ -1383,7 +1451,9 @@ int sim_va_map(uint64_t addr, uint64_t size, uint64_t offset, uint64_t h)
 		rc = SIM_EHANDLE;
 		goto out;
 	}
-	if (offset > v->size || size > v->size - offset) {
+	if (!v->refs) {
+		rc = SIM_EHANDLE;
+	} else if (offset > v->size || size > v->size - offset) {
 		rc = SIM_EINVAL;
 	} else {
 		v->maps++;
@@ -1451,14 +1521,157 @@ int sim_va_mapped(uint64_t addr, uint64_t size)
 	return rc;
 }
 
+/* the mapping containing addr, under g_vamu; NULL if none */
+static struct mapping *mapping_at_unlocked(uint64_t addr)
+{
+	struct resv *r = resv_find_unlocked(addr, 1);
+	if (!r)
+		return NULL;
+	for (size_t k = 0; k < r->nm; k++)
+		if (addr >= r->m[k].addr && addr < r->m[k].addr + r->m[k].size)
+			return &r->m[k];
+	return NULL;
+}
+
+/* cuMemRetainAllocationHandle: the handle mapped at addr, one more reference
+ * (also for a handle whose own references are gone but which is still mapped) */
+int sim_vmm_retain(uint64_t addr, uint64_t *handle)
+{
+	int rc = SIM_EINVAL;
+	pthread_mutex_lock(&g_vamu);
+	struct mapping *m = mapping_at_unlocked(addr);
+	if (m) {
+		struct vmm *v = m->v;
+		struct sim_dev *d = &g_dev[v->dev];
+		pthread_mutex_lock(&d->mu);
+		v->refs++;
+		*handle = v->handle;
+		pthread_mutex_unlock(&d->mu);
+		rc = SIM_OK;
+	}
+	pthread_mutex_unlock(&g_vamu);
+	return rc;
+}
+
+int sim_va_range(uint64_t addr, uint64_t *base, uint64_t *size, int *dev)
+{
+	int rc = SIM_ENOTFOUND;
+	pthread_mutex_lock(&g_vamu);
+	struct mapping *m = mapping_at_unlocked(addr);
+	if (m) {
+		if (base)
+			*base = m->addr;
+		if (size)
+			*size = m->size;
+		if (dev)
+			*dev = m->v->dev;
+		rc = SIM_OK;
+	}
+	pthread_mutex_unlock(&g_vamu);
+	return rc;
+}
+
+/* --------------------------------------------------------- context teardown */
+
+/* What cuDevicePrimaryCtxReset / cuCtxDestroy do to memory: every allocation
+ * the context made, every pool it created (with all its blocks), every VMM
+ * handle it created (its mappings are removed, all references dropped). The
+ * primary context's default pool loses its blocks, its reserve and its
+ * attributes, as a fresh one would have. Reservations are process-wide and
+ * stay. Lock order: g_vamu, then the device. */
+int sim_free_context(int dev, uint32_t ctx)
+{
+	if (!sim_device_valid(dev))
+		return SIM_EDEVICE;
+	struct sim_dev *d = &g_dev[dev];
+	pthread_mutex_lock(&g_vamu);
+	for (size_t i = 0; i < g_nresv; i++) {
+		struct resv *r = &g_resv[i];
+		/* v->dev and v->ctx never change; a mapped vmm cannot be freed
+		 * without g_vamu, which we hold */
+		for (size_t k = r->nm; k-- > 0;)
+			if (r->m[k].v->dev == dev && r->m[k].v->ctx == ctx)
+				unmap_one_unlocked(r, k);
+	}
+	pthread_mutex_lock(&d->mu);
+	for (uint32_t s = 0; s < d->vmms.n; s++) {
+		struct vmm *v = d->vmms.ptr[s];
+		if (v && v->ctx == ctx && !v->maps) {
+			v->refs = 0;
+			vmm_destroy(d, v);
+		}
+	}
+	/* collect first: removal reorders the open-addressing table */
+	uint64_t n = 0, cap = d->map.n;
+	uint64_t *victims = cap ? malloc(cap * sizeof(uint64_t)) : NULL;
+	if (cap && !victims) {
+		pthread_mutex_unlock(&d->mu);
+		pthread_mutex_unlock(&g_vamu);
+		return SIM_ENOMEM;
+	}
+	for (uint64_t i = 0; i < d->map.cap; i++) {
+		const struct amap_ent *e = &d->map.t[i];
+		if (!e->addr)
+			continue;
+		int hit = e->ctx == ctx;
+		if (!hit && e->kind == SIM_KIND_POOL) {
+			const struct chunk *c = d->pptr[(e->addr - dev_base(dev)) / SIM_PAGE];
+			hit = c->pool->ctx == ctx;
+		}
+		if (hit)
+			victims[n++] = e->addr;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		struct amap_ent *e = amap_find(&d->map, victims[i]);
+		if (e)
+			ent_free_unlocked(d, dev, e);
+	}
+	free(victims);
+	for (uint32_t s = 0; s < d->pools.n; s++) {
+		struct pool *p = d->pools.ptr[s];
+		if (!p || p->ctx != ctx)
+			continue;
+		if (p->is_default) {
+			pool_trim_unlocked(d, p, 0);
+			p->threshold = 0;
+			p->reserved_high = p->reserved;
+			p->used_high = p->used;
+			p->reuse[1] = p->reuse[2] = p->reuse[3] = 1;
+			continue;
+		}
+		st_del(&d->pools, p->handle);
+		if (d->current_pool == p->handle)
+			d->current_pool = d->default_pool;
+		pool_free_struct(d, p); /* no block is left in it */
+	}
+	pthread_mutex_unlock(&d->mu);
+	pthread_mutex_unlock(&g_vamu);
+	return SIM_OK;
+}
+
 /* ------------------------------------------------- handles and host memory */
 
 uint64_t sim_handle_new(int dev)
 {
+	return sim_handle_new_obj(dev, (void *)1);
+}
+
+uint64_t sim_handle_new_obj(int dev, void *obj)
+{
 	pthread_mutex_lock(&g_hmu);
-	uint64_t h = st_add(&g_handles, (void *)1, TAG_HANDLE, dev);
+	uint64_t h = st_add(&g_handles, obj, TAG_HANDLE, dev);
 	pthread_mutex_unlock(&g_hmu);
 	return h;
+}
+
+void *sim_handle_obj(uint64_t h)
+{
+	if (h_tag(h) != TAG_HANDLE || ((h >> 59) & 1) != SIM_LIB_ID)
+		return NULL;
+	pthread_mutex_lock(&g_hmu);
+	void *p = st_get(&g_handles, h);
+	pthread_mutex_unlock(&g_hmu);
+	return p;
 }
 
 int sim_handle_device(uint64_t h)
@@ -1499,6 +1712,20 @@ void *sim_host_alloc(uint64_t size)
 		return NULL;
 	}
 	return p;
+}
+
+/* inside a live sim_host_alloc block (a scan: pinned blocks are few) */
+int sim_host_known(const void *p)
+{
+	uint64_t a = (uint64_t)(uintptr_t)p;
+	int ok = 0;
+	pthread_mutex_lock(&g_hmu);
+	for (uint64_t i = 0; i < g_host.cap && !ok; i++) {
+		const struct amap_ent *e = &g_host.t[i];
+		ok = e->addr && a >= e->addr && a < e->addr + (e->size ? e->size : 1);
+	}
+	pthread_mutex_unlock(&g_hmu);
+	return ok;
 }
 
 int sim_host_free(void *p)

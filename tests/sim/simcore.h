@@ -64,6 +64,18 @@ int sim_parse_quantity(const char *s, uint64_t *out); /* 0 on success */
 /* A fixed random-looking (version 4) UUID for (SIM_LIB_ID, dev), varied by
  * SIMGPU_UUID_SEED: the CUDA library and the NVML one (both ID 0) agree. */
 void sim_device_uuid(int dev, uint8_t out[16]);
+void sim_device_pci(int dev, int *domain, int *bus, int *device);
+
+/* Contexts. Every allocation, pool and VMM handle carries the id of the
+ * context it was made in; the plain functions use the primary context (0).
+ * sim_free_context frees all of a context's memory, as cuDevicePrimaryCtxReset,
+ * cuCtxDestroy and hipDeviceReset do. */
+#define SIM_CTX_PRIMARY 0u
+int sim_free_context(int dev, uint32_t ctx);
+int sim_alloc_ctx(int dev, uint32_t ctx, uint64_t size, int kind, int whole_pages, uint64_t *addr);
+int sim_pool_create_ctx(int dev, uint32_t ctx, uint64_t *pool);
+int sim_pool_alloc_ctx(uint64_t pool, uint32_t ctx, uint64_t size, uint64_t *addr);
+int sim_vmm_create_ctx(int dev, uint32_t ctx, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle);
 
 /* Linear memory. whole_pages forces page granularity even for small sizes
  * (arrays). sim_free checks that the allocation's kind is in kind_mask. */
@@ -88,22 +100,32 @@ void sim_device_sync(int dev); /* releases each pool's reserve above its thresho
 /* Virtual memory management. The prop blob is stored and returned verbatim. */
 #define SIM_PROP_MAX 96
 int sim_vmm_create(int dev, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle);
+/* create gives one reference, sim_vmm_retain (the handle mapped at addr) adds
+ * one, each release drops one; pages go at refs == 0 and mapped nowhere. */
 int sim_vmm_release(uint64_t handle);
+int sim_vmm_retain(uint64_t addr, uint64_t *handle);
+int sim_vmm_refs(uint64_t handle, uint64_t *refs, uint64_t *maps); /* test introspection */
 int sim_vmm_prop(uint64_t handle, void *prop, unsigned prop_len);
 int sim_va_reserve(uint64_t size, uint64_t align, uint64_t *addr);
 int sim_va_free(uint64_t addr, uint64_t size);
 int sim_va_map(uint64_t addr, uint64_t size, uint64_t offset, uint64_t handle);
 int sim_va_unmap(uint64_t addr, uint64_t size);
 int sim_va_mapped(uint64_t addr, uint64_t size); /* SIM_OK if fully mapped */
+/* the VMM mapping containing addr (cuMemGetAddressRange), SIM_ENOTFOUND if none */
+int sim_va_range(uint64_t addr, uint64_t *base, uint64_t *size, int *dev);
 
 /* Opaque registered handles (streams); value 0 is never issued. */
 uint64_t sim_handle_new(int dev);
 int sim_handle_device(uint64_t h); /* -1 if unknown */
 int sim_handle_delete(uint64_t h);
+/* the same, naming an object of the API layer (its first field says its kind) */
+uint64_t sim_handle_new_obj(int dev, void *obj);
+void *sim_handle_obj(uint64_t h); /* NULL if unknown */
 
 /* Pinned host memory: real malloc'd memory, registered so frees are checked. */
 void *sim_host_alloc(uint64_t size);
 int sim_host_free(void *p);
+int sim_host_known(const void *p); /* inside a live pinned block */
 
 /* test introspection */
 int sim_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_bytes,
