@@ -49,7 +49,6 @@ void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn)
 static _Atomic int armed;          /* 0 no, 1 arming, 2 armed */
 static _Atomic int writer_running; /* the writer thread exists (exit waits for it) */
 static _Atomic int handler_installed;
-static struct sigaction old_action; /* the application's handler before ours */
 static _Atomic uint32_t wake_word;  /* futex the writer sleeps on */
 /* Bumped (and futex-woken) each time the writer has copied the live table
  * into a dump: a refusing thread waits for it, so the dump shows memory as
@@ -181,33 +180,45 @@ static void snapshot_done(void)
 
 static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
+	(void)sig;
+	(void)info;
+	(void)ctx;
 	int saved = errno;
 	atomic_fetch_add_explicit(&signals_seen, 1, memory_order_relaxed);
 	wake_writer();
 	errno = saved;
-	/* Chain: the application's handler from before ours runs as well. */
-	if (old_action.sa_flags & SA_SIGINFO) {
-		if (old_action.sa_sigaction)
-			old_action.sa_sigaction(sig, info, ctx);
-	} else if (old_action.sa_handler != SIG_DFL && old_action.sa_handler != SIG_IGN) {
-		old_action.sa_handler(sig);
-	}
 }
 
+/* The dump signal is ours only while nobody else has claimed it (issue 10,
+ * finding 2). A handler the application installed, or SIG_IGN it inherited
+ * or chose, means the signal is the application's: we install nothing, so
+ * its handler keeps exactly its own flags, mask and stack, and its own
+ * traffic on that signal never turns into dumps. Where the disposition is
+ * the default (terminate), ours replaces a kill; SA_RESTART then keeps a
+ * dump request from interrupting the application's system calls, which
+ * never expected the signal. An application that installs its own handler
+ * later simply replaces ours. */
 static void install_handler(void)
 {
 	int sig = gg_opt.dump_signal;
 	if (sig <= 0 || atomic_exchange_explicit(&handler_installed, 1, memory_order_relaxed))
 		return;
+	struct sigaction old;
+	if (sigaction(sig, NULL, &old) != 0)
+		return;
+	int theirs = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != NULL : old.sa_handler != SIG_DFL;
+	if (theirs) {
+		gg_log(GG_LOG_WARN,
+		       "signal %d is the application's own: no dumps on it (GPUGUARD_DUMP_SIGNAL names another, "
+		       "e.g. SIGRTMIN+3)",
+		       sig);
+		return;
+	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	struct sigaction old;
-	if (sigaction(sig, NULL, &old) != 0)
-		return;
-	old_action = old;
 	if (sigaction(sig, &sa, NULL) != 0)
 		gg_log(GG_LOG_WARN, "could not install the dump signal handler for signal %d", sig);
 }
