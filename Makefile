@@ -45,7 +45,7 @@ PRELOAD_BINS := $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_
 PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so $(BUILD)/tests/preload/libnextbase.so
 SIM_TEST := $(BUILD)/tests/sim_test
 # Helpers of tests/scripts/top_metrics.sh: region images, a raw HTTP client.
-TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc
+TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/tests/tools/flood
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
