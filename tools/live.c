@@ -575,10 +575,9 @@ static int listen_on(const char *addr, int *fdp)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	if (parse_listen(addr, &ss, &sl)) {
-		fprintf(stderr,
-		        "gpuguard: error: --listen '%.128s': want ADDR:PORT with an IPv4 address, [IPv6 address] or "
-		        "localhost, and a port 0-65535 (0: any free one)\n",
-		        addr);
+		gg_error("--listen '%.128s': want ADDR:PORT with an IPv4 address, [IPv6 address] or localhost, and a port "
+		         "0-65535 (0: any free one)",
+		         addr);
 		return GG_EXIT_USAGE;
 	}
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
