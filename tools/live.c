@@ -628,7 +628,11 @@ static struct conn *victim(struct server *sv)
  * a victim. Never waits: the listener is non-blocking. */
 static void accept_some(struct server *sv, int lfd, uint64_t now, uint64_t *accept_pause)
 {
-	for (int k = 0; k < HTTP_ACCEPT_BATCH; k++) {
+	/* Under half the cap a turn: a request accepted early in a batch is
+	 * read (and answered) at the next turn, before a later batch could
+	 * make it the oldest. */
+	int batch = sv->max / 2 + 1 < HTTP_ACCEPT_BATCH ? sv->max / 2 + 1 : HTTP_ACCEPT_BATCH;
+	for (int k = 0; k < batch; k++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)

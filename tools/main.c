@@ -901,7 +901,9 @@ static int cmd_dump(int argc, char **argv)
 	}
 	if (!text_safe(dir)) {
 		/* The path is printed for scripts to use: never a changed one. */
-		gg_error("process %ld: its dump directory '%s' has control characters; not asking for a dump", pid, dir);
+		gg_error("process %ld: its dump directory '%s' has control characters or bytes that are not UTF-8; not "
+		         "asking for a dump",
+		         pid, dir);
 		return GG_EXIT_BADINPUT;
 	}
 	int caught = signal_caught(pid, sig);

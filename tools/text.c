@@ -207,7 +207,8 @@ int gg_outfile_open(struct gg_outfile *o, const char *path, char *err, size_t er
 		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
 			r = (unsigned long long)time(NULL) * 2654435761u ^ (unsigned long long)getpid() << 20 ^
 			    (unsigned long long)tries;
-		snprintf(o->tmp, plen + 64, "%.*s.%s.%016llx.tmp", (int)dirlen, path, base, r);
+		/* At most 200 bytes of the name: the temporary's stays under NAME_MAX. */
+		snprintf(o->tmp, plen + 64, "%.*s.%.200s.%016llx.tmp", (int)dirlen, path, base, r);
 		int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
 		if (fd < 0 && errno == EEXIST)
 			continue;
