@@ -575,9 +575,10 @@ static int listen_on(const char *addr, int *fdp)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	if (parse_listen(addr, &ss, &sl)) {
-		gg_error("--listen '%.128s': want ADDR:PORT with an IPv4 address, [IPv6 address] or localhost, and a port "
-		         "0-65535 (0: any free one)",
-		         addr);
+		gg_error(
+		    "--listen '%.128s': want ADDR:PORT with an IPv4 address, [IPv6 address] or localhost, and a port "
+		    "0-65535 (0: any free one)",
+		    addr);
 		return GG_EXIT_USAGE;
 	}
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -597,8 +598,8 @@ static int listen_on(const char *addr, int *fdp)
 	                                               : ((struct sockaddr_in *)&ss)->sin_port);
 	if (!inet_ntop(ss.ss_family, a, host, sizeof host))
 		snprintf(host, sizeof host, "?");
-	gg_note("serving metrics on http://%s%s%s:%u/metrics", ss.ss_family == AF_INET6 ? "[" : "",
-	        host, ss.ss_family == AF_INET6 ? "]" : "", port);
+	gg_note("serving metrics on http://%s%s%s:%u/metrics", ss.ss_family == AF_INET6 ? "[" : "", host,
+	        ss.ss_family == AF_INET6 ? "]" : "", port);
 	*fdp = fd;
 	return GG_EXIT_OK;
 }

@@ -135,37 +135,36 @@ static const char help_run[] = "NAME\n"
                                "EXIT STATUS\n"
                                "    CMD's own; 1 usage error; 2 the library or CMD could not be found.\n";
 
-static const char help_dump[] =
-    "NAME\n"
-    "    gpuguard dump - ask a running process for an allocation dump\n"
-    "\n"
-    "SYNOPSIS\n"
-    "    gpuguard dump [--timeout SECONDS] PID\n"
-    "\n"
-    "DESCRIPTION\n"
-    "    Sends PID its dump signal (GPUGUARD_DUMP_SIGNAL from its environment,\n"
-    "    read as the library reads it; default SIGUSR2) and prints the path of\n"
-    "    the new dump once it appears in its GPUGUARD_DUMP_DIR (relative to its\n"
-    "    working directory; default its working directory). Waits at most\n"
-    "    --timeout seconds (default 10).\n"
-    "\n"
-    "    The signal's default action is to terminate, so it is sent only to a\n"
-    "    process that has libgpuguard mapped (/proc/PID/maps) and a handler for\n"
-    "    it (the library installs one at the first device allocation). Anything\n"
-    "    else is not signalled. Behind an init that forwards signals (tini,\n"
-    "    dumb-init, a shell as PID 1) the server is a child: a PID without the\n"
-    "    library is not signalled either, and the message names the processes\n"
-    "    under it that have the library, to run gpuguard dump on.\n"
-    "\n"
-    "    When the process caught the signal but no new dump appeared in time,\n"
-    "    the message says whether the library's rate limit explains it\n"
-    "    (GPUGUARD_DUMP_INTERVAL since its last dump here, or GPUGUARD_DUMP_MAX\n"
-    "    dumps written); a suppressed dump is counted in the next one's trailer.\n"
-    "\n"
-    "EXIT STATUS\n"
-    "    0 the path was printed; 1 usage error; 2 no such process, no permission,\n"
-    "    no library or no handler in it (not signalled), dumps disabled in it,\n"
-    "    or no dump appeared in time.\n";
+static const char help_dump[] = "NAME\n"
+                                "    gpuguard dump - ask a running process for an allocation dump\n"
+                                "\n"
+                                "SYNOPSIS\n"
+                                "    gpuguard dump [--timeout SECONDS] PID\n"
+                                "\n"
+                                "DESCRIPTION\n"
+                                "    Sends PID its dump signal (GPUGUARD_DUMP_SIGNAL from its environment,\n"
+                                "    read as the library reads it; default SIGUSR2) and prints the path of\n"
+                                "    the new dump once it appears in its GPUGUARD_DUMP_DIR (relative to its\n"
+                                "    working directory; default its working directory). Waits at most\n"
+                                "    --timeout seconds (default 10).\n"
+                                "\n"
+                                "    The signal's default action is to terminate, so it is sent only to a\n"
+                                "    process that has libgpuguard mapped (/proc/PID/maps) and a handler for\n"
+                                "    it (the library installs one at the first device allocation). Anything\n"
+                                "    else is not signalled. Behind an init that forwards signals (tini,\n"
+                                "    dumb-init, a shell as PID 1) the server is a child: a PID without the\n"
+                                "    library is not signalled either, and the message names the processes\n"
+                                "    under it that have the library, to run gpuguard dump on.\n"
+                                "\n"
+                                "    When the process caught the signal but no new dump appeared in time,\n"
+                                "    the message says whether the library's rate limit explains it\n"
+                                "    (GPUGUARD_DUMP_INTERVAL since its last dump here, or GPUGUARD_DUMP_MAX\n"
+                                "    dumps written); a suppressed dump is counted in the next one's trailer.\n"
+                                "\n"
+                                "EXIT STATUS\n"
+                                "    0 the path was printed; 1 usage error; 2 no such process, no permission,\n"
+                                "    no library or no handler in it (not signalled), dumps disabled in it,\n"
+                                "    or no dump appeared in time.\n";
 
 static const char help_top[] = "NAME\n"
                                "    gpuguard top - live view of a pod's GPU memory budget\n"
@@ -810,23 +809,27 @@ static void explain_no_dump(long pid, const char *comm, const char *dir, int tim
 	int64_t age_ms = (int64_t)(now.tv_sec - newest.tv_sec) * 1000 + (now.tv_nsec - newest.tv_nsec) / 1000000;
 	char what[PATH_MAX + 256];
 	if (max_ok && count >= max && max > 0)
-		snprintf(what, sizeof what,
-		         "rate-limited: it has written %u dumps here and GPUGUARD_DUMP_MAX is %s (the suppressed dump is "
-		         "counted in the trailer of the next one written)",
-		         count, maxv);
+		snprintf(
+		    what, sizeof what,
+		    "rate-limited: it has written %u dumps here and GPUGUARD_DUMP_MAX is %s (the suppressed dump is "
+		    "counted in the trailer of the next one written)",
+		    count, maxv);
 	else if (count && interval >= 0 && age_ms >= 0 && age_ms < interval + (int64_t)timeout * 1000)
-		snprintf(what, sizeof what,
-		         "rate-limited: its last dump here, %s, is %.1f s old and GPUGUARD_DUMP_INTERVAL is %s (ask again "
-		         "later; the suppressed dump is counted in the next one's trailer)",
-		         newest_path, (double)age_ms / 1000.0, ivv);
+		snprintf(
+		    what, sizeof what,
+		    "rate-limited: its last dump here, %s, is %.1f s old and GPUGUARD_DUMP_INTERVAL is %s (ask again "
+		    "later; the suppressed dump is counted in the next one's trailer)",
+		    newest_path, (double)age_ms / 1000.0, ivv);
 	else
 		snprintf(what, sizeof what,
-		         "not its rate limit as far as the dumps here show (GPUGUARD_DUMP_MAX=%s, GPUGUARD_DUMP_INTERVAL=%s): "
+		         "not its rate limit as far as the dumps here show (GPUGUARD_DUMP_MAX=%s, "
+		         "GPUGUARD_DUMP_INTERVAL=%s): "
 		         "the library names a failed write on the process's stderr (is the directory writable?)",
 		         maxv, ivv);
-	gg_error("process %ld (%s) has libgpuguard loaded and caught signal %d, but wrote no new dump in %s within %d s: "
-	         "%s",
-	         pid, comm, sig, dir, timeout, what);
+	gg_error(
+	    "process %ld (%s) has libgpuguard loaded and caught signal %d, but wrote no new dump in %s within %d s: "
+	    "%s",
+	    pid, comm, sig, dir, timeout, what);
 }
 
 static int cmd_dump(int argc, char **argv)
@@ -867,8 +870,9 @@ static int cmd_dump(int argc, char **argv)
 	 * with the library are named instead, for the caller to choose. */
 	int lib = has_library(pid);
 	if (lib < 0) {
-		gg_error("process %ld (%s): cannot read /proc/%ld/maps to check for libgpuguard (%s); not signalling it",
-		         pid, comm, pid, strerror(errno));
+		gg_error(
+		    "process %ld (%s): cannot read /proc/%ld/maps to check for libgpuguard (%s); not signalling it",
+		    pid, comm, pid, strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	if (lib == 0) {
@@ -910,9 +914,10 @@ static int cmd_dump(int argc, char **argv)
 	if (caught <= 0) {
 		descendants_hint(pid, hint, sizeof hint);
 		if (caught == 0)
-			gg_error("process %ld (%s) has libgpuguard loaded but no handler for signal %d yet (the library "
-			         "installs it at the first device allocation); not signalling it: it would be killed%s",
-			         pid, comm, sig, hint);
+			gg_error(
+			    "process %ld (%s) has libgpuguard loaded but no handler for signal %d yet (the library "
+			    "installs it at the first device allocation); not signalling it: it would be killed%s",
+			    pid, comm, sig, hint);
 		else
 			gg_error("process %ld (%s): cannot read /proc/%ld/status to see its signal handlers; not "
 			         "signalling it",
@@ -984,7 +989,8 @@ static int cmd_metrics(int argc, char **argv)
 				                 help_metrics);
 		} else if ((v = opt_value(argc, argv, &i, "--max-connections"))) {
 			if (parse_int(v, &max_conns) || max_conns < 1 || max_conns > GG_HTTP_CONNS_LIMIT)
-				return usage_err("metrics: --max-connections takes a number from 1 to 4096", help_metrics);
+				return usage_err("metrics: --max-connections takes a number from 1 to 4096",
+				                 help_metrics);
 		} else {
 			char m[128];
 			snprintf(m, sizeof m, "metrics: unknown option or missing value '%.64s'", argv[i]);
