@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* getrandom */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,46 @@ void gg_note(const char *fmt, ...)
 
 /* ---- report files ---- */
 
+/* The temporary being written, for the stop handler: a Ctrl-C mid-report
+ * leaves nothing behind. One at a time (the command writes one file). */
+/* volatile: read by a signal handler on this same thread; a pointer store
+ * is one instruction on every target we build for. */
+static char *volatile pending_tmp;
+static struct sigaction saved_int, saved_term, saved_hup;
+
+static void on_stop_unlink(int sig)
+{
+	char *t = pending_tmp;
+	if (t)
+		unlink(t); /* async-signal-safe */
+	signal(sig, SIG_DFL);
+	raise(sig); /* die of the signal, as without us */
+}
+
+static void guard_tmp(char *tmp)
+{
+	pending_tmp = tmp;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_unlink;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &saved_int);
+	sigaction(SIGTERM, &sa, &saved_term);
+	sigaction(SIGHUP, &sa, &saved_hup);
+}
+
+/* Before the temporary is renamed or removed: the handler must not unlink
+ * a name that is (or is about to be) someone else's. */
+static void unguard_tmp(void)
+{
+	if (!pending_tmp)
+		return;
+	sigaction(SIGINT, &saved_int, NULL);
+	sigaction(SIGTERM, &saved_term, NULL);
+	sigaction(SIGHUP, &saved_hup, NULL);
+	pending_tmp = NULL;
+}
+
 /* What is at path now: 0 nothing or a regular file we may replace, -1 with
  * the reason in err. lstat: a symlink is seen as itself, never followed. */
 static int check_target(const char *path, char *err, size_t errlen)
@@ -216,10 +257,12 @@ int gg_outfile_open(struct gg_outfile *o, const char *path, char *err, size_t er
 			snprintf(err, errlen, "%s: cannot create a file beside it: %s", path, strerror(errno));
 			break;
 		}
+		guard_tmp(o->tmp);
 		o->f = fdopen(fd, "w");
 		if (!o->f) {
 			snprintf(err, errlen, "%s: %s", path, strerror(errno));
 			close(fd);
+			unguard_tmp();
 			unlink(o->tmp);
 			break;
 		}
@@ -236,6 +279,7 @@ void gg_outfile_abort(struct gg_outfile *o)
 {
 	if (o->f)
 		fclose(o->f);
+	unguard_tmp();
 	if (o->tmp)
 		unlink(o->tmp);
 	free(o->tmp);
@@ -263,6 +307,7 @@ int gg_outfile_commit(struct gg_outfile *o, char *err, size_t errlen)
 		gg_outfile_abort(o);
 		return -1;
 	}
+	unguard_tmp();
 	if (rename(o->tmp, o->path)) {
 		snprintf(err, errlen, "%s: %s", o->path, strerror(errno));
 		gg_outfile_abort(o);

@@ -176,5 +176,25 @@ only "$W" page.html victim
 (cd "$W" && "$GG" report --html rel.html "$D") 2>/dev/null && [ -f "$W/rel.html" ] && ok || bad "--html with a relative name"
 only "$W" page.html rel.html victim
 
+# Stopped mid-report (SIGTERM while it waits for the dump on a FIFO that
+# we hold open and never write): the temporary is removed, FILE is not
+# created, the exit is by the signal.
+mkfifo "$TMP/slow.jsonl"
+"$GG" report --html "$W/stopped.html" "$TMP/slow.jsonl" 2>/dev/null &
+sp=$!
+exec 3>"$TMP/slow.jsonl"
+i=0
+while ! ls -A "$W" | grep -q '^\.stopped\.html\..*\.tmp$' && [ $i -lt 100 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+[ $i -lt 100 ] && ok || bad "no temporary appeared beside stopped.html"
+kill -TERM "$sp"
+wait "$sp"
+rc=$?
+exec 3>&-
+[ "$rc" -eq 143 ] && ok || bad "report stopped by SIGTERM: exit $rc, want 143"
+only "$W" page.html rel.html victim
+
 echo "harness: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
