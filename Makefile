@@ -50,7 +50,11 @@ PRELOAD_BINS := $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_
 PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so $(BUILD)/tests/preload/libnextbase.so
 SIM_TEST := $(BUILD)/tests/sim_test
 # Helpers of tests/scripts/top_metrics.sh: region images, a raw HTTP client.
-TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc
+# flood: the slow-client flood of tests/scripts/metrics_flood.sh; signame and
+# sigprobe: the command's and the library's reading of GPUGUARD_DUMP_SIGNAL
+# (tests/scripts/dump_target.sh).
+TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/tests/tools/flood \
+	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
@@ -163,6 +167,14 @@ $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
 		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
 	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS)
+
+$(BUILD)/tests/tools/signame: tests/tools/signame.c tools/signal.c tools/tool.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Itools -o $@ tests/tools/signame.c tools/signal.c
+
+$(BUILD)/tests/tools/sigprobe: tests/tools/sigprobe.c $(SIM) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
 	@mkdir -p $(@D)

@@ -69,7 +69,7 @@ static struct gg_site *site_get(struct gg_analysis *a, uint64_t st)
 		return s;
 	s = calloc(1, sizeof *s);
 	if (!s) {
-		fprintf(stderr, "gpuguard: error: out of memory\n");
+		gg_error("out of memory");
 		exit(GG_EXIT_BADINPUT);
 	}
 	s->st = st;
@@ -650,7 +650,7 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 	a->by_bytes = calloc(a->nsites + 1, sizeof *a->by_bytes);
 	a->by_count = calloc(a->nsites + 1, sizeof *a->by_count);
 	if (!a->by_bytes || !a->by_count) {
-		fprintf(stderr, "gpuguard: error: out of memory\n");
+		gg_error("out of memory");
 		exit(GG_EXIT_BADINPUT);
 	}
 	size_t n = 0;

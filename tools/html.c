@@ -8,7 +8,14 @@
 
 static void esc(FILE *f, const char *s)
 {
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+	const char *p = s ? s : "", *end = p + strlen(p);
+	for (size_t n; p < end; p += n) {
+		int safe;
+		n = gg_text_next(p, end, &safe);
+		if (!safe) { /* C0, DEL, C1, or not UTF-8 in a page declared UTF-8 */
+			fputc('?', f);
+			continue;
+		}
 		switch (*p) {
 		case '&':
 			fputs("&amp;", f);
@@ -26,10 +33,7 @@ static void esc(FILE *f, const char *s)
 			fputs("&#39;", f);
 			break;
 		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fputc('?', f);
-			else
-				fputc(*p, f);
+			fwrite(p, 1, n, f);
 		}
 	}
 }

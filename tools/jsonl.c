@@ -86,39 +86,6 @@ static int hex4(const char *p, unsigned *out)
 	return 0;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no
- * surrogates, nothing past U+10FFFF), or 0. */
-static size_t utf8_len(const char *p, const char *end)
-{
-	const unsigned char *u = (const unsigned char *)p;
-	size_t avail = (size_t)(end - p);
-	unsigned c0 = u[0];
-	size_t n;
-	unsigned lo = 0x80, hi = 0xBF;
-	if (c0 >= 0xC2 && c0 <= 0xDF)
-		n = 2;
-	else if (c0 >= 0xE0 && c0 <= 0xEF) {
-		n = 3;
-		if (c0 == 0xE0)
-			lo = 0xA0;
-		if (c0 == 0xED)
-			hi = 0x9F;
-	} else if (c0 >= 0xF0 && c0 <= 0xF4) {
-		n = 4;
-		if (c0 == 0xF0)
-			lo = 0x90;
-		if (c0 == 0xF4)
-			hi = 0x8F;
-	} else
-		return 0;
-	if (avail < n || u[1] < lo || u[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (u[i] < 0x80 || u[i] > 0xBF)
-			return 0;
-	return n;
-}
-
 /* Decodes a string at c->p (on the opening quote) into the string arena.
  * The decoded form is never longer than the source, and the arena holds
  * the whole line, so it never grows mid-line (pointers stay valid). */
@@ -142,7 +109,7 @@ static const char *parse_string(struct cursor *c, size_t *lenp)
 			return NULL;
 		}
 		if (ch >= 0x80) {
-			size_t n = utf8_len(c->p, c->end);
+			size_t n = gg_utf8_len(c->p, c->end);
 			if (!n) {
 				fail(c, "invalid UTF-8 in string");
 				return NULL;

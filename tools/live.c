@@ -1,8 +1,10 @@
 /* gpuguard command: the live views of the pod region. `top` redraws a table
  * of devices and processes; `metrics` prints the same in Prometheus text
- * format (0.0.4), or serves it over HTTP from one single-threaded poll loop
- * whose every connection has a size limit and a deadline, so no client can
- * stall it. The region is re-read for every table and every request. */
+ * format (0.0.4), or serves it over HTTP from one single-threaded poll loop:
+ * every socket non-blocking, every connection with a size limit and a
+ * deadline, and a cap on open connections past which a new one closes the
+ * oldest unanswered one, so neither a slow client nor a crowd of idle ones
+ * can stall a scrape. The region is re-read for every table and request. */
 #define _GNU_SOURCE /* memmem, ppoll, accept4 */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -223,12 +226,12 @@ int gg_metrics_print(const char *path)
 	static struct gg_region r; /* 100 KiB: not on the stack */
 	char err[GG_REGION_ERR];
 	if (gg_region_read(&r, path, err, sizeof err)) {
-		fprintf(stderr, "gpuguard: error: %s\n", err);
+		gg_error("%s", err);
 		return GG_EXIT_BADINPUT;
 	}
 	gg_metrics_render(stdout, &r);
 	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "gpuguard: error: writing the metrics: %s\n", strerror(errno));
+		gg_error("writing the metrics: %s", strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	return GG_EXIT_OK;
@@ -241,14 +244,14 @@ static int top_draw(const char *path, int once, uint64_t interval_ms, int first)
 	char err[GG_REGION_ERR];
 	int rc = gg_region_read(&r, path, err, sizeof err);
 	if (rc && (once || first)) {
-		fprintf(stderr, "gpuguard: error: %s\n", err);
+		gg_error("%s", err);
 		return GG_EXIT_BADINPUT;
 	}
 	char *text = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&text, &len);
 	if (!m) {
-		fprintf(stderr, "gpuguard: error: %s\n", strerror(errno));
+		gg_error("%s", strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	if (!once)
@@ -260,13 +263,13 @@ static int top_draw(const char *path, int once, uint64_t interval_ms, int first)
 		gg_top_render(m, &r, clock_ms(CLOCK_REALTIME));
 	if (fclose(m)) {
 		free(text);
-		fprintf(stderr, "gpuguard: error: %s\n", strerror(errno));
+		gg_error("%s", strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	size_t n = fwrite(text, 1, len, stdout);
 	free(text);
 	if (n != len || fflush(stdout)) {
-		fprintf(stderr, "gpuguard: error: writing the table: %s\n", strerror(errno));
+		gg_error("writing the table: %s", strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	return GG_EXIT_OK;
@@ -283,7 +286,7 @@ int gg_top_run(const char *path, uint64_t interval_ms, int once)
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	if (sigprocmask(SIG_BLOCK, &stop, &old)) {
-		fprintf(stderr, "gpuguard: error: sigprocmask: %s\n", strerror(errno));
+		gg_error("sigprocmask: %s", strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	int rc = GG_EXIT_OK;
@@ -306,8 +309,9 @@ int gg_top_run(const char *path, uint64_t interval_ms, int once)
 /* ---- the HTTP server ---- */
 
 #define HTTP_MAX_REQUEST 8192 /* request line and headers */
-#define HTTP_MAX_CONNS 32
-#define HTTP_LINGER_MS 1000 /* reading what a refused client still sends */
+#define HTTP_LINGER_MS 1000   /* reading what a refused client still sends */
+#define HTTP_ACCEPT_BATCH 64  /* accepts per turn of the loop, then reads get their turn */
+#define HTTP_SPARE_FDS 32     /* descriptors kept for the region file, stdio and the listener */
 
 enum conn_state { C_FREE, C_READ, C_WRITE, C_DRAIN };
 
@@ -315,6 +319,7 @@ struct conn {
 	int fd;
 	enum conn_state state;
 	uint64_t deadline; /* CLOCK_MONOTONIC ms */
+	uint64_t seq;      /* accept order: the oldest is evicted first */
 	size_t inlen, outlen, outoff;
 	char *out;
 	char in[HTTP_MAX_REQUEST];
@@ -323,7 +328,11 @@ struct conn {
 struct server {
 	const char *path;
 	uint64_t timeout_ms;
-	struct conn conns[HTTP_MAX_CONNS];
+	struct conn *conns; /* max of them; C_FREE ones have fd -1 */
+	int max, busy;
+	uint64_t seq;
+	struct pollfd *pfd; /* max + 1: the connections and the listener */
+	int *map;
 	char last_err[GG_REGION_ERR]; /* said once on stderr */
 };
 
@@ -389,6 +398,14 @@ static void conn_close(struct conn *c)
 	c->state = C_FREE;
 }
 
+/* Every connection closes through here, so the count of busy ones holds. */
+static void sv_close(struct server *sv, struct conn *c)
+{
+	if (c->state != C_FREE)
+		sv->busy--;
+	conn_close(c);
+}
+
 /* Queues the whole response; the poll loop writes it out. */
 static void respond(struct conn *c, int code, const char *reason, const char *type, const char *extra, const char *body,
                     size_t bodylen, int head_only, uint64_t now, uint64_t timeout_ms)
@@ -426,7 +443,7 @@ static void serve_metrics(struct server *sv, struct conn *c, int head_only, uint
 	char err[sizeof sv->last_err];
 	if (gg_region_read(&r, sv->path, err, sizeof err)) {
 		if (strcmp(err, sv->last_err))
-			fprintf(stderr, "gpuguard: warning: %s (answering 503 until it is readable)\n", err);
+			gg_warning("%s (answering 503 until it is readable)", err);
 		snprintf(sv->last_err, sizeof sv->last_err, "%s", err);
 		char body[sizeof err + 32];
 		snprintf(body, sizeof body, "gpuguard: error: %s\n", err);
@@ -434,7 +451,7 @@ static void serve_metrics(struct server *sv, struct conn *c, int head_only, uint
 		return;
 	}
 	if (sv->last_err[0])
-		fprintf(stderr, "gpuguard: %s is readable again\n", r.path);
+		gg_note("%s is readable again", r.path);
 	sv->last_err[0] = '\0';
 	char *text = NULL;
 	size_t len = 0;
@@ -558,18 +575,18 @@ static int listen_on(const char *addr, int *fdp)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	if (parse_listen(addr, &ss, &sl)) {
-		fprintf(stderr,
-		        "gpuguard: error: --listen '%.128s': want ADDR:PORT with an IPv4 address, [IPv6 address] or "
-		        "localhost, and a port 0-65535 (0: any free one)\n",
-		        addr);
+		gg_error(
+		    "--listen '%.128s': want ADDR:PORT with an IPv4 address, [IPv6 address] or localhost, and a port "
+		    "0-65535 (0: any free one)",
+		    addr);
 		return GG_EXIT_USAGE;
 	}
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int one = 1;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
 	    (ss.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one)) ||
-	    bind(fd, (struct sockaddr *)&ss, sl) || listen(fd, 64) || getsockname(fd, (struct sockaddr *)&ss, &sl)) {
-		fprintf(stderr, "gpuguard: error: listening on %.128s: %s\n", addr, strerror(errno));
+	    bind(fd, (struct sockaddr *)&ss, sl) || listen(fd, 1024) || getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+		gg_error("listening on %.128s: %s", addr, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return GG_EXIT_BADINPUT;
@@ -581,26 +598,128 @@ static int listen_on(const char *addr, int *fdp)
 	                                               : ((struct sockaddr_in *)&ss)->sin_port);
 	if (!inet_ntop(ss.ss_family, a, host, sizeof host))
 		snprintf(host, sizeof host, "?");
-	fprintf(stderr, "gpuguard: serving metrics on http://%s%s%s:%u/metrics\n", ss.ss_family == AF_INET6 ? "[" : "",
-	        host, ss.ss_family == AF_INET6 ? "]" : "", port);
+	gg_note("serving metrics on http://%s%s%s:%u/metrics", ss.ss_family == AF_INET6 ? "[" : "", host,
+	        ss.ss_family == AF_INET6 ? "]" : "", port);
 	*fdp = fd;
 	return GG_EXIT_OK;
 }
 
-int gg_metrics_serve(const char *path, const char *addr, uint64_t timeout_ms)
+/* The connection a new one replaces when all max are open: one already
+ * answered (draining) first, then the oldest that has not sent a whole
+ * request (idle, or slow on purpose: age, not activity, decides, so a
+ * byte every so often does not keep a slot), then the oldest of all. */
+static struct conn *victim(struct server *sv)
+{
+	struct conn *best = NULL;
+	int best_rank = 3;
+	for (int i = 0; i < sv->max; i++) {
+		struct conn *c = &sv->conns[i];
+		if (c->state == C_FREE)
+			continue;
+		int rank = c->state == C_DRAIN ? 0 : c->state == C_READ ? 1 : 2;
+		if (rank < best_rank || (rank == best_rank && c->seq < best->seq)) {
+			best = c;
+			best_rank = rank;
+		}
+	}
+	return best;
+}
+
+/* Accepts what is pending, up to a batch; at max open, each new one closes
+ * a victim. Never waits: the listener is non-blocking. */
+static void accept_some(struct server *sv, int lfd, uint64_t now, uint64_t *accept_pause)
+{
+	/* Under half the cap a turn: a request accepted early in a batch is
+	 * read (and answered) at the next turn, before a later batch could
+	 * make it the oldest. */
+	int batch = sv->max / 2 + 1 < HTTP_ACCEPT_BATCH ? sv->max / 2 + 1 : HTTP_ACCEPT_BATCH;
+	for (int k = 0; k < batch; k++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			struct conn *v = errno == EMFILE || errno == ENFILE ? victim(sv) : NULL;
+			if (v) {
+				/* Out of descriptors all the same (something else holds
+				 * some): make room as for the cap. */
+				sv_close(sv, v);
+				continue;
+			}
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				*accept_pause = now + 100;
+			return;
+		}
+		struct conn *v = sv->busy >= sv->max ? victim(sv) : NULL;
+		if (v)
+			sv_close(sv, v);
+		struct conn *c = NULL;
+		for (int i = 0; i < sv->max && !c; i++)
+			if (sv->conns[i].state == C_FREE)
+				c = &sv->conns[i];
+		if (!c) { /* cannot happen: a victim was just closed */
+			close(fd);
+			return;
+		}
+		c->fd = fd;
+		c->state = C_READ;
+		c->inlen = 0;
+		c->seq = sv->seq++;
+		c->deadline = now + sv->timeout_ms;
+		sv->busy++;
+	}
+}
+
+/* max connections, within the descriptor limit (raised to its hard limit
+ * where that helps). */
+static int fit_max_conns(int want)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return want < 16 ? want : 16;
+	rlim_t need = (rlim_t)want + HTTP_SPARE_FDS;
+	if (rl.rlim_cur < need && rl.rlim_cur != RLIM_INFINITY) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		long fit = (long)rl.rlim_cur - HTTP_SPARE_FDS;
+		return fit < 1 ? 1 : (int)fit;
+	}
+	return want;
+}
+
+int gg_metrics_serve(const char *path, const char *addr, uint64_t timeout_ms, int max_conns)
 {
 	int lfd, rc = listen_on(addr, &lfd);
 	if (rc)
 		return rc;
 	struct server *sv = calloc(1, sizeof *sv);
-	if (!sv) {
+	int max = fit_max_conns(max_conns);
+	if (max < max_conns)
+		gg_warning("the descriptor limit allows %d connections, not %d: serving at most %d at once", max,
+		           max_conns, max);
+	/* calloc: pages of buffers never used are never touched. */
+	if (sv) {
+		sv->conns = calloc((size_t)max, sizeof *sv->conns);
+		sv->pfd = calloc((size_t)max + 1, sizeof *sv->pfd);
+		sv->map = calloc((size_t)max + 1, sizeof *sv->map);
+	}
+	if (!sv || !sv->conns || !sv->pfd || !sv->map) {
+		if (sv) {
+			free(sv->conns);
+			free(sv->pfd);
+			free(sv->map);
+		}
+		free(sv);
 		close(lfd);
-		fprintf(stderr, "gpuguard: error: out of memory\n");
+		gg_error("out of memory");
 		return GG_EXIT_BADINPUT;
 	}
 	sv->path = path;
 	sv->timeout_ms = timeout_ms;
-	for (int i = 0; i < HTTP_MAX_CONNS; i++)
+	sv->max = max;
+	for (int i = 0; i < max; i++)
 		sv->conns[i].fd = -1;
 	/* SIGINT and SIGTERM are blocked except inside ppoll, so a stop that
 	 * lands between the flag check and the wait is not missed. */
@@ -614,37 +733,40 @@ int gg_metrics_serve(const char *path, const char *addr, uint64_t timeout_ms)
 	sigaddset(&block, SIGTERM);
 	if (sigprocmask(SIG_BLOCK, &block, &waitmask) || sigaction(SIGINT, &sa, NULL) ||
 	    sigaction(SIGTERM, &sa, NULL) || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
-		fprintf(stderr, "gpuguard: error: signals: %s\n", strerror(errno));
-		free(sv);
-		close(lfd);
-		return GG_EXIT_BADINPUT;
+		gg_error("signals: %s", strerror(errno));
+		rc = GG_EXIT_BADINPUT;
+		stop_serving = 1;
 	}
 	sigdelset(&waitmask, SIGINT);
 	sigdelset(&waitmask, SIGTERM);
-	uint64_t accept_pause = 0; /* out of descriptors: retry accepting later */
+	uint64_t accept_pause = 0; /* accept failed for want of memory: retry later */
+	struct pollfd *pfd = sv->pfd;
+	int *map = sv->map;
 	while (!stop_serving) {
-		struct pollfd pfd[HTTP_MAX_CONNS + 1];
-		int map[HTTP_MAX_CONNS + 1], n = 0, busy = 0;
+		int n = 0;
 		uint64_t now = clock_ms(CLOCK_MONOTONIC), next = UINT64_MAX;
-		for (int i = 0; i < HTTP_MAX_CONNS; i++) {
+		sv->busy = 0;
+		for (int i = 0; i < max; i++) {
 			struct conn *c = &sv->conns[i];
 			if (c->state == C_FREE)
 				continue;
-			busy++;
 			if (now >= c->deadline) {
 				conn_expire(sv, c, now);
 				if (c->state == C_FREE)
 					continue;
 			}
+			sv->busy++;
 			pfd[n] = (struct pollfd){c->fd, c->state == C_WRITE ? POLLOUT : POLLIN, 0};
 			map[n++] = i;
 			if (c->deadline < next)
 				next = c->deadline;
 		}
-		if (busy < HTTP_MAX_CONNS && now >= accept_pause) {
+		/* The listener is always polled (a new connection may replace an
+		 * old one), unless accept is paused. */
+		if (now >= accept_pause) {
 			pfd[n] = (struct pollfd){lfd, POLLIN, 0};
 			map[n++] = -1;
-		} else if (busy < HTTP_MAX_CONNS && accept_pause < next) {
+		} else if (accept_pause < next) {
 			next = accept_pause;
 		}
 		struct timespec ts, *tsp = NULL;
@@ -658,7 +780,7 @@ int gg_metrics_serve(const char *path, const char *addr, uint64_t timeout_ms)
 		if (ready < 0 && errno == EINTR)
 			continue;
 		if (ready < 0) {
-			fprintf(stderr, "gpuguard: error: poll: %s\n", strerror(errno));
+			gg_error("poll: %s", strerror(errno));
 			rc = GG_EXIT_BADINPUT;
 			break;
 		}
@@ -668,31 +790,25 @@ int gg_metrics_serve(const char *path, const char *addr, uint64_t timeout_ms)
 				continue;
 			if (map[k] >= 0) {
 				struct conn *c = &sv->conns[map[k]];
+				int was_open = c->state != C_FREE;
 				if (c->state == C_WRITE)
 					conn_write(c, now);
 				else
 					conn_read(sv, c, now);
+				if (was_open && c->state == C_FREE)
+					sv->busy--;
 				continue;
 			}
-			for (int i = 0; i < HTTP_MAX_CONNS; i++) {
-				struct conn *c = &sv->conns[i];
-				if (c->state != C_FREE)
-					continue;
-				int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-				if (fd < 0) {
-					if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-						accept_pause = now + 100;
-					break;
-				}
-				c->fd = fd;
-				c->state = C_READ;
-				c->inlen = 0;
-				c->deadline = now + timeout_ms;
-			}
+			/* The listener is last: no entry after it refers to a
+			 * connection accept_some may evict. */
+			accept_some(sv, lfd, now, &accept_pause);
 		}
 	}
-	for (int i = 0; i < HTTP_MAX_CONNS; i++)
+	for (int i = 0; i < max; i++)
 		conn_close(&sv->conns[i]);
+	free(sv->conns);
+	free(sv->pfd);
+	free(sv->map);
 	free(sv);
 	close(lfd);
 	sigprocmask(SIG_UNBLOCK, &block, NULL);

@@ -479,12 +479,18 @@ static void warnf(struct loader *l, const char *fmt, ...)
 {
 	if (!l->warn)
 		return;
+	char msg[GG_MAX_ERR];
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(l->warn, "gpuguard: warning: %s: ", l->d->path);
-	vfprintf(l->warn, fmt, ap);
-	fputc('\n', l->warn);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* The path is the user's; the message may quote the dump: both pass
+	 * the terminal filter. */
+	fputs("gpuguard: warning: ", l->warn);
+	gg_put_text(l->warn, l->d->path);
+	fputs(": ", l->warn);
+	gg_put_text(l->warn, msg);
+	fputc('\n', l->warn);
 }
 
 static int finish(struct loader *l, int partial)

@@ -65,12 +65,20 @@ static const char help_report[] =
     "    its last whole record with a warning. A dump of a newer format than\n"
     "    this gpuguard reads is refused.\n"
     "\n"
+    "    Strings from the dump are shown as they are, except control characters\n"
+    "    (C0, DEL, C1: U+0080..U+009F) and bytes that are not UTF-8, which the\n"
+    "    text, folded and HTML forms show as '?' (':' in folded) and --json\n"
+    "    writes as \\u escapes (\\ufffd for a byte that is not UTF-8).\n"
+    "\n"
     "OPTIONS\n"
     "    --json         machine-readable report (stable keys; \"gpuguard_report\": 1)\n"
     "    --folded       folded stacks of live bytes, root first, for flamegraph.pl\n"
     "                   or speedscope: \"frame;frame;frame BYTES\"\n"
     "    --html FILE    one self-contained HTML page with SVG charts (timeline, size\n"
-    "                   histogram, devices, flame graph); no network access\n"
+    "                   histogram, devices, flame graph); no network access. Written\n"
+    "                   under a hidden name beside FILE, then renamed over it (mode\n"
+    "                   0666 less the umask); a FILE that is a symbolic link or not\n"
+    "                   a regular file is refused and left as it is\n"
     "    --diff OLD NEW growth of live bytes by call site between two dumps\n"
     "                   (sites matched by their frames)\n"
     "    --top N        call sites shown (default 10)\n"
@@ -96,7 +104,8 @@ static const char help_report[] =
     "\n"
     "EXIT STATUS\n"
     "    0 report written; 1 usage error; 2 a dump could not be read (the message\n"
-    "    names FILE:LINE and what is wrong), or its format is newer.\n";
+    "    names FILE:LINE and what is wrong), or its format is newer, or FILE of\n"
+    "    --html cannot be written.\n";
 
 static const char help_run[] = "NAME\n"
                                "    gpuguard run - run a command under a GPU memory ceiling\n"
@@ -134,15 +143,28 @@ static const char help_dump[] = "NAME\n"
                                 "\n"
                                 "DESCRIPTION\n"
                                 "    Sends PID its dump signal (GPUGUARD_DUMP_SIGNAL from its environment,\n"
-                                "    default SIGUSR2) and prints the path of the new dump once it appears in\n"
-                                "    its GPUGUARD_DUMP_DIR (relative to its working directory; default its\n"
-                                "    working directory). Waits at most --timeout seconds (default 10).\n"
-                                "    A process that does not catch that signal (no library, or one that has\n"
-                                "    not touched the GPU yet) is not sent it: it would be killed.\n"
+                                "    read as the library reads it; default SIGUSR2) and prints the path of\n"
+                                "    the new dump once it appears in its GPUGUARD_DUMP_DIR (relative to its\n"
+                                "    working directory; default its working directory). Waits at most\n"
+                                "    --timeout seconds (default 10).\n"
+                                "\n"
+                                "    The signal's default action is to terminate, so it is sent only to a\n"
+                                "    process that has libgpuguard mapped (/proc/PID/maps) and a handler for\n"
+                                "    it (the library installs one at the first device allocation). Anything\n"
+                                "    else is not signalled. Behind an init that forwards signals (tini,\n"
+                                "    dumb-init, a shell as PID 1) the server is a child: a PID without the\n"
+                                "    library is not signalled either, and the message names the processes\n"
+                                "    under it that have the library, to run gpuguard dump on.\n"
+                                "\n"
+                                "    When the process caught the signal but no new dump appeared in time,\n"
+                                "    the message says whether the library's rate limit explains it\n"
+                                "    (GPUGUARD_DUMP_INTERVAL since its last dump here, or GPUGUARD_DUMP_MAX\n"
+                                "    dumps written); a suppressed dump is counted in the next one's trailer.\n"
                                 "\n"
                                 "EXIT STATUS\n"
                                 "    0 the path was printed; 1 usage error; 2 no such process, no permission,\n"
-                                "    dumps disabled in it, or no dump appeared in time.\n";
+                                "    no library or no handler in it (not signalled), dumps disabled in it,\n"
+                                "    or no dump appeared in time.\n";
 
 static const char help_top[] = "NAME\n"
                                "    gpuguard top - live view of a pod's GPU memory budget\n"
@@ -191,6 +213,7 @@ static const char help_metrics[] =
     "SYNOPSIS\n"
     "    gpuguard metrics [--region PATH]\n"
     "    gpuguard metrics [--region PATH] --listen ADDR:PORT [--timeout DURATION]\n"
+    "                     [--max-connections N]\n"
     "\n"
     "DESCRIPTION\n"
     "    Prints the pod region (see gpuguard help top) in the Prometheus text\n"
@@ -225,8 +248,11 @@ static const char help_metrics[] =
     "    answers 200; other paths 404; other methods 405; a request head over\n"
     "    8 KiB 431; a malformed one 400; one not received within the timeout\n"
     "    408; a region that cannot be read 503 with the reason (the server keeps\n"
-    "    running). One connection at a time is never waited on: up to 32 are\n"
-    "    served together, each closed after the timeout.\n"
+    "    running). No client is ever waited on: every socket is non-blocking,\n"
+    "    every connection has the timeout as its deadline, and past\n"
+    "    --max-connections open ones a new connection closes the oldest that\n"
+    "    has not sent a whole request (idle or slow), so a scrape is answered\n"
+    "    however many idle clients hold connections open.\n"
     "\n"
     "OPTIONS\n"
     "    --region PATH       the region file (default: $GPUGUARD_SHARED, else\n"
@@ -237,6 +263,8 @@ static const char help_metrics[] =
     "                        stderr: \"gpuguard: serving metrics on http://ADDR:PORT/metrics\"\n"
     "    --timeout DURATION  per-connection deadline to receive a request, and\n"
     "                        again to send the answer (default 5s)\n"
+    "    --max-connections N connections held open at once, 1 to 4096 (default\n"
+    "                        1024; fewer if the descriptor limit is lower)\n"
     "\n"
     "EXIT STATUS\n"
     "    0 printed, or served until stopped; 1 usage error (including a bad\n"
@@ -245,7 +273,7 @@ static const char help_metrics[] =
 
 static int usage_err(const char *msg, const char *help)
 {
-	fprintf(stderr, "gpuguard: error: %s\n", msg);
+	gg_error("%s", msg);
 	fputs(help, stderr);
 	return GG_EXIT_USAGE;
 }
@@ -347,23 +375,25 @@ static int cmd_report(int argc, char **argv)
 	struct gg_dump *d = calloc((size_t)nfiles, sizeof *d);
 	struct gg_analysis *an = calloc((size_t)nfiles, sizeof *an);
 	int rc = GG_EXIT_OK, loaded = 0;
+	struct gg_outfile page = {0};
 	FILE *hf = NULL;
+	char oerr[2 * PATH_MAX];
 	if (!d || !an) {
 		rc = GG_EXIT_BADINPUT;
 		goto out;
 	}
 	if (html) {
-		hf = fopen(html, "w");
-		if (!hf) {
-			fprintf(stderr, "gpuguard: error: %s: %s\n", html, strerror(errno));
+		if (gg_outfile_open(&page, html, oerr, sizeof oerr)) {
+			gg_error("%s", oerr);
 			rc = GG_EXIT_BADINPUT;
 			goto out;
 		}
+		hf = page.f;
 	}
 	for (int i = 0; i < nfiles; i++) {
 		char err[GG_MAX_ERR + 64];
 		if (gg_dump_load(&d[i], files[i], stderr, err, sizeof err)) {
-			fprintf(stderr, "gpuguard: error: %s\n", err);
+			gg_error("%s", err);
 			gg_dump_free(&d[i]);
 			rc = GG_EXIT_BADINPUT;
 			break;
@@ -386,12 +416,16 @@ static int cmd_report(int argc, char **argv)
 	}
 	if (diff && rc == GG_EXIT_OK)
 		gg_report_diff(stdout, &an[0], &an[1], &o, json);
-	if (hf && fclose(hf)) {
-		fprintf(stderr, "gpuguard: error: %s: %s\n", html, strerror(errno));
+	/* The page replaces FILE only when whole: a dump that could not be
+	 * read leaves FILE as it was. */
+	if (hf && rc == GG_EXIT_OK && gg_outfile_commit(&page, oerr, sizeof oerr)) {
+		gg_error("%s", oerr);
 		rc = GG_EXIT_BADINPUT;
+	} else if (hf && rc != GG_EXIT_OK) {
+		gg_outfile_abort(&page);
 	}
 	if (fflush(stdout)) {
-		fprintf(stderr, "gpuguard: error: writing the report: %s\n", strerror(errno));
+		gg_error("writing the report: %s", strerror(errno));
 		rc = GG_EXIT_BADINPUT;
 	}
 	for (int i = 0; i < loaded; i++) {
@@ -475,7 +509,7 @@ static int cmd_run(int argc, char **argv)
 		return usage_err("run needs a command", help_run);
 	char lib[PATH_MAX + 32];
 	if (find_lib(lib, sizeof lib)) {
-		fprintf(stderr, "gpuguard: error: cannot find libgpuguard.so (looked at %s); set GPUGUARD_LIB\n", lib);
+		gg_error("cannot find libgpuguard.so (looked at %s); set GPUGUARD_LIB", lib);
 		return GG_EXIT_BADINPUT;
 	}
 	const char *old = getenv("LD_PRELOAD");
@@ -491,16 +525,19 @@ static int cmd_run(int argc, char **argv)
 		setenv("LD_PRELOAD", lib, 1);
 	}
 	execvp(argv[i], argv + i);
-	fprintf(stderr, "gpuguard: error: %s: %s\n", argv[i], strerror(errno));
-	return errno == ENOENT ? 127 : 126;
+	int e = errno;
+	gg_error("%s: %s", argv[i], strerror(e));
+	return e == ENOENT ? 127 : 126;
 }
+
+/* ---- dump ---- */
 
 /* Reads NAME=... from /proc/PID/environ into out; 0 when found. */
 static int proc_env(long pid, const char *name, char *out, size_t n)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
 	size_t nl = strlen(name);
@@ -520,46 +557,182 @@ static int proc_env(long pid, const char *name, char *out, size_t n)
 	return rc;
 }
 
-static const struct {
-	const char *name;
-	int sig;
-} signames[] = {{"SIGUSR1", SIGUSR1},   {"SIGUSR2", SIGUSR2}, {"SIGHUP", SIGHUP},   {"SIGQUIT", SIGQUIT},
-                {"SIGWINCH", SIGWINCH}, {"SIGURG", SIGURG},   {"SIGPROF", SIGPROF}, {"SIGTTIN", SIGTTIN}};
-
-static int parse_signal(const char *s)
+/* /proc/PID/comm, for messages (escaped when printed); "?" when gone. */
+static void proc_comm(long pid, char *out, size_t n)
 {
-	int v;
-	if (!parse_int(s, &v))
-		return v < NSIG ? v : -1;
-	for (size_t i = 0; i < sizeof signames / sizeof signames[0]; i++)
-		if (!strcmp(s, signames[i].name) || !strcmp(s, signames[i].name + 3))
-			return signames[i].sig;
-	if (!strncmp(s, "SIGRTMIN+", 9) && !parse_int(s + 9, &v) && SIGRTMIN + v <= SIGRTMAX)
-		return SIGRTMIN + v;
-	return -1;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+	FILE *f = fopen(path, "re");
+	if (!f || !fgets(out, (int)n, f))
+		snprintf(out, n, "?");
+	else
+		out[strcspn(out, "\n")] = '\0';
+	if (f)
+		fclose(f);
 }
 
-/* The newest regular file in dir whose name mentions the pid and is not a
- * temporary, modified at or after `since`. */
-static int newest_dump(const char *dir, long pid, time_t since, char *out, size_t n)
+/* 1 when PID maps a file named libgpuguard*.so* (the library, preloaded or
+ * linked), 0 when not, -1 with errno when /proc/PID/maps cannot be read. */
+static int has_library(long pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+	errno = 0;
+	while (!found && getline(&line, &cap, f) > 0) {
+		line[strcspn(line, "\n")] = '\0';
+		const char *name = strrchr(line, '/');
+		found = name && !strncmp(name + 1, "libgpuguard", 11) && strstr(name, ".so");
+	}
+	int err = ferror(f) ? (errno ? errno : EIO) : 0;
+	free(line);
+	fclose(f);
+	if (!found && err) {
+		errno = err;
+		return -1;
+	}
+	return found;
+}
+
+/* The processes under root (children, their children...) that map the
+ * library, at most max of them into out; the number found. From each
+ * /proc/N/stat's parent field: no CONFIG_PROC_CHILDREN needed. */
+static size_t library_descendants(long root, long *out, size_t max)
+{
+	DIR *dp = opendir("/proc");
+	if (!dp)
+		return 0;
+	struct pp {
+		long pid, ppid;
+	} *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(dp))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char path[64], buf[512];
+		snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		size_t got = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[got] = '\0';
+		/* "pid (comm) state ppid ...": comm may hold ')' and spaces. */
+		char *rp = strrchr(buf, ')');
+		long ppid;
+		char state;
+		if (!rp || sscanf(rp + 1, " %c %ld", &state, &ppid) != 2)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 256;
+			struct pp *nv = realloc(v, nc * sizeof *v);
+			if (!nv)
+				break;
+			v = nv;
+			cap = nc;
+		}
+		v[n++] = (struct pp){pid, ppid};
+	}
+	closedir(dp);
+	/* Breadth first from root; each process is queued once (marked by
+	 * turning its parent to -1), so a cycle from pid reuse cannot loop. */
+	long *queue = malloc((n + 1) * sizeof *queue);
+	size_t head = 0, tail = 0, found = 0;
+	if (queue) {
+		queue[tail++] = root;
+		while (head < tail) {
+			long p = queue[head++];
+			for (size_t i = 0; i < n; i++) {
+				if (v[i].ppid != p || v[i].pid == root)
+					continue;
+				v[i].ppid = -1;
+				queue[tail++] = v[i].pid;
+				if (has_library(v[i].pid) == 1) {
+					if (found < max)
+						out[found] = v[i].pid;
+					found++;
+				}
+			}
+		}
+	}
+	free(queue);
+	free(v);
+	return found;
+}
+
+/* "; processes under it with libgpuguard: 7 (python3), 9 (worker): run
+ * gpuguard dump on one of them", or "" when there are none. */
+static void descendants_hint(long pid, char *out, size_t n)
+{
+	long kids[8];
+	size_t k = library_descendants(pid, kids, 8);
+	out[0] = '\0';
+	if (!k)
+		return;
+	size_t o = (size_t)snprintf(out, n, "; processes under it with libgpuguard: ");
+	for (size_t i = 0; i < k && i < 8 && o < n; i++) {
+		char comm[64];
+		proc_comm(kids[i], comm, sizeof comm);
+		o += (size_t)snprintf(out + o, n - o, "%s%ld (%s)", i ? ", " : "", kids[i], comm);
+	}
+	if (o < n && k > 8)
+		o += (size_t)snprintf(out + o, n - o, " and %zu more", k - 8);
+	if (o < n)
+		snprintf(out + o, n - o, ": run gpuguard dump on %s", k == 1 ? "that one" : "one of them");
+}
+
+/* Every character printable (gg_text_next): a path safe to print as is. */
+static int text_safe(const char *s)
+{
+	const char *end = s + strlen(s);
+	while (s < end) {
+		int safe;
+		s += gg_text_next(s, end, &safe);
+		if (!safe)
+			return 0;
+	}
+	return 1;
+}
+
+/* The dumps of pid in dir (named gpuguard-HOST-PID-....jsonl, not a
+ * temporary, printable): how many, and the newest modified at or after
+ * `since` into out (0 when there is one, 1 when none). */
+static int scan_dumps(const char *dir, long pid, time_t since, char *out, size_t n, unsigned *count,
+                      struct timespec *newest)
 {
 	DIR *dp = opendir(dir);
+	if (count)
+		*count = 0;
 	if (!dp)
 		return -1;
 	char pidstr[32];
-	snprintf(pidstr, sizeof pidstr, "-%ld-", pid); /* gpuguard-HOST-PID-....jsonl */
+	snprintf(pidstr, sizeof pidstr, "-%ld-", pid);
 	struct dirent *e;
 	struct timespec best = {0, 0};
 	int found = 0;
 	while ((e = readdir(dp))) {
 		const char *nm = e->d_name;
 		size_t l = strlen(nm);
-		if (nm[0] == '.' || !strstr(nm, pidstr) || l < 6 || strcmp(nm + l - 6, ".jsonl"))
+		if (strncmp(nm, "gpuguard-", 9) || !strstr(nm, pidstr) || l < 6 || strcmp(nm + l - 6, ".jsonl") ||
+		    !text_safe(nm))
 			continue;
 		char path[PATH_MAX];
-		snprintf(path, sizeof path, "%s/%s", dir, nm);
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, nm) >= sizeof path)
+			continue;
 		struct stat st;
-		if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_mtime < since)
+		if (stat(path, &st) || !S_ISREG(st.st_mode))
+			continue;
+		if (count)
+			(*count)++;
+		if (st.st_mtime < since)
 			continue;
 		if (!found || st.st_mtim.tv_sec > best.tv_sec ||
 		    (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec > best.tv_nsec)) {
@@ -569,6 +742,8 @@ static int newest_dump(const char *dir, long pid, time_t since, char *out, size_
 		}
 	}
 	closedir(dp);
+	if (newest)
+		*newest = best;
 	return found ? 0 : 1;
 }
 
@@ -578,7 +753,7 @@ static int signal_caught(long pid, int sig)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof path, "/proc/%ld/status", pid);
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
 	int rc = -1;
@@ -591,6 +766,70 @@ static int signal_caught(long pid, int sig)
 	}
 	fclose(f);
 	return rc;
+}
+
+/* A duration as the library reads GPUGUARD_DUMP_INTERVAL (digits, then ms,
+ * s, m, h or nothing for seconds), for the rate-limit message; -1 if not. */
+static int64_t lib_duration_ms(const char *s)
+{
+	char *end;
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || v > 1000000000ull)
+		return -1;
+	if (!strcmp(end, "ms"))
+		return (int64_t)v;
+	if (!*end || !strcmp(end, "s"))
+		return (int64_t)v * 1000;
+	if (!strcmp(end, "m"))
+		return (int64_t)v * 60000;
+	if (!strcmp(end, "h"))
+		return (int64_t)v * 3600000;
+	return -1;
+}
+
+/* The library caught the signal and no dump came: say whether its rate
+ * limit explains that, from the dumps of pid already in dir. */
+static void explain_no_dump(long pid, const char *comm, const char *dir, int timeout, int sig)
+{
+	char maxv[64] = "10", ivv[64] = "10s", newest_path[PATH_MAX] = "";
+	proc_env(pid, "GPUGUARD_DUMP_MAX", maxv, sizeof maxv);
+	proc_env(pid, "GPUGUARD_DUMP_INTERVAL", ivv, sizeof ivv);
+	unsigned count = 0;
+	struct timespec newest;
+	scan_dumps(dir, pid, 0, newest_path, sizeof newest_path, &count, &newest);
+	char *end;
+	unsigned long long max = strtoull(maxv, &end, 10);
+	int max_ok = maxv[0] >= '0' && maxv[0] <= '9' && !*end;
+	int64_t interval = lib_duration_ms(ivv);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t age_ms = (int64_t)(now.tv_sec - newest.tv_sec) * 1000 + (now.tv_nsec - newest.tv_nsec) / 1000000;
+	char what[PATH_MAX + 256];
+	if (max_ok && count >= max && max > 0)
+		snprintf(
+		    what, sizeof what,
+		    "rate-limited: it has written %u dumps here and GPUGUARD_DUMP_MAX is %s (the suppressed dump is "
+		    "counted in the trailer of the next one written)",
+		    count, maxv);
+	else if (count && interval >= 0 && age_ms >= 0 && age_ms < interval + (int64_t)timeout * 1000)
+		snprintf(
+		    what, sizeof what,
+		    "rate-limited: its last dump here, %s, is %.1f s old and GPUGUARD_DUMP_INTERVAL is %s (ask again "
+		    "later; the suppressed dump is counted in the next one's trailer)",
+		    newest_path, (double)age_ms / 1000.0, ivv);
+	else
+		snprintf(what, sizeof what,
+		         "not its rate limit as far as the dumps here show (GPUGUARD_DUMP_MAX=%s, "
+		         "GPUGUARD_DUMP_INTERVAL=%s): "
+		         "the library names a failed write on the process's stderr (is the directory writable?)",
+		         maxv, ivv);
+	gg_error(
+	    "process %ld (%s) has libgpuguard loaded and caught signal %d, but wrote no new dump in %s within %d s: "
+	    "%s",
+	    pid, comm, sig, dir, timeout, what);
 }
 
 static int cmd_dump(int argc, char **argv)
@@ -615,26 +854,44 @@ static int cmd_dump(int argc, char **argv)
 	long pid = pidarg ? strtol(pidarg, &end, 10) : 0;
 	if (!pidarg || errno || *end || pid <= 0 || pid > INT_MAX)
 		return usage_err("dump needs a PID", help_dump);
-	char val[PATH_MAX], dir[PATH_MAX * 2], cwd[PATH_MAX], link[64];
+	char val[PATH_MAX], dir[PATH_MAX * 2], cwd[PATH_MAX], link[64], comm[64], hint[1024];
 	snprintf(link, sizeof link, "/proc/%ld/cwd", pid);
 	ssize_t cl = readlink(link, cwd, sizeof cwd - 1);
 	if (cl < 0) {
-		fprintf(stderr, "gpuguard: error: process %ld: %s\n", pid, strerror(errno));
+		gg_error("process %ld: %s", pid, strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	cwd[cl] = '\0';
+	proc_comm(pid, comm, sizeof comm);
+	/* The default action of the dump signal is to terminate: only a process
+	 * with the library in it is ever sent it. An init that forwards signals
+	 * (tini, dumb-init, a shell) would pass it to a child that may not
+	 * have the library armed, so it is not signalled either; its children
+	 * with the library are named instead, for the caller to choose. */
+	int lib = has_library(pid);
+	if (lib < 0) {
+		gg_error(
+		    "process %ld (%s): cannot read /proc/%ld/maps to check for libgpuguard (%s); not signalling it",
+		    pid, comm, pid, strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	if (lib == 0) {
+		descendants_hint(pid, hint, sizeof hint);
+		gg_error("process %ld (%s) does not have libgpuguard loaded; not signalling it (the signal would "
+		         "terminate it, or be forwarded to a child that may not catch it)%s",
+		         pid, comm, hint[0] ? hint : ", and no process under it has the library");
+		return GG_EXIT_BADINPUT;
+	}
 	int sig = SIGUSR2;
 	if (!proc_env(pid, "GPUGUARD_DUMP_SIGNAL", val, sizeof val)) {
-		sig = parse_signal(val);
-		if (sig == 0) {
-			fprintf(stderr,
-			        "gpuguard: error: process %ld has dumps on signal disabled (GPUGUARD_DUMP_SIGNAL=0)\n",
-			        pid);
-			return GG_EXIT_BADINPUT;
-		}
-		if (sig < 0) {
-			fprintf(stderr, "gpuguard: error: process %ld: cannot read GPUGUARD_DUMP_SIGNAL=%s\n", pid,
-			        val);
+		if (gg_signal_parse(val, &sig)) {
+			/* The library says so on its stderr and falls back, as here. */
+			gg_warning("process %ld has GPUGUARD_DUMP_SIGNAL=%s, which the library does not accept; it "
+			           "listens on SIGUSR2 instead",
+			           pid, val);
+			sig = SIGUSR2;
+		} else if (sig == 0) {
+			gg_error("process %ld has dumps on signal disabled (GPUGUARD_DUMP_SIGNAL=%s)", pid, val);
 			return GG_EXIT_BADINPUT;
 		}
 	}
@@ -646,36 +903,44 @@ static int cmd_dump(int argc, char **argv)
 	} else {
 		snprintf(dir, sizeof dir, "%s", cwd);
 	}
-	/* The default action of SIGUSR2 is to terminate: never send it to a
-	 * process that has no handler for it (no library, or not armed yet). */
+	if (!text_safe(dir)) {
+		/* The path is printed for scripts to use: never a changed one. */
+		gg_error("process %ld: its dump directory '%s' has control characters or bytes that are not UTF-8; not "
+		         "asking for a dump",
+		         pid, dir);
+		return GG_EXIT_BADINPUT;
+	}
 	int caught = signal_caught(pid, sig);
-	if (caught == 0) {
-		fprintf(stderr,
-		        "gpuguard: error: process %ld does not catch signal %d, so it would be killed: not sending it "
-		        "(is libgpuguard preloaded, and has the process touched the GPU yet?)\n",
-		        pid, sig);
+	if (caught <= 0) {
+		descendants_hint(pid, hint, sizeof hint);
+		if (caught == 0)
+			gg_error(
+			    "process %ld (%s) has libgpuguard loaded but no handler for signal %d yet (the library "
+			    "installs it at the first device allocation); not signalling it: it would be killed%s",
+			    pid, comm, sig, hint);
+		else
+			gg_error("process %ld (%s): cannot read /proc/%ld/status to see its signal handlers; not "
+			         "signalling it",
+			         pid, comm, pid);
 		return GG_EXIT_BADINPUT;
 	}
 	time_t since = time(NULL) - 1;
 	char before[PATH_MAX] = "";
-	newest_dump(dir, pid, since, before, sizeof before);
+	scan_dumps(dir, pid, since, before, sizeof before, NULL, NULL);
 	if (kill((pid_t)pid, sig)) {
-		fprintf(stderr, "gpuguard: error: signalling process %ld: %s\n", pid, strerror(errno));
+		gg_error("signalling process %ld: %s", pid, strerror(errno));
 		return GG_EXIT_BADINPUT;
 	}
 	struct timespec step = {0, 50 * 1000 * 1000};
 	for (long waited = 0; waited <= (long)timeout * 1000; waited += 50) {
 		char path[PATH_MAX];
-		if (newest_dump(dir, pid, since, path, sizeof path) == 0 && strcmp(path, before)) {
+		if (scan_dumps(dir, pid, since, path, sizeof path, NULL, NULL) == 0 && strcmp(path, before)) {
 			puts(path);
 			return GG_EXIT_OK;
 		}
 		nanosleep(&step, NULL);
 	}
-	fprintf(stderr,
-	        "gpuguard: error: no new dump from process %ld in %s after %d s (signal %d); is libgpuguard preloaded "
-	        "in it?\n",
-	        pid, dir, timeout, sig);
+	explain_no_dump(pid, comm, dir, timeout, sig);
 	return GG_EXIT_BADINPUT;
 }
 
@@ -709,6 +974,7 @@ static int cmd_metrics(int argc, char **argv)
 {
 	const char *region = NULL, *listen = NULL, *v;
 	uint64_t timeout = 5000;
+	int max_conns = GG_HTTP_MAX_CONNS;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs(help_metrics, stdout);
@@ -721,6 +987,10 @@ static int cmd_metrics(int argc, char **argv)
 			if (parse_duration_ms(v, 10, 3600000, &timeout))
 				return usage_err("metrics: --timeout takes a duration from 10ms to 1h (500ms, 5s)",
 				                 help_metrics);
+		} else if ((v = opt_value(argc, argv, &i, "--max-connections"))) {
+			if (parse_int(v, &max_conns) || max_conns < 1 || max_conns > GG_HTTP_CONNS_LIMIT)
+				return usage_err("metrics: --max-connections takes a number from 1 to 4096",
+				                 help_metrics);
 		} else {
 			char m[128];
 			snprintf(m, sizeof m, "metrics: unknown option or missing value '%.64s'", argv[i]);
@@ -728,7 +998,7 @@ static int cmd_metrics(int argc, char **argv)
 		}
 	}
 	if (listen)
-		return gg_metrics_serve(gg_region_path(region), listen, timeout);
+		return gg_metrics_serve(gg_region_path(region), listen, timeout, max_conns);
 	return gg_metrics_print(gg_region_path(region));
 }
 

@@ -8,39 +8,37 @@
 void gg_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		switch (*p) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
+	const char *p = s ? s : "", *end = p + strlen(p);
+	while (p < end) {
+		unsigned char c = (unsigned char)*p;
+		int safe;
+		size_t n = gg_text_next(p, end, &safe);
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
 			fputs("\\n", f);
-			break;
-		case '\r':
+		else if (c == '\r')
 			fputs("\\r", f);
-			break;
-		case '\t':
+		else if (c == '\t')
 			fputs("\\t", f);
-			break;
-		default:
-			if (*p < 0x20)
-				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
-		}
+		else if (safe)
+			fwrite(p, 1, n, f);
+		else if (c < 0x80)
+			fprintf(f, "\\u%04x", c); /* C0 and DEL */
+		else if (n == 2)
+			fprintf(f, "\\u%04x", (unsigned char)p[1]); /* C1: C2 80..C2 9F is U+0080..U+009F */
+		else
+			fputs("\\ufffd", f); /* not UTF-8 (a path from the command line): the replacement character */
+		p += n;
 	}
 	fputc('"', f);
 }
 
 /* Text output shows dump strings as they are, minus control characters that
- * could move the terminal's cursor or change its colours. */
+ * could move the terminal's cursor or change its colours (gg_put_text). */
 static void put_safe(FILE *f, const char *s)
 {
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
-		fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+	gg_put_text(f, s ? s : "");
 }
 
 static void frame_name(const struct gg_frame *fr, char *out, size_t n)
@@ -528,10 +526,18 @@ static void folded_frame(FILE *f, const struct gg_frame *fr)
 		snprintf(buf, sizeof buf, "%s", fr->s);
 	else
 		snprintf(buf, sizeof buf, "%s+0x%s", fr->m, fr->o);
-	for (char *p = buf; *p; p++)
-		if (*p == ';' || (unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = ':';
-	fputs(buf, f);
+	/* ';' separates frames; a control or a byte that is not UTF-8 is ':'
+	 * (one per character), so a line is one stack and safe to print. */
+	const char *p = buf, *end = buf + strlen(buf);
+	while (p < end) {
+		int safe;
+		size_t n = gg_text_next(p, end, &safe);
+		if (safe && *p != ';')
+			fwrite(p, 1, n, f);
+		else
+			fputc(':', f);
+		p += n;
+	}
 }
 
 static void folded_stack(FILE *f, const struct gg_dump *d, uint64_t st)

@@ -284,14 +284,50 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
  * ASCII as is and anything else as \xNN; out holds 4 * max + 1 bytes. */
 void gg_escape_bytes(char *out, const char *s, size_t max);
 
+/* text.c: output safety. Terminal text (reports, top, folded stacks, every
+ * message) passes printable ASCII and well-formed UTF-8 above U+009F; C0
+ * controls, DEL, C1 controls (U+0080..U+009F) and bytes that are not UTF-8
+ * print as '?', one per character. */
+size_t gg_utf8_len(const char *p, const char *end); /* well-formed sequence at p, or 0 */
+/* The character at p (p < end): its length, *safe = 0 for one of the above. */
+size_t gg_text_next(const char *p, const char *end, int *safe);
+void gg_put_text(FILE *f, const char *s);
+void gg_put_textn(FILE *f, const char *s, size_t len);
+void gg_text_copy(char *out, size_t outlen, const char *s); /* filtered, never half a character */
+/* "gpuguard: error: MSG\n" on stderr, MSG filtered as above. */
+void gg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gg_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gg_note(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* "gpuguard: MSG" */
+
+/* A file the command writes (report --html): created under a hidden
+ * temporary name beside path (O_CREAT|O_EXCL|O_NOFOLLOW, 0666 & ~umask),
+ * renamed over path by commit. Refused, with path untouched, when path is a
+ * symlink or anything but a regular file we may write. -1 with "PATH: why". */
+struct gg_outfile {
+	FILE *f;
+	const char *path;
+	char *tmp;
+};
+int gg_outfile_open(struct gg_outfile *o, const char *path, char *err, size_t errlen);
+int gg_outfile_commit(struct gg_outfile *o, char *err, size_t errlen);
+void gg_outfile_abort(struct gg_outfile *o); /* removes the temporary */
+
+/* signal.c: GPUGUARD_DUMP_SIGNAL as the library reads it
+ * (interpose/options.c, gg_parse_signal): the same names and numbers. 0 and
+ * *out (0 = dumps on signal off), or -1: the library then uses SIGUSR2. */
+int gg_signal_parse(const char *s, int *out);
+
 /* live.c */
 void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms);
 void gg_metrics_render(FILE *f, const struct gg_region *r);
 /* The refreshing table until SIGINT/SIGTERM; once: one table, no ANSI. */
 int gg_top_run(const char *path, uint64_t interval_ms, int once);
 /* `gpuguard metrics`: to stdout, or served at listen (ADDR:PORT) with a
- * per-connection deadline, until SIGINT/SIGTERM. */
+ * per-connection deadline and at most max_conns connections open (a new
+ * one past that closes the oldest unanswered), until SIGINT/SIGTERM. */
+#define GG_HTTP_MAX_CONNS 1024 /* --max-connections default */
+#define GG_HTTP_CONNS_LIMIT 4096
 int gg_metrics_print(const char *path);
-int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms);
+int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, int max_conns);
 
 #endif

@@ -144,6 +144,11 @@ check_rc 2 env GPUGUARD_LIB=/nonexistent.so "$GG" run -- true
 
 # dump: a stand-in process that writes a dump named like the library's on
 # SIGUSR2; and one that catches it but writes nothing, for the time-out.
+# Both have the library mapped (preloaded into the shell; it never arms
+# there, the shell's trap catches the signal): dump signals nothing else.
+# tests/scripts/dump_target.sh tests the real library and the refusals.
+LIBSO="${GG_TEST_LIB:-${GG_TEST_BUILD:-$ROOT/build}/lib/libgpuguard.so}"
+LIBPRE="${PRE:+$PRE }$LIBSO"
 mkdir -p "$TMP/dumps"
 # wait_for FILE: up to 5 s, for a stand-in to say it has set its trap.
 wait_for() {
@@ -153,7 +158,7 @@ wait_for() {
 		i=$((i + 1))
 	done
 }
-GPUGUARD_DUMP_DIR="$TMP/dumps" sh -c 'trap "cp tests/golden/leak.jsonl \"\$GPUGUARD_DUMP_DIR/gpuguard-h-$$-1-1.jsonl\"" USR2
+LD_PRELOAD="$LIBPRE" GPUGUARD_DUMP_DIR="$TMP/dumps" sh -c 'trap "cp tests/golden/leak.jsonl \"\$GPUGUARD_DUMP_DIR/gpuguard-h-$$-1-1.jsonl\"" USR2
 	: >"$GPUGUARD_DUMP_DIR/../ready1"
 	i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done' &
 pid=$!
@@ -163,21 +168,35 @@ rc=$?
 [ "$rc" -eq 0 ] && [ "$out" = "$TMP/dumps/gpuguard-h-$pid-1-1.jsonl" ] && ok || bad "dump: exit $rc, printed '$out'"
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
-sh -c 'trap : USR2; : >"$1"; i=0; while [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done' sh "$TMP/ready2" &
+LD_PRELOAD="$LIBPRE" sh -c 'trap : USR2; : >"$1"; i=0; while [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done' sh "$TMP/ready2" &
 pid=$!
 wait_for "$TMP/ready2"
 err=$("$GG" dump --timeout 1 "$pid" 2>&1 >/dev/null)
 rc=$?
-[ "$rc" -eq 2 ] && echo "$err" | grep -q "no new dump" && ok || bad "dump time-out: exit $rc, '$err'"
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "caught signal 12, but wrote no new dump" && ok || bad "dump time-out: exit $rc, '$err'"
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
-# A process without a handler for the signal is not killed by it.
+# A process without the library, or with it but no handler yet, is not
+# killed by the signal: it is never sent.
 sleep 5 &
 pid=$!
 err=$("$GG" dump --timeout 1 "$pid" 2>&1 >/dev/null)
 rc=$?
-kill -0 "$pid" 2>/dev/null && [ "$rc" -eq 2 ] && echo "$err" | grep -q "does not catch" && ok ||
-	bad "dump of a process without a handler: exit $rc, '$err'"
+kill -0 "$pid" 2>/dev/null && [ "$rc" -eq 2 ] && echo "$err" | grep -q "does not have libgpuguard loaded" && ok ||
+	bad "dump of a process without the library: exit $rc, '$err'"
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+LD_PRELOAD="$LIBPRE" sleep 5 &
+pid=$!
+i=0
+while ! grep -q libgpuguard "/proc/$pid/maps" 2>/dev/null && [ $i -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+err=$("$GG" dump --timeout 1 "$pid" 2>&1 >/dev/null)
+rc=$?
+kill -0 "$pid" 2>/dev/null && [ "$rc" -eq 2 ] && echo "$err" | grep -q "has libgpuguard loaded but no handler for signal 12" && ok ||
+	bad "dump of a process with the library but no handler: exit $rc, '$err'"
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 check_rc 2 "$GG" dump 999999999

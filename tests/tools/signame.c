@@ -1,0 +1,19 @@
+/* gpuguard tests: the command's reading of GPUGUARD_DUMP_SIGNAL values
+ * (tools/signal.c, what `gpuguard dump` sends), one line per argument:
+ * "N" for a signal number (0: dumps on signal off) or "invalid". Compared
+ * with the library's own reading by tests/scripts/dump_target.sh. */
+#include <stdio.h>
+
+#include "tool.h"
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		int sig;
+		if (gg_signal_parse(argv[i], &sig))
+			puts("invalid");
+		else
+			printf("%d\n", sig);
+	}
+	return 0;
+}
