@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpuguard/region.h"
+#include "gpuguard/signals.h"
 #include "internal.h"
 
 struct gg_options gg_opt;
@@ -21,8 +22,9 @@ const struct gg_option_row gg_option_rows[] = {
      "slots in the live-allocation table; more live allocations spill to a slower area"},
     {"GPUGUARD_CHARGE_MANAGED", "1", "0 | 1", "charge managed (unified) memory to the ceiling"},
     {"GPUGUARD_DUMP_DIR", ".", "a directory path", "where allocation dumps are written"},
-    {"GPUGUARD_DUMP_SIGNAL", "SIGUSR2", "a signal name or number; 0 = off",
-     "signal that asks for a dump (chained to the application's handler)"},
+    {"GPUGUARD_DUMP_SIGNAL", "SIGUSR2",
+     "a signal name or number (SIGUSR2, SIGRTMIN+3); 0 = off; not one that crashes or stops the process",
+     "signal that asks for a dump, where the application does not handle it itself"},
     {"GPUGUARD_DUMP_MAX", "10", "a count; 0 = no dumps",
      "dumps written per process at most; later ones are counted as suppressed"},
     {"GPUGUARD_DUMP_INTERVAL", "10s", "a duration: 500ms, 10s, 2m, or plain seconds",
@@ -255,41 +257,9 @@ int gg_parse_limit(const char *s, struct gg_limits *out)
 
 int gg_parse_signal(const char *s, int *out)
 {
-	static const struct {
-		const char *name;
-		int sig;
-	} names[] = {{"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"USR1", SIGUSR1},
-	             {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM},
-	             {"CHLD", SIGCHLD},     {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
-	             {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
-	             {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-	             {"PWR", SIGPWR},       {"SYS", SIGSYS}};
-	if (!s || !*s)
-		return -1;
-	if (isdigit((unsigned char)*s)) {
-		char *end;
-		errno = 0;
-		long v = strtol(s, &end, 10);
-		if (errno || *end || v < 0 || v > SIGRTMAX || v == SIGKILL || v == SIGSTOP)
-			return -1;
-		*out = (int)v;
-		return 0;
-	}
-	if (strncmp(s, "SIG", 3) == 0)
-		s += 3;
-	if (strncmp(s, "RTMIN+", 6) == 0 && isdigit((unsigned char)s[6])) {
-		int n = atoi(s + 6);
-		if (SIGRTMIN + n > SIGRTMAX)
-			return -1;
-		*out = SIGRTMIN + n;
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(s, names[i].name) == 0) {
-			*out = names[i].sig;
-			return 0;
-		}
-	return -1;
+	/* One parser with the gpuguard command (gpuguard/signals.h), so that
+	 * `gpuguard dump` sends what the library listens on. */
+	return gpuguard_dump_signal_parse(s, out, NULL);
 }
 
 int gg_parse_duration_ms(const char *s, uint64_t *out)
@@ -424,8 +394,11 @@ void gg_options_load(void)
 	snprintf(dump_dir, sizeof dump_dir, "%s", v);
 	gg_opt.dump_dir = dump_dir;
 	v = env_value(OPT_DUMP_SIGNAL);
-	if (gg_parse_signal(v, &gg_opt.dump_signal) != 0) {
-		bad_value(OPT_DUMP_SIGNAL, v, "using SIGUSR2");
+	const char *why = NULL;
+	if (gpuguard_dump_signal_parse(v, &gg_opt.dump_signal, &why) != 0) {
+		char consequence[160];
+		snprintf(consequence, sizeof consequence, "%s%susing SIGUSR2", why ? why : "", why ? "; " : "");
+		bad_value(OPT_DUMP_SIGNAL, v, consequence);
 		gg_opt.dump_signal = SIGUSR2;
 	}
 	uint64_t n;

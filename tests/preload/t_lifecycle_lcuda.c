@@ -4,6 +4,8 @@
  * call made from inside our own hook passes straight through. Each case
  * runs this program again with its own environment (spawn_self). */
 #include "common.h"
+
+#include <signal.h>
 #include "gpuguard/cuda_abi.h"
 
 static void cuda_up(void)
@@ -71,6 +73,18 @@ static int child(const char *mode)
 		struct gpuguard_device_stats s = gg_stats(0);
 		return s.used == 64 * MIB && s.allocs == 1 ? 0 : 61;
 	}
+	if (strcmp(mode, "crash-signal") == 0) {
+		/* a refused dump signal: nothing is installed on it, so a crash
+		 * stays a crash; dumps fall back to SIGUSR2 */
+		if (cuMemAlloc_v2(&p, 4096) != 0)
+			return 70;
+		struct sigaction sa;
+		if (sigaction(SIGSEGV, NULL, &sa) != 0 || sa.sa_handler != SIG_DFL)
+			return 71;
+		if (sigaction(SIGUSR2, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL)
+			return 72;
+		return 0;
+	}
 	return 99;
 }
 
@@ -101,6 +115,26 @@ TEST(bad_limit_fails_closed_with_one_clear_message)
 	const char *env2[] = {"GPUGUARD_LIMIT=0=1Gi,0=2Gi", NULL};
 	CHECK_EQ_INT(spawn("bad-limit", env2, err, sizeof err), 0);
 	CHECK_EQ_INT(count_lines(err), 1);
+}
+
+/* Issue 10, finding 3: GPUGUARD_DUMP_SIGNAL=11 turned a segfault into a
+ * hang with no core; such a signal is refused with one line naming the
+ * variable, the value and why. */
+TEST(a_dump_signal_that_changes_a_crash_is_refused)
+{
+	char err[4096];
+	const char *env[] = {"GPUGUARD_DUMP_SIGNAL=11", NULL};
+	CHECK_EQ_INT(spawn("crash-signal", env, err, sizeof err), 0);
+	CHECK_EQ_INT(count_lines(err), 1);
+	CHECK(strstr(err, "GPUGUARD_DUMP_SIGNAL=\"11\"") != NULL);
+	CHECK(strstr(err, "crash signal") != NULL);
+	CHECK(strstr(err, "using SIGUSR2") != NULL);
+	const char *term[] = {"GPUGUARD_DUMP_SIGNAL=SIGTERM", NULL};
+	CHECK_EQ_INT(spawn("crash-signal", term, err, sizeof err), 0);
+	CHECK(strstr(err, "stop request") != NULL);
+	const char *slot[] = {"GPUGUARD_DUMP_SIGNAL=33", NULL};
+	CHECK_EQ_INT(spawn("crash-signal", slot, err, sizeof err), 0);
+	CHECK(strstr(err, "no handler slot") != NULL);
 }
 
 TEST(verbose_prints_the_configuration_once)
@@ -152,6 +186,7 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		return child(argv[1]);
 	RUN(bad_limit_fails_closed_with_one_clear_message);
+	RUN(a_dump_signal_that_changes_a_crash_is_refused);
 	RUN(verbose_prints_the_configuration_once);
 	RUN(percent_limit_resolves_from_the_device);
 	RUN(per_device_list_leaves_others_unlimited);

@@ -490,6 +490,24 @@ TEST(dump_options_parse)
 	CHECK(gg_parse_signal("SIGFOO", &sig) != 0);
 	CHECK(gg_parse_signal("", &sig) != 0);
 	CHECK(gg_parse_signal("-1", &sig) != 0);
+	CHECK(gg_parse_signal("SIGRTMIN+999999999999", &sig) != 0); /* no overflow into a valid signal */
+	CHECK(gg_parse_signal("RTMIN+1x", &sig) != 0);
+	CHECK(gg_parse_signal("SIGRTMAX-1", &sig) == 0 && sig == SIGRTMAX - 1);
+	CHECK(gg_parse_signal("PWR", &sig) == 0 && sig == SIGPWR);
+	/* Issue 10, finding 3: a signal whose handler would change a crash or
+	 * a stop is refused (SEGV became a hang with no core, TERM was
+	 * ignored), and so is a number with no handler slot (32 and 33 installed
+	 * nothing, silently). */
+	const char *const refused[] = {"SEGV", "SIGBUS", "ILL", "FPE", "ABRT", "TRAP", "SYS", "TERM", "SIGINT",
+	                               "QUIT", "HUP", "KILL", "STOP", "PIPE", "ALRM", "XCPU", "XFSZ", "TSTP",
+	                               "TTIN", "TTOU", "11", "4", "7", "8", "15", "32", "33", "65", "1000"};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		sig = -7;
+		if (gg_parse_signal(refused[i], &sig) == 0) {
+			fprintf(stderr, "accepted %s as dump signal %d\n", refused[i], sig);
+			CHECK(!"a signal that changes a crash or a stop was accepted");
+		}
+	}
 	uint64_t ms = 0;
 	CHECK(gg_parse_duration_ms("10s", &ms) == 0 && ms == 10000);
 	CHECK(gg_parse_duration_ms("500ms", &ms) == 0 && ms == 500);
