@@ -114,6 +114,9 @@ void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char
 	p = gg_resolve_next(name, lib);
 	if (p == ours)
 		p = NULL; /* never call ourselves */
+	/* A first call through this hook: the process has reached the driver,
+	 * so look at what binds around us (linkmap.c). Once per slot. */
+	gg_linkmap_follow();
 	if (p) {
 		pin_object_of(p); /* before anyone can use the pointer */
 		atomic_store_explicit(slot, p, memory_order_release);
@@ -167,6 +170,10 @@ void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real
 GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(void *handle, const char *name)
 {
 	void *real = gg_real_dlsym(handle, name);
+	/* A host looks up a plugin's entry point right after dlopen: the time
+	 * to bind a RTLD_DEEPBIND plugin's imports to us (linkmap.c). */
+	if (!gg_in_hook)
+		gg_linkmap_follow();
 	if (!real || !name || gg_in_hook)
 		return real;
 	if (name[0] == 'c' && name[1] == 'u')
@@ -186,7 +193,10 @@ GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(v
 __asm__(".text\n"
         ".globl dlsym\n"
         ".type dlsym, @function\n"
+        ".globl gg_dlsym_trampoline\n"
+        ".hidden gg_dlsym_trampoline\n"
         ".p2align 4\n"
+        "gg_dlsym_trampoline:\n"
         "dlsym:\n"
         "	.cfi_startproc\n"
         "	endbr64\n"
@@ -221,7 +231,10 @@ __asm__(".text\n"
 __asm__(".text\n"
         ".globl dlsym\n"
         ".type dlsym, %function\n"
+        ".globl gg_dlsym_trampoline\n"
+        ".hidden gg_dlsym_trampoline\n"
         ".p2align 2\n"
+        "gg_dlsym_trampoline:\n"
         "dlsym:\n"
         "	.cfi_startproc\n"
         "	cmn x0, #1\n"

@@ -396,6 +396,14 @@ void gg_real_offer(void *_Atomic *slot, void *real);
 void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real);
 int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn);
 
+/* ---- linkmap.c ---- */
+
+/* Binds the governed imports of objects loaded since the last call (a
+ * RTLD_DEEPBIND plugin's) to our wrappers. Cheap when nothing was loaded;
+ * does nothing before our constructor ran (while a sanitizer runtime still
+ * initialises). */
+void gg_linkmap_follow(void);
+
 /* ---- hook_cuda.c / hook_hip.c / hook_nvml.c ---- */
 /* If name is a function we govern, records real as its real pointer and
  * returns our wrapper; else returns real unchanged. */
