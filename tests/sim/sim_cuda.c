@@ -436,6 +436,27 @@ gg_CUresult cuCtxDestroy(gg_CUcontext ctx)
 	return local_cuCtxDestroy_v2(ctx);
 }
 
+/* the pre-_v2 ABIs of these share the _v2 one */
+gg_CUresult cuDevicePrimaryCtxRelease(gg_CUdevice dev)
+{
+	return local_cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+gg_CUresult cuCtxPushCurrent(gg_CUcontext ctx)
+{
+	return local_cuCtxPushCurrent_v2(ctx);
+}
+
+gg_CUresult cuCtxPopCurrent(gg_CUcontext *pctx)
+{
+	return local_cuCtxPopCurrent_v2(pctx);
+}
+
+gg_CUresult cuStreamDestroy(gg_CUstream hStream)
+{
+	return local_cuStreamDestroy_v2(hStream);
+}
+
 gg_CUresult cuCtxSetCurrent(gg_CUcontext ctx)
 {
 	REQUIRE_INIT();
@@ -1553,6 +1574,38 @@ static int graph_push(struct graph *g, struct gnode *n)
 	return 0;
 }
 
+/* every alloc node's address range ever made (addresses are not recycled):
+ * copies and sets inside a capture may name them */
+struct varange {
+	uint64_t va, size;
+};
+static struct varange *g_nodeva;
+static size_t g_nnodeva, g_capnodeva;
+
+static int nodeva_add_unlocked(uint64_t va, uint64_t size)
+{
+	if (g_nnodeva == g_capnodeva) {
+		size_t cap = g_capnodeva ? g_capnodeva * 2 : 64;
+		struct varange *n = realloc(g_nodeva, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		g_nodeva = n;
+		g_capnodeva = cap;
+	}
+	g_nodeva[g_nnodeva++] = (struct varange){va, size};
+	return 0;
+}
+
+static int graph_va_known(uint64_t a, size_t n)
+{
+	int ok = 0;
+	pthread_mutex_lock(&g_cap_mu);
+	for (size_t i = 0; i < g_nnodeva && !ok; i++)
+		ok = a >= g_nodeva[i].va && a - g_nodeva[i].va + n <= g_nodeva[i].size;
+	pthread_mutex_unlock(&g_cap_mu);
+	return ok;
+}
+
 static struct gnode *graph_node(struct graph *g, int type, uint64_t va, uint64_t size)
 {
 	struct gnode *n = obj_new(sizeof(*n), OBJ_NODE, g->o.dev);
@@ -1588,7 +1641,7 @@ static gg_CUresult graph_alloc_node(struct graph *g, uint64_t size, struct gnode
 	int rc = sim_va_reserve(round_page(size), 0, &va);
 	if (rc)
 		return to_cu(rc);
-	struct gnode *n = graph_node(g, GN_ALLOC, va, size);
+	struct gnode *n = nodeva_add_unlocked(va, size) ? NULL : graph_node(g, GN_ALLOC, va, size);
 	if (!n) {
 		sim_va_free(va, round_page(size));
 		return GG_CUDA_ERROR_OUT_OF_MEMORY;
@@ -2642,9 +2695,10 @@ static int dev_range_ok(uint64_t a, size_t n)
 		return 0;
 	if (!n)
 		return 1;
-	if (sim_addr_range(a, &base, &size) == SIM_OK || sim_va_range(a, &base, &size, NULL) == SIM_OK ||
-	    graph_addr_range(a, &base, &size))
+	if (sim_addr_range(a, &base, &size) == SIM_OK || sim_va_range(a, &base, &size, NULL) == SIM_OK)
 		return a - base + n <= size;
+	if (graph_va_known(a, n))
+		return 1;
 	return host_registered((uintptr_t)a, n) || sim_host_known((void *)(uintptr_t)a);
 }
 
@@ -3576,24 +3630,42 @@ gg_CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, gg_CUfunction f
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	if (!obj_get(func, OBJ_KERNEL))
 		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*clusterSize = 8; /* the portable maximum */
+	struct kernel *k = obj_get(func, OBJ_KERNEL);
+	*clusterSize = k && k->attr[14] == 1 ? 16 : 8; /* portable maximum unless non-portable is allowed */
 	return GG_CUDA_SUCCESS;
 }
+
+/* 132 SMs in 8 GPCs (two of 18, six of 16); a cluster's blocks must be
+ * co-resident in one GPC, which is what cuBLASLt's cluster discovery probes */
+static const int g_gpc_sms[8] = {18, 18, 16, 16, 16, 16, 16, 16};
 
 gg_CUresult cuOccupancyMaxActiveClusters(int *numClusters, gg_CUfunction func, const void *config)
 {
 	REQUIRE_INIT();
 	if (!numClusters || !config)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!obj_get(func, OBJ_KERNEL))
+	struct kernel *k = obj_get(func, OBJ_KERNEL);
+	if (!k)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
 	struct launch_config c;
 	memcpy(&c, config, sizeof(c));
 	unsigned n = cluster_size(&c);
-	if (n > 16)
+	/* above the portable 8 only with the non-portable attribute; a cluster
+	 * larger than a GPC cannot be resident at all: 0 of them */
+	if (n > 8 && k->attr[14] != 1)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	/* clusters live in a GPC (18 SMs here in 7.3 GPCs of the 132) */
-	*numClusters = (int)(SIM_SM_COUNT / n);
+	if (n > 16) {
+		*numClusters = 0;
+		return GG_CUDA_SUCCESS;
+	}
+	int bps = occ_blocks((int)(c.block[0] * (c.block[1] ? c.block[1] : 1) * (c.block[2] ? c.block[2] : 1)),
+	                     c.shmem);
+	if (bps < 0)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	int total = 0;
+	for (int g = 0; g < 8; g++)
+		total += g_gpc_sms[g] * bps / (int)n;
+	*numClusters = total;
 	return GG_CUDA_SUCCESS;
 }
 
@@ -4258,7 +4330,7 @@ static const struct proc g_procs[] = {
     P("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
     P("cuDeviceGetP2PAttribute", 8000, cuDeviceGetP2PAttribute),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
-    P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease_v2),
+    P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
     P("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset),
     P("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2),
@@ -4282,15 +4354,15 @@ static const struct proc g_procs[] = {
     P("cuCtxGetCacheConfig", 3020, cuCtxGetCacheConfig),
     P("cuCtxSetCacheConfig", 3020, cuCtxSetCacheConfig),
     P("cuCtxGetStreamPriorityRange", 5050, cuCtxGetStreamPriorityRange),
-    P("cuCtxPushCurrent", 2000, cuCtxPushCurrent_v2),
+    P("cuCtxPushCurrent", 2000, cuCtxPushCurrent),
     P("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
-    P("cuCtxPopCurrent", 2000, cuCtxPopCurrent_v2),
+    P("cuCtxPopCurrent", 2000, cuCtxPopCurrent),
     P("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
     P("cuCtxSynchronize", 2000, cuCtxSynchronize),
     P("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     P("cuStreamCreate", 2000, cuStreamCreate),
     P("cuStreamCreateWithPriority", 5050, cuStreamCreateWithPriority),
-    P("cuStreamDestroy", 2000, cuStreamDestroy_v2),
+    P("cuStreamDestroy", 2000, cuStreamDestroy),
     P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     PZ("cuStreamSynchronize", 2000, cuStreamSynchronize),
     PZ("cuStreamQuery", 2000, cuStreamQuery),
