@@ -367,8 +367,7 @@ gg_nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(gg_nvmlDevice_t device, unsi
 gg_nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(gg_nvmlDevice_t device, unsigned int link, void *pci);
 gg_nvmlReturn_t nvmlDeviceGetNvLinkCapability(gg_nvmlDevice_t device, unsigned int link, int capability,
                                               unsigned int *capResult);
-gg_nvmlReturn_t nvmlDeviceGetP2PStatus(gg_nvmlDevice_t device1, gg_nvmlDevice_t device2, int p2pIndex,
-                                       int *p2pStatus);
+gg_nvmlReturn_t nvmlDeviceGetP2PStatus(gg_nvmlDevice_t device1, gg_nvmlDevice_t device2, int p2pIndex, int *p2pStatus);
 gg_nvmlReturn_t nvmlDeviceGetFieldValues(gg_nvmlDevice_t device, int valuesCount, void *values);
 gg_nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(gg_nvmlDevice_t device, void *gpuFabricInfo);
 gg_nvmlReturn_t nvmlDeviceGetPlatformInfo(gg_nvmlDevice_t device, void *platformInfo);
@@ -451,8 +450,7 @@ gg_nvmlReturn_t nvmlDeviceGetNvLinkCapability(gg_nvmlDevice_t device, unsigned i
 
 /* PCIe peers: every capability (read, write, atomics, prop, ...) reports
  * NVML_P2P_STATUS_OK (0) between two devices; a device and itself too */
-gg_nvmlReturn_t nvmlDeviceGetP2PStatus(gg_nvmlDevice_t device1, gg_nvmlDevice_t device2, int p2pIndex,
-                                       int *p2pStatus)
+gg_nvmlReturn_t nvmlDeviceGetP2PStatus(gg_nvmlDevice_t device1, gg_nvmlDevice_t device2, int p2pIndex, int *p2pStatus)
 {
 	REQUIRE_INIT();
 	if (dev_of(device1) < 0 || dev_of(device2) < 0 || !p2pStatus || p2pIndex < 0 || p2pIndex > 6)

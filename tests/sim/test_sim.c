@@ -1101,20 +1101,19 @@ void simgpu_hmac_md2(const unsigned char *key, size_t keylen, const void *data, 
 int simgpu_cuda_pci(int dev, int *domain, int *bus, int *device);
 int simgpu_cuda_vmm_refs(unsigned long long handle, unsigned long long *refs, unsigned long long *maps);
 
-static const gg_CUuuid ET_CUDART = {{0x6b, (char)0xd5, (char)0xfb, 0x6c, 0x5b, (char)0xf4, (char)0xe7, 0x4a,
-                                     (char)0x89, (char)0x87, (char)0xd9, 0x39, 0x12, (char)0xfd, (char)0x9d,
-                                     (char)0xf9}};
+static const gg_CUuuid ET_CUDART = {{0x6b, (char)0xd5, (char)0xfb, 0x6c, 0x5b, (char)0xf4, (char)0xe7, 0x4a, (char)0x89,
+                                     (char)0x87, (char)0xd9, 0x39, 0x12, (char)0xfd, (char)0x9d, (char)0xf9}};
 static const gg_CUuuid ET_TOOLS = {{(char)0xa0, (char)0x94, 0x79, (char)0x8c, 0x2e, 0x74, 0x2e, 0x74, (char)0x93,
                                     (char)0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}};
 static const gg_CUuuid ET_TOOLS_TLS = {{0x42, (char)0xd8, 0x5a, (char)0x81, 0x23, (char)0xf6, (char)0xcb, 0x47,
-                                        (char)0x82, (char)0x98, (char)0xf6, (char)0xe7, (char)0x8a, 0x3a,
-                                        (char)0xec, (char)0xdc}};
+                                        (char)0x82, (char)0x98, (char)0xf6, (char)0xe7, (char)0x8a, 0x3a, (char)0xec,
+                                        (char)0xdc}};
 static const gg_CUuuid ET_CLS = {{(char)0xc6, (char)0x93, 0x33, 0x6e, 0x11, 0x21, (char)0xdf, 0x11, (char)0xa8,
                                   (char)0xc3, 0x68, (char)0xf3, 0x55, (char)0xd8, (char)0x95, (char)0x93}};
 static const gg_CUuuid ET_CTXCHECK = {{0x26, 0x3e, (char)0x88, 0x60, 0x7c, (char)0xd2, 0x61, 0x43, (char)0x92,
                                        (char)0xf6, (char)0xbb, (char)0xd5, 0x00, 0x6d, (char)0xfa, 0x7e}};
-static const gg_CUuuid ET_INTEGRITY = {{(char)0xd4, 0x08, 0x20, 0x55, (char)0xbd, (char)0xe6, 0x70, 0x4b,
-                                        (char)0x8d, 0x34, (char)0xba, 0x12, 0x3c, 0x66, (char)0xe1, (char)0xf2}};
+static const gg_CUuuid ET_INTEGRITY = {{(char)0xd4, 0x08, 0x20, 0x55, (char)0xbd, (char)0xe6, 0x70, 0x4b, (char)0x8d,
+                                        0x34, (char)0xba, 0x12, 0x3c, 0x66, (char)0xe1, (char)0xf2}};
 static const gg_CUuuid ET_REQUIREMENTS = {{(char)0xf8, (char)0xcf, (char)0xf9, 0x51, 0x21, 0x46, (char)0x8b, 0x4e,
                                            (char)0xb9, (char)0xe2, (char)0xfb, 0x46, (char)0x9e, 0x7c, 0x0d,
                                            (char)0xd9}};
@@ -1387,7 +1386,7 @@ TEST(primary_reset)
 	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuMemUnmap(va, 2 * MiB), GG_CUDA_ERROR_INVALID_VALUE); /* the mapping went too */
-	CHECK_EQ_INT(cuMemAddressFree(va, 2 * MiB), GG_CUDA_SUCCESS);      /* reservations stay */
+	CHECK_EQ_INT(cuMemAddressFree(va, 2 * MiB), GG_CUDA_SUCCESS);       /* reservations stay */
 	unsigned flags;
 	int active = 1;
 	CHECK_EQ_INT(cuDevicePrimaryCtxGetState(1, &flags, &active), GG_CUDA_SUCCESS);
