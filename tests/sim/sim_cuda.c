@@ -2827,6 +2827,89 @@ gg_CUresult cuMemcpyDtoDAsync_v2_ptsz(gg_CUdeviceptr dst, gg_CUdeviceptr src, si
 	return copy_on(ptsz(hStream), dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
 }
 
+/* CUDA_MEMCPY2D (v2) as cuda.h lays it out; CUmemorytype host 1, device 2,
+ * array 3, unified 4. Array copies are not simulated. */
+struct memcpy2d {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType;
+	const void *srcHost;
+	gg_CUdeviceptr srcDevice;
+	gg_CUarray srcArray;
+	size_t srcPitch, dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	gg_CUdeviceptr dstDevice;
+	gg_CUarray dstArray;
+	size_t dstPitch, WidthInBytes, Height;
+};
+_Static_assert(sizeof(struct memcpy2d) == 128, "CUDA_MEMCPY2D layout");
+
+static gg_CUresult side2d_ok(int type, const void *host, gg_CUdeviceptr dev, size_t x, size_t y, size_t pitch, size_t w,
+                             size_t h)
+{
+	size_t span, off;
+	if (h > 1 && pitch < x + w)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (__builtin_mul_overflow(h ? h - 1 : 0, pitch, &span) || __builtin_add_overflow(span, w, &span) ||
+	    __builtin_mul_overflow(y, pitch, &off) || __builtin_add_overflow(off, x, &off))
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	switch (type) {
+	case 1:
+		return host || !span ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+	case 2:
+		return dev_range_ok(dev + off, span) ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+	case 4:
+		return any_range_ok(dev + off, span) ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+	case 3:
+		return GG_CUDA_ERROR_NOT_SUPPORTED;
+	default:
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+static gg_CUresult copy2d(const void *pCopy, gg_CUstream s)
+{
+	if (!pCopy)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	struct memcpy2d c;
+	memcpy(&c, pCopy, sizeof(c));
+	gg_CUresult r = side2d_ok(c.srcMemoryType, c.srcHost, c.srcDevice, c.srcXInBytes, c.srcY, c.srcPitch,
+	                          c.WidthInBytes, c.Height);
+	if (!r)
+		r = side2d_ok(c.dstMemoryType, c.dstHost, c.dstDevice, c.dstXInBytes, c.dstY, c.dstPitch,
+		              c.WidthInBytes, c.Height);
+	if (r == GG_CUDA_ERROR_NOT_SUPPORTED) {
+		REQUIRE_INIT();
+		return r;
+	}
+	return copy_on(s, r == GG_CUDA_SUCCESS);
+}
+
+gg_CUresult cuMemcpy2D_v2(const void *pCopy)
+{
+	return copy2d(pCopy, SYNC_STREAM);
+}
+gg_CUresult cuMemcpy2D_v2_ptds(const void *pCopy)
+{
+	return copy2d(pCopy, STREAM_PER_THREAD);
+}
+gg_CUresult cuMemcpy2DUnaligned_v2(const void *pCopy)
+{
+	return copy2d(pCopy, SYNC_STREAM);
+}
+gg_CUresult cuMemcpy2DUnaligned_v2_ptds(const void *pCopy)
+{
+	return copy2d(pCopy, STREAM_PER_THREAD);
+}
+gg_CUresult cuMemcpy2DAsync_v2(const void *pCopy, gg_CUstream hStream)
+{
+	return copy2d(pCopy, hStream);
+}
+gg_CUresult cuMemcpy2DAsync_v2_ptsz(const void *pCopy, gg_CUstream hStream)
+{
+	return copy2d(pCopy, ptsz(hStream));
+}
+
 /* element counts; the range is N elements of the given size */
 static int set_ok(gg_CUdeviceptr d, size_t n, size_t elem)
 {
@@ -4445,6 +4528,9 @@ static const struct proc g_procs[] = {
     PD("cuMemcpyDtoHAsync", 3020, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz),
     PD("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds),
     PD("cuMemcpyDtoDAsync", 3020, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz),
+    PD("cuMemcpy2D", 3020, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds),
+    PD("cuMemcpy2DUnaligned", 3020, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds),
+    PD("cuMemcpy2DAsync", 3020, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz),
     PD("cuMemsetD8", 3020, cuMemsetD8_v2, cuMemsetD8_v2_ptds),
     PZ("cuMemsetD8Async", 3020, cuMemsetD8Async),
     PD("cuMemsetD32", 3020, cuMemsetD32_v2, cuMemsetD32_v2_ptds),

@@ -1597,6 +1597,42 @@ TEST(graph_memory)
 	CHECK_EQ_INT(cuStreamDestroy_v2(s), GG_CUDA_SUCCESS);
 }
 
+gg_CUresult cuMemcpyHtoD_v2(gg_CUdeviceptr dst, const void *src, size_t ByteCount);
+gg_CUresult cuMemsetD8Async(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream);
+gg_CUresult cuMemcpy2DUnaligned_v2(const void *pCopy);
+
+/* copies move nothing but check their ranges as the driver does */
+TEST(copies_validate)
+{
+	gg_CUdeviceptr d;
+	char host[8192];
+	CHECK_EQ_INT(cuMemAlloc_v2(&d, 4096), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d, host, 4096), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d + 100, host, 4096), GG_CUDA_ERROR_INVALID_VALUE); /* past the end */
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d, NULL, 16), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemsetD8Async(d + 4000, 0, 96, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemsetD8Async(d + 4000, 0, 97, NULL), GG_CUDA_ERROR_INVALID_VALUE);
+	/* CUDA_MEMCPY2D: host 1 -> device 2, 4 rows of 64 bytes, pitch 1024 */
+	size_t c[16];
+	memset(c, 0, sizeof(c));
+	c[2] = 1;                       /* srcMemoryType (an int, padded) */
+	c[3] = (size_t)(uintptr_t)host; /* srcHost */
+	c[6] = 64;                      /* srcPitch */
+	c[9] = 2;                       /* dstMemoryType */
+	c[11] = d;                      /* dstDevice */
+	c[13] = 1024;                   /* dstPitch */
+	c[14] = 64;                     /* WidthInBytes */
+	c[15] = 4;                      /* Height */
+	CHECK_EQ_INT(cuMemcpy2DUnaligned_v2(c), GG_CUDA_SUCCESS);
+	c[15] = 5; /* row 4 starts at 4096: outside */
+	CHECK_EQ_INT(cuMemcpy2DUnaligned_v2(c), GG_CUDA_ERROR_INVALID_VALUE);
+	c[15] = 4;
+	c[9] = 3; /* to an array: not simulated */
+	CHECK_EQ_INT(cuMemcpy2DUnaligned_v2(c), GG_CUDA_ERROR_NOT_SUPPORTED);
+	CHECK_EQ_INT(cuMemFree_v2(d), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d, host, 16), GG_CUDA_ERROR_INVALID_VALUE); /* freed */
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -1636,5 +1672,6 @@ int main(int argc, char **argv)
 	RUN(created_context);
 	RUN(vmm_refcounts);
 	RUN(graph_memory);
+	RUN(copies_validate);
 	return harness_done();
 }
