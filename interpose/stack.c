@@ -2,7 +2,9 @@
  * libunwind's unw_backtrace (dlopen'ed, never DT_NEEDED) or, where libunwind
  * is absent, a validated frame-pointer walk; interned lock-free into a mapped
  * table so a record carries a 32-bit id. Symbols are resolved only at dump
- * time (gg_stack_frames + dladdr in dump.c). */
+ * time (gg_stack_frames + dladdr in dump.c). Nothing is mapped or loaded
+ * until the first capture: a process that never allocates device memory (a
+ * shell, a probe) never loads libunwind and liblzma (issue 10, finding 13). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
@@ -20,7 +22,9 @@
 typedef int (*unw_backtrace_fn)(void **buffer, int size);
 
 static unw_backtrace_fn unw_backtrace_ptr;
-static int depth;
+static int depth;      /* frames captured, once activated; 0 before */
+static int want_depth; /* GPUGUARD_STACK_DEPTH, clamped; what dumps report */
+static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
 static const char *unwinder = "none";
 static uintptr_t self_lo, self_hi; /* our own text: frames there are skipped */
 
@@ -78,10 +82,18 @@ static void *open_libunwind(void)
 
 void gg_stack_init(int max_depth)
 {
-	if (max_depth <= 0)
-		return;
 	if (max_depth > GG_STACK_MAX_DEPTH)
 		max_depth = GG_STACK_MAX_DEPTH;
+	want_depth = max_depth > 0 ? max_depth : 0;
+}
+
+/* At the first capture, through pthread_once: every capturing thread waits
+ * for it and then sees its tables, unwinder and depth. */
+static void activate(void)
+{
+	int max_depth = want_depth;
+	if (max_depth <= 0)
+		return;
 	size_t sz_slots = STACK_SLOTS * sizeof(struct stack_slot);
 	size_t sz_arena = (size_t)STACK_IDS * (size_t)max_depth * sizeof(uintptr_t);
 	size_t sz_depth = STACK_IDS;
@@ -110,12 +122,15 @@ void gg_stack_init(int max_depth)
 
 const char *gg_stack_unwinder(void)
 {
+	/* A dump asks: the unwinder it would use, loaded now if not yet. */
+	if (want_depth)
+		pthread_once(&activate_once, activate);
 	return unwinder;
 }
 
 int gg_stack_depth(void)
 {
-	return depth;
+	return want_depth;
 }
 
 /* The calling thread's stack range, for the frame-pointer walk to stay in. */
@@ -172,6 +187,9 @@ static uint64_t hash_frames(const uintptr_t *f, int n)
 
 uint32_t gg_stack_capture(void)
 {
+	if (!want_depth)
+		return 0;
+	pthread_once(&activate_once, activate);
 	if (!depth)
 		return 0;
 	void *raw[GG_STACK_MAX_DEPTH + 8];
@@ -191,6 +209,8 @@ uint32_t gg_stack_capture(void)
 
 uint32_t gg_stack_intern(const uintptr_t *fr, int n)
 {
+	if (want_depth)
+		pthread_once(&activate_once, activate); /* callers may intern frames they walked themselves */
 	if (!slots || n <= 0)
 		return 0;
 	if (n > depth)
