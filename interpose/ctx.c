@@ -13,8 +13,8 @@
 
 struct centry {
 	_Atomic uintptr_t key; /* the CUcontext, or a HIP device's key */
-	int dev;
-	int primary; /* dev's primary context (or HIP's device-wide one) */
+	_Atomic int dev;       /* written before the key is published (relaxed: the key's release orders it) */
+	_Atomic int primary;   /* dev's primary context (or HIP's device-wide one); may be set later */
 };
 
 /* Slot i is id i; slot 0 is never used, so id 0 means "none". */
@@ -46,7 +46,7 @@ uint16_t gg_ctx_find(const void *ctx, int *dev)
 		 * primary are those written for this key. */
 		uintptr_t seen = atomic_load_explicit(&reg[i].key, memory_order_acquire);
 		if (seen == k) {
-			*dev = reg[i].dev;
+			*dev = atomic_load_explicit(&reg[i].dev, memory_order_relaxed);
 			return (uint16_t)i;
 		}
 		if (seen == K_EMPTY)
@@ -61,8 +61,9 @@ static uint16_t insert_locked(uintptr_t k, int dev, int primary)
 	for (uint32_t n = 1; n < GG_CTX_MAX; n++, i = next(i)) {
 		uintptr_t seen = atomic_load_explicit(&reg[i].key, memory_order_relaxed);
 		if (seen == k) {
+			/* relaxed: a flag read by resets, which ask nothing else of it */
 			if (primary)
-				reg[i].primary = 1;
+				atomic_store_explicit(&reg[i].primary, 1, memory_order_relaxed);
 			return (uint16_t)i;
 		}
 		if (seen == K_TOMB && !tomb)
@@ -75,8 +76,8 @@ static uint16_t insert_locked(uintptr_t k, int dev, int primary)
 	}
 	if (!tomb)
 		return 0; /* full: records get id 0 and no reset will find them */
-	reg[tomb].dev = dev;
-	reg[tomb].primary = primary;
+	atomic_store_explicit(&reg[tomb].dev, dev, memory_order_relaxed);
+	atomic_store_explicit(&reg[tomb].primary, primary, memory_order_relaxed);
 	/* release: publishes dev and primary to gg_ctx_find. */
 	atomic_store_explicit(&reg[tomb].key, k, memory_order_release);
 	return (uint16_t)tomb;
@@ -91,7 +92,7 @@ uint16_t gg_ctx_id(const void *ctx, int dev, int primary)
 {
 	int d;
 	uint16_t id = gg_ctx_find(ctx, &d);
-	if (GG_LIKELY(id != 0) && (!primary || reg[id].primary))
+	if (GG_LIKELY(id != 0) && (!primary || atomic_load_explicit(&reg[id].primary, memory_order_relaxed)))
 		return id;
 	if ((uintptr_t)ctx <= K_TOMB || dev < 0 || dev >= GG_MAX_DEVICES)
 		return 0;
@@ -112,7 +113,7 @@ void gg_ctx_forget(const void *ctx)
 	pthread_mutex_lock(&reg_lock);
 	uint16_t id = gg_ctx_find(ctx, &dev);
 	if (id) {
-		reg[id].primary = 0;
+		atomic_store_explicit(&reg[id].primary, 0, memory_order_relaxed);
 		/* release: the entry's fields are done with before a reuse. */
 		atomic_store_explicit(&reg[id].key, K_TOMB, memory_order_release);
 	}
@@ -178,8 +179,9 @@ void gg_ctx_drop_begin(struct gg_ctx_drop *d, int dev, const void *ctx)
 	} else {
 		/* dev's primary context(s): the pointer may have changed over resets */
 		for (uint32_t i = 1; i < GG_CTX_MAX; i++)
-			if (atomic_load_explicit(&reg[i].key, memory_order_acquire) > K_TOMB && reg[i].primary &&
-			    reg[i].dev == dev) {
+			if (atomic_load_explicit(&reg[i].key, memory_order_acquire) > K_TOMB &&
+			    atomic_load_explicit(&reg[i].primary, memory_order_relaxed) &&
+			    atomic_load_explicit(&reg[i].dev, memory_order_relaxed) == dev) {
 				s.ids[i / 64] |= 1ull << (i % 64);
 				any = 1;
 			}
@@ -207,8 +209,10 @@ void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok)
 void gg_ctx_reset(void)
 {
 	/* Fork child: contexts do not survive fork. */
-	for (uint32_t i = 0; i < GG_CTX_MAX; i++)
+	for (uint32_t i = 0; i < GG_CTX_MAX; i++) {
 		atomic_store_explicit(&reg[i].key, K_EMPTY, memory_order_relaxed);
+		atomic_store_explicit(&reg[i].primary, 0, memory_order_relaxed);
+	}
 	pthread_mutex_init(&reg_lock, NULL);
 	atomic_fetch_add_explicit(&gg_ctx_epoch, 1, memory_order_relaxed);
 }

@@ -365,6 +365,8 @@ void gg_handle_forget(uint64_t h)
 		if (e->maps && mtab)
 			for (uint32_t i = 0; i < M_SLOTS && e->maps;) {
 				if (mtab[i].va != 0 && mtab[i].h == h) {
+					/* the driver unmapped it with its context: dumps too */
+					gg_vmm_mapped(mtab[i].va, mtab[i].size, 0);
 					mdel_locked(&mtab[i]);
 					e->maps--;
 				} else {

@@ -36,6 +36,10 @@
 	X(cuMemRetainAllocationHandle)    \
 	X(cuMemImportFromShareableHandle) \
 	X(cuGraphAddMemAllocNode)         \
+	X(cuStreamBeginCapture)           \
+	X(cuStreamBeginCapture_ptsz)      \
+	X(cuStreamBeginCapture_v2)        \
+	X(cuStreamBeginCapture_v2_ptsz)   \
 	X(cuGraphInstantiateWithFlags)    \
 	X(cuGraphLaunch)                  \
 	X(cuGraphLaunch_ptsz)             \
@@ -517,6 +521,26 @@ static gg_CUresult call_from_pool(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool p
 	return ((gg_pfn_cuMemAllocFromPoolAsync)real)(d, n, pool, s);
 }
 
+/* Set, for good, by the first stream capture begun through our hooks: until
+ * then no allocation pays for asking whether its stream is capturing.
+ * relaxed: the capture call itself returned before any allocation on the
+ * capturing stream can be made. */
+static _Atomic int captures_seen;
+
+#define BEGIN_CAPTURE_HOOK(name, params, args)                                  \
+	GG_EXPORT gg_CUresult name params                                       \
+	{                                                                       \
+		gg_pfn_##name real = REAL(name);                                \
+		if (!real)                                                      \
+			return GG_CUDA_ERROR_NOT_INITIALIZED;                   \
+		atomic_store_explicit(&captures_seen, 1, memory_order_relaxed); \
+		return real args;                                               \
+	}
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, (gg_CUstream s), (s))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, (gg_CUstream s), (s))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
+
 /* The graph hStream is capturing into, or NULL when it is not capturing.
  * A capturing stream allocates nothing: the request becomes a node of that
  * graph, whose memory the graph reserve holds (graph.c). */
@@ -526,6 +550,8 @@ static gg_CUgraph capture_graph(gg_CUstream hStream, int ptsz)
 	    ptsz ? HELPER(cuStreamGetCaptureInfo_v3_ptsz) : HELPER(cuStreamGetCaptureInfo_v3);
 	gg_CUstreamCaptureStatus st = 0;
 	gg_CUgraph g = NULL;
+	if (GG_LIKELY(!atomic_load_explicit(&captures_seen, memory_order_relaxed)))
+		return NULL;
 	if (!f || f(hStream, &st, NULL, &g, NULL, NULL, NULL) != GG_CUDA_SUCCESS || st != CAPTURE_ACTIVE)
 		return NULL;
 	return g;
@@ -1239,6 +1265,11 @@ static const struct gpa_entry gpa_table[] = {
      NULL},
     {"cuCtxDestroy", 0, 4000, (void *)cuCtxDestroy, SLOT(cuCtxDestroy), NULL, NULL},
     {"cuCtxDestroy", 4000, 0, (void *)cuCtxDestroy_v2, SLOT(cuCtxDestroy_v2), NULL, NULL},
+    /* the legacy one-argument ABI below 10010, the one with a mode from it */
+    {"cuStreamBeginCapture", 0, 10010, (void *)cuStreamBeginCapture, SLOT(cuStreamBeginCapture),
+     (void *)cuStreamBeginCapture_ptsz, SLOT(cuStreamBeginCapture_ptsz)},
+    {"cuStreamBeginCapture", 10010, 0, (void *)cuStreamBeginCapture_v2, SLOT(cuStreamBeginCapture_v2),
+     (void *)cuStreamBeginCapture_v2_ptsz, SLOT(cuStreamBeginCapture_v2_ptsz)},
     {"cuGraphAddMemAllocNode", 0, 0, (void *)cuGraphAddMemAllocNode, SLOT(cuGraphAddMemAllocNode), NULL, NULL},
     {"cuGraphInstantiateWithFlags", 0, 0, (void *)cuGraphInstantiateWithFlags, SLOT(cuGraphInstantiateWithFlags), NULL,
      NULL},

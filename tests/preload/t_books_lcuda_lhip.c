@@ -397,6 +397,9 @@ TEST(captured_async_allocation_is_graph_memory)
 	gg_CUgraph g;
 	gg_CUgraphExec e;
 	gg_CUdeviceptr p = 0;
+	/* cudart's capture goes through our hook at both ABIs */
+	CHECK(strcmp(symbol_of(proc("cuStreamBeginCapture", 10010)), "cuStreamBeginCapture_v2") == 0);
+	CHECK(strcmp(symbol_of(proc("cuStreamBeginCapture", 10000)), "cuStreamBeginCapture") == 0);
 	CHECK_EQ_INT(cuStreamCreate(&st, 0), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuStreamBeginCapture_v2(st, GG_CU_STREAM_CAPTURE_MODE_GLOBAL), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemAllocAsync(&p, 256 * MIB, st), GG_CUDA_SUCCESS);
