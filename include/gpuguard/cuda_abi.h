@@ -34,7 +34,7 @@ typedef struct CUkern_st *gg_CUkernel;
 typedef struct CUlinkState_st *gg_CUlinkState;
 typedef void (*gg_CUhostFn)(void *userData);
 typedef size_t (*gg_CUoccupancyB2DSize)(int blockSize);
-typedef int gg_CUdevice_attribute;   /* CUdevice_attribute */
+typedef int gg_CUdevice_attribute;    /* CUdevice_attribute */
 typedef int gg_CUstreamCaptureMode;   /* CUstreamCaptureMode */
 typedef int gg_CUstreamCaptureStatus; /* CUstreamCaptureStatus */
 typedef int gg_CUgraphMem_attribute;  /* CUgraphMem_attribute */
@@ -68,7 +68,7 @@ typedef struct gg_CUctxCreateParams {
 	gg_CUexecAffinityParam *execAffinityParams;
 	int numExecAffinityParams;
 	void *cigParams; /* CUctxCigParam *: we accept none */
-} gg_CUctxCreateParams; /* CUctxCreateParams */
+} gg_CUctxCreateParams;  /* CUctxCreateParams */
 
 /* CUresult values we produce or test for. */
 #define GG_CUDA_SUCCESS 0

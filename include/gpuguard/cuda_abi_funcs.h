@@ -91,8 +91,8 @@ GG_CU_FN(cuGetExportTable, (const void **ppExportTable, const GGT(CUuuid) * pExp
 GG_CU_FN(cuDevicePrimaryCtxReset_v2, (GGT(CUdevice) dev))
 GG_CU_FN(cuDevicePrimaryCtxGetState, (GGT(CUdevice) dev, unsigned int *flags, int *active))
 GG_CU_FN(cuDevicePrimaryCtxSetFlags_v2, (GGT(CUdevice) dev, unsigned int flags))
-GG_CU_FN(cuCtxCreate_v4, (GGT(CUcontext) * pctx, GGT(CUctxCreateParams) * ctxCreateParams, unsigned int flags,
-                          GGT(CUdevice) dev))
+GG_CU_FN(cuCtxCreate_v4,
+         (GGT(CUcontext) * pctx, GGT(CUctxCreateParams) * ctxCreateParams, unsigned int flags, GGT(CUdevice) dev))
 GG_CU_FN(cuCtxDestroy_v2, (GGT(CUcontext) ctx))
 /* the 13000 ABIs of cuCtxGetDevice / cuCtxSynchronize name the context */
 GG_CU_FN(cuCtxGetDevice_v2, (GGT(CUdevice) * device, GGT(CUcontext) ctx))
@@ -103,8 +103,8 @@ GG_CU_FN(cuCtxGetApiVersion, (GGT(CUcontext) ctx, unsigned int *version))
 GG_CU_FN(cuMemRetainAllocationHandle, (GGT(CUmemGenericAllocationHandle) * handle, void *addr))
 GG_CU_FN(cuMemExportToShareableHandle, (void *shareableHandle, GGT(CUmemGenericAllocationHandle) handle,
                                         GGT(CUmemAllocationHandleType) handleType, unsigned long long flags))
-GG_CU_FN(cuMemImportFromShareableHandle, (GGT(CUmemGenericAllocationHandle) * handle, void *osHandle,
-                                          GGT(CUmemAllocationHandleType) shHandleType))
+GG_CU_FN(cuMemImportFromShareableHandle,
+         (GGT(CUmemGenericAllocationHandle) * handle, void *osHandle, GGT(CUmemAllocationHandleType) shHandleType))
 
 /* IPC and host registration */
 GG_CU_FN(cuIpcGetMemHandle, (GGT(CUipcMemHandle) * pHandle, GGT(CUdeviceptr) dptr))
@@ -131,9 +131,9 @@ GG_CU_FN(cuStreamGetCaptureInfo_v3,
           const GGT(CUgraphEdgeData) * *edgeData_out, size_t *numDependencies_out))
 GG_CU_FN(cuThreadExchangeStreamCaptureMode, (GGT(CUstreamCaptureMode) * mode))
 GG_CU_FN(cuGraphCreate, (GGT(CUgraph) * phGraph, unsigned int flags))
-GG_CU_FN(cuGraphAddMemAllocNode, (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph,
-                                  const GGT(CUgraphNode) * dependencies, size_t numDependencies,
-                                  GGT(CUDA_MEM_ALLOC_NODE_PARAMS) * nodeParams))
+GG_CU_FN(cuGraphAddMemAllocNode,
+         (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph, const GGT(CUgraphNode) * dependencies,
+          size_t numDependencies, GGT(CUDA_MEM_ALLOC_NODE_PARAMS) * nodeParams))
 GG_CU_FN(cuGraphAddMemFreeNode, (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph,
                                  const GGT(CUgraphNode) * dependencies, size_t numDependencies, GGT(CUdeviceptr) dptr))
 GG_CU_FN(cuGraphInstantiateWithFlags, (GGT(CUgraphExec) * phGraphExec, GGT(CUgraph) hGraph, unsigned long long flags))
@@ -171,6 +171,10 @@ GG_CU_FN_LEGACY(cuMemFree, (GGT(CUdeviceptr_v1) dptr))
 GG_CU_FN_LEGACY(cuMemGetInfo, (unsigned int *free, unsigned int *total))
 GG_CU_FN_LEGACY(cuDeviceTotalMem, (unsigned int *bytes, GGT(CUdevice) dev))
 GG_CU_FN_LEGACY(cuDevicePrimaryCtxReset, (GGT(CUdevice) dev))
+GG_CU_FN_LEGACY(cuDevicePrimaryCtxRelease, (GGT(CUdevice) dev))
+GG_CU_FN_LEGACY(cuCtxPushCurrent, (GGT(CUcontext) ctx))
+GG_CU_FN_LEGACY(cuCtxPopCurrent, (GGT(CUcontext) * pctx))
+GG_CU_FN_LEGACY(cuStreamDestroy, (GGT(CUstream) hStream))
 GG_CU_FN_LEGACY(cuDevicePrimaryCtxSetFlags, (GGT(CUdevice) dev, unsigned int flags))
 GG_CU_FN_LEGACY(cuCtxCreate, (GGT(CUcontext) * pctx, unsigned int flags, GGT(CUdevice) dev))
 GG_CU_FN_LEGACY(cuCtxCreate_v2, (GGT(CUcontext) * pctx, unsigned int flags, GGT(CUdevice) dev))

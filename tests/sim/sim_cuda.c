@@ -28,7 +28,7 @@
 #define GG_CU_FN_LEGACY(name, params) GG_CU_FN(name, params)
 #include "gpuguard/cuda_abi_funcs.h"
 #undef GG_CU_FN
-#define SIM_FN(name, params)        \
+#define SIM_FN(name, params)     \
 	gg_CUresult name params; \
 	extern __typeof(name) local_##name __attribute__((visibility("hidden")));
 #include "sim_cuda_extra.h"
@@ -57,18 +57,18 @@ struct CUctx_st {
 	int dev;
 	uint32_t id;
 	int primary;
-	atomic_int alive;  /* release/acquire: published before the handle is used */
-	unsigned int flags; /* CU_CTX_* */
+	atomic_int alive;    /* release/acquire: published before the handle is used */
+	unsigned int flags;  /* CU_CTX_* */
 	struct cls_ent *cls; /* under g_ctx_mu */
 	size_t ncls, capcls;
 	struct CUctx_st *next; /* registry of created contexts, under g_ctx_mu */
 };
 
 static struct CUctx_st g_ctx[SIM_MAX_DEVICES];
-static int g_ctx_ref[SIM_MAX_DEVICES];         /* primary retain count, under g_ctx_mu */
+static int g_ctx_ref[SIM_MAX_DEVICES];            /* primary retain count, under g_ctx_mu */
 static unsigned int g_ctx_flags[SIM_MAX_DEVICES]; /* primary flags, under g_ctx_mu */
-static struct CUctx_st *g_created;             /* under g_ctx_mu */
-static atomic_uint g_next_ctx_id = 1;          /* only uniqueness matters: relaxed */
+static struct CUctx_st *g_created;                /* under g_ctx_mu */
+static atomic_uint g_next_ctx_id = 1;             /* only uniqueness matters: relaxed */
 static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_inited;
 static pthread_once_t g_ctx_once = PTHREAD_ONCE_INIT;
@@ -128,16 +128,16 @@ static uint32_t cur_id(void)
 
 /* init check, then the current context's device; a destroyed current
  * context is CUDA_ERROR_CONTEXT_IS_DESTROYED */
-#define REQUIRE_CTX(devvar)                                                \
-	int devvar;                                                        \
-	do {                                                               \
-		REQUIRE_INIT();                                            \
-		gg_CUcontext c_ = cur_ctx();                               \
-		if (!c_)                                                   \
-			return GG_CUDA_ERROR_INVALID_CONTEXT;              \
+#define REQUIRE_CTX(devvar)                                                  \
+	int devvar;                                                          \
+	do {                                                                 \
+		REQUIRE_INIT();                                              \
+		gg_CUcontext c_ = cur_ctx();                                 \
+		if (!c_)                                                     \
+			return GG_CUDA_ERROR_INVALID_CONTEXT;                \
 		if (!atomic_load_explicit(&c_->alive, memory_order_acquire)) \
-			return GG_CUDA_ERROR_CONTEXT_IS_DESTROYED;         \
-		devvar = c_->dev;                                          \
+			return GG_CUDA_ERROR_CONTEXT_IS_DESTROYED;           \
+		devvar = c_->dev;                                            \
 	} while (0)
 
 /* a handle we issued and that is alive */
@@ -436,6 +436,27 @@ gg_CUresult cuCtxDestroy(gg_CUcontext ctx)
 	return local_cuCtxDestroy_v2(ctx);
 }
 
+/* the pre-_v2 ABIs of these share the _v2 one */
+gg_CUresult cuDevicePrimaryCtxRelease(gg_CUdevice dev)
+{
+	return local_cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+gg_CUresult cuCtxPushCurrent(gg_CUcontext ctx)
+{
+	return local_cuCtxPushCurrent_v2(ctx);
+}
+
+gg_CUresult cuCtxPopCurrent(gg_CUcontext *pctx)
+{
+	return local_cuCtxPopCurrent_v2(pctx);
+}
+
+gg_CUresult cuStreamDestroy(gg_CUstream hStream)
+{
+	return local_cuStreamDestroy_v2(hStream);
+}
+
 gg_CUresult cuCtxSetCurrent(gg_CUcontext ctx)
 {
 	REQUIRE_INIT();
@@ -608,7 +629,7 @@ struct stream {
 
 static atomic_ullong g_stream_ids = 16; /* ids 0..15 stand for default streams; only uniqueness matters */
 static pthread_mutex_t g_cap_mu = PTHREAD_MUTEX_INITIALIZER; /* capture state of all streams */
-static __thread int tls_capmode; /* cuThreadExchangeStreamCaptureMode */
+static __thread int tls_capmode;                             /* cuThreadExchangeStreamCaptureMode */
 
 static int default_stream(gg_CUstream s)
 {
@@ -876,8 +897,8 @@ struct event {
 gg_CUresult cuEventCreate(gg_CUevent *phEvent, unsigned int Flags)
 {
 	REQUIRE_CTX(dev);
-	if (!phEvent || (Flags & ~(unsigned)(GG_CU_EVENT_BLOCKING_SYNC | GG_CU_EVENT_DISABLE_TIMING |
-	                                     GG_CU_EVENT_INTERPROCESS)))
+	if (!phEvent ||
+	    (Flags & ~(unsigned)(GG_CU_EVENT_BLOCKING_SYNC | GG_CU_EVENT_DISABLE_TIMING | GG_CU_EVENT_INTERPROCESS)))
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	/* an interprocess event must also disable timing */
 	if ((Flags & GG_CU_EVENT_INTERPROCESS) && !(Flags & GG_CU_EVENT_DISABLE_TIMING))
@@ -1072,24 +1093,32 @@ static const struct {
     {GG_CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {GG_CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {GG_CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-    {GG_CUDA_ERROR_PROFILER_DISABLED, "CUDA_ERROR_PROFILER_DISABLED", "profiler disabled while using external profiling tool"},
+    {GG_CUDA_ERROR_PROFILER_DISABLED, "CUDA_ERROR_PROFILER_DISABLED",
+     "profiler disabled while using external profiling tool"},
     {GG_CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {GG_CUDA_ERROR_CONTEXT_ALREADY_IN_USE, "CUDA_ERROR_CONTEXT_ALREADY_IN_USE", "context is already in use"},
-    {GG_CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
+    {GG_CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
     {GG_CUDA_ERROR_INVALID_SOURCE, "CUDA_ERROR_INVALID_SOURCE", "device kernel image is invalid"},
     {GG_CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
     {GG_CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
     {GG_CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {GG_CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE", "primary context active"},
     {GG_CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
-    {GG_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
-    {GG_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
+    {GG_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {GG_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
     {GG_CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
-    {GG_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
-    {GG_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
-    {GG_CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "capture was not ended in the same stream as it began"},
+    {GG_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {GG_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {GG_CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+     "capture was not ended in the same stream as it began"},
     {GG_CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "capturing stream has unjoined work"},
-    {GG_CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
+    {GG_CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
     {GG_CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -1514,8 +1543,8 @@ struct gexec {
 	struct obj o;
 	unsigned long long flags;
 	struct graph *from;
-	int *op;             /* GN_ALLOC / GN_FREE per step */
-	uint64_t *opva;      /* the address each step names */
+	int *op;        /* GN_ALLOC / GN_FREE per step */
+	uint64_t *opva; /* the address each step names */
 	size_t nops;
 	struct galloc **allocs; /* this exec's, in g_gallocs too */
 	size_t nallocs;
@@ -1537,7 +1566,7 @@ static struct gpool g_gp[SIM_MAX_DEVICES];
 static struct galloc **g_gallocs;
 static size_t g_ngallocs, g_capgallocs;
 static unsigned long long g_capture_ids = 1; /* under g_cap_mu */
-static const unsigned char g_noprop[8]; /* graph pages have no cuMemCreate properties */
+static const unsigned char g_noprop[8];      /* graph pages have no cuMemCreate properties */
 
 static int graph_push(struct graph *g, struct gnode *n)
 {
@@ -1551,6 +1580,38 @@ static int graph_push(struct graph *g, struct gnode *n)
 	}
 	g->nodes[g->n++] = n;
 	return 0;
+}
+
+/* every alloc node's address range ever made (addresses are not recycled):
+ * copies and sets inside a capture may name them */
+struct varange {
+	uint64_t va, size;
+};
+static struct varange *g_nodeva;
+static size_t g_nnodeva, g_capnodeva;
+
+static int nodeva_add_unlocked(uint64_t va, uint64_t size)
+{
+	if (g_nnodeva == g_capnodeva) {
+		size_t cap = g_capnodeva ? g_capnodeva * 2 : 64;
+		struct varange *n = realloc(g_nodeva, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		g_nodeva = n;
+		g_capnodeva = cap;
+	}
+	g_nodeva[g_nnodeva++] = (struct varange){va, size};
+	return 0;
+}
+
+static int graph_va_known(uint64_t a, size_t n)
+{
+	int ok = 0;
+	pthread_mutex_lock(&g_cap_mu);
+	for (size_t i = 0; i < g_nnodeva && !ok; i++)
+		ok = a >= g_nodeva[i].va && a - g_nodeva[i].va + n <= g_nodeva[i].size;
+	pthread_mutex_unlock(&g_cap_mu);
+	return ok;
 }
 
 static struct gnode *graph_node(struct graph *g, int type, uint64_t va, uint64_t size)
@@ -1588,7 +1649,7 @@ static gg_CUresult graph_alloc_node(struct graph *g, uint64_t size, struct gnode
 	int rc = sim_va_reserve(round_page(size), 0, &va);
 	if (rc)
 		return to_cu(rc);
-	struct gnode *n = graph_node(g, GN_ALLOC, va, size);
+	struct gnode *n = nodeva_add_unlocked(va, size) ? NULL : graph_node(g, GN_ALLOC, va, size);
 	if (!n) {
 		sim_va_free(va, round_page(size));
 		return GG_CUDA_ERROR_OUT_OF_MEMORY;
@@ -2236,8 +2297,7 @@ gg_CUresult cuStreamGetCaptureInfo_v2(gg_CUstream hStream, gg_CUstreamCaptureSta
                                       gg_cuuint64_t *id_out, gg_CUgraph *graph_out,
                                       const gg_CUgraphNode **dependencies_out, size_t *numDependencies_out)
 {
-	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
-	                    numDependencies_out);
+	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL, numDependencies_out);
 }
 
 gg_CUresult cuStreamGetCaptureInfo_v2_ptsz(gg_CUstream hStream, gg_CUstreamCaptureStatus *captureStatus_out,
@@ -2642,9 +2702,10 @@ static int dev_range_ok(uint64_t a, size_t n)
 		return 0;
 	if (!n)
 		return 1;
-	if (sim_addr_range(a, &base, &size) == SIM_OK || sim_va_range(a, &base, &size, NULL) == SIM_OK ||
-	    graph_addr_range(a, &base, &size))
+	if (sim_addr_range(a, &base, &size) == SIM_OK || sim_va_range(a, &base, &size, NULL) == SIM_OK)
 		return a - base + n <= size;
+	if (graph_va_known(a, n))
+		return 1;
 	return host_registered((uintptr_t)a, n) || sim_host_known((void *)(uintptr_t)a);
 }
 
@@ -2766,6 +2827,89 @@ gg_CUresult cuMemcpyDtoDAsync_v2_ptsz(gg_CUdeviceptr dst, gg_CUdeviceptr src, si
 	return copy_on(ptsz(hStream), dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
 }
 
+/* CUDA_MEMCPY2D (v2) as cuda.h lays it out; CUmemorytype host 1, device 2,
+ * array 3, unified 4. Array copies are not simulated. */
+struct memcpy2d {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType;
+	const void *srcHost;
+	gg_CUdeviceptr srcDevice;
+	gg_CUarray srcArray;
+	size_t srcPitch, dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	gg_CUdeviceptr dstDevice;
+	gg_CUarray dstArray;
+	size_t dstPitch, WidthInBytes, Height;
+};
+_Static_assert(sizeof(struct memcpy2d) == 128, "CUDA_MEMCPY2D layout");
+
+static gg_CUresult side2d_ok(int type, const void *host, gg_CUdeviceptr dev, size_t x, size_t y, size_t pitch, size_t w,
+                             size_t h)
+{
+	size_t span, off;
+	if (h > 1 && pitch < x + w)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (__builtin_mul_overflow(h ? h - 1 : 0, pitch, &span) || __builtin_add_overflow(span, w, &span) ||
+	    __builtin_mul_overflow(y, pitch, &off) || __builtin_add_overflow(off, x, &off))
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	switch (type) {
+	case 1:
+		return host || !span ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+	case 2:
+		return dev_range_ok(dev + off, span) ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+	case 4:
+		return any_range_ok(dev + off, span) ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+	case 3:
+		return GG_CUDA_ERROR_NOT_SUPPORTED;
+	default:
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+static gg_CUresult copy2d(const void *pCopy, gg_CUstream s)
+{
+	if (!pCopy)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	struct memcpy2d c;
+	memcpy(&c, pCopy, sizeof(c));
+	gg_CUresult r = side2d_ok(c.srcMemoryType, c.srcHost, c.srcDevice, c.srcXInBytes, c.srcY, c.srcPitch,
+	                          c.WidthInBytes, c.Height);
+	if (!r)
+		r = side2d_ok(c.dstMemoryType, c.dstHost, c.dstDevice, c.dstXInBytes, c.dstY, c.dstPitch,
+		              c.WidthInBytes, c.Height);
+	if (r == GG_CUDA_ERROR_NOT_SUPPORTED) {
+		REQUIRE_INIT();
+		return r;
+	}
+	return copy_on(s, r == GG_CUDA_SUCCESS);
+}
+
+gg_CUresult cuMemcpy2D_v2(const void *pCopy)
+{
+	return copy2d(pCopy, SYNC_STREAM);
+}
+gg_CUresult cuMemcpy2D_v2_ptds(const void *pCopy)
+{
+	return copy2d(pCopy, STREAM_PER_THREAD);
+}
+gg_CUresult cuMemcpy2DUnaligned_v2(const void *pCopy)
+{
+	return copy2d(pCopy, SYNC_STREAM);
+}
+gg_CUresult cuMemcpy2DUnaligned_v2_ptds(const void *pCopy)
+{
+	return copy2d(pCopy, STREAM_PER_THREAD);
+}
+gg_CUresult cuMemcpy2DAsync_v2(const void *pCopy, gg_CUstream hStream)
+{
+	return copy2d(pCopy, hStream);
+}
+gg_CUresult cuMemcpy2DAsync_v2_ptsz(const void *pCopy, gg_CUstream hStream)
+{
+	return copy2d(pCopy, ptsz(hStream));
+}
+
 /* element counts; the range is N elements of the given size */
 static int set_ok(gg_CUdeviceptr d, size_t n, size_t elem)
 {
@@ -2833,8 +2977,8 @@ gg_CUresult cuMemsetD2D8_v2_ptds(gg_CUdeviceptr dstDevice, size_t dstPitch, unsi
 	(void)uc;
 	return copy_on(STREAM_PER_THREAD, set2d_ok(dstDevice, dstPitch, Width, Height));
 }
-gg_CUresult cuMemsetD2D8Async(gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
-                              size_t Height, gg_CUstream hStream)
+gg_CUresult cuMemsetD2D8Async(gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
+                              gg_CUstream hStream)
 {
 	(void)uc;
 	return copy_on(hStream, set2d_ok(dstDevice, dstPitch, Width, Height));
@@ -3576,24 +3720,42 @@ gg_CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, gg_CUfunction f
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	if (!obj_get(func, OBJ_KERNEL))
 		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*clusterSize = 8; /* the portable maximum */
+	struct kernel *k = obj_get(func, OBJ_KERNEL);
+	*clusterSize = k && k->attr[14] == 1 ? 16 : 8; /* portable maximum unless non-portable is allowed */
 	return GG_CUDA_SUCCESS;
 }
+
+/* 132 SMs in 8 GPCs (two of 18, six of 16); a cluster's blocks must be
+ * co-resident in one GPC, which is what cuBLASLt's cluster discovery probes */
+static const int g_gpc_sms[8] = {18, 18, 16, 16, 16, 16, 16, 16};
 
 gg_CUresult cuOccupancyMaxActiveClusters(int *numClusters, gg_CUfunction func, const void *config)
 {
 	REQUIRE_INIT();
 	if (!numClusters || !config)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!obj_get(func, OBJ_KERNEL))
+	struct kernel *k = obj_get(func, OBJ_KERNEL);
+	if (!k)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
 	struct launch_config c;
 	memcpy(&c, config, sizeof(c));
 	unsigned n = cluster_size(&c);
-	if (n > 16)
+	/* above the portable 8 only with the non-portable attribute; a cluster
+	 * larger than a GPC cannot be resident at all: 0 of them */
+	if (n > 8 && k->attr[14] != 1)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	/* clusters live in a GPC (18 SMs here in 7.3 GPCs of the 132) */
-	*numClusters = (int)(SIM_SM_COUNT / n);
+	if (n > 16) {
+		*numClusters = 0;
+		return GG_CUDA_SUCCESS;
+	}
+	int bps =
+	    occ_blocks((int)(c.block[0] * (c.block[1] ? c.block[1] : 1) * (c.block[2] ? c.block[2] : 1)), c.shmem);
+	if (bps < 0)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	int total = 0;
+	for (int g = 0; g < 8; g++)
+		total += g_gpc_sms[g] * bps / (int)n;
+	*numClusters = total;
 	return GG_CUDA_SUCCESS;
 }
 
@@ -3604,153 +3766,153 @@ gg_CUresult cuOccupancyMaxActiveClusters(int *numClusters, gg_CUfunction func, c
  * (1..147) has a value, anything else is CUDA_ERROR_INVALID_VALUE. The PCI
  * location comes from simcore (the simulated NVML reports the same). */
 static const int g_attr[SIM_ATTR_MAX + 1] = {
-    [1] = 1024,        /* MAX_THREADS_PER_BLOCK */
-    [2] = 1024,        /* MAX_BLOCK_DIM_X */
-    [3] = 1024,        /* MAX_BLOCK_DIM_Y */
-    [4] = 64,          /* MAX_BLOCK_DIM_Z */
-    [5] = 2147483647,  /* MAX_GRID_DIM_X */
-    [6] = 65535,       /* MAX_GRID_DIM_Y */
-    [7] = 65535,       /* MAX_GRID_DIM_Z */
-    [8] = 49152,       /* MAX_SHARED_MEMORY_PER_BLOCK */
-    [9] = 65536,       /* TOTAL_CONSTANT_MEMORY */
-    [10] = 32,         /* WARP_SIZE */
-    [11] = 2147483647, /* MAX_PITCH */
-    [12] = 65536,      /* MAX_REGISTERS_PER_BLOCK */
-    [13] = 1980000,    /* CLOCK_RATE, kHz */
-    [14] = 512,        /* TEXTURE_ALIGNMENT */
-    [15] = 1,          /* GPU_OVERLAP */
+    [1] = 1024,          /* MAX_THREADS_PER_BLOCK */
+    [2] = 1024,          /* MAX_BLOCK_DIM_X */
+    [3] = 1024,          /* MAX_BLOCK_DIM_Y */
+    [4] = 64,            /* MAX_BLOCK_DIM_Z */
+    [5] = 2147483647,    /* MAX_GRID_DIM_X */
+    [6] = 65535,         /* MAX_GRID_DIM_Y */
+    [7] = 65535,         /* MAX_GRID_DIM_Z */
+    [8] = 49152,         /* MAX_SHARED_MEMORY_PER_BLOCK */
+    [9] = 65536,         /* TOTAL_CONSTANT_MEMORY */
+    [10] = 32,           /* WARP_SIZE */
+    [11] = 2147483647,   /* MAX_PITCH */
+    [12] = 65536,        /* MAX_REGISTERS_PER_BLOCK */
+    [13] = 1980000,      /* CLOCK_RATE, kHz */
+    [14] = 512,          /* TEXTURE_ALIGNMENT */
+    [15] = 1,            /* GPU_OVERLAP */
     [16] = SIM_SM_COUNT, /* MULTIPROCESSOR_COUNT */
-    [17] = 0,          /* KERNEL_EXEC_TIMEOUT */
-    [18] = 0,          /* INTEGRATED */
-    [19] = 1,          /* CAN_MAP_HOST_MEMORY */
-    [20] = 0,          /* COMPUTE_MODE: default */
-    [21] = 131072,     /* MAXIMUM_TEXTURE1D_WIDTH */
-    [22] = 131072,     /* MAXIMUM_TEXTURE2D_WIDTH */
-    [23] = 65536,      /* MAXIMUM_TEXTURE2D_HEIGHT */
-    [24] = 16384,      /* MAXIMUM_TEXTURE3D_WIDTH */
-    [25] = 16384,      /* MAXIMUM_TEXTURE3D_HEIGHT */
-    [26] = 16384,      /* MAXIMUM_TEXTURE3D_DEPTH */
-    [27] = 32768,      /* MAXIMUM_TEXTURE2D_LAYERED_WIDTH */
-    [28] = 32768,      /* MAXIMUM_TEXTURE2D_LAYERED_HEIGHT */
-    [29] = 2048,       /* MAXIMUM_TEXTURE2D_LAYERED_LAYERS */
-    [30] = 512,        /* SURFACE_ALIGNMENT */
-    [31] = 1,          /* CONCURRENT_KERNELS */
-    [32] = 1,          /* ECC_ENABLED */
-    [33] = -1,         /* PCI_BUS_ID: from simcore */
-    [34] = -1,         /* PCI_DEVICE_ID: from simcore */
-    [35] = 0,          /* TCC_DRIVER */
-    [36] = 2619000,    /* MEMORY_CLOCK_RATE, kHz */
-    [37] = 5120,       /* GLOBAL_MEMORY_BUS_WIDTH */
-    [38] = 52428800,   /* L2_CACHE_SIZE */
-    [39] = 2048,       /* MAX_THREADS_PER_MULTIPROCESSOR */
-    [40] = 5,          /* ASYNC_ENGINE_COUNT */
-    [41] = 1,          /* UNIFIED_ADDRESSING */
-    [42] = 32768,      /* MAXIMUM_TEXTURE1D_LAYERED_WIDTH */
-    [43] = 2048,       /* MAXIMUM_TEXTURE1D_LAYERED_LAYERS */
-    [44] = 0,          /* CAN_TEX2D_GATHER (deprecated) */
-    [45] = 32768,      /* MAXIMUM_TEXTURE2D_GATHER_WIDTH */
-    [46] = 32768,      /* MAXIMUM_TEXTURE2D_GATHER_HEIGHT */
-    [47] = 8192,       /* MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE */
-    [48] = 8192,       /* MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE */
-    [49] = 32768,      /* MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE */
-    [50] = -1,         /* PCI_DOMAIN_ID: from simcore */
-    [51] = 32,         /* TEXTURE_PITCH_ALIGNMENT */
-    [52] = 32768,      /* MAXIMUM_TEXTURECUBEMAP_WIDTH */
-    [53] = 32768,      /* MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH */
-    [54] = 2046,       /* MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS */
-    [55] = 32768,      /* MAXIMUM_SURFACE1D_WIDTH */
-    [56] = 131072,     /* MAXIMUM_SURFACE2D_WIDTH */
-    [57] = 65536,      /* MAXIMUM_SURFACE2D_HEIGHT */
-    [58] = 16384,      /* MAXIMUM_SURFACE3D_WIDTH */
-    [59] = 16384,      /* MAXIMUM_SURFACE3D_HEIGHT */
-    [60] = 16384,      /* MAXIMUM_SURFACE3D_DEPTH */
-    [61] = 32768,      /* MAXIMUM_SURFACE1D_LAYERED_WIDTH */
-    [62] = 2048,       /* MAXIMUM_SURFACE1D_LAYERED_LAYERS */
-    [63] = 32768,      /* MAXIMUM_SURFACE2D_LAYERED_WIDTH */
-    [64] = 32768,      /* MAXIMUM_SURFACE2D_LAYERED_HEIGHT */
-    [65] = 2048,       /* MAXIMUM_SURFACE2D_LAYERED_LAYERS */
-    [66] = 32768,      /* MAXIMUM_SURFACECUBEMAP_WIDTH */
-    [67] = 32768,      /* MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH */
-    [68] = 2046,       /* MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS */
-    [69] = 268435456,  /* MAXIMUM_TEXTURE1D_LINEAR_WIDTH (deprecated) */
-    [70] = 131072,     /* MAXIMUM_TEXTURE2D_LINEAR_WIDTH */
-    [71] = 65000,      /* MAXIMUM_TEXTURE2D_LINEAR_HEIGHT */
-    [72] = 2097120,    /* MAXIMUM_TEXTURE2D_LINEAR_PITCH */
-    [73] = 32768,      /* MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH */
-    [74] = 32768,      /* MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT */
-    [75] = 9,          /* COMPUTE_CAPABILITY_MAJOR */
-    [76] = 0,          /* COMPUTE_CAPABILITY_MINOR */
-    [77] = 32768,      /* MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH */
-    [78] = 1,          /* STREAM_PRIORITIES_SUPPORTED */
-    [79] = 1,          /* GLOBAL_L1_CACHE_SUPPORTED */
-    [80] = 1,          /* LOCAL_L1_CACHE_SUPPORTED */
-    [81] = 233472,     /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
-    [82] = 65536,      /* MAX_REGISTERS_PER_MULTIPROCESSOR */
-    [83] = 1,          /* MANAGED_MEMORY */
-    [84] = 0,          /* MULTI_GPU_BOARD */
-    [85] = -1,         /* MULTI_GPU_BOARD_GROUP_ID: the ordinal */
-    [86] = 0,          /* HOST_NATIVE_ATOMIC_SUPPORTED (PCIe, not NVLink-C2C) */
-    [87] = 2,          /* SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO */
-    [88] = 0,          /* PAGEABLE_MEMORY_ACCESS (no HMM) */
-    [89] = 1,          /* CONCURRENT_MANAGED_ACCESS */
-    [90] = 1,          /* COMPUTE_PREEMPTION_SUPPORTED */
-    [91] = 0,          /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM */
-    [92] = 1,          /* CAN_USE_STREAM_MEM_OPS_V1 */
-    [93] = 1,          /* CAN_USE_64_BIT_STREAM_MEM_OPS_V1 */
-    [94] = 1,          /* CAN_USE_STREAM_WAIT_VALUE_NOR_V1 */
-    [95] = 1,          /* COOPERATIVE_LAUNCH */
-    [96] = 0,          /* COOPERATIVE_MULTI_DEVICE_LAUNCH (deprecated) */
-    [97] = 232448,     /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
-    [98] = 1,          /* CAN_FLUSH_REMOTE_WRITES */
-    [99] = 1,          /* HOST_REGISTER_SUPPORTED */
-    [100] = 0,         /* PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES */
-    [101] = 0,         /* DIRECT_MANAGED_MEM_ACCESS_FROM_HOST */
-    [102] = 1,         /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    [103] = 1,         /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
-    [104] = 0,         /* HANDLE_TYPE_WIN32_HANDLE_SUPPORTED */
-    [105] = 0,         /* HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED */
-    [106] = 32,        /* MAX_BLOCKS_PER_MULTIPROCESSOR */
-    [107] = 1,         /* GENERIC_COMPRESSION_SUPPORTED */
-    [108] = 32505856,  /* MAX_PERSISTING_L2_CACHE_SIZE */
-    [109] = 134213632, /* MAX_ACCESS_POLICY_WINDOW_SIZE */
-    [110] = 1,         /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
-    [111] = 1024,      /* RESERVED_SHARED_MEMORY_PER_BLOCK */
-    [112] = 1,         /* SPARSE_CUDA_ARRAY_SUPPORTED */
-    [113] = 1,         /* READ_ONLY_HOST_REGISTER_SUPPORTED */
-    [114] = 1,         /* TIMELINE_SEMAPHORE_INTEROP_SUPPORTED */
-    [115] = 1,         /* MEMORY_POOLS_SUPPORTED */
-    [116] = 1,         /* GPU_DIRECT_RDMA_SUPPORTED */
-    [117] = 1,         /* GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: host */
-    [118] = 100,       /* GPU_DIRECT_RDMA_WRITES_ORDERING: owner */
-    [119] = 1,         /* MEMPOOL_SUPPORTED_HANDLE_TYPES: POSIX fd */
-    [120] = 1,         /* CLUSTER_LAUNCH */
-    [121] = 1,         /* DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED */
-    [122] = 1,         /* CAN_USE_64_BIT_STREAM_MEM_OPS */
-    [123] = 1,         /* CAN_USE_STREAM_WAIT_VALUE_NOR */
-    [124] = 1,         /* DMA_BUF_SUPPORTED */
-    [125] = 1,         /* IPC_EVENT_SUPPORTED */
-    [126] = 4,         /* MEM_SYNC_DOMAIN_COUNT */
-    [127] = 1,         /* TENSOR_MAP_ACCESS_SUPPORTED */
-    [128] = 0,         /* HANDLE_TYPE_FABRIC_SUPPORTED */
-    [129] = 0,         /* UNIFIED_FUNCTION_POINTERS */
-    [130] = 0,         /* NUMA_CONFIG: none */
-    [131] = -1,        /* NUMA_ID */
-    [132] = 0,         /* MULTICAST_SUPPORTED (no NVSwitch) */
-    [133] = 0,         /* MPS_ENABLED */
-    [134] = 0,         /* HOST_NUMA_ID */
-    [135] = 0,         /* D3D12_CIG_SUPPORTED */
-    [136] = 0,         /* MEM_DECOMPRESS_ALGORITHM_MASK */
-    [137] = 0,         /* MEM_DECOMPRESS_MAXIMUM_LENGTH */
-    [138] = 0,         /* VULKAN_CIG_SUPPORTED */
-    [139] = 0x233010de, /* GPU_PCI_DEVICE_ID: device 0x2330, vendor 0x10de */
-    [140] = 0x16c110de, /* GPU_PCI_SUBSYSTEM_ID */
-    [141] = 0,         /* HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    [142] = 0,         /* HOST_NUMA_MEMORY_POOLS_SUPPORTED */
-    [143] = 0,         /* HOST_NUMA_MULTINODE_IPC_SUPPORTED */
-    [144] = 0,         /* HOST_MEMORY_POOLS_SUPPORTED */
-    [145] = 0,         /* HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    [146] = 0,         /* HOST_ALLOC_DMA_BUF_SUPPORTED */
-    [147] = 0,         /* ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED */
+    [17] = 0,            /* KERNEL_EXEC_TIMEOUT */
+    [18] = 0,            /* INTEGRATED */
+    [19] = 1,            /* CAN_MAP_HOST_MEMORY */
+    [20] = 0,            /* COMPUTE_MODE: default */
+    [21] = 131072,       /* MAXIMUM_TEXTURE1D_WIDTH */
+    [22] = 131072,       /* MAXIMUM_TEXTURE2D_WIDTH */
+    [23] = 65536,        /* MAXIMUM_TEXTURE2D_HEIGHT */
+    [24] = 16384,        /* MAXIMUM_TEXTURE3D_WIDTH */
+    [25] = 16384,        /* MAXIMUM_TEXTURE3D_HEIGHT */
+    [26] = 16384,        /* MAXIMUM_TEXTURE3D_DEPTH */
+    [27] = 32768,        /* MAXIMUM_TEXTURE2D_LAYERED_WIDTH */
+    [28] = 32768,        /* MAXIMUM_TEXTURE2D_LAYERED_HEIGHT */
+    [29] = 2048,         /* MAXIMUM_TEXTURE2D_LAYERED_LAYERS */
+    [30] = 512,          /* SURFACE_ALIGNMENT */
+    [31] = 1,            /* CONCURRENT_KERNELS */
+    [32] = 1,            /* ECC_ENABLED */
+    [33] = -1,           /* PCI_BUS_ID: from simcore */
+    [34] = -1,           /* PCI_DEVICE_ID: from simcore */
+    [35] = 0,            /* TCC_DRIVER */
+    [36] = 2619000,      /* MEMORY_CLOCK_RATE, kHz */
+    [37] = 5120,         /* GLOBAL_MEMORY_BUS_WIDTH */
+    [38] = 52428800,     /* L2_CACHE_SIZE */
+    [39] = 2048,         /* MAX_THREADS_PER_MULTIPROCESSOR */
+    [40] = 5,            /* ASYNC_ENGINE_COUNT */
+    [41] = 1,            /* UNIFIED_ADDRESSING */
+    [42] = 32768,        /* MAXIMUM_TEXTURE1D_LAYERED_WIDTH */
+    [43] = 2048,         /* MAXIMUM_TEXTURE1D_LAYERED_LAYERS */
+    [44] = 0,            /* CAN_TEX2D_GATHER (deprecated) */
+    [45] = 32768,        /* MAXIMUM_TEXTURE2D_GATHER_WIDTH */
+    [46] = 32768,        /* MAXIMUM_TEXTURE2D_GATHER_HEIGHT */
+    [47] = 8192,         /* MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE */
+    [48] = 8192,         /* MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE */
+    [49] = 32768,        /* MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE */
+    [50] = -1,           /* PCI_DOMAIN_ID: from simcore */
+    [51] = 32,           /* TEXTURE_PITCH_ALIGNMENT */
+    [52] = 32768,        /* MAXIMUM_TEXTURECUBEMAP_WIDTH */
+    [53] = 32768,        /* MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH */
+    [54] = 2046,         /* MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS */
+    [55] = 32768,        /* MAXIMUM_SURFACE1D_WIDTH */
+    [56] = 131072,       /* MAXIMUM_SURFACE2D_WIDTH */
+    [57] = 65536,        /* MAXIMUM_SURFACE2D_HEIGHT */
+    [58] = 16384,        /* MAXIMUM_SURFACE3D_WIDTH */
+    [59] = 16384,        /* MAXIMUM_SURFACE3D_HEIGHT */
+    [60] = 16384,        /* MAXIMUM_SURFACE3D_DEPTH */
+    [61] = 32768,        /* MAXIMUM_SURFACE1D_LAYERED_WIDTH */
+    [62] = 2048,         /* MAXIMUM_SURFACE1D_LAYERED_LAYERS */
+    [63] = 32768,        /* MAXIMUM_SURFACE2D_LAYERED_WIDTH */
+    [64] = 32768,        /* MAXIMUM_SURFACE2D_LAYERED_HEIGHT */
+    [65] = 2048,         /* MAXIMUM_SURFACE2D_LAYERED_LAYERS */
+    [66] = 32768,        /* MAXIMUM_SURFACECUBEMAP_WIDTH */
+    [67] = 32768,        /* MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH */
+    [68] = 2046,         /* MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS */
+    [69] = 268435456,    /* MAXIMUM_TEXTURE1D_LINEAR_WIDTH (deprecated) */
+    [70] = 131072,       /* MAXIMUM_TEXTURE2D_LINEAR_WIDTH */
+    [71] = 65000,        /* MAXIMUM_TEXTURE2D_LINEAR_HEIGHT */
+    [72] = 2097120,      /* MAXIMUM_TEXTURE2D_LINEAR_PITCH */
+    [73] = 32768,        /* MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH */
+    [74] = 32768,        /* MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT */
+    [75] = 9,            /* COMPUTE_CAPABILITY_MAJOR */
+    [76] = 0,            /* COMPUTE_CAPABILITY_MINOR */
+    [77] = 32768,        /* MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH */
+    [78] = 1,            /* STREAM_PRIORITIES_SUPPORTED */
+    [79] = 1,            /* GLOBAL_L1_CACHE_SUPPORTED */
+    [80] = 1,            /* LOCAL_L1_CACHE_SUPPORTED */
+    [81] = 233472,       /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+    [82] = 65536,        /* MAX_REGISTERS_PER_MULTIPROCESSOR */
+    [83] = 1,            /* MANAGED_MEMORY */
+    [84] = 0,            /* MULTI_GPU_BOARD */
+    [85] = -1,           /* MULTI_GPU_BOARD_GROUP_ID: the ordinal */
+    [86] = 0,            /* HOST_NATIVE_ATOMIC_SUPPORTED (PCIe, not NVLink-C2C) */
+    [87] = 2,            /* SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO */
+    [88] = 0,            /* PAGEABLE_MEMORY_ACCESS (no HMM) */
+    [89] = 1,            /* CONCURRENT_MANAGED_ACCESS */
+    [90] = 1,            /* COMPUTE_PREEMPTION_SUPPORTED */
+    [91] = 0,            /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM */
+    [92] = 1,            /* CAN_USE_STREAM_MEM_OPS_V1 */
+    [93] = 1,            /* CAN_USE_64_BIT_STREAM_MEM_OPS_V1 */
+    [94] = 1,            /* CAN_USE_STREAM_WAIT_VALUE_NOR_V1 */
+    [95] = 1,            /* COOPERATIVE_LAUNCH */
+    [96] = 0,            /* COOPERATIVE_MULTI_DEVICE_LAUNCH (deprecated) */
+    [97] = 232448,       /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    [98] = 1,            /* CAN_FLUSH_REMOTE_WRITES */
+    [99] = 1,            /* HOST_REGISTER_SUPPORTED */
+    [100] = 0,           /* PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES */
+    [101] = 0,           /* DIRECT_MANAGED_MEM_ACCESS_FROM_HOST */
+    [102] = 1,           /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    [103] = 1,           /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+    [104] = 0,           /* HANDLE_TYPE_WIN32_HANDLE_SUPPORTED */
+    [105] = 0,           /* HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED */
+    [106] = 32,          /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+    [107] = 1,           /* GENERIC_COMPRESSION_SUPPORTED */
+    [108] = 32505856,    /* MAX_PERSISTING_L2_CACHE_SIZE */
+    [109] = 134213632,   /* MAX_ACCESS_POLICY_WINDOW_SIZE */
+    [110] = 1,           /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
+    [111] = 1024,        /* RESERVED_SHARED_MEMORY_PER_BLOCK */
+    [112] = 1,           /* SPARSE_CUDA_ARRAY_SUPPORTED */
+    [113] = 1,           /* READ_ONLY_HOST_REGISTER_SUPPORTED */
+    [114] = 1,           /* TIMELINE_SEMAPHORE_INTEROP_SUPPORTED */
+    [115] = 1,           /* MEMORY_POOLS_SUPPORTED */
+    [116] = 1,           /* GPU_DIRECT_RDMA_SUPPORTED */
+    [117] = 1,           /* GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: host */
+    [118] = 100,         /* GPU_DIRECT_RDMA_WRITES_ORDERING: owner */
+    [119] = 1,           /* MEMPOOL_SUPPORTED_HANDLE_TYPES: POSIX fd */
+    [120] = 1,           /* CLUSTER_LAUNCH */
+    [121] = 1,           /* DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED */
+    [122] = 1,           /* CAN_USE_64_BIT_STREAM_MEM_OPS */
+    [123] = 1,           /* CAN_USE_STREAM_WAIT_VALUE_NOR */
+    [124] = 1,           /* DMA_BUF_SUPPORTED */
+    [125] = 1,           /* IPC_EVENT_SUPPORTED */
+    [126] = 4,           /* MEM_SYNC_DOMAIN_COUNT */
+    [127] = 1,           /* TENSOR_MAP_ACCESS_SUPPORTED */
+    [128] = 0,           /* HANDLE_TYPE_FABRIC_SUPPORTED */
+    [129] = 0,           /* UNIFIED_FUNCTION_POINTERS */
+    [130] = 0,           /* NUMA_CONFIG: none */
+    [131] = -1,          /* NUMA_ID */
+    [132] = 0,           /* MULTICAST_SUPPORTED (no NVSwitch) */
+    [133] = 0,           /* MPS_ENABLED */
+    [134] = 0,           /* HOST_NUMA_ID */
+    [135] = 0,           /* D3D12_CIG_SUPPORTED */
+    [136] = 0,           /* MEM_DECOMPRESS_ALGORITHM_MASK */
+    [137] = 0,           /* MEM_DECOMPRESS_MAXIMUM_LENGTH */
+    [138] = 0,           /* VULKAN_CIG_SUPPORTED */
+    [139] = 0x233010de,  /* GPU_PCI_DEVICE_ID: device 0x2330, vendor 0x10de */
+    [140] = 0x16c110de,  /* GPU_PCI_SUBSYSTEM_ID */
+    [141] = 0,           /* HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    [142] = 0,           /* HOST_NUMA_MEMORY_POOLS_SUPPORTED */
+    [143] = 0,           /* HOST_NUMA_MULTINODE_IPC_SUPPORTED */
+    [144] = 0,           /* HOST_MEMORY_POOLS_SUPPORTED */
+    [145] = 0,           /* HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    [146] = 0,           /* HOST_ALLOC_DMA_BUF_SUPPORTED */
+    [147] = 0,           /* ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED */
 };
 
 static int sim_cuda_attr_value(int attrib, int dev, int *value)
@@ -4072,7 +4234,10 @@ static uint32_t et_ctx_check2(void)
 	return 0;
 }
 static void *const g_et_ctxcheck[4] = {
-    (void *)(uintptr_t)(4 * sizeof(void *)), NULL, (void *)et_ctx_check, (void *)et_ctx_check2,
+    (void *)(uintptr_t)(4 * sizeof(void *)),
+    NULL,
+    (void *)et_ctx_check,
+    (void *)et_ctx_check2,
 };
 
 /* the integrity check (README "Integrity check") */
@@ -4107,7 +4272,7 @@ static int sim_cuda_integrity(uint32_t version, uint64_t unix_seconds, uint32_t 
 		out[1] = 0x8ed383aa1f4cd1e8ull;
 		return 0;
 	}
-	struct integrity_head h = {SIM_DRIVER_VERSION, version, pid, thread, g_et_cudart, g_et_integrity,
+	struct integrity_head h = {SIM_DRIVER_VERSION,         version,     pid, thread, g_et_cudart, g_et_integrity,
 	                           (const void *)et_integrity, unix_seconds};
 	struct sim_md2 c;
 	uint8_t k[16], pad[16], inner[16], mac[16];
@@ -4236,8 +4401,8 @@ struct proc {
 	{                                                             \
 		n, v, (void *)(local_##f), (void *)(local_##f##_ptsz) \
 	}
-#define PD(n, v, f, fz)                                    \
-	{                                                  \
+#define PD(n, v, f, fz)                                         \
+	{                                                       \
 		n, v, (void *)(local_##f), (void *)(local_##fz) \
 	}
 static const struct proc g_procs[] = {
@@ -4258,7 +4423,7 @@ static const struct proc g_procs[] = {
     P("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
     P("cuDeviceGetP2PAttribute", 8000, cuDeviceGetP2PAttribute),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
-    P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease_v2),
+    P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
     P("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset),
     P("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2),
@@ -4282,15 +4447,15 @@ static const struct proc g_procs[] = {
     P("cuCtxGetCacheConfig", 3020, cuCtxGetCacheConfig),
     P("cuCtxSetCacheConfig", 3020, cuCtxSetCacheConfig),
     P("cuCtxGetStreamPriorityRange", 5050, cuCtxGetStreamPriorityRange),
-    P("cuCtxPushCurrent", 2000, cuCtxPushCurrent_v2),
+    P("cuCtxPushCurrent", 2000, cuCtxPushCurrent),
     P("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
-    P("cuCtxPopCurrent", 2000, cuCtxPopCurrent_v2),
+    P("cuCtxPopCurrent", 2000, cuCtxPopCurrent),
     P("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
     P("cuCtxSynchronize", 2000, cuCtxSynchronize),
     P("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     P("cuStreamCreate", 2000, cuStreamCreate),
     P("cuStreamCreateWithPriority", 5050, cuStreamCreateWithPriority),
-    P("cuStreamDestroy", 2000, cuStreamDestroy_v2),
+    P("cuStreamDestroy", 2000, cuStreamDestroy),
     P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     PZ("cuStreamSynchronize", 2000, cuStreamSynchronize),
     PZ("cuStreamQuery", 2000, cuStreamQuery),
@@ -4363,6 +4528,9 @@ static const struct proc g_procs[] = {
     PD("cuMemcpyDtoHAsync", 3020, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz),
     PD("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds),
     PD("cuMemcpyDtoDAsync", 3020, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz),
+    PD("cuMemcpy2D", 3020, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds),
+    PD("cuMemcpy2DUnaligned", 3020, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds),
+    PD("cuMemcpy2DAsync", 3020, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz),
     PD("cuMemsetD8", 3020, cuMemsetD8_v2, cuMemsetD8_v2_ptds),
     PZ("cuMemsetD8Async", 3020, cuMemsetD8Async),
     PD("cuMemsetD32", 3020, cuMemsetD32_v2, cuMemsetD32_v2_ptds),

@@ -79,6 +79,12 @@ SIM_FN(cuMemcpyDtoD_v2, (gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCoun
 SIM_FN(cuMemcpyDtoD_v2_ptds, (gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount))
 SIM_FN(cuMemcpyDtoDAsync_v2, (gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream))
 SIM_FN(cuMemcpyDtoDAsync_v2_ptsz, (gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream))
+SIM_FN(cuMemcpy2D_v2, (const void *pCopy))
+SIM_FN(cuMemcpy2D_v2_ptds, (const void *pCopy))
+SIM_FN(cuMemcpy2DUnaligned_v2, (const void *pCopy))
+SIM_FN(cuMemcpy2DUnaligned_v2_ptds, (const void *pCopy))
+SIM_FN(cuMemcpy2DAsync_v2, (const void *pCopy, gg_CUstream hStream))
+SIM_FN(cuMemcpy2DAsync_v2_ptsz, (const void *pCopy, gg_CUstream hStream))
 SIM_FN(cuMemsetD8_v2, (gg_CUdeviceptr dstDevice, unsigned char uc, size_t N))
 SIM_FN(cuMemsetD8_v2_ptds, (gg_CUdeviceptr dstDevice, unsigned char uc, size_t N))
 SIM_FN(cuMemsetD8Async, (gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream))
@@ -88,21 +94,19 @@ SIM_FN(cuMemsetD32_v2_ptds, (gg_CUdeviceptr dstDevice, unsigned int ui, size_t N
 SIM_FN(cuMemsetD32Async, (gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream))
 SIM_FN(cuMemsetD32Async_ptsz, (gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream))
 SIM_FN(cuMemsetD2D8_v2, (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height))
-SIM_FN(cuMemsetD2D8_v2_ptds,
-       (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height))
-SIM_FN(cuMemsetD2D8Async, (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
-                           gg_CUstream hStream))
-SIM_FN(cuMemsetD2D8Async_ptsz, (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
-                                size_t Height, gg_CUstream hStream))
+SIM_FN(cuMemsetD2D8_v2_ptds, (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height))
+SIM_FN(cuMemsetD2D8Async,
+       (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, gg_CUstream hStream))
+SIM_FN(cuMemsetD2D8Async_ptsz,
+       (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, gg_CUstream hStream))
 
 /* libraries, modules, kernels, functions: handles only */
 SIM_FN(cuLibraryLoadData, (gg_CUlibrary * library, const void *code, gg_CUjit_option *jitOptions,
                            void **jitOptionsValues, unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions,
                            void **libraryOptionValues, unsigned int numLibraryOptions))
-SIM_FN(cuLibraryLoadFromFile,
-       (gg_CUlibrary * library, const char *fileName, gg_CUjit_option *jitOptions, void **jitOptionsValues,
-        unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions, void **libraryOptionValues,
-        unsigned int numLibraryOptions))
+SIM_FN(cuLibraryLoadFromFile, (gg_CUlibrary * library, const char *fileName, gg_CUjit_option *jitOptions,
+                               void **jitOptionsValues, unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions,
+                               void **libraryOptionValues, unsigned int numLibraryOptions))
 SIM_FN(cuLibraryUnload, (gg_CUlibrary library))
 SIM_FN(cuLibraryGetKernel, (gg_CUkernel * pKernel, gg_CUlibrary library, const char *name))
 SIM_FN(cuLibraryGetModule, (gg_CUmodule * pMod, gg_CUlibrary library))
@@ -116,8 +120,8 @@ SIM_FN(cuKernelGetAttribute, (int *pi, gg_CUfunction_attribute attrib, gg_CUkern
 SIM_FN(cuKernelSetAttribute, (gg_CUfunction_attribute attrib, int val, gg_CUkernel kernel, gg_CUdevice dev))
 SIM_FN(cuKernelSetCacheConfig, (gg_CUkernel kernel, gg_CUfunc_cache config, gg_CUdevice dev))
 SIM_FN(cuModuleLoadData, (gg_CUmodule * module, const void *image))
-SIM_FN(cuModuleLoadDataEx, (gg_CUmodule * module, const void *image, unsigned int numOptions,
-                            gg_CUjit_option *options, void **optionValues))
+SIM_FN(cuModuleLoadDataEx, (gg_CUmodule * module, const void *image, unsigned int numOptions, gg_CUjit_option *options,
+                            void **optionValues))
 SIM_FN(cuModuleLoadFatBinary, (gg_CUmodule * module, const void *fatCubin))
 SIM_FN(cuModuleLoad, (gg_CUmodule * module, const char *fname))
 SIM_FN(cuModuleUnload, (gg_CUmodule hmod))

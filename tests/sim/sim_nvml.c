@@ -353,3 +353,174 @@ gg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(gg_nvmlDevice_t device, uns
 {
 	return processes(device, infoCount, infos, 1);
 }
+
+/* ----------------------------------------------- topology queries (NCCL) */
+
+/* What NCCL asks of NVML to build its topology, for a PCIe card without
+ * NVLink, fabric or confidential computing. Declared here: nothing in
+ * gpuguard calls them. The PCI location is simcore's, as in libcuda. */
+gg_nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, gg_nvmlDevice_t *device);
+gg_nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, gg_nvmlDevice_t *device);
+gg_nvmlReturn_t nvmlDeviceGetCudaComputeCapability(gg_nvmlDevice_t device, int *major, int *minor);
+gg_nvmlReturn_t nvmlDeviceGetNvLinkState(gg_nvmlDevice_t device, unsigned int link, int *isActive);
+gg_nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(gg_nvmlDevice_t device, unsigned int link, void *pci);
+gg_nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(gg_nvmlDevice_t device, unsigned int link, void *pci);
+gg_nvmlReturn_t nvmlDeviceGetNvLinkCapability(gg_nvmlDevice_t device, unsigned int link, int capability,
+                                              unsigned int *capResult);
+gg_nvmlReturn_t nvmlDeviceGetP2PStatus(gg_nvmlDevice_t device1, gg_nvmlDevice_t device2, int p2pIndex, int *p2pStatus);
+gg_nvmlReturn_t nvmlDeviceGetFieldValues(gg_nvmlDevice_t device, int valuesCount, void *values);
+gg_nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(gg_nvmlDevice_t device, void *gpuFabricInfo);
+gg_nvmlReturn_t nvmlDeviceGetPlatformInfo(gg_nvmlDevice_t device, void *platformInfo);
+gg_nvmlReturn_t nvmlSystemGetConfComputeState(void *state);
+gg_nvmlReturn_t nvmlSystemGetConfComputeSettings(void *settings);
+
+/* "[domain:]bus:device[.function]", hex, 4- or 8-digit domain */
+gg_nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, gg_nvmlDevice_t *device)
+{
+	REQUIRE_INIT();
+	if (!pciBusId || !device)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	unsigned a, b, c, f = 0;
+	if (sscanf(pciBusId, "%x:%x:%x.%x", &a, &b, &c, &f) < 3) {
+		a = 0;
+		if (sscanf(pciBusId, "%x:%x.%x", &b, &c, &f) < 2)
+			return GG_NVML_ERROR_INVALID_ARGUMENT;
+	}
+	for (int d = 0; d < sim_device_count(); d++) {
+		int dom, bus, slot;
+		sim_device_pci(d, &dom, &bus, &slot);
+		if ((unsigned)dom == a && (unsigned)bus == b && (unsigned)slot == c && f == 0) {
+			*device = &g_nvdev[d];
+			return GG_NVML_SUCCESS;
+		}
+	}
+	return GG_NVML_ERROR_NOT_FOUND;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, gg_nvmlDevice_t *device)
+{
+	return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+/* the libcuda attribute table's 9.0 */
+gg_nvmlReturn_t nvmlDeviceGetCudaComputeCapability(gg_nvmlDevice_t device, int *major, int *minor)
+{
+	REQUIRE_DEV(dev, device);
+	(void)dev;
+	if (!major || !minor)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*major = 9;
+	*minor = 0;
+	return GG_NVML_SUCCESS;
+}
+
+/* no NVLink: every link query is NOT_SUPPORTED, as on a PCIe card */
+gg_nvmlReturn_t nvmlDeviceGetNvLinkState(gg_nvmlDevice_t device, unsigned int link, int *isActive)
+{
+	REQUIRE_DEV(dev, device);
+	(void)dev, (void)link;
+	if (!isActive)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	return GG_NVML_ERROR_NOT_SUPPORTED;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(gg_nvmlDevice_t device, unsigned int link, void *pci)
+{
+	REQUIRE_DEV(dev, device);
+	(void)dev, (void)link;
+	if (!pci)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	return GG_NVML_ERROR_NOT_SUPPORTED;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(gg_nvmlDevice_t device, unsigned int link, void *pci)
+{
+	return nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, pci);
+}
+
+gg_nvmlReturn_t nvmlDeviceGetNvLinkCapability(gg_nvmlDevice_t device, unsigned int link, int capability,
+                                              unsigned int *capResult)
+{
+	REQUIRE_DEV(dev, device);
+	(void)dev, (void)link, (void)capability;
+	if (!capResult)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	return GG_NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* PCIe peers: every capability (read, write, atomics, prop, ...) reports
+ * NVML_P2P_STATUS_OK (0) between two devices; a device and itself too */
+gg_nvmlReturn_t nvmlDeviceGetP2PStatus(gg_nvmlDevice_t device1, gg_nvmlDevice_t device2, int p2pIndex, int *p2pStatus)
+{
+	REQUIRE_INIT();
+	if (dev_of(device1) < 0 || dev_of(device2) < 0 || !p2pStatus || p2pIndex < 0 || p2pIndex > 6)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*p2pStatus = 0;
+	return GG_NVML_SUCCESS;
+}
+
+/* nvmlFieldValue_t: fieldId, scopeId, timestamp, latencyUsec, valueType,
+ * nvmlReturn, value (40 bytes); no field is simulated, each says so */
+struct field_value {
+	unsigned int fieldId, scopeId;
+	long long timestamp, latencyUsec;
+	int valueType, nvmlReturn;
+	unsigned long long value;
+};
+_Static_assert(sizeof(struct field_value) == 40, "nvmlFieldValue_t layout");
+
+gg_nvmlReturn_t nvmlDeviceGetFieldValues(gg_nvmlDevice_t device, int valuesCount, void *values)
+{
+	REQUIRE_DEV(dev, device);
+	(void)dev;
+	if (valuesCount < 0 || (valuesCount && !values))
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	struct field_value *v = values;
+	for (int i = 0; i < valuesCount; i++) {
+		v[i].timestamp = 0;
+		v[i].latencyUsec = 0;
+		v[i].nvmlReturn = GG_NVML_ERROR_NOT_SUPPORTED;
+	}
+	return GG_NVML_SUCCESS;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(gg_nvmlDevice_t device, void *gpuFabricInfo)
+{
+	REQUIRE_DEV(dev, device);
+	(void)dev;
+	if (!gpuFabricInfo)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	return GG_NVML_ERROR_NOT_SUPPORTED;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetPlatformInfo(gg_nvmlDevice_t device, void *platformInfo)
+{
+	REQUIRE_DEV(dev, device);
+	(void)dev;
+	if (!platformInfo)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	return GG_NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* confidential computing off: environment, feature and dev-tools mode 0 */
+gg_nvmlReturn_t nvmlSystemGetConfComputeState(void *state)
+{
+	REQUIRE_INIT();
+	if (!state)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	memset(state, 0, 3 * sizeof(unsigned int));
+	return GG_NVML_SUCCESS;
+}
+
+/* nvmlSystemConfComputeSettings_v1: version, then four unsigned, all 0 */
+gg_nvmlReturn_t nvmlSystemGetConfComputeSettings(void *settings)
+{
+	REQUIRE_INIT();
+	if (!settings)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	unsigned int *s = settings;
+	if (s[0] != (5u * sizeof(unsigned int) | (1u << 24)))
+		return GG_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	memset(s + 1, 0, 4 * sizeof(unsigned int));
+	return GG_NVML_SUCCESS;
+}

@@ -10,7 +10,7 @@
 
 #pragma GCC visibility push(hidden)
 
-#define SIM_PAGE 0x200000ull /* 2 MiB: GPU page and VMM granularity */
+#define SIM_PAGE 0x200000ull      /* 2 MiB: GPU page and VMM granularity */
 #define SIM_SMALL_MAX 0x100000ull /* <= 1 MiB is packed into shared pages */
 #define SIM_SMALL_ALIGN 512ull
 #define SIM_MAX_DEVICES 16
@@ -22,8 +22,8 @@
 #define SIM_LIB_ID 0
 #endif
 #define SIM_DEV_BASE (SIM_LIB_ID ? 0x500000000000ull : 0x7f0000000000ull) /* device d: BASE + d * STRIDE */
-#define SIM_DEV_STRIDE 0x10000000000ull /* 1 TiB, also the largest SIMGPU_MEMORY */
-#define SIM_VA_BASE (SIM_LIB_ID ? 0x400000000000ull : 0x600000000000ull) /* address-reserve range */
+#define SIM_DEV_STRIDE 0x10000000000ull                                   /* 1 TiB, also the largest SIMGPU_MEMORY */
+#define SIM_VA_BASE (SIM_LIB_ID ? 0x400000000000ull : 0x600000000000ull)  /* address-reserve range */
 #define SIM_VA_END (SIM_LIB_ID ? 0x500000000000ull : 0x7f0000000000ull)
 
 enum sim_status {
@@ -129,7 +129,7 @@ int sim_host_known(const void *p); /* inside a live pinned block */
 
 /* test introspection */
 int sim_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_bytes,
-		   unsigned long long *live_allocs);
+                   unsigned long long *live_allocs);
 void sim_debug_reset_peak(void);
 
 #pragma GCC visibility pop

@@ -1086,6 +1086,553 @@ TEST(env_quantities)
 	CHECK_EQ_INT(n, 0);
 }
 
+/* ------------------------------------------- hosting the real CUDA runtime */
+
+/* sim-only entry points and test introspection (tests/sim/README.md) */
+gg_CUresult cuDeviceGetAttribute(int *pi, gg_CUdevice_attribute attrib, gg_CUdevice dev);
+gg_CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, gg_CUdevice dev);
+gg_CUresult cuDeviceGetByPCIBusId(gg_CUdevice *dev, const char *pciBusId);
+gg_CUresult cuStreamCreateWithPriority(gg_CUstream *phStream, unsigned int flags, int priority);
+gg_CUresult cuStreamGetPriority(gg_CUstream hStream, int *priority);
+gg_CUresult cuLaunchHostFunc(gg_CUstream hStream, gg_CUhostFn fn, void *userData);
+gg_nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, gg_nvmlDevice_t *device);
+void simgpu_md2(const void *data, size_t n, unsigned char out[16]);
+void simgpu_hmac_md2(const unsigned char *key, size_t keylen, const void *data, size_t n, unsigned char out[16]);
+int simgpu_cuda_pci(int dev, int *domain, int *bus, int *device);
+int simgpu_cuda_vmm_refs(unsigned long long handle, unsigned long long *refs, unsigned long long *maps);
+
+static const gg_CUuuid ET_CUDART = {{0x6b, (char)0xd5, (char)0xfb, 0x6c, 0x5b, (char)0xf4, (char)0xe7, 0x4a, (char)0x89,
+                                     (char)0x87, (char)0xd9, 0x39, 0x12, (char)0xfd, (char)0x9d, (char)0xf9}};
+static const gg_CUuuid ET_TOOLS = {{(char)0xa0, (char)0x94, 0x79, (char)0x8c, 0x2e, 0x74, 0x2e, 0x74, (char)0x93,
+                                    (char)0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}};
+static const gg_CUuuid ET_TOOLS_TLS = {{0x42, (char)0xd8, 0x5a, (char)0x81, 0x23, (char)0xf6, (char)0xcb, 0x47,
+                                        (char)0x82, (char)0x98, (char)0xf6, (char)0xe7, (char)0x8a, 0x3a, (char)0xec,
+                                        (char)0xdc}};
+static const gg_CUuuid ET_CLS = {{(char)0xc6, (char)0x93, 0x33, 0x6e, 0x11, 0x21, (char)0xdf, 0x11, (char)0xa8,
+                                  (char)0xc3, 0x68, (char)0xf3, 0x55, (char)0xd8, (char)0x95, (char)0x93}};
+static const gg_CUuuid ET_CTXCHECK = {{0x26, 0x3e, (char)0x88, 0x60, 0x7c, (char)0xd2, 0x61, 0x43, (char)0x92,
+                                       (char)0xf6, (char)0xbb, (char)0xd5, 0x00, 0x6d, (char)0xfa, 0x7e}};
+static const gg_CUuuid ET_INTEGRITY = {{(char)0xd4, 0x08, 0x20, 0x55, (char)0xbd, (char)0xe6, 0x70, 0x4b, (char)0x8d,
+                                        0x34, (char)0xba, 0x12, 0x3c, 0x66, (char)0xe1, (char)0xf2}};
+static const gg_CUuuid ET_REQUIREMENTS = {{(char)0xf8, (char)0xcf, (char)0xf9, 0x51, 0x21, 0x46, (char)0x8b, 0x4e,
+                                           (char)0xb9, (char)0xe2, (char)0xfb, 0x46, (char)0x9e, 0x7c, 0x0d,
+                                           (char)0xd9}};
+
+typedef void (*cls_dtor_fn)(gg_CUcontext, void *, void *);
+typedef gg_CUresult (*cls_put_fn)(gg_CUcontext, void *, void *, cls_dtor_fn);
+typedef gg_CUresult (*cls_get_fn)(void **, gg_CUcontext, void *);
+typedef gg_CUresult (*integrity_fn)(uint32_t, uint64_t, uint64_t *);
+
+static void *const *export_table(const gg_CUuuid *id)
+{
+	const void *t = NULL;
+	if (cuGetExportTable(&t, id) != GG_CUDA_SUCCESS)
+		return NULL;
+	return (void *const *)t;
+}
+
+static int g_dtor_calls;
+static gg_CUcontext g_dtor_ctx;
+static void *g_dtor_key, *g_dtor_value;
+static void cls_dtor(gg_CUcontext c, void *k, void *v)
+{
+	g_dtor_calls++;
+	g_dtor_ctx = c;
+	g_dtor_key = k;
+	g_dtor_value = v;
+}
+
+static cls_put_fn cls_put(void)
+{
+	void *const *t = export_table(&ET_CLS);
+	return t ? (cls_put_fn)t[0] : NULL;
+}
+
+static cls_get_fn cls_get(void)
+{
+	void *const *t = export_table(&ET_CLS);
+	return t ? (cls_get_fn)t[2] : NULL;
+}
+
+TEST(md2_vectors)
+{
+	/* RFC 1319 A.5 */
+	static const struct {
+		const char *in, *hex;
+	} v[] = {
+	    {"", "8350e5a3e24c153df2275c9f80692773"},
+	    {"a", "32ec01ec4a6dac72c0ab96fb34c0b5d1"},
+	    {"abc", "da853b0d3f88d99b30283a69e6ded6bb"},
+	    {"message digest", "ab4f496bfb2a530b219ff33031fe06b0"},
+	    {"abcdefghijklmnopqrstuvwxyz", "4e8ddff3650292ab5a4108c3aa47940b"},
+	    {"12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+	     "d5976f79d83d3a0dc9806c3c66f3efd8"},
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		unsigned char out[16];
+		char hex[33];
+		simgpu_md2(v[i].in, strlen(v[i].in), out);
+		for (int k = 0; k < 16; k++)
+			snprintf(hex + 2 * k, 3, "%02x", out[k]);
+		CHECK(!strcmp(hex, v[i].hex));
+	}
+	/* HMAC with a 16-byte key is MD2(K^opad || MD2(K^ipad || m)) */
+	unsigned char key[16], ipad[16 + 3], opad[16 + 16], inner[16], want[16], got[16];
+	for (int i = 0; i < 16; i++)
+		key[i] = (unsigned char)(i * 7 + 1);
+	for (int i = 0; i < 16; i++) {
+		ipad[i] = key[i] ^ 0x36;
+		opad[i] = key[i] ^ 0x5c;
+	}
+	memcpy(ipad + 16, "abc", 3);
+	simgpu_md2(ipad, sizeof(ipad), inner);
+	memcpy(opad + 16, inner, 16);
+	simgpu_md2(opad, sizeof(opad), want);
+	simgpu_hmac_md2(key, 16, "abc", 3, got);
+	CHECK(!memcmp(want, got, 16));
+}
+
+TEST(export_tables)
+{
+	const void *t = (const void *)1;
+	gg_CUuuid unknown = ET_CUDART;
+	unknown.bytes[15] ^= 1;
+	CHECK_EQ_INT(cuGetExportTable(&t, &unknown), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK(t == NULL);
+	CHECK_EQ_INT(cuGetExportTable(&t, &ET_REQUIREMENTS), GG_CUDA_ERROR_NOT_FOUND);
+	CHECK_EQ_INT(cuGetExportTable(NULL, &ET_CUDART), GG_CUDA_ERROR_INVALID_VALUE);
+	void *const *rt = export_table(&ET_CUDART), *const *tools = export_table(&ET_TOOLS);
+	void *const *tls = export_table(&ET_TOOLS_TLS), *const *chk = export_table(&ET_CTXCHECK);
+	CHECK(rt && tools && tls && chk && export_table(&ET_CLS) && export_table(&ET_INTEGRITY));
+	if (!rt || !tools || !chk)
+		return;
+	CHECK_EQ_U64((uintptr_t)rt[0], 13 * sizeof(void *));
+	CHECK((uintptr_t)tools[0] >= 56);
+	/* tools callback arrays: CUPTI's 523 runtime ids and 14 more */
+	void *buf = NULL;
+	size_t n = 0;
+	((void (*)(void **, size_t *))tools[2])(&buf, &n);
+	CHECK(buf && n >= 523);
+	((void (*)(void **, size_t *))tools[6])(&buf, &n);
+	CHECK(buf && n >= 14);
+	/* context check: bit 0 of r1 clear */
+	uint32_t r1 = ~0u;
+	void *r2 = (void *)1;
+	CHECK_EQ_INT(((gg_CUresult(*)(gg_CUcontext, uint32_t *, void **))chk[2])(g_ctx0, &r1, &r2), 0);
+	CHECK_EQ_U64(r1, 0);
+	/* cudart slot 2 retains the primary context */
+	unsigned flags;
+	int a0, a1;
+	CHECK_EQ_INT(cuDevicePrimaryCtxGetState(0, &flags, &a0), GG_CUDA_SUCCESS);
+	gg_CUcontext c = NULL;
+	CHECK_EQ_INT(((gg_CUresult(*)(gg_CUcontext *, gg_CUdevice))rt[2])(&c, 0), GG_CUDA_SUCCESS);
+	CHECK(c == g_ctx0);
+	CHECK_EQ_INT(cuDevicePrimaryCtxGetState(0, &flags, &a1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(a1, 1);
+	CHECK_EQ_INT(cuDevicePrimaryCtxRelease_v2(0), GG_CUDA_SUCCESS);
+}
+
+/* the integrity message of REAL-CUDA.md 3, built here independently */
+struct imsg {
+	uint32_t driver, version, pid, thread;
+	const void *rt, *it, *slot;
+	uint64_t secs;
+	struct {
+		unsigned char uuid[16];
+		int32_t dom, bus, dev;
+	} d[2];
+};
+
+TEST(integrity_check)
+{
+	void *const *it = export_table(&ET_INTEGRITY), *const *rt = export_table(&ET_CUDART);
+	CHECK(it && rt);
+	if (!it || !rt)
+		return;
+	integrity_fn f = (integrity_fn)it[1];
+	uint64_t out[2];
+	CHECK_EQ_INT(f(13000, 1700000000, out), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(out[0], 0x3341181c03cb675cull);
+	CHECK_EQ_U64(out[1], 0x8ed383aa1f4cd1e8ull);
+	CHECK_EQ_INT(f(13010, 5, out), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(out[0], 0x3341181c03cb675cull);
+	CHECK_EQ_INT(f(13001, 1700000000, out), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(out[0], 0x1841181c03cb675cull);
+	CHECK_EQ_U64(out[1], 0x8ed383aa1f4cd1e8ull);
+	static const unsigned char key[16] = {0x14, 0x6a, 0xdd, 0xae, 0x53, 0xa9, 0xa7, 0x52,
+	                                      0xaa, 0x08, 0x41, 0x36, 0x0b, 0xf5, 0x5a, 0x9f};
+	struct imsg m;
+	memset(&m, 0, sizeof(m));
+	int drv = 0;
+	cuDriverGetVersion(&drv);
+	m.driver = (uint32_t)drv;
+	m.version = 13002;
+	m.pid = (uint32_t)getpid();
+	m.thread = (uint32_t)(uintptr_t)pthread_self();
+	m.rt = rt;
+	m.it = it;
+	m.slot = it[1];
+	m.secs = 1700000123;
+	for (int d = 0; d < 2; d++) {
+		cuDeviceGetUuid_v2((gg_CUuuid *)m.d[d].uuid, d);
+		int dom, bus, dv;
+		simgpu_cuda_pci(d, &dom, &bus, &dv);
+		m.d[d].dom = dom;
+		m.d[d].bus = bus;
+		m.d[d].dev = dv;
+	}
+	CHECK_EQ_U64(sizeof(m), 48 + 2 * 28);
+	uint64_t want[2];
+	simgpu_hmac_md2(key, 16, &m, sizeof(m), (unsigned char *)want);
+	CHECK_EQ_INT(f(13002, 1700000123, out), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(out[0], want[0]);
+	CHECK_EQ_U64(out[1], want[1]);
+	/* the time is part of the message */
+	CHECK_EQ_INT(f(13002, 1700000124, out), GG_CUDA_SUCCESS);
+	CHECK(out[0] != want[0] || out[1] != want[1]);
+}
+
+TEST(attributes)
+{
+	int v, bad = 0;
+	for (int a = 1; a <= 147; a++)
+		if (cuDeviceGetAttribute(&v, a, 0) != GG_CUDA_SUCCESS)
+			bad++;
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(cuDeviceGetAttribute(&v, 0, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuDeviceGetAttribute(&v, 148, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuDeviceGetAttribute(&v, 16, 9), GG_CUDA_ERROR_INVALID_DEVICE);
+	CHECK_EQ_INT(cuDeviceGetAttribute(NULL, 16, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	cuDeviceGetAttribute(&v, 75, 0);
+	CHECK_EQ_INT(v, 9);
+	cuDeviceGetAttribute(&v, 76, 0);
+	CHECK_EQ_INT(v, 0);
+	cuDeviceGetAttribute(&v, 16, 0);
+	CHECK_EQ_INT(v, 132);
+	/* PCI location: the attributes, the bus id string and NVML agree */
+	for (int d = 0; d < 2; d++) {
+		int dom, bus, dv, a50, a33, a34;
+		simgpu_cuda_pci(d, &dom, &bus, &dv);
+		cuDeviceGetAttribute(&a50, 50, d);
+		cuDeviceGetAttribute(&a33, 33, d);
+		cuDeviceGetAttribute(&a34, 34, d);
+		CHECK_EQ_INT(a50, dom);
+		CHECK_EQ_INT(a33, bus);
+		CHECK_EQ_INT(a34, dv);
+		char id[32];
+		CHECK_EQ_INT(cuDeviceGetPCIBusId(id, sizeof(id), d), GG_CUDA_SUCCESS);
+		gg_CUdevice back = -1;
+		CHECK_EQ_INT(cuDeviceGetByPCIBusId(&back, id), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(back, d);
+		CHECK_EQ_INT(nvmlInit_v2(), GG_NVML_SUCCESS);
+		gg_nvmlDevice_t nd, nd2;
+		unsigned idx = 99;
+		CHECK_EQ_INT(nvmlDeviceGetHandleByPciBusId_v2(id, &nd), GG_NVML_SUCCESS);
+		CHECK_EQ_INT(nvmlDeviceGetHandleByIndex_v2((unsigned)d, &nd2), GG_NVML_SUCCESS);
+		CHECK_EQ_INT(nvmlDeviceGetIndex(nd, &idx), GG_NVML_SUCCESS);
+		CHECK_EQ_INT(idx, d);
+		CHECK(nd == nd2);
+		nvmlShutdown();
+	}
+	/* the 13000 cuCtxGetDevice names a context */
+	gg_pfn_cuCtxGetDevice_v2 gd = NULL;
+	CHECK_EQ_INT(cuGetProcAddress_v2("cuCtxGetDevice", (void **)&gd, 13000, 0, NULL), GG_CUDA_SUCCESS);
+	gg_CUdevice dev = -1;
+	CHECK(gd && gd(&dev, g_ctx1) == GG_CUDA_SUCCESS && dev == 1);
+	CHECK(gd && gd(&dev, NULL) == GG_CUDA_SUCCESS && dev == 0);
+}
+
+/* cuDevicePrimaryCtxReset frees every allocation of the context (linear,
+ * pools and their blocks, VMM handles and their mappings) and runs its CLS
+ * destructors once; the handle stays usable. */
+TEST(primary_reset)
+{
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx1), GG_CUDA_SUCCESS);
+	unsigned long long u0 = cu_used(1);
+	gg_CUdeviceptr p, b;
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 4 * MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocAsync(&b, 3 * MiB, NULL), GG_CUDA_SUCCESS);
+	gg_CUmemoryPool pool;
+	gg_CUmemPoolProps pp;
+	memset(&pp, 0, sizeof(pp));
+	pp.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED;
+	pp.location.type = GG_CU_MEM_LOCATION_TYPE_DEVICE;
+	pp.location.id = 1;
+	CHECK_EQ_INT(cuMemPoolCreate(&pool, &pp), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr pb;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&pb, 2 * MiB, pool, NULL), GG_CUDA_SUCCESS);
+	gg_CUmemAllocationProp prop = vmm_prop(1);
+	gg_CUmemGenericAllocationHandle h;
+	gg_CUdeviceptr va;
+	CHECK_EQ_INT(cuMemCreate(&h, 2 * MiB, &prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAddressReserve(&va, 2 * MiB, 0, 0, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemMap(va, 2 * MiB, 0, h, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(1), u0 + 12 * MiB);
+	cls_put_fn put = cls_put();
+	cls_get_fn get = cls_get();
+	CHECK(put && get);
+	int key, val;
+	g_dtor_calls = 0;
+	CHECK_EQ_INT(put(NULL, &key, &val, cls_dtor), GG_CUDA_SUCCESS); /* NULL: the current context */
+	void *got = NULL;
+	CHECK_EQ_INT(get(&got, g_ctx1, &key), GG_CUDA_SUCCESS);
+	CHECK(got == &val);
+	CHECK_EQ_INT(cuDevicePrimaryCtxReset_v2(1), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(1), 0);
+	CHECK_EQ_INT(g_dtor_calls, 1);
+	CHECK(g_dtor_ctx == g_ctx1 && g_dtor_key == &key && g_dtor_value == &val);
+	CHECK(get(&got, g_ctx1, &key) != GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(p), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemUnmap(va, 2 * MiB), GG_CUDA_ERROR_INVALID_VALUE); /* the mapping went too */
+	CHECK_EQ_INT(cuMemAddressFree(va, 2 * MiB), GG_CUDA_SUCCESS);       /* reservations stay */
+	unsigned flags;
+	int active = 1;
+	CHECK_EQ_INT(cuDevicePrimaryCtxGetState(1, &flags, &active), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(active, 0);
+	/* the same handle works again; a second reset runs no destructor */
+	gg_CUcontext c;
+	CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&c, 1), GG_CUDA_SUCCESS);
+	CHECK(c == g_ctx1);
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 2 * MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(p), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDevicePrimaryCtxReset(1), GG_CUDA_SUCCESS); /* the legacy ABI too */
+	CHECK_EQ_INT(g_dtor_calls, 1);
+	CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&c, 1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
+}
+
+TEST(created_context)
+{
+	unsigned long long u0 = cu_used(0);
+	gg_CUcontext c = NULL, cur = NULL;
+	CHECK_EQ_INT(cuCtxCreate_v4(&c, NULL, 0, 0), GG_CUDA_SUCCESS);
+	CHECK(c && c != g_ctx0);
+	CHECK_EQ_INT(cuCtxGetCurrent(&cur), GG_CUDA_SUCCESS);
+	CHECK(cur == c);
+	gg_CUdeviceptr p, q;
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 4 * MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxPushCurrent_v2(g_ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAlloc_v2(&q, 2 * MiB), GG_CUDA_SUCCESS); /* the primary context's */
+	CHECK_EQ_INT(cuCtxPopCurrent_v2(&cur), GG_CUDA_SUCCESS);
+	int key;
+	g_dtor_calls = 0;
+	CHECK_EQ_INT(cls_put()(c, &key, NULL, cls_dtor), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0 + 6 * MiB);
+	CHECK_EQ_INT(cuCtxDestroy_v2(g_ctx0), GG_CUDA_ERROR_INVALID_CONTEXT); /* not the primary */
+	CHECK_EQ_INT(cuCtxDestroy_v2(c), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0 + 2 * MiB); /* only its own memory went */
+	CHECK_EQ_INT(g_dtor_calls, 1);
+	CHECK(g_dtor_ctx == c);
+	CHECK_EQ_INT(cuCtxGetCurrent(&cur), GG_CUDA_SUCCESS);
+	CHECK(cur == g_ctx0); /* popped */
+	CHECK_EQ_INT(cuCtxDestroy_v2(c), GG_CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ_INT(cuCtxPushCurrent_v2(c), GG_CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ_INT(cuMemFree_v2(q), GG_CUDA_SUCCESS);
+	gg_CUexecAffinityParam ap = {0};
+	CHECK_EQ_INT(cuCtxCreate_v3(&c, &ap, 1, 0, 0), GG_CUDA_ERROR_NOT_SUPPORTED);
+	CHECK_EQ_INT(cuCtxCreate_v2(&c, 3, 0), GG_CUDA_ERROR_INVALID_VALUE); /* no scheduling mode 3 */
+}
+
+static uint64_t vmm_refs(gg_CUmemGenericAllocationHandle h)
+{
+	unsigned long long r = ~0ull;
+	if (simgpu_cuda_vmm_refs(h, &r, NULL))
+		return ~0ull;
+	return r;
+}
+
+TEST(vmm_refcounts)
+{
+	gg_CUmemAllocationProp prop = vmm_prop(0);
+	gg_CUmemGenericAllocationHandle h, h2;
+	gg_CUdeviceptr va;
+	unsigned long long u0 = cu_used(0);
+	CHECK_EQ_INT(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0), GG_CUDA_SUCCESS);
+	/* map, release at once (the VMM samples' idiom), unmap: freed at the unmap */
+	CHECK_EQ_INT(cuMemCreate(&h, 2 * MiB, &prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(vmm_refs(h), 1);
+	CHECK_EQ_INT(cuMemMap(va, 2 * MiB, 0, h, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0 + 2 * MiB);
+	CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_ERROR_INVALID_VALUE); /* no reference left */
+	CHECK_EQ_INT(cuMemUnmap(va, 2 * MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0);
+	/* retain + release keeps it; the last release frees it */
+	CHECK_EQ_INT(cuMemCreate(&h, 4 * MiB, &prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemMap(va, 4 * MiB, 0, h, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(va + 3 * MiB)), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(h2, h);
+	CHECK_EQ_U64(vmm_refs(h), 2);
+	CHECK_EQ_INT(cuMemRelease(h2), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(vmm_refs(h), 1);
+	CHECK_EQ_INT(cuMemUnmap(va, 4 * MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0 + 4 * MiB); /* one reference holds it */
+	CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0);
+	/* NCCL's free path: retain, release, unmap, release; pages go at the last */
+	CHECK_EQ_INT(cuMemCreate(&h, 2 * MiB, &prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemMap(va + 2 * MiB, 2 * MiB, 0, h, 0), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr base = 0;
+	size_t size = 0;
+	CHECK_EQ_INT(cuMemGetAddressRange_v2(&base, &size, va + 2 * MiB + 100), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(base, va + 2 * MiB);
+	CHECK_EQ_U64(size, 2 * MiB);
+	CHECK_EQ_INT(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)base), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemRelease(h2), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemUnmap(base, size), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0 + 2 * MiB);
+	CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0);
+	/* a released handle still mapped can be retained back */
+	CHECK_EQ_INT(cuMemCreate(&h, 2 * MiB, &prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemMap(va, 2 * MiB, 0, h, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)va), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemUnmap(va, 2 * MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0 + 2 * MiB);
+	CHECK_EQ_INT(cuMemRelease(h2), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0);
+	CHECK_EQ_INT(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)va), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemGetAddressRange_v2(&base, &size, va), GG_CUDA_ERROR_NOT_FOUND);
+	CHECK_EQ_INT(cuMemAddressFree(va, 8 * MiB), GG_CUDA_SUCCESS);
+}
+
+static gg_cuuint64_t graph_attr(int attr)
+{
+	gg_cuuint64_t v = ~0ull;
+	if (cuDeviceGetGraphMemAttribute(0, attr, &v))
+		return ~0ull;
+	return v;
+}
+
+static int g_host_calls;
+static void host_fn(void *p)
+{
+	g_host_calls += p == &g_host_calls;
+}
+
+/* capture allocates nothing physical; launch reserves from the graph pool,
+ * which keeps it until a trim; OUT_OF_MEMORY at launch if pages are short */
+TEST(graph_memory)
+{
+	gg_CUstream s;
+	CHECK_EQ_INT(cuStreamCreateWithPriority(&s, 1, -9), GG_CUDA_SUCCESS);
+	int prio = 1;
+	CHECK_EQ_INT(cuStreamGetPriority(s, &prio), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(prio, -5); /* clamped to the greatest */
+	unsigned long long u0 = cu_used(0);
+	gg_CUdeviceptr a = 0;
+	gg_CUstreamCaptureStatus st = -1;
+	CHECK_EQ_INT(cuStreamBeginCapture_v2(NULL, 0), GG_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CHECK_EQ_INT(cuStreamBeginCapture_v2(s, GG_CU_STREAM_CAPTURE_MODE_GLOBAL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamIsCapturing(s, &st), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(st, GG_CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 8 * MiB, s), GG_CUDA_SUCCESS);
+	CHECK(a != 0);
+	g_host_calls = 0;
+	CHECK_EQ_INT(cuLaunchHostFunc(s, host_fn, &g_host_calls), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(g_host_calls, 0); /* captured, not run */
+	CHECK_EQ_U64(cu_used(0), u0);
+	gg_CUgraph g = NULL;
+	CHECK_EQ_INT(cuStreamEndCapture(s, &g), GG_CUDA_SUCCESS);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cuLaunchHostFunc(s, host_fn, &g_host_calls), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(g_host_calls, 1); /* outside capture: at once */
+	gg_CUgraphExec e;
+	CHECK_EQ_INT(cuGraphInstantiateWithFlags(&e, g, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0);
+	CHECK_EQ_INT(cuGraphLaunch(e, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0 + 8 * MiB);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 8 * MiB);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), 8 * MiB);
+	CHECK_EQ_INT(cuGraphLaunch(e, s), GG_CUDA_ERROR_INVALID_VALUE); /* its allocation is still live */
+	gg_CUdeviceptr base;
+	size_t size;
+	CHECK_EQ_INT(cuMemGetAddressRange_v2(&base, &size, a + 5), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(base, a);
+	CHECK_EQ_INT(cuMemFreeAsync(a, s), GG_CUDA_SUCCESS); /* outside the graph */
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 0);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), 8 * MiB);
+	CHECK_EQ_U64(cu_used(0), u0 + 8 * MiB); /* kept reserved */
+	CHECK_EQ_INT(cuDeviceGraphMemTrim(0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), 0);
+	CHECK_EQ_INT(cuGraphUpload(e, s), GG_CUDA_SUCCESS); /* upload reserves too */
+	CHECK_EQ_U64(cu_used(0), u0 + 8 * MiB);
+	CHECK_EQ_INT(cuGraphLaunch(e, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDeviceGraphMemTrim(0), GG_CUDA_SUCCESS); /* live: nothing to give back */
+	CHECK_EQ_U64(cu_used(0), u0 + 8 * MiB);
+	CHECK_EQ_INT(cuGraphExecDestroy(e), GG_CUDA_SUCCESS); /* the allocation outlives it */
+	CHECK_EQ_INT(cuMemFree_v2(a), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDeviceGraphMemTrim(0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(cu_used(0), u0);
+	gg_cuuint64_t zero = 0;
+	CHECK_EQ_INT(cuDeviceSetGraphMemAttribute(0, GG_CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), 0);
+	CHECK_EQ_INT(cuDeviceSetGraphMemAttribute(0, GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero),
+	             GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuGraphDestroy(g), GG_CUDA_SUCCESS);
+	/* an explicit alloc node larger than the card: instantiates, cannot launch */
+	CHECK_EQ_INT(cuGraphCreate(&g, 0), GG_CUDA_SUCCESS);
+	gg_CUDA_MEM_ALLOC_NODE_PARAMS np;
+	memset(&np, 0, sizeof(np));
+	np.poolProps.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.poolProps.location.type = GG_CU_MEM_LOCATION_TYPE_DEVICE;
+	np.poolProps.location.id = 0;
+	np.bytesize = 2 * DEVMEM;
+	gg_CUgraphNode n, fn;
+	CHECK_EQ_INT(cuGraphAddMemAllocNode(&n, g, NULL, 0, &np), GG_CUDA_SUCCESS);
+	CHECK(np.dptr != 0);
+	CHECK_EQ_INT(cuGraphAddMemFreeNode(&fn, g, &n, 1, np.dptr), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphAddMemFreeNode(&fn, g, &n, 1, np.dptr + 512), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuGraphInstantiateWithFlags(&e, g, 0), GG_CUDA_SUCCESS);
+	gg_CUgraphExec e2;
+	CHECK_EQ_INT(cuGraphInstantiateWithFlags(&e2, g, 0), GG_CUDA_ERROR_NOT_SUPPORTED); /* one at a time */
+	CHECK_EQ_INT(cuGraphLaunch(e, s), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_U64(cu_used(0), u0);
+	CHECK_EQ_INT(cuGraphExecDestroy(e), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphDestroy(g), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamDestroy_v2(s), GG_CUDA_SUCCESS);
+}
+
+gg_CUresult cuMemcpyHtoD_v2(gg_CUdeviceptr dst, const void *src, size_t ByteCount);
+gg_CUresult cuMemsetD8Async(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream);
+gg_CUresult cuMemcpy2DUnaligned_v2(const void *pCopy);
+
+/* copies move nothing but check their ranges as the driver does */
+TEST(copies_validate)
+{
+	gg_CUdeviceptr d;
+	char host[8192];
+	CHECK_EQ_INT(cuMemAlloc_v2(&d, 4096), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d, host, 4096), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d + 100, host, 4096), GG_CUDA_ERROR_INVALID_VALUE); /* past the end */
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d, NULL, 16), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemsetD8Async(d + 4000, 0, 96, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemsetD8Async(d + 4000, 0, 97, NULL), GG_CUDA_ERROR_INVALID_VALUE);
+	/* CUDA_MEMCPY2D: host 1 -> device 2, 4 rows of 64 bytes, pitch 1024 */
+	size_t c[16];
+	memset(c, 0, sizeof(c));
+	c[2] = 1;                       /* srcMemoryType (an int, padded) */
+	c[3] = (size_t)(uintptr_t)host; /* srcHost */
+	c[6] = 64;                      /* srcPitch */
+	c[9] = 2;                       /* dstMemoryType */
+	c[11] = d;                      /* dstDevice */
+	c[13] = 1024;                   /* dstPitch */
+	c[14] = 64;                     /* WidthInBytes */
+	c[15] = 4;                      /* Height */
+	CHECK_EQ_INT(cuMemcpy2DUnaligned_v2(c), GG_CUDA_SUCCESS);
+	c[15] = 5; /* row 4 starts at 4096: outside */
+	CHECK_EQ_INT(cuMemcpy2DUnaligned_v2(c), GG_CUDA_ERROR_INVALID_VALUE);
+	c[15] = 4;
+	c[9] = 3; /* to an array: not simulated */
+	CHECK_EQ_INT(cuMemcpy2DUnaligned_v2(c), GG_CUDA_ERROR_NOT_SUPPORTED);
+	CHECK_EQ_INT(cuMemFree_v2(d), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemcpyHtoD_v2(d, host, 16), GG_CUDA_ERROR_INVALID_VALUE); /* freed */
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -1117,5 +1664,14 @@ int main(int argc, char **argv)
 	RUN(nvml_processes);
 	RUN(nvml_uuid_seed);
 	RUN(env_quantities);
+	RUN(md2_vectors);
+	RUN(export_tables);
+	RUN(integrity_check);
+	RUN(attributes);
+	RUN(primary_reset);
+	RUN(created_context);
+	RUN(vmm_refcounts);
+	RUN(graph_memory);
+	RUN(copies_validate);
 	return harness_done();
 }
