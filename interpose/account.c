@@ -4,6 +4,8 @@
  * driver refused. Unknown pointers pass through and are only counted. */
 #include "internal.h"
 
+GG_TLS uint16_t gg_cur_ctx;
+
 /* Before refusing: count what pools on this device released at
  * synchronisation points we did not see, and what dead processes of the
  * pod held. Then try again. */
@@ -55,6 +57,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	    .t_ms = gg_now_ms(),
 	    .tid = gg_gettid(),
 	    .stack = gg_stack_capture(),
+	    .ctx = gg_cur_ctx,
 	    .dev = (uint8_t)dev,
 	    .api = (uint8_t)api,
 	    .flags = charge ? GG_REC_CHARGED : 0,
@@ -109,6 +112,7 @@ void gg_account_host_alloc(uint64_t raw, uint64_t size)
 	    .size = size,
 	    .t_ms = gg_now_ms(),
 	    .tid = gg_gettid(),
+	    .ctx = gg_cur_ctx,
 	    .flags = GG_REC_HOST,
 	};
 	gg_dump_pinned((int64_t)size, 1);

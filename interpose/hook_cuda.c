@@ -16,47 +16,77 @@
 
 /* Functions we wrap: one real pointer per ABI variant (never share a pointer
  * between cuMemAllocAsync and cuMemAllocAsync_ptsz). */
-#define CU_WRAPPED(X)                   \
-	X(cuMemAlloc_v2)                \
-	X(cuMemAllocPitch_v2)           \
-	X(cuMemAllocManaged)            \
-	X(cuMemAllocAsync)              \
-	X(cuMemAllocAsync_ptsz)         \
-	X(cuMemAllocFromPoolAsync)      \
-	X(cuMemAllocFromPoolAsync_ptsz) \
-	X(cuMemFree_v2)                 \
-	X(cuMemFreeAsync)               \
-	X(cuMemFreeAsync_ptsz)          \
-	X(cuMemCreate)                  \
-	X(cuMemRelease)                 \
-	X(cuMemAddressReserve)          \
-	X(cuMemAddressFree)             \
-	X(cuMemMap)                     \
-	X(cuMemUnmap)                   \
-	X(cuArrayCreate_v2)             \
-	X(cuArray3DCreate_v2)           \
-	X(cuArrayDestroy)               \
-	X(cuMipmappedArrayCreate)       \
-	X(cuMipmappedArrayDestroy)      \
-	X(cuMemGetInfo_v2)              \
-	X(cuDeviceTotalMem_v2)          \
-	X(cuMemPoolCreate)              \
-	X(cuMemPoolDestroy)             \
-	X(cuMemPoolTrimTo)              \
-	X(cuMemAllocHost_v2)            \
-	X(cuMemHostAlloc)               \
-	X(cuMemFreeHost)                \
-	X(cuDevicePrimaryCtxRetain)     \
-	X(cuGetProcAddress)             \
+#define CU_WRAPPED(X)                     \
+	X(cuMemAlloc_v2)                  \
+	X(cuMemAllocPitch_v2)             \
+	X(cuMemAllocManaged)              \
+	X(cuMemAllocAsync)                \
+	X(cuMemAllocAsync_ptsz)           \
+	X(cuMemAllocFromPoolAsync)        \
+	X(cuMemAllocFromPoolAsync_ptsz)   \
+	X(cuMemFree_v2)                   \
+	X(cuMemFreeAsync)                 \
+	X(cuMemFreeAsync_ptsz)            \
+	X(cuMemCreate)                    \
+	X(cuMemRelease)                   \
+	X(cuMemAddressReserve)            \
+	X(cuMemAddressFree)               \
+	X(cuMemMap)                       \
+	X(cuMemUnmap)                     \
+	X(cuMemRetainAllocationHandle)    \
+	X(cuMemImportFromShareableHandle) \
+	X(cuGraphAddMemAllocNode)         \
+	X(cuStreamBeginCapture)           \
+	X(cuStreamBeginCapture_ptsz)      \
+	X(cuStreamBeginCapture_v2)        \
+	X(cuStreamBeginCapture_v2_ptsz)   \
+	X(cuGraphInstantiateWithFlags)    \
+	X(cuGraphLaunch)                  \
+	X(cuGraphLaunch_ptsz)             \
+	X(cuGraphUpload)                  \
+	X(cuGraphUpload_ptsz)             \
+	X(cuGraphExecDestroy)             \
+	X(cuGraphDestroy)                 \
+	X(cuDeviceGraphMemTrim)           \
+	X(cuArrayCreate_v2)               \
+	X(cuArray3DCreate_v2)             \
+	X(cuArrayDestroy)                 \
+	X(cuMipmappedArrayCreate)         \
+	X(cuMipmappedArrayDestroy)        \
+	X(cuMemGetInfo_v2)                \
+	X(cuDeviceTotalMem_v2)            \
+	X(cuMemPoolCreate)                \
+	X(cuMemPoolDestroy)               \
+	X(cuMemPoolTrimTo)                \
+	X(cuMemAllocHost_v2)              \
+	X(cuMemHostAlloc)                 \
+	X(cuMemFreeHost)                  \
+	X(cuDevicePrimaryCtxRetain)       \
+	X(cuDevicePrimaryCtxReset)        \
+	X(cuDevicePrimaryCtxReset_v2)     \
+	X(cuCtxDestroy)                   \
+	X(cuCtxDestroy_v2)                \
+	X(cuGetProcAddress)               \
 	X(cuGetProcAddress_v2)
 
 /* Functions we only call. */
-#define CU_HELPERS(X)         \
-	X(cuCtxGetDevice)     \
-	X(cuDeviceGetUuid_v2) \
-	X(cuCtxSynchronize)   \
-	X(cuDeviceGetMemPool) \
+#define CU_HELPERS(X)                     \
+	X(cuCtxGetDevice)                 \
+	X(cuCtxGetCurrent)                \
+	X(cuDeviceGetGraphMemAttribute)   \
+	X(cuStreamGetCaptureInfo_v3)      \
+	X(cuStreamGetCaptureInfo_v3_ptsz) \
+	X(cuDeviceGetUuid_v2)             \
+	X(cuCtxSynchronize)               \
+	X(cuDeviceGetMemPool)             \
 	X(cuMemPoolGetAttribute)
+
+/* The graph-memory attribute and capture status we read (cuda_abi.h names). */
+#define GRAPH_MEM_USED_CURRENT GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT
+#define GRAPH_MEM_RESERVED_CURRENT GG_CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT
+#define CAPTURE_ACTIVE GG_CU_STREAM_CAPTURE_STATUS_ACTIVE
+/* Declared here only for export.c's hook, which this file's tables name. */
+GG_EXPORT gg_CUresult cuGetExportTable(const void **ppExportTable, const gg_CUuuid *pExportTableId);
 
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
 CU_WRAPPED(DECLARE_REAL)
@@ -67,13 +97,55 @@ CU_HELPERS(DECLARE_REAL)
 
 /* ---- helpers ----------------------------------------------------------- */
 
+static void graph_reconcile(int dev, uint64_t credit);
+
+/* The current context as last seen on this thread, valid while the epoch
+ * (ctx.c) has not moved: one cuCtxGetCurrent per governed call, which the
+ * real driver answers from its own thread-local state, and no registry
+ * lookup while the thread stays in one context. */
+struct ctx_cache {
+	gg_CUcontext ctx;
+	uint32_t epoch;
+	uint16_t id;
+	int16_t dev;
+};
+static GG_TLS struct ctx_cache tls_ctx;
+
+static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_t epoch)
+{
+	int dev = -1;
+	uint16_t id = gg_ctx_find(c, &dev);
+	if (!id) {
+		/* First sight of this context on any thread: ask its device. */
+		gg_pfn_cuCtxGetDevice f = HELPER(cuCtxGetDevice);
+		gg_CUdevice d = -1;
+		if (!f || f(&d) != GG_CUDA_SUCCESS || d < 0 || d >= GG_MAX_DEVICES)
+			return -1;
+		dev = d;
+		id = gg_ctx_id(c, dev, 0);
+	}
+	tls_ctx = (struct ctx_cache){c, epoch, id, (int16_t)dev};
+	gg_cur_ctx = id;
+	return dev;
+}
+
+/* The calling thread's device, or -1 without a context; sets gg_cur_ctx to
+ * its context's id for the record the hook is about to make. */
 static int current_device(void)
 {
-	gg_pfn_cuCtxGetDevice f = HELPER(cuCtxGetDevice);
-	gg_CUdevice d = -1;
-	if (!f || f(&d) != GG_CUDA_SUCCESS || d < 0 || d >= GG_MAX_DEVICES)
+	gg_pfn_cuCtxGetCurrent f = HELPER(cuCtxGetCurrent);
+	gg_CUcontext c = NULL;
+	gg_cur_ctx = 0;
+	if (!f || f(&c) != GG_CUDA_SUCCESS || !c)
 		return -1;
-	return d;
+	/* acquire: pairs with the release bump in gg_ctx_forget, so a cache
+	 * filled before a destroy is never trusted after it. */
+	uint32_t epoch = atomic_load_explicit(&gg_ctx_epoch, memory_order_acquire);
+	if (GG_LIKELY(tls_ctx.ctx == c && tls_ctx.epoch == epoch)) {
+		gg_cur_ctx = tls_ctx.id;
+		return tls_ctx.dev;
+	}
+	return current_device_slow(c, epoch);
 }
 
 /* A percentage ceiling needs the card's size, which we learn on first use
@@ -115,7 +187,14 @@ static void alloc_end(struct gg_bracket *b, gg_CUresult rc, enum gg_key_ns ns, u
 	gg_bracket_end(b, rc == GG_CUDA_SUCCESS, rc == GG_CUDA_ERROR_OUT_OF_MEMORY, ns, raw, size, api);
 }
 
-#define FREE_BRACKET(ns, raw, call) GG_FREE_BRACKET(ns, raw, call, GG_CUDA_SUCCESS, current_device())
+/* Where an unknown free is counted: nowhere for a graph allocation's address
+ * (graph memory is the graph reserve's, graph.c), else the current device. */
+static int untracked_device(enum gg_key_ns ns, uint64_t raw)
+{
+	return ns == GG_NS_PTR && gg_graph_va_known(raw) ? -1 : current_device();
+}
+
+#define FREE_BRACKET(ns, raw, call) GG_FREE_BRACKET(ns, raw, call, GG_CUDA_SUCCESS, untracked_device(ns, raw))
 
 /* ---- linear allocations ------------------------------------------------ */
 
@@ -248,8 +327,82 @@ GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice d
 		return rc;
 	GG_ENTER();
 	gg_ceiling_budget(dev);
+	if (pctx)
+		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
 	GG_LEAVE();
 	return rc;
+}
+
+/* cudaDeviceReset: the driver frees everything the primary context holds
+ * (its allocations, pools, VMM handles); the books follow. v1 (what cudart
+ * asks at 7000) and v2 (11000 on) differ only in name. */
+static gg_CUresult primary_reset(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxReset_v2 real)
+{
+	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
+		return real(dev);
+	GG_ENTER();
+	struct gg_ctx_drop d;
+	gg_ctx_drop_begin(&d, dev, NULL);
+	gg_CUresult rc = real(dev);
+	gg_ctx_drop_end(&d, rc == GG_CUDA_SUCCESS);
+	if (rc == GG_CUDA_SUCCESS) {
+		gg_pool_after_reset(dev);
+		graph_reconcile(dev, 0);
+	}
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuDevicePrimaryCtxReset(gg_CUdevice dev)
+{
+	gg_pfn_cuDevicePrimaryCtxReset real = REAL(cuDevicePrimaryCtxReset);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	return primary_reset(dev, real);
+}
+
+GG_EXPORT gg_CUresult cuDevicePrimaryCtxReset_v2(gg_CUdevice dev)
+{
+	gg_pfn_cuDevicePrimaryCtxReset_v2 real = REAL(cuDevicePrimaryCtxReset_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	return primary_reset(dev, real);
+}
+
+/* cuCtxDestroy frees everything made in ctx. */
+static gg_CUresult ctx_destroy(gg_CUcontext ctx, gg_pfn_cuCtxDestroy_v2 real)
+{
+	int dev = -1;
+	if (gg_in_hook || !ctx || !gg_ctx_find(ctx, &dev))
+		return real(ctx); /* a context that never allocated through us */
+	GG_ENTER();
+	struct gg_ctx_drop d;
+	gg_ctx_drop_begin(&d, dev, ctx);
+	gg_CUresult rc = real(ctx);
+	gg_ctx_drop_end(&d, rc == GG_CUDA_SUCCESS);
+	if (rc == GG_CUDA_SUCCESS) {
+		gg_ctx_forget(ctx);
+		gg_pool_after_reset(dev);
+		graph_reconcile(dev, 0);
+	}
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuCtxDestroy(gg_CUcontext ctx)
+{
+	gg_pfn_cuCtxDestroy real = REAL(cuCtxDestroy);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	return ctx_destroy(ctx, real);
+}
+
+GG_EXPORT gg_CUresult cuCtxDestroy_v2(gg_CUcontext ctx)
+{
+	gg_pfn_cuCtxDestroy_v2 real = REAL(cuCtxDestroy_v2);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	return ctx_destroy(ctx, real);
 }
 
 /* ---- pinned host memory: tracked for dumps, never charged ------------- */
@@ -262,6 +415,7 @@ GG_EXPORT gg_CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 	if (gg_in_hook || !pp || bytesize == 0)
 		return real(pp, bytesize);
 	GG_ENTER();
+	current_device(); /* pinned memory goes with its context (gg_cur_ctx) */
 	gg_CUresult rc = real(pp, bytesize);
 	if (rc == GG_CUDA_SUCCESS && *pp)
 		gg_account_host_alloc((uint64_t)(uintptr_t)*pp, bytesize);
@@ -277,6 +431,7 @@ GG_EXPORT gg_CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Fl
 	if (gg_in_hook || !pp || bytesize == 0)
 		return real(pp, bytesize, Flags);
 	GG_ENTER();
+	current_device(); /* pinned memory goes with its context (gg_cur_ctx) */
 	gg_CUresult rc = real(pp, bytesize, Flags);
 	if (rc == GG_CUDA_SUCCESS && *pp)
 		gg_account_host_alloc((uint64_t)(uintptr_t)*pp, bytesize);
@@ -366,13 +521,67 @@ static gg_CUresult call_from_pool(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool p
 	return ((gg_pfn_cuMemAllocFromPoolAsync)real)(d, n, pool, s);
 }
 
+/* Set, for good, by the first stream capture begun through our hooks: until
+ * then no allocation pays for asking whether its stream is capturing.
+ * relaxed: the capture call itself returned before any allocation on the
+ * capturing stream can be made. */
+static _Atomic int captures_seen;
+
+#define BEGIN_CAPTURE_HOOK(name, params, args)                                  \
+	GG_EXPORT gg_CUresult name params                                       \
+	{                                                                       \
+		gg_pfn_##name real = REAL(name);                                \
+		if (!real)                                                      \
+			return GG_CUDA_ERROR_NOT_INITIALIZED;                   \
+		atomic_store_explicit(&captures_seen, 1, memory_order_relaxed); \
+		return real args;                                               \
+	}
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, (gg_CUstream s), (s))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, (gg_CUstream s), (s))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
+
+/* The graph hStream is capturing into, or NULL when it is not capturing.
+ * A capturing stream allocates nothing: the request becomes a node of that
+ * graph, whose memory the graph reserve holds (graph.c). */
+static gg_CUgraph capture_graph(gg_CUstream hStream, int ptsz)
+{
+	gg_pfn_cuStreamGetCaptureInfo_v3 f =
+	    ptsz ? HELPER(cuStreamGetCaptureInfo_v3_ptsz) : HELPER(cuStreamGetCaptureInfo_v3);
+	gg_CUstreamCaptureStatus st = 0;
+	gg_CUgraph g = NULL;
+	if (GG_LIKELY(!atomic_load_explicit(&captures_seen, memory_order_relaxed)))
+		return NULL;
+	if (!f || f(hStream, &st, NULL, &g, NULL, NULL, NULL) != GG_CUDA_SUCCESS || st != CAPTURE_ACTIVE)
+		return NULL;
+	return g;
+}
+
+/* A captured allocation: passed through, not charged, not recorded; its
+ * bytes count towards the graph's needs at launch. */
+static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgraph graph, gg_CUresult rc)
+{
+	if (rc == GG_CUDA_SUCCESS) {
+		int dev = current_device();
+		gg_graph_add_bytes(graph, dev, bytesize);
+		gg_graph_va_add(*dptr);
+	}
+	return rc;
+}
+
 /* cuMemAllocAsync draws from the current pool of the stream's device. */
-static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream hStream, void *real)
+static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream hStream, void *real, int ptsz)
 {
 	gg_pfn_cuMemAllocAsync f = (gg_pfn_cuMemAllocAsync)real;
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return f(dptr, bytesize, hStream);
 	GG_ENTER();
+	gg_CUgraph graph = capture_graph(hStream, ptsz);
+	if (graph) {
+		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, f(dptr, bytesize, hStream));
+		GG_LEAVE();
+		return rc;
+	}
 	int dev = current_device();
 	gg_CUmemoryPool pool = NULL;
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
@@ -385,28 +594,42 @@ static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUs
 }
 
 static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUmemoryPool pool, gg_CUstream hStream,
-                                       void *real)
+                                       void *real, int ptsz)
 {
 	gg_pfn_cuMemAllocFromPoolAsync f = (gg_pfn_cuMemAllocFromPoolAsync)real;
 	if (gg_in_hook || !dptr || bytesize == 0 || !pool)
 		return f(dptr, bytesize, pool, hStream);
 	GG_ENTER();
+	gg_CUgraph graph = capture_graph(hStream, ptsz);
+	if (graph) {
+		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, f(dptr, bytesize, pool, hStream));
+		GG_LEAVE();
+		return rc;
+	}
 	int dev = gg_pool_device(pool);
+	int cur = current_device(); /* and gg_cur_ctx, for the record */
 	if (dev < 0)
-		dev = current_device(); /* a pool we did not see created */
+		dev = cur; /* a pool we did not see created */
 	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, call_from_pool,
 	                                 hStream, real);
 	GG_LEAVE();
 	return rc;
 }
 
-static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void *real)
+static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void *real, int ptsz)
 {
 	gg_pfn_cuMemFreeAsync f = (gg_pfn_cuMemFreeAsync)real;
 	if (gg_in_hook || dptr == 0)
 		return f(dptr, hStream);
 	GG_ENTER();
 	gg_CUresult rc;
+	if (capture_graph(hStream, ptsz)) {
+		/* A free node of the graph: nothing is freed now, and nothing
+		 * of ours (a captured allocation was never recorded). */
+		rc = f(dptr, hStream);
+		GG_LEAVE();
+		return rc;
+	}
 	/* The block goes back to its pool, which keeps the reserve: nothing is
 	 * refunded here unless the allocation was charged directly. */
 	FREE_BRACKET(GG_NS_PTR, dptr, f(dptr, hStream));
@@ -422,14 +645,14 @@ static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void
 			return GG_CUDA_ERROR_NOT_INITIALIZED; \
 		return impl args;                             \
 	}
-ASYNC_HOOK(cuMemAllocAsync, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real))
-ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real))
+ASYNC_HOOK(cuMemAllocAsync, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real, 0))
+ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real, 1))
 ASYNC_HOOK(cuMemAllocFromPoolAsync, mem_alloc_from_pool,
-           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
+           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real, 0))
 ASYNC_HOOK(cuMemAllocFromPoolAsync_ptsz, mem_alloc_from_pool,
-           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real))
-ASYNC_HOOK(cuMemFreeAsync, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real))
-ASYNC_HOOK(cuMemFreeAsync_ptsz, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real))
+           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real, 1))
+ASYNC_HOOK(cuMemFreeAsync, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real, 0))
+ASYNC_HOOK(cuMemFreeAsync_ptsz, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real, 1))
 
 GG_EXPORT gg_CUresult cuMemPoolCreate(gg_CUmemoryPool *pool, const gg_CUmemPoolProps *props)
 {
@@ -496,9 +719,12 @@ GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_
 	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
 	struct gg_bracket b;
+	current_device(); /* the handle belongs to the current context (gg_cur_ctx) */
 	if (alloc_begin(&b, prop->location.id, GPUGUARD_API_CU_MEM_CREATE, size, 1) == 0) {
 		rc = real(handle, size, prop, flags);
 		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : *handle, size, GPUGUARD_API_CU_MEM_CREATE);
+		if (rc == GG_CUDA_SUCCESS)
+			gg_handle_created(*handle, GG_HANDLE_CHARGED);
 	}
 	GG_LEAVE();
 	return rc;
@@ -513,8 +739,50 @@ GG_EXPORT gg_CUresult cuMemRelease(gg_CUmemGenericAllocationHandle handle)
 		return real(handle);
 	GG_ENTER();
 	gg_CUresult rc;
-	FREE_BRACKET(GG_NS_VMM, handle, real(handle));
+	struct gg_vmm_op op;
+	/* A mapped or retained handle outlives this release (handles.c); only
+	 * the last of its references and mappings refunds it. */
+	if (gg_handle_release_begin(handle, &op)) {
+		rc = real(handle);
+		gg_handle_release_end(&op, rc == GG_CUDA_SUCCESS);
+	} else {
+		FREE_BRACKET(GG_NS_VMM, handle, real(handle));
+	}
 	GG_LEAVE();
+	return rc;
+}
+
+/* Another reference to the handle mapped at addr (NCCL's free path:
+ * retain, release, unmap, release). */
+GG_EXPORT gg_CUresult cuMemRetainAllocationHandle(gg_CUmemGenericAllocationHandle *handle, void *addr)
+{
+	gg_pfn_cuMemRetainAllocationHandle real = REAL(cuMemRetainAllocationHandle);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(handle, addr);
+	if (rc == GG_CUDA_SUCCESS && handle && !gg_in_hook) {
+		GG_ENTER();
+		gg_handle_retained(*handle);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+/* Memory another process exported stays that process's charge (its
+ * cuMemCreate): the importer is never charged, and its release and unmaps
+ * are no untracked frees (handles.c knows the handle as imported). */
+GG_EXPORT gg_CUresult cuMemImportFromShareableHandle(gg_CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                     gg_CUmemAllocationHandleType shHandleType)
+{
+	gg_pfn_cuMemImportFromShareableHandle real = REAL(cuMemImportFromShareableHandle);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(handle, osHandle, shHandleType);
+	if (rc == GG_CUDA_SUCCESS && handle && !gg_in_hook) {
+		GG_ENTER();
+		gg_handle_created(*handle, GG_HANDLE_IMPORTED);
+		GG_LEAVE();
+	}
 	return rc;
 }
 
@@ -540,12 +808,17 @@ GG_EXPORT gg_CUresult cuMemAddressFree(gg_CUdeviceptr ptr, size_t size)
 	gg_pfn_cuMemAddressFree real = REAL(cuMemAddressFree);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook)
+		return real(ptr, size);
+	GG_ENTER();
+	/* The driver drops what is still mapped in the range with it. */
+	struct gg_vmm_op op;
+	gg_handle_unmap_begin(ptr, size, &op);
 	gg_CUresult rc = real(ptr, size);
-	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
-		GG_ENTER();
+	gg_handle_unmap_end(&op, rc == GG_CUDA_SUCCESS);
+	if (rc == GG_CUDA_SUCCESS)
 		gg_vmm_freed(ptr);
-		GG_LEAVE();
-	}
+	GG_LEAVE();
 	return rc;
 }
 
@@ -558,6 +831,7 @@ GG_EXPORT gg_CUresult cuMemMap(gg_CUdeviceptr ptr, size_t size, size_t offset, g
 	gg_CUresult rc = real(ptr, size, offset, handle, flags);
 	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
 		GG_ENTER();
+		gg_handle_mapped(ptr, size, handle);
 		gg_vmm_mapped(ptr, size, 1);
 		GG_LEAVE();
 	}
@@ -569,10 +843,190 @@ GG_EXPORT gg_CUresult cuMemUnmap(gg_CUdeviceptr ptr, size_t size)
 	gg_pfn_cuMemUnmap real = REAL(cuMemUnmap);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook)
+		return real(ptr, size);
+	GG_ENTER();
+	/* The last unmap of a released handle frees it: its record leaves
+	 * before the driver can reuse the handle value (DESIGN.md §3). */
+	struct gg_vmm_op op;
+	gg_handle_unmap_begin(ptr, size, &op);
 	gg_CUresult rc = real(ptr, size);
+	gg_handle_unmap_end(&op, rc == GG_CUDA_SUCCESS);
+	if (rc == GG_CUDA_SUCCESS)
+		gg_vmm_mapped(ptr, size, 0);
+	GG_LEAVE();
+	return rc;
+}
+
+/* ---- graph memory (graph.c) ---------------------------------------------- */
+
+/* The device's graph reserve and what of it is in use. 0 or -1. */
+static int graph_mem(int dev, uint64_t *reserved, uint64_t *used)
+{
+	gg_pfn_cuDeviceGetGraphMemAttribute f = HELPER(cuDeviceGetGraphMemAttribute);
+	gg_cuuint64_t r = 0, u = 0;
+	if (!f || f(dev, GRAPH_MEM_RESERVED_CURRENT, &r) != GG_CUDA_SUCCESS ||
+	    (used && f(dev, GRAPH_MEM_USED_CURRENT, &u) != GG_CUDA_SUCCESS))
+		return -1;
+	*reserved = r;
+	if (used)
+		*used = u;
+	return 0;
+}
+
+/* Charges dev's graph reserve as it is now; `credit` was reserved for it. */
+static void graph_reconcile(int dev, uint64_t credit)
+{
+	uint64_t r;
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	if (graph_mem(dev, &r, NULL) == 0)
+		gg_graph_settle(dev, r, credit);
+	else if (credit)
+		gg_ceiling_release(dev, credit);
+}
+
+GG_EXPORT gg_CUresult cuGraphAddMemAllocNode(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph,
+                                             const gg_CUgraphNode *dependencies, size_t numDependencies,
+                                             gg_CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+	gg_pfn_cuGraphAddMemAllocNode real = REAL(cuGraphAddMemAllocNode);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+	/* Nothing is allocated until the graph runs: only its needs grow. */
+	if (rc == GG_CUDA_SUCCESS && nodeParams && !gg_in_hook &&
+	    nodeParams->poolProps.location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE) {
+		GG_ENTER();
+		gg_graph_add_bytes(hGraph, nodeParams->poolProps.location.id, nodeParams->bytesize);
+		gg_graph_va_add(nodeParams->dptr);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuGraphInstantiateWithFlags(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph,
+                                                  unsigned long long flags)
+{
+	gg_pfn_cuGraphInstantiateWithFlags real = REAL(cuGraphInstantiateWithFlags);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(phGraphExec, hGraph, flags);
+	if (rc == GG_CUDA_SUCCESS && phGraphExec && !gg_in_hook) {
+		GG_ENTER();
+		gg_graph_instantiated(*phGraphExec, hGraph);
+		/* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD may have reserved already */
+		int dev;
+		uint64_t need;
+		if (gg_graph_exec_bytes(*phGraphExec, &dev, &need) == 0)
+			graph_reconcile(dev, 0);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+/* Launch and upload: a graph whose allocation nodes could grow the reserve
+ * past the ceiling is refused before the driver call. The need is the
+ * graph's allocation bytes beyond what the reserve has free (an upper
+ * bound: the driver may reuse memory freed inside the graph). Afterwards
+ * the charge follows the reserve, whatever the graph. */
+static gg_CUresult graph_run(gg_CUgraphExec exec, gg_CUstream stream, gg_CUresult (*real)(gg_CUgraphExec, gg_CUstream))
+{
+	if (gg_in_hook)
+		return real(exec, stream);
+	GG_ENTER();
+	int dev = -1;
+	uint64_t need = 0, growth = 0, r, u;
+	if (gg_graph_exec_bytes(exec, &dev, &need) == 0 && graph_mem(dev, &r, &u) == 0) {
+		uint64_t free_res = r > u ? r - u : 0;
+		if (need > free_res)
+			growth = (need - free_res + GG_PAGE - 1) / GG_PAGE * GG_PAGE;
+	}
+	if (growth) {
+		resolve_limit(dev);
+		gg_dump_note_request(GPUGUARD_API_CU_MEM_ALLOC_ASYNC, growth);
+		if (gg_account_begin(dev, growth) != 0) {
+			GG_LEAVE();
+			return GG_CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	gg_CUresult rc = real(exec, stream);
+	if (dev < 0)
+		dev = current_device();
+	graph_reconcile(dev, growth);
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuGraphLaunch(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
+{
+	gg_pfn_cuGraphLaunch real = REAL(cuGraphLaunch);
+	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
+}
+
+GG_EXPORT gg_CUresult cuGraphLaunch_ptsz(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
+{
+	gg_pfn_cuGraphLaunch_ptsz real = REAL(cuGraphLaunch_ptsz);
+	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
+}
+
+GG_EXPORT gg_CUresult cuGraphUpload(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
+{
+	gg_pfn_cuGraphUpload real = REAL(cuGraphUpload);
+	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
+}
+
+GG_EXPORT gg_CUresult cuGraphUpload_ptsz(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
+{
+	gg_pfn_cuGraphUpload_ptsz real = REAL(cuGraphUpload_ptsz);
+	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
+}
+
+GG_EXPORT gg_CUresult cuGraphExecDestroy(gg_CUgraphExec hGraphExec)
+{
+	gg_pfn_cuGraphExecDestroy real = REAL(cuGraphExecDestroy);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (gg_in_hook)
+		return real(hGraphExec);
+	GG_ENTER();
+	int dev = -1;
+	uint64_t need;
+	int known = gg_graph_exec_bytes(hGraphExec, &dev, &need) == 0;
+	gg_CUresult rc = real(hGraphExec);
+	if (rc == GG_CUDA_SUCCESS) {
+		gg_graph_forget(hGraphExec, 1);
+		if (known)
+			graph_reconcile(dev, 0);
+	}
+	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_CUresult cuGraphDestroy(gg_CUgraph hGraph)
+{
+	gg_pfn_cuGraphDestroy real = REAL(cuGraphDestroy);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(hGraph);
 	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
 		GG_ENTER();
-		gg_vmm_mapped(ptr, size, 0);
+		gg_graph_forget(hGraph, 0);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+/* The driver gives the unused part of the reserve back: so do we. */
+GG_EXPORT gg_CUresult cuDeviceGraphMemTrim(gg_CUdevice device)
+{
+	gg_pfn_cuDeviceGraphMemTrim real = REAL(cuDeviceGraphMemTrim);
+	if (!real)
+		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	gg_CUresult rc = real(device);
+	if (rc == GG_CUDA_SUCCESS && !gg_in_hook && device >= 0 && device < GG_MAX_DEVICES) {
+		GG_ENTER();
+		graph_reconcile(device, 0);
 		GG_LEAVE();
 	}
 	return rc;
@@ -762,6 +1216,7 @@ GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
 struct gpa_entry {
 	const char *name;
 	int min_version;
+	int below_version; /* 0, or the version from which the next row serves the name */
 	void *ours;
 	void *_Atomic *real;
 	void *ours_ptsz; /* for flag CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
@@ -770,47 +1225,75 @@ struct gpa_entry {
 
 #define SLOT(n) ((void *_Atomic *)&real_##n)
 static const struct gpa_entry gpa_table[] = {
-    {"cuMemAlloc", 3020, (void *)cuMemAlloc_v2, SLOT(cuMemAlloc_v2), NULL, NULL},
-    {"cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2, SLOT(cuMemAllocPitch_v2), NULL, NULL},
-    {"cuMemFree", 3020, (void *)cuMemFree_v2, SLOT(cuMemFree_v2), NULL, NULL},
-    {"cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2, SLOT(cuMemGetInfo_v2), NULL, NULL},
-    {"cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2, SLOT(cuDeviceTotalMem_v2), NULL, NULL},
-    {"cuArrayCreate", 3020, (void *)cuArrayCreate_v2, SLOT(cuArrayCreate_v2), NULL, NULL},
-    {"cuArray3DCreate", 3020, (void *)cuArray3DCreate_v2, SLOT(cuArray3DCreate_v2), NULL, NULL},
-    {"cuArrayDestroy", 0, (void *)cuArrayDestroy, SLOT(cuArrayDestroy), NULL, NULL},
-    {"cuMipmappedArrayCreate", 0, (void *)cuMipmappedArrayCreate, SLOT(cuMipmappedArrayCreate), NULL, NULL},
-    {"cuMipmappedArrayDestroy", 0, (void *)cuMipmappedArrayDestroy, SLOT(cuMipmappedArrayDestroy), NULL, NULL},
-    {"cuMemAllocManaged", 0, (void *)cuMemAllocManaged, SLOT(cuMemAllocManaged), NULL, NULL},
-    {"cuMemAllocAsync", 0, (void *)cuMemAllocAsync, SLOT(cuMemAllocAsync), (void *)cuMemAllocAsync_ptsz,
+    {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, SLOT(cuMemAlloc_v2), NULL, NULL},
+    {"cuMemAllocPitch", 3020, 0, (void *)cuMemAllocPitch_v2, SLOT(cuMemAllocPitch_v2), NULL, NULL},
+    {"cuMemFree", 3020, 0, (void *)cuMemFree_v2, SLOT(cuMemFree_v2), NULL, NULL},
+    {"cuMemGetInfo", 3020, 0, (void *)cuMemGetInfo_v2, SLOT(cuMemGetInfo_v2), NULL, NULL},
+    {"cuDeviceTotalMem", 3020, 0, (void *)cuDeviceTotalMem_v2, SLOT(cuDeviceTotalMem_v2), NULL, NULL},
+    {"cuArrayCreate", 3020, 0, (void *)cuArrayCreate_v2, SLOT(cuArrayCreate_v2), NULL, NULL},
+    {"cuArray3DCreate", 3020, 0, (void *)cuArray3DCreate_v2, SLOT(cuArray3DCreate_v2), NULL, NULL},
+    {"cuArrayDestroy", 0, 0, (void *)cuArrayDestroy, SLOT(cuArrayDestroy), NULL, NULL},
+    {"cuMipmappedArrayCreate", 0, 0, (void *)cuMipmappedArrayCreate, SLOT(cuMipmappedArrayCreate), NULL, NULL},
+    {"cuMipmappedArrayDestroy", 0, 0, (void *)cuMipmappedArrayDestroy, SLOT(cuMipmappedArrayDestroy), NULL, NULL},
+    {"cuMemAllocManaged", 0, 0, (void *)cuMemAllocManaged, SLOT(cuMemAllocManaged), NULL, NULL},
+    {"cuMemAllocAsync", 0, 0, (void *)cuMemAllocAsync, SLOT(cuMemAllocAsync), (void *)cuMemAllocAsync_ptsz,
      SLOT(cuMemAllocAsync_ptsz)},
-    {"cuMemAllocFromPoolAsync", 0, (void *)cuMemAllocFromPoolAsync, SLOT(cuMemAllocFromPoolAsync),
+    {"cuMemAllocFromPoolAsync", 0, 0, (void *)cuMemAllocFromPoolAsync, SLOT(cuMemAllocFromPoolAsync),
      (void *)cuMemAllocFromPoolAsync_ptsz, SLOT(cuMemAllocFromPoolAsync_ptsz)},
-    {"cuMemFreeAsync", 0, (void *)cuMemFreeAsync, SLOT(cuMemFreeAsync), (void *)cuMemFreeAsync_ptsz,
+    {"cuMemFreeAsync", 0, 0, (void *)cuMemFreeAsync, SLOT(cuMemFreeAsync), (void *)cuMemFreeAsync_ptsz,
      SLOT(cuMemFreeAsync_ptsz)},
-    {"cuMemCreate", 0, (void *)cuMemCreate, SLOT(cuMemCreate), NULL, NULL},
-    {"cuMemRelease", 0, (void *)cuMemRelease, SLOT(cuMemRelease), NULL, NULL},
-    {"cuMemAddressReserve", 0, (void *)cuMemAddressReserve, SLOT(cuMemAddressReserve), NULL, NULL},
-    {"cuMemAddressFree", 0, (void *)cuMemAddressFree, SLOT(cuMemAddressFree), NULL, NULL},
-    {"cuMemMap", 0, (void *)cuMemMap, SLOT(cuMemMap), NULL, NULL},
-    {"cuMemUnmap", 0, (void *)cuMemUnmap, SLOT(cuMemUnmap), NULL, NULL},
-    {"cuMemPoolCreate", 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
-    {"cuMemPoolDestroy", 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
-    {"cuMemPoolTrimTo", 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},
-    {"cuMemAllocHost", 3020, (void *)cuMemAllocHost_v2, SLOT(cuMemAllocHost_v2), NULL, NULL},
-    {"cuMemHostAlloc", 0, (void *)cuMemHostAlloc, SLOT(cuMemHostAlloc), NULL, NULL},
-    {"cuMemFreeHost", 0, (void *)cuMemFreeHost, SLOT(cuMemFreeHost), NULL, NULL},
-    {"cuDevicePrimaryCtxRetain", 0, (void *)cuDevicePrimaryCtxRetain, SLOT(cuDevicePrimaryCtxRetain), NULL, NULL},
+    {"cuMemCreate", 0, 0, (void *)cuMemCreate, SLOT(cuMemCreate), NULL, NULL},
+    {"cuMemRelease", 0, 0, (void *)cuMemRelease, SLOT(cuMemRelease), NULL, NULL},
+    {"cuMemAddressReserve", 0, 0, (void *)cuMemAddressReserve, SLOT(cuMemAddressReserve), NULL, NULL},
+    {"cuMemAddressFree", 0, 0, (void *)cuMemAddressFree, SLOT(cuMemAddressFree), NULL, NULL},
+    {"cuMemMap", 0, 0, (void *)cuMemMap, SLOT(cuMemMap), NULL, NULL},
+    {"cuMemUnmap", 0, 0, (void *)cuMemUnmap, SLOT(cuMemUnmap), NULL, NULL},
+    {"cuMemImportFromShareableHandle", 0, 0, (void *)cuMemImportFromShareableHandle,
+     SLOT(cuMemImportFromShareableHandle), NULL, NULL},
+    {"cuMemRetainAllocationHandle", 0, 0, (void *)cuMemRetainAllocationHandle, SLOT(cuMemRetainAllocationHandle), NULL,
+     NULL},
+    {"cuMemPoolCreate", 0, 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
+    {"cuMemPoolDestroy", 0, 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
+    {"cuMemPoolTrimTo", 0, 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},
+    {"cuMemAllocHost", 3020, 0, (void *)cuMemAllocHost_v2, SLOT(cuMemAllocHost_v2), NULL, NULL},
+    {"cuMemHostAlloc", 0, 0, (void *)cuMemHostAlloc, SLOT(cuMemHostAlloc), NULL, NULL},
+    {"cuMemFreeHost", 0, 0, (void *)cuMemFreeHost, SLOT(cuMemFreeHost), NULL, NULL},
+    {"cuDevicePrimaryCtxRetain", 0, 0, (void *)cuDevicePrimaryCtxRetain, SLOT(cuDevicePrimaryCtxRetain), NULL, NULL},
+    /* cudart asks at 7000 and gets v1; from 11000 the driver hands out _v2 */
+    {"cuDevicePrimaryCtxReset", 0, 11000, (void *)cuDevicePrimaryCtxReset, SLOT(cuDevicePrimaryCtxReset), NULL, NULL},
+    {"cuDevicePrimaryCtxReset", 11000, 0, (void *)cuDevicePrimaryCtxReset_v2, SLOT(cuDevicePrimaryCtxReset_v2), NULL,
+     NULL},
+    {"cuCtxDestroy", 0, 4000, (void *)cuCtxDestroy, SLOT(cuCtxDestroy), NULL, NULL},
+    {"cuCtxDestroy", 4000, 0, (void *)cuCtxDestroy_v2, SLOT(cuCtxDestroy_v2), NULL, NULL},
+    /* the legacy one-argument ABI below 10010, the one with a mode from it */
+    {"cuStreamBeginCapture", 0, 10010, (void *)cuStreamBeginCapture, SLOT(cuStreamBeginCapture),
+     (void *)cuStreamBeginCapture_ptsz, SLOT(cuStreamBeginCapture_ptsz)},
+    {"cuStreamBeginCapture", 10010, 0, (void *)cuStreamBeginCapture_v2, SLOT(cuStreamBeginCapture_v2),
+     (void *)cuStreamBeginCapture_v2_ptsz, SLOT(cuStreamBeginCapture_v2_ptsz)},
+    {"cuGraphAddMemAllocNode", 0, 0, (void *)cuGraphAddMemAllocNode, SLOT(cuGraphAddMemAllocNode), NULL, NULL},
+    {"cuGraphInstantiateWithFlags", 0, 0, (void *)cuGraphInstantiateWithFlags, SLOT(cuGraphInstantiateWithFlags), NULL,
+     NULL},
+    {"cuGraphLaunch", 0, 0, (void *)cuGraphLaunch, SLOT(cuGraphLaunch), (void *)cuGraphLaunch_ptsz,
+     SLOT(cuGraphLaunch_ptsz)},
+    {"cuGraphUpload", 0, 0, (void *)cuGraphUpload, SLOT(cuGraphUpload), (void *)cuGraphUpload_ptsz,
+     SLOT(cuGraphUpload_ptsz)},
+    {"cuGraphExecDestroy", 0, 0, (void *)cuGraphExecDestroy, SLOT(cuGraphExecDestroy), NULL, NULL},
+    {"cuGraphDestroy", 0, 0, (void *)cuGraphDestroy, SLOT(cuGraphDestroy), NULL, NULL},
+    {"cuDeviceGraphMemTrim", 0, 0, (void *)cuDeviceGraphMemTrim, SLOT(cuDeviceGraphMemTrim), NULL, NULL},
+    {"cuGetExportTable", 0, 0, (void *)cuGetExportTable, &gg_real_cuGetExportTable, NULL, NULL},
     /* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
      * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */
-    {"cuGetProcAddress", 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},
+    {"cuGetProcAddress", 0, 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},
 };
 
-static const struct gpa_entry *gpa_find(const char *name)
+/* The row serving name at version (a name's rows are in version order). */
+static const struct gpa_entry *gpa_find(const char *name, int version)
 {
 	if (name[0] != 'c' || name[1] != 'u')
 		return NULL;
 	for (size_t i = 0; i < sizeof(gpa_table) / sizeof(gpa_table[0]); i++)
-		if (strcmp(name, gpa_table[i].name) == 0)
+		if (strcmp(name, gpa_table[i].name) == 0 &&
+		    (gpa_table[i].below_version == 0 || version < gpa_table[i].below_version))
 			return &gpa_table[i];
 	return NULL;
 }
@@ -819,7 +1302,7 @@ static const struct gpa_entry *gpa_find(const char *name)
  * returns what the caller gets. */
 static void *gpa_substitute(const char *symbol, int version, gg_cuuint64_t flags, void *real)
 {
-	const struct gpa_entry *e = gpa_find(symbol);
+	const struct gpa_entry *e = gpa_find(symbol, version);
 	if (!e || version < e->min_version || gg_cuda_is_ours(real))
 		return real;
 	if (e->ours == (void *)cuGetProcAddress && version >= 12000) {
@@ -861,7 +1344,9 @@ GG_EXPORT gg_CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaV
 /* ---- for the dlsym override -------------------------------------------- */
 
 #define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
-static const struct gg_sym sym_table[] = {CU_WRAPPED(SYM_ROW)};
+static const struct gg_sym sym_table[] = {
+    CU_WRAPPED(SYM_ROW){"cuGetExportTable", (void *)cuGetExportTable, &gg_real_cuGetExportTable},
+};
 #define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
 
 int gg_cuda_is_ours(void *fn)

@@ -10,27 +10,30 @@
 
 #define LIBHIP "libamdhip64.so.6"
 
-#define HIP_WRAPPED(X)            \
-	X(hipMalloc)              \
-	X(hipExtMallocWithFlags)  \
-	X(hipMallocManaged)       \
-	X(hipMallocPitch)         \
-	X(hipMallocAsync)         \
-	X(hipMallocFromPoolAsync) \
-	X(hipFree)                \
-	X(hipFreeAsync)           \
-	X(hipMemCreate)           \
-	X(hipMemRelease)          \
-	X(hipMemAddressReserve)   \
-	X(hipMemAddressFree)      \
-	X(hipMemMap)              \
-	X(hipMemUnmap)            \
-	X(hipMemGetInfo)          \
-	X(hipDeviceTotalMem)      \
-	X(hipMemPoolCreate)       \
-	X(hipMemPoolDestroy)      \
-	X(hipMemPoolTrimTo)       \
-	X(hipHostMalloc)          \
+#define HIP_WRAPPED(X)                     \
+	X(hipMalloc)                       \
+	X(hipExtMallocWithFlags)           \
+	X(hipMallocManaged)                \
+	X(hipMallocPitch)                  \
+	X(hipMallocAsync)                  \
+	X(hipMallocFromPoolAsync)          \
+	X(hipFree)                         \
+	X(hipFreeAsync)                    \
+	X(hipMemCreate)                    \
+	X(hipMemRelease)                   \
+	X(hipMemAddressReserve)            \
+	X(hipMemAddressFree)               \
+	X(hipMemMap)                       \
+	X(hipMemUnmap)                     \
+	X(hipMemRetainAllocationHandle)    \
+	X(hipDeviceReset)                  \
+	X(hipMemImportFromShareableHandle) \
+	X(hipMemGetInfo)                   \
+	X(hipDeviceTotalMem)               \
+	X(hipMemPoolCreate)                \
+	X(hipMemPoolDestroy)               \
+	X(hipMemPoolTrimTo)                \
+	X(hipHostMalloc)                   \
 	X(hipHostFree)
 
 #define HIP_HELPERS(X)            \
@@ -81,11 +84,27 @@ static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 	return 0;
 }
 
+/* HIP has no contexts to show: hipDeviceReset frees a whole device's
+ * memory, so each device is one "context" of the books (ctx.c). */
+static uint16_t hip_ctx(int dev)
+{
+	static _Atomic uint16_t ids[GG_MAX_DEVICES];
+	/* relaxed: every thread computes the same id (gg_ctx_id is idempotent). */
+	uint16_t id = atomic_load_explicit(&ids[dev], memory_order_relaxed);
+	if (GG_UNLIKELY(id == 0)) {
+		id = gg_ctx_id(GG_CTX_HIP_KEY(dev), dev, 1);
+		atomic_store_explicit(&ids[dev], id, memory_order_relaxed);
+	}
+	return id;
+}
+
 /* The shared bracket (account.c) with this API's limits and codes. */
 static int alloc_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
 {
-	if (dev >= 0)
+	if (dev >= 0) {
 		resolve_limit(dev);
+		gg_cur_ctx = hip_ctx(dev);
+	}
 	return gg_bracket_begin(b, dev, api, size, charged);
 }
 
@@ -229,6 +248,7 @@ GG_EXPORT gg_hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flag
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, flags);
 	GG_ENTER();
+	gg_cur_ctx = 0; /* not a device's memory: no reset takes it */
 	gg_hipError_t rc = real(ptr, size, flags);
 	if (rc == GG_hipSuccess && *ptr)
 		gg_account_host_alloc((uint64_t)(uintptr_t)*ptr, size);
@@ -272,6 +292,7 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 		return rc;
 	}
 	resolve_limit(dev);
+	gg_cur_ctx = hip_ctx(dev);
 	gg_dump_note_request(api, size);
 	uint64_t before;
 	uint64_t reserved = gg_pool_begin(p, size, &before);
@@ -400,6 +421,30 @@ GG_EXPORT gg_hipError_t hipMemPoolTrimTo(gg_hipMemPool_t pool, size_t keep)
 	return rc;
 }
 
+/* ---- reset --------------------------------------------------------------- */
+
+/* hipDeviceReset frees every allocation of the current device (ROCm: "destroy
+ * all resources ... on the current device"): the books follow. */
+GG_EXPORT gg_hipError_t hipDeviceReset(void)
+{
+	gg_pfn_hipDeviceReset real = REAL(hipDeviceReset);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	if (gg_in_hook)
+		return real();
+	GG_ENTER();
+	int dev = current_device();
+	struct gg_ctx_drop d = {0};
+	if (dev >= 0)
+		gg_ctx_drop_begin(&d, dev, GG_CTX_HIP_KEY(dev));
+	gg_hipError_t rc = real();
+	gg_ctx_drop_end(&d, rc == GG_hipSuccess);
+	if (rc == GG_hipSuccess && dev >= 0)
+		gg_pool_after_reset(dev);
+	GG_LEAVE();
+	return rc;
+}
+
 /* ---- virtual memory management ---------------------------------------- */
 
 /* The device of a hipMemCreate request, or -1 if it is not device memory.
@@ -436,6 +481,8 @@ GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle,
 	if (alloc_begin(&b, dev, GPUGUARD_API_HIP_MEM_CREATE, size, 1) == 0) {
 		rc = real(handle, size, prop, flags);
 		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : (uint64_t)(uintptr_t)*handle, size, GPUGUARD_API_HIP_MEM_CREATE);
+		if (rc == GG_hipSuccess && dev >= 0)
+			gg_handle_created((uint64_t)(uintptr_t)*handle, GG_HANDLE_CHARGED);
 	}
 	GG_LEAVE();
 	return rc;
@@ -450,8 +497,45 @@ GG_EXPORT gg_hipError_t hipMemRelease(gg_hipMemGenericAllocationHandle_t handle)
 		return real(handle);
 	GG_ENTER();
 	gg_hipError_t rc;
-	FREE_BRACKET(GG_NS_VMM, (uint64_t)(uintptr_t)handle, real(handle));
+	struct gg_vmm_op op;
+	/* As in hook_cuda.c: only the last reference or mapping refunds. */
+	if (gg_handle_release_begin((uint64_t)(uintptr_t)handle, &op)) {
+		rc = real(handle);
+		gg_handle_release_end(&op, rc == GG_hipSuccess);
+	} else {
+		FREE_BRACKET(GG_NS_VMM, (uint64_t)(uintptr_t)handle, real(handle));
+	}
 	GG_LEAVE();
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipMemRetainAllocationHandle(gg_hipMemGenericAllocationHandle_t *handle, void *addr)
+{
+	gg_pfn_hipMemRetainAllocationHandle real = REAL(hipMemRetainAllocationHandle);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(handle, addr);
+	if (rc == GG_hipSuccess && handle && !gg_in_hook) {
+		GG_ENTER();
+		gg_handle_retained((uint64_t)(uintptr_t)*handle);
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+/* Imported memory is its exporter's charge (see hook_cuda.c). */
+GG_EXPORT gg_hipError_t hipMemImportFromShareableHandle(gg_hipMemGenericAllocationHandle_t *handle, void *osHandle,
+                                                        gg_hipMemAllocationHandleType shHandleType)
+{
+	gg_pfn_hipMemImportFromShareableHandle real = REAL(hipMemImportFromShareableHandle);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(handle, osHandle, shHandleType);
+	if (rc == GG_hipSuccess && handle && !gg_in_hook) {
+		GG_ENTER();
+		gg_handle_created((uint64_t)(uintptr_t)*handle, GG_HANDLE_IMPORTED);
+		GG_LEAVE();
+	}
 	return rc;
 }
 
@@ -476,12 +560,16 @@ GG_EXPORT gg_hipError_t hipMemAddressFree(void *ptr, size_t size)
 	gg_pfn_hipMemAddressFree real = REAL(hipMemAddressFree);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	if (gg_in_hook)
+		return real(ptr, size);
+	GG_ENTER();
+	struct gg_vmm_op op;
+	gg_handle_unmap_begin((uint64_t)(uintptr_t)ptr, size, &op);
 	gg_hipError_t rc = real(ptr, size);
-	if (rc == GG_hipSuccess && !gg_in_hook) {
-		GG_ENTER();
+	gg_handle_unmap_end(&op, rc == GG_hipSuccess);
+	if (rc == GG_hipSuccess)
 		gg_vmm_freed((uint64_t)(uintptr_t)ptr);
-		GG_LEAVE();
-	}
+	GG_LEAVE();
 	return rc;
 }
 
@@ -494,6 +582,7 @@ GG_EXPORT gg_hipError_t hipMemMap(void *ptr, size_t size, size_t offset, gg_hipM
 	gg_hipError_t rc = real(ptr, size, offset, handle, flags);
 	if (rc == GG_hipSuccess && !gg_in_hook) {
 		GG_ENTER();
+		gg_handle_mapped((uint64_t)(uintptr_t)ptr, size, (uint64_t)(uintptr_t)handle);
 		gg_vmm_mapped((uint64_t)(uintptr_t)ptr, size, 1);
 		GG_LEAVE();
 	}
@@ -505,12 +594,16 @@ GG_EXPORT gg_hipError_t hipMemUnmap(void *ptr, size_t size)
 	gg_pfn_hipMemUnmap real = REAL(hipMemUnmap);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	if (gg_in_hook)
+		return real(ptr, size);
+	GG_ENTER();
+	struct gg_vmm_op op;
+	gg_handle_unmap_begin((uint64_t)(uintptr_t)ptr, size, &op);
 	gg_hipError_t rc = real(ptr, size);
-	if (rc == GG_hipSuccess && !gg_in_hook) {
-		GG_ENTER();
+	gg_handle_unmap_end(&op, rc == GG_hipSuccess);
+	if (rc == GG_hipSuccess)
 		gg_vmm_mapped((uint64_t)(uintptr_t)ptr, size, 0);
-		GG_LEAVE();
-	}
+	GG_LEAVE();
 	return rc;
 }
 

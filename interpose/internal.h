@@ -217,7 +217,8 @@ struct gg_record {
 	uint64_t size;  /* requested bytes */
 	uint64_t t_ms;  /* ms since library start (40 bits kept) */
 	uint32_t tid;   /* kernel thread id */
-	uint32_t stack; /* stack id, 0 = none (filled by the dump subsystem) */
+	uint32_t stack; /* stack id, 0 = none (filled by the dump subsystem); below 2^16 */
+	uint16_t ctx;   /* context id (ctx.c), 0 = none known */
 	uint8_t dev;
 	uint8_t api;   /* enum gpuguard_api */
 	uint8_t flags; /* GG_REC_* */
@@ -263,6 +264,9 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved);
 /* Re-reads every pool of dev (before a refusal, and for memory info). */
 void gg_pool_reconcile_device(int dev);
 void gg_pool_reconcile(struct gg_pool *p);
+/* After a reset or destroy on dev: pools that are gone are forgotten, the
+ * others (a default pool, emptied) settle to what they reserve now. */
+void gg_pool_after_reset(int dev);
 /* The pool was destroyed: give back all it held. */
 void gg_pool_forget(void *handle);
 int gg_pool_device(void *handle);
@@ -332,6 +336,86 @@ void gg_vmm_freed(uint64_t base);
 void gg_vmm_mapped(uint64_t ptr, uint64_t size, int map);
 void gg_vmm_foreach(void (*fn)(const struct gg_vmm_info *, void *), void *arg);
 void gg_vmm_reset(void);
+
+/* ---- handles.c: VMM physical-memory lifetime (DESIGN.md §2) ---- */
+/* A handle's memory lives while it has a reference or a mapping; the hooks
+ * tell handles.c each change, and it takes the record out of the table when
+ * the last one goes, before the driver call (begin), settling after (end). */
+#define GG_HANDLE_CHARGED 0x1  /* made by a governed create: it has a charged record */
+#define GG_HANDLE_IMPORTED 0x2 /* imported from another process: never charged here */
+struct gg_vmm_item {
+	uint64_t va, size, h;
+	int dying, known, dropped;
+	unsigned flags;
+	struct gg_record rec;
+};
+struct gg_vmm_op {
+	size_t n, cap, map_bytes;
+	struct gg_vmm_item *items;
+	struct gg_vmm_item inl[4];
+};
+/* After a successful create or import: one reference, no mapping. */
+void gg_handle_created(uint64_t h, unsigned flags);
+/* After a successful retain of h: one more reference (h unknown: nothing). */
+void gg_handle_retained(uint64_t h);
+/* Before the driver's release: 1 when handles.c knows h (then call end with
+ * the driver's verdict), 0 when it does not (the caller falls back to the
+ * plain free bracket). */
+int gg_handle_release_begin(uint64_t h, struct gg_vmm_op *op);
+void gg_handle_release_end(struct gg_vmm_op *op, int ok);
+/* After a successful map of h at [va, va+size). */
+void gg_handle_mapped(uint64_t va, uint64_t size, uint64_t h);
+/* Around an unmap (or an address free) of [va, va+size). */
+void gg_handle_unmap_begin(uint64_t va, uint64_t size, struct gg_vmm_op *op);
+void gg_handle_unmap_end(struct gg_vmm_op *op, int ok);
+/* h went with its context (reset, destroy): forget it and its mappings;
+ * its record is the caller's to settle. */
+void gg_handle_forget(uint64_t h);
+/* For tests: h's references and mappings; 1 if known. */
+int gg_handle_state(uint64_t h, uint32_t *refs, uint32_t *maps);
+void gg_handle_reset(void);
+
+/* ---- ctx.c: contexts, for reset and destroy (REAL-CUDA.md §5) ---- */
+#define GG_CTX_MAX 4096 /* ids 1 .. GG_CTX_MAX-1; 0 = none */
+/* Bumped whenever a context is forgotten: per-thread caches of "the current
+ * context's id" compare it before trusting themselves. */
+extern _Atomic uint32_t gg_ctx_epoch;
+/* ctx's id and device if registered, else 0. Lock-free. */
+uint16_t gg_ctx_find(const void *ctx, int *dev);
+/* ctx's id, registering it on device dev on first sight (primary: it is
+ * dev's primary context). 0 when the registry is full. HIP, which has no
+ * contexts, uses one key per device (GG_CTX_HIP_KEY). */
+uint16_t gg_ctx_id(const void *ctx, int dev, int primary);
+#define GG_CTX_HIP_KEY(dev) ((const void *)(uintptr_t)(16 + (dev))) /* never a pointer */
+/* ctx was destroyed: its id can be reused. */
+void gg_ctx_forget(const void *ctx);
+/* Around the driver's reset of dev's primary context (ctx NULL) or the
+ * destroy of ctx: begin takes every record of it out of the table, end
+ * settles them (refunds) or, when the driver failed, puts them back. */
+struct gg_ctx_drop {
+	struct gg_record *recs;
+	size_t n, cap;
+};
+void gg_ctx_drop_begin(struct gg_ctx_drop *d, int dev, const void *ctx);
+void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok);
+void gg_ctx_reset(void);
+
+/* ---- graph.c: graph memory (allocation nodes) ---- */
+/* The graph gained allocation nodes of `bytes` on dev (cuGraphAddMemAllocNode,
+ * or a cuMemAllocAsync captured into it). */
+void gg_graph_add_bytes(const void *graph, int dev, uint64_t bytes);
+/* va was handed out for a graph allocation; and whether one was. */
+void gg_graph_va_add(uint64_t va);
+int gg_graph_va_known(uint64_t va);
+/* exec was instantiated from graph: it inherits graph's bytes. */
+void gg_graph_instantiated(const void *exec, const void *graph);
+void gg_graph_forget(const void *key, int exec);
+/* An executable graph's allocation-node bytes and device; -1 if unknown. */
+int gg_graph_exec_bytes(const void *exec, int *dev, uint64_t *bytes);
+/* Brings dev's graph-memory charge to the driver's reserve `reserved`;
+ * `credit` bytes the caller reserved for this growth are folded in. */
+void gg_graph_settle(int dev, uint64_t reserved, uint64_t credit);
+void gg_graph_reset(void);
 
 /* ---- shared.c: pod scope (include/gpuguard/region.h) ---- */
 /* Points b at dev's entry in the pod region, attaching to the region on
@@ -414,7 +498,14 @@ int gg_cuda_is_ours(void *fn);
 int gg_hip_is_ours(void *fn);
 int gg_nvml_is_ours(void *fn);
 
+/* ---- export.c: cudart's private tables ---- */
+/* The real cuGetExportTable, for the dlsym and cuGetProcAddress tables. */
+extern void *_Atomic gg_real_cuGetExportTable;
+
 /* ---- accounting shared by the hooks (account.c) ---- */
+/* The context id (ctx.c) the calling hook found current: set by the hooks'
+ * device lookup, stamped on each record gg_account_commit makes. */
+extern GG_TLS uint16_t gg_cur_ctx;
 /* Bracket around one governed allocation (DESIGN.md §3): begin reserves the
  * charge (refusing past the ceiling), end commits + records or rolls back. */
 int gg_account_begin(int dev, uint64_t charge);

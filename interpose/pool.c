@@ -183,6 +183,22 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void gg_pool_after_reset(int dev)
+{
+	/* acquire: as in find(). */
+	int n = atomic_load_explicit(&npools, memory_order_acquire);
+	for (int i = 0; i < n; i++) {
+		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
+		uint64_t reserved;
+		if (!h || h == DEAD_POOL || pools[i].dev != dev)
+			continue;
+		if (pools[i].query(h, &reserved, NULL) != 0)
+			gg_pool_forget(h); /* the pool went with its context */
+		else
+			gg_pool_reconcile(&pools[i]);
+	}
+}
+
 void gg_pool_forget(void *handle)
 {
 	struct gg_pool *p = find(handle);

@@ -22,7 +22,7 @@ struct slot {
 	_Atomic uint64_t key;
 	_Atomic uint64_t size;
 	_Atomic uint64_t meta; /* t_ms:40 | dev:8 | api:8 | flags:8 */
-	_Atomic uint64_t ids;  /* tid:32 | stack:32 */
+	_Atomic uint64_t ids;  /* tid:32 | ctx:16 | stack:16 (stack ids stay below 2^16, stack.c) */
 };
 
 struct spill_block {
@@ -93,7 +93,8 @@ static void write_payload(struct slot *s, const struct gg_record *r)
 	uint64_t meta = (r->t_ms & 0xffffffffffull) << 24 | (uint64_t)r->dev << 16 | (uint64_t)r->api << 8 | r->flags;
 	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
 	atomic_store_explicit(&s->meta, meta, memory_order_relaxed);
-	atomic_store_explicit(&s->ids, (uint64_t)r->tid << 32 | r->stack, memory_order_relaxed);
+	uint64_t stack = r->stack <= 0xffff ? r->stack : 0;
+	atomic_store_explicit(&s->ids, (uint64_t)r->tid << 32 | (uint64_t)r->ctx << 16 | stack, memory_order_relaxed);
 }
 
 static void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
@@ -107,7 +108,8 @@ static void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
 	r->api = (uint8_t)(meta >> 8);
 	r->flags = (uint8_t)meta;
 	r->tid = (uint32_t)(ids >> 32);
-	r->stack = (uint32_t)ids;
+	r->ctx = (uint16_t)(ids >> 16);
+	r->stack = (uint32_t)(ids & 0xffff);
 }
 
 /* Claims slot s (EMPTY or TOMB) and publishes rec in it. 1 on success. */

@@ -13,6 +13,10 @@ typedef void *gg_hipDeviceptr_t;
 typedef struct ihipStream_t *gg_hipStream_t;
 typedef struct ihipMemPoolHandle_t *gg_hipMemPool_t;
 typedef struct ihipMemGenericAllocationHandle *gg_hipMemGenericAllocationHandle_t;
+/* hipIpcMemHandle_t: 64 opaque bytes, passed by value. */
+typedef struct gg_hipIpcMemHandle_t {
+	char reserved[64];
+} gg_hipIpcMemHandle_t;
 typedef struct gg_hipUUID {
 	char bytes[16];
 } gg_hipUUID; /* hipUUID */

@@ -11,6 +11,7 @@ GG_HIP_FN(hipDeviceGetName, (char *name, int len, GGT(hipDevice_t) device))
 GG_HIP_FN(hipDeviceTotalMem, (size_t * bytes, GGT(hipDevice_t) device))
 GG_HIP_FN(hipDeviceGetUuid, (GGT(hipUUID) * uuid, GGT(hipDevice_t) device))
 GG_HIP_FN(hipDeviceSynchronize, (void))
+GG_HIP_FN(hipDeviceReset, (void))
 GG_HIP_FN(hipStreamCreate, (GGT(hipStream_t) * stream))
 GG_HIP_FN(hipStreamDestroy, (GGT(hipStream_t) stream))
 GG_HIP_FN(hipStreamSynchronize, (GGT(hipStream_t) stream))
@@ -47,3 +48,13 @@ GG_HIP_FN(hipMemMap, (void *ptr, size_t size, size_t offset, GGT(hipMemGenericAl
 GG_HIP_FN(hipMemUnmap, (void *ptr, size_t size))
 GG_HIP_FN(hipMemGetAllocationGranularity,
           (size_t * granularity, const GGT(hipMemAllocationProp) * prop, GGT(hipMemAllocationGranularity_flags) option))
+GG_HIP_FN(hipMemRetainAllocationHandle, (GGT(hipMemGenericAllocationHandle_t) * handle, void *addr))
+GG_HIP_FN(hipMemExportToShareableHandle, (void *shareableHandle, GGT(hipMemGenericAllocationHandle_t) handle,
+                                          GGT(hipMemAllocationHandleType) handleType, unsigned long long flags))
+GG_HIP_FN(hipMemImportFromShareableHandle,
+          (GGT(hipMemGenericAllocationHandle_t) * handle, void *osHandle, GGT(hipMemAllocationHandleType) shHandleType))
+
+/* inter-process memory */
+GG_HIP_FN(hipIpcGetMemHandle, (GGT(hipIpcMemHandle_t) * handle, void *devPtr))
+GG_HIP_FN(hipIpcOpenMemHandle, (void **devPtr, GGT(hipIpcMemHandle_t) handle, unsigned int flags))
+GG_HIP_FN(hipIpcCloseMemHandle, (void *devPtr))

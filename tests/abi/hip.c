@@ -31,6 +31,8 @@ SAME_SCALAR(gg_hipMemAccessFlags, hipMemAccessFlags);
 /* structures: every field, nested ones included */
 SAME_STRUCT(gg_hipUUID, hipUUID);
 SAME_FIELD(gg_hipUUID, hipUUID, bytes);
+SAME_STRUCT(gg_hipIpcMemHandle_t, hipIpcMemHandle_t);
+SAME_FIELD(gg_hipIpcMemHandle_t, hipIpcMemHandle_t, reserved);
 SAME_STRUCT(gg_hipMemLocation, hipMemLocation);
 SAME_FIELD(gg_hipMemLocation, hipMemLocation, type);
 SAME_FIELD(gg_hipMemLocation, hipMemLocation, id);

@@ -523,6 +523,70 @@ gg_hipError_t hipMemUnmap(void *ptr, size_t size)
 	return sim_va_unmap((uint64_t)(uintptr_t)ptr, size) ? GG_hipErrorInvalidValue : GG_hipSuccess;
 }
 
+/* ----------------------------------------------------- reset and lifetime */
+
+/* ROCm: "destroy all resources and reset all state on the current device in
+ * the current process": every allocation, pool block and VMM handle of the
+ * device goes (HIP's memory is all in simcore's primary context). */
+gg_hipError_t hipDeviceReset(void)
+{
+	REQUIRE_DEV(dev);
+	return to_hip(sim_free_context(dev, SIM_CTX_PRIMARY));
+}
+
+/* The handle of the VMM allocation mapped at addr, with one more reference
+ * (released with hipMemRelease), as cuMemRetainAllocationHandle. */
+gg_hipError_t hipMemRetainAllocationHandle(gg_hipMemGenericAllocationHandle_t *handle, void *addr)
+{
+	REQUIRE_DEVICES();
+	if (!handle)
+		return GG_hipErrorInvalidValue;
+	uint64_t h;
+	if (sim_vmm_retain((uint64_t)(uintptr_t)addr, &h) != SIM_OK)
+		return GG_hipErrorInvalidValue;
+	*handle = (gg_hipMemGenericAllocationHandle_t)(uintptr_t)h;
+	return GG_hipSuccess;
+}
+
+/* Sharing crosses processes; one simulated process has no one to share
+ * with, so these fail as a driver without the handle type would. */
+gg_hipError_t hipMemExportToShareableHandle(void *shareableHandle, gg_hipMemGenericAllocationHandle_t handle,
+                                            gg_hipMemAllocationHandleType handleType, unsigned long long flags)
+{
+	REQUIRE_DEVICES();
+	(void)shareableHandle, (void)handle, (void)handleType, (void)flags;
+	return GG_hipErrorNotSupported;
+}
+
+gg_hipError_t hipMemImportFromShareableHandle(gg_hipMemGenericAllocationHandle_t *handle, void *osHandle,
+                                              gg_hipMemAllocationHandleType shHandleType)
+{
+	REQUIRE_DEVICES();
+	(void)handle, (void)osHandle, (void)shHandleType;
+	return GG_hipErrorNotSupported;
+}
+
+gg_hipError_t hipIpcGetMemHandle(gg_hipIpcMemHandle_t *handle, void *devPtr)
+{
+	REQUIRE_DEVICES();
+	(void)handle, (void)devPtr;
+	return GG_hipErrorNotSupported;
+}
+
+gg_hipError_t hipIpcOpenMemHandle(void **devPtr, gg_hipIpcMemHandle_t handle, unsigned int flags)
+{
+	REQUIRE_DEVICES();
+	(void)devPtr, (void)handle, (void)flags;
+	return GG_hipErrorNotSupported;
+}
+
+gg_hipError_t hipIpcCloseMemHandle(void *devPtr)
+{
+	REQUIRE_DEVICES();
+	(void)devPtr;
+	return GG_hipErrorNotSupported;
+}
+
 /* ------------------------------------------------------------------- errors */
 
 const char *hipGetErrorString(gg_hipError_t err)

@@ -23,7 +23,8 @@ static struct gg_record make_rec(uint64_t key)
 	r.size = key * 0x9e3779b97f4a7c15ull + 1;
 	r.t_ms = (key * 31) & 0xffffffffffull;
 	r.tid = (uint32_t)(key * 2654435761u) | 1;
-	r.stack = (uint32_t)(key >> 5) ^ 0x5a5a5a5au;
+	r.stack = ((uint32_t)(key >> 5) ^ 0x5a5au) & 0xffffu; /* stack ids stay below 2^16 */
+	r.ctx = (uint16_t)(key * 40503u);
 	r.dev = (uint8_t)(key % 64);
 	r.api = (uint8_t)(key % GPUGUARD_API_COUNT);
 	r.flags = (uint8_t)(key & 1);
@@ -33,7 +34,7 @@ static struct gg_record make_rec(uint64_t key)
 static int rec_eq(const struct gg_record *a, const struct gg_record *b)
 {
 	return a->key == b->key && a->size == b->size && a->t_ms == b->t_ms && a->tid == b->tid &&
-	       a->stack == b->stack && a->dev == b->dev && a->api == b->api && a->flags == b->flags;
+	       a->stack == b->stack && a->ctx == b->ctx && a->dev == b->dev && a->api == b->api && a->flags == b->flags;
 }
 
 /* Cheap per-thread PRNG (xorshift64*). */
@@ -57,7 +58,8 @@ TEST(roundtrip_every_field)
 	    .size = UINT64_MAX,
 	    .t_ms = (1ull << 40) - 1,
 	    .tid = 0xffffffffu,
-	    .stack = 0xfffffffeu,
+	    .stack = 0xfffeu,
+	    .ctx = 0xffffu,
 	    .dev = 0xff,
 	    .api = 0xfe,
 	    .flags = 0xfd,
