@@ -66,6 +66,11 @@
 	X(cuDevicePrimaryCtxReset_v2)     \
 	X(cuCtxDestroy)                   \
 	X(cuCtxDestroy_v2)                \
+	X(cuStreamSynchronize)            \
+	X(cuStreamSynchronize_ptsz)       \
+	X(cuCtxSynchronize)               \
+	X(cuCtxSynchronize_v2)            \
+	X(cuEventSynchronize)             \
 	X(cuGetProcAddress)               \
 	X(cuGetProcAddress_v2)
 
@@ -77,7 +82,6 @@
 	X(cuStreamGetCaptureInfo_v3)      \
 	X(cuStreamGetCaptureInfo_v3_ptsz) \
 	X(cuDeviceGetUuid_v2)             \
-	X(cuCtxSynchronize)               \
 	X(cuDeviceGetMemPool)             \
 	X(cuMemPoolGetAttribute)
 
@@ -490,7 +494,7 @@ static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemor
 		 * Hand the block back, let the stream reach the free, trim the
 		 * pool to what it held, and refuse. Only on this refusal path. */
 		gg_pfn_cuMemFreeAsync fr = REAL(cuMemFreeAsync);
-		gg_pfn_cuCtxSynchronize sync = HELPER(cuCtxSynchronize);
+		gg_pfn_cuCtxSynchronize sync = REAL(cuCtxSynchronize);
 		gg_pfn_cuMemPoolTrimTo trim = REAL(cuMemPoolTrimTo);
 		if (fr && sync && trim && fr(*dptr, stream) == GG_CUDA_SUCCESS) {
 			sync();
@@ -1208,6 +1212,32 @@ GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
 	return rc;
 }
 
+/* ---- synchronisation points ------------------------------------------- */
+
+/* A pool hands reserve above its release threshold back to the driver at a
+ * synchronisation; credit it there, so no process of the pod is refused for
+ * memory already given back (issue 9, finding 3). The driver's result is
+ * returned untouched; with no pool ever seen this costs one load. */
+#define SYNC_HOOK(name, params, args)                         \
+	GG_EXPORT gg_CUresult name params                     \
+	{                                                     \
+		gg_pfn_##name real = REAL(name);              \
+		if (!real)                                    \
+			return GG_CUDA_ERROR_NOT_INITIALIZED; \
+		gg_CUresult rc = real args;                   \
+		if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {   \
+			GG_ENTER();                           \
+			gg_pool_sync_point();                 \
+			GG_LEAVE();                           \
+		}                                             \
+		return rc;                                    \
+	}
+SYNC_HOOK(cuStreamSynchronize, (gg_CUstream s), (s))
+SYNC_HOOK(cuStreamSynchronize_ptsz, (gg_CUstream s), (s))
+SYNC_HOOK(cuCtxSynchronize, (void), ())
+SYNC_HOOK(cuCtxSynchronize_v2, (gg_CUcontext c), (c))
+SYNC_HOOK(cuEventSynchronize, (gg_CUevent e), (e))
+
 /* ---- cuGetProcAddress --------------------------------------------------- */
 
 /* A governed name as cuGetProcAddress sees it: the base name, the ABI
@@ -1280,6 +1310,12 @@ static const struct gpa_entry gpa_table[] = {
     {"cuGraphExecDestroy", 0, 0, (void *)cuGraphExecDestroy, SLOT(cuGraphExecDestroy), NULL, NULL},
     {"cuGraphDestroy", 0, 0, (void *)cuGraphDestroy, SLOT(cuGraphDestroy), NULL, NULL},
     {"cuDeviceGraphMemTrim", 0, 0, (void *)cuDeviceGraphMemTrim, SLOT(cuDeviceGraphMemTrim), NULL, NULL},
+    {"cuStreamSynchronize", 0, 0, (void *)cuStreamSynchronize, SLOT(cuStreamSynchronize),
+     (void *)cuStreamSynchronize_ptsz, SLOT(cuStreamSynchronize_ptsz)},
+    /* the 13000 ABI takes the context to synchronise */
+    {"cuCtxSynchronize", 0, 13000, (void *)cuCtxSynchronize, SLOT(cuCtxSynchronize), NULL, NULL},
+    {"cuCtxSynchronize", 13000, 0, (void *)cuCtxSynchronize_v2, SLOT(cuCtxSynchronize_v2), NULL, NULL},
+    {"cuEventSynchronize", 0, 0, (void *)cuEventSynchronize, SLOT(cuEventSynchronize), NULL, NULL},
     {"cuGetExportTable", 0, 0, (void *)cuGetExportTable, &gg_real_cuGetExportTable, NULL, NULL},
     /* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
      * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */

@@ -34,11 +34,12 @@
 	X(hipMemPoolDestroy)               \
 	X(hipMemPoolTrimTo)                \
 	X(hipHostMalloc)                   \
-	X(hipHostFree)
+	X(hipHostFree)                     \
+	X(hipStreamSynchronize)            \
+	X(hipDeviceSynchronize)
 
 #define HIP_HELPERS(X)            \
 	X(hipGetDevice)           \
-	X(hipDeviceSynchronize)   \
 	X(hipDeviceGetMemPool)    \
 	X(hipMemPoolGetAttribute) \
 	X(hipRuntimeGetVersion)   \
@@ -306,7 +307,7 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 		/* Growth past the ceiling from a warm reserve that could not serve
 		 * the request: undo it and refuse (see hook_cuda.c). */
 		gg_pfn_hipFreeAsync fr = REAL(hipFreeAsync);
-		gg_pfn_hipDeviceSynchronize sync = HELPER(hipDeviceSynchronize);
+		gg_pfn_hipDeviceSynchronize sync = REAL(hipDeviceSynchronize);
 		gg_pfn_hipMemPoolTrimTo trim = REAL(hipMemPoolTrimTo);
 		if (fr && sync && trim && fr(*ptr, stream) == GG_hipSuccess) {
 			sync();
@@ -649,6 +650,38 @@ GG_EXPORT gg_hipError_t hipDeviceTotalMem(size_t *bytes, gg_hipDevice_t dev)
 }
 
 /* ---- for the dlsym override -------------------------------------------- */
+
+/* ---- synchronisation points ------------------------------------------- */
+
+/* As in hook_cuda.c: pools give reserve back at a synchronisation; credit it
+ * there (issue 9, finding 3). The runtime's result is returned untouched. */
+GG_EXPORT gg_hipError_t hipStreamSynchronize(gg_hipStream_t stream)
+{
+	gg_pfn_hipStreamSynchronize real = REAL(hipStreamSynchronize);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real(stream);
+	if (rc == GG_hipSuccess && !gg_in_hook) {
+		GG_ENTER();
+		gg_pool_sync_point();
+		GG_LEAVE();
+	}
+	return rc;
+}
+
+GG_EXPORT gg_hipError_t hipDeviceSynchronize(void)
+{
+	gg_pfn_hipDeviceSynchronize real = REAL(hipDeviceSynchronize);
+	if (!real)
+		return GG_hipErrorNotInitialized;
+	gg_hipError_t rc = real();
+	if (rc == GG_hipSuccess && !gg_in_hook) {
+		GG_ENTER();
+		gg_pool_sync_point();
+		GG_LEAVE();
+	}
+	return rc;
+}
 
 #define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
 static const struct gg_sym sym_table[] = {HIP_WRAPPED(SYM_ROW)};

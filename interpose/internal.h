@@ -261,6 +261,12 @@ int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
+/* At a synchronisation point (cuStreamSynchronize, cuCtxSynchronize,
+ * cuEventSynchronize, HIP's): pools give back reserve above their release
+ * threshold there, so every pool holding a charge is re-read and the memory
+ * credited at once, for every process of the pod (issue 9, finding 3). A
+ * load and a return when no pool was ever seen. */
+void gg_pool_sync_point(void);
 /* Re-reads every pool of dev (before a refusal, and for memory info). */
 void gg_pool_reconcile_device(int dev);
 void gg_pool_reconcile(struct gg_pool *p);

@@ -125,6 +125,25 @@ void gg_pool_reconcile_device(int dev)
 	}
 }
 
+void gg_pool_sync_point(void)
+{
+	/* The common case first: no pool charge anywhere, nothing to read.
+	 * acquire: as in find(). */
+	int n = atomic_load_explicit(&npools, memory_order_acquire);
+	if (GG_LIKELY(n == 0))
+		return;
+	for (int i = 0; i < n; i++) {
+		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
+		if (!h || h == DEAD_POOL)
+			continue;
+		/* relaxed: a hint only; a pool charged a moment ago by another
+		 * thread is settled by that thread's own allocation path. */
+		if (atomic_load_explicit(&gg_devices[pools[i].dev].pool_reserved, memory_order_relaxed) == 0)
+			continue;
+		gg_pool_reconcile(&pools[i]);
+	}
+}
+
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
