@@ -79,7 +79,13 @@ TEST(per_function_versions_and_flags)
 	/* flag 2 on a function with no stream variant changes nothing */
 	CHECK(strcmp(symbol_of(lookup("cuMemAlloc", 12000, 2)), "cuMemAlloc_v2") == 0);
 	/* ungoverned functions are the driver's own */
-	CHECK(strcmp(object_of(lookup("cuCtxSynchronize", 12000, 0)), "libcuda.so.1") == 0);
+	CHECK(strcmp(object_of(lookup("cuDeviceGetCount", 12000, 0)), "libcuda.so.1") == 0);
+	/* synchronisation points are ours, each at its own ABI: the 13000 form
+	 * takes a context, the older one nothing */
+	CHECK(strcmp(symbol_of(lookup("cuCtxSynchronize", 12000, 0)), "cuCtxSynchronize") == 0);
+	CHECK(strcmp(object_of(lookup("cuCtxSynchronize", 12000, 0)), "libgpuguard.so") == 0);
+	CHECK(strcmp(symbol_of(lookup("cuCtxSynchronize", 13000, 0)), "cuCtxSynchronize_v2") == 0);
+	CHECK(strcmp(symbol_of(lookup("cuStreamSynchronize", 12000, 2)), "cuStreamSynchronize_ptsz") == 0);
 	/* a version too old for the function: the driver's answer, unchanged */
 	void *fn = (void *)1;
 	gg_CUdriverProcAddressQueryResult st = 0;
