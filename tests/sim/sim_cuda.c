@@ -59,6 +59,7 @@ struct CUctx_st {
 	int primary;
 	atomic_int alive;    /* release/acquire: published before the handle is used */
 	unsigned int flags;  /* CU_CTX_* */
+	atomic_uint epoch;   /* teardowns so far; only compared for equality: relaxed */
 	struct cls_ent *cls; /* under g_ctx_mu */
 	size_t ncls, capcls;
 	struct CUctx_st *next; /* registry of created contexts, under g_ctx_mu */
@@ -187,6 +188,7 @@ static void ctx_teardown(gg_CUcontext c)
 			ents[i].dtor(c, ents[i].key, ents[i].value);
 	free(ents);
 	sim_free_context(c->dev, c->id);
+	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
 }
 
 /* -------------------------------------------------- init, devices, contexts */
@@ -1658,12 +1660,18 @@ static gg_CUresult graph_alloc_node(struct graph *g, uint64_t size, struct gnode
 	return GG_CUDA_SUCCESS;
 }
 
+/* the allocation at va: the live one if any (a re-instantiated graph's
+ * exec shares its addresses with an older exec whose memory outlived it) */
 static struct galloc *galloc_at_unlocked(uint64_t va)
 {
+	struct galloc *any = NULL;
 	for (size_t i = 0; i < g_ngallocs; i++)
-		if (g_gallocs[i]->va == va)
-			return g_gallocs[i];
-	return NULL;
+		if (g_gallocs[i]->va == va) {
+			if (g_gallocs[i]->live)
+				return g_gallocs[i];
+			any = g_gallocs[i];
+		}
+	return any;
 }
 
 /* a free node may name an alloc node of the same graph or the live memory of
@@ -2025,10 +2033,21 @@ gg_CUresult cuGraphLaunch(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
 		else
 			r = GG_CUDA_ERROR_INVALID_VALUE;
 	}
+	/* an address still live from an older exec of the same graph */
+	for (size_t i = 0; !r && i < e->nallocs; i++) {
+		struct galloc *a = galloc_at_unlocked(e->allocs[i]->va);
+		if (a && a->live && a != e->allocs[i])
+			r = GG_CUDA_ERROR_INVALID_VALUE;
+	}
 	if (!r)
 		r = exec_back_unlocked(e);
 	for (size_t i = 0; !r && i < e->nops; i++) {
-		struct galloc *a = galloc_at_unlocked(e->opva[i]);
+		struct galloc *a = NULL;
+		for (size_t k = 0; e->op[i] == GN_ALLOC && k < e->nallocs && !a; k++)
+			if (e->allocs[k]->va == e->opva[i])
+				a = e->allocs[k];
+		if (!a)
+			a = galloc_at_unlocked(e->opva[i]);
 		if (!a)
 			continue; /* a free of memory already freed elsewhere */
 		galloc_set_live_unlocked(a, e->op[i] == GN_ALLOC);
@@ -3147,6 +3166,8 @@ gg_CUresult cuPointerGetAttributes(unsigned int numAttributes, gg_CUpointer_attr
 struct library {
 	struct obj o;
 	uint32_t ctx;
+	gg_CUcontext owner; /* its globals died with a reset / destroy of it */
+	unsigned epoch;
 	size_t nglob;
 	uint64_t glob[LIB_MAX_GLOBALS];
 	uint64_t globname[LIB_MAX_GLOBALS]; /* FNV-1a of the name */
@@ -3174,6 +3195,8 @@ static gg_CUresult library_new(gg_CUlibrary *out)
 	if (!l)
 		return GG_CUDA_ERROR_OUT_OF_MEMORY;
 	l->ctx = cur_id();
+	l->owner = cur_ctx();
+	l->epoch = atomic_load_explicit(&l->owner->epoch, memory_order_relaxed);
 	*out = (gg_CUlibrary)(uintptr_t)l->o.h;
 	return GG_CUDA_SUCCESS;
 }
@@ -3209,8 +3232,11 @@ gg_CUresult cuLibraryUnload(gg_CUlibrary library)
 	struct library *l = obj_get(library, OBJ_LIBRARY);
 	if (!l)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
-	for (size_t i = 0; i < l->nglob; i++)
-		sim_free(l->glob[i], SIM_KMASK(SIM_KIND_LINEAR)); /* gone already after a reset */
+	/* after a reset of its context the globals are gone, and their
+	 * addresses may belong to someone else by now */
+	if (atomic_load_explicit(&l->owner->epoch, memory_order_relaxed) == l->epoch)
+		for (size_t i = 0; i < l->nglob; i++)
+			sim_free(l->glob[i], SIM_KMASK(SIM_KIND_LINEAR));
 	obj_free(l);
 	return GG_CUDA_SUCCESS;
 }
@@ -3299,6 +3325,8 @@ static gg_CUresult library_global(gg_CUdeviceptr *dptr, size_t *bytes, const voi
 	for (size_t i = 0; i < l->nglob && !a; i++)
 		if (l->globname[i] == hn)
 			a = l->glob[i];
+	if (atomic_load_explicit(&l->owner->epoch, memory_order_relaxed) != l->epoch)
+		return GG_CUDA_ERROR_CONTEXT_IS_DESTROYED; /* its context was reset under it */
 	if (!a) {
 		if (l->nglob == LIB_MAX_GLOBALS)
 			return GG_CUDA_ERROR_NOT_FOUND;

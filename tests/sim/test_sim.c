@@ -1633,6 +1633,74 @@ TEST(copies_validate)
 	CHECK_EQ_INT(cuMemcpyHtoD_v2(d, host, 16), GG_CUDA_ERROR_INVALID_VALUE); /* freed */
 }
 
+gg_CUresult cuLibraryLoadData(gg_CUlibrary *library, const void *code, gg_CUjit_option *jitOptions,
+                              void **jitOptionsValues, unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions,
+                              void **libraryOptionValues, unsigned int numLibraryOptions);
+gg_CUresult cuLibraryGetGlobal(gg_CUdeviceptr *dptr, size_t *bytes, gg_CUlibrary library, const char *name);
+gg_CUresult cuLibraryUnload(gg_CUlibrary library);
+
+/* a library's globals die with its context's reset; unloading it later must
+ * not free whoever got their address since */
+TEST(library_after_reset)
+{
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx1), GG_CUDA_SUCCESS);
+	gg_CUlibrary lib;
+	static const char image[16] = "not a fatbin";
+	CHECK_EQ_INT(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr g = 0, g2 = 0, x = 0;
+	size_t bytes = 0;
+	CHECK_EQ_INT(cuLibraryGetGlobal(&g, &bytes, lib, "sym"), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuLibraryGetGlobal(&g2, NULL, lib, "sym"), GG_CUDA_SUCCESS);
+	CHECK(g && g == g2 && bytes == 512);
+	CHECK_EQ_INT(cuDevicePrimaryCtxReset_v2(1), GG_CUDA_SUCCESS);
+	gg_CUcontext c;
+	CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&c, 1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAlloc_v2(&x, 512), GG_CUDA_SUCCESS);
+	unsigned long long live0 = 0, live1 = 0;
+	simgpu_cuda_debug_used(1, NULL, NULL, &live0);
+	CHECK_EQ_INT(cuLibraryGetGlobal(&g2, NULL, lib, "sym"), GG_CUDA_ERROR_CONTEXT_IS_DESTROYED);
+	CHECK_EQ_INT(cuLibraryUnload(lib), GG_CUDA_SUCCESS);
+	simgpu_cuda_debug_used(1, NULL, NULL, &live1);
+	CHECK_EQ_U64(live1, live0);                     /* the unload freed nothing */
+	CHECK_EQ_INT(cuMemFree_v2(x), GG_CUDA_SUCCESS); /* still ours */
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
+}
+
+/* a graph instantiated again while the old exec's allocation is live: the
+ * address is taken, so the new exec cannot launch until it is freed */
+TEST(graph_reinstantiate)
+{
+	gg_CUstream s;
+	CHECK_EQ_INT(cuStreamCreate(&s, 0), GG_CUDA_SUCCESS);
+	gg_CUgraph g;
+	CHECK_EQ_INT(cuGraphCreate(&g, 0), GG_CUDA_SUCCESS);
+	gg_CUDA_MEM_ALLOC_NODE_PARAMS np;
+	memset(&np, 0, sizeof(np));
+	np.poolProps.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.poolProps.location.type = GG_CU_MEM_LOCATION_TYPE_DEVICE;
+	np.bytesize = 4 * MiB;
+	gg_CUgraphNode n;
+	CHECK_EQ_INT(cuGraphAddMemAllocNode(&n, g, NULL, 0, &np), GG_CUDA_SUCCESS);
+	gg_CUgraphExec e1, e2;
+	CHECK_EQ_INT(cuGraphInstantiateWithFlags(&e1, g, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphLaunch(e1, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphExecDestroy(e1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphInstantiateWithFlags(&e2, g, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphLaunch(e2, s), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 4 * MiB);
+	CHECK_EQ_INT(cuMemFreeAsync(np.dptr, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 0);
+	CHECK_EQ_INT(cuGraphLaunch(e2, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 4 * MiB);
+	CHECK_EQ_INT(cuMemFree_v2(np.dptr), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(np.dptr), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuGraphExecDestroy(e2), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphDestroy(g), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDeviceGraphMemTrim(0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(graph_attr(GG_CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), 0);
+	CHECK_EQ_INT(cuStreamDestroy_v2(s), GG_CUDA_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -1673,5 +1741,7 @@ int main(int argc, char **argv)
 	RUN(vmm_refcounts);
 	RUN(graph_memory);
 	RUN(copies_validate);
+	RUN(library_after_reset);
+	RUN(graph_reinstantiate);
 	return harness_done();
 }
