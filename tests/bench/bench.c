@@ -21,8 +21,8 @@
 #define WARMUP_PAIRS 10000
 #define MAX_THREADS 64
 
-enum path { P_SYMBOL, P_CUDART, P_ASYNC, P_VMM, P_HIP, P_COUNT };
-static const char *const path_names[P_COUNT] = {"cuMemAlloc_v2", "cudart", "async", "vmm", "hip"};
+enum path { P_SYMBOL, P_CUDART, P_ASYNC, P_VMM, P_HIP, P_SYNC, P_COUNT };
+static const char *const path_names[P_COUNT] = {"cuMemAlloc_v2", "cudart", "async", "vmm", "hip", "sync"};
 
 static gg_CUcontext ctx;
 /* The cudart path: pointers from cuGetProcAddress_v2 at 12000, the way
@@ -102,6 +102,11 @@ static inline void pair(enum path p)
 		check_hip(hipFree(d), "hipFree");
 		break;
 	}
+	case P_SYNC:
+		/* a synchronisation point: one cuStreamSynchronize per "pair" (the
+		 * sync hook's cost; with BENCH_NO_POOL=1 no pool is ever charged) */
+		check_cu(cuStreamSynchronize(NULL), "cuStreamSynchronize");
+		break;
 	default:
 		abort();
 	}
@@ -185,6 +190,8 @@ static void setup(void)
 	/* A warm default pool: it keeps its reserve across frees and syncs, so
 	 * the async pairs are served from it (what PyTorch's cudaMallocAsync
 	 * backend sets up). */
+	if (getenv("BENCH_NO_POOL"))
+		return;
 	gg_CUmemoryPool pool;
 	check_cu(cuDeviceGetDefaultMemPool(&pool, dev), "cuDeviceGetDefaultMemPool");
 	gg_cuuint64_t keep = UINT64_MAX;
@@ -237,7 +244,7 @@ static int parse_path(const char *s)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench PATH[,PATH...] LIVE THREADS[,THREADS...] PAIRS\n"
-	                "  PATH: cuMemAlloc_v2 | cudart | async | vmm | hip | all\n"
+	                "  PATH: cuMemAlloc_v2 | cudart | async | vmm | hip | sync | all\n"
 	                "  prints one line per (path, threads): path live threads ns_per_pair plain|preloaded\n");
 	exit(2);
 }
