@@ -170,9 +170,12 @@ void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real
 GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(void *handle, const char *name)
 {
 	void *real = gg_real_dlsym(handle, name);
-	/* A host looks up a plugin's entry point right after dlopen: the time
-	 * to bind a RTLD_DEEPBIND plugin's imports to us (linkmap.c). */
-	if (!gg_in_hook)
+	/* A host looks up a plugin's entry point in the plugin's own handle
+	 * right after dlopen: the time to bind a RTLD_DEEPBIND plugin's imports
+	 * to us (linkmap.c). Never for RTLD_DEFAULT: a sanitizer runtime looks
+	 * up its interceptors that way before its own initialisation is done,
+	 * when none of our instrumented code may run. */
+	if (!gg_in_hook && handle != RTLD_DEFAULT)
 		gg_linkmap_follow();
 	if (!real || !name || gg_in_hook)
 		return real;
