@@ -3,6 +3,7 @@
  * need a symbol version an old image lacks. The kernel's struct stat is
  * glibc's on x86-64 and aarch64. */
 #define _GNU_SOURCE
+#include "glibc_compat.h" /* also where the build does not force it in */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>

@@ -518,7 +518,21 @@ static int cmd_run(int argc, char **argv)
 		char *pre = malloc(n);
 		if (!pre)
 			return GG_EXIT_BADINPUT;
-		snprintf(pre, n, "%s:%s", lib, old);
+		/* In front of everything but a sanitizer runtime, which must be
+		 * the first object loaded. */
+		size_t first = strcspn(old, ": ");
+		const char *base = old;
+		for (const char *q = old; q < old + first; q++)
+			if (*q == '/')
+				base = q + 1;
+		int san = !strncmp(base, "libasan", 7) || !strncmp(base, "libtsan", 7) || !strncmp(base, "libubsan", 8) ||
+		          !strncmp(base, "libclang_rt.", 12);
+		if (san && old[first])
+			snprintf(pre, n, "%.*s:%s:%s", (int)first, old, lib, old + first + 1);
+		else if (san)
+			snprintf(pre, n, "%s:%s", old, lib);
+		else
+			snprintf(pre, n, "%s:%s", lib, old);
 		setenv("LD_PRELOAD", pre, 1);
 		free(pre);
 	} else {

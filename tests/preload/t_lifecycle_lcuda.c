@@ -75,11 +75,14 @@ static int child(const char *mode)
 	}
 	if (strcmp(mode, "crash-signal") == 0) {
 		/* a refused dump signal: nothing is installed on it, so a crash
-		 * stays a crash; dumps fall back to SIGUSR2 */
+		 * stays a crash (whatever handled SIGSEGV before, a sanitizer's
+		 * or the default, still does); dumps fall back to SIGUSR2 */
+		struct sigaction before, sa;
+		if (sigaction(SIGSEGV, NULL, &before) != 0)
+			return 71;
 		if (cuMemAlloc_v2(&p, 4096) != 0)
 			return 70;
-		struct sigaction sa;
-		if (sigaction(SIGSEGV, NULL, &sa) != 0 || sa.sa_handler != SIG_DFL)
+		if (sigaction(SIGSEGV, NULL, &sa) != 0 || sa.sa_handler != before.sa_handler)
 			return 71;
 		if (sigaction(SIGUSR2, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL)
 			return 72;

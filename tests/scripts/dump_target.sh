@@ -77,8 +77,9 @@ kill "$child1" "$init1" 2>/dev/null
 # 2. The same init with the server under the library: the init is still not
 # signalled; the message names the server, and dumping the server works.
 mkdir "$TMP/d"
-sh -c 'trap "kill -USR2 \$c" USR2; "$2" run --dump-dir "$3" -- "$4" 64 20 >"$1.out" 2>&1 & c=$!; echo "$c" >"$1.tmp"; mv "$1.tmp" "$1"; wait "$c"; wait "$c"' \
-	sh "$TMP/child2" "$GG" "$TMP/d" "$TMP/sleeper" &
+# (under a sanitizer its runtime goes to `run` in LD_PRELOAD; `run` keeps it first)
+sh -c 'trap "kill -USR2 \$c" USR2; LD_PRELOAD="$5" "$2" run --dump-dir "$3" -- "$4" 64 20 >"$1.out" 2>&1 & c=$!; echo "$c" >"$1.tmp"; mv "$1.tmp" "$1"; wait "$c"; wait "$c"' \
+	sh "$TMP/child2" "$GG" "$TMP/d" "$TMP/sleeper" "$PRE" &
 init2=$!
 pids="$pids $init2"
 wait_file "$TMP/child2" . || bad "the second init did not start"
