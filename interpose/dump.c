@@ -890,12 +890,12 @@ static void rec_host(struct out *o)
 	out_u64_or_null(o, h.have_use, h.use);
 	OUT_LIT(o, ",\"cgroup_oom_kill\":");
 	out_u64_or_null(o, h.have_oom, h.oom);
+	OUT_LIT(o, ",\"cgroup_inactive_file\":");
+	out_u64_or_null(o, h.have_use && h.have_inactive, h.inactive_file);
 	OUT_LIT(o, ",\"pinned_bytes\":");
 	out_u64(o, pb > 0 ? (uint64_t)pb : 0);
 	OUT_LIT(o, ",\"pinned_allocs\":");
 	out_u64(o, pc > 0 ? (uint64_t)pc : 0);
-	OUT_LIT(o, ",\"cgroup_inactive_file\":");
-	out_u64_or_null(o, h.have_use && h.have_inactive, h.inactive_file);
 	out_end_record(o);
 }
 

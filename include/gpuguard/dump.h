@@ -40,7 +40,8 @@
  *     "pinned_allocs":N}
  *     pinned_*: live page-locked host memory from cuMemHostAlloc,
  *     cuMemAllocHost_v2 and hipHostMalloc (never charged to the GPU).
- *     Since 0.2 also "cgroup_inactive_file":N|null (v2 memory.stat
+ *     Since 0.2 also "cgroup_inactive_file":N|null after cgroup_oom_kill
+ *     (v2 memory.stat
  *     inactive_file, v1 total_inactive_file): the working set the kubelet
  *     counts is cgroup_usage minus it. Readers treat it as absent in older
  *     dumps.
