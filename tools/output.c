@@ -233,9 +233,16 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b1),
 	        gg_bytes(a->pool_reserved, b2), gg_bytes(a->pool_used, b3));
 	fprintf(f, "  external:       n/a (a format 1 dump holds no free-block map)\n");
-	fprintf(f, "  PyTorch caching-allocator segment sizes: %llu of %llu live allocations%s\n",
-	        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count,
-	        a->torch_pattern ? " (pattern matches)" : "");
+	if (a->torch_frames) {
+		fprintf(f, "  PyTorch's caching allocator (");
+		put_safe(f, a->torch_evidence);
+		fprintf(f, "): %llu of %llu live allocations have its segment sizes\n",
+		        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+	} else {
+		fprintf(f, "  segment sizes of 2 MiB, 20 MiB or 2 MiB multiples over 10 MiB: %llu of %llu live allocations "
+		           "(no PyTorch frames in the stacks)\n",
+		        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+	}
 	if (d->nvmm)
 		fprintf(f, "  VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s\n", d->nvmm,
 		        gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2), (unsigned long long)a->vmm_holes,
@@ -260,6 +267,30 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		        gg_bytes(a->t_final, b3));
 	}
 
+	fprintf(f, "\nAT THE GPU PEAK (device %u, rebuilt from the live allocations and the history)\n", a->pv_dev);
+	if (!a->has_peak_view) {
+		fprintf(f, "  nothing recorded\n");
+	} else {
+		if (d->nhist)
+			fprintf(f, "  %s live at %.3f s after start", gg_bytes(a->pv_bytes, b1), (double)a->pv_ms / 1000.0);
+		else
+			fprintf(f, "  %s live at the dump (no history to go back in)", gg_bytes(a->pv_bytes, b1));
+		if (a->pv_record_bytes)
+			fprintf(f, "; the process's peak: %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
+			        (double)a->pv_record_ms / 1000.0, a->peak_in_history ? "" : " (older than the history)");
+		fputc('\n', f);
+		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
+			gg_stack_label(d, a->pv_sites[i].st, lab, sizeof lab);
+			fprintf(f, "  %-14s stack %-5llu ", gg_bytes(a->pv_sites[i].bytes, b1),
+			        (unsigned long long)a->pv_sites[i].st);
+			put_safe(f, lab);
+			fputc('\n', f);
+		}
+		if (a->pv_suggest_gib && !a->sizing)
+			fprintf(f, "  suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)\n",
+			        (unsigned long long)a->pv_suggest_gib);
+	}
+
 	fprintf(f, "\nHOST\n");
 	if (!d->has_host) {
 		fprintf(f, "  not recorded\n");
@@ -273,7 +304,11 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			    d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none",
 			    d->has_cg_oom ? (snprintf(b3, sizeof b3, "%llu", (unsigned long long)d->cg_oom_kill), b3)
 			                  : "unknown");
-		else
+		if (d->cg_version && d->has_cg_usage && d->has_cg_inactive)
+			fprintf(f, "  working set %s (usage less %s of inactive page cache, as the kubelet counts it)\n",
+			        gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0, b1),
+			        gg_bytes(d->cg_inactive_file, b2));
+		if (!d->cg_version)
 			fprintf(f, "  no cgroup memory controller found\n");
 	}
 	if (d->nconfig) {
@@ -329,7 +364,8 @@ static void json_frames(FILE *f, const struct gg_dump *d, uint64_t st)
 }
 
 static const char *const diag_keys[] = {"ceiling_reached", "device_full",          "fragmentation",
-                                        "leak_suspected",  "host_memory_pressure", "none"};
+                                        "leak_suspected",  "host_memory_pressure", "sizing",
+                                        "none"};
 
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
 {
@@ -492,6 +528,36 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	} else {
 		fputs("null", f);
 	}
+	fprintf(f, ",\n\"peak\":{\"dev\":%u,\"bytes\":%llu,\"ms\":%llu,\"process_peak\":%llu,\"process_peak_ms\":%llu,"
+	           "\"in_history\":%s,\"suggested_limit_gib\":",
+	        a->pv_dev, (unsigned long long)a->pv_bytes, (unsigned long long)a->pv_ms,
+	        (unsigned long long)a->pv_record_bytes, (unsigned long long)a->pv_record_ms,
+	        a->peak_in_history ? "true" : "false");
+	if (a->pv_suggest_gib)
+		fprintf(f, "%llu", (unsigned long long)a->pv_suggest_gib);
+	else
+		fputs("null", f);
+	fputs(",\"sites\":[", f);
+	for (int i = 0; i < a->npv_sites; i++)
+		fprintf(f, "%s{\"stack\":%llu,\"bytes\":%llu}", i ? "," : "", (unsigned long long)a->pv_sites[i].st,
+		        (unsigned long long)a->pv_sites[i].bytes);
+	fputs("]},\n\"sizing\":", f);
+	if (a->sizing) {
+		fprintf(f,
+		        "{\"mode\":\"%s\",\"query\":%llu,\"total\":%llu,\"free\":%llu,\"held\":%llu,\"of\":\"%s\","
+		        "\"fraction_now\":%u.%03u,\"lower_by\":%u.%03u,",
+		        a->sizing == 1 ? "preallocates" : "grows_into_total", (unsigned long long)a->sz_q->n,
+		        (unsigned long long)a->sz_q->total, (unsigned long long)a->sz_q->free,
+		        (unsigned long long)a->sz_q->used, a->sz_of_free ? "free" : "total", a->sz_cur_pm / 1000,
+		        a->sz_cur_pm % 1000, a->sz_delta_pm / 1000, a->sz_delta_pm % 1000);
+		if (a->sizing == 1)
+			fprintf(f, "\"fraction_advised\":%u.%03u,", a->sz_new_pm / 1000, a->sz_new_pm % 1000);
+		json_kv_s(f, "framework", a->sz_framework, 1);
+		json_kv_s(f, "knob", a->sz_knob, 0);
+		fputc('}', f);
+	} else {
+		fputs("null", f);
+	}
 	fputs(",\n\"config\":[", f);
 	for (size_t i = 0; i < d->nconfig; i++) {
 		fputs(i ? ",{" : "{", f);
@@ -508,6 +574,9 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		json_opt_u(f, "cgroup_limit", d->has_cg_limit, d->cg_limit);
 		json_opt_u(f, "cgroup_usage", d->has_cg_usage, d->cg_usage);
 		json_opt_u(f, "cgroup_oom_kill", d->has_cg_oom, d->cg_oom_kill);
+		json_opt_u(f, "cgroup_inactive_file", d->has_cg_inactive, d->cg_inactive_file);
+		json_opt_u(f, "working_set", d->has_cg_usage && d->has_cg_inactive,
+		           d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0);
 		json_kv_u(f, "pinned_bytes", d->pinned_bytes, 1);
 		json_kv_u(f, "pinned_allocs", d->pinned_allocs, 0);
 		fputc('}', f);
