@@ -5,6 +5,7 @@
  * record with a warning, and unknown record types are skipped. */
 #include <errno.h>
 #include <fcntl.h>
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,6 +400,41 @@ static void free_stack(struct gg_stack *s)
 	free(s);
 }
 
+/* C++ symbols as people read them: the C++ runtime's own demangler
+ * (__cxa_demangle in libstdc++, the Itanium ABI's), opened with dlopen by
+ * the command only, so the command has no C++ link dependency. Absent, the
+ * mangled name stays. A hostile name costs at most the demangler's time on
+ * a string of at most GG_MAX_LINE bytes. */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static demangle_fn demangler(void)
+{
+	static int tried;
+	static demangle_fn fn;
+	if (!tried) {
+		tried = 1;
+		void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			*(void **)&fn = dlsym(h, "__cxa_demangle");
+	}
+	return fn;
+}
+
+static void demangle_in_place(char **s)
+{
+	if (!*s || strncmp(*s, "_Z", 2) != 0 || strlen(*s) > 4096)
+		return;
+	demangle_fn fn = demangler();
+	int status = -1;
+	char *out = fn ? fn(*s, NULL, NULL, &status) : NULL;
+	if (out && status == 0) {
+		free(*s);
+		*s = out; /* malloc'd by the demangler: freed with free() like ours */
+	} else {
+		free(out);
+	}
+}
+
 static int rec_stack(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
@@ -433,6 +469,7 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 			free_stack(s);
 			return -1;
 		}
+		demangle_in_place(&g->s);
 	}
 	HASH_ADD(hh, d->stacks, id, sizeof s->id, s);
 	d->nstacks++;

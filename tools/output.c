@@ -698,6 +698,13 @@ static void diff_add(struct diff_row **rows, const struct gg_analysis *a, int is
 	}
 }
 
+/* The process's peak as the report knows it: its peak record, else the
+ * history's highest point. */
+static uint64_t diff_peak(const struct gg_analysis *a)
+{
+	return a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
+}
+
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json)
 {
@@ -718,8 +725,9 @@ void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_anal
 		gg_json_str(f, old->d->path);
 		fputs(",\"new\":", f);
 		gg_json_str(f, new_->d->path);
-		fprintf(f, ",\"old_bytes\":%llu,\"new_bytes\":%llu,\"sites\":[", (unsigned long long)old->live_bytes,
-		        (unsigned long long)new_->live_bytes);
+		fprintf(f, ",\"old_bytes\":%llu,\"new_bytes\":%llu,\"old_peak\":%llu,\"new_peak\":%llu,\"sites\":[",
+		        (unsigned long long)old->live_bytes, (unsigned long long)new_->live_bytes,
+		        (unsigned long long)diff_peak(old), (unsigned long long)diff_peak(new_));
 		for (size_t i = 0; i < n && (int)i < o->top; i++) {
 			fprintf(f,
 			        "%s\n{\"old_bytes\":%llu,\"new_bytes\":%llu,\"old_count\":%llu,\"new_count\":%llu,"
@@ -736,9 +744,22 @@ void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_anal
 		put_safe(f, old->d->path);
 		fprintf(f, " -> ");
 		put_safe(f, new_->d->path);
-		fprintf(f, "\n  live %s -> %s (%s%s)\n\n", gg_bytes(old->live_bytes, b1),
+		fprintf(f, "\n  live %s -> %s (%s%s)\n", gg_bytes(old->live_bytes, b1),
 		        gg_bytes(new_->live_bytes, b2), total < 0 ? "-" : "+",
 		        gg_bytes((uint64_t)(total < 0 ? -total : total), b3));
+		uint64_t po = diff_peak(old), pn = diff_peak(new_);
+		fprintf(f, "  peak %s -> %s (%s%s)", gg_bytes(po, b1), gg_bytes(pn, b2), pn < po ? "-" : "+",
+		        gg_bytes(pn < po ? po - pn : pn - po, b3));
+		if (old->npv_sites && new_->npv_sites) {
+			char l1[320], l2[320];
+			gg_stack_label(old->d, old->pv_sites[0].st, l1, sizeof l1);
+			gg_stack_label(new_->d, new_->pv_sites[0].st, l2, sizeof l2);
+			fprintf(f, "; largest at the peak: %s ", gg_bytes(old->pv_sites[0].bytes, b1));
+			put_safe(f, l1);
+			fprintf(f, " -> %s ", gg_bytes(new_->pv_sites[0].bytes, b2));
+			put_safe(f, l2);
+		}
+		fprintf(f, "\n\n");
 		fprintf(f, "  %-13s %-12s %-12s %-15s %s\n", "growth", "old", "new", "allocs",
 		        "call site (root first)");
 		for (size_t i = 0; i < n && (int)i < o->top; i++) {
