@@ -146,6 +146,103 @@ static void flame(FILE *f, const struct gg_analysis *a)
 	ffree(root.child);
 }
 
+/* One stack as preformatted text, innermost first. */
+static void html_stack(FILE *f, const struct gg_dump *d, uint64_t id, int frames)
+{
+	struct gg_stack *st = id ? gg_dump_stack(d, id) : NULL;
+	fputs("<pre>", f);
+	for (uint32_t k = 0; st && k < st->nframes && (int)k < frames; k++) {
+		esc(f, st->frames[k].s ? st->frames[k].s : "?");
+		fputs("  ", f);
+		esc(f, st->frames[k].m);
+		fputs("+0x", f);
+		esc(f, st->frames[k].o);
+		fputc('\n', f);
+	}
+	if (!st)
+		fputs(id ? "(stack record missing)" : "(no stack)", f);
+	fputs("</pre>", f);
+}
+
+/* The sections the text report has beyond the charts (issue 11, 6): the
+ * failing request, by count, the peak view, host and configuration. */
+static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
+{
+	const struct gg_dump *d = a->d;
+	char b1[32], b2[32], b3[32];
+	if (d->has_request) {
+		fputs("<h2>Failing request</h2>\n<p>", f);
+		esc(f, d->req_api);
+		fprintf(f, " of %s on device %u, thread %llu, stack %llu: ", gg_bytes(d->req_size, b1), d->req_dev,
+		        (unsigned long long)d->req_tid, (unsigned long long)d->req_stack);
+		esc(f, d->req_outcome);
+		fputs("</p>\n", f);
+		html_stack(f, d, d->req_stack, o->frames);
+		fputc('\n', f);
+	}
+	fputs("<h2>Top call sites by count</h2>\n<table><tr><th>#</th><th>allocs</th><th>live</th><th>stack</th></tr>\n",
+	      f);
+	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
+		const struct gg_site *s = a->by_count[i];
+		fprintf(f, "<tr><td>%zu</td><td>%llu</td><td>%s</td><td>", i + 1, (unsigned long long)s->live_count,
+		        gg_bytes(s->live_bytes, b1));
+		html_stack(f, d, s->st, o->frames);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+	fprintf(f, "<h2>At the GPU peak (device %u)</h2>\n", a->pv_dev);
+	if (!a->has_peak_view) {
+		fputs("<p>nothing recorded</p>\n", f);
+	} else {
+		fprintf(f, "<p>%s live at %.3f s after start", gg_bytes(a->pv_bytes, b1), (double)a->pv_ms / 1000.0);
+		if (a->pv_record_bytes)
+			fprintf(f, "; the process's peak %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
+			        (double)a->pv_record_ms / 1000.0, a->peak_in_history ? "" : " (older than the history)");
+		if (a->pv_suggest_gib && !a->sizing)
+			fprintf(f, "; suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)",
+			        (unsigned long long)a->pv_suggest_gib);
+		fputs("</p>\n<table><tr><th>bytes</th><th>stack</th></tr>\n", f);
+		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
+			fprintf(f, "<tr><td>%s</td><td>", gg_bytes(a->pv_sites[i].bytes, b1));
+			html_stack(f, d, a->pv_sites[i].st, o->frames);
+			fputs("</td></tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+	fputs("<h2>Host</h2>\n", f);
+	if (!d->has_host) {
+		fputs("<p>not recorded</p>\n", f);
+	} else {
+		fprintf(f, "<p>rss %s, pinned %s in %llu allocations", gg_bytes(d->rss, b1), gg_bytes(d->pinned_bytes, b2),
+		        (unsigned long long)d->pinned_allocs);
+		if (d->cg_version) {
+			fprintf(f, "; cgroup v%llu usage %s, limit %s", (unsigned long long)d->cg_version,
+			        d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
+			        d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none");
+			if (d->has_cg_oom)
+				fprintf(f, ", oom_kill %llu", (unsigned long long)d->cg_oom_kill);
+			if (d->has_cg_usage && d->has_cg_inactive)
+				fprintf(f, "; working set %s (usage less %s inactive page cache)",
+				        gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0, b3),
+				        gg_bytes(d->cg_inactive_file, b1));
+		}
+		fputs("</p>\n", f);
+	}
+	if (d->nconfig) {
+		fputs("<h2>Configuration</h2>\n<table><tr><th>option</th><th>value</th><th>source</th></tr>\n", f);
+		for (size_t i = 0; i < d->nconfig; i++) {
+			fputs("<tr><td>", f);
+			esc(f, d->config[i].name);
+			fputs("</td><td>", f);
+			esc(f, d->config[i].value);
+			fputs("</td><td>", f);
+			esc(f, d->config[i].source);
+			fputs("</td></tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+}
+
 int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
 {
 	const struct gg_dump *d = a->d;
@@ -311,6 +408,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		        d->nvmm, gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2),
 		        (unsigned long long)a->vmm_holes, a->vmm_holes == 1 ? "" : "s",
 		        gg_bytes(a->vmm_largest_hole, b3));
+	html_more(f, a, o);
 	fputs("</body></html>\n", f);
 	return 0;
 }

@@ -2,6 +2,7 @@
  * pure function of the analysis, so golden files can pin them down. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tool.h"
 
@@ -112,6 +113,21 @@ static void text_pod(FILE *f, const struct gg_dump *d)
 		        gg_bytes(v[i]->used, b1), v[i]->self ? "this process" : v[i]->alive ? "live" : "died");
 	}
 	free(v);
+}
+
+/* Wall-clock time (UTC) of ms after the process started, to line the
+ * report up with dashboards. */
+static const char *wall(const struct gg_dump *d, uint64_t ms, char buf[32])
+{
+	uint64_t t = d->start_unix_ms + ms;
+	time_t s = (time_t)(t / 1000);
+	struct tm tm;
+	if (!d->start_unix_ms || !gmtime_r(&s, &tm)) {
+		snprintf(buf, 32, "?");
+		return buf;
+	}
+	snprintf(buf, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(t % 1000));
+	return buf;
 }
 
 void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
@@ -252,9 +268,11 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	if (!a->has_timeline) {
 		fprintf(f, "  no history in this dump\n");
 	} else {
-		fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start\n",
+		char w1[32], w2[32];
+		fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start (%s to %s)\n",
 		        (unsigned long long)a->h_allocs, (unsigned long long)a->h_frees,
-		        (unsigned long long)a->h_refusals, (double)a->t_start / 1000.0, (double)a->t_end / 1000.0);
+		        (unsigned long long)a->h_refusals, (double)a->t_start / 1000.0, (double)a->t_end / 1000.0,
+		        wall(d, a->t_start, w1), wall(d, a->t_end, w2));
 		fprintf(f, "  |");
 		uint64_t prev = a->baseline;
 		for (int i = 0; i < GG_TIMELINE; i++) {

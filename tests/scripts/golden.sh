@@ -65,6 +65,11 @@ done
 if grep -q '&lt;script&gt;alert(1)&lt;/script&gt;' "$TMP/hostile_strings.html" &&
 	grep -q 'f;g&lt;b&gt;&amp;amp;' "$TMP/hostile_strings.html"; then ok; else bad "hostile_strings: dump strings not HTML-escaped"; fi
 
+# The HTML page has the text report's sections too (issue 11, finding 6).
+for h in "Failing request" "Top call sites by count" "At the GPU peak" "Host" "Configuration"; do
+	grep -q "<h2>$h" "$TMP/sizing_vllm.html" && ok || bad "sizing_vllm: --html has no \"$h\" section"
+done
+
 "$GG" report --diff leak_old.jsonl leak.jsonl >"$TMP/diff_leak.txt" 2>&1
 expect "diff leak_old -> leak" "diff_leak.txt" "$TMP/diff_leak.txt"
 "$GG" report --diff --json leak_old.jsonl leak.jsonl >"$TMP/diff_leak.json" 2>&1
