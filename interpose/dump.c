@@ -49,7 +49,7 @@ void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn)
 static _Atomic int armed;          /* 0 no, 1 arming, 2 armed */
 static _Atomic int writer_running; /* the writer thread exists (exit waits for it) */
 static _Atomic int handler_installed;
-static _Atomic uint32_t wake_word;  /* futex the writer sleeps on */
+static _Atomic uint32_t wake_word; /* futex the writer sleeps on */
 /* Bumped (and futex-woken) each time the writer has copied the live table
  * into a dump: a refusing thread waits for it, so the dump shows memory as
  * it was at the refusal, before the application frees its caches and

@@ -330,8 +330,8 @@ void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn);
 #define GG_MI_LAST 8
 void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes);
 struct gg_meminfo_q {
-	uint64_t n;    /* 0-based index among all queries of the process */
-	uint64_t ms;   /* since start */
+	uint64_t n;  /* 0-based index among all queries of the process */
+	uint64_t ms; /* since start */
 	uint64_t free, total;
 	uint64_t used; /* this process's live bytes on dev then (gg_history_live) */
 	int dev;

@@ -218,7 +218,6 @@ static void timeline(struct gg_analysis *a)
 	a->t_final = cur;
 }
 
-
 /* ---- what the history says per call site: transient vs kept, and what
  * was live at the peak (issue 11, findings 1 and 4) ---- */
 
@@ -379,7 +378,7 @@ static void history_sites(struct gg_analysis *a)
 	}
 	/* The peak view: the history's highest point, or now when it is. */
 	size_t n = HASH_COUNT(tab), k = 0;
-	uint64_t (*v)[2] = calloc(n + 1, sizeof *v);
+	uint64_t(*v)[2] = calloc(n + 1, sizeof *v);
 	if (!v) {
 		gg_error("out of memory");
 		exit(GG_EXIT_BADINPUT);
@@ -441,7 +440,8 @@ static int mentions(const struct gg_dump *d, const char *const *words)
 			return 1;
 		for (struct gg_stack *st = d->stacks; st; st = st->hh.next)
 			for (uint32_t k = 0; k < st->nframes; k++)
-				if (strcasestr(st->frames[k].m, *w) || (st->frames[k].s && strcasestr(st->frames[k].s, *w)))
+				if (strcasestr(st->frames[k].m, *w) ||
+				    (st->frames[k].s && strcasestr(st->frames[k].s, *w)))
 					return 1;
 	}
 	return 0;
@@ -658,7 +658,8 @@ static void pod_evidence(struct gg_diag *g, const struct gg_dump *d, uint32_t dv
 		       "gpu_memory_utilization) or raise the pod's GPUGUARD_LIMIT",
 		       (unsigned long long)top[0]->pid, clean_comm(top[0]->comm, name), gg_bytes(top[0]->used, b1));
 	else
-		change(g, "see which processes of the pod hold the other %s: gpuguard top --once (same GPUGUARD_SHARED)",
+		change(g,
+		       "see which processes of the pod hold the other %s: gpuguard top --once (same GPUGUARD_SHARED)",
 		       gg_bytes(used - mine, b1));
 }
 
@@ -696,10 +697,11 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 	         gg_bytes(q->total, b1), gg_bytes(q->free, b2), gg_bytes(q->used, b3));
 	if (a->sizing == 1) {
 		gg_stack_label(d, a->sz_pool_st, lab, sizeof lab);
-		evidence(g, "right after it, stack %llu allocated %s in %llu allocation%s and keeps it: %s of the %s%s: %s",
-		         (unsigned long long)a->sz_pool_st, gg_bytes(a->sz_pool, b1), (unsigned long long)a->sz_pool_count,
-		         a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_cur_pm, f1), a->sz_of_free ? "free" : "total",
-		         a->sz_of_free || !q->used ? "" : " with what it held before", lab);
+		evidence(
+		    g, "right after it, stack %llu allocated %s in %llu allocation%s and keeps it: %s of the %s%s: %s",
+		    (unsigned long long)a->sz_pool_st, gg_bytes(a->sz_pool, b1), (unsigned long long)a->sz_pool_count,
+		    a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_cur_pm, f1), a->sz_of_free ? "free" : "total",
+		    a->sz_of_free || !q->used ? "" : " with what it held before", lab);
 	} else {
 		evidence(g,
 		         "then it grew into that total: it keeps %s (%s of the total) in call sites that do not free, "
@@ -708,12 +710,13 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		         a->sz_transient_st ? "" : " (none seen)");
 		if (a->sz_transient_st) {
 			gg_stack_label(d, a->sz_transient_st, lab, sizeof lab);
-			evidence(g, "what comes and goes is mostly stack %llu: %s", (unsigned long long)a->sz_transient_st,
-			         lab);
+			evidence(g, "what comes and goes is mostly stack %llu: %s",
+			         (unsigned long long)a->sz_transient_st, lab);
 		}
 	}
 	if (a->sz_framework)
-		evidence(g, "the stacks or the command name %s, which sizes itself with %s", a->sz_framework, a->sz_knob);
+		evidence(g, "the stacks or the command name %s, which sizes itself with %s", a->sz_framework,
+		         a->sz_knob);
 	const char *knob = a->sz_knob ? a->sz_knob : "the fraction of the total it sizes itself to";
 	const char *what = a->sz_of_free ? "free memory" : "the total";
 	if (a->sizing == 1) {
@@ -734,8 +737,9 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		       gg_bytes(a->sz_over, b2));
 	}
 	if (refused)
-		change(g, "a higher GPUGUARD_LIMIT does not help: it reports a larger total, and the process grows into "
-		          "it");
+		change(g,
+		       "a higher GPUGUARD_LIMIT does not help: it reports a larger total, and the process grows into "
+		       "it");
 	else
 		change(g, "GPUGUARD_LIMIT sets the total it sizes itself to: set it to what it may have, and tune the "
 		          "fraction, not the ceiling");
@@ -908,8 +912,9 @@ static void diagnose(struct gg_analysis *a)
 		         gg_bytes(a->dev[dv].live_bytes, b2), gg_bytes(dev_waste, b3));
 		spectrum(a, g);
 		if (a->torch_pattern) {
-			evidence(g, "PyTorch's caching allocator holds these segments: %s; %llu of %llu live "
-			            "allocations have its segment sizes",
+			evidence(g,
+			         "PyTorch's caching allocator holds these segments: %s; %llu of %llu live "
+			         "allocations have its segment sizes",
 			         a->torch_evidence, (unsigned long long)a->torch_segments,
 			         (unsigned long long)a->live_count);
 			change(g, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow in place instead of "
@@ -965,9 +970,8 @@ static void diagnose(struct gg_analysis *a)
 	uint64_t ws = d->has_cg_usage && d->has_cg_inactive
 	                  ? (d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0)
 	                  : d->cg_usage;
-	if (d->has_host &&
-	    ((d->has_cg_oom && d->cg_oom_kill > 0) ||
-	     (d->has_cg_limit && d->has_cg_usage && d->cg_limit && ws >= d->cg_limit / 10 * 9))) {
+	if (d->has_host && ((d->has_cg_oom && d->cg_oom_kill > 0) ||
+	                    (d->has_cg_limit && d->has_cg_usage && d->cg_limit && ws >= d->cg_limit / 10 * 9))) {
 		struct gg_diag *g = diag_new(a, GG_D_HOST, "host memory pressure");
 		if (d->has_cg_limit && d->has_cg_usage) {
 			uint64_t pc = d->cg_limit / 100 ? d->cg_limit / 100 : 1;
@@ -1004,19 +1008,23 @@ static void diagnose(struct gg_analysis *a)
 		uint64_t p = a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
 		if (pd && !pd->pod && pd->peak > p)
 			p = pd->peak;
-		evidence(g, "dump written on \"%s\": %llu live allocations, %s; the peak was %s", d->trigger ? d->trigger : "?",
-		         (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1), gg_bytes(p, b2));
+		evidence(g, "dump written on \"%s\": %llu live allocations, %s; the peak was %s",
+		         d->trigger ? d->trigger : "?", (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1),
+		         gg_bytes(p, b2));
 		if (a->has_peak_view && a->npv_sites) {
 			gg_stack_label(d, a->pv_sites[0].st, lab, sizeof lab);
-			evidence(g, "at the peak, stack %llu held the most: %s (%s)", (unsigned long long)a->pv_sites[0].st,
-			         gg_bytes(a->pv_sites[0].bytes, b1), lab);
+			evidence(g, "at the peak, stack %llu held the most: %s (%s)",
+			         (unsigned long long)a->pv_sites[0].st, gg_bytes(a->pv_sites[0].bytes, b1), lab);
 		}
 		if (!a->peak_in_history)
-			evidence(g, "the peak (%s at %.1f s) is older than the history: the peak view shows its highest point, "
-			            "%s",
-			         gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0, gg_bytes(a->pv_bytes, b2));
-		change(g, "GPUGUARD_LIMIT=%lluGi: the peak %s x1.2, rounded up to a GiB", (unsigned long long)a->pv_suggest_gib,
-		       gg_bytes(p, b1));
+			evidence(
+			    g,
+			    "the peak (%s at %.1f s) is older than the history: the peak view shows its highest point, "
+			    "%s",
+			    gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0,
+			    gg_bytes(a->pv_bytes, b2));
+		change(g, "GPUGUARD_LIMIT=%lluGi: the peak %s x1.2, rounded up to a GiB",
+		       (unsigned long long)a->pv_suggest_gib, gg_bytes(p, b1));
 	} else if (a->ndiags == 0) {
 		struct gg_diag *g = diag_new(a, GG_D_NONE, "no failure recorded");
 		evidence(g, "dump written on \"%s\": %llu live allocations, %s", d->trigger ? d->trigger : "?",
@@ -1075,8 +1083,9 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 					torch_id = st->id;
 					char sym[200];
 					gg_text_copy(sym, sizeof sym, f->s ? f->s : f->o);
-					snprintf(a->torch_evidence, sizeof a->torch_evidence, "stack %llu frame #%u %.200s (%.80s)",
-					         (unsigned long long)st->id, k, sym, f->m);
+					snprintf(a->torch_evidence, sizeof a->torch_evidence,
+					         "stack %llu frame #%u %.200s (%.80s)", (unsigned long long)st->id, k,
+					         sym, f->m);
 				}
 				a->torch_frames = 1;
 				break;

@@ -180,8 +180,9 @@ static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts
 		html_stack(f, d, d->req_stack, o->frames);
 		fputc('\n', f);
 	}
-	fputs("<h2>Top call sites by count</h2>\n<table><tr><th>#</th><th>allocs</th><th>live</th><th>stack</th></tr>\n",
-	      f);
+	fputs(
+	    "<h2>Top call sites by count</h2>\n<table><tr><th>#</th><th>allocs</th><th>live</th><th>stack</th></tr>\n",
+	    f);
 	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
 		const struct gg_site *s = a->by_count[i];
 		fprintf(f, "<tr><td>%zu</td><td>%llu</td><td>%s</td><td>", i + 1, (unsigned long long)s->live_count,
@@ -197,7 +198,8 @@ static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts
 		fprintf(f, "<p>%s live at %.3f s after start", gg_bytes(a->pv_bytes, b1), (double)a->pv_ms / 1000.0);
 		if (a->pv_record_bytes)
 			fprintf(f, "; the process's peak %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
-			        (double)a->pv_record_ms / 1000.0, a->peak_in_history ? "" : " (older than the history)");
+			        (double)a->pv_record_ms / 1000.0,
+			        a->peak_in_history ? "" : " (older than the history)");
 		if (a->pv_suggest_gib && !a->sizing)
 			fprintf(f, "; suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)",
 			        (unsigned long long)a->pv_suggest_gib);
@@ -213,8 +215,8 @@ static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts
 	if (!d->has_host) {
 		fputs("<p>not recorded</p>\n", f);
 	} else {
-		fprintf(f, "<p>rss %s, pinned %s in %llu allocations", gg_bytes(d->rss, b1), gg_bytes(d->pinned_bytes, b2),
-		        (unsigned long long)d->pinned_allocs);
+		fprintf(f, "<p>rss %s, pinned %s in %llu allocations", gg_bytes(d->rss, b1),
+		        gg_bytes(d->pinned_bytes, b2), (unsigned long long)d->pinned_allocs);
 		if (d->cg_version) {
 			fprintf(f, "; cgroup v%llu usage %s, limit %s", (unsigned long long)d->cg_version,
 			        d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
@@ -222,9 +224,11 @@ static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts
 			if (d->has_cg_oom)
 				fprintf(f, ", oom_kill %llu", (unsigned long long)d->cg_oom_kill);
 			if (d->has_cg_usage && d->has_cg_inactive)
-				fprintf(f, "; working set %s (usage less %s inactive page cache)",
-				        gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0, b3),
-				        gg_bytes(d->cg_inactive_file, b1));
+				fprintf(
+				    f, "; working set %s (usage less %s inactive page cache)",
+				    gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0,
+				             b3),
+				    gg_bytes(d->cg_inactive_file, b1));
 		}
 		fputs("</p>\n", f);
 	}

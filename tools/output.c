@@ -110,7 +110,10 @@ static void text_pod(FILE *f, const struct gg_dump *d)
 		fprintf(f, "  %-4u %-5u %-10llu ", v[i]->dev, v[i]->slot, (unsigned long long)v[i]->pid);
 		put_safe(f, v[i]->comm);
 		fprintf(f, "%*s %-12s %s\n", 16 - (int)(strlen(v[i]->comm) < 16 ? strlen(v[i]->comm) : 16), "",
-		        gg_bytes(v[i]->used, b1), v[i]->self ? "this process" : v[i]->alive ? "live" : "died");
+		        gg_bytes(v[i]->used, b1),
+		        v[i]->self    ? "this process"
+		        : v[i]->alive ? "live"
+		                      : "died");
 	}
 	free(v);
 }
@@ -255,9 +258,11 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		fprintf(f, "): %llu of %llu live allocations have its segment sizes\n",
 		        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
 	} else {
-		fprintf(f, "  segment sizes of 2 MiB, 20 MiB or 2 MiB multiples over 10 MiB: %llu of %llu live allocations "
-		           "(no PyTorch frames in the stacks)\n",
-		        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+		fprintf(
+		    f,
+		    "  segment sizes of 2 MiB, 20 MiB or 2 MiB multiples over 10 MiB: %llu of %llu live allocations "
+		    "(no PyTorch frames in the stacks)\n",
+		    (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
 	}
 	if (d->nvmm)
 		fprintf(f, "  VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s\n", d->nvmm,
@@ -290,12 +295,14 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		fprintf(f, "  nothing recorded\n");
 	} else {
 		if (d->nhist)
-			fprintf(f, "  %s live at %.3f s after start", gg_bytes(a->pv_bytes, b1), (double)a->pv_ms / 1000.0);
+			fprintf(f, "  %s live at %.3f s after start", gg_bytes(a->pv_bytes, b1),
+			        (double)a->pv_ms / 1000.0);
 		else
 			fprintf(f, "  %s live at the dump (no history to go back in)", gg_bytes(a->pv_bytes, b1));
 		if (a->pv_record_bytes)
 			fprintf(f, "; the process's peak: %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
-			        (double)a->pv_record_ms / 1000.0, a->peak_in_history ? "" : " (older than the history)");
+			        (double)a->pv_record_ms / 1000.0,
+			        a->peak_in_history ? "" : " (older than the history)");
 		fputc('\n', f);
 		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
 			gg_stack_label(d, a->pv_sites[i].st, lab, sizeof lab);
@@ -323,7 +330,8 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			    d->has_cg_oom ? (snprintf(b3, sizeof b3, "%llu", (unsigned long long)d->cg_oom_kill), b3)
 			                  : "unknown");
 		if (d->cg_version && d->has_cg_usage && d->has_cg_inactive)
-			fprintf(f, "  working set %s (usage less %s of inactive page cache, as the kubelet counts it)\n",
+			fprintf(f,
+			        "  working set %s (usage less %s of inactive page cache, as the kubelet counts it)\n",
 			        gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0, b1),
 			        gg_bytes(d->cg_inactive_file, b2));
 		if (!d->cg_version)
@@ -381,9 +389,8 @@ static void json_frames(FILE *f, const struct gg_dump *d, uint64_t st)
 	fputc(']', f);
 }
 
-static const char *const diag_keys[] = {"ceiling_reached", "device_full",          "fragmentation",
-                                        "leak_suspected",  "host_memory_pressure", "sizing",
-                                        "none"};
+static const char *const diag_keys[] = {"ceiling_reached",      "device_full", "fragmentation", "leak_suspected",
+                                        "host_memory_pressure", "sizing",      "none"};
 
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
 {
@@ -546,8 +553,9 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	} else {
 		fputs("null", f);
 	}
-	fprintf(f, ",\n\"peak\":{\"dev\":%u,\"bytes\":%llu,\"ms\":%llu,\"process_peak\":%llu,\"process_peak_ms\":%llu,"
-	           "\"in_history\":%s,\"suggested_limit_gib\":",
+	fprintf(f,
+	        ",\n\"peak\":{\"dev\":%u,\"bytes\":%llu,\"ms\":%llu,\"process_peak\":%llu,\"process_peak_ms\":%llu,"
+	        "\"in_history\":%s,\"suggested_limit_gib\":",
 	        a->pv_dev, (unsigned long long)a->pv_bytes, (unsigned long long)a->pv_ms,
 	        (unsigned long long)a->pv_record_bytes, (unsigned long long)a->pv_record_ms,
 	        a->peak_in_history ? "true" : "false");
@@ -762,9 +770,8 @@ void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_anal
 		put_safe(f, old->d->path);
 		fprintf(f, " -> ");
 		put_safe(f, new_->d->path);
-		fprintf(f, "\n  live %s -> %s (%s%s)\n", gg_bytes(old->live_bytes, b1),
-		        gg_bytes(new_->live_bytes, b2), total < 0 ? "-" : "+",
-		        gg_bytes((uint64_t)(total < 0 ? -total : total), b3));
+		fprintf(f, "\n  live %s -> %s (%s%s)\n", gg_bytes(old->live_bytes, b1), gg_bytes(new_->live_bytes, b2),
+		        total < 0 ? "-" : "+", gg_bytes((uint64_t)(total < 0 ? -total : total), b3));
 		uint64_t po = diff_peak(old), pn = diff_peak(new_);
 		fprintf(f, "  peak %s -> %s (%s%s)", gg_bytes(po, b1), gg_bytes(pn, b2), pn < po ? "-" : "+",
 		        gg_bytes(pn < po ? po - pn : pn - po, b3));

@@ -191,15 +191,7 @@ struct gg_site {
 #define GG_HIST_BUCKETS 48 /* power-of-two size buckets: 2^0 .. 2^47+ */
 #define GG_TIMELINE 24     /* time buckets of the usage timeline */
 
-enum gg_diag_kind {
-	GG_D_CEILING,
-	GG_D_DEVICE_FULL,
-	GG_D_FRAGMENTATION,
-	GG_D_LEAK,
-	GG_D_HOST,
-	GG_D_SIZING,
-	GG_D_NONE
-};
+enum gg_diag_kind { GG_D_CEILING, GG_D_DEVICE_FULL, GG_D_FRAGMENTATION, GG_D_LEAK, GG_D_HOST, GG_D_SIZING, GG_D_NONE };
 
 struct gg_diag {
 	enum gg_diag_kind kind;
@@ -238,12 +230,12 @@ struct gg_analysis {
 	 * 1 preallocated a pool as a fraction of what it was told, 2 grew into
 	 * the total it was told. Fractions in thousandths. */
 	int sizing;
-	const struct gg_meminfo *sz_q; /* the query it sized itself from */
-	uint64_t sz_pool, sz_pool_count, sz_pool_st; /* mode 1: the pool */
-	int sz_of_free;                              /* mode 1: a fraction of free, not total */
+	const struct gg_meminfo *sz_q;                   /* the query it sized itself from */
+	uint64_t sz_pool, sz_pool_count, sz_pool_st;     /* mode 1: the pool */
+	int sz_of_free;                                  /* mode 1: a fraction of free, not total */
 	uint64_t sz_keep, sz_transient, sz_transient_st; /* kept (never freed) vs comes and goes */
 	unsigned sz_cur_pm, sz_new_pm, sz_delta_pm;
-	uint64_t sz_over; /* demand beyond the total */
+	uint64_t sz_over;                   /* demand beyond the total */
 	const char *sz_framework, *sz_knob; /* from the stacks or command; NULL = unknown */
 	unsigned sz_knob_default_pm;
 	/* What was live at the GPU peak, rebuilt from the live table and the

@@ -75,8 +75,9 @@ TEST(host_reads_the_working_set_from_cgroup_files)
 	put(v2, "memory.current", "16106127360\n");
 	put(v2, "memory.max", "17179869184\n");
 	put(v2, "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n");
-	put(v2, "memory.stat", "anon 22020096\nfile 15032385536\nactive_anon 1\ninactive_anon 2\n"
-	                       "active_file 1000\ninactive_file 15032385536\n");
+	put(v2, "memory.stat",
+	    "anon 22020096\nfile 15032385536\nactive_anon 1\ninactive_anon 2\n"
+	    "active_file 1000\ninactive_file 15032385536\n");
 	put(v1, "memory.usage_in_bytes", "8589934592\n");
 	put(v1, "memory.limit_in_bytes", "9223372036854771712\n");
 	put(v1, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
