@@ -664,6 +664,108 @@ void gg_report_folded(FILE *f, const struct gg_analysis *a)
 	}
 }
 
+/* --speedscope: speedscope's file format (its "sampled" profile), live
+ * bytes per stack with unit "bytes", frames shared by name. The plain
+ * folded form (--folded) stays for flamegraph.pl. */
+struct ss_frame {
+	char *name;
+	size_t idx;
+	UT_hash_handle hh;
+};
+
+static size_t ss_index(struct ss_frame **tab, size_t *n, const struct gg_frame *fr)
+{
+	char buf[1024];
+	if (fr->s)
+		snprintf(buf, sizeof buf, "%s", fr->s);
+	else
+		snprintf(buf, sizeof buf, "%s+0x%s", fr->m, fr->o);
+	struct ss_frame *e = NULL;
+	HASH_FIND_STR(*tab, buf, e);
+	if (e)
+		return e->idx;
+	e = calloc(1, sizeof *e);
+	if (!e || !(e->name = strdup(buf))) {
+		gg_error("out of memory");
+		exit(GG_EXIT_BADINPUT);
+	}
+	e->idx = (*n)++;
+	HASH_ADD_KEYPTR(hh, *tab, e->name, strlen(e->name), e);
+	return e->idx;
+}
+
+void gg_report_speedscope(FILE *f, const struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	struct ss_frame *tab = NULL, *e, *tmp;
+	size_t nf = 0;
+	struct gg_frame nostack = {"[no stack]", "0", NULL};
+	/* frames first (indexes), in order of first use */
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+		if (!s->live_bytes)
+			continue;
+		if (!st || !st->nframes)
+			ss_index(&tab, &nf, &nostack);
+		for (uint32_t k = 0; st && k < st->nframes; k++)
+			ss_index(&tab, &nf, &st->frames[k]);
+	}
+	const char **names = calloc(nf + 1, sizeof *names);
+	if (!names) {
+		gg_error("out of memory");
+		exit(GG_EXIT_BADINPUT);
+	}
+	for (e = tab; e; e = e->hh.next)
+		names[e->idx] = e->name;
+	fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"gpuguard report\","
+	      "\"name\":",
+	      f);
+	gg_json_str(f, d->path);
+	fputs(",\"shared\":{\"frames\":[", f);
+	for (size_t i = 0; i < nf; i++) {
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		gg_json_str(f, names[i]);
+		fputc('}', f);
+	}
+	fprintf(f,
+	        "]},\"profiles\":[{\"type\":\"sampled\",\"name\":\"live device memory\",\"unit\":\"bytes\","
+	        "\"startValue\":0,\"endValue\":%llu,\"samples\":[",
+	        (unsigned long long)a->live_bytes);
+	int first = 1;
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		if (!s->live_bytes)
+			continue;
+		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+		fputs(first ? "[" : ",[", f);
+		first = 0;
+		if (!st || !st->nframes)
+			fprintf(f, "%zu", ss_index(&tab, &nf, &nostack));
+		/* root first, as speedscope's samples are */
+		for (uint32_t k = st ? st->nframes : 0; k-- > 0;)
+			fprintf(f, "%zu%s", ss_index(&tab, &nf, &st->frames[k]), k ? "," : "");
+		fputc(']', f);
+	}
+	fputs("],\"weights\":[", f);
+	first = 1;
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		if (!s->live_bytes)
+			continue;
+		fprintf(f, "%s%llu", first ? "" : ",", (unsigned long long)s->live_bytes);
+		first = 0;
+	}
+	fputs("]}]}\n", f);
+	free(names);
+	HASH_ITER(hh, tab, e, tmp)
+	{
+		HASH_DEL(tab, e);
+		free(e->name);
+		free(e);
+	}
+}
+
 /* --diff: stack ids are per process, so sites are matched by their frames. */
 struct diff_row {
 	char *key;

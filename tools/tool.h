@@ -267,6 +267,7 @@ struct gg_opts {
 void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
 void gg_report_folded(FILE *f, const struct gg_analysis *a);
+void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope JSON, unit bytes */
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json);
 void gg_json_str(FILE *f, const char *s);

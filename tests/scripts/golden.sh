@@ -70,6 +70,15 @@ for h in "Failing request" "Top call sites by count" "At the GPU peak" "Host" "C
 	grep -q "<h2>$h" "$TMP/sizing_vllm.html" && ok || bad "sizing_vllm: --html has no \"$h\" section"
 done
 
+# Folded stacks also in speedscope's JSON format, with a bytes unit.
+"$GG" report --speedscope leak.jsonl >"$TMP/leak.speedscope" 2>&1
+expect "leak (speedscope)" "leak.speedscope" "$TMP/leak.speedscope"
+if command -v jq >/dev/null 2>&1; then
+	[ "$(jq -r '.profiles[0].unit' "$TMP/leak.speedscope" 2>/dev/null)" = bytes ] &&
+		[ "$(jq '.profiles[0].weights | add' "$TMP/leak.speedscope")" = "$(jq '.profiles[0].endValue' "$TMP/leak.speedscope")" ] &&
+		ok || bad "leak: --speedscope is not speedscope JSON with unit bytes and weights summing to the live bytes"
+fi
+
 "$GG" report --diff leak_old.jsonl leak.jsonl >"$TMP/diff_leak.txt" 2>&1
 expect "diff leak_old -> leak" "diff_leak.txt" "$TMP/diff_leak.txt"
 "$GG" report --diff --json leak_old.jsonl leak.jsonl >"$TMP/diff_leak.json" 2>&1
