@@ -3,6 +3,7 @@
  * goes through esc(): a hostile dump must not inject markup. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tool.h"
 
@@ -337,7 +338,19 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 
 	fputs("<h2>Usage timeline</h2>\n", f);
 	if (a->has_timeline && a->t_peak) {
-		fputs("<svg width=\"1000\" height=\"160\" font-size=\"11\" font-family=\"sans-serif\">"
+		/* The ceiling and, in pod scope, the pod's total on the same
+		 * scale: a refusal under a budget with room to spare reads as
+		 * what it is (issue 11, finding 6). */
+		const struct gg_device *cd = NULL;
+		for (size_t i = 0; i < d->ndevices; i++)
+			if (d->devices[i].dev == a->pv_dev)
+				cd = &d->devices[i];
+		uint64_t top = a->t_peak;
+		if (cd && cd->has_limit && cd->limit > top && cd->limit / 4 < top * 2)
+			top = cd->limit;
+		if (cd && cd->pod && cd->used > top)
+			top = cd->used;
+		fputs("<svg width=\"1000\" height=\"175\" font-size=\"11\" font-family=\"sans-serif\">"
 		      "<rect x=\"60\" y=\"5\" width=\"900\" height=\"130\" fill=\"#fafafa\" stroke=\"#ccc\"/><polyline "
 		      "fill=\"none\" stroke=\"#3b82f6\" stroke-width=\"2\" points=\"",
 		      f);
@@ -346,12 +359,39 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 			uint64_t v = a->t_has[i] ? a->t_max[i] : prev;
 			prev = v;
 			fprintf(f, "%.1f,%.1f ", 60 + 900.0 * (i + 0.5) / GG_TIMELINE,
-			        135 - 130.0 * (double)v / (double)a->t_peak);
+			        135 - 130.0 * (double)v / (double)top);
+		}
+		fputs("\"/>", f);
+		if (cd && cd->has_limit && cd->limit <= top)
+			fprintf(f,
+			        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#dc2626\" "
+			        "stroke-dasharray=\"6 4\"/>"
+			        "<text x=\"965\" y=\"%.1f\" fill=\"#dc2626\">ceiling %s</text>",
+			        135 - 130.0 * (double)cd->limit / (double)top,
+			        135 - 130.0 * (double)cd->limit / (double)top,
+			        139 - 130.0 * (double)cd->limit / (double)top, gg_bytes(cd->limit, b2));
+		if (cd && cd->pod)
+			fprintf(f,
+			        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#9333ea\" "
+			        "stroke-dasharray=\"2 3\"/>"
+			        "<text x=\"965\" y=\"%.1f\" fill=\"#9333ea\">pod now %s</text>",
+			        135 - 130.0 * (double)cd->used / (double)top,
+			        135 - 130.0 * (double)cd->used / (double)top,
+			        151 - 130.0 * (double)cd->used / (double)top, gg_bytes(cd->used, b3));
+		char w1[32] = "?", w2[32] = "?";
+		for (int k = 0; k < 2 && d->start_unix_ms; k++) {
+			uint64_t t = d->start_unix_ms + (k ? a->t_end : a->t_start);
+			time_t sec = (time_t)(t / 1000);
+			struct tm tm;
+			if (gmtime_r(&sec, &tm))
+				snprintf(k ? w2 : w1, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+				         (unsigned)(t % 1000));
 		}
 		fprintf(f,
-		        "\"/><text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
-		        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text></svg>\n",
-		        gg_bytes(a->t_peak, b1), (double)a->t_start / 1000.0, (double)a->t_end / 1000.0);
+		        "<text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
+		        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text>"
+		        "<text x=\"60\" y=\"165\">%s</text><text x=\"900\" y=\"165\">%s</text></svg>\n",
+		        gg_bytes(top, b1), (double)a->t_start / 1000.0, (double)a->t_end / 1000.0, w1, w2);
 	} else {
 		fputs("<p>No history in this dump.</p>\n", f);
 	}

@@ -70,6 +70,10 @@ for h in "Failing request" "Top call sites by count" "At the GPU peak" "Host" "C
 	grep -q "<h2>$h" "$TMP/sizing_vllm.html" && ok || bad "sizing_vllm: --html has no \"$h\" section"
 done
 
+# The timeline draws the ceiling and shows wall-clock time (UTC).
+grep -q 'ceiling 4.00 GiB</text>' "$TMP/ceiling_steady.html" && grep -q '08:2[0-9]:[0-9.]*Z</text>' "$TMP/ceiling_steady.html" &&
+	ok || bad "ceiling_steady: --html timeline lacks the ceiling line or wall-clock time"
+
 # Folded stacks also in speedscope's JSON format, with a bytes unit.
 "$GG" report --speedscope leak.jsonl >"$TMP/leak.speedscope" 2>&1
 expect "leak (speedscope)" "leak.speedscope" "$TMP/leak.speedscope"
