@@ -176,7 +176,7 @@ $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
 	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
 		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
-	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS)
+	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS) -ldl
 
 $(BUILD)/tests/tools/signame: tests/tools/signame.c tools/signal.c tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
@@ -196,7 +196,7 @@ $(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
 fuzz: $(BUILD)/tests/tools/mkregion
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ_CC) -std=gnu11 -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/fuzz_report \
-		tests/fuzz/fuzz_report.c $(filter-out tools/main.c,$(TOOL_SRCS))
+		tests/fuzz/fuzz_report.c $(filter-out tools/main.c,$(TOOL_SRCS)) -ldl
 	$(BUILD)/fuzz/fuzz_report -max_total_time=$(FUZZ_TIME) -max_len=65536 -artifact_prefix=$(BUILD)/fuzz/ \
 		$(BUILD)/fuzz/corpus tests/golden
 	@mkdir -p $(BUILD)/fuzz/corpus-region

@@ -49,7 +49,7 @@ void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn)
 static _Atomic int armed;          /* 0 no, 1 arming, 2 armed */
 static _Atomic int writer_running; /* the writer thread exists (exit waits for it) */
 static _Atomic int handler_installed;
-static _Atomic uint32_t wake_word;  /* futex the writer sleeps on */
+static _Atomic uint32_t wake_word; /* futex the writer sleeps on */
 /* Bumped (and futex-woken) each time the writer has copied the live table
  * into a dump: a refusing thread waits for it, so the dump shows memory as
  * it was at the refusal, before the application frees its caches and
@@ -115,6 +115,75 @@ void gg_dump_pinned(int64_t bytes, int64_t count)
 {
 	atomic_fetch_add_explicit(&pinned_bytes, bytes, memory_order_relaxed);
 	atomic_fetch_add_explicit(&pinned_count, count, memory_order_relaxed);
+}
+
+/* ---- memory-info queries: how the process sized itself ---- */
+
+/* The first GG_MI_FIRST queries (a server sizes itself at start-up) and the
+ * last GG_MI_LAST (what it saw lately), one seqlock per slot as in the
+ * history ring: 2n+1 while query n is written, 2n+2 once whole. */
+struct mi_slot {
+	_Atomic uint64_t seq;
+	_Atomic uint64_t ms, free, total, used;
+	_Atomic int dev;
+};
+static struct mi_slot mi_slots[GG_MI_FIRST + GG_MI_LAST];
+static _Atomic uint64_t mi_count;
+
+void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes)
+{
+	/* relaxed: the index only has to be unique; the slot's seq orders. */
+	uint64_t n = atomic_fetch_add_explicit(&mi_count, 1, memory_order_relaxed);
+	struct mi_slot *sl = &mi_slots[n < GG_MI_FIRST ? n : GG_MI_FIRST + (n - GG_MI_FIRST) % GG_MI_LAST];
+	uint64_t cur = atomic_load_explicit(&sl->seq, memory_order_relaxed);
+	/* A writer a lap behind, or racing one on the same slot, gives up: the
+	 * slot keeps a whole query either way. relaxed CAS + release fence =
+	 * the seqlock's writer side (odd seq before any payload store). */
+	if ((cur & 1) || cur >= 2 * n + 1 ||
+	    !atomic_compare_exchange_strong_explicit(&sl->seq, &cur, 2 * n + 1, memory_order_relaxed,
+	                                             memory_order_relaxed))
+		return;
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&sl->ms, gg_now_ms(), memory_order_relaxed);
+	atomic_store_explicit(&sl->free, free_bytes, memory_order_relaxed);
+	atomic_store_explicit(&sl->total, total_bytes, memory_order_relaxed);
+	atomic_store_explicit(&sl->used, gg_history_live(dev), memory_order_relaxed);
+	atomic_store_explicit(&sl->dev, dev, memory_order_relaxed);
+	/* release: pairs with the reader's acquire load; 2n+2 = payload whole. */
+	atomic_store_explicit(&sl->seq, 2 * n + 2, memory_order_release);
+}
+
+size_t gg_dump_meminfo_snapshot(struct gg_meminfo_q *out, size_t max, uint64_t *count)
+{
+	size_t k = 0;
+	*count = atomic_load_explicit(&mi_count, memory_order_relaxed);
+	for (size_t i = 0; i < GG_MI_FIRST + GG_MI_LAST && k < max; i++) {
+		struct mi_slot *sl = &mi_slots[i];
+		/* acquire: pairs with the writer's release store of 2n+2. */
+		uint64_t s1 = atomic_load_explicit(&sl->seq, memory_order_acquire);
+		if (!s1 || (s1 & 1))
+			continue;
+		struct gg_meminfo_q q = {
+		    .n = s1 / 2 - 1,
+		    .ms = atomic_load_explicit(&sl->ms, memory_order_relaxed),
+		    .free = atomic_load_explicit(&sl->free, memory_order_relaxed),
+		    .total = atomic_load_explicit(&sl->total, memory_order_relaxed),
+		    .used = atomic_load_explicit(&sl->used, memory_order_relaxed),
+		    .dev = atomic_load_explicit(&sl->dev, memory_order_relaxed),
+		};
+		/* acquire fence: payload loads before the re-check of seq. */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&sl->seq, memory_order_relaxed) != s1)
+			continue; /* rewritten meanwhile: skip */
+		/* insertion by n: the last slots wrap, the output is in order */
+		size_t j = k++;
+		while (j > 0 && out[j - 1].n > q.n) {
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = q;
+	}
+	return k;
 }
 
 void gg_dump_on_refusal(int dev, enum gpuguard_refusal why)
@@ -276,6 +345,7 @@ void gg_dump_arm(void)
 	/* acq_rel: exactly one thread wins the right to start the writer. */
 	if (!atomic_compare_exchange_strong_explicit(&armed, &expect, 1, memory_order_acq_rel, memory_order_acquire))
 		return; /* another thread arms; a trigger meanwhile just waits queued */
+	gg_dump_read_test_knobs();
 	if (gg_opt.dump_max == 0) {
 		/* No dumps at all: no thread, and the signal keeps its meaning. */
 		atomic_store_explicit(&armed, 2, memory_order_release);
@@ -327,6 +397,7 @@ __attribute__((destructor)) static void dump_at_exit(void)
 		}
 		usleep(1000);
 	}
+	gg_dump_read_test_knobs();
 	if (gg_opt.dump_at_exit)
 		write_req(GG_DUMP_EXIT, NULL, NULL, 0);
 }
@@ -703,7 +774,7 @@ static int read_u64_file(const char *path, uint64_t *out)
 
 static int read_keyed(const char *path, const char *key, uint64_t *out)
 {
-	char b[4096];
+	char b[8192]; /* memory.stat: v1's total_* lines come late */
 	if (read_small(path, b, sizeof b) <= 0)
 		return -1;
 	size_t kl = strlen(key);
@@ -715,72 +786,160 @@ static int read_keyed(const char *path, const char *key, uint64_t *out)
 	return -1;
 }
 
-static void rec_host(struct out *o)
+/* GPUGUARD_TEST_CGROUP_DIR, read once on an application thread (arm or
+ * exit), never by the writer while the application may setenv. */
+static char test_cgroup_dir[1024];
+
+void gg_dump_read_test_knobs(void)
+{
+	const char *e = secure_getenv("GPUGUARD_TEST_CGROUP_DIR");
+	snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");
+}
+
+/* One cgroup directory: v2 (memory.current) or v1 (memory.usage_in_bytes).
+ * 1 if it is one. The working set the kubelet evicts and the OOM killer
+ * weighs is usage minus inactive file pages (page cache the kernel drops
+ * first), so those are read too: cgroup v2 memory.stat "inactive_file",
+ * v1 "total_inactive_file". */
+static int read_cgroup_dir(const char *dir, int want, struct gg_host_sample *h)
+{
+	char path[4200];
+	if (want != 1) {
+		snprintf(path, sizeof path, "%s/memory.current", dir);
+		if (read_u64_file(path, &h->use) == 0) {
+			h->version = 2, h->have_use = 1;
+			snprintf(path, sizeof path, "%s/memory.max", dir);
+			h->have_lim = read_u64_file(path, &h->lim) == 0; /* "max" = none */
+			snprintf(path, sizeof path, "%s/memory.events", dir);
+			h->have_oom = read_keyed(path, "oom_kill", &h->oom) == 0;
+			snprintf(path, sizeof path, "%s/memory.stat", dir);
+			h->have_inactive = read_keyed(path, "inactive_file", &h->inactive_file) == 0;
+			return 1;
+		}
+	}
+	if (want != 2) {
+		snprintf(path, sizeof path, "%s/memory.usage_in_bytes", dir);
+		if (read_u64_file(path, &h->use) == 0) {
+			h->version = 1, h->have_use = 1;
+			snprintf(path, sizeof path, "%s/memory.limit_in_bytes", dir);
+			h->have_lim = read_u64_file(path, &h->lim) == 0 && h->lim < (1ull << 62);
+			snprintf(path, sizeof path, "%s/memory.oom_control", dir);
+			h->have_oom = read_keyed(path, "oom_kill", &h->oom) == 0;
+			snprintf(path, sizeof path, "%s/memory.stat", dir);
+			h->have_inactive = read_keyed(path, "total_inactive_file", &h->inactive_file) == 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void gg_dump_host_sample(struct gg_host_sample *h)
 {
 	char b[4096], path[4200];
-	uint64_t rss = 0;
+	memset(h, 0, sizeof *h);
 	if (read_small("/proc/self/statm", b, sizeof b) > 0) {
 		char *sp = strchr(b, ' ');
 		if (sp)
-			rss = strtoull(sp + 1, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE);
+			h->rss = strtoull(sp + 1, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE);
 	}
-	int version = 0, have_lim = 0, have_use = 0, have_oom = 0;
-	uint64_t lim = 0, use = 0, oom = 0;
-	if (read_small("/proc/self/cgroup", b, sizeof b) > 0) {
-		char *v2 = strstr(b, "0::");
-		char *v1 = strstr(b, ":memory:");
-		if (v2 && (v2 == b || v2[-1] == '\n')) {
-			char *p = v2 + 3, *nl = strchr(p, '\n');
-			if (nl)
-				*nl = 0;
-			/* The path as the host names it, then the container's root
-			 * (a private cgroup namespace shows "/"). */
-			const char *bases[2] = {p, ""};
-			for (int i = 0; i < 2 && !version; i++) {
-				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", bases[i]);
-				if (read_u64_file(path, &use) != 0)
-					continue;
-				version = 2, have_use = 1;
-				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", bases[i]);
-				have_lim = read_u64_file(path, &lim) == 0; /* "max" = none */
-				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", bases[i]);
-				have_oom = read_keyed(path, "oom_kill", &oom) == 0;
-			}
-		}
-		if (!version && v1) {
-			char *p = v1 + 8, *nl = strchr(p, '\n');
-			if (nl)
-				*nl = 0;
-			const char *bases[2] = {p, ""};
-			for (int i = 0; i < 2 && !version; i++) {
-				snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", bases[i]);
-				if (read_u64_file(path, &use) != 0)
-					continue;
-				version = 1, have_use = 1;
-				snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", bases[i]);
-				have_lim = read_u64_file(path, &lim) == 0 && lim < (1ull << 62);
-				snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", bases[i]);
-				have_oom = read_keyed(path, "oom_kill", &oom) == 0;
-			}
+	if (test_cgroup_dir[0]) {
+		read_cgroup_dir(test_cgroup_dir, 0, h);
+		return;
+	}
+	if (read_small("/proc/self/cgroup", b, sizeof b) <= 0)
+		return;
+	char *v2 = strstr(b, "0::");
+	char *v1 = strstr(b, ":memory:");
+	if (v2 && (v2 == b || v2[-1] == '\n')) {
+		char *p = v2 + 3, *nl = strchr(p, '\n');
+		if (nl)
+			*nl = 0;
+		/* The path as the host names it, then the container's root
+		 * (a private cgroup namespace shows "/"). */
+		const char *bases[2] = {p, ""};
+		for (int i = 0; i < 2 && !h->version; i++) {
+			snprintf(path, sizeof path, "/sys/fs/cgroup%s", bases[i]);
+			read_cgroup_dir(path, 2, h);
 		}
 	}
+	if (!h->version && v1) {
+		char *p = v1 + 8, *nl = strchr(p, '\n');
+		if (nl)
+			*nl = 0;
+		const char *bases[2] = {p, ""};
+		for (int i = 0; i < 2 && !h->version; i++) {
+			snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s", bases[i]);
+			read_cgroup_dir(path, 1, h);
+		}
+	}
+}
+
+static void rec_host(struct out *o)
+{
+	struct gg_host_sample h;
+	gg_dump_host_sample(&h);
 	int64_t pb = atomic_load_explicit(&pinned_bytes, memory_order_relaxed);
 	int64_t pc = atomic_load_explicit(&pinned_count, memory_order_relaxed);
 	OUT_LIT(o, "{\"t\":\"host\",\"rss\":");
-	out_u64(o, rss);
+	out_u64(o, h.rss);
 	OUT_LIT(o, ",\"cgroup_version\":");
-	out_u64(o, (uint64_t)version);
+	out_u64(o, (uint64_t)h.version);
 	OUT_LIT(o, ",\"cgroup_limit\":");
-	out_u64_or_null(o, have_lim, lim);
+	out_u64_or_null(o, h.have_lim, h.lim);
 	OUT_LIT(o, ",\"cgroup_usage\":");
-	out_u64_or_null(o, have_use, use);
+	out_u64_or_null(o, h.have_use, h.use);
 	OUT_LIT(o, ",\"cgroup_oom_kill\":");
-	out_u64_or_null(o, have_oom, oom);
+	out_u64_or_null(o, h.have_oom, h.oom);
+	OUT_LIT(o, ",\"cgroup_inactive_file\":");
+	out_u64_or_null(o, h.have_use && h.have_inactive, h.inactive_file);
 	OUT_LIT(o, ",\"pinned_bytes\":");
 	out_u64(o, pb > 0 ? (uint64_t)pb : 0);
 	OUT_LIT(o, ",\"pinned_allocs\":");
 	out_u64(o, pc > 0 ? (uint64_t)pc : 0);
 	out_end_record(o);
+}
+
+static void rec_meminfo(struct out *o)
+{
+	struct gg_meminfo_q q[GG_MI_FIRST + GG_MI_LAST];
+	uint64_t count;
+	size_t n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
+	for (size_t i = 0; i < n; i++) {
+		OUT_LIT(o, "{\"t\":\"meminfo\",\"n\":");
+		out_u64(o, q[i].n);
+		OUT_LIT(o, ",\"of\":");
+		out_u64(o, count);
+		OUT_LIT(o, ",\"ms\":");
+		out_u64(o, q[i].ms);
+		OUT_LIT(o, ",\"dev\":");
+		out_u64(o, (uint64_t)(q[i].dev < 0 ? 0 : q[i].dev));
+		OUT_LIT(o, ",\"free\":");
+		out_u64(o, q[i].free);
+		OUT_LIT(o, ",\"total\":");
+		out_u64(o, q[i].total);
+		OUT_LIT(o, ",\"used\":");
+		out_u64(o, q[i].used);
+		out_end_record(o);
+	}
+}
+
+static void rec_peaks(struct out *o)
+{
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		uint64_t bytes, ms;
+		gg_history_peak(d, &bytes, &ms);
+		if (!bytes)
+			continue;
+		OUT_LIT(o, "{\"t\":\"peak\",\"dev\":");
+		out_u64(o, (uint64_t)d);
+		OUT_LIT(o, ",\"bytes\":");
+		out_u64(o, bytes);
+		OUT_LIT(o, ",\"ms\":");
+		out_u64(o, ms);
+		OUT_LIT(o, ",\"live\":");
+		out_u64(o, gg_history_live(d));
+		out_end_record(o);
+	}
 }
 
 /* Stack ids referenced by this dump, one bit each. */
@@ -989,6 +1148,8 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 		rec_request(&o, req);
 	}
 	rec_host(&o);
+	rec_meminfo(&o);
+	rec_peaks(&o);
 	gg_vmm_foreach(rec_vmm_one, &o);
 	struct alloc_ctx c = {&o, gg_now_ms()};
 	if (gg_table)

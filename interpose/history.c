@@ -22,6 +22,55 @@ static uint64_t ring_mask;
 static _Atomic uint64_t ring_head; /* next index to claim */
 static _Atomic uint64_t ring_dropped;
 
+/* The process's live bytes by device as the events tell them, and their
+ * highest point: what was live at the GPU peak is reconstructed from these
+ * and the ring (issue 11, finding 4). One more relaxed add per event, on
+ * the path that already claims a ring index. */
+static _Atomic int64_t live_by_dev[GG_MAX_DEVICES];
+static _Atomic uint64_t peak_by_dev[GG_MAX_DEVICES], peak_ms_by_dev[GG_MAX_DEVICES];
+
+static void track_peak(enum gg_hist_op op, int dev, uint64_t s)
+{
+	if (dev < 0 || dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
+		return;
+	/* relaxed: a sum of independent deltas; no other memory hangs on it. */
+	if (op == GG_HIST_FREE) {
+		atomic_fetch_sub_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed);
+		return;
+	}
+	int64_t now = atomic_fetch_add_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed) + (int64_t)s;
+	if (now <= 0)
+		return;
+	uint64_t v = (uint64_t)now;
+	uint64_t pk = atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed);
+	/* relaxed CAS: only the maximum matters. Its time is stored after the
+	 * value, so a reader may pair a new peak with the previous peak's time
+	 * for an instant; the report treats the time as approximate. */
+	while (v > pk)
+		if (atomic_compare_exchange_weak_explicit(&peak_by_dev[dev], &pk, v, memory_order_relaxed,
+		                                          memory_order_relaxed)) {
+			atomic_store_explicit(&peak_ms_by_dev[dev], gg_now_ms(), memory_order_relaxed);
+			break;
+		}
+}
+
+uint64_t gg_history_live(int dev)
+{
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return 0;
+	int64_t v = atomic_load_explicit(&live_by_dev[dev], memory_order_relaxed);
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+void gg_history_peak(int dev, uint64_t *bytes, uint64_t *ms)
+{
+	*bytes = *ms = 0;
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	*bytes = atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed);
+	*ms = atomic_load_explicit(&peak_ms_by_dev[dev], memory_order_relaxed);
+}
+
 /* Once at init; unit tests call it again while no writer runs (the old
  * ring is left mapped). */
 int gg_history_init(uint64_t capacity)
@@ -48,6 +97,7 @@ uint64_t gg_history_capacity(void)
 
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
 {
+	track_peak(op, dev, s);
 	if (!ring)
 		return;
 	/* relaxed: the index only has to be unique; the slot's seq carries the

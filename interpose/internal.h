@@ -295,6 +295,11 @@ void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t
 /* Copies up to max whole events, oldest first. Returns how many. */
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max);
 uint64_t gg_history_dropped(void);
+/* Bytes live by the events recorded (requested sizes, allocations minus
+ * frees) on dev, and their highest point with when (ms since start): kept
+ * even when the ring is off, for the dump's "peak" record (issue 11, 4). */
+uint64_t gg_history_live(int dev);
+void gg_history_peak(int dev, uint64_t *bytes, uint64_t *ms);
 
 /* ---- stack.c ---- */
 /* Maps the intern table and opens libunwind (dlopen). depth 0 = off. */
@@ -325,6 +330,37 @@ void gg_dump_arm(void);
  * (0 = CUDA, 1 = HIP), registered by the hook files. 0 or -1. */
 typedef int (*gg_meminfo_fn)(uint64_t *free_bytes, uint64_t *total_bytes);
 void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn);
+/* A memory-info query (cuMemGetInfo, hipMemGetInfo) answered on dev with
+ * these figures (what the process was told, ceilings applied): kept in a
+ * small ring (the first GG_MI_FIRST and the last GG_MI_LAST) for the dump's
+ * "meminfo" records, so the report can tell a process that sizes itself
+ * from the total (issue 11, finding 1). Lock-free, no allocation; the hooks
+ * call it after gg_account_meminfo. */
+#define GG_MI_FIRST 8
+#define GG_MI_LAST 8
+void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes);
+struct gg_meminfo_q {
+	uint64_t n;  /* 0-based index among all queries of the process */
+	uint64_t ms; /* since start */
+	uint64_t free, total;
+	uint64_t used; /* this process's live bytes on dev then (gg_history_live) */
+	int dev;
+};
+/* Whole entries, by n; the number of queries in all goes to *count. */
+size_t gg_dump_meminfo_snapshot(struct gg_meminfo_q *out, size_t max, uint64_t *count);
+/* Host memory as the dump's host record shows it. The cgroup is found from
+ * /proc/self/cgroup, or is the directory GPUGUARD_TEST_CGROUP_DIR names (a
+ * test-only knob: fixture files instead of the real cgroup). */
+struct gg_host_sample {
+	uint64_t rss;
+	int version; /* 2, 1, 0 = no cgroup found */
+	int have_lim, have_use, have_oom, have_inactive;
+	uint64_t lim, use, oom, inactive_file;
+};
+void gg_dump_host_sample(struct gg_host_sample *h);
+/* Reads GPUGUARD_TEST_CGROUP_DIR; called on application threads only (at
+ * arming and at exit), never by the writer. */
+void gg_dump_read_test_knobs(void);
 /* Pinned host memory, tracked for the dump's host record only. */
 void gg_dump_pinned(int64_t bytes, int64_t count);
 /* Fork child: no writer thread here; start again from nothing. */

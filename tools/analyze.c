@@ -1,6 +1,7 @@
 /* gpuguard command: aggregates a dump (call sites, devices, sizes, timeline)
  * and diagnoses it. Every figure a diagnosis quotes comes from the dump, so
  * the report is deterministic: the same file gives the same words. */
+#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,347 @@ static void timeline(struct gg_analysis *a)
 	a->t_final = cur;
 }
 
+/* ---- what the history says per call site: transient vs kept, and what
+ * was live at the peak (issue 11, findings 1 and 4) ---- */
+
+struct hsite {
+	uint64_t st;
+	__int128 cur; /* bytes live from this site as the walk goes */
+	uint64_t h_a, h_f, n_a;
+	int transient;
+	__int128 at_peak;
+	UT_hash_handle hh;
+};
+
+static struct hsite *hsite_get(struct hsite **tab, uint64_t st)
+{
+	struct hsite *h = NULL;
+	HASH_FIND(hh, *tab, &st, sizeof st, h);
+	if (h)
+		return h;
+	h = calloc(1, sizeof *h);
+	if (!h) {
+		gg_error("out of memory");
+		exit(GG_EXIT_BADINPUT);
+	}
+	h->st = st;
+	HASH_ADD(hh, *tab, st, sizeof h->st, h);
+	return h;
+}
+
+static uint64_t clamp128(__int128 v)
+{
+	return v <= 0 ? 0 : v >= (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+static int cmp_pv(const void *x, const void *y)
+{
+	const uint64_t *a = x, *b = y; /* {st, bytes} */
+	if (a[1] != b[1])
+		return a[1] < b[1] ? 1 : -1;
+	return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+static void history_sites(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	struct hsite *tab = NULL, *h, *tmp;
+	/* Start from what is live now, per site; undo the history to get each
+	 * site's bytes before its first event, then replay it forwards. */
+	for (struct gg_site *s = a->sites; s; s = s->hh.next)
+		hsite_get(&tab, s->st)->cur = s->live_bytes;
+	for (size_t i = 0; i < d->nhist; i++) {
+		const struct gg_hist *e = &d->hist[i];
+		if (e->op == 'r')
+			continue;
+		h = hsite_get(&tab, e->st);
+		if (e->op == 'a') {
+			h->cur -= e->size;
+			h->h_a = sat_add(h->h_a, e->size);
+			h->n_a++;
+		} else {
+			h->cur += e->size;
+			h->h_f = sat_add(h->h_f, e->size);
+		}
+	}
+	/* Transient: a site that gave back at least half of what it took in
+	 * the history, several times over (scratch, activations). */
+	HASH_ITER(hh, tab, h, tmp)
+	{
+		h->transient = h->n_a >= 4 && h->h_f * 2 >= h->h_a && h->st;
+		if (h->cur < 0)
+			h->cur = 0; /* the live table and the history disagree (a hostile file) */
+	}
+	__int128 total = 0, trans = 0, best = -1, tmax = 0;
+	HASH_ITER(hh, tab, h, tmp)
+	{
+		total += h->cur;
+		if (h->transient)
+			trans += h->cur;
+	}
+	size_t best_i = SIZE_MAX;
+	uint64_t best_ms = 0;
+	if (d->nhist == 0)
+		best = total;
+	for (size_t i = 0; i < d->nhist; i++) {
+		const struct gg_hist *e = &d->hist[i];
+		if (e->op == 'r')
+			continue;
+		HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
+		__int128 dlt = e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
+		h->cur += dlt;
+		total += dlt;
+		if (h->transient) {
+			trans += dlt;
+			if (trans > tmax)
+				tmax = trans;
+		}
+		if (total > best) {
+			best = total;
+			best_i = i;
+			best_ms = e->ms;
+		}
+	}
+	a->sz_transient = clamp128(tmax);
+	/* Each live site's first allocation in the history: how much the
+	 * process held just before it (a pool made after a query comes after
+	 * what the query saw held). */
+	{
+		__int128 run = 0;
+		HASH_ITER(hh, tab, h, tmp)
+		run += h->cur;
+		for (size_t i = d->nhist; i-- > 0;) {
+			const struct gg_hist *e = &d->hist[i];
+			if (e->op != 'r')
+				run += e->op == 'a' ? -(__int128)e->size : (__int128)e->size;
+		}
+		for (size_t i = 0; i < d->nhist; i++) {
+			const struct gg_hist *e = &d->hist[i];
+			if (e->op == 'r')
+				continue;
+			if (e->op == 'a') {
+				struct gg_site *s = NULL;
+				HASH_FIND(hh, a->sites, &e->st, sizeof e->st, s);
+				if (s && !s->h_seen) {
+					s->h_seen = 1;
+					s->h_first_before = clamp128(run);
+				}
+			}
+			run += e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
+		}
+	}
+	/* Replay again to the peak (the first walk moved past it). */
+	HASH_ITER(hh, tab, h, tmp)
+	h->at_peak = 0;
+	if (best_i != SIZE_MAX) {
+		/* cur is now the state at the end; step back from the end to the peak. */
+		HASH_ITER(hh, tab, h, tmp)
+		h->at_peak = h->cur;
+		for (size_t i = d->nhist; i-- > best_i + 1;) {
+			const struct gg_hist *e = &d->hist[i];
+			if (e->op == 'r')
+				continue;
+			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
+			h->at_peak += e->op == 'a' ? -(__int128)e->size : (__int128)e->size;
+		}
+	} else {
+		HASH_ITER(hh, tab, h, tmp)
+		h->at_peak = h->cur;
+	}
+	/* The transient site holding the most at the end, for the evidence. */
+	uint64_t tbest = 0;
+	HASH_ITER(hh, tab, h, tmp)
+	if (h->transient && h->h_a > tbest)
+		tbest = h->h_a, a->sz_transient_st = h->st;
+	/* Kept: live now from sites that are not transient. */
+	for (struct gg_site *s = a->sites; s; s = s->hh.next) {
+		HASH_FIND(hh, tab, &s->st, sizeof s->st, h);
+		if (!h || !h->transient)
+			a->sz_keep = sat_add(a->sz_keep, s->live_bytes);
+	}
+	/* The peak view: the history's highest point, or now when it is. */
+	size_t n = HASH_COUNT(tab), k = 0;
+	uint64_t(*v)[2] = calloc(n + 1, sizeof *v);
+	if (!v) {
+		gg_error("out of memory");
+		exit(GG_EXIT_BADINPUT);
+	}
+	HASH_ITER(hh, tab, h, tmp)
+	{
+		uint64_t b = clamp128(h->at_peak);
+		if (b) {
+			v[k][0] = h->st;
+			v[k][1] = b;
+			k++;
+		}
+		HASH_DEL(tab, h);
+		free(h);
+	}
+	qsort(v, k, sizeof *v, cmp_pv);
+	a->has_peak_view = k > 0;
+	a->pv_bytes = clamp128(best);
+	a->pv_ms = best_i != SIZE_MAX ? best_ms : 0;
+	a->npv_sites = 0;
+	for (size_t i = 0; i < k && a->npv_sites < 16; i++) {
+		a->pv_sites[a->npv_sites].st = v[i][0];
+		a->pv_sites[a->npv_sites].bytes = v[i][1];
+		a->npv_sites++;
+	}
+	free(v);
+	/* The process's own peak record: is the view that moment? */
+	uint32_t dv = d->has_request ? d->req_dev : (d->ndevices ? d->devices[0].dev : 0);
+	a->pv_dev = dv;
+	a->peak_in_history = 1;
+	for (size_t i = 0; i < d->npeaks; i++)
+		if (d->peaks[i].dev == dv) {
+			a->pv_record_bytes = d->peaks[i].bytes;
+			a->pv_record_ms = d->peaks[i].ms;
+			/* The history covers the peak when it rebuilt at least
+			 * as much (sizes are the same requested bytes). */
+			a->peak_in_history = a->pv_bytes >= d->peaks[i].bytes;
+		}
+}
+
+/* A round fraction: v in thousandths, nearest multiple of 50 when within
+ * 10 of it (0.75, 0.90), else v itself. */
+static unsigned round_pm(unsigned v)
+{
+	unsigned r = (v + 25) / 50 * 50;
+	return (r > v ? r - v : v - r) <= 10 ? r : v;
+}
+
+static int grid_dist(unsigned v)
+{
+	unsigned r = (v + 25) / 50 * 50;
+	return (int)(r > v ? r - v : v - r);
+}
+
+static int mentions(const struct gg_dump *d, const char *const *words)
+{
+	for (const char *const *w = words; *w; w++) {
+		if (d->cmdline && strcasestr(d->cmdline, *w))
+			return 1;
+		for (struct gg_stack *st = d->stacks; st; st = st->hh.next)
+			for (uint32_t k = 0; k < st->nframes; k++)
+				if (strcasestr(st->frames[k].m, *w) ||
+				    (st->frames[k].s && strcasestr(st->frames[k].s, *w)))
+					return 1;
+	}
+	return 0;
+}
+
+/* Did the process size itself from a memory-info answer? */
+static void self_sizing(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	uint32_t dv = a->pv_dev;
+	const struct gg_device *dev = NULL;
+	for (size_t i = 0; i < d->ndevices; i++)
+		if (d->devices[i].dev == dv)
+			dev = &d->devices[i];
+	uint64_t uptime = d->unix_ms > d->start_unix_ms ? d->unix_ms - d->start_unix_ms : 0;
+	uint64_t held = a->dev[dv].live_bytes;
+	if (dev && dev->process_used > held)
+		held = dev->process_used; /* charged: granularity included */
+	/* The first queries: a server asks before it sizes itself, while it
+	 * still holds little of what it was told. */
+	const struct gg_meminfo *cand[8];
+	int ncand = 0;
+	for (size_t i = 0; i < d->nmeminfo && ncand < 8; i++) {
+		const struct gg_meminfo *m = &d->meminfo[i];
+		if (m->dev == dv && m->total && m->n < 8 &&
+		    (unsigned __int128)m->used * 10 <= (unsigned __int128)m->total * 6)
+			cand[ncand++] = m;
+	}
+	if (!ncand)
+		return;
+	/* Mode 1: right after one of them (the latest that fits), one call
+	 * site allocated a pool in few allocations and keeps it: a
+	 * preallocation (JAX, vLLM's KV tensors, TensorRT-LLM's KV cache). */
+	const struct gg_meminfo *q = NULL;
+	struct gg_site *pool = NULL;
+	uint64_t pool_bytes = 0, pool_n = 0;
+	for (int c = ncand - 1; c >= 0 && !pool; c--) {
+		const struct gg_meminfo *m = cand[c];
+		for (struct gg_site *s = a->sites; s; s = s->hh.next) {
+			uint64_t b = 0, n = 0;
+			int all_after = 1;
+			for (size_t i = 0; i < d->nallocs; i++) {
+				const struct gg_alloc *x = &d->allocs[i];
+				if (x->st != s->st || x->dev != dv)
+					continue;
+				uint64_t t = uptime > x->age ? uptime - x->age : 0;
+				if (t + 1 < m->ms || t > m->ms + 2000)
+					all_after = 0;
+				b = sat_add(b, x->size);
+				n++;
+			}
+			/* after the query in event order too: when its first
+			 * allocation came, the process held what the query saw */
+			int ordered = s->h_seen ? s->h_first_before >= m->used : m->used == 0;
+			unsigned f_tot = (unsigned)((unsigned __int128)sat_add(m->used, b) * 1000 / m->total);
+			unsigned f_free = m->free ? (unsigned)((unsigned __int128)b * 1000 / m->free) : 0;
+			int round = (f_tot >= 600 && f_tot <= 1000 && grid_dist(f_tot) <= 10) ||
+			            (f_free >= 600 && f_free <= 1000 && grid_dist(f_free) <= 10);
+			if (all_after && ordered && round && n && n <= 128 && b > pool_bytes && s->h_free_count == 0)
+				pool = s, pool_bytes = b, pool_n = n, q = m;
+		}
+	}
+	if (pool) {
+		uint64_t T = q->total;
+		unsigned of_total = (unsigned)((unsigned __int128)sat_add(q->used, pool_bytes) * 1000 / T);
+		unsigned of_free = q->free ? (unsigned)((unsigned __int128)pool_bytes * 1000 / q->free) : 0;
+		a->sizing = 1;
+		a->sz_pool = pool_bytes;
+		a->sz_pool_count = pool_n;
+		a->sz_pool_st = pool->st;
+		a->sz_of_free = q->used && of_free && of_free <= 1000 && grid_dist(of_free) + 2 < grid_dist(of_total);
+		a->sz_cur_pm = round_pm(a->sz_of_free ? of_free : of_total);
+	} else {
+		/* Mode 2: it asked, then grew to the total it was told. */
+		q = cand[0];
+		uint64_t T = q->total;
+		if ((unsigned __int128)sat_add(held, d->has_request ? d->req_size : 0) * 100 >=
+		        (unsigned __int128)T * 90 ||
+		    (dev && !dev->pod && (unsigned __int128)dev->peak * 100 >= (unsigned __int128)T * 90) ||
+		    (unsigned __int128)a->pv_record_bytes * 100 >= (unsigned __int128)T * 90) {
+			a->sizing = 2;
+			a->sz_cur_pm = (unsigned)((unsigned __int128)a->sz_keep * 1000 / T);
+		} else {
+			return;
+		}
+	}
+	uint64_t T = q->total;
+	a->sz_q = q;
+	static const char *const vllm[] = {"vllm", NULL}, *const jax[] = {"jax", "xla", NULL},
+	                         *const trt[] = {"tensorrt_llm", "trtllm", NULL};
+	if (mentions(d, trt))
+		a->sz_framework = "TensorRT-LLM", a->sz_knob = "kv_cache_free_gpu_mem_fraction",
+		a->sz_knob_default_pm = 900;
+	else if (mentions(d, vllm))
+		a->sz_framework = "vLLM", a->sz_knob = "gpu_memory_utilization", a->sz_knob_default_pm = 900;
+	else if (mentions(d, jax))
+		a->sz_framework = "JAX", a->sz_knob = "XLA_PYTHON_CLIENT_MEM_FRACTION", a->sz_knob_default_pm = 750;
+	/* What it needed beyond the total, with headroom: the refusal's demand,
+	 * or what it keeps plus the most that came and went. */
+	uint64_t req = d->has_request ? d->req_size : 0;
+	uint64_t demand = sat_add(held, req);
+	uint64_t d2 = sat_add(sat_add(a->sz_keep, a->sz_transient), req);
+	if (d2 > demand)
+		demand = d2;
+	uint64_t over = demand > T ? demand - T : 0;
+	a->sz_over = over;
+	/* x1.2, in thousandths of the total, up to a step of 0.05; at least one
+	 * step when the process was refused (it did not fit as it is). */
+	unsigned delta = (unsigned)(((unsigned __int128)over * 1200 / T + 49) / 50 * 50);
+	int refused = dev && (dev->refused_ceiling || dev->refused_driver);
+	if (delta < 50 && (refused || over))
+		delta = 50;
+	a->sz_delta_pm = delta;
+	if (a->sizing == 1)
+		a->sz_new_pm = a->sz_cur_pm > delta + 50 ? a->sz_cur_pm - delta : 50;
+}
+
 /* Steady growth: the bucket maxima rise most of the way, with no single
  * allocation accounting for the rise. Jump: one allocation is most of it. */
 static void growth_shape(const struct gg_analysis *a, int *steady, int *jump, uint64_t *growth)
@@ -316,8 +658,91 @@ static void pod_evidence(struct gg_diag *g, const struct gg_dump *d, uint32_t dv
 		       "gpu_memory_utilization) or raise the pod's GPUGUARD_LIMIT",
 		       (unsigned long long)top[0]->pid, clean_comm(top[0]->comm, name), gg_bytes(top[0]->used, b1));
 	else
-		change(g, "see which processes of the pod hold the other %s: gpuguard top --once (same GPUGUARD_SHARED)",
+		change(g,
+		       "see which processes of the pod hold the other %s: gpuguard top --once (same GPUGUARD_SHARED)",
 		       gg_bytes(used - mine, b1));
+}
+
+/* A fraction in thousandths as "0.85". */
+static const char *pm_str(unsigned pm, char buf[16])
+{
+	snprintf(buf, 16, "%u.%02u", pm / 1000, pm % 1000 / 10);
+	return buf;
+}
+
+/* GPUGUARD_LIMIT from the peak: the larger of the process's own peak (the
+ * peak record) and, in process scope, the device's charged peak, x1.2 to
+ * a GiB. */
+static void peak_suggestion(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	uint64_t p = a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
+	const struct gg_device *dev = find_dev(d, a->pv_dev);
+	if (dev && !dev->pod && dev->peak > p)
+		p = dev->peak;
+	a->pv_suggest_gib = p ? headroom_gib(p) : 0;
+}
+
+/* The advice for a process that sizes itself from the total it is told:
+ * the fraction it takes, not the ceiling (issue 11, finding 1). */
+static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
+{
+	const struct gg_dump *d = a->d;
+	const struct gg_meminfo *q = a->sz_q;
+	char b1[32], b2[32], b3[32], f1[16], f2[16], f3[16], lab[320];
+	evidence(g,
+	         "it sizes itself from the memory info: of %llu queries, #%llu at %.1f s told it total %s, free %s, "
+	         "while it held %s",
+	         (unsigned long long)d->meminfo_count, (unsigned long long)q->n + 1, (double)q->ms / 1000.0,
+	         gg_bytes(q->total, b1), gg_bytes(q->free, b2), gg_bytes(q->used, b3));
+	if (a->sizing == 1) {
+		gg_stack_label(d, a->sz_pool_st, lab, sizeof lab);
+		evidence(
+		    g, "right after it, stack %llu allocated %s in %llu allocation%s and keeps it: %s of the %s%s: %s",
+		    (unsigned long long)a->sz_pool_st, gg_bytes(a->sz_pool, b1), (unsigned long long)a->sz_pool_count,
+		    a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_cur_pm, f1), a->sz_of_free ? "free" : "total",
+		    a->sz_of_free || !q->used ? "" : " with what it held before", lab);
+	} else {
+		evidence(g,
+		         "then it grew into that total: it keeps %s (%s of the total) in call sites that do not free, "
+		         "and up to %s more comes and goes%s",
+		         gg_bytes(a->sz_keep, b1), pm_str(a->sz_cur_pm, f1), gg_bytes(a->sz_transient, b2),
+		         a->sz_transient_st ? "" : " (none seen)");
+		if (a->sz_transient_st) {
+			gg_stack_label(d, a->sz_transient_st, lab, sizeof lab);
+			evidence(g, "what comes and goes is mostly stack %llu: %s",
+			         (unsigned long long)a->sz_transient_st, lab);
+		}
+	}
+	if (a->sz_framework)
+		evidence(g, "the stacks or the command name %s, which sizes itself with %s", a->sz_framework,
+		         a->sz_knob);
+	const char *knob = a->sz_knob ? a->sz_knob : "the fraction of the total it sizes itself to";
+	const char *what = a->sz_of_free ? "free memory" : "the total";
+	if (a->sizing == 1) {
+		change(g,
+		       "lower %s from %s to %s: it leaves %s of %s for what it allocates outside its pool (%s over, "
+		       "x1.2, in steps of 0.05)",
+		       knob, pm_str(a->sz_cur_pm, f1), pm_str(a->sz_new_pm, f2),
+		       gg_bytes((uint64_t)((unsigned __int128)q->total * (1000 - a->sz_new_pm) / 1000), b1), what,
+		       gg_bytes(a->sz_over, b2));
+	} else {
+		unsigned dflt = a->sz_knob_default_pm ? a->sz_knob_default_pm : 900;
+		change(g,
+		       "lower %s by %s (e.g. %s -> %s): %s more of %s for what comes and goes (%s over at the peak "
+		       "demand, x1.2, in steps of 0.05)",
+		       knob, pm_str(a->sz_delta_pm, f1), pm_str(dflt, f2),
+		       pm_str(dflt > a->sz_delta_pm ? dflt - a->sz_delta_pm : 50, f3),
+		       gg_bytes((uint64_t)((unsigned __int128)q->total * a->sz_delta_pm / 1000), b1), what,
+		       gg_bytes(a->sz_over, b2));
+	}
+	if (refused)
+		change(g,
+		       "a higher GPUGUARD_LIMIT does not help: it reports a larger total, and the process grows into "
+		       "it");
+	else
+		change(g, "GPUGUARD_LIMIT sets the total it sizes itself to: set it to what it may have, and tune the "
+		          "fraction, not the ceiling");
 }
 
 static void diagnose(struct gg_analysis *a)
@@ -382,7 +807,9 @@ static void diagnose(struct gg_analysis *a)
 		}
 		uint64_t need = peak > sat_add(used, req) ? peak : sat_add(used, req);
 		uint64_t rec = headroom_gib(need);
-		if (jump || (limit && req >= limit / 4)) {
+		if (a->sizing)
+			sizing_advice(a, g, 1);
+		else if (jump || (limit && req >= limit / 4)) {
 			evidence(g, "usage jumped: one request of %s is %llu%% of the ceiling",
 			         gg_bytes(req ? req : a->h_max_alloc, b1),
 			         (unsigned long long)(limit ? (req ? req : a->h_max_alloc) * 100 / limit : 0));
@@ -411,7 +838,7 @@ static void diagnose(struct gg_analysis *a)
 			change(g, "or lower the batch size or concurrency so the working set fits %s",
 			       gg_bytes(limit, b2));
 		}
-		if (dev && dev->has_driver_total && rec * GiB > dev->driver_total)
+		if (!a->sizing && dev && dev->has_driver_total && rec * GiB > dev->driver_total)
 			change(g, "note: %lluGi is more than the card's %s: lowering the batch size is the only way",
 			       (unsigned long long)rec, gg_bytes(dev->driver_total, b1));
 	}
@@ -486,14 +913,12 @@ static void diagnose(struct gg_analysis *a)
 		spectrum(a, g);
 		if (a->torch_pattern) {
 			evidence(g,
-			         "%llu of %llu live allocations have PyTorch caching-allocator segment sizes (2 MiB, "
-			         "20 MiB, 2 MiB multiples over 10 MiB)%s",
-			         (unsigned long long)a->torch_segments, (unsigned long long)a->live_count,
-			         a->torch_frames ? "; the stacks show PyTorch's CUDACachingAllocator" : "");
-			change(g,
-			       "%sPYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow in place instead of "
-			       "leaving holes)",
-			       a->torch_frames ? "" : "if this is PyTorch: ");
+			         "PyTorch's caching allocator holds these segments: %s; %llu of %llu live "
+			         "allocations have its segment sizes",
+			         a->torch_evidence, (unsigned long long)a->torch_segments,
+			         (unsigned long long)a->live_count);
+			change(g, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow in place instead of "
+			          "leaving holes)");
 		}
 		if (pool_slack >= req && req)
 			change(g, "trim the stream-ordered pool before large requests (cuMemPoolTrimTo / "
@@ -506,8 +931,9 @@ static void diagnose(struct gg_analysis *a)
 		}
 	} else if (a->torch_pattern && (ceiling || driver)) {
 		struct gg_diag *g = &a->diags[0];
-		change(g, "the live segments look like PyTorch's caching allocator: if its OOM message shows much "
-		          "\"reserved but unallocated\" memory, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+		evidence(g, "the memory is PyTorch's caching allocator's: %s", a->torch_evidence);
+		change(g, "if PyTorch's OOM message shows much \"reserved but unallocated\" memory, set "
+		          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
 	}
 
 	/* Leak: the oldest-holding site that also only grew in the history. */
@@ -538,16 +964,29 @@ static void diagnose(struct gg_analysis *a)
 		break;
 	}
 
-	if (d->has_host &&
-	    ((d->has_cg_oom && d->cg_oom_kill > 0) ||
-	     (d->has_cg_limit && d->has_cg_usage && d->cg_limit && d->cg_usage >= d->cg_limit / 10 * 9))) {
+	/* The working set the kubelet evicts on and the OOM killer weighs:
+	 * usage less inactive page cache, which the kernel reclaims first. Raw
+	 * usage counts weights read through the page cache (issue 11, 3). */
+	uint64_t ws = d->has_cg_usage && d->has_cg_inactive
+	                  ? (d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0)
+	                  : d->cg_usage;
+	if (d->has_host && ((d->has_cg_oom && d->cg_oom_kill > 0) ||
+	                    (d->has_cg_limit && d->has_cg_usage && d->cg_limit && ws >= d->cg_limit / 10 * 9))) {
 		struct gg_diag *g = diag_new(a, GG_D_HOST, "host memory pressure");
-		if (d->has_cg_limit && d->has_cg_usage)
-			evidence(
-			    g, "cgroup v%llu memory: %s used of a %s limit (%llu%%)", (unsigned long long)d->cg_version,
-			    gg_bytes(d->cg_usage, b1), gg_bytes(d->cg_limit, b2),
-			    (unsigned long long)(d->cg_limit ? d->cg_usage / (d->cg_limit / 100 ? d->cg_limit / 100 : 1)
-			                                     : 0));
+		if (d->has_cg_limit && d->has_cg_usage) {
+			uint64_t pc = d->cg_limit / 100 ? d->cg_limit / 100 : 1;
+			if (d->has_cg_inactive)
+				evidence(g,
+				         "cgroup v%llu memory: working set %s of a %s limit (%llu%%): usage %s less %s "
+				         "inactive page cache",
+				         (unsigned long long)d->cg_version, gg_bytes(ws, b1), gg_bytes(d->cg_limit, b2),
+				         (unsigned long long)(ws / pc), gg_bytes(d->cg_usage, b3),
+				         gg_bytes(d->cg_inactive_file, b4));
+			else
+				evidence(g, "cgroup v%llu memory: %s used of a %s limit (%llu%%; page cache not known)",
+				         (unsigned long long)d->cg_version, gg_bytes(d->cg_usage, b1),
+				         gg_bytes(d->cg_limit, b2), (unsigned long long)(d->cg_usage / pc));
+		}
 		if (d->has_cg_oom && d->cg_oom_kill)
 			evidence(g, "the kernel has already OOM-killed in this cgroup: oom_kill = %llu",
 			         (unsigned long long)d->cg_oom_kill);
@@ -556,12 +995,37 @@ static void diagnose(struct gg_analysis *a)
 		change(g, "the pod risks being OOMKilled (exit 137), which no GPU ceiling prevents");
 		if (d->has_cg_usage)
 			change(g,
-			       "raise the container memory limit (resources.limits.memory) to at least %lluGi (usage "
-			       "x1.2), "
-			       "or use less host memory: fewer DataLoader workers, smaller pinned buffers",
-			       (unsigned long long)headroom_gib(d->cg_usage));
+			       "raise the container memory limit (resources.limits.memory) to at least %lluGi (working "
+			       "set x1.2), or use less host memory: fewer DataLoader workers, smaller pinned buffers",
+			       (unsigned long long)headroom_gib(ws));
 	}
-	if (a->ndiags == 0) {
+	if (a->ndiags == 0 && a->sizing) {
+		struct gg_diag *g = diag_new(a, GG_D_SIZING, "no failure; sizes itself from the total");
+		sizing_advice(a, g, 0);
+	} else if (a->ndiags == 0 && a->pv_suggest_gib) {
+		struct gg_diag *g = diag_new(a, GG_D_SIZING, "no failure; sizing a ceiling");
+		const struct gg_device *pd = find_dev(d, a->pv_dev);
+		uint64_t p = a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
+		if (pd && !pd->pod && pd->peak > p)
+			p = pd->peak;
+		evidence(g, "dump written on \"%s\": %llu live allocations, %s; the peak was %s",
+		         d->trigger ? d->trigger : "?", (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1),
+		         gg_bytes(p, b2));
+		if (a->has_peak_view && a->npv_sites) {
+			gg_stack_label(d, a->pv_sites[0].st, lab, sizeof lab);
+			evidence(g, "at the peak, stack %llu held the most: %s (%s)",
+			         (unsigned long long)a->pv_sites[0].st, gg_bytes(a->pv_sites[0].bytes, b1), lab);
+		}
+		if (!a->peak_in_history)
+			evidence(
+			    g,
+			    "the peak (%s at %.1f s) is older than the history: the peak view shows its highest point, "
+			    "%s",
+			    gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0,
+			    gg_bytes(a->pv_bytes, b2));
+		change(g, "GPUGUARD_LIMIT=%lluGi: the peak %s x1.2, rounded up to a GiB",
+		       (unsigned long long)a->pv_suggest_gib, gg_bytes(p, b1));
+	} else if (a->ndiags == 0) {
 		struct gg_diag *g = diag_new(a, GG_D_NONE, "no failure recorded");
 		evidence(g, "dump written on \"%s\": %llu live allocations, %s", d->trigger ? d->trigger : "?",
 		         (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1));
@@ -603,18 +1067,31 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 		if (x->size == 2 * MiB || x->size == 20 * MiB)
 			a->torch_exact++;
 	}
-	/* PyTorch's frames, where the stacks have symbols; else the segment
-	 * sizes, with enough exact 2/20 MiB ones that plain 2 MiB-rounded
-	 * buffers do not pass for it. */
-	for (struct gg_stack *st = d->stacks; st && !a->torch_frames; st = st->hh.next)
-		for (uint32_t k = 0; k < st->nframes; k++)
-			if (strstr(st->frames[k].m, "libc10") ||
-			    (st->frames[k].s && strstr(st->frames[k].s, "CUDACachingAllocator"))) {
+	/* PyTorch's allocator from evidence only: its frames (libc10*,
+	 * libtorch*, c10:: / CUDACachingAllocator symbols) in a stack that
+	 * holds live memory. Block sizes prove nothing: any program may
+	 * allocate 2 MiB blocks (issue 11, finding 1). The lowest stack id
+	 * names the evidence, so the words do not depend on hash order. */
+	uint64_t torch_id = 0;
+	for (struct gg_stack *st = d->stacks; st; st = st->hh.next)
+		for (uint32_t k = 0; k < st->nframes; k++) {
+			const struct gg_frame *f = &st->frames[k];
+			if (strstr(f->m, "libc10") || strstr(f->m, "libtorch") ||
+			    (f->s && (strstr(f->s, "CUDACachingAllocator") || strstr(f->s, "c10::") ||
+			              strstr(f->s, "_ZN3c10")))) {
+				if (!a->torch_frames || st->id < torch_id) {
+					torch_id = st->id;
+					char sym[200];
+					gg_text_copy(sym, sizeof sym, f->s ? f->s : f->o);
+					snprintf(a->torch_evidence, sizeof a->torch_evidence,
+					         "stack %llu frame #%u %.200s (%.80s)", (unsigned long long)st->id, k,
+					         sym, f->m);
+				}
 				a->torch_frames = 1;
 				break;
 			}
-	a->torch_pattern = a->torch_frames || (a->live_count >= 4 && a->torch_segments * 10 >= a->live_count * 8 &&
-	                                       a->torch_exact * 4 >= a->live_count);
+		}
+	a->torch_pattern = a->torch_frames;
 	for (size_t i = 0; i < d->nhist; i++) {
 		const struct gg_hist *h = &d->hist[i];
 		if (!h->st || h->op == 'r')
@@ -659,6 +1136,9 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 	qsort(a->by_bytes, n, sizeof *a->by_bytes, cmp_bytes);
 	qsort(a->by_count, n, sizeof *a->by_count, cmp_count);
 	timeline(a);
+	history_sites(a);
+	self_sizing(a);
+	peak_suggestion(a);
 	diagnose(a);
 }
 

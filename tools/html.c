@@ -3,6 +3,7 @@
  * goes through esc(): a hostile dump must not inject markup. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tool.h"
 
@@ -146,6 +147,107 @@ static void flame(FILE *f, const struct gg_analysis *a)
 	ffree(root.child);
 }
 
+/* One stack as preformatted text, innermost first. */
+static void html_stack(FILE *f, const struct gg_dump *d, uint64_t id, int frames)
+{
+	struct gg_stack *st = id ? gg_dump_stack(d, id) : NULL;
+	fputs("<pre>", f);
+	for (uint32_t k = 0; st && k < st->nframes && (int)k < frames; k++) {
+		esc(f, st->frames[k].s ? st->frames[k].s : "?");
+		fputs("  ", f);
+		esc(f, st->frames[k].m);
+		fputs("+0x", f);
+		esc(f, st->frames[k].o);
+		fputc('\n', f);
+	}
+	if (!st)
+		fputs(id ? "(stack record missing)" : "(no stack)", f);
+	fputs("</pre>", f);
+}
+
+/* The sections the text report has beyond the charts (issue 11, 6): the
+ * failing request, by count, the peak view, host and configuration. */
+static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
+{
+	const struct gg_dump *d = a->d;
+	char b1[32], b2[32], b3[32];
+	if (d->has_request) {
+		fputs("<h2>Failing request</h2>\n<p>", f);
+		esc(f, d->req_api);
+		fprintf(f, " of %s on device %u, thread %llu, stack %llu: ", gg_bytes(d->req_size, b1), d->req_dev,
+		        (unsigned long long)d->req_tid, (unsigned long long)d->req_stack);
+		esc(f, d->req_outcome);
+		fputs("</p>\n", f);
+		html_stack(f, d, d->req_stack, o->frames);
+		fputc('\n', f);
+	}
+	fputs(
+	    "<h2>Top call sites by count</h2>\n<table><tr><th>#</th><th>allocs</th><th>live</th><th>stack</th></tr>\n",
+	    f);
+	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
+		const struct gg_site *s = a->by_count[i];
+		fprintf(f, "<tr><td>%zu</td><td>%llu</td><td>%s</td><td>", i + 1, (unsigned long long)s->live_count,
+		        gg_bytes(s->live_bytes, b1));
+		html_stack(f, d, s->st, o->frames);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+	fprintf(f, "<h2>At the GPU peak (device %u)</h2>\n", a->pv_dev);
+	if (!a->has_peak_view) {
+		fputs("<p>nothing recorded</p>\n", f);
+	} else {
+		fprintf(f, "<p>%s live at %.3f s after start", gg_bytes(a->pv_bytes, b1), (double)a->pv_ms / 1000.0);
+		if (a->pv_record_bytes)
+			fprintf(f, "; the process's peak %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
+			        (double)a->pv_record_ms / 1000.0,
+			        a->peak_in_history ? "" : " (older than the history)");
+		if (a->pv_suggest_gib && !a->sizing)
+			fprintf(f, "; suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)",
+			        (unsigned long long)a->pv_suggest_gib);
+		fputs("</p>\n<table><tr><th>bytes</th><th>stack</th></tr>\n", f);
+		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
+			fprintf(f, "<tr><td>%s</td><td>", gg_bytes(a->pv_sites[i].bytes, b1));
+			html_stack(f, d, a->pv_sites[i].st, o->frames);
+			fputs("</td></tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+	fputs("<h2>Host</h2>\n", f);
+	if (!d->has_host) {
+		fputs("<p>not recorded</p>\n", f);
+	} else {
+		fprintf(f, "<p>rss %s, pinned %s in %llu allocations", gg_bytes(d->rss, b1),
+		        gg_bytes(d->pinned_bytes, b2), (unsigned long long)d->pinned_allocs);
+		if (d->cg_version) {
+			fprintf(f, "; cgroup v%llu usage %s, limit %s", (unsigned long long)d->cg_version,
+			        d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
+			        d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none");
+			if (d->has_cg_oom)
+				fprintf(f, ", oom_kill %llu", (unsigned long long)d->cg_oom_kill);
+			if (d->has_cg_usage && d->has_cg_inactive)
+				fprintf(
+				    f, "; working set %s (usage less %s inactive page cache)",
+				    gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0,
+				             b3),
+				    gg_bytes(d->cg_inactive_file, b1));
+		}
+		fputs("</p>\n", f);
+	}
+	if (d->nconfig) {
+		fputs("<h2>Configuration</h2>\n<table><tr><th>option</th><th>value</th><th>source</th></tr>\n", f);
+		for (size_t i = 0; i < d->nconfig; i++) {
+			fputs("<tr><td>", f);
+			esc(f, d->config[i].name);
+			fputs("</td><td>", f);
+			esc(f, d->config[i].value);
+			fputs("</td><td>", f);
+			esc(f, d->config[i].source);
+			fputs("</td></tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+}
+
 int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
 {
 	const struct gg_dump *d = a->d;
@@ -236,7 +338,19 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 
 	fputs("<h2>Usage timeline</h2>\n", f);
 	if (a->has_timeline && a->t_peak) {
-		fputs("<svg width=\"1000\" height=\"160\" font-size=\"11\" font-family=\"sans-serif\">"
+		/* The ceiling and, in pod scope, the pod's total on the same
+		 * scale: a refusal under a budget with room to spare reads as
+		 * what it is (issue 11, finding 6). */
+		const struct gg_device *cd = NULL;
+		for (size_t i = 0; i < d->ndevices; i++)
+			if (d->devices[i].dev == a->pv_dev)
+				cd = &d->devices[i];
+		uint64_t top = a->t_peak;
+		if (cd && cd->has_limit && cd->limit > top && cd->limit / 4 < top * 2)
+			top = cd->limit;
+		if (cd && cd->pod && cd->used > top)
+			top = cd->used;
+		fputs("<svg width=\"1000\" height=\"175\" font-size=\"11\" font-family=\"sans-serif\">"
 		      "<rect x=\"60\" y=\"5\" width=\"900\" height=\"130\" fill=\"#fafafa\" stroke=\"#ccc\"/><polyline "
 		      "fill=\"none\" stroke=\"#3b82f6\" stroke-width=\"2\" points=\"",
 		      f);
@@ -245,12 +359,39 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 			uint64_t v = a->t_has[i] ? a->t_max[i] : prev;
 			prev = v;
 			fprintf(f, "%.1f,%.1f ", 60 + 900.0 * (i + 0.5) / GG_TIMELINE,
-			        135 - 130.0 * (double)v / (double)a->t_peak);
+			        135 - 130.0 * (double)v / (double)top);
+		}
+		fputs("\"/>", f);
+		if (cd && cd->has_limit && cd->limit <= top)
+			fprintf(f,
+			        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#dc2626\" "
+			        "stroke-dasharray=\"6 4\"/>"
+			        "<text x=\"965\" y=\"%.1f\" fill=\"#dc2626\">ceiling %s</text>",
+			        135 - 130.0 * (double)cd->limit / (double)top,
+			        135 - 130.0 * (double)cd->limit / (double)top,
+			        139 - 130.0 * (double)cd->limit / (double)top, gg_bytes(cd->limit, b2));
+		if (cd && cd->pod)
+			fprintf(f,
+			        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#9333ea\" "
+			        "stroke-dasharray=\"2 3\"/>"
+			        "<text x=\"965\" y=\"%.1f\" fill=\"#9333ea\">pod now %s</text>",
+			        135 - 130.0 * (double)cd->used / (double)top,
+			        135 - 130.0 * (double)cd->used / (double)top,
+			        151 - 130.0 * (double)cd->used / (double)top, gg_bytes(cd->used, b3));
+		char w1[32] = "?", w2[32] = "?";
+		for (int k = 0; k < 2 && d->start_unix_ms; k++) {
+			uint64_t t = d->start_unix_ms + (k ? a->t_end : a->t_start);
+			time_t sec = (time_t)(t / 1000);
+			struct tm tm;
+			if (gmtime_r(&sec, &tm))
+				snprintf(k ? w2 : w1, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+				         (unsigned)(t % 1000));
 		}
 		fprintf(f,
-		        "\"/><text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
-		        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text></svg>\n",
-		        gg_bytes(a->t_peak, b1), (double)a->t_start / 1000.0, (double)a->t_end / 1000.0);
+		        "<text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
+		        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text>"
+		        "<text x=\"60\" y=\"165\">%s</text><text x=\"900\" y=\"165\">%s</text></svg>\n",
+		        gg_bytes(top, b1), (double)a->t_start / 1000.0, (double)a->t_end / 1000.0, w1, w2);
 	} else {
 		fputs("<p>No history in this dump.</p>\n", f);
 	}
@@ -311,6 +452,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		        d->nvmm, gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2),
 		        (unsigned long long)a->vmm_holes, a->vmm_holes == 1 ? "" : "s",
 		        gg_bytes(a->vmm_largest_hole, b3));
+	html_more(f, a, o);
 	fputs("</body></html>\n", f);
 	return 0;
 }

@@ -5,6 +5,7 @@
  * record with a warning, and unknown record types are skipped. */
 #include <errno.h>
 #include <fcntl.h>
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,7 +225,45 @@ static int rec_host(struct loader *l, const struct gg_jval *o)
 	    get_u64(l, o, "pinned_bytes", &d->pinned_bytes, NULL) ||
 	    get_u64(l, o, "pinned_allocs", &d->pinned_allocs, NULL))
 		return -1;
+	if (gg_json_get(&l->j, o, "cgroup_inactive_file") &&
+	    get_u64(l, o, "cgroup_inactive_file", &d->cg_inactive_file, &d->has_cg_inactive))
+		return -1;
 	d->has_host = 1;
+	return 0;
+}
+
+static int rec_meminfo(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_meminfo m;
+	uint64_t of;
+	if (get_u64(l, o, "n", &m.n, NULL) || get_u64(l, o, "of", &of, NULL) || get_u64(l, o, "ms", &m.ms, NULL) ||
+	    get_small(l, o, "dev", &m.dev, GG_MAX_DEVICES) || get_u64(l, o, "free", &m.free, NULL) ||
+	    get_u64(l, o, "total", &m.total, NULL) || get_u64(l, o, "used", &m.used, NULL))
+		return -1;
+	if (m.n >= of)
+		return lfail(l, "meminfo query %llu of %llu", (unsigned long long)m.n, (unsigned long long)of);
+	if (d->nmeminfo >= GG_MAX_MEMINFO)
+		return lfail(l, "more than %d meminfo records", GG_MAX_MEMINFO);
+	if (d->nmeminfo && d->meminfo[d->nmeminfo - 1].n >= m.n)
+		return lfail(l, "meminfo records out of order");
+	if (of > d->meminfo_count)
+		d->meminfo_count = of;
+	d->meminfo[d->nmeminfo++] = m;
+	return 0;
+}
+
+static int rec_peak(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_peak p;
+	if (get_small(l, o, "dev", &p.dev, GG_MAX_DEVICES) || get_u64(l, o, "bytes", &p.bytes, NULL) ||
+	    get_u64(l, o, "ms", &p.ms, NULL) || get_u64(l, o, "live", &p.live, NULL))
+		return -1;
+	for (size_t i = 0; i < d->npeaks; i++)
+		if (d->peaks[i].dev == p.dev)
+			return lfail(l, "peak of device %u listed twice", p.dev);
+	d->peaks[d->npeaks++] = p;
 	return 0;
 }
 
@@ -361,6 +400,41 @@ static void free_stack(struct gg_stack *s)
 	free(s);
 }
 
+/* C++ symbols as people read them: the C++ runtime's own demangler
+ * (__cxa_demangle in libstdc++, the Itanium ABI's), opened with dlopen by
+ * the command only, so the command has no C++ link dependency. Absent, the
+ * mangled name stays. A hostile name costs at most the demangler's time on
+ * a string of at most GG_MAX_LINE bytes. */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static demangle_fn demangler(void)
+{
+	static int tried;
+	static demangle_fn fn;
+	if (!tried) {
+		tried = 1;
+		void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			*(void **)&fn = dlsym(h, "__cxa_demangle");
+	}
+	return fn;
+}
+
+static void demangle_in_place(char **s)
+{
+	if (!*s || strncmp(*s, "_Z", 2) != 0 || strlen(*s) > 4096)
+		return;
+	demangle_fn fn = demangler();
+	int status = -1;
+	char *out = fn ? fn(*s, NULL, NULL, &status) : NULL;
+	if (out && status == 0) {
+		free(*s);
+		*s = out; /* malloc'd by the demangler: freed with free() like ours */
+	} else {
+		free(out);
+	}
+}
+
 static int rec_stack(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
@@ -395,6 +469,7 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 			free_stack(s);
 			return -1;
 		}
+		demangle_in_place(&g->s);
 	}
 	HASH_ADD(hh, d->stacks, id, sizeof s->id, s);
 	d->nstacks++;
@@ -460,6 +535,10 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 		rc = rec_vmm(l, o);
 	else if (!strcmp(ts, "pod"))
 		rc = rec_pod(l, o);
+	else if (!strcmp(ts, "meminfo"))
+		rc = rec_meminfo(l, o);
+	else if (!strcmp(ts, "peak"))
+		rc = rec_peak(l, o);
 	else if (!strcmp(ts, "end")) {
 		rc = rec_end(l, o);
 		l->seen_end = 1;

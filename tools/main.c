@@ -42,7 +42,7 @@ static const char help_report[] =
     "    gpuguard report - analyze gpuguard allocation dumps\n"
     "\n"
     "SYNOPSIS\n"
-    "    gpuguard report [--json | --folded | --html FILE] [--top N] [--frames N] DUMP...\n"
+    "    gpuguard report [--json | --folded | --speedscope | --html FILE] [--top N] [--frames N] DUMP...\n"
     "    gpuguard report --diff [--json] OLD NEW\n"
     "\n"
     "DESCRIPTION\n"
@@ -53,7 +53,13 @@ static const char help_report[] =
     "      device full           the driver refused while under the ceiling\n"
     "      fragmentation         free memory was enough, yet the request failed\n"
     "      leak suspected        old live allocations from one site, growing\n"
-    "      host memory pressure  the cgroup is near its limit or has OOM kills\n"
+    "      host memory pressure  the cgroup's working set (usage less inactive\n"
+    "                            page cache) is near its limit, or OOM kills\n"
+    "      sizing                no failure: a GPUGUARD_LIMIT from the peak, or\n"
+    "                            the fraction for a program that sizes itself\n"
+    "    A program that sizes itself from the total it is told (its memory-info\n"
+    "    queries, then what it allocated) gets the fraction to leave, not a\n"
+    "    higher ceiling. Each diagnosis names its evidence.\n"
     "    Then the views: devices against their ceilings, top call sites by live\n"
     "    bytes and by count with their stacks, a size histogram, fragmentation\n"
     "    figures, a usage timeline from the history, the host, the configuration.\n"
@@ -74,6 +80,7 @@ static const char help_report[] =
     "    --json         machine-readable report (stable keys; \"gpuguard_report\": 1)\n"
     "    --folded       folded stacks of live bytes, root first, for flamegraph.pl\n"
     "                   or speedscope: \"frame;frame;frame BYTES\"\n"
+    "    --speedscope   the same in speedscope's JSON file format (unit: bytes)\n"
     "    --html FILE    one self-contained HTML page with SVG charts (timeline, size\n"
     "                   histogram, devices, flame graph); no network access. Written\n"
     "                   under a hidden name beside FILE, then renamed over it (mode\n"
@@ -93,9 +100,10 @@ static const char help_report[] =
     "    external        1 - largest free block / total free, as XLA's BFC allocator\n"
     "                    reports it; needs a free-block map, which format 1 dumps do\n"
     "                    not hold, so it is shown as n/a.\n"
-    "    PyTorch pattern live cuMemAlloc/hipMalloc sizes of 2 MiB, 20 MiB, or 2 MiB\n"
-    "                    multiples over 10 MiB (the caching allocator's segments) in\n"
-    "                    at least 80% of live allocations.\n"
+    "    PyTorch         named only from its frames (libc10*, libtorch*, c10::)\n"
+    "                    in the stacks; the segment-size count beside it counts\n"
+    "                    live cuMemAlloc/hipMalloc sizes of 2 MiB, 20 MiB, or 2 MiB\n"
+    "                    multiples over 10 MiB (the caching allocator's segments).\n"
     "    VMM holes       unmapped runs between mapped chunks of a reservation\n"
     "                    (cuMemAddressReserve; PyTorch expandable segments, vLLM sleep\n"
     "                    mode): count, and the largest. A request larger than the\n"
@@ -349,6 +357,8 @@ static int cmd_report(int argc, char **argv)
 			json = 1;
 		} else if (!strcmp(a, "--folded")) {
 			folded = 1;
+		} else if (!strcmp(a, "--speedscope")) {
+			folded = 2;
 		} else if (!strcmp(a, "--diff")) {
 			diff = 1;
 		} else if (!strcmp(a, "--html") && i + 1 < argc) {
@@ -366,7 +376,8 @@ static int cmd_report(int argc, char **argv)
 			return usage_err(m, help_report);
 		}
 	}
-	if (nfiles == 0 || (diff && nfiles != 2) || json + folded + (html != NULL) > 1 || (diff && (folded || html))) {
+	if (nfiles == 0 || (diff && nfiles != 2) || json + (folded != 0) + (html != NULL) > 1 ||
+	    (diff && (folded || html))) {
 		free(files);
 		return usage_err(diff ? "report --diff takes two dumps, and only --json"
 		                      : "report needs one or more dumps, and one output format",
@@ -404,6 +415,8 @@ static int cmd_report(int argc, char **argv)
 			continue;
 		if (json)
 			gg_report_json(stdout, &an[i], &o);
+		else if (folded == 2)
+			gg_report_speedscope(stdout, &an[i]);
 		else if (folded)
 			gg_report_folded(stdout, &an[i]);
 		else if (hf)

@@ -2,6 +2,7 @@
  * pure function of the analysis, so golden files can pin them down. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tool.h"
 
@@ -109,9 +110,27 @@ static void text_pod(FILE *f, const struct gg_dump *d)
 		fprintf(f, "  %-4u %-5u %-10llu ", v[i]->dev, v[i]->slot, (unsigned long long)v[i]->pid);
 		put_safe(f, v[i]->comm);
 		fprintf(f, "%*s %-12s %s\n", 16 - (int)(strlen(v[i]->comm) < 16 ? strlen(v[i]->comm) : 16), "",
-		        gg_bytes(v[i]->used, b1), v[i]->self ? "this process" : v[i]->alive ? "live" : "died");
+		        gg_bytes(v[i]->used, b1),
+		        v[i]->self    ? "this process"
+		        : v[i]->alive ? "live"
+		                      : "died");
 	}
 	free(v);
+}
+
+/* Wall-clock time (UTC) of ms after the process started, to line the
+ * report up with dashboards. */
+static const char *wall(const struct gg_dump *d, uint64_t ms, char buf[32])
+{
+	uint64_t t = d->start_unix_ms + ms;
+	time_t s = (time_t)(t / 1000);
+	struct tm tm;
+	if (!d->start_unix_ms || !gmtime_r(&s, &tm)) {
+		snprintf(buf, 32, "?");
+		return buf;
+	}
+	snprintf(buf, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(t % 1000));
+	return buf;
 }
 
 void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
@@ -233,9 +252,18 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b1),
 	        gg_bytes(a->pool_reserved, b2), gg_bytes(a->pool_used, b3));
 	fprintf(f, "  external:       n/a (a format 1 dump holds no free-block map)\n");
-	fprintf(f, "  PyTorch caching-allocator segment sizes: %llu of %llu live allocations%s\n",
-	        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count,
-	        a->torch_pattern ? " (pattern matches)" : "");
+	if (a->torch_frames) {
+		fprintf(f, "  PyTorch's caching allocator (");
+		put_safe(f, a->torch_evidence);
+		fprintf(f, "): %llu of %llu live allocations have its segment sizes\n",
+		        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+	} else {
+		fprintf(
+		    f,
+		    "  segment sizes of 2 MiB, 20 MiB or 2 MiB multiples over 10 MiB: %llu of %llu live allocations "
+		    "(no PyTorch frames in the stacks)\n",
+		    (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+	}
 	if (d->nvmm)
 		fprintf(f, "  VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s\n", d->nvmm,
 		        gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2), (unsigned long long)a->vmm_holes,
@@ -245,9 +273,11 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	if (!a->has_timeline) {
 		fprintf(f, "  no history in this dump\n");
 	} else {
-		fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start\n",
+		char w1[32], w2[32];
+		fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start (%s to %s)\n",
 		        (unsigned long long)a->h_allocs, (unsigned long long)a->h_frees,
-		        (unsigned long long)a->h_refusals, (double)a->t_start / 1000.0, (double)a->t_end / 1000.0);
+		        (unsigned long long)a->h_refusals, (double)a->t_start / 1000.0, (double)a->t_end / 1000.0,
+		        wall(d, a->t_start, w1), wall(d, a->t_end, w2));
 		fprintf(f, "  |");
 		uint64_t prev = a->baseline;
 		for (int i = 0; i < GG_TIMELINE; i++) {
@@ -258,6 +288,32 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		}
 		fprintf(f, "|  start %s, peak %s, end %s\n", gg_bytes(a->baseline, b1), gg_bytes(a->t_peak, b2),
 		        gg_bytes(a->t_final, b3));
+	}
+
+	fprintf(f, "\nAT THE GPU PEAK (device %u, rebuilt from the live allocations and the history)\n", a->pv_dev);
+	if (!a->has_peak_view) {
+		fprintf(f, "  nothing recorded\n");
+	} else {
+		if (d->nhist)
+			fprintf(f, "  %s live at %.3f s after start", gg_bytes(a->pv_bytes, b1),
+			        (double)a->pv_ms / 1000.0);
+		else
+			fprintf(f, "  %s live at the dump (no history to go back in)", gg_bytes(a->pv_bytes, b1));
+		if (a->pv_record_bytes)
+			fprintf(f, "; the process's peak: %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
+			        (double)a->pv_record_ms / 1000.0,
+			        a->peak_in_history ? "" : " (older than the history)");
+		fputc('\n', f);
+		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
+			gg_stack_label(d, a->pv_sites[i].st, lab, sizeof lab);
+			fprintf(f, "  %-14s stack %-5llu ", gg_bytes(a->pv_sites[i].bytes, b1),
+			        (unsigned long long)a->pv_sites[i].st);
+			put_safe(f, lab);
+			fputc('\n', f);
+		}
+		if (a->pv_suggest_gib && !a->sizing)
+			fprintf(f, "  suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)\n",
+			        (unsigned long long)a->pv_suggest_gib);
 	}
 
 	fprintf(f, "\nHOST\n");
@@ -273,7 +329,12 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			    d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none",
 			    d->has_cg_oom ? (snprintf(b3, sizeof b3, "%llu", (unsigned long long)d->cg_oom_kill), b3)
 			                  : "unknown");
-		else
+		if (d->cg_version && d->has_cg_usage && d->has_cg_inactive)
+			fprintf(f,
+			        "  working set %s (usage less %s of inactive page cache, as the kubelet counts it)\n",
+			        gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0, b1),
+			        gg_bytes(d->cg_inactive_file, b2));
+		if (!d->cg_version)
 			fprintf(f, "  no cgroup memory controller found\n");
 	}
 	if (d->nconfig) {
@@ -328,8 +389,8 @@ static void json_frames(FILE *f, const struct gg_dump *d, uint64_t st)
 	fputc(']', f);
 }
 
-static const char *const diag_keys[] = {"ceiling_reached", "device_full",          "fragmentation",
-                                        "leak_suspected",  "host_memory_pressure", "none"};
+static const char *const diag_keys[] = {"ceiling_reached",      "device_full", "fragmentation", "leak_suspected",
+                                        "host_memory_pressure", "sizing",      "none"};
 
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
 {
@@ -492,6 +553,37 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	} else {
 		fputs("null", f);
 	}
+	fprintf(f,
+	        ",\n\"peak\":{\"dev\":%u,\"bytes\":%llu,\"ms\":%llu,\"process_peak\":%llu,\"process_peak_ms\":%llu,"
+	        "\"in_history\":%s,\"suggested_limit_gib\":",
+	        a->pv_dev, (unsigned long long)a->pv_bytes, (unsigned long long)a->pv_ms,
+	        (unsigned long long)a->pv_record_bytes, (unsigned long long)a->pv_record_ms,
+	        a->peak_in_history ? "true" : "false");
+	if (a->pv_suggest_gib)
+		fprintf(f, "%llu", (unsigned long long)a->pv_suggest_gib);
+	else
+		fputs("null", f);
+	fputs(",\"sites\":[", f);
+	for (int i = 0; i < a->npv_sites; i++)
+		fprintf(f, "%s{\"stack\":%llu,\"bytes\":%llu}", i ? "," : "", (unsigned long long)a->pv_sites[i].st,
+		        (unsigned long long)a->pv_sites[i].bytes);
+	fputs("]},\n\"sizing\":", f);
+	if (a->sizing) {
+		fprintf(f,
+		        "{\"mode\":\"%s\",\"query\":%llu,\"total\":%llu,\"free\":%llu,\"held\":%llu,\"of\":\"%s\","
+		        "\"fraction_now\":%u.%03u,\"lower_by\":%u.%03u,",
+		        a->sizing == 1 ? "preallocates" : "grows_into_total", (unsigned long long)a->sz_q->n,
+		        (unsigned long long)a->sz_q->total, (unsigned long long)a->sz_q->free,
+		        (unsigned long long)a->sz_q->used, a->sz_of_free ? "free" : "total", a->sz_cur_pm / 1000,
+		        a->sz_cur_pm % 1000, a->sz_delta_pm / 1000, a->sz_delta_pm % 1000);
+		if (a->sizing == 1)
+			fprintf(f, "\"fraction_advised\":%u.%03u,", a->sz_new_pm / 1000, a->sz_new_pm % 1000);
+		json_kv_s(f, "framework", a->sz_framework, 1);
+		json_kv_s(f, "knob", a->sz_knob, 0);
+		fputc('}', f);
+	} else {
+		fputs("null", f);
+	}
 	fputs(",\n\"config\":[", f);
 	for (size_t i = 0; i < d->nconfig; i++) {
 		fputs(i ? ",{" : "{", f);
@@ -508,6 +600,9 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		json_opt_u(f, "cgroup_limit", d->has_cg_limit, d->cg_limit);
 		json_opt_u(f, "cgroup_usage", d->has_cg_usage, d->cg_usage);
 		json_opt_u(f, "cgroup_oom_kill", d->has_cg_oom, d->cg_oom_kill);
+		json_opt_u(f, "cgroup_inactive_file", d->has_cg_inactive, d->cg_inactive_file);
+		json_opt_u(f, "working_set", d->has_cg_usage && d->has_cg_inactive,
+		           d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0);
 		json_kv_u(f, "pinned_bytes", d->pinned_bytes, 1);
 		json_kv_u(f, "pinned_allocs", d->pinned_allocs, 0);
 		fputc('}', f);
@@ -566,6 +661,108 @@ void gg_report_folded(FILE *f, const struct gg_analysis *a)
 			continue;
 		folded_stack(f, a->d, s->st);
 		fprintf(f, " %llu\n", (unsigned long long)s->live_bytes);
+	}
+}
+
+/* --speedscope: speedscope's file format (its "sampled" profile), live
+ * bytes per stack with unit "bytes", frames shared by name. The plain
+ * folded form (--folded) stays for flamegraph.pl. */
+struct ss_frame {
+	char *name;
+	size_t idx;
+	UT_hash_handle hh;
+};
+
+static size_t ss_index(struct ss_frame **tab, size_t *n, const struct gg_frame *fr)
+{
+	char buf[1024];
+	if (fr->s)
+		snprintf(buf, sizeof buf, "%s", fr->s);
+	else
+		snprintf(buf, sizeof buf, "%s+0x%s", fr->m, fr->o);
+	struct ss_frame *e = NULL;
+	HASH_FIND_STR(*tab, buf, e);
+	if (e)
+		return e->idx;
+	e = calloc(1, sizeof *e);
+	if (!e || !(e->name = strdup(buf))) {
+		gg_error("out of memory");
+		exit(GG_EXIT_BADINPUT);
+	}
+	e->idx = (*n)++;
+	HASH_ADD_KEYPTR(hh, *tab, e->name, strlen(e->name), e);
+	return e->idx;
+}
+
+void gg_report_speedscope(FILE *f, const struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	struct ss_frame *tab = NULL, *e, *tmp;
+	size_t nf = 0;
+	struct gg_frame nostack = {"[no stack]", "0", NULL};
+	/* frames first (indexes), in order of first use */
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+		if (!s->live_bytes)
+			continue;
+		if (!st || !st->nframes)
+			ss_index(&tab, &nf, &nostack);
+		for (uint32_t k = 0; st && k < st->nframes; k++)
+			ss_index(&tab, &nf, &st->frames[k]);
+	}
+	const char **names = calloc(nf + 1, sizeof *names);
+	if (!names) {
+		gg_error("out of memory");
+		exit(GG_EXIT_BADINPUT);
+	}
+	for (e = tab; e; e = e->hh.next)
+		names[e->idx] = e->name;
+	fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"gpuguard report\","
+	      "\"name\":",
+	      f);
+	gg_json_str(f, d->path);
+	fputs(",\"shared\":{\"frames\":[", f);
+	for (size_t i = 0; i < nf; i++) {
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		gg_json_str(f, names[i]);
+		fputc('}', f);
+	}
+	fprintf(f,
+	        "]},\"profiles\":[{\"type\":\"sampled\",\"name\":\"live device memory\",\"unit\":\"bytes\","
+	        "\"startValue\":0,\"endValue\":%llu,\"samples\":[",
+	        (unsigned long long)a->live_bytes);
+	int first = 1;
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		if (!s->live_bytes)
+			continue;
+		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+		fputs(first ? "[" : ",[", f);
+		first = 0;
+		if (!st || !st->nframes)
+			fprintf(f, "%zu", ss_index(&tab, &nf, &nostack));
+		/* root first, as speedscope's samples are */
+		for (uint32_t k = st ? st->nframes : 0; k-- > 0;)
+			fprintf(f, "%zu%s", ss_index(&tab, &nf, &st->frames[k]), k ? "," : "");
+		fputc(']', f);
+	}
+	fputs("],\"weights\":[", f);
+	first = 1;
+	for (size_t i = 0; i < a->nsites; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		if (!s->live_bytes)
+			continue;
+		fprintf(f, "%s%llu", first ? "" : ",", (unsigned long long)s->live_bytes);
+		first = 0;
+	}
+	fputs("]}]}\n", f);
+	free(names);
+	HASH_ITER(hh, tab, e, tmp)
+	{
+		HASH_DEL(tab, e);
+		free(e->name);
+		free(e);
 	}
 }
 
@@ -629,6 +826,13 @@ static void diff_add(struct diff_row **rows, const struct gg_analysis *a, int is
 	}
 }
 
+/* The process's peak as the report knows it: its peak record, else the
+ * history's highest point. */
+static uint64_t diff_peak(const struct gg_analysis *a)
+{
+	return a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
+}
+
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json)
 {
@@ -649,8 +853,9 @@ void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_anal
 		gg_json_str(f, old->d->path);
 		fputs(",\"new\":", f);
 		gg_json_str(f, new_->d->path);
-		fprintf(f, ",\"old_bytes\":%llu,\"new_bytes\":%llu,\"sites\":[", (unsigned long long)old->live_bytes,
-		        (unsigned long long)new_->live_bytes);
+		fprintf(f, ",\"old_bytes\":%llu,\"new_bytes\":%llu,\"old_peak\":%llu,\"new_peak\":%llu,\"sites\":[",
+		        (unsigned long long)old->live_bytes, (unsigned long long)new_->live_bytes,
+		        (unsigned long long)diff_peak(old), (unsigned long long)diff_peak(new_));
 		for (size_t i = 0; i < n && (int)i < o->top; i++) {
 			fprintf(f,
 			        "%s\n{\"old_bytes\":%llu,\"new_bytes\":%llu,\"old_count\":%llu,\"new_count\":%llu,"
@@ -667,9 +872,21 @@ void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_anal
 		put_safe(f, old->d->path);
 		fprintf(f, " -> ");
 		put_safe(f, new_->d->path);
-		fprintf(f, "\n  live %s -> %s (%s%s)\n\n", gg_bytes(old->live_bytes, b1),
-		        gg_bytes(new_->live_bytes, b2), total < 0 ? "-" : "+",
-		        gg_bytes((uint64_t)(total < 0 ? -total : total), b3));
+		fprintf(f, "\n  live %s -> %s (%s%s)\n", gg_bytes(old->live_bytes, b1), gg_bytes(new_->live_bytes, b2),
+		        total < 0 ? "-" : "+", gg_bytes((uint64_t)(total < 0 ? -total : total), b3));
+		uint64_t po = diff_peak(old), pn = diff_peak(new_);
+		fprintf(f, "  peak %s -> %s (%s%s)", gg_bytes(po, b1), gg_bytes(pn, b2), pn < po ? "-" : "+",
+		        gg_bytes(pn < po ? po - pn : pn - po, b3));
+		if (old->npv_sites && new_->npv_sites) {
+			char l1[320], l2[320];
+			gg_stack_label(old->d, old->pv_sites[0].st, l1, sizeof l1);
+			gg_stack_label(new_->d, new_->pv_sites[0].st, l2, sizeof l2);
+			fprintf(f, "; largest at the peak: %s ", gg_bytes(old->pv_sites[0].bytes, b1));
+			put_safe(f, l1);
+			fprintf(f, " -> %s ", gg_bytes(new_->pv_sites[0].bytes, b2));
+			put_safe(f, l2);
+		}
+		fprintf(f, "\n\n");
 		fprintf(f, "  %-13s %-12s %-12s %-15s %s\n", "growth", "old", "new", "allocs",
 		        "call site (root first)");
 		for (size_t i = 0; i < n && (int)i < o->top; i++) {

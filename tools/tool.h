@@ -112,6 +112,19 @@ struct gg_pod_use {
 };
 #define GG_MAX_POD 4096 /* pod records: 256 processes x 16 devices */
 
+/* A memory-info query as the process was answered (record "meminfo"). */
+struct gg_meminfo {
+	uint64_t n, ms, free, total, used;
+	uint32_t dev;
+};
+#define GG_MAX_MEMINFO 64
+
+/* The process's highest live bytes on a device (record "peak"). */
+struct gg_peak {
+	uint32_t dev;
+	uint64_t bytes, ms, live;
+};
+
 struct gg_dump {
 	const char *path;
 	/* header */
@@ -129,6 +142,13 @@ struct gg_dump {
 	/* host */
 	int has_host, has_cg_limit, has_cg_usage, has_cg_oom;
 	uint64_t rss, cg_version, cg_limit, cg_usage, cg_oom_kill, pinned_bytes, pinned_allocs;
+	int has_cg_inactive; /* cgroup_inactive_file (dumps from 0.2 on) */
+	uint64_t cg_inactive_file;
+	struct gg_meminfo meminfo[GG_MAX_MEMINFO];
+	size_t nmeminfo;
+	uint64_t meminfo_count; /* queries in all ("of") */
+	struct gg_peak peaks[GG_MAX_DEVICES];
+	size_t npeaks;
 	struct gg_vmm *vmm;
 	size_t nvmm, vmm_cap;
 	struct gg_pod_use *pod; /* pod scope: who else holds the budget */
@@ -163,13 +183,15 @@ struct gg_site {
 	uint64_t live_bytes, live_count, oldest_age;
 	uint64_t h_alloc_count, h_alloc_bytes, h_free_count, h_free_bytes;
 	uint64_t h_first_ms, h_last_ms; /* of its allocations in the history */
+	uint64_t h_first_before;        /* all sites' live bytes just before its first one */
+	int h_seen;
 	UT_hash_handle hh;
 };
 
 #define GG_HIST_BUCKETS 48 /* power-of-two size buckets: 2^0 .. 2^47+ */
 #define GG_TIMELINE 24     /* time buckets of the usage timeline */
 
-enum gg_diag_kind { GG_D_CEILING, GG_D_DEVICE_FULL, GG_D_FRAGMENTATION, GG_D_LEAK, GG_D_HOST, GG_D_NONE };
+enum gg_diag_kind { GG_D_CEILING, GG_D_DEVICE_FULL, GG_D_FRAGMENTATION, GG_D_LEAK, GG_D_HOST, GG_D_SIZING, GG_D_NONE };
 
 struct gg_diag {
 	enum gg_diag_kind kind;
@@ -204,7 +226,30 @@ struct gg_analysis {
 	uint64_t torch_segments, torch_exact; /* exact: 2 MiB or 20 MiB */
 	/* VMM reservations: sums, and the largest hole of all */
 	uint64_t vmm_reserved, vmm_mapped, vmm_holes, vmm_largest_hole;
-	struct gg_diag diags[6];
+	/* How the process sized itself (meminfo records): 0 no evidence,
+	 * 1 preallocated a pool as a fraction of what it was told, 2 grew into
+	 * the total it was told. Fractions in thousandths. */
+	int sizing;
+	const struct gg_meminfo *sz_q;                   /* the query it sized itself from */
+	uint64_t sz_pool, sz_pool_count, sz_pool_st;     /* mode 1: the pool */
+	int sz_of_free;                                  /* mode 1: a fraction of free, not total */
+	uint64_t sz_keep, sz_transient, sz_transient_st; /* kept (never freed) vs comes and goes */
+	unsigned sz_cur_pm, sz_new_pm, sz_delta_pm;
+	uint64_t sz_over;                   /* demand beyond the total */
+	const char *sz_framework, *sz_knob; /* from the stacks or command; NULL = unknown */
+	unsigned sz_knob_default_pm;
+	/* What was live at the GPU peak, rebuilt from the live table and the
+	 * history (peak record, else the history's highest point). */
+	int has_peak_view, peak_in_history;
+	uint32_t pv_dev;
+	uint64_t pv_bytes, pv_ms, pv_record_bytes, pv_record_ms;
+	struct {
+		uint64_t st, bytes;
+	} pv_sites[16];
+	int npv_sites;
+	uint64_t pv_suggest_gib; /* GPUGUARD_LIMIT suggestion from the peak; 0 none */
+	char torch_evidence[320];
+	struct gg_diag diags[7];
 	int frag_first;
 	int ndiags;
 };
@@ -222,6 +267,7 @@ struct gg_opts {
 void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
 void gg_report_folded(FILE *f, const struct gg_analysis *a);
+void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope JSON, unit bytes */
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json);
 void gg_json_str(FILE *f, const char *s);

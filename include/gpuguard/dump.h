@@ -40,6 +40,21 @@
  *     "pinned_allocs":N}
  *     pinned_*: live page-locked host memory from cuMemHostAlloc,
  *     cuMemAllocHost_v2 and hipHostMalloc (never charged to the GPU).
+ *     Since 0.2 also "cgroup_inactive_file":N|null after cgroup_oom_kill
+ *     (v2 memory.stat
+ *     inactive_file, v1 total_inactive_file): the working set the kubelet
+ *     counts is cgroup_usage minus it. Readers treat it as absent in older
+ *     dumps.
+ *  5c {"t":"meminfo","n":N,"of":N,"ms":N,"dev":N,"free":N,"total":N,"used":N}
+ *     memory-info queries (cuMemGetInfo, hipMemGetInfo) as answered, the
+ *     ceiling applied: the first 8 and the last 8 of "of" in all, n is the
+ *     query's index, ms since the process started, used this process's live
+ *     bytes on dev when it asked. How a server sized itself.
+ *  5d {"t":"peak","dev":N,"bytes":N,"ms":N,"live":N}
+ *     this process's highest live bytes on dev (requested sizes, as the
+ *     history events count them) and when; live = the same count now.
+ *     What was live at that moment is rebuilt from the live allocations and
+ *     the history when the peak lies inside it.
  *  5b {"t":"vmm","base":"7f0000000000","size":N,"mapped":N,"holes":N,
  *     "largest_hole":N}
  *     one per live virtual-address reservation (cuMemAddressReserve,

@@ -263,3 +263,147 @@ write("bad_frame.jsonl", [header("exit"), '{"t":"stack","id":1,"frames":[{"m":"a
 write("bad_vmm.jsonl", [header("exit"), rec(t="host", rss=1, cgroup_version=0, cgroup_limit=None, cgroup_usage=None,
                                           cgroup_oom_kill=None, pinned_bytes=0, pinned_allocs=0),
                        vmm(0x7f0000000000, 1 * GiB, 2 * GiB, 0, 0)])
+
+
+# ---- issue 11: programs that size themselves, and sizing from the peak ----
+
+def meminfo(n, of, ms, free, total, used, dev=0):
+    return rec(t="meminfo", n=n, of=of, ms=ms, dev=dev, free=free, total=total, used=used)
+
+
+def peak(bytes_, ms, live, dev=0):
+    return rec(t="peak", dev=dev, bytes=bytes_, ms=ms, live=live)
+
+
+def host2(rss=2 * GiB, limit=16 * GiB, usage=4 * GiB, oom=0, pinned=256 * MiB, inactive=None):
+    return rec(t="host", rss=rss, cgroup_version=2, cgroup_limit=limit, cgroup_usage=usage, cgroup_oom_kill=oom,
+               pinned_bytes=pinned, pinned_allocs=4, cgroup_inactive_file=inactive)
+
+
+def frames(*fs):
+    return [{"m": m, "o": o, "s": s} if s else {"m": m, "o": o} for (m, o, s) in fs]
+
+
+def stack_rec(i, fs):
+    return rec(t="stack", id=i, frames=frames(*fs))
+
+
+UP = 600000  # uptime of these dumps, ms
+
+
+def at(ms):
+    """age of an allocation made ms after start"""
+    return UP - ms
+
+
+# vLLM-like: asks cuMemGetInfo, loads 8 GiB of weights, profiles (1 GiB of
+# activations, freed), asks again, allocates its KV cache as 32 tensors of
+# 0.9 x total - weights - activations, then serves; activations outside the
+# cache push it over the 16 GiB ceiling it was told is the total.
+T = 16 * GiB
+KV = int(0.9 * T) - 8 * GiB - 1 * GiB
+L = [header("ceiling", uptime_ms=UP, cmd=("python3", "-m", "vllm.entrypoints.openai.api_server",
+                                          "--gpu-memory-utilization", "0.9"))] + config("16Gi")
+held = 8 * GiB + KV + 512 * MiB + 1024 * MiB
+L += [device(limit=T, used=held, peak=held, allocs=200, frees=120, rc=1, dfree=64 * GiB, dtotal=80 * GiB)]
+L += [request(1536 * MiB, "refused_ceiling", stack=4)]
+L += [host2(inactive=1 * GiB)]
+L += [meminfo(0, 3, 1000, T, T, 0), meminfo(1, 3, 5000, 8 * GiB, T, 8 * GiB), meminfo(2, 3, 5200, T - 8 * GiB - KV, T, 8 * GiB + KV)]
+L += [peak(held, 590000, held)]
+L += [alloc(0x7f0000000000 + i * GiB, GiB, 1, at(2000 + i * 100)) for i in range(8)]
+L += [alloc(0x7e0000000000 + i * (KV // 32), KV // 32, 2, at(5100)) for i in range(32)]
+L += [alloc(0x7d0000000000, 512 * MiB, 3, at(6000))]
+L += [alloc(0x7c0000000000 + i * 256 * MiB, 256 * MiB, 4, at(589000)) for i in range(4)]
+L += [stack_rec(1, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("libc10_cuda.so", "41f00", None),
+                    ("python3", "9f00", None)]),
+      stack_rec(2, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("libtorch_cuda.so", "77a000", None),
+                    ("worker.py", "1", "vllm.worker.cache_engine._allocate_kv_cache")]),
+      stack_rec(3, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("libcudart.so.12", "51c2", "cudaMalloc"),
+                    ("model_runner.py", "2", "vllm.worker.model_runner.capture_graphs")]),
+      stack_rec(4, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("libcudart.so.12", "51c2", "cudaMalloc"),
+                    ("model_runner.py", "3", "vllm.worker.model_runner.execute_model")])]
+H = [hist(4000, "a", 0x7b0000000000, 1 * GiB, 5), hist(4500, "f", 0x7b0000000000, 1 * GiB, 5)]
+for k in range(40):  # activations come and go while it serves
+    for j in range(4):
+        H.append(hist(10000 + k * 14000 + j, "a", 0x7c0000000000 + j * 256 * MiB, 256 * MiB, 4))
+    if k < 39:
+        for j in range(4):
+            H.append(hist(10000 + k * 14000 + 10 + j, "f", 0x7c0000000000 + j * 256 * MiB, 256 * MiB, 4))
+H.append(hist(590000, "r", 0, 1536 * MiB, 4))
+L += H
+write("sizing_vllm.jsonl", L)
+
+# JAX-like: preallocates 75 % of the total it is told in one allocation
+# (XLA_PYTHON_CLIENT_MEM_FRACTION=.75), then NCCL and cuBLAS workspaces
+# outside that pool meet the ceiling.
+L = [header("ceiling", uptime_ms=UP, cmd=("python3", "train.py"))] + config("16Gi")
+held = 12 * GiB + 2 * GiB + 1 * GiB
+L += [device(limit=T, used=held, peak=held, allocs=30, frees=20, rc=1, dfree=64 * GiB, dtotal=80 * GiB)]
+L += [request(2 * GiB, "refused_ceiling", stack=3)]
+L += [host2(inactive=512 * MiB)]
+L += [meminfo(0, 1, 800, T, T, 0), peak(held, 400000, held)]
+L += [alloc(0x7f0000000000, 12 * GiB, 1, at(810))]
+L += [alloc(0x7e0000000000 + i * 512 * MiB, 512 * MiB, 2, at(20000)) for i in range(4)]
+L += [alloc(0x7d0000000000, 1 * GiB, 3, at(400000))]
+L += [stack_rec(1, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"),
+                    ("xla_extension.so", "9a1b20", "stream_executor::gpu::GpuDriver::DeviceAllocate"),
+                    ("xla_extension.so", "5100a0", "xla::gpu::GpuBFCAllocator")]),
+      stack_rec(2, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("libnccl.so.2", "3f000", "ncclCommInitRank")]),
+      stack_rec(3, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("libcublasLt.so.12", "1200", None),
+                    ("xla_extension.so", "61aa00", None)])]
+H = []
+for k in range(10):
+    H += [hist(30000 + k * 30000, "a", 0x7d0000000000, 1 * GiB, 3), hist(30000 + k * 30000 + 50, "f", 0x7d0000000000, 1 * GiB, 3)]
+H += [hist(400000, "a", 0x7d0000000000, 1 * GiB, 3), hist(400010, "r", 0, 2 * GiB, 3)]
+L += H
+write("sizing_jax.jsonl", L)
+
+# PyTorch-like: no memory-info query; the caching allocator's frames are in
+# the stacks (c10::cuda::CUDACachingAllocator), so its hint names them.
+L = [header("ceiling", uptime_ms=UP, cmd=("python3", "train.py"))] + config("8Gi")
+segs = [20 * MiB] * 100 + [2 * MiB] * 200 + [64 * MiB] * 60
+used = sum(segs)
+L += [device(limit=8 * GiB, used=used, peak=used, allocs=len(segs), rc=1, dfree=64 * GiB, dtotal=80 * GiB)]
+L += [request(8 * GiB - used + 32 * MiB, "refused_ceiling", stack=1)]
+L += [host2(inactive=256 * MiB)]
+L += [alloc(0x7f0000000000 + i * 64 * MiB, s, 1, at(1000 + i)) for i, s in enumerate(segs)]
+L += [rec(t="stack", id=1, frames=[{"m": "libcuda.so.1", "o": "2a1f0", "s": "cuMemAlloc_v2"},
+                                    {"m": "libcudart.so.12", "o": "51c2", "s": "cudaMalloc"},
+                                    {"m": "libc10_cuda.so", "o": "4a1f0",
+                                     "s": "_ZN3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocator6mallocEPPvimP11CUstream_st"},
+                                    {"m": "libtorch_python.so", "o": "9910"}])]
+write("sizing_pytorch.jsonl", L)
+
+# Plain C: 2 MiB blocks from its own allocator, no PyTorch anywhere: the
+# report must not call it PyTorch's caching allocator.
+L = [header("ceiling", uptime_ms=UP, cmd=("./solver", "--grid", "4096"))] + config("4Gi")
+n = 1900
+L += [device(limit=4 * GiB, used=n * 2 * MiB, peak=n * 2 * MiB, allocs=n, rc=1, dfree=64 * GiB, dtotal=80 * GiB)]
+L += [request(256 * MiB, "refused_ceiling", stack=1)]
+L += [host2(inactive=64 * MiB)]
+L += [alloc(0x7f0000000000 + i * 2 * MiB, 2 * MiB, 1, at(1000 + i * 10)) for i in range(n)]
+L += [stack_rec(1, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("solver", "1a20", "alloc_block"),
+                    ("solver", "1100", "main")])]
+write("sizing_plain_c.jsonl", L)
+
+# Sizing from the peak: no ceiling, an exit dump with nothing live; the
+# history holds the run up to its 7.38 GiB peak and back.
+L = [header("exit", uptime_ms=UP, cmd=("./batch",))] + config("")
+pk = int(7.38 * GiB) // MiB * MiB
+L += [device(limit=None, used=0, peak=pk, allocs=3, frees=3, dfree=64 * GiB, dtotal=80 * GiB)]
+L += [host2(inactive=128 * MiB), peak(pk, 300000, 0)]
+L += [stack_rec(1, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("batch", "1200", "load_model")]),
+      stack_rec(2, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("batch", "1300", "run_batch")]),
+      stack_rec(3, [("libcuda.so.1", "2a1f0", "cuMemAlloc_v2"), ("batch", "1400", "make_workspace")])]
+L += [hist(1000, "a", 0x7f0000000000, 4 * GiB, 1), hist(200000, "a", 0x7e0000000000, pk - 4 * GiB - 512 * MiB, 2),
+      hist(300000, "a", 0x7d0000000000, 512 * MiB, 3), hist(300100, "f", 0x7d0000000000, 512 * MiB, 3),
+      hist(400000, "f", 0x7e0000000000, pk - 4 * GiB - 512 * MiB, 2), hist(590000, "f", 0x7f0000000000, 4 * GiB, 1)]
+write("sizing_peak_exit.jsonl", L)
+
+# Host: 15 GiB of a 16 GiB cgroup, but 14 GiB of it is inactive page cache
+# (weights read through it): the working set is 1 GiB, no OOMKill risk.
+L = [header("signal", uptime_ms=UP)] + config()
+L += [device(used=1 * GiB, allocs=1)]
+L += [host2(rss=21 * MiB, limit=16 * GiB, usage=15 * GiB, inactive=14 * GiB, pinned=0)]
+L += [alloc(0x7f0000000000, 1 * GiB, 3, at(1000))] + stacks([3])
+write("host_pagecache.jsonl", L)

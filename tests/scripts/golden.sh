@@ -65,6 +65,24 @@ done
 if grep -q '&lt;script&gt;alert(1)&lt;/script&gt;' "$TMP/hostile_strings.html" &&
 	grep -q 'f;g&lt;b&gt;&amp;amp;' "$TMP/hostile_strings.html"; then ok; else bad "hostile_strings: dump strings not HTML-escaped"; fi
 
+# The HTML page has the text report's sections too (issue 11, finding 6).
+for h in "Failing request" "Top call sites by count" "At the GPU peak" "Host" "Configuration"; do
+	grep -q "<h2>$h" "$TMP/sizing_vllm.html" && ok || bad "sizing_vllm: --html has no \"$h\" section"
+done
+
+# The timeline draws the ceiling and shows wall-clock time (UTC).
+grep -q 'ceiling 4.00 GiB</text>' "$TMP/ceiling_steady.html" && grep -q '08:2[0-9]:[0-9.]*Z</text>' "$TMP/ceiling_steady.html" &&
+	ok || bad "ceiling_steady: --html timeline lacks the ceiling line or wall-clock time"
+
+# Folded stacks also in speedscope's JSON format, with a bytes unit.
+"$GG" report --speedscope leak.jsonl >"$TMP/leak.speedscope" 2>&1
+expect "leak (speedscope)" "leak.speedscope" "$TMP/leak.speedscope"
+if command -v jq >/dev/null 2>&1; then
+	[ "$(jq -r '.profiles[0].unit' "$TMP/leak.speedscope" 2>/dev/null)" = bytes ] &&
+		[ "$(jq '.profiles[0].weights | add' "$TMP/leak.speedscope")" = "$(jq '.profiles[0].endValue' "$TMP/leak.speedscope")" ] &&
+		ok || bad "leak: --speedscope is not speedscope JSON with unit bytes and weights summing to the live bytes"
+fi
+
 "$GG" report --diff leak_old.jsonl leak.jsonl >"$TMP/diff_leak.txt" 2>&1
 expect "diff leak_old -> leak" "diff_leak.txt" "$TMP/diff_leak.txt"
 "$GG" report --diff --json leak_old.jsonl leak.jsonl >"$TMP/diff_leak.json" 2>&1

@@ -46,6 +46,42 @@ else
 	"$GG" report --folded "$dump" | grep -q ' [0-9][0-9]*$' && ok || bad "--folded of a real dump"
 fi
 
+# 1b. Issue 11. The server allocates 2 MiB KV blocks, but it is no PyTorch:
+# no caching-allocator hint without its frames. Where the memory-info hooks
+# record queries (meminfo records), the advice is the fraction, not a higher
+# ceiling.
+if [ -n "$dump" ]; then
+	! grep -q "expandable_segments\|PyTorch.s caching allocator" "$TMP/r.txt" && ok || bad "real dump: a C server called PyTorch from its block sizes"
+	if grep -q '"t":"meminfo"' "$dump"; then
+		grep -q "=> lower the fraction of the total it sizes itself to by 0.05" "$TMP/r.txt" && ok ||
+			bad "real dump: no fraction advice for a self-sizing server"
+		! grep -q "=> raise GPUGUARD_LIMIT" "$TMP/r.txt" && ok || bad "real dump: a self-sizing server told to raise the ceiling"
+	else
+		echo "note: the dump has no meminfo records (the memory-info hooks do not call gg_dump_note_meminfo yet)"
+	fi
+fi
+# 1c. An exit dump with no ceiling: the peak view and a suggested limit; the
+# host record from fixture cgroup files (GPUGUARD_TEST_CGROUP_DIR): page
+# cache is not working set, so no OOMKill alarm.
+mkdir -p "$TMP/d3" "$TMP/cg"
+echo 16106127360 >"$TMP/cg/memory.current"
+echo 17179869184 >"$TMP/cg/memory.max"
+printf 'oom 0\noom_kill 0\n' >"$TMP/cg/memory.events"
+printf 'anon 22020096\ninactive_anon 1\nactive_file 2\ninactive_file 15032385536\n' >"$TMP/cg/memory.stat"
+GPUGUARD_TEST_CGROUP_DIR="$TMP/cg" GPUGUARD_DUMP_AT_EXIT=1 "$GG" run --dump-dir "$TMP/d3" -- "$B/examples/kvcache" >"$TMP/run3.log" 2>&1
+dump3=$(ls "$TMP"/d3/gpuguard-*.jsonl 2>/dev/null | tail -n 1)
+if [ -n "$dump3" ] && "$GG" report "$dump3" >"$TMP/r3.txt" 2>&1; then
+	grep -q '"cgroup_inactive_file":15032385536' "$dump3" && ok || bad "exit dump: inactive page cache not recorded"
+	grep -q "working set 1.00 GiB (usage less 14.00 GiB" "$TMP/r3.txt" && ok || bad "exit dump: no working set line"
+	! grep -q "host memory pressure" "$TMP/r3.txt" && ok || bad "exit dump: page cache raised an OOMKill alarm"
+	grep -q '"t":"peak","dev":0,"bytes":' "$dump3" && ok || bad "exit dump: no peak record"
+	sed -n '/^AT THE GPU PEAK/,/^HOST/p' "$TMP/r3.txt" | grep -q "main (kvcache)" && ok || bad "exit dump: peak view lacks the weights' call site"
+	grep -q "=> GPUGUARD_LIMIT=[0-9]*Gi: the peak\|=> lower the fraction" "$TMP/r3.txt" && ok || bad "exit dump: no sizing advice"
+else
+	bad "exit dump: none written or not reported"
+	tail -n 5 "$TMP/run3.log"
+fi
+
 # 2. gpuguard dump PID on a live process under the library.
 mkdir "$TMP/d2" "$TMP/bin"
 if ${CC:-cc} -std=gnu11 -Iinclude -o "$TMP/bin/sleeper" tests/e2e/sleeper.c -L"$B/sim" -lcuda 2>"$TMP/cc.log"; then
