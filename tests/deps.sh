@@ -9,9 +9,10 @@
 #   uthash-dev       header-only hash tables the gpuguard command (tools/) uses
 #   jq               the baseline `make bench` times `gpuguard report` against
 #   prometheus       for promtool: `gpuguard metrics` must pass `promtool check metrics`
+#   spin             checks the pod reservation protocol model (tests/model/pod.pml)
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
-PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus"
+PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus spin"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
