@@ -18,10 +18,17 @@
  *
  * Properties (assertions; spin also reports any state where a process is
  * blocked outside an end label, so a sweep that could wait is an error):
- *   ceiling   the memory the driver really handed out to live processes
- *             never passes LIMIT, and neither does the pod's `used`
- *   exact     once every process is between operations and every dead slot
- *             is swept, the pod's `used` equals what the live processes hold
+ *   ceiling   the memory the driver really handed out never passes LIMIT
+ *             (asserted at each grant, the only place it grows), and neither
+ *             does the pod's used (asserted at R4, the only place it grows)
+ *   exact     between operations a live process's slot holds exactly its own
+ *             books (BOOKS_EXACT), and a swept slot holds nothing and is not
+ *             occupied; so once the dead are swept, the pod's used (the sum
+ *             over occupied slots) is exactly what the live processes hold
+ *
+ * tests/scripts/model.sh checks two processes exhaustively and three with a
+ * supertrace (bitstate) search: three processes exhaustively take more than
+ * 60 million states, past what make check can afford.
  *
  * -DOLD_PROTOCOL models the protocol this replaced (slot charged before a
  * pod-wide word, released after it; the sweep subtracts the slot): spin must
