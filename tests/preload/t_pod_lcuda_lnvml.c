@@ -325,7 +325,10 @@ static uint64_t region_used(struct gpuguard_region_header *h, uint64_t *limit)
 	int fd = open(region_path, O_RDONLY);
 	uint64_t sum = 0;
 	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
-		struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = (off_t)gpuguard_region_slot_lock(s), .l_len = 1};
+		struct flock fl = {.l_type = F_RDLCK,
+		                   .l_whence = SEEK_SET,
+		                   .l_start = (off_t)gpuguard_region_slot_lock(s),
+		                   .l_len = 1};
 		if (fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
 			sum += atomic_load(&gpuguard_region_proc(h, s)->used[0]);
 	}
