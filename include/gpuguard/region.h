@@ -144,7 +144,8 @@ static inline uint64_t gpuguard_region_used(void *base, unsigned d)
 		while (bits) {
 			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
 			bits &= bits - 1;
-			uint64_t u = atomic_load_explicit(&gpuguard_region_proc(base, s)->used[d], memory_order_relaxed);
+			uint64_t u =
+			    atomic_load_explicit(&gpuguard_region_proc(base, s)->used[d], memory_order_relaxed);
 			sum = sum + u < sum ? UINT64_MAX : sum + u;
 		}
 	}
