@@ -151,7 +151,7 @@ void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
 	/* relaxed throughout: a snapshot of statistics, ordering nothing. */
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	out->limit = lim == GG_LIMIT_UNRESOLVED ? GG_UNLIMITED : lim;
-	out->used = atomic_load_explicit(b->used, memory_order_relaxed);
+	out->used = b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed);
 	out->peak = atomic_load_explicit(b->peak, memory_order_relaxed);
 	out->pod = b->mine != NULL;
 	out->process_used = b->mine ? atomic_load_explicit(b->mine, memory_order_relaxed) : out->used;
@@ -194,34 +194,52 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
 		;
 }
 
+/* Pod scope (b->claim set): the slots are the books, and this follows
+ * tests/model/pod.pml step by step. A process killed at any instruction
+ * leaves only words of its own slot, which the sweep zeroes (S2-S4): the
+ * pod's used is then exactly what the live processes hold. */
+static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
+{
+	/* R1: announce the request. seq_cst, as every step here: R1 then R2
+	 * in one process against R1 then R2 in another is a Dekker pair, so
+	 * of two racing requests at least one sees the other's claim (the
+	 * last to claim sees every earlier one), and the sum of grants never
+	 * passes the ceiling. */
+	atomic_fetch_add_explicit(b->claim, bytes, memory_order_seq_cst);
+	/* R2: claim then used of every occupied slot, our own included */
+	uint64_t sum = gg_shared_pod_sum(b->entry);
+	if (sum > lim) {
+		/* R3: refused; the claim goes, nothing was charged */
+		sub_saturating(b->claim, bytes);
+		return -1;
+	}
+	/* R4 before R5: a reader between them counts us twice (safe); the
+	 * other order would let one read neither. */
+	atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
+	sub_saturating(b->claim, bytes); /* R5 */
+	raise_peak(b->peak, sum);
+	gg_shared_publish(b->entry);
+	return 0;
+}
+
 int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 {
 	if (GG_UNLIKELY(gg_opt.limit_bad))
 		return -1;
 	struct gg_budget *b = gg_ceiling_budget(dev);
-	/* Pod scope: this process's slot is charged first and the pod's word
-	 * second (released in the opposite order), so a process killed in
-	 * between leaves its slot holding at least what it put in the pod;
-	 * whoever reclaims the slot can only give back too much, never leak.
-	 * relaxed: the slot is read by others only after we died (when all
-	 * our stores are in memory) or as a statistic. */
-	if (b->mine)
-		atomic_fetch_add_explicit(b->mine, bytes, memory_order_relaxed);
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+	if (b->claim)
+		return pod_try_reserve(b, bytes, lim);
 	/* seq_cst load and CAS: the waiter's side of the Dekker pair in
 	 * gg_ceiling_wait (waiters++ then this read; release's CAS then its
 	 * waiters read), so one of the two always sees the other. */
 	uint64_t cur = atomic_load_explicit(b->used, memory_order_seq_cst);
 	uint64_t next;
 	do {
-		if (__builtin_add_overflow(cur, bytes, &next) || next > lim) {
-			if (b->mine)
-				sub_saturating(b->mine, bytes);
+		if (__builtin_add_overflow(cur, bytes, &next) || next > lim)
 			return -1;
-		}
 		/* The CAS itself is the whole decision (check and take in one
-		 * step): two requests racing for the last bytes, in this process
-		 * or another, cannot both pass. */
+		 * step): two requests racing for the last bytes cannot both pass. */
 	} while (
 	    !atomic_compare_exchange_weak_explicit(b->used, &cur, next, memory_order_seq_cst, memory_order_seq_cst));
 	raise_peak(b->peak, next);
@@ -254,9 +272,14 @@ static void wake_waiters(struct gg_budget *b)
 
 void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 {
-	sub_saturating(b->used, bytes);
-	if (b->mine)
+	if (b->claim) {
+		/* L1: after the driver freed the memory, one step on our slot
+		 * (seq_cst: the store of the Dekker pair with wake_waiters) */
 		sub_saturating(b->mine, bytes);
+		gg_shared_publish(b->entry);
+	} else {
+		sub_saturating(b->used, bytes);
+	}
 	wake_waiters(b);
 }
 
@@ -267,8 +290,14 @@ void gg_ceiling_release(int dev, uint64_t bytes)
 
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 {
-	if (b->mine)
-		atomic_fetch_add_explicit(b->mine, bytes, memory_order_relaxed); /* as in try_reserve */
+	if (b->claim) {
+		/* as R4, with no check: memory the driver already handed out.
+		 * seq_cst: later reservations' sums (R2) must see it. */
+		atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
+		raise_peak(b->peak, gg_shared_pod_used(b->entry));
+		gg_shared_publish(b->entry);
+		return;
+	}
 	/* relaxed: no check to make, so nothing to order; a racing reserve's
 	 * CAS sees the new value or retries. */
 	uint64_t now = atomic_fetch_add_explicit(b->used, bytes, memory_order_relaxed) + bytes;
@@ -364,7 +393,7 @@ void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64
 	 * never below zero, also when usage is over the ceiling (DESIGN.md §2). */
 	struct gg_budget *b = gg_ceiling_budget_peek(dev);
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
-	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
+	uint64_t used = b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed);
 	if (lim == GG_LIMIT_UNRESOLVED)
 		lim = GG_UNLIMITED;
 	uint64_t total = real_total < lim ? real_total : lim;

@@ -111,6 +111,8 @@ struct gg_budget {
 	_Atomic uint32_t *wake;         /* futex word, bumped when room is given back */
 	_Atomic uint64_t *mine;         /* this process's share (pod scope), else NULL */
 	_Atomic uint16_t *mine_waiting; /* ... and its count of sleepers there */
+	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
+	unsigned entry;                 /* pod scope: the device entry in the region */
 	int futex_private;              /* 0 when the words are shared with other processes */
 };
 
@@ -468,6 +470,14 @@ int gg_shared_bind(int dev, struct gg_budget *b);
 /* Returns the charges of pod processes that died to their devices (at most
  * every 10 ms; before a refusal and while waiting). */
 void gg_shared_reclaim(void);
+/* Pod scope, device entry i: the sum of claim + used over the occupied
+ * slots (step R2 of tests/model/pod.pml; seq_cst loads, claim before used),
+ * saturating. */
+uint64_t gg_shared_pod_sum(unsigned i);
+/* The pod's charge on entry i (the slots' used), and publishing it into the
+ * entry's `used` snapshot for readers of the file. */
+uint64_t gg_shared_pod_used(unsigned i);
+void gg_shared_publish(unsigned i);
 /* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
  * the physical total. One per runtime (0 CUDA, 1 HIP); 0 or -1. */
 typedef int (*gg_identity_fn)(int dev, uint8_t uuid[16], uint64_t *physical);

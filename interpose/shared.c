@@ -185,9 +185,52 @@ static struct gpuguard_region_device *entry(unsigned i)
 	return gpuguard_region_dev(reg, i);
 }
 
-/* Returns what slot s holds to the device entries and frees it: its
- * charges and its count of sleeping requests. The caller holds the slot's
- * lock, so its owner is dead (died != 0) or is us, exiting. */
+static _Atomic uint64_t *occupied_word(unsigned s)
+{
+	return &((struct gpuguard_region_header *)reg)->occupied[s / 64];
+}
+
+uint64_t gg_shared_pod_sum(unsigned i)
+{
+	/* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot,
+	 * claim before used. seq_cst: the loads of the Dekker pair with R1
+	 * and R4 (ceiling.c). claim first: a request between R4 and R5 is
+	 * then seen in one word or the other, never in neither. */
+	uint64_t sum = 0;
+	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
+		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)reg)->occupied[w],
+		                                     memory_order_seq_cst);
+		while (bits) {
+			struct gpuguard_region_proc *p = gpuguard_region_proc(reg, w * 64 + (unsigned)__builtin_ctzll(bits));
+			bits &= bits - 1;
+			uint64_t c = atomic_load_explicit(&p->claim[i], memory_order_seq_cst);
+			uint64_t u = atomic_load_explicit(&p->used[i], memory_order_seq_cst);
+			if (__builtin_add_overflow(sum, c, &sum) || __builtin_add_overflow(sum, u, &sum))
+				return UINT64_MAX; /* a scribbled slot: refuse rather than wrap */
+		}
+	}
+	return sum;
+}
+
+uint64_t gg_shared_pod_used(unsigned i)
+{
+	return gpuguard_region_used(reg, i);
+}
+
+void gg_shared_publish(unsigned i)
+{
+	/* relaxed: a snapshot for readers of the file (top, metrics); the
+	 * books are the slots. */
+	atomic_store_explicit(&entry(i)->used, gpuguard_region_used(reg, i), memory_order_relaxed);
+}
+
+/* Sweep steps S2-S4 (tests/model/pod.pml) on slot s, whose lock the caller
+ * holds (S1), so its owner is dead (died != 0) or is us, exiting: its
+ * claims and charges are zeroed and its occupancy bit cleared. Nothing is
+ * subtracted from anyone: every word zeroed here belonged to the slot
+ * alone, so the pod's used afterwards is exactly what the others hold,
+ * whatever instruction the owner died at. A sweeper killed half-way
+ * leaves a slot the next sweep finishes (each step is idempotent). */
 static void reclaim_slot(unsigned s, int died)
 {
 	struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
@@ -196,13 +239,24 @@ static void reclaim_slot(unsigned s, int died)
 		/* relaxed: the owner is dead (its stores are all in memory) or
 		 * is this thread, at exit. */
 		gg_ceiling_waiters_sub(&e->waiters, atomic_exchange_explicit(&p->waiting[d], 0, memory_order_relaxed));
-		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_relaxed);
+		/* S2, S3. seq_cst: ordered before S4 and the wake-up below for
+		 * reservations summing (R2). */
+		atomic_store_explicit(&p->claim[d], 0, memory_order_seq_cst);
+		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_seq_cst);
 		if (!held)
 			continue;
-		struct gg_budget b = {.used = &e->used, .waiters = &e->waiters, .wake = &e->wake};
-		gg_ceiling_release_budget(&b, held);
 		if (died)
 			atomic_fetch_add_explicit(&e->reclaimed, held, memory_order_relaxed); /* statistic */
+	}
+	/* S4. seq_cst: after the zeroing, as the model orders it. */
+	atomic_fetch_and_explicit(occupied_word(s), ~(1ull << (s % 64)), memory_order_seq_cst);
+	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++) {
+		struct gpuguard_region_device *e = entry(d);
+		if (atomic_load_explicit(&e->state, memory_order_acquire) != GPUGUARD_RDEV_READY)
+			continue;
+		gg_shared_publish(d);
+		struct gg_budget b = {.used = &e->used, .waiters = &e->waiters, .wake = &e->wake};
+		gg_ceiling_release_budget(&b, 0); /* wakes sleepers: room came back */
 	}
 	atomic_store_explicit(&p->ctx_charged, 0, memory_order_relaxed); /* ordered by the release below */
 	/* release: the zeroed books before the state a reader acquires. */
@@ -218,9 +272,11 @@ static int slot_idle(unsigned s)
 		return 0;
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
 		if (atomic_load_explicit(&p->used[d], memory_order_relaxed) ||
+		    atomic_load_explicit(&p->claim[d], memory_order_relaxed) ||
 		    atomic_load_explicit(&p->waiting[d], memory_order_relaxed))
 			return 0;
-	return 1;
+	/* relaxed: as above */
+	return !(atomic_load_explicit(occupied_word(s), memory_order_relaxed) & (1ull << (s % 64)));
 }
 
 /* With fd (not our main descriptor): reclaims every slot whose owner is
@@ -270,9 +326,10 @@ void gg_shared_reclaim(void)
 static int claim_slot(void)
 {
 	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
+		/* A1: the slot's lock, tried (never waited on) */
 		if (lock_byte(reg_fd, gpuguard_region_slot_lock(s), F_WRLCK) != 0)
 			continue;
-		reclaim_slot(s, 1); /* whatever a dead owner left */
+		reclaim_slot(s, 1); /* A2: whatever a dead owner left */
 		struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
 		p->pid = (uint32_t)getpid();
 		p->start_ms = realtime_ms();
@@ -281,6 +338,9 @@ static int claim_slot(void)
 		memcpy(p->comm, comm, sizeof p->comm);
 		p->comm[sizeof p->comm - 1] = 0;
 		p->ctx_reserve = gg_opt.context_reserve;
+		/* A3: our occupancy bit, before any claim of ours (R1 comes
+		 * later in program order; seq_cst orders it for R2 readers). */
+		atomic_fetch_or_explicit(occupied_word(s), 1ull << (s % 64), memory_order_seq_cst);
 		/* release: the fields above before LIVE, which readers acquire. */
 		atomic_store_explicit(&p->state, GPUGUARD_RPROC_LIVE, memory_order_release);
 		me = p;
@@ -556,6 +616,8 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	    .wake = &e->wake,
 	    .mine = &me->used[i],
 	    .mine_waiting = &me->waiting[i],
+	    .claim = &me->claim[i],
+	    .entry = (unsigned)i,
 	    .futex_private = 0,
 	};
 	/* Once per process per device entry (two ordinals can name one card). */
@@ -667,7 +729,7 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 			struct gpuguard_region_device *e = entry((unsigned)i);
 			/* relaxed: numbers to report, as gg_ceiling_meminfo reads them */
 			lim = atomic_load_explicit(&e->limit, memory_order_relaxed);
-			used = atomic_load_explicit(&e->used, memory_order_relaxed);
+			used = gpuguard_region_used(reg, (unsigned)i);
 			found = 1;
 		}
 	}

@@ -11,9 +11,10 @@
 #   prometheus       for promtool: `gpuguard metrics` must pass `promtool check metrics`
 #   gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user-static
 #                    the aarch64 run of `make check-all` (tests/aarch64.sh)
+#   spin             checks the pod reservation protocol model (tests/model/pod.pml)
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
-PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
+PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #define GPUGUARD_REGION_MAGIC 0x31444f5044524747ull /* "GGRDPOD1" */
-#define GPUGUARD_REGION_VERSION 1u
+#define GPUGUARD_REGION_VERSION 2u
 #define GPUGUARD_REGION_DEVICES 16
 #define GPUGUARD_REGION_PROCS 256
 #define GPUGUARD_REGION_LIMIT_TEXT 128
@@ -59,7 +59,10 @@ struct gpuguard_region_header {
 	 * region's value wins over a later process's own. NUL-terminated. */
 	char limit_text[GPUGUARD_REGION_LIMIT_TEXT];
 	_Atomic uint64_t limit_gen; /* bumped when limit_text is replaced */
-	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8];
+	/* bit s: slot s may hold charges (set at attach step A3, cleared by
+	 * the sweep's S4); a reservation sums the slots these name */
+	_Atomic uint64_t occupied[GPUGUARD_REGION_PROCS / 64];
+	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8 - GPUGUARD_REGION_PROCS / 8];
 };
 
 struct gpuguard_region_device {
@@ -67,7 +70,10 @@ struct gpuguard_region_device {
 	uint32_t kind;          /* GPUGUARD_RDEV_CUDA / _HIP / _ORDINAL */
 	uint8_t uuid[16];
 	_Atomic uint64_t limit; /* bytes; UINT64_MAX = no ceiling */
-	_Atomic uint64_t used;  /* the pod's charge: the word reservations race on */
+	/* the pod's charge as last published (after every change, by whoever
+	 * made it): a snapshot for readers of the file. The books themselves
+	 * are the slots' `used` words; gpuguard_region_used() sums them. */
+	_Atomic uint64_t used;
 	_Atomic uint64_t peak;
 	_Atomic uint64_t refused;   /* requests refused at the ceiling, all processes */
 	_Atomic uint64_t reclaimed; /* bytes returned from processes that died */
@@ -83,7 +89,7 @@ struct gpuguard_region_proc {
 	uint64_t start_ms;      /* CLOCK_REALTIME when it attached */
 	char comm[16];          /* NUL-terminated */
 	/* bytes this process holds on each device entry (context reserve
-	 * included); charged before the device's `used`, released after it */
+	 * included): the pod's books (tests/model/pod.pml, steps R4 and L1) */
 	_Atomic uint64_t used[GPUGUARD_REGION_DEVICES];
 	_Atomic uint32_t ctx_charged; /* bit d: context reserve charged on entry d */
 	uint32_t pad;
@@ -92,22 +98,26 @@ struct gpuguard_region_proc {
 	 * entry's `waiters` and uncounted after, so a process killed while
 	 * waiting leaves no phantom waiter once its slot is reclaimed */
 	_Atomic uint16_t waiting[GPUGUARD_REGION_DEVICES];
-	uint8_t reserved[256 - 4 - 4 - 8 - 16 - 8 * GPUGUARD_REGION_DEVICES - 4 - 4 - 8 - 2 * GPUGUARD_REGION_DEVICES];
+	/* reservations of this process in flight on each entry (step R1 adds,
+	 * R3 or R5 takes away): counted by every other reservation's sum */
+	_Atomic uint64_t claim[GPUGUARD_REGION_DEVICES];
+	uint8_t reserved[384 - 4 - 4 - 8 - 16 - 8 * GPUGUARD_REGION_DEVICES - 4 - 4 - 8 - 2 * GPUGUARD_REGION_DEVICES -
+	                 8 * GPUGUARD_REGION_DEVICES];
 };
 
 _Static_assert(sizeof(struct gpuguard_region_header) == 512, "region header layout");
 _Static_assert(sizeof(struct gpuguard_region_device) == 128, "region device layout");
-_Static_assert(sizeof(struct gpuguard_region_proc) == 256, "region proc layout");
+_Static_assert(sizeof(struct gpuguard_region_proc) == 384, "region proc layout");
 
 #define GPUGUARD_REGION_DEVICE_OFF 512u
 #define GPUGUARD_REGION_PROC_OFF (GPUGUARD_REGION_DEVICE_OFF + GPUGUARD_REGION_DEVICES * 128u)
 /* rounded up to whole pages */
 #define GPUGUARD_REGION_SIZE \
-	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 256u) + 4095u) / 4096u * 4096u)
+	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 384u) + 4095u) / 4096u * 4096u)
 
 static inline uint64_t gpuguard_region_slot_lock(unsigned slot)
 {
-	return (uint64_t)GPUGUARD_REGION_PROC_OFF + (uint64_t)slot * 256u;
+	return (uint64_t)GPUGUARD_REGION_PROC_OFF + (uint64_t)slot * 384u;
 }
 
 static inline struct gpuguard_region_device *gpuguard_region_dev(void *base, unsigned i)
@@ -118,6 +128,28 @@ static inline struct gpuguard_region_device *gpuguard_region_dev(void *base, uns
 static inline struct gpuguard_region_proc *gpuguard_region_proc(void *base, unsigned i)
 {
 	return (struct gpuguard_region_proc *)((char *)base + GPUGUARD_REGION_PROC_OFF) + i;
+}
+
+/* The pod's charge on device entry d: the sum of `used` over the occupied
+ * slots (saturating). Exact once dead slots are swept; a live process's
+ * operations in flight make a reader's sum momentarily stale, never wrong
+ * for long. relaxed: a reading for reports; reservations use their own
+ * seq_cst sum (interpose/shared.c). */
+static inline uint64_t gpuguard_region_used(void *base, unsigned d)
+{
+	const struct gpuguard_region_header *h = (const struct gpuguard_region_header *)base;
+	uint64_t sum = 0;
+	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
+		uint64_t bits = atomic_load_explicit((_Atomic uint64_t *)&h->occupied[w], memory_order_relaxed);
+		while (bits) {
+			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			uint64_t u =
+			    atomic_load_explicit(&gpuguard_region_proc(base, s)->used[d], memory_order_relaxed);
+			sum = sum + u < sum ? UINT64_MAX : sum + u;
+		}
+	}
+	return sum;
 }
 
 /* Fills in a new region's header: every layout field, the creation time and

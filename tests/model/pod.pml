@@ -1,0 +1,275 @@
+/* gpuguard: the pod region's reservation protocol as a Promela model, checked
+ * with spin by tests/scripts/model.sh. One device, N processes that reserve,
+ * release, sweep dead slots, attach (a restart or a fork child) and can be
+ * killed (SIGKILL) at every step, including in the middle of a sweep.
+ *
+ * The C code (interpose/ceiling.c, interpose/shared.c) names the same steps:
+ *   attach   A1 lock the slot, A2 zero what a dead owner left, A3 set the
+ *            slot's occupancy bit
+ *   reserve  R1 claim += b, R2 sum claim then used of every occupied slot,
+ *            R3 refuse (claim -= b) past the ceiling, else R4 used += b,
+ *            R5 claim -= b
+ *   release  L1 used -= b, after the driver freed the memory
+ *   sweep    S1 try the slot's lock (held: its owner lives; never waited
+ *            on), S2 claim = 0, S3 used = 0, S4 clear the occupancy bit,
+ *            S5 unlock
+ * The pod's `used` is the sum of `used` over the occupied slots: every word
+ * belongs to one slot, so a death leaves nothing the sweep cannot see.
+ *
+ * Properties (assertions; spin also reports any state where a process is
+ * blocked outside an end label, so a sweep that could wait is an error):
+ *   ceiling   the memory the driver really handed out never passes LIMIT
+ *             (asserted at each grant, the only place it grows), and neither
+ *             does the pod's used (asserted at R4, the only place it grows)
+ *   exact     between operations a live process's slot holds exactly its own
+ *             books (BOOKS_EXACT), and a swept slot holds nothing and is not
+ *             occupied; so once the dead are swept, the pod's used (the sum
+ *             over occupied slots) is exactly what the live processes hold
+ *
+ * tests/scripts/model.sh checks two processes exhaustively and three with a
+ * supertrace (bitstate) search: three processes exhaustively take more than
+ * 60 million states, past what make check can afford.
+ *
+ * -DOLD_PROTOCOL models the protocol this replaced (slot charged before a
+ * pod-wide word, released after it; the sweep subtracts the slot): spin must
+ * find the over-reclaim of issue 9 there. -DREAD_USED_FIRST and
+ * -DCOMMIT_CLAIM_FIRST swap the two orders R2 and R4/R5 depend on: spin must
+ * find a ceiling violation in each. */
+
+#ifdef TWO
+#define N 2 /* the processes */
+#define THIRD(x) 0
+#define THIRD_DO(x) skip
+#else
+#define N 3
+#define THIRD(x) (x)
+#define THIRD_DO(x) x
+#endif
+#ifndef LIMIT
+#define LIMIT 2
+#endif
+/* the sizes a request can have */
+#ifdef MIXED
+#define SIZE(x) if :: x = 1 :: x = 2 fi
+#else
+#define SIZE(x) x = 1
+#endif
+
+byte used[N];  /* slot s's committed charge (region: proc->used[d]) */
+byte claim[N]; /* slot s's reservations in flight (region: proc->claim[d]) */
+bool occ[N];   /* occupancy bit (region: header occupied[]) */
+byte lock[N];  /* the slot's OFD lock: 0 free, else holder + 1 */
+#ifdef OLD_PROTOCOL
+byte pod; /* the old pod-wide word */
+#endif
+bool alive[N];
+/* ghosts: not in the region, only for the properties */
+byte real[N]; /* bytes the driver gave the process in slot s */
+byte held[N]; /* the process's own books: the one allocation it holds */
+#ifdef OLD_PROTOCOL
+bool idle[N]; /* between operations */
+#define IDLE(v) idle[me] = v
+#else
+#define IDLE(v) skip
+#endif
+
+
+inline die_now(s)
+{
+	/* the kernel's part of a SIGKILL: the driver frees the process's
+	 * memory and every OFD lock it held (its own slot's, a sweep's) drops */
+	alive[s] = false;
+	real[s] = 0;
+	held[s] = 0;
+#ifdef OLD_PROTOCOL
+	idle[s] = false;
+#endif
+	byte k;
+	for (k : 0 .. N - 1) {
+		if
+		:: lock[k] == s + 1 -> lock[k] = 0
+		:: else -> skip
+		fi
+	}
+	k = 0
+}
+
+/* Any process of any slot can be killed at any time. */
+active proctype killer()
+{
+	byte s;
+end:
+	do
+	:: atomic {
+		select(s : 0 .. N - 1);
+		alive[s] -> die_now(s);
+		s = 0
+	}
+	od
+}
+
+#ifdef OLD_PROTOCOL
+/* The old protocol kept a pod-wide word; it must equal what live processes
+ * hold once they are between operations and the dead are swept. */
+active proctype checker()
+{
+	byte s, live_held;
+	bool quiet;
+end:
+	do
+	:: d_step {
+		live_held = 0;
+		quiet = true;
+		for (s : 0 .. N - 1) {
+			quiet = quiet && ((alive[s] && idle[s]) || (!alive[s] && used[s] == 0));
+			if
+			:: alive[s] -> live_held = live_held + held[s]
+			:: else -> skip
+			fi
+		}
+		s = 0;
+		assert(!quiet || pod == live_held);
+		live_held = 0;
+		quiet = false
+	}
+	od
+}
+#endif
+
+/* The pod's used: the sum over occupied slots (what readers compute) */
+#define POD_USED ((occ[0] -> used[0] : 0) + (occ[1] -> used[1] : 0) + THIRD(occ[2] -> used[2] : 0))
+
+/* Between operations a live process's slot holds exactly its own books:
+ * nobody else wrote it, nothing is left in flight. With the sweep's zeroing
+ * of dead slots (asserted there), the pod's used is then the live
+ * processes' holdings plus the unswept dead, exactly. */
+#define BOOKS_EXACT assert(used[me] == held[me] && claim[me] == 0)
+
+/* R2 for slot k: its claim, then its used, if the occupancy snapshot has it;
+ * the sum saturates past LIMIT (only "over or not" matters) */
+inline read_slot(k)
+{
+	if
+	:: (o & (1 << k)) != 0 ->
+#ifdef READ_USED_FIRST
+		sum = (sum + used[k] > LIMIT -> LIMIT + 1 : sum + used[k]);
+		sum = (sum + claim[k] > LIMIT -> LIMIT + 1 : sum + claim[k])
+#else
+		sum = (sum + claim[k] > LIMIT -> LIMIT + 1 : sum + claim[k]);
+		sum = (sum + used[k] > LIMIT -> LIMIT + 1 : sum + used[k])
+#endif
+	:: else -> skip
+	fi
+}
+
+/* S1..S5 on slot k (not our own) */
+inline sweep_slot(k)
+{
+	if
+	:: k != me ->
+		if
+		:: atomic { lock[k] == 0 -> lock[k] = me + 1 } /* S1: F_OFD_SETLK */
+#ifdef OLD_PROTOCOL
+			if
+			:: pod >= used[k] -> pod = pod - used[k]
+			:: else -> pod = 0 /* saturating */
+			fi;
+			used[k] = 0;
+#else
+			claim[k] = 0;   /* S2 */
+			used[k] = 0;    /* S3 */
+			occ[k] = false; /* S4 */
+			assert(used[k] == 0 && claim[k] == 0 && !alive[k]);
+#endif
+			lock[k] = 0 /* S5 */
+		:: else -> skip /* held: its owner lives */
+		fi
+	:: else -> skip
+	fi
+}
+
+proctype proc(byte me)
+{
+	byte b, sum, o;
+restart:
+	/* A1: the slot's lock; a sweeper that holds it lets go in a few steps
+	 * (or dies, and the kernel lets go for it) */
+	atomic { lock[me] == 0 -> lock[me] = me + 1; alive[me] = true }
+	{
+		/* A2: what a dead owner left; the lock says nobody else writes */
+		claim[me] = 0;
+		used[me] = 0;
+		/* A3 */
+		atomic { occ[me] = true; IDLE(true) };
+end_idle:
+		do
+		:: /* reserve b */
+			atomic { held[me] == 0 -> SIZE(b) };
+#ifdef OLD_PROTOCOL
+			atomic { IDLE(false); used[me] = used[me] + b };
+			if
+			:: atomic { pod + b <= LIMIT -> pod = pod + b }
+			:: atomic { pod + b > LIMIT -> used[me] = used[me] - b; IDLE(true); b = 0 };
+				goto refused
+			fi;
+#else
+			atomic { IDLE(false); claim[me] = claim[me] + b }; /* R1 */
+			/* R2: the occupancy bits (one word), then each occupied slot */
+			o = (occ[0] -> 1 : 0) | (occ[1] -> 2 : 0) | THIRD(occ[2] -> 4 : 0);
+			read_slot(0);
+			read_slot(1);
+			THIRD_DO(read_slot(2));
+			if
+			:: sum > LIMIT -> /* R3 */
+				atomic { claim[me] = claim[me] - b; sum = 0; o = 0; b = 0; BOOKS_EXACT };
+				goto sweep
+			:: else -> atomic { sum = 0; o = 0 }
+			fi;
+#ifdef COMMIT_CLAIM_FIRST
+			claim[me] = claim[me] - b;
+			used[me] = used[me] + b;
+#else
+			atomic { used[me] = used[me] + b; assert(POD_USED <= LIMIT) }; /* R4 */
+			claim[me] = claim[me] - b; /* R5 */
+#endif
+#endif
+			/* the driver call the grant was for; the process books it */
+			atomic {
+				real[me] = b;
+				held[me] = b;
+				b = 0;
+				IDLE(true);
+				assert(real[0] + real[1] + THIRD(real[2]) <= LIMIT); /* the ceiling */
+				BOOKS_EXACT
+			};
+			goto next;
+refused:
+sweep:
+			/* a refusal sweeps every other slot, then the caller may retry */
+			sweep_slot(0);
+			sweep_slot(1);
+			THIRD_DO(sweep_slot(2));
+			atomic { IDLE(true); BOOKS_EXACT };
+next:
+			skip
+		:: /* release: the driver frees first, then L1 */
+			atomic { held[me] != 0 -> IDLE(false); real[me] = 0 };
+#ifdef OLD_PROTOCOL
+			pod = pod - held[me];
+#endif
+			atomic { used[me] = used[me] - held[me]; held[me] = 0; IDLE(true); BOOKS_EXACT } /* L1 */
+		od
+	} unless { !alive[me] };
+	/* killed: locals die with the process; a restart (or a fork child)
+	 * takes the slot again */
+	atomic { b = 0; sum = 0; o = 0 };
+	goto restart
+}
+
+init {
+	atomic {
+		run proc(0);
+		run proc(1);
+		THIRD_DO(run proc(2))
+	}
+}

@@ -1,0 +1,54 @@
+#!/bin/sh
+# gpuguard: checks the pod reservation protocol (tests/model/pod.pml) with
+# spin. The protocol must pass; the old protocol and each swapped order must
+# be caught (the model can fail). Two processes: exhaustive. Three processes:
+# a supertrace (bitstate) search, which covers most but not provably all
+# states. SKIPs where spin or a C compiler is missing.
+ROOT=$(pwd)
+MODEL="$ROOT/tests/model/pod.pml"
+if ! command -v spin >/dev/null 2>&1; then
+	echo "SKIP: spin is not installed (tests/deps.sh installs the Debian package spin)"
+	echo "harness: 0 passed, 0 failed, 1 skipped"
+	exit 0
+fi
+CC=${CC:-cc}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+# check NAME WANT(pass|fail) PANFLAGS CCFLAGS DEFINES...
+check() {
+	name=$1 want=$2 panflags=$3 ccflags=$4
+	shift 4
+	d="$TMP/$name"
+	mkdir -p "$d"
+	{
+		for def in "$@"; do echo "#define $def"; done
+		cat "$MODEL"
+	} >"$d/m.pml"
+	(cd "$d" && spin -a m.pml >spin.out 2>&1 && $CC -O2 -w -DSAFETY $ccflags -o pan pan.c >cc.out 2>&1 &&
+		timeout ${GG_MODEL_TIME:-90} ./pan $panflags >pan.out 2>&1)
+	errs=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$d/pan.out")
+	states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$d/pan.out")
+	if [ -z "$errs" ]; then
+		failed=$((failed + 1))
+		echo "FAIL $name: spin did not finish"
+		cat "$d/spin.out" "$d/cc.out" "$d/pan.out" | tail -n 20
+	elif { [ "$want" = pass ] && [ "$errs" = 0 ]; } || { [ "$want" = fail ] && [ "$errs" != 0 ]; }; then
+		passed=$((passed + 1))
+		echo "ok   $name: $states states, errors: $errs (want $want)"
+	else
+		failed=$((failed + 1))
+		echo "FAIL $name: errors: $errs, want $want"
+		grep -E "assertion violated|invalid end" "$d/pan.out" | head -n 3
+	fi
+}
+EX="-m1000000"
+check two-procs pass "$EX" "-DMEMLIM=1024" TWO "LIMIT 1"
+check two-procs-mixed pass "$EX" "-DMEMLIM=1024" TWO "LIMIT 2" MIXED
+check old-protocol-over-reclaims fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" OLD_PROTOCOL
+check read-used-first-passes-ceiling fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" READ_USED_FIRST
+check commit-claim-first-passes-ceiling fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" COMMIT_CLAIM_FIRST
+check three-procs-supertrace pass "-w${GG_MODEL_BITS:-23} -m200000" "-DBITSTATE" "LIMIT 2"
+echo "harness: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
