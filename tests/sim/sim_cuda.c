@@ -1596,7 +1596,7 @@ enum { GN_ALLOC = 1, GN_FREE, GN_OTHER };
 struct gnode {
 	struct obj o;
 	int type;
-	int ntype; /* the CUgraphNodeType cuGraphNodeGetType reports */
+	int ntype;         /* the CUgraphNodeType cuGraphNodeGetType reports */
 	uint64_t va, size; /* alloc: its address and size; free: the address */
 };
 
@@ -2009,8 +2009,7 @@ gg_CUresult cuGraphExecKernelNodeSetParams(gg_CUgraphExec hGraphExec, gg_CUgraph
 	return GG_CUDA_ERROR_INVALID_VALUE;
 }
 
-gg_CUresult cuGraphExecKernelNodeSetParams_v2(gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode,
-                                              const void *nodeParams)
+gg_CUresult cuGraphExecKernelNodeSetParams_v2(gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams)
 {
 	return local_cuGraphExecKernelNodeSetParams(hGraphExec, hNode, nodeParams);
 }
@@ -3177,7 +3176,7 @@ gg_CUresult cuMemsetD2D8Async_ptsz(gg_CUdeviceptr dstDevice, size_t dstPitch, un
 #define MEMOP_WAIT_VALUE_64 4
 #define MEMOP_WRITE_VALUE_64 5
 #define MEMOP_BARRIER 6
-#define MEMOP_MAX_COUNT 256      /* operations per cuStreamBatchMemOp */
+#define MEMOP_MAX_COUNT 256         /* operations per cuStreamBatchMemOp */
 #define WAIT_VALUE_FLUSH (1u << 30) /* CU_STREAM_WAIT_VALUE_FLUSH */
 
 /* CUstreamBatchMemOpParams: a 48-byte union led by the operation */
@@ -3281,8 +3280,8 @@ static gg_CUresult prefetch(gg_CUdeviceptr devPtr, size_t count, int dst_ok, gg_
 		return GG_CUDA_ERROR_INVALID_DEVICE;
 	uint64_t base, size;
 	int kind = 0;
-	int ok = devPtr && count && sim_addr_kind(devPtr, &base, &size, &kind) == SIM_OK &&
-	         kind == SIM_KIND_MANAGED && devPtr - base + count <= size;
+	int ok = devPtr && count && sim_addr_kind(devPtr, &base, &size, &kind) == SIM_OK && kind == SIM_KIND_MANAGED &&
+	         devPtr - base + count <= size;
 	return op_on(hStream, ok, NT_MEMCPY);
 }
 
@@ -3297,8 +3296,8 @@ gg_CUresult cuMemPrefetchAsync_ptsz(gg_CUdeviceptr devPtr, size_t count, gg_CUde
 }
 
 /* 12020: a location instead of a device, and flags (none defined) */
-gg_CUresult cuMemPrefetchAsync_v2(gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location,
-                                  unsigned int flags, gg_CUstream hStream)
+gg_CUresult cuMemPrefetchAsync_v2(gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags,
+                                  gg_CUstream hStream)
 {
 	if (flags)
 		return GG_CUDA_ERROR_INVALID_VALUE;

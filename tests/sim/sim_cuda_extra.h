@@ -119,10 +119,10 @@ SIM_FN(cuStreamBatchMemOp_v2, (gg_CUstream stream, unsigned int count, void *par
 SIM_FN(cuStreamBatchMemOp_v2_ptsz, (gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags))
 SIM_FN(cuMemPrefetchAsync, (gg_CUdeviceptr devPtr, size_t count, gg_CUdevice dstDevice, gg_CUstream hStream))
 SIM_FN(cuMemPrefetchAsync_ptsz, (gg_CUdeviceptr devPtr, size_t count, gg_CUdevice dstDevice, gg_CUstream hStream))
-SIM_FN(cuMemPrefetchAsync_v2, (gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags,
-                               gg_CUstream hStream))
-SIM_FN(cuMemPrefetchAsync_v2_ptsz, (gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location,
-                                    unsigned int flags, gg_CUstream hStream))
+SIM_FN(cuMemPrefetchAsync_v2,
+       (gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags, gg_CUstream hStream))
+SIM_FN(cuMemPrefetchAsync_v2_ptsz,
+       (gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags, gg_CUstream hStream))
 
 /* libraries, modules, kernels, functions: handles only */
 SIM_FN(cuLibraryLoadData, (gg_CUlibrary * library, const void *code, gg_CUjit_option *jitOptions,

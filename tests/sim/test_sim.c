@@ -1724,11 +1724,16 @@ TEST(cublaslt_driver_names)
 		const char *name;
 		int version; /* what cudart 13 asks (data/cudart13-lookups.txt) */
 	} names[] = {
-	    {"cuStreamWaitValue32", 8000},         {"cuStreamBatchMemOp", 8000},
-	    {"cuGraphKernelNodeGetParams", 12000}, {"cuGraphExecKernelNodeSetParams", 12000},
-	    {"cuGraphGetNodes", 10000},            {"cuGraphNodeGetType", 10000},
-	    {"cuMemPrefetchAsync", 8000},          {"cuMemPrefetchAsync", 12020},
-	    {"cuCtxDisablePeerAccess", 4000},      {"cuCtxEnablePeerAccess", 4000},
+	    {"cuStreamWaitValue32", 8000},
+	    {"cuStreamBatchMemOp", 8000},
+	    {"cuGraphKernelNodeGetParams", 12000},
+	    {"cuGraphExecKernelNodeSetParams", 12000},
+	    {"cuGraphGetNodes", 10000},
+	    {"cuGraphNodeGetType", 10000},
+	    {"cuMemPrefetchAsync", 8000},
+	    {"cuMemPrefetchAsync", 12020},
+	    {"cuCtxDisablePeerAccess", 4000},
+	    {"cuCtxEnablePeerAccess", 4000},
 	};
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	CHECK(lib != NULL);
@@ -1755,7 +1760,7 @@ TEST(peer_access)
 	CHECK_EQ_INT(cuCtxEnablePeerAccess(NULL, 0), GG_CUDA_ERROR_INVALID_CONTEXT);
 	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx1, 1), GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx0, 0), GG_CUDA_ERROR_INVALID_DEVICE); /* its own device */
-	CHECK_EQ_INT(cuCtxDisablePeerAccess(g_ctx1), 705);                          /* PEER_ACCESS_NOT_ENABLED */
+	CHECK_EQ_INT(cuCtxDisablePeerAccess(g_ctx1), 705);                            /* PEER_ACCESS_NOT_ENABLED */
 	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx1, 0), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx1, 0), 704); /* PEER_ACCESS_ALREADY_ENABLED */
 	const char *name = NULL;
@@ -1786,10 +1791,10 @@ TEST(stream_memops_and_prefetch)
 	CHECK_EQ_INT(cuMemAlloc_v2(&d, 4096), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemAllocManaged(&m, 8192, 1), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d + 4092, 1, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d + 2, 1, 0), GG_CUDA_ERROR_INVALID_VALUE);    /* unaligned */
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d + 2, 1, 0), GG_CUDA_ERROR_INVALID_VALUE);  /* unaligned */
 	CHECK_EQ_INT(cuStreamWaitValue32(NULL, 0x1000, 1, 0), GG_CUDA_ERROR_INVALID_VALUE); /* nobody's memory */
-	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d, 1, 4), GG_CUDA_ERROR_INVALID_VALUE);        /* no such condition */
-	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d, 1, 3u | (1u << 30)), GG_CUDA_SUCCESS);      /* NOR, flush */
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d, 1, 4), GG_CUDA_ERROR_INVALID_VALUE);      /* no such condition */
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d, 1, 3u | (1u << 30)), GG_CUDA_SUCCESS);    /* NOR, flush */
 	CHECK_EQ_INT(cuStreamWaitValue32((gg_CUstream)(uintptr_t)0xdead00, d, 1, 0), GG_CUDA_ERROR_INVALID_HANDLE);
 	struct test_memop ops[3];
 	memset(ops, 0, sizeof(ops));
