@@ -53,6 +53,13 @@ struct cls_ent {
  * keeps the handle). Created contexts are calloc'd with a fresh id and never
  * freed either: a destroyed one stays a tombstone (alive == 0), so a stale
  * handle on another thread's stack is detected instead of dereferenced. */
+/* the driver's limit on peer connections of one context
+ * (CUDA_ERROR_TOO_MANY_PEERS beyond it) */
+#define SIM_MAX_PEERS 8
+#define SIM_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED 704
+#define SIM_CUDA_ERROR_PEER_ACCESS_NOT_ENABLED 705
+#define SIM_CUDA_ERROR_TOO_MANY_PEERS 711
+
 struct CUctx_st {
 	int dev;
 	uint32_t id;
@@ -63,6 +70,9 @@ struct CUctx_st {
 	struct cls_ent *cls; /* under g_ctx_mu */
 	size_t ncls, capcls;
 	struct CUctx_st *next; /* registry of created contexts, under g_ctx_mu */
+	/* contexts whose memory this one may access (cuCtxEnablePeerAccess), under g_ctx_mu */
+	struct CUctx_st *peer[SIM_MAX_PEERS];
+	int npeer;
 };
 
 static struct CUctx_st g_ctx[SIM_MAX_DEVICES];
@@ -182,6 +192,7 @@ static void ctx_teardown(gg_CUcontext c)
 	size_t n = c->ncls;
 	c->cls = NULL;
 	c->ncls = c->capcls = 0;
+	c->npeer = 0; /* a reset or destroyed context keeps no peer access */
 	pthread_mutex_unlock(&g_ctx_mu);
 	for (size_t i = 0; i < n; i++)
 		if (ents[i].dtor)
@@ -570,6 +581,51 @@ gg_CUresult cuCtxGetFlags(unsigned int *flags)
 	return GG_CUDA_SUCCESS;
 }
 
+/* Peer access is a per-context list of peer contexts: nothing is mapped
+ * (memory is not backed), but the driver's rules and errors hold. Every pair
+ * of distinct devices can access each other (cuDeviceCanAccessPeer); a
+ * context cannot be its own device's peer. */
+gg_CUresult cuCtxEnablePeerAccess(gg_CUcontext peerContext, unsigned int Flags)
+{
+	REQUIRE_CTX(dev);
+	if (!peerContext || !ctx_valid(peerContext))
+		return GG_CUDA_ERROR_INVALID_CONTEXT;
+	if (Flags)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (peerContext->dev == dev)
+		return GG_CUDA_ERROR_INVALID_DEVICE;
+	gg_CUcontext c = cur_ctx();
+	gg_CUresult r = GG_CUDA_SUCCESS;
+	pthread_mutex_lock(&g_ctx_mu);
+	for (int i = 0; i < c->npeer && !r; i++)
+		if (c->peer[i] == peerContext)
+			r = SIM_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+	if (!r && c->npeer == SIM_MAX_PEERS)
+		r = SIM_CUDA_ERROR_TOO_MANY_PEERS;
+	if (!r)
+		c->peer[c->npeer++] = peerContext;
+	pthread_mutex_unlock(&g_ctx_mu);
+	return r;
+}
+
+gg_CUresult cuCtxDisablePeerAccess(gg_CUcontext peerContext)
+{
+	REQUIRE_CTX(dev);
+	(void)dev;
+	if (!peerContext || !ctx_valid(peerContext))
+		return GG_CUDA_ERROR_INVALID_CONTEXT;
+	gg_CUcontext c = cur_ctx();
+	gg_CUresult r = SIM_CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+	pthread_mutex_lock(&g_ctx_mu);
+	for (int i = 0; i < c->npeer && r; i++)
+		if (c->peer[i] == peerContext) {
+			c->peer[i] = c->peer[--c->npeer];
+			r = GG_CUDA_SUCCESS;
+		}
+	pthread_mutex_unlock(&g_ctx_mu);
+	return r;
+}
+
 /* ---------------------------------------------------- objects behind handles */
 
 /* Streams, events, graphs, graph nodes and execs, libraries, kernels,
@@ -913,7 +969,19 @@ gg_CUresult cuEventCreate(gg_CUevent *phEvent, unsigned int Flags)
 	return GG_CUDA_SUCCESS;
 }
 
-static void graph_add_other(struct graph *g);
+/* CUgraphNodeType values (cuda.h) of the nodes the simulator makes */
+enum {
+	NT_MEMCPY = 1,
+	NT_MEMSET = 2,
+	NT_HOST = 3,
+	NT_EMPTY = 5,
+	NT_WAIT_EVENT = 6,
+	NT_EVENT_RECORD = 7,
+	NT_MEM_ALLOC = 10,
+	NT_MEM_FREE = 11,
+	NT_BATCH_MEM_OP = 12,
+};
+static void graph_add_other(struct graph *g, int ntype);
 
 gg_CUresult cuEventRecord(gg_CUevent hEvent, gg_CUstream hStream)
 {
@@ -928,7 +996,7 @@ gg_CUresult cuEventRecord(gg_CUevent hEvent, gg_CUstream hStream)
 	pthread_mutex_lock(&g_cap_mu);
 	struct graph *g = capturing_graph_unlocked(hStream);
 	if (g)
-		graph_add_other(g); /* an event record node */
+		graph_add_other(g, NT_EVENT_RECORD);
 	pthread_mutex_unlock(&g_cap_mu);
 	e->recorded = 1;
 	return GG_CUDA_SUCCESS;
@@ -1015,7 +1083,7 @@ gg_CUresult cuStreamWaitEvent(gg_CUstream hStream, gg_CUevent hEvent, unsigned i
 	pthread_mutex_lock(&g_cap_mu);
 	struct graph *g = capturing_graph_unlocked(hStream);
 	if (g)
-		graph_add_other(g);
+		graph_add_other(g, NT_WAIT_EVENT);
 	pthread_mutex_unlock(&g_cap_mu);
 	return GG_CUDA_SUCCESS;
 }
@@ -1039,7 +1107,7 @@ gg_CUresult cuLaunchHostFunc(gg_CUstream hStream, gg_CUhostFn fn, void *userData
 	pthread_mutex_lock(&g_cap_mu);
 	struct graph *g = capturing_graph_unlocked(hStream);
 	if (g)
-		graph_add_other(g);
+		graph_add_other(g, NT_HOST);
 	pthread_mutex_unlock(&g_cap_mu);
 	if (!g)
 		fn(userData);
@@ -1106,7 +1174,11 @@ static const struct {
     {GG_CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
     {GG_CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {GG_CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE", "primary context active"},
+    {SIM_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
+    {SIM_CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
     {GG_CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {SIM_CUDA_ERROR_TOO_MANY_PEERS, "CUDA_ERROR_TOO_MANY_PEERS", "peer mapping resources exhausted"},
     {GG_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
      "part or all of the requested memory range is already mapped"},
     {GG_CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
@@ -1524,6 +1596,7 @@ enum { GN_ALLOC = 1, GN_FREE, GN_OTHER };
 struct gnode {
 	struct obj o;
 	int type;
+	int ntype;         /* the CUgraphNodeType cuGraphNodeGetType reports */
 	uint64_t va, size; /* alloc: its address and size; free: the address */
 };
 
@@ -1622,6 +1695,7 @@ static struct gnode *graph_node(struct graph *g, int type, uint64_t va, uint64_t
 	if (!n)
 		return NULL;
 	n->type = type;
+	n->ntype = type == GN_ALLOC ? NT_MEM_ALLOC : type == GN_FREE ? NT_MEM_FREE : NT_EMPTY;
 	n->va = va;
 	n->size = size;
 	if (graph_push(g, n)) {
@@ -1631,10 +1705,13 @@ static struct gnode *graph_node(struct graph *g, int type, uint64_t va, uint64_t
 	return n;
 }
 
-/* a node we do not model beyond its existence (kernel, copy, event, host) */
-static void graph_add_other(struct graph *g)
+/* a node we do not model beyond its existence and type (copy, set, event,
+ * host function, stream memory operation) */
+static void graph_add_other(struct graph *g, int ntype)
 {
-	graph_node(g, GN_OTHER, 0, 0);
+	struct gnode *n = graph_node(g, GN_OTHER, 0, 0);
+	if (n)
+		n->ntype = ntype;
 }
 
 static uint64_t round_page(uint64_t n)
@@ -1869,6 +1946,72 @@ gg_CUresult cuGraphAddMemFreeNode(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	*phGraphNode = (gg_CUgraphNode)(uintptr_t)n->o.h;
 	return GG_CUDA_SUCCESS;
+}
+
+/* the nodes in creation order; NULL nodes: how many. Entries past the
+ * graph's nodes are set to NULL, and *numNodes says how many were written. */
+gg_CUresult cuGraphGetNodes(gg_CUgraph hGraph, gg_CUgraphNode *nodes, size_t *numNodes)
+{
+	REQUIRE_INIT();
+	if (!numNodes)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_cap_mu);
+	struct graph *g = obj_get(hGraph, OBJ_GRAPH);
+	if (g && !nodes) {
+		*numNodes = g->n;
+	} else if (g) {
+		size_t k = 0;
+		for (; k < *numNodes && k < g->n; k++)
+			nodes[k] = (gg_CUgraphNode)(uintptr_t)g->nodes[k]->o.h;
+		for (size_t i = k; i < *numNodes; i++)
+			nodes[i] = NULL;
+		*numNodes = k;
+	}
+	pthread_mutex_unlock(&g_cap_mu);
+	return g ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+}
+
+gg_CUresult cuGraphNodeGetType(gg_CUgraphNode hNode, int *type)
+{
+	REQUIRE_INIT();
+	if (!type)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_cap_mu);
+	struct gnode *n = obj_get(hNode, OBJ_NODE);
+	if (n)
+		*type = n->ntype;
+	pthread_mutex_unlock(&g_cap_mu);
+	return n ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_VALUE;
+}
+
+/* No graph here holds a kernel node (launches are not simulated), so every
+ * node is the wrong type for these: the driver's INVALID_VALUE, nothing
+ * read or written. The _v2 structures differ from v1 only in what follows. */
+gg_CUresult cuGraphKernelNodeGetParams(gg_CUgraphNode hNode, void *nodeParams)
+{
+	REQUIRE_INIT();
+	(void)hNode;
+	(void)nodeParams;
+	return GG_CUDA_ERROR_INVALID_VALUE;
+}
+
+gg_CUresult cuGraphKernelNodeGetParams_v2(gg_CUgraphNode hNode, void *nodeParams)
+{
+	return local_cuGraphKernelNodeGetParams(hNode, nodeParams);
+}
+
+gg_CUresult cuGraphExecKernelNodeSetParams(gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams)
+{
+	REQUIRE_INIT();
+	(void)hGraphExec;
+	(void)hNode;
+	(void)nodeParams;
+	return GG_CUDA_ERROR_INVALID_VALUE;
+}
+
+gg_CUresult cuGraphExecKernelNodeSetParams_v2(gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams)
+{
+	return local_cuGraphExecKernelNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 /* Only one exec may exist at a time for a graph with alloc nodes (the
@@ -2739,7 +2882,7 @@ static int any_range_ok(uint64_t a, size_t n)
 	return 1;
 }
 
-static gg_CUresult copy_on(gg_CUstream s, int ok)
+static gg_CUresult op_on(gg_CUstream s, int ok, int ntype)
 {
 	REQUIRE_CTX(ctxdev);
 	int dev;
@@ -2751,9 +2894,19 @@ static gg_CUresult copy_on(gg_CUstream s, int ok)
 	pthread_mutex_lock(&g_cap_mu);
 	struct graph *g = capturing_graph_unlocked(s);
 	if (g)
-		graph_add_other(g);
+		graph_add_other(g, ntype);
 	pthread_mutex_unlock(&g_cap_mu);
 	return GG_CUDA_SUCCESS;
+}
+
+static gg_CUresult copy_on(gg_CUstream s, int ok)
+{
+	return op_on(s, ok, NT_MEMCPY);
+}
+
+static gg_CUresult set_on(gg_CUstream s, int ok)
+{
+	return op_on(s, ok, NT_MEMSET);
 }
 
 #define SYNC_STREAM STREAM_LEGACY
@@ -2939,42 +3092,42 @@ static int set_ok(gg_CUdeviceptr d, size_t n, size_t elem)
 gg_CUresult cuMemsetD8_v2(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
 	(void)uc;
-	return copy_on(SYNC_STREAM, set_ok(dstDevice, N, 1));
+	return set_on(SYNC_STREAM, set_ok(dstDevice, N, 1));
 }
 gg_CUresult cuMemsetD8_v2_ptds(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
 	(void)uc;
-	return copy_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 1));
+	return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 1));
 }
 gg_CUresult cuMemsetD8Async(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream)
 {
 	(void)uc;
-	return copy_on(hStream, set_ok(dstDevice, N, 1));
+	return set_on(hStream, set_ok(dstDevice, N, 1));
 }
 gg_CUresult cuMemsetD8Async_ptsz(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream)
 {
 	(void)uc;
-	return copy_on(ptsz(hStream), set_ok(dstDevice, N, 1));
+	return set_on(ptsz(hStream), set_ok(dstDevice, N, 1));
 }
 gg_CUresult cuMemsetD32_v2(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
 	(void)ui;
-	return copy_on(SYNC_STREAM, set_ok(dstDevice, N, 4));
+	return set_on(SYNC_STREAM, set_ok(dstDevice, N, 4));
 }
 gg_CUresult cuMemsetD32_v2_ptds(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
 	(void)ui;
-	return copy_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 4));
+	return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 4));
 }
 gg_CUresult cuMemsetD32Async(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream)
 {
 	(void)ui;
-	return copy_on(hStream, set_ok(dstDevice, N, 4));
+	return set_on(hStream, set_ok(dstDevice, N, 4));
 }
 gg_CUresult cuMemsetD32Async_ptsz(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream)
 {
 	(void)ui;
-	return copy_on(ptsz(hStream), set_ok(dstDevice, N, 4));
+	return set_on(ptsz(hStream), set_ok(dstDevice, N, 4));
 }
 static int set2d_ok(gg_CUdeviceptr d, size_t pitch, size_t w, size_t h)
 {
@@ -2988,25 +3141,176 @@ static int set2d_ok(gg_CUdeviceptr d, size_t pitch, size_t w, size_t h)
 gg_CUresult cuMemsetD2D8_v2(gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
 {
 	(void)uc;
-	return copy_on(SYNC_STREAM, set2d_ok(dstDevice, dstPitch, Width, Height));
+	return set_on(SYNC_STREAM, set2d_ok(dstDevice, dstPitch, Width, Height));
 }
 gg_CUresult cuMemsetD2D8_v2_ptds(gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
                                  size_t Height)
 {
 	(void)uc;
-	return copy_on(STREAM_PER_THREAD, set2d_ok(dstDevice, dstPitch, Width, Height));
+	return set_on(STREAM_PER_THREAD, set2d_ok(dstDevice, dstPitch, Width, Height));
 }
 gg_CUresult cuMemsetD2D8Async(gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,
                               gg_CUstream hStream)
 {
 	(void)uc;
-	return copy_on(hStream, set2d_ok(dstDevice, dstPitch, Width, Height));
+	return set_on(hStream, set2d_ok(dstDevice, dstPitch, Width, Height));
 }
 gg_CUresult cuMemsetD2D8Async_ptsz(gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
                                    size_t Height, gg_CUstream hStream)
 {
 	(void)uc;
-	return copy_on(ptsz(hStream), set2d_ok(dstDevice, dstPitch, Width, Height));
+	return set_on(ptsz(hStream), set2d_ok(dstDevice, dstPitch, Width, Height));
+}
+
+/* ------------------------------------------- stream memory operations, prefetch */
+
+/* Stream memory operations (v1 at 8000 and _v2 at 11070 share these
+ * layouts; the device reports CAN_USE_STREAM_MEM_OPS_V1). Nothing runs and
+ * memory holds no values, so a wait is satisfied at once and a write writes
+ * nothing; the operands are checked as the driver checks them (a 4- or
+ * 8-byte aligned word of device or registered host memory, known flags),
+ * and on a capturing stream the call becomes a batch-memop node. */
+#define MEMOP_WAIT_VALUE_32 1
+#define MEMOP_WRITE_VALUE_32 2
+#define MEMOP_FLUSH_REMOTE_WRITES 3
+#define MEMOP_WAIT_VALUE_64 4
+#define MEMOP_WRITE_VALUE_64 5
+#define MEMOP_BARRIER 6
+#define MEMOP_MAX_COUNT 256         /* operations per cuStreamBatchMemOp */
+#define WAIT_VALUE_FLUSH (1u << 30) /* CU_STREAM_WAIT_VALUE_FLUSH */
+
+/* CUstreamBatchMemOpParams: a 48-byte union led by the operation */
+struct memop {
+	uint32_t operation, flags4; /* flags4: flush and barrier flags */
+	uint64_t address, value;    /* wait / write */
+	uint32_t flags, pad0;
+	uint64_t alias, pad1;
+};
+_Static_assert(sizeof(struct memop) == 48, "CUstreamBatchMemOpParams is 48 bytes");
+
+static int memop_word_ok(uint64_t addr, size_t n)
+{
+	return addr % n == 0 && dev_range_ok(addr, n);
+}
+
+/* wait flags: a condition (GEQ, EQ, AND, NOR) and FLUSH; write flags: NO_MEMORY_BARRIER */
+static int memop_ok(const struct memop *m)
+{
+	switch (m->operation) {
+	case MEMOP_WAIT_VALUE_32:
+	case MEMOP_WAIT_VALUE_64:
+		return (m->flags & ~(3u | WAIT_VALUE_FLUSH)) == 0 &&
+		       memop_word_ok(m->address, m->operation == MEMOP_WAIT_VALUE_32 ? 4 : 8);
+	case MEMOP_WRITE_VALUE_32:
+	case MEMOP_WRITE_VALUE_64:
+		return (m->flags & ~1u) == 0 && memop_word_ok(m->address, m->operation == MEMOP_WRITE_VALUE_32 ? 4 : 8);
+	case MEMOP_FLUSH_REMOTE_WRITES:
+		return m->flags4 == 0;
+	case MEMOP_BARRIER:
+		return m->flags4 <= 1; /* CU_STREAM_MEMORY_BARRIER_TYPE_SYS, _GPU */
+	default:
+		return 0;
+	}
+}
+
+gg_CUresult cuStreamWaitValue32(gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+	struct memop m = {.operation = MEMOP_WAIT_VALUE_32, .address = addr, .value = value, .flags = flags};
+	return op_on(stream, memop_ok(&m), NT_BATCH_MEM_OP);
+}
+
+gg_CUresult cuStreamWaitValue32_ptsz(gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+	return local_cuStreamWaitValue32(ptsz(stream), addr, value, flags);
+}
+
+gg_CUresult cuStreamWaitValue32_v2(gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+	return local_cuStreamWaitValue32(stream, addr, value, flags);
+}
+
+gg_CUresult cuStreamWaitValue32_v2_ptsz(gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+	return local_cuStreamWaitValue32(ptsz(stream), addr, value, flags);
+}
+
+gg_CUresult cuStreamBatchMemOp(gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags)
+{
+	int ok = count >= 1 && count <= MEMOP_MAX_COUNT && paramArray && flags == 0;
+	for (unsigned int i = 0; ok && i < count; i++) {
+		struct memop m;
+		memcpy(&m, (const char *)paramArray + (size_t)i * sizeof(m), sizeof(m));
+		ok = memop_ok(&m);
+	}
+	return op_on(stream, ok, NT_BATCH_MEM_OP);
+}
+
+gg_CUresult cuStreamBatchMemOp_ptsz(gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags)
+{
+	return local_cuStreamBatchMemOp(ptsz(stream), count, paramArray, flags);
+}
+
+gg_CUresult cuStreamBatchMemOp_v2(gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags)
+{
+	return local_cuStreamBatchMemOp(stream, count, paramArray, flags);
+}
+
+gg_CUresult cuStreamBatchMemOp_v2_ptsz(gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags)
+{
+	return local_cuStreamBatchMemOp(ptsz(stream), count, paramArray, flags);
+}
+
+/* Prefetch moves nothing (managed memory is charged to one device and never
+ * migrates); the range must lie inside one managed allocation, the
+ * destination be a device or the host. Captured, it is a memcpy-like node. */
+#define SIM_CU_DEVICE_CPU (-1)
+#define LOC_DEVICE 1            /* CU_MEM_LOCATION_TYPE_DEVICE */
+#define LOC_HOST 2              /* CU_MEM_LOCATION_TYPE_HOST */
+#define LOC_HOST_NUMA 3         /* CU_MEM_LOCATION_TYPE_HOST_NUMA */
+#define LOC_HOST_NUMA_CURRENT 4 /* CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT */
+
+static gg_CUresult prefetch(gg_CUdeviceptr devPtr, size_t count, int dst_ok, gg_CUstream hStream)
+{
+	REQUIRE_CTX(ctxdev);
+	int dev;
+	gg_CUresult r = stream_device(hStream, ctxdev, &dev);
+	if (r)
+		return r;
+	if (!dst_ok)
+		return GG_CUDA_ERROR_INVALID_DEVICE;
+	uint64_t base, size;
+	int kind = 0;
+	int ok = devPtr && count && sim_addr_kind(devPtr, &base, &size, &kind) == SIM_OK && kind == SIM_KIND_MANAGED &&
+	         devPtr - base + count <= size;
+	return op_on(hStream, ok, NT_MEMCPY);
+}
+
+gg_CUresult cuMemPrefetchAsync(gg_CUdeviceptr devPtr, size_t count, gg_CUdevice dstDevice, gg_CUstream hStream)
+{
+	return prefetch(devPtr, count, dstDevice == SIM_CU_DEVICE_CPU || sim_device_valid(dstDevice), hStream);
+}
+
+gg_CUresult cuMemPrefetchAsync_ptsz(gg_CUdeviceptr devPtr, size_t count, gg_CUdevice dstDevice, gg_CUstream hStream)
+{
+	return local_cuMemPrefetchAsync(devPtr, count, dstDevice, ptsz(hStream));
+}
+
+/* 12020: a location instead of a device, and flags (none defined) */
+gg_CUresult cuMemPrefetchAsync_v2(gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags,
+                                  gg_CUstream hStream)
+{
+	if (flags)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	int t = (int)location.type;
+	int ok = (t == LOC_DEVICE && sim_device_valid(location.id)) || t == LOC_HOST || t == LOC_HOST_NUMA_CURRENT ||
+	         (t == LOC_HOST_NUMA && location.id == 0);
+	return prefetch(devPtr, count, ok, hStream);
+}
+
+gg_CUresult cuMemPrefetchAsync_v2_ptsz(gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location,
+                                       unsigned int flags, gg_CUstream hStream)
+{
+	return local_cuMemPrefetchAsync_v2(devPtr, count, location, flags, ptsz(hStream));
 }
 
 /* ------------------------------------------------------ pointer attributes */
@@ -4449,6 +4753,8 @@ static const struct proc g_procs[] = {
     P("cuDeviceGetPCIBusId", 4010, cuDeviceGetPCIBusId),
     P("cuDeviceGetByPCIBusId", 4010, cuDeviceGetByPCIBusId),
     P("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
+    P("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
+    P("cuCtxDisablePeerAccess", 4000, cuCtxDisablePeerAccess),
     P("cuDeviceGetP2PAttribute", 8000, cuDeviceGetP2PAttribute),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
@@ -4514,6 +4820,18 @@ static const struct proc g_procs[] = {
     P("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
     P("cuGraphCreate", 10000, cuGraphCreate),
     P("cuGraphDestroy", 10000, cuGraphDestroy),
+    P("cuGraphGetNodes", 10000, cuGraphGetNodes),
+    P("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
+    P("cuGraphKernelNodeGetParams", 10000, cuGraphKernelNodeGetParams),
+    P("cuGraphKernelNodeGetParams", 12000, cuGraphKernelNodeGetParams_v2),
+    P("cuGraphExecKernelNodeSetParams", 10010, cuGraphExecKernelNodeSetParams),
+    P("cuGraphExecKernelNodeSetParams", 12000, cuGraphExecKernelNodeSetParams_v2),
+    PZ("cuStreamWaitValue32", 8000, cuStreamWaitValue32),
+    PZ("cuStreamWaitValue32", 11070, cuStreamWaitValue32_v2),
+    PZ("cuStreamBatchMemOp", 8000, cuStreamBatchMemOp),
+    PZ("cuStreamBatchMemOp", 11070, cuStreamBatchMemOp_v2),
+    PZ("cuMemPrefetchAsync", 8000, cuMemPrefetchAsync),
+    PZ("cuMemPrefetchAsync", 12020, cuMemPrefetchAsync_v2),
     P("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode),
     P("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
     P("cuGraphInstantiate", 10000, cuGraphInstantiate),

@@ -15,6 +15,8 @@ SIM_FN(cuDeviceComputeCapability, (int *major, int *minor, gg_CUdevice dev))
 SIM_FN(cuDeviceGetPCIBusId, (char *pciBusId, int len, gg_CUdevice dev))
 SIM_FN(cuDeviceGetByPCIBusId, (gg_CUdevice * dev, const char *pciBusId))
 SIM_FN(cuDeviceCanAccessPeer, (int *canAccessPeer, gg_CUdevice dev, gg_CUdevice peerDev))
+SIM_FN(cuCtxEnablePeerAccess, (gg_CUcontext peerContext, unsigned int Flags))
+SIM_FN(cuCtxDisablePeerAccess, (gg_CUcontext peerContext))
 SIM_FN(cuDeviceGetP2PAttribute,
        (int *value, gg_CUdevice_P2PAttribute attrib, gg_CUdevice srcDevice, gg_CUdevice dstDevice))
 
@@ -42,6 +44,12 @@ SIM_FN(cuEventElapsedTime, (float *pMilliseconds, gg_CUevent hStart, gg_CUevent 
 SIM_FN(cuEventElapsedTime_v2, (float *pMilliseconds, gg_CUevent hStart, gg_CUevent hEnd))
 
 /* graphs */
+SIM_FN(cuGraphGetNodes, (gg_CUgraph hGraph, gg_CUgraphNode *nodes, size_t *numNodes))
+SIM_FN(cuGraphNodeGetType, (gg_CUgraphNode hNode, int *type))
+SIM_FN(cuGraphKernelNodeGetParams, (gg_CUgraphNode hNode, void *nodeParams))
+SIM_FN(cuGraphKernelNodeGetParams_v2, (gg_CUgraphNode hNode, void *nodeParams))
+SIM_FN(cuGraphExecKernelNodeSetParams, (gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams))
+SIM_FN(cuGraphExecKernelNodeSetParams_v2, (gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams))
 SIM_FN(cuGraphInstantiate, (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *phErrorNode,
                             char *logBuffer, size_t bufferSize))
 SIM_FN(cuGraphInstantiate_v2, (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *phErrorNode,
@@ -99,6 +107,22 @@ SIM_FN(cuMemsetD2D8Async,
        (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, gg_CUstream hStream))
 SIM_FN(cuMemsetD2D8Async_ptsz,
        (gg_CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, gg_CUstream hStream))
+
+/* stream memory operations (validated, never performed), prefetch */
+SIM_FN(cuStreamWaitValue32, (gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags))
+SIM_FN(cuStreamWaitValue32_ptsz, (gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags))
+SIM_FN(cuStreamWaitValue32_v2, (gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags))
+SIM_FN(cuStreamWaitValue32_v2_ptsz, (gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags))
+SIM_FN(cuStreamBatchMemOp, (gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags))
+SIM_FN(cuStreamBatchMemOp_ptsz, (gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags))
+SIM_FN(cuStreamBatchMemOp_v2, (gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags))
+SIM_FN(cuStreamBatchMemOp_v2_ptsz, (gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags))
+SIM_FN(cuMemPrefetchAsync, (gg_CUdeviceptr devPtr, size_t count, gg_CUdevice dstDevice, gg_CUstream hStream))
+SIM_FN(cuMemPrefetchAsync_ptsz, (gg_CUdeviceptr devPtr, size_t count, gg_CUdevice dstDevice, gg_CUstream hStream))
+SIM_FN(cuMemPrefetchAsync_v2,
+       (gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags, gg_CUstream hStream))
+SIM_FN(cuMemPrefetchAsync_v2_ptsz,
+       (gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags, gg_CUstream hStream))
 
 /* libraries, modules, kernels, functions: handles only */
 SIM_FN(cuLibraryLoadData, (gg_CUlibrary * library, const void *code, gg_CUjit_option *jitOptions,

@@ -685,6 +685,11 @@ static int in_ent(const struct amap_ent *e, uint64_t a)
 
 int sim_addr_range(uint64_t addr, uint64_t *base, uint64_t *size)
 {
+	return sim_addr_kind(addr, base, size, NULL);
+}
+
+int sim_addr_kind(uint64_t addr, uint64_t *base, uint64_t *size, int *kind)
+{
 	int dev = sim_addr_device(addr);
 	if (dev < 0)
 		return SIM_ENOTFOUND;
@@ -720,6 +725,8 @@ int sim_addr_range(uint64_t addr, uint64_t *base, uint64_t *size)
 			*base = e->addr;
 		if (size)
 			*size = e->size;
+		if (kind)
+			*kind = (int)e->kind;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return rc;

@@ -82,6 +82,8 @@ int sim_vmm_create_ctx(int dev, uint32_t ctx, uint64_t size, const void *prop, u
 int sim_alloc(int dev, uint64_t size, int kind, int whole_pages, uint64_t *addr);
 int sim_free(uint64_t addr, unsigned kind_mask);
 int sim_addr_range(uint64_t addr, uint64_t *base, uint64_t *size);
+/* the same, and the allocation's sim_kind (any out-pointer may be NULL) */
+int sim_addr_kind(uint64_t addr, uint64_t *base, uint64_t *size, int *kind);
 int sim_addr_device(uint64_t addr); /* -1 if not a device address */
 
 /* Stream-ordered pools; handles encode the device and are validated. */

@@ -8,6 +8,7 @@
 #include "gpuguard/nvml_abi.h"
 #include "../harness.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -1701,6 +1702,182 @@ TEST(graph_reinstantiate)
 	CHECK_EQ_INT(cuStreamDestroy_v2(s), GG_CUDA_SUCCESS);
 }
 
+/* entry points cuBLASLt dlsyms from libcuda.so.1 at cublasLtCtxInit and
+ * requires, beyond the ones cudart finds through cuGetProcAddress; one
+ * missing is its "Driver API initialization failed", status 14 */
+gg_CUresult cuCtxEnablePeerAccess(gg_CUcontext peerContext, unsigned int Flags);
+gg_CUresult cuCtxDisablePeerAccess(gg_CUcontext peerContext);
+gg_CUresult cuStreamWaitValue32(gg_CUstream stream, gg_CUdeviceptr addr, uint32_t value, unsigned int flags);
+gg_CUresult cuStreamBatchMemOp(gg_CUstream stream, unsigned int count, void *paramArray, unsigned int flags);
+gg_CUresult cuMemPrefetchAsync(gg_CUdeviceptr devPtr, size_t count, gg_CUdevice dstDevice, gg_CUstream hStream);
+gg_CUresult cuMemPrefetchAsync_v2(gg_CUdeviceptr devPtr, size_t count, gg_CUmemLocation location, unsigned int flags,
+                                  gg_CUstream hStream);
+gg_CUresult cuMemcpyHtoDAsync_v2(gg_CUdeviceptr dst, const void *src, size_t ByteCount, gg_CUstream hStream);
+gg_CUresult cuGraphGetNodes(gg_CUgraph hGraph, gg_CUgraphNode *nodes, size_t *numNodes);
+gg_CUresult cuGraphNodeGetType(gg_CUgraphNode hNode, int *type);
+gg_CUresult cuGraphKernelNodeGetParams(gg_CUgraphNode hNode, void *nodeParams);
+gg_CUresult cuGraphExecKernelNodeSetParams(gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams);
+
+TEST(cublaslt_driver_names)
+{
+	static const struct {
+		const char *name;
+		int version; /* what cudart 13 asks (data/cudart13-lookups.txt) */
+	} names[] = {
+	    {"cuStreamWaitValue32", 8000},
+	    {"cuStreamBatchMemOp", 8000},
+	    {"cuGraphKernelNodeGetParams", 12000},
+	    {"cuGraphExecKernelNodeSetParams", 12000},
+	    {"cuGraphGetNodes", 10000},
+	    {"cuGraphNodeGetType", 10000},
+	    {"cuMemPrefetchAsync", 8000},
+	    {"cuMemPrefetchAsync", 12020},
+	    {"cuCtxDisablePeerAccess", 4000},
+	    {"cuCtxEnablePeerAccess", 4000},
+	};
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	CHECK(lib != NULL);
+	for (size_t i = 0; lib && i < sizeof(names) / sizeof(names[0]); i++) {
+		void *fn = NULL;
+		if (!dlsym(lib, names[i].name))
+			fprintf(stderr, "  not exported: %s\n", names[i].name);
+		CHECK(dlsym(lib, names[i].name) != NULL);
+		CHECK_EQ_INT(cuGetProcAddress_v2(names[i].name, &fn, names[i].version, 0, NULL), GG_CUDA_SUCCESS);
+		CHECK(fn != NULL);
+	}
+	/* the 12020 prefetch is the location ABI, not the legacy one */
+	void *v1 = NULL, *v2 = NULL;
+	CHECK_EQ_INT(cuGetProcAddress_v2("cuMemPrefetchAsync", &v1, 12010, 0, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGetProcAddress_v2("cuMemPrefetchAsync", &v2, 13000, 0, NULL), GG_CUDA_SUCCESS);
+	CHECK(v1 && v2 && v1 != v2);
+	if (lib)
+		dlclose(lib);
+}
+
+TEST(peer_access)
+{
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxEnablePeerAccess(NULL, 0), GG_CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx1, 1), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx0, 0), GG_CUDA_ERROR_INVALID_DEVICE); /* its own device */
+	CHECK_EQ_INT(cuCtxDisablePeerAccess(g_ctx1), 705);                            /* PEER_ACCESS_NOT_ENABLED */
+	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx1, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx1, 0), 704); /* PEER_ACCESS_ALREADY_ENABLED */
+	const char *name = NULL;
+	CHECK_EQ_INT(cuGetErrorName(704, &name), GG_CUDA_SUCCESS);
+	CHECK(name && strcmp(name, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED") == 0);
+	CHECK_EQ_INT(cuCtxDisablePeerAccess(g_ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxDisablePeerAccess(g_ctx1), 705);
+	/* one direction is one context's list: device 1 has enabled nothing */
+	CHECK_EQ_INT(cuCtxEnablePeerAccess(g_ctx1, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxDisablePeerAccess(g_ctx0), 705);
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxDisablePeerAccess(g_ctx1), GG_CUDA_SUCCESS);
+}
+
+/* CUstreamBatchMemOpParams, as a caller lays it out */
+struct test_memop {
+	uint32_t operation, pad0;
+	uint64_t address, value;
+	uint32_t flags, pad1;
+	uint64_t alias, pad2;
+};
+
+TEST(stream_memops_and_prefetch)
+{
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr d = 0, m = 0;
+	CHECK_EQ_INT(cuMemAlloc_v2(&d, 4096), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocManaged(&m, 8192, 1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d + 4092, 1, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d + 2, 1, 0), GG_CUDA_ERROR_INVALID_VALUE);  /* unaligned */
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, 0x1000, 1, 0), GG_CUDA_ERROR_INVALID_VALUE); /* nobody's memory */
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d, 1, 4), GG_CUDA_ERROR_INVALID_VALUE);      /* no such condition */
+	CHECK_EQ_INT(cuStreamWaitValue32(NULL, d, 1, 3u | (1u << 30)), GG_CUDA_SUCCESS);    /* NOR, flush */
+	CHECK_EQ_INT(cuStreamWaitValue32((gg_CUstream)(uintptr_t)0xdead00, d, 1, 0), GG_CUDA_ERROR_INVALID_HANDLE);
+	struct test_memop ops[3];
+	memset(ops, 0, sizeof(ops));
+	ops[0] = (struct test_memop){.operation = 2, .address = d, .value = 7};     /* write 32 */
+	ops[1] = (struct test_memop){.operation = 4, .address = d + 8, .value = 7}; /* wait 64 */
+	ops[2] = (struct test_memop){.operation = 6};                               /* barrier */
+	CHECK_EQ_INT(cuStreamBatchMemOp(NULL, 3, ops, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamBatchMemOp(NULL, 0, ops, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuStreamBatchMemOp(NULL, 3, ops, 1), GG_CUDA_ERROR_INVALID_VALUE);
+	ops[1].address = d + 4; /* 64-bit word not 8-aligned */
+	CHECK_EQ_INT(cuStreamBatchMemOp(NULL, 3, ops, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	ops[1].address = d + 8;
+	ops[2].operation = 99;
+	CHECK_EQ_INT(cuStreamBatchMemOp(NULL, 3, ops, 0), GG_CUDA_ERROR_INVALID_VALUE);
+	/* prefetch: managed memory only, to a device or the host */
+	CHECK_EQ_INT(cuMemPrefetchAsync(m, 8192, 0, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPrefetchAsync(m + 4096, 4096, -1, NULL), GG_CUDA_SUCCESS); /* CU_DEVICE_CPU */
+	CHECK_EQ_INT(cuMemPrefetchAsync(m, 8193, 0, NULL), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemPrefetchAsync(d, 4096, 0, NULL), GG_CUDA_ERROR_INVALID_VALUE); /* not managed */
+	CHECK_EQ_INT(cuMemPrefetchAsync(m, 8192, 99, NULL), GG_CUDA_ERROR_INVALID_DEVICE);
+	gg_CUmemLocation dev1 = {GG_CU_MEM_LOCATION_TYPE_DEVICE, 1}, bad = {GG_CU_MEM_LOCATION_TYPE_DEVICE, 99};
+	CHECK_EQ_INT(cuMemPrefetchAsync_v2(m, 8192, dev1, 0, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPrefetchAsync_v2(m, 8192, dev1, 1, NULL), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemPrefetchAsync_v2(m, 8192, bad, 0, NULL), GG_CUDA_ERROR_INVALID_DEVICE);
+	CHECK_EQ_INT(cuMemFree_v2(m), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPrefetchAsync(m, 8192, 0, NULL), GG_CUDA_ERROR_INVALID_VALUE); /* freed */
+	CHECK_EQ_INT(cuMemFree_v2(d), GG_CUDA_SUCCESS);
+}
+
+/* captured operations keep their node types, in order */
+TEST(graph_nodes)
+{
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
+	gg_CUstream s;
+	gg_CUdeviceptr d = 0;
+	char host[64];
+	CHECK_EQ_INT(cuStreamCreate(&s, 1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAlloc_v2(&d, 4096), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamBeginCapture_v2(s, GG_CU_STREAM_CAPTURE_MODE_GLOBAL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemsetD8Async(d, 0, 64, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemcpyHtoDAsync_v2(d, host, 64, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuLaunchHostFunc(s, host_fn, &g_host_calls), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamWaitValue32(s, d, 0, 0), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a = 0;
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 2 * MiB, s), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, s), GG_CUDA_SUCCESS);
+	gg_CUgraph g = NULL;
+	CHECK_EQ_INT(cuStreamEndCapture(s, &g), GG_CUDA_SUCCESS);
+	size_t n = 0;
+	CHECK_EQ_INT(cuGraphGetNodes(g, NULL, &n), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(n, 6);
+	gg_CUgraphNode nodes[8];
+	memset(nodes, 0xab, sizeof(nodes));
+	n = 8;
+	CHECK_EQ_INT(cuGraphGetNodes(g, nodes, &n), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(n, 6);
+	CHECK(nodes[6] == NULL && nodes[7] == NULL);
+	/* memset, memcpy, host, batch mem op, mem alloc, mem free */
+	static const int want[6] = {2, 1, 3, 12, 10, 11};
+	for (int i = 0; i < 6; i++) {
+		int t = -1;
+		CHECK_EQ_INT(cuGraphNodeGetType(nodes[i], &t), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(t, want[i]);
+	}
+	n = 2; /* fewer than there are: the first two */
+	gg_CUgraphNode two[2] = {NULL, NULL};
+	CHECK_EQ_INT(cuGraphGetNodes(g, two, &n), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(n, 2);
+	CHECK(two[0] == nodes[0] && two[1] == nodes[1]);
+	CHECK_EQ_INT(cuGraphGetNodes(g, nodes, NULL), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuGraphGetNodes(NULL, nodes, &n), GG_CUDA_ERROR_INVALID_VALUE);
+	int t = -1;
+	CHECK_EQ_INT(cuGraphNodeGetType(NULL, &t), GG_CUDA_ERROR_INVALID_VALUE);
+	/* no kernel nodes here: the wrong node type for kernel parameters */
+	unsigned char params[64];
+	CHECK_EQ_INT(cuGraphKernelNodeGetParams(nodes[0], params), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuGraphExecKernelNodeSetParams(NULL, nodes[0], params), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuGraphDestroy(g), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphNodeGetType(nodes[0], &t), GG_CUDA_ERROR_INVALID_VALUE); /* gone with its graph */
+	CHECK_EQ_INT(cuStreamDestroy_v2(s), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(d), GG_CUDA_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -1743,5 +1920,9 @@ int main(int argc, char **argv)
 	RUN(copies_validate);
 	RUN(library_after_reset);
 	RUN(graph_reinstantiate);
+	RUN(cublaslt_driver_names);
+	RUN(peer_access);
+	RUN(stream_memops_and_prefetch);
+	RUN(graph_nodes);
 	return harness_done();
 }
