@@ -1184,8 +1184,10 @@ GG_EXPORT gg_CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 	size_t f = 0, t = 0;
 	gg_CUresult rc = real(&f, &t);
 	int dev = rc == GG_CUDA_SUCCESS ? current_device() : -1;
-	if (dev >= 0)
+	if (dev >= 0) {
 		gg_account_meminfo(dev, &f, &t);
+		gg_dump_note_meminfo(dev, f, t);
+	}
 	if (rc == GG_CUDA_SUCCESS) {
 		if (free)
 			*free = f;

@@ -621,8 +621,10 @@ GG_EXPORT gg_hipError_t hipMemGetInfo(size_t *free, size_t *total)
 	size_t f = 0, t = 0; /* ours, so NULL outputs are tolerated */
 	gg_hipError_t rc = real(&f, &t);
 	int dev = rc == GG_hipSuccess ? current_device() : -1;
-	if (dev >= 0)
+	if (dev >= 0) {
 		gg_account_meminfo(dev, &f, &t);
+		gg_dump_note_meminfo(dev, f, t);
+	}
 	if (rc == GG_hipSuccess) {
 		if (free)
 			*free = f;
