@@ -136,22 +136,23 @@ err=$("$GG" report "$TMP/long.jsonl" 2>&1 >/dev/null)
 "$GG" report "$TMP/cut.jsonl" >/dev/null 2>"$TMP/cut.err"
 [ $? -eq 0 ] && grep -q "line 4 is cut short" "$TMP/cut.err" && ok || bad "a partial last line: $(cat "$TMP/cut.err")"
 
-# run: the library goes first in LD_PRELOAD, the variables are set. Under a
-# sanitizer the (instrumented) library needs its runtime preloaded too.
+# run: the library goes first in LD_PRELOAD (after a sanitizer runtime, which
+# must stay first), the variables are set. Under a sanitizer the
+# (instrumented) library needs its runtime preloaded too.
 cd "$ROOT" || exit 1
 PRE=${SAN_RUNTIME:-}
 [ -n "$PRE" ] && export ASAN_OPTIONS="${ASAN_OPTIONS}:verify_asan_link_order=0"
 out=$(LD_PRELOAD="$PRE" "$GG" run --limit 3Gi --dump-dir /tmp/x -- sh -c 'echo "$LD_PRELOAD|$GPUGUARD_LIMIT|$GPUGUARD_DUMP_DIR"')
 case $out in
-*/lib/libgpuguard.so${PRE:+:$PRE}\|3Gi\|/tmp/x) ok ;;
+${PRE:+$PRE:}*/lib/libgpuguard.so\|3Gi\|/tmp/x) ok ;;
 *) bad "run: environment is '$out'" ;;
 esac
 out=$(LD_PRELOAD="$PRE" "$GG" run --scope process --shared=/tmp/r --on-limit wait:2s --context-reserve=300Mi -- \
 	sh -c 'echo "$GPUGUARD_SCOPE|$GPUGUARD_SHARED|$GPUGUARD_ON_LIMIT|$GPUGUARD_CONTEXT_RESERVE"')
 [ "$out" = "process|/tmp/r|wait:2s|300Mi" ] && ok || bad "run: pod options give '$out'"
-out=$(LD_PRELOAD="${PRE:-libc.so.6}" "$GG" run -- sh -c 'echo "$LD_PRELOAD"')
+out=$(LD_PRELOAD="${PRE:+$PRE:}libc.so.6" "$GG" run -- sh -c 'echo "$LD_PRELOAD"')
 case $out in
-*/lib/libgpuguard.so:${PRE:-libc.so.6}) ok ;;
+${PRE:+$PRE:}*/lib/libgpuguard.so:libc.so.6) ok ;;
 *) bad "run: LD_PRELOAD not prepended: '$out'" ;;
 esac
 n=$(LD_PRELOAD="$PRE" "$GG" run -- sh -c 'grep -c libgpuguard /proc/$$/maps')

@@ -23,8 +23,12 @@
 #endif
 #define SIM_DEV_BASE (SIM_LIB_ID ? 0x500000000000ull : 0x7f0000000000ull) /* device d: BASE + d * STRIDE */
 #define SIM_DEV_STRIDE 0x10000000000ull                                   /* 1 TiB, also the largest SIMGPU_MEMORY */
-#define SIM_VA_BASE (SIM_LIB_ID ? 0x400000000000ull : 0x600000000000ull)  /* address-reserve range */
-#define SIM_VA_END (SIM_LIB_ID ? 0x500000000000ull : 0x7f0000000000ull)
+/* The CUDA range lies between AddressSanitizer's heap ([0x600000000000,
+ * 0x640000000000) on x86-64) and ThreadSanitizer's ([0x7b0000000000,
+ * 0x7c0000000000)), so a host buffer from malloc under either is never taken
+ * for a reserved device address (NCCL's host-to-device copies were). */
+#define SIM_VA_BASE (SIM_LIB_ID ? 0x400000000000ull : 0x640000000000ull)  /* address-reserve range */
+#define SIM_VA_END (SIM_LIB_ID ? 0x500000000000ull : 0x7b0000000000ull)
 
 enum sim_status {
 	SIM_OK = 0,
