@@ -1,6 +1,10 @@
 /* gpuguard: the one file that reads the environment. Every option is a row in
  * gg_option_rows with its default, syntax and one line of doc; README.md's
- * table is checked against it by tests/unit/test_options.c. */
+ * table is checked against it by tests/unit/test_options.c. Options are read
+ * with secure_getenv, so a setuid or file-capability program run under the
+ * preload ignores them as glibc ignores its own variables there (issue 10,
+ * finding 15; tests/scripts/exports.sh checks getenv is not imported). */
+#define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
@@ -287,7 +291,7 @@ int gg_parse_duration_ms(const char *s, uint64_t *out)
 
 static const char *env_value(int row)
 {
-	const char *v = getenv(gg_option_rows[row].name);
+	const char *v = secure_getenv(gg_option_rows[row].name);
 	opt_source[row] = v ? "environment" : "default";
 	opt_value[row] = v ? v : gg_option_rows[row].def;
 	return opt_value[row];
@@ -364,7 +368,7 @@ void gg_options_load(void)
 {
 	memset(&gg_opt, 0, sizeof(gg_opt));
 	const char *v = env_value(OPT_LIMIT);
-	if (getenv(gg_option_rows[OPT_LIMIT].name)) {
+	if (secure_getenv(gg_option_rows[OPT_LIMIT].name)) {
 		gg_opt.limit_set = 1;
 		static char limit_text[GPUGUARD_REGION_LIMIT_TEXT];
 		snprintf(limit_text, sizeof limit_text, "%s", v);

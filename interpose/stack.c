@@ -105,7 +105,7 @@ static void activate(void)
 	arena = (void *)(m + sz_slots);
 	id_depth = (void *)(m + sz_slots + sz_arena);
 	self_range();
-	const char *force = getenv("GPUGUARD_TEST_UNWINDER"); /* tests: "frame-pointer" */
+	const char *force = secure_getenv("GPUGUARD_TEST_UNWINDER"); /* tests: "frame-pointer" */
 	int use_fp = force && strcmp(force, "frame-pointer") == 0;
 #if defined(__SANITIZE_THREAD__)
 	/* libunwind frees its per-thread cache from a TSD destructor, which runs

@@ -73,5 +73,15 @@ else
 	fi
 fi
 
+# 4. The environment is read with secure_getenv only: a program running with
+# AT_SECURE (setuid, file capabilities) gets no options from its caller.
+if nm -D --undefined-only "$LIB" | awk '{ print $NF }' | sed 's/@.*//' | grep -q -x getenv; then
+	echo "FAIL getenv: $LIB imports getenv; read options with secure_getenv"
+	failed=$((failed + 1))
+else
+	echo "ok   getenv: not imported (options come through secure_getenv)"
+	passed=$((passed + 1))
+fi
+
 echo "harness: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
