@@ -382,6 +382,11 @@ void gg_dump_after_fork_child(void)
 	pthread_mutex_init(&write_lock, NULL);
 }
 
+/* relaxed: a flag read once, by the exit destructor; it orders nothing. A
+ * governed call racing with exit in another thread may be missed, which
+ * costs one exit dump at most. */
+_Atomic int gg_gpu_touched; /* set in hook_dlsym.c */
+
 __attribute__((destructor)) static void dump_at_exit(void)
 {
 	/* Let a dump in flight finish (bounded): the process is exiting and the
@@ -398,7 +403,9 @@ __attribute__((destructor)) static void dump_at_exit(void)
 		usleep(1000);
 	}
 	gg_dump_read_test_knobs();
-	if (gg_opt.dump_at_exit)
+	/* Only a process that reached a GPU runtime leaves a leak report: with
+	 * the option set pod-wide, `ls` and exec probes write nothing. */
+	if (gg_opt.dump_at_exit && atomic_load_explicit(&gg_gpu_touched, memory_order_relaxed))
 		write_req(GG_DUMP_EXIT, NULL, NULL, 0);
 }
 

@@ -118,6 +118,7 @@ void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char
 	 * so look at what binds around us (linkmap.c). Once per slot. */
 	gg_linkmap_follow();
 	if (p) {
+		atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
 		pin_object_of(p); /* before anyone can use the pointer */
 		atomic_store_explicit(slot, p, memory_order_release);
 	}
@@ -130,6 +131,7 @@ void gg_real_offer(void *_Atomic *slot, void *real)
 	 * nothing (its object is pinned), the common case on every lookup. */
 	if (atomic_load_explicit(slot, memory_order_acquire) || !real)
 		return;
+	atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
 	pin_object_of(real);
 	void *expect = NULL;
 	/* release: as in gg_real_load. A second, different pointer for the same

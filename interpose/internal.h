@@ -528,6 +528,10 @@ struct gg_sym {
 void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib);
 /* Remembers real in *slot if it is still empty. */
 void gg_real_offer(void *_Atomic *slot, void *real);
+/* Set at the first real pointer resolved or offered for a governed name:
+ * the process has reached a GPU runtime. Exit dumps come only from such
+ * processes (issue 10, finding 12). */
+extern _Atomic int gg_gpu_touched;
 /* The dlsym override's answer for a name in table t (see hook_dlsym.c). */
 void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real);
 int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn);

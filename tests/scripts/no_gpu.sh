@@ -33,5 +33,29 @@ else
 	echo "FAIL nothing-loaded: a process without a GPU has libunwind or liblzma mapped (or no libgpuguard):"
 	echo "$maps" | grep -E 'libunwind|liblzma|libgpuguard' | sed 's/^/    /'
 fi
+# No exit dump from a process that never reached a GPU (issue 10, finding
+# 12), while one that did still writes its leak report.
+dir=$(mktemp -d)
+env LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_DUMP_AT_EXIT=1 GPUGUARD_DUMP_DIR="$dir" sh -c 'ls / >/dev/null; cat /dev/null'
+n=$(find "$dir" -type f | wc -l)
+if [ "$n" -eq 0 ]; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	echo "FAIL exit-dump-no-gpu: $n files written by processes without a GPU:"
+	find "$dir" -type f | sed 's/^/    /'
+fi
+rm -rf "$dir"
+dir=$(mktemp -d)
+env LD_PRELOAD="$GG_TEST_PRELOAD" LD_LIBRARY_PATH="$GG_TEST_SIMDIR" GPUGUARD_DUMP_AT_EXIT=1 GPUGUARD_DUMP_DIR="$dir" \
+	"$GG_TEST_BUILD/examples/kvcache" >/dev/null 2>&1
+n=$(find "$dir" -type f -name '*.json*' | wc -l)
+if [ "$n" -ge 1 ]; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	echo "FAIL exit-dump-gpu: a process that used the GPU wrote no exit dump in $dir ($(ls "$dir"))"
+fi
+rm -rf "$dir"
 echo "harness: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
