@@ -139,6 +139,18 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		r->nexited += p->live == GG_LIVE_EXITED;
 		r->nunknown += p->live == GG_LIVE_UNKNOWN;
 	}
+	/* The slots are the books (region.h): the entry's `used` is only the
+	 * snapshot its last writer published, and a process killed since still
+	 * counts there until the next sweep. Sum the slots instead, leaving out
+	 * those whose holder has exited, so a dead process's memory shows as
+	 * free at once (issue 9, finding 4); one we cannot probe stays held. */
+	for (unsigned k = 0; k < r->ndev; k++) {
+		uint64_t sum = 0;
+		for (unsigned j = 0; j < r->nproc; j++)
+			if (r->proc[j].live != GG_LIVE_EXITED)
+				sum += r->proc[j].used[r->dev[k].index];
+		r->dev[k].used = sum;
+	}
 	return 0;
 }
 
