@@ -56,8 +56,10 @@ struct gg_options {
 	unsigned shared_mode;
 	uint64_t context_reserve; /* bytes */
 	uint64_t wait_ms;         /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
-	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region */
+	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region; cut to
+	 * the region's field, so limit_len says whether it fits */
 	const char *limit_text;
+	size_t limit_len; /* strlen of the whole value */
 };
 #define GG_STACK_MAX_DEPTH 64
 extern struct gg_options gg_opt;

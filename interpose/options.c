@@ -374,6 +374,7 @@ void gg_options_load(void)
 		static char limit_text[GPUGUARD_REGION_LIMIT_TEXT];
 		snprintf(limit_text, sizeof limit_text, "%s", v);
 		gg_opt.limit_text = limit_text;
+		gg_opt.limit_len = strlen(v); /* shared.c refuses to share a cut copy */
 		if (gg_parse_limit(v, &gg_opt.limits) != 0) {
 			/* Fail closed: a typo in the ceiling must not silently mean
 			 * "no ceiling" on a shared GPU. */

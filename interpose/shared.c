@@ -198,10 +198,11 @@ uint64_t gg_shared_pod_sum(unsigned i)
 	 * then seen in one word or the other, never in neither. */
 	uint64_t sum = 0;
 	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
-		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)reg)->occupied[w],
-		                                     memory_order_seq_cst);
+		uint64_t bits =
+		    atomic_load_explicit(&((struct gpuguard_region_header *)reg)->occupied[w], memory_order_seq_cst);
 		while (bits) {
-			struct gpuguard_region_proc *p = gpuguard_region_proc(reg, w * 64 + (unsigned)__builtin_ctzll(bits));
+			struct gpuguard_region_proc *p =
+			    gpuguard_region_proc(reg, w * 64 + (unsigned)__builtin_ctzll(bits));
 			bits &= bits - 1;
 			uint64_t c = atomic_load_explicit(&p->claim[i], memory_order_seq_cst);
 			uint64_t u = atomic_load_explicit(&p->used[i], memory_order_seq_cst);
@@ -469,8 +470,16 @@ static int attach_locked(void)
 
 static int attach(void)
 {
-	if (gg_opt.limit_text && strlen(gg_opt.limit_text) >= GPUGUARD_REGION_LIMIT_TEXT) {
-		refuse("GPUGUARD_LIMIT is too long to share", 0);
+	/* The region holds the budget's text in a fixed field; a longer list
+	 * would be shared cut short (`13=1024Mi` read as 1024 bytes), so this
+	 * process keeps its own, whole ceiling instead, and says so (issue 9,
+	 * finding 5). limit_len is the whole value's length: limit_text is
+	 * already cut to the field. */
+	if (gg_opt.limit_text && gg_opt.limit_len >= GPUGUARD_REGION_LIMIT_TEXT) {
+		char why[160];
+		snprintf(why, sizeof why, "GPUGUARD_LIMIT is %zu characters, too long to share (at most %u)",
+		         gg_opt.limit_len, GPUGUARD_REGION_LIMIT_TEXT - 1);
+		refuse(why, 0);
 		return -1;
 	}
 	reg_fd = open_region();
