@@ -56,9 +56,10 @@ SIM_TEST := $(BUILD)/tests/sim_test
 # Helpers of tests/scripts/top_metrics.sh: region images, a raw HTTP client.
 # flood: the slow-client flood of tests/scripts/metrics_flood.sh; signame and
 # sigprobe: the command's and the library's reading of GPUGUARD_DUMP_SIGNAL
-# (tests/scripts/dump_target.sh).
+# (tests/scripts/dump_target.sh). podclient: a pod member driven from stdin
+# (tests/scripts/region_fault.sh).
 TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/tests/tools/flood \
-	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe
+	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
@@ -182,7 +183,7 @@ $(BUILD)/tests/tools/signame: tests/tools/signame.c tools/signal.c tools/tool.h 
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Itools -o $@ tests/tools/signame.c tools/signal.c
 
-$(BUILD)/tests/tools/sigprobe: tests/tools/sigprobe.c $(SIM) $(HEADERS)
+$(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient: $(BUILD)/tests/tools/%: tests/tools/%.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
 

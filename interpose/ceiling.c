@@ -65,6 +65,14 @@ struct gg_budget *gg_ceiling_bind_slow(int dev)
 		/* release: pairs with the acquire in gg_ceiling_budget; whoever
 		 * sees the pointer sees the budget's words filled in. */
 		atomic_store_explicit(&g->budget, b, memory_order_release);
+		/* seq_cst fence: our store of the budget, then the load of the
+		 * lost flag, against lose_region's flag then its unbind (a
+		 * Dekker pair): a region lost while we bound is never kept. */
+		atomic_thread_fence(memory_order_seq_cst);
+		if (b == &g->pod && gg_shared_lost()) {
+			gg_ceiling_unbind_pod();
+			b = &g->local;
+		}
 		atomic_store_explicit(&g->bind_state, 2, memory_order_release);
 		return b;
 	}
@@ -216,6 +224,9 @@ static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 	/* R4 before R5: a reader between them counts us twice (safe); the
 	 * other order would let one read neither. */
 	atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
+	/* relaxed: a private copy of the R4 word for the fall-back to our own
+	 * books; the RMW loses no update, and nothing is published by it. */
+	atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
 	sub_saturating(b->claim, bytes); /* R5 */
 	raise_peak(b->peak, sum);
 	gg_shared_publish(b->entry);
@@ -276,6 +287,8 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 		/* L1: after the driver freed the memory, one step on our slot
 		 * (seq_cst: the store of the Dekker pair with wake_waiters) */
 		sub_saturating(b->mine, bytes);
+		if (b->shadow)
+			sub_saturating(b->shadow, bytes); /* the private copy, as in R4 */
 		gg_shared_publish(b->entry);
 	} else {
 		sub_saturating(b->used, bytes);
@@ -294,6 +307,8 @@ void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 		/* as R4, with no check: memory the driver already handed out.
 		 * seq_cst: later reservations' sums (R2) must see it. */
 		atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
+		/* relaxed: the private copy, as in pod_try_reserve */
+		atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
 		raise_peak(b->peak, gg_shared_pod_used(b->entry));
 		gg_shared_publish(b->entry);
 		return;

@@ -114,6 +114,10 @@ struct gg_budget {
 	_Atomic uint64_t *mine;         /* this process's share (pod scope), else NULL */
 	_Atomic uint16_t *mine_waiting; /* ... and its count of sleepers there */
 	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
+	/* pod scope: this process's own `used` (gg_device), kept equal to
+	 * *mine, so that losing the region (shared.c) or leaving it at exit
+	 * falls back to books that already hold what we hold; else NULL */
+	_Atomic uint64_t *shadow;
 	unsigned entry;                 /* pod scope: the device entry in the region */
 	int futex_private;              /* 0 when the words are shared with other processes */
 };
@@ -472,6 +476,9 @@ int gg_shared_bind(int dev, struct gg_budget *b);
 /* Returns the charges of pod processes that died to their devices (at most
  * every 10 ms; before a refusal and while waiting). */
 void gg_shared_reclaim(void);
+/* Whether the region was lost under us (truncated, or written afresh): the
+ * process is on its own books since. */
+int gg_shared_lost(void);
 /* Pod scope, device entry i: the sum of claim + used over the occupied
  * slots (step R2 of tests/model/pod.pml; seq_cst loads, claim before used),
  * saturating. */

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -41,6 +42,7 @@ static unsigned my_slot;
 static _Atomic int detached;
 static _Atomic uint64_t last_reclaim_ms;
 static gg_identity_fn identity[2];
+static void lose_region(void);
 
 void gg_shared_set_identity(int runtime, gg_identity_fn fn)
 {
@@ -223,6 +225,14 @@ void gg_shared_publish(unsigned i)
 	/* relaxed: a snapshot for readers of the file (top, metrics); the
 	 * books are the slots. */
 	atomic_store_explicit(&entry(i)->used, gpuguard_region_used(reg, i), memory_order_relaxed);
+	/* Truncated and written afresh by a process that started since (no
+	 * SIGBUS then: the file has its size again): our slot is no longer
+	 * counted. relaxed: a word only we write, and the file's new owner's
+	 * memset; any stale read is caught at our next step. */
+	if (GG_UNLIKELY(me && !(atomic_load_explicit(occupied_word(my_slot), memory_order_relaxed) &
+	                  (1ull << (my_slot % 64)))) &&
+	    !atomic_load_explicit(&detached, memory_order_relaxed))
+		lose_region();
 }
 
 /* Sweep steps S2-S4 (tests/model/pod.pml) on slot s, whose lock the caller
@@ -351,6 +361,116 @@ static int claim_slot(void)
 	return -1;
 }
 
+/* ---- a file shrunk under us --------------------------------------------- *
+ *
+ * Anyone who may write the file can truncate it while we have it mapped,
+ * and the next access to the lost pages, in whatever hook or thread, would
+ * raise SIGBUS and kill the process. A handler, installed when we first
+ * attach, takes the faults that fall in our mapping: it puts private zero
+ * pages in the mapping's place (so the faulting access, retried, lands
+ * there), points every device back at this process's own books, which hold
+ * what we hold (gg_budget.shadow), and says so once. Every other SIGBUS goes
+ * to the handler that was there before, or to the default action, as if we
+ * were not installed. Only async-signal-safe calls here: mmap, write,
+ * sigaction, raise. */
+
+static struct sigaction prev_bus;
+static _Atomic int guard_state; /* 0 none, 1 installing, 2 installed */
+static void *_Atomic guarded;   /* the mapping the handler answers for, or NULL */
+static _Atomic int lost;
+
+static void say(const char *s)
+{
+	ssize_t w = write(2, s, strlen(s));
+	(void)w; /* nowhere to report a failed report */
+}
+
+/* The region is gone for this process: its own books from now on. Safe in
+ * the handler and in any thread; the first caller says so. */
+static void lose_region(void)
+{
+	/* seq_cst: the store half of a Dekker pair with gg_shared_lost() after
+	 * a binder publishes a pod budget (gg_ceiling_bind_slow): either we see
+	 * its budget below and point it back, or it sees the flag. */
+	if (atomic_exchange_explicit(&lost, 1, memory_order_seq_cst))
+		return;
+	atomic_thread_fence(memory_order_seq_cst); /* the exchange before the budget loads below */
+	/* release: later hooks acquire the state (attached()) and bind new
+	 * devices to their own books; nothing else is published. */
+	atomic_store_explicit(&attach_state, ATTACH_FAILED, memory_order_release);
+	gg_ceiling_unbind_pod();
+	say("gpuguard: error: pod region ");
+	say(gg_opt.shared_path ? gg_opt.shared_path : "?");
+	say(": truncated, shrunk or written afresh while in use; this process stops using it and keeps a "
+	    "per-process ceiling, with what it holds (as GPUGUARD_SCOPE=process)\n");
+}
+
+int gg_shared_lost(void)
+{
+	/* seq_cst: the load half of the pair in lose_region */
+	return atomic_load_explicit(&lost, memory_order_seq_cst);
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	/* acquire: pairs with the release after the mmap in attach_locked */
+	char *base = atomic_load_explicit(&guarded, memory_order_acquire);
+	char *a = si ? (char *)si->si_addr : NULL;
+	if (base && si && si->si_code > 0 && a >= base && a < base + GPUGUARD_REGION_SIZE) {
+		int saved = errno;
+		void *m = mmap(base, GPUGUARD_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		               -1, 0);
+		if (m == base) {
+			lose_region();
+			errno = saved;
+			return; /* the access is retried, on the zero pages */
+		}
+		errno = saved;
+	}
+	/* Not ours: the previous disposition's. */
+	if (prev_bus.sa_flags & SA_SIGINFO) {
+		if (prev_bus.sa_sigaction) {
+			prev_bus.sa_sigaction(sig, si, uc);
+			return;
+		}
+	} else if (prev_bus.sa_handler != SIG_DFL && prev_bus.sa_handler != SIG_IGN) {
+		prev_bus.sa_handler(sig);
+		return;
+	}
+	int sent = !si || si->si_code <= 0; /* kill(2), raise(3), sigqueue(3) */
+	if (sent && prev_bus.sa_handler == SIG_IGN && !(prev_bus.sa_flags & SA_SIGINFO))
+		return; /* ignored, as it would have been */
+	/* The default action: for a fault, the access is retried and faults
+	 * again; a sent signal is raised again (blocked until we return). The
+	 * kernel forces the default on a fault whose signal is ignored, too. */
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigaction(SIGBUS, &dfl, NULL);
+	if (sent)
+		raise(sig);
+}
+
+/* Once per process (a fork child keeps it). Called under the setup lock,
+ * by the one attaching thread. */
+static int guard_install(void)
+{
+	/* acquire: pairs with the release below, for prev_bus */
+	if (atomic_load_explicit(&guard_state, memory_order_acquire) == 2)
+		return 0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGBUS, &sa, &prev_bus) != 0)
+		return -1;
+	/* release: prev_bus, written by sigaction above, before anyone reads
+	 * the state as installed. */
+	atomic_store_explicit(&guard_state, 2, memory_order_release);
+	return 0;
+}
+
 /* ---- the header ---------------------------------------------------------- */
 
 static void write_fresh(const char *limit_text)
@@ -416,12 +536,24 @@ static int attach_locked(void)
 		refuse("cannot stat", errno);
 		return -1;
 	}
-	if (st.st_size == 0 && ftruncate(reg_fd, (off_t)GPUGUARD_REGION_SIZE) != 0) {
-		refuse("cannot size", errno);
-		return -1;
-	}
 	if (st.st_size != 0 && (uint64_t)st.st_size != GPUGUARD_REGION_SIZE) {
 		refuse("file size does not match the region size (truncated, extended or not a region)", 0);
+		return -1;
+	}
+	/* Every block of the file before we map it, sizing a new one: a store
+	 * to a hole that the filesystem has no room for raises SIGBUS (a full
+	 * /dev/shm; DataLoader workers fill it). Cheap where the blocks are
+	 * there already, so done by every process, which also fills in a
+	 * sparse file an earlier creator left. */
+	int err = posix_fallocate(reg_fd, 0, (off_t)GPUGUARD_REGION_SIZE);
+	if (err) {
+		if (st.st_size == 0 && ftruncate(reg_fd, 0) != 0) { /* leave it empty, for a later try */
+		}
+		refuse("cannot allocate the file's blocks (is the filesystem full?)", err);
+		return -1;
+	}
+	if (guard_install() != 0) {
+		refuse("cannot install its SIGBUS guard", errno);
 		return -1;
 	}
 	reg = mmap(NULL, GPUGUARD_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, reg_fd, 0);
@@ -430,6 +562,9 @@ static int attach_locked(void)
 		refuse("cannot map", errno);
 		return -1;
 	}
+	/* release: the handler acquires it (and looks at nothing else of ours
+	 * until the address matches). */
+	atomic_store_explicit(&guarded, reg, memory_order_release);
 	const struct gpuguard_region_header *h = reg;
 	/* acquire: pairs with the release of the magic in write_fresh. A zero
 	 * magic is a new file, or one whose creator died before finishing; we
@@ -493,6 +628,8 @@ static int attach(void)
 		if (rc == 0)
 			return 0;
 	}
+	/* relaxed: this thread's own store, before the munmap below */
+	atomic_store_explicit(&guarded, NULL, memory_order_relaxed);
 	if (reg)
 		munmap(reg, GPUGUARD_REGION_SIZE);
 	reg = NULL;
@@ -626,6 +763,7 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	    .mine = &me->used[i],
 	    .mine_waiting = &me->waiting[i],
 	    .claim = &me->claim[i],
+	    .shadow = &gg_devices[dev].used,
 	    .entry = (unsigned)i,
 	    .futex_private = 0,
 	};
@@ -713,6 +851,8 @@ void gg_shared_after_fork_child(void)
 	/* The child shares the parent's open file description, and with it the
 	 * parent's slot lock: close our copy (the parent's stays) and attach
 	 * afresh, to a slot of our own, on first use. */
+	atomic_store_explicit(&guarded, NULL, memory_order_relaxed); /* one thread */
+	atomic_store_explicit(&lost, 0, memory_order_relaxed);
 	if (reg)
 		munmap(reg, GPUGUARD_REGION_SIZE);
 	if (reg_fd >= 0)

@@ -1,0 +1,56 @@
+/* gpuguard tests: a pod member driven line by line from stdin, for the
+ * scripts that change the pod region under a running process (tests/
+ * scripts/region_fault.sh). Run under LD_PRELOAD with the simulated GPU.
+ *   a MIB   cuMemAlloc_v2 of MIB MiB: prints "alloc ok" or "alloc refused N"
+ *   f       frees the most recent live allocation: "free ok" or "free N"
+ *   i       cuMemGetInfo: "info FREE TOTAL" in bytes
+ *   q       exits 0
+ * Prints "ready" once the context is current. Every line is flushed. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpuguard/cuda_abi.h"
+
+int main(void)
+{
+	gg_CUdevice d;
+	gg_CUcontext ctx;
+	if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx)) {
+		fprintf(stderr, "podclient: the simulated driver did not start\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	puts("ready");
+	static gg_CUdeviceptr live[4096];
+	unsigned n = 0;
+	char line[64];
+	while (fgets(line, sizeof line, stdin)) {
+		if (line[0] == 'a') {
+			unsigned long mib = strtoul(line + 1, NULL, 10);
+			gg_CUdeviceptr p;
+			int rc = cuMemAlloc_v2(&p, (size_t)mib << 20);
+			if (rc == 0 && n < sizeof live / sizeof live[0])
+				live[n++] = p;
+			if (rc == 0)
+				puts("alloc ok");
+			else
+				printf("alloc refused %d\n", rc);
+		} else if (line[0] == 'f') {
+			int rc = n ? cuMemFree_v2(live[--n]) : -1;
+			if (rc == 0)
+				puts("free ok");
+			else
+				printf("free %d\n", rc);
+		} else if (line[0] == 'i') {
+			size_t fr = 0, tot = 0;
+			int rc = cuMemGetInfo_v2(&fr, &tot);
+			if (rc == 0)
+				printf("info %zu %zu\n", fr, tot);
+			else
+				printf("info failed %d\n", rc);
+		} else if (line[0] == 'q') {
+			return 0;
+		}
+	}
+	return 0;
+}
