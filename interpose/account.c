@@ -184,6 +184,7 @@ void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes)
 	if (gg_ceiling_unresolved(dev))
 		gg_ceiling_resolve(dev, *total_bytes);
 	gg_pool_reconcile_device(dev);
+	gg_shared_probe(); /* dead members' memory, rate-limited */
 	uint64_t f, t;
 	gg_ceiling_meminfo(dev, *free_bytes, *total_bytes, &f, &t);
 	*free_bytes = f;

@@ -479,6 +479,8 @@ void gg_shared_reclaim(void);
 /* Whether the region was lost under us (truncated, or written afresh): the
  * process is on its own books since. */
 int gg_shared_lost(void);
+/* Memory info's rate-limited sweep of dead members (at most every 250 ms). */
+void gg_shared_probe(void);
 /* Pod scope, device entry i: the sum of claim + used over the occupied
  * slots (step R2 of tests/model/pod.pml; seq_cst loads, claim before used),
  * saturating. */

@@ -300,6 +300,12 @@ static unsigned sweep(int fd)
 			live++;
 			continue;
 		}
+		/* Nothing to reclaim, and nobody mid-claim (claims are made
+		 * under the setup lock, which every sweep's caller holds or
+		 * does not need): spare the lock's system call. A slot whose
+		 * owner died is never idle. */
+		if (slot_idle(s))
+			continue;
 		uint64_t off = gpuguard_region_slot_lock(s);
 		if (lock_byte(fd, off, F_WRLCK) != 0) {
 			live++; /* held: its owner lives */
@@ -331,6 +337,26 @@ void gg_shared_reclaim(void)
 		return;
 	sweep(fd);
 	close(fd);
+}
+
+/* For memory info (cuMemGetInfo, hipMemGetInfo, NVML): a dead member's
+ * charges are free again within a second, with no allocation needed to
+ * trigger the sweep (issue 9, finding 4). At most every 250 ms per process:
+ * a sweep costs a lock's system call per occupied slot; between sweeps a
+ * query costs two loads here. */
+void gg_shared_probe(void)
+{
+	static _Atomic uint64_t last_probe_ms;
+	/* acquire: as in gg_shared_reclaim */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
+		return;
+	uint64_t now = gg_now_ms(), last = atomic_load_explicit(&last_probe_ms, memory_order_relaxed);
+	/* relaxed: a rate limit, as in gg_shared_reclaim */
+	if (last != 0 && now - last < 250)
+		return;
+	if (atomic_compare_exchange_strong_explicit(&last_probe_ms, &last, now ? now : 1, memory_order_relaxed,
+	                                            memory_order_relaxed))
+		gg_shared_reclaim();
 }
 
 /* Takes a free (or dead) slot with our main descriptor and makes it ours. */
@@ -872,6 +898,7 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 {
 	uint64_t lim = GG_LIMIT_UNRESOLVED, used = 0;
 	int found = 0;
+	gg_shared_probe();
 	if (uuid && attached()) {
 		int i = find_entry(GPUGUARD_RDEV_CUDA, uuid);
 		if (i >= 0) {

@@ -50,6 +50,7 @@ under() {
 	dir=$1 name=$2 how=$3
 	rm -f "$dir/pod" "$TMP/$name.in"
 	mkfifo "$TMP/$name.in"
+	: >"$TMP/$name.out"
 	member "$dir" <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 	pid=$!
 	exec 3>"$TMP/$name.in"

@@ -4,12 +4,32 @@
  *   a MIB   cuMemAlloc_v2 of MIB MiB: prints "alloc ok" or "alloc refused N"
  *   f       frees the most recent live allocation: "free ok" or "free N"
  *   i       cuMemGetInfo: "info FREE TOTAL" in bytes
+ *   n       NVML's nvmlDeviceGetMemoryInfo for index 0: "nvml FREE TOTAL"
  *   q       exits 0
  * Prints "ready" once the context is current. Every line is flushed. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "gpuguard/cuda_abi.h"
+#include "gpuguard/nvml_abi.h"
+
+/* NVML as a monitoring agent reaches it: dlopen and dlsym. */
+static void nvml_info(void)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	gg_nvmlReturn_t (*init)(void) = h ? (gg_nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2") : NULL;
+	gg_nvmlReturn_t (*get)(unsigned, gg_nvmlDevice_t *) =
+	    h ? (gg_nvmlReturn_t(*)(unsigned, gg_nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+	gg_nvmlReturn_t (*mem)(gg_nvmlDevice_t, gg_nvmlMemory_t *) =
+	    h ? (gg_nvmlReturn_t(*)(gg_nvmlDevice_t, gg_nvmlMemory_t *))dlsym(h, "nvmlDeviceGetMemoryInfo") : NULL;
+	gg_nvmlDevice_t dev;
+	gg_nvmlMemory_t m;
+	if (!init || !get || !mem || init() || get(0, &dev) || mem(dev, &m))
+		puts("nvml failed");
+	else
+		printf("nvml %llu %llu\n", m.free, m.total);
+}
 
 int main(void)
 {
@@ -48,6 +68,8 @@ int main(void)
 				printf("info %zu %zu\n", fr, tot);
 			else
 				printf("info failed %d\n", rc);
+		} else if (line[0] == 'n') {
+			nvml_info();
 		} else if (line[0] == 'q') {
 			return 0;
 		}
