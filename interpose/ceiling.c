@@ -63,12 +63,12 @@ struct gg_budget *gg_ceiling_bind_slow(int dev)
 		else if (gg_opt.context_reserve)
 			gg_ceiling_force_budget(b, gg_opt.context_reserve);
 		/* release: pairs with the acquire in gg_ceiling_budget; whoever
-		 * sees the pointer sees the budget's words filled in. */
-		atomic_store_explicit(&g->budget, b, memory_order_release);
-		/* seq_cst fence: our store of the budget, then the load of the
-		 * lost flag, against lose_region's flag then its unbind (a
-		 * Dekker pair): a region lost while we bound is never kept. */
-		atomic_thread_fence(memory_order_seq_cst);
+		 * sees the pointer sees the budget's words filled in.
+		 * seq_cst (release included): our store of the budget, then
+		 * the seq_cst load of the lost flag, against lose_region's flag
+		 * then its loads of the budgets (a Dekker pair): a region lost
+		 * while we bound is never kept. Once per device. */
+		atomic_store_explicit(&g->budget, b, memory_order_seq_cst);
 		if (b == &g->pod && gg_shared_lost()) {
 			gg_ceiling_unbind_pod();
 			b = &g->local;
@@ -91,9 +91,12 @@ void gg_ceiling_unbind_pod(void)
 		struct gg_device *g = &gg_devices[d];
 		struct gg_budget *pod = &g->pod;
 		/* release: as in gg_ceiling_bind_slow (the local budget's words
-		 * were filled in at configure time). */
-		atomic_compare_exchange_strong_explicit(&g->budget, &pod, &g->local, memory_order_release,
-		                                        memory_order_relaxed);
+		 * were filled in at configure time). seq_cst (which includes
+		 * it), also on failure: the load half of the pair with a binder
+		 * when the region is lost (shared.c, lose_region). Rare: exit
+		 * and loss only. */
+		atomic_compare_exchange_strong_explicit(&g->budget, &pod, &g->local, memory_order_seq_cst,
+		                                        memory_order_seq_cst);
 	}
 }
 

@@ -315,7 +315,7 @@ static void *writer_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	gg_in_hook = 1; /* our own CUDA calls (none today) pass through */
+	gg_hook_active = 1; /* our own CUDA calls (none today) pass through */
 	for (;;) {
 		uint32_t w = atomic_load_explicit(&wake_word, memory_order_acquire);
 		write_queued();

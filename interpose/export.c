@@ -206,10 +206,10 @@ static gg_CUresult our_check(uint32_t version, uint64_t secs, uint64_t out[2])
 	 * driver's own. The hashed one must name the tables cudart holds. */
 	if (version % 10 == 0 || version % 10 == 1 || !out)
 		return real_check(version, secs, out);
-	int was = gg_in_hook;
-	gg_in_hook = 1; /* our queries below are the driver's business only */
+	int was = gg_hook_active;
+	gg_hook_active = 1; /* our queries below are the driver's business only */
 	int rc = answer(version, secs, iface_copy, check_copy, (const void *)our_check, uuid_v2, out);
-	gg_in_hook = was;
+	gg_hook_active = was;
 	return rc == 0 ? GG_CUDA_SUCCESS : real_check(version, secs, out);
 }
 

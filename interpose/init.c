@@ -3,6 +3,8 @@
  * constructor), lazily from every hook. It reads the environment, maps the
  * table, the history ring and the stack table, and opens libunwind with
  * dlopen, nothing more: no CUDA, no NVML, no locks a driver could hold. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -13,7 +15,8 @@
 
 struct gg_table *gg_table;
 uint64_t gg_start_ms;
-GG_TLS int gg_in_hook;
+GG_TLS int gg_hook_active;
+_Atomic int gg_inert;
 
 static _Atomic int init_state; /* 0 = not started, 1 = running, 2 = done */
 static GG_TLS uint32_t cached_tid;
@@ -53,9 +56,40 @@ static void after_fork_child(void)
 	gg_shared_after_fork_child();
 }
 
+/* Our own gpuguard_version, not whichever the loader binds the name to. */
+extern const char *gg_version_self(void) __attribute__((alias("gpuguard_version"), visibility("hidden")));
+
+/* Another copy of the library governs this process when the process-wide
+ * lookup of gpuguard_version finds one that is not ours: an earlier
+ * preload, or the preload when a plugin brought its own copy (in any
+ * RTLD_ mode: RTLD_DEFAULT is the global scope). Two copies that are both
+ * loaded RTLD_LOCAL, and neither preloaded, cannot see each other this way
+ * (README). Called once, from initialisation: under the loader's lock when
+ * we are being loaded, as dlsym takes it. */
+static int another_copy_governs(void)
+{
+	void *first = dlsym(RTLD_DEFAULT, "gpuguard_version"); /* RTLD_DEFAULT: not caller-relative */
+	if (!first || first == (void *)gg_version_self)
+		return 0;
+	Dl_info them, us;
+	int a = dladdr(first, &them), b = dladdr((void *)gg_version_self, &us);
+	gg_log(GG_LOG_WARN,
+	       "two copies of libgpuguard are loaded: %s governs this process; this copy (%s) passes every call "
+	       "through and installs nothing",
+	       a && them.dli_fname ? them.dli_fname : "another", b && us.dli_fname ? us.dli_fname : "?");
+	return 1;
+}
+
 static void init_body(void)
 {
 	gg_start_ms = mono_ms();
+	if (another_copy_governs()) {
+		/* relaxed: read by every hook's re-entry check (gg_in_hook);
+		 * nothing else of ours is set up to be published. */
+		atomic_store_explicit(&gg_inert, 1, memory_order_relaxed);
+		gg_ceiling_configure(); /* empty books, no ceiling: safe to read */
+		return;
+	}
 	gg_options_load();
 	gg_ceiling_configure();
 	gg_table = gg_table_create(gg_opt.table_slots);

@@ -518,8 +518,14 @@ extern uint64_t gg_start_ms;
 void gg_init_once(void);
 uint64_t gg_now_ms(void);
 uint32_t gg_gettid(void);
-/* Re-entry guard: a call made while our hook runs on this thread passes through. */
-extern GG_TLS int gg_in_hook;
+/* Re-entry guard: a call made while our hook runs on this thread passes
+ * through; so does every call into a copy of the library that found another
+ * copy governing the process (gg_inert: set once, at initialisation). */
+extern GG_TLS int gg_hook_active;
+extern _Atomic int gg_inert;
+/* relaxed: a once-set flag that orders nothing; a hook that reads 0 before
+ * this copy's initialisation ran governs that one call. */
+#define gg_in_hook (gg_hook_active || atomic_load_explicit(&gg_inert, memory_order_relaxed))
 
 /* ---- hook_dlsym.c ---- */
 /* glibc's own dlsym, found with dlvsym. */
@@ -614,10 +620,10 @@ void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t siz
  * sees gg_in_hook and passes straight through. */
 #define GG_ENTER()              \
 	do {                    \
-		gg_in_hook = 1; \
+		gg_hook_active = 1; \
 		gg_init_once(); \
 	} while (0)
-#define GG_LEAVE() (gg_in_hook = 0)
+#define GG_LEAVE() (gg_hook_active = 0)
 
 /* Free: take the record out before the driver can hand the address to
  * another thread, put it back if the driver refuses (DESIGN.md §3). Sets

@@ -250,7 +250,8 @@ static int generation_of(struct dl_phdr_info *info, size_t size, void *arg)
 
 void gg_linkmap_follow(void)
 {
-	if (!atomic_load_explicit(&ready, memory_order_relaxed))
+	/* relaxed: as in gg_in_hook; an inert copy binds nothing */
+	if (!atomic_load_explicit(&ready, memory_order_relaxed) || atomic_load_explicit(&gg_inert, memory_order_relaxed))
 		return;
 	unsigned long long gen = 0;
 	dl_iterate_phdr(generation_of, &gen);

@@ -415,12 +415,12 @@ static void say(const char *s)
  * the handler and in any thread; the first caller says so. */
 static void lose_region(void)
 {
-	/* seq_cst: the store half of a Dekker pair with gg_shared_lost() after
-	 * a binder publishes a pod budget (gg_ceiling_bind_slow): either we see
-	 * its budget below and point it back, or it sees the flag. */
+	/* seq_cst, with the seq_cst loads of the budgets in
+	 * gg_ceiling_unbind_pod: a Dekker pair with a binder that publishes a
+	 * pod budget, then reads the flag (gg_ceiling_bind_slow): either we
+	 * see its budget and point it back, or it sees the flag. */
 	if (atomic_exchange_explicit(&lost, 1, memory_order_seq_cst))
 		return;
-	atomic_thread_fence(memory_order_seq_cst); /* the exchange before the budget loads below */
 	/* release: later hooks acquire the state (attached()) and bind new
 	 * devices to their own books; nothing else is published. */
 	atomic_store_explicit(&attach_state, ATTACH_FAILED, memory_order_release);

@@ -5,11 +5,15 @@
  *   f       frees the most recent live allocation: "free ok" or "free N"
  *   i       cuMemGetInfo: "info FREE TOTAL" in bytes
  *   n       NVML's nvmlDeviceGetMemoryInfo for index 0: "nvml FREE TOTAL"
+ *   l PATH  dlopen(PATH, RTLD_NOW | RTLD_LOCAL), as a plugin: "load ok" or
+ *           "load failed"; g PATH: the same with RTLD_GLOBAL
+ *   u       dlclose of the last one loaded: "unload ok"
  *   q       exits 0
  * Prints "ready" once the context is current. Every line is flushed. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpuguard/cuda_abi.h"
 #include "gpuguard/nvml_abi.h"
@@ -43,7 +47,8 @@ int main(void)
 	puts("ready");
 	static gg_CUdeviceptr live[4096];
 	unsigned n = 0;
-	char line[64];
+	void *plugin = NULL;
+	char line[4096];
 	while (fgets(line, sizeof line, stdin)) {
 		if (line[0] == 'a') {
 			unsigned long mib = strtoul(line + 1, NULL, 10);
@@ -70,6 +75,16 @@ int main(void)
 				printf("info failed %d\n", rc);
 		} else if (line[0] == 'n') {
 			nvml_info();
+		} else if (line[0] == 'l' || line[0] == 'g') {
+			char *path = line + 1;
+			while (*path == ' ')
+				path++;
+			path[strcspn(path, "\n")] = 0;
+			plugin = dlopen(path, RTLD_NOW | (line[0] == 'g' ? RTLD_GLOBAL : RTLD_LOCAL));
+			puts(plugin ? "load ok" : "load failed");
+		} else if (line[0] == 'u') {
+			puts(plugin && dlclose(plugin) == 0 ? "unload ok" : "unload failed");
+			plugin = NULL;
 		} else if (line[0] == 'q') {
 			return 0;
 		}
