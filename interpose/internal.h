@@ -481,9 +481,15 @@ uint64_t gg_shared_pod_sum(unsigned i);
 uint64_t gg_shared_pod_used(unsigned i);
 void gg_shared_publish(unsigned i);
 /* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
- * the physical total. One per runtime (0 CUDA, 1 HIP); 0 or -1. */
+ * the physical total. One per runtime (GG_RT_CUDA, GG_RT_HIP): 0, -1 when
+ * the runtime cannot say, 1 when it is not loaded in this process. */
 typedef int (*gg_identity_fn)(int dev, uint8_t uuid[16], uint64_t *physical);
 void gg_shared_set_identity(int runtime, gg_identity_fn fn);
+/* Runtime `runtime` is using ordinal dev for the first time (once per
+ * ordinal, or per context): if dev is already bound in the pod to another
+ * card (the other runtime's dev), say once that this process keeps one
+ * budget for both. The books are per ordinal within a process. */
+void gg_shared_check_card(int dev, int runtime);
 /* Fork child: the parent's slot is not ours; attach afresh on first use. */
 void gg_shared_after_fork_child(void);
 /* For dumps: each process of the pod holding memory on a device this
@@ -511,6 +517,15 @@ uint64_t gg_now_ms(void);
 uint32_t gg_gettid(void);
 /* Re-entry guard: a call made while our hook runs on this thread passes through. */
 extern GG_TLS int gg_in_hook;
+/* The runtime whose hook runs on this thread (GG_RT_*, set by GG_ENTER):
+ * a device bound for the pod is named by that runtime's UUID, since CUDA
+ * device 0 and HIP device 0 can be different cards (issue 9, finding 6). */
+#define GG_RT_CUDA 0
+#define GG_RT_HIP 1
+#ifndef GG_HOOK_RUNTIME
+#define GG_HOOK_RUNTIME GG_RT_CUDA /* hook_hip.c defines GG_RT_HIP first */
+#endif
+extern GG_TLS uint8_t gg_cur_runtime;
 
 /* ---- hook_dlsym.c ---- */
 /* glibc's own dlsym, found with dlvsym. */
@@ -603,10 +618,11 @@ void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t siz
 /* Every hook runs inside GG_ENTER ... GG_LEAVE. A call made while a hook runs
  * on this thread (a runtime calling its own entry points, our helper calls)
  * sees gg_in_hook and passes straight through. */
-#define GG_ENTER()              \
-	do {                    \
-		gg_in_hook = 1; \
-		gg_init_once(); \
+#define GG_ENTER()                                \
+	do {                                      \
+		gg_in_hook = 1;                   \
+		gg_cur_runtime = GG_HOOK_RUNTIME; \
+		gg_init_once();                   \
 	} while (0)
 #define GG_LEAVE() (gg_in_hook = 0)
 
