@@ -82,6 +82,7 @@
 	X(cuStreamGetCaptureInfo_v3)      \
 	X(cuStreamGetCaptureInfo_v3_ptsz) \
 	X(cuDeviceGetUuid_v2)             \
+	X(cuDeviceGet)                    \
 	X(cuDeviceGetMemPool)             \
 	X(cuMemPoolGetAttribute)
 
@@ -127,6 +128,7 @@ static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_
 			return -1;
 		dev = d;
 		id = gg_ctx_id(c, dev, 0);
+		gg_shared_check_card(dev, GG_RT_CUDA); /* HIP's dev on another card? */
 	}
 	tls_ctx = (struct ctx_cache){c, epoch, id, (int16_t)dev};
 	gg_cur_ctx = id;
@@ -300,7 +302,10 @@ static int driver_identity(int dev, uint8_t uuid[16], uint64_t *physical)
 {
 	gg_pfn_cuDeviceGetUuid_v2 f = HELPER(cuDeviceGetUuid_v2);
 	gg_CUuuid u;
-	if (!f || f(&u, dev) != GG_CUDA_SUCCESS)
+	gg_CUresult rc = f ? f(&u, dev) : GG_CUDA_ERROR_NOT_INITIALIZED;
+	if (rc == GG_CUDA_ERROR_NOT_INITIALIZED || rc == GG_CUDA_ERROR_DEINITIALIZED)
+		return 1; /* no driver in use here: not this process's CUDA card */
+	if (rc != GG_CUDA_SUCCESS)
 		return -1;
 	memcpy(uuid, u.bytes, 16);
 	gg_pfn_cuDeviceTotalMem_v2 t = REAL(cuDeviceTotalMem_v2);
@@ -317,6 +322,32 @@ __attribute__((constructor)) static void register_meminfo(void)
 	gg_shared_set_identity(0, driver_identity);
 }
 
+/* Whether the driver accepts ordinal dev (0 <= dev < GG_MAX_DEVICES), for
+ * the calls that name a device themselves: a device is bound in the pod
+ * region only once the driver has said it exists, so an invalid ordinal
+ * goes to the driver uncharged, gets the driver's own answer and creates
+ * no entry (issue 9, finding 6: ids 16..31 filled the region). */
+static _Atomic uint64_t accepted; /* bit d: cuDeviceGet(d) succeeded */
+_Static_assert(GG_MAX_DEVICES <= 64, "one bit per ordinal");
+
+static int device_accepted(int dev)
+{
+	uint64_t bit = 1ull << dev;
+	/* relaxed: the bit publishes nothing but itself (the driver's answer
+	 * never changes in a process); a missing bit costs one more question. */
+	if (GG_LIKELY(atomic_load_explicit(&accepted, memory_order_relaxed) & bit))
+		return 1;
+	gg_pfn_cuDeviceGet f = HELPER(cuDeviceGet);
+	gg_CUdevice d;
+	if (!f)
+		return 1; /* cannot ask: governed as before */
+	if (f(&d, dev) != GG_CUDA_SUCCESS)
+		return 0; /* not remembered: before cuInit every ordinal is refused */
+	/* relaxed: as above; the RMW keeps other threads' bits. */
+	atomic_fetch_or_explicit(&accepted, bit, memory_order_relaxed);
+	return 1;
+}
+
 /* ---- contexts: where GPUGUARD_CONTEXT_RESERVE is charged ---------------- */
 
 /* cudart, PyTorch and JAX all make their context here. The device is bound
@@ -331,6 +362,7 @@ GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice d
 		return rc;
 	GG_ENTER();
 	gg_ceiling_budget(dev);
+	gg_shared_check_card(dev, GG_RT_CUDA); /* bound by HIP's dev, another card? */
 	if (pctx)
 		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
 	GG_LEAVE();
@@ -722,6 +754,11 @@ GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_
 		return real(handle, size, prop, flags);
 	GG_ENTER();
 	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
+	if (!device_accepted(prop->location.id)) {
+		rc = real(handle, size, prop, flags); /* the driver's own INVALID_DEVICE */
+		GG_LEAVE();
+		return rc;
+	}
 	struct gg_bracket b;
 	current_device(); /* the handle belongs to the current context (gg_cur_ctx) */
 	if (alloc_begin(&b, prop->location.id, GPUGUARD_API_CU_MEM_CREATE, size, 1) == 0) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpuguard/hip_abi.h"
+#define GG_HOOK_RUNTIME GG_RT_HIP /* GG_ENTER: devices bound here are HIP's */
 #include "internal.h"
 
 #define LIBHIP "libamdhip64.so.6"
@@ -40,6 +41,7 @@
 
 #define HIP_HELPERS(X)            \
 	X(hipGetDevice)           \
+	X(hipGetDeviceCount)      \
 	X(hipDeviceGetMemPool)    \
 	X(hipMemPoolGetAttribute) \
 	X(hipRuntimeGetVersion)   \
@@ -60,6 +62,31 @@ static int current_device(void)
 	if (!f || f(&d) != GG_hipSuccess || d < 0 || d >= GG_MAX_DEVICES)
 		return -1;
 	return d;
+}
+
+/* Whether the runtime accepts ordinal dev (0 <= dev < GG_MAX_DEVICES), for
+ * the calls that name a device themselves; as in hook_cuda.c, a device the
+ * runtime refuses is passed through uncharged and never bound in the pod
+ * region (issue 9, finding 6). */
+static _Atomic uint64_t accepted; /* bit d: d < hipGetDeviceCount() */
+_Static_assert(GG_MAX_DEVICES <= 64, "one bit per ordinal");
+
+static int device_accepted(int dev)
+{
+	/* relaxed: the bits publish nothing but themselves (the runtime's
+	 * count never changes in a process); a missing bit costs one question. */
+	if (GG_LIKELY(atomic_load_explicit(&accepted, memory_order_relaxed) & (1ull << dev)))
+		return 1;
+	gg_pfn_hipGetDeviceCount f = HELPER(hipGetDeviceCount);
+	int n = 0;
+	if (!f)
+		return 1; /* cannot ask: governed as before */
+	if (f(&n) != GG_hipSuccess || n <= 0)
+		return 0;
+	uint64_t all = n >= 64 ? ~0ull : (1ull << n) - 1;
+	/* relaxed: as above; the RMW keeps what other threads set. */
+	atomic_fetch_or_explicit(&accepted, all, memory_order_relaxed);
+	return dev < n;
 }
 
 static void resolve_limit(int dev)
@@ -95,6 +122,7 @@ static uint16_t hip_ctx(int dev)
 	if (GG_UNLIKELY(id == 0)) {
 		id = gg_ctx_id(GG_CTX_HIP_KEY(dev), dev, 1);
 		atomic_store_explicit(&ids[dev], id, memory_order_relaxed);
+		gg_shared_check_card(dev, GG_RT_HIP); /* CUDA's dev on another card? */
 	}
 	return id;
 }
@@ -222,7 +250,9 @@ static int runtime_identity(int dev, uint8_t uuid[16], uint64_t *physical)
 {
 	gg_pfn_hipDeviceGetUuid f = HELPER(hipDeviceGetUuid);
 	gg_hipUUID u;
-	if (!f || f(&u, dev) != GG_hipSuccess)
+	if (!f)
+		return 1; /* no HIP runtime here: not this process's HIP card */
+	if (f(&u, dev) != GG_hipSuccess)
 		return -1;
 	memcpy(uuid, u.bytes, 16);
 	gg_pfn_hipDeviceTotalMem t = REAL(hipDeviceTotalMem);
@@ -462,8 +492,9 @@ static int vmm_device(const gg_hipMemAllocationProp *prop)
 		atomic_store_explicit(&layout, l, memory_order_relaxed);
 	}
 	const gg_hipMemLocation *loc = l == 5 ? &prop->location : &((const gg_hipMemAllocationProp_v6 *)prop)->location;
-	if (loc->type != GG_hipMemLocationTypeDevice || loc->id < 0 || loc->id >= GG_MAX_DEVICES)
-		return -1;
+	if (loc->type != GG_hipMemLocationTypeDevice || loc->id < 0 || loc->id >= GG_MAX_DEVICES ||
+	    !device_accepted(loc->id))
+		return -1; /* uncharged: the runtime answers for itself */
 	return loc->id;
 }
 

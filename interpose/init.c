@@ -17,6 +17,7 @@ struct gg_table *gg_table;
 uint64_t gg_start_ms;
 GG_TLS int gg_hook_active;
 _Atomic int gg_inert;
+GG_TLS uint8_t gg_cur_runtime;
 
 static _Atomic int init_state; /* 0 = not started, 1 = running, 2 = done */
 static GG_TLS uint32_t cached_tid;

@@ -490,9 +490,15 @@ uint64_t gg_shared_pod_sum(unsigned i);
 uint64_t gg_shared_pod_used(unsigned i);
 void gg_shared_publish(unsigned i);
 /* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
- * the physical total. One per runtime (0 CUDA, 1 HIP); 0 or -1. */
+ * the physical total. One per runtime (GG_RT_CUDA, GG_RT_HIP): 0, -1 when
+ * the runtime cannot say, 1 when it is not loaded in this process. */
 typedef int (*gg_identity_fn)(int dev, uint8_t uuid[16], uint64_t *physical);
 void gg_shared_set_identity(int runtime, gg_identity_fn fn);
+/* Runtime `runtime` is using ordinal dev for the first time (once per
+ * ordinal, or per context): if dev is already bound in the pod to another
+ * card (the other runtime's dev), say once that this process keeps one
+ * budget for both. The books are per ordinal within a process. */
+void gg_shared_check_card(int dev, int runtime);
 /* Fork child: the parent's slot is not ours; attach afresh on first use. */
 void gg_shared_after_fork_child(void);
 /* For dumps: each process of the pod holding memory on a device this
@@ -526,6 +532,15 @@ extern _Atomic int gg_inert;
 /* relaxed: a once-set flag that orders nothing; a hook that reads 0 before
  * this copy's initialisation ran governs that one call. */
 #define gg_in_hook (gg_hook_active || atomic_load_explicit(&gg_inert, memory_order_relaxed))
+/* The runtime whose hook runs on this thread (GG_RT_*, set by GG_ENTER):
+ * a device bound for the pod is named by that runtime's UUID, since CUDA
+ * device 0 and HIP device 0 can be different cards (issue 9, finding 6). */
+#define GG_RT_CUDA 0
+#define GG_RT_HIP 1
+#ifndef GG_HOOK_RUNTIME
+#define GG_HOOK_RUNTIME GG_RT_CUDA /* hook_hip.c defines GG_RT_HIP first */
+#endif
+extern GG_TLS uint8_t gg_cur_runtime;
 
 /* ---- hook_dlsym.c ---- */
 /* glibc's own dlsym, found with dlvsym. */
@@ -618,10 +633,11 @@ void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t siz
 /* Every hook runs inside GG_ENTER ... GG_LEAVE. A call made while a hook runs
  * on this thread (a runtime calling its own entry points, our helper calls)
  * sees gg_in_hook and passes straight through. */
-#define GG_ENTER()              \
-	do {                    \
-		gg_hook_active = 1; \
-		gg_init_once(); \
+#define GG_ENTER()                                \
+	do {                                      \
+		gg_hook_active = 1;               \
+		gg_cur_runtime = GG_HOOK_RUNTIME; \
+		gg_init_once();                   \
 	} while (0)
 #define GG_LEAVE() (gg_hook_active = 0)
 

@@ -686,13 +686,18 @@ static int attached(void)
 
 /* ---- device entries --------------------------------------------------- */
 
+/* A card is its UUID, whichever runtime named it: HIP on an NVIDIA card
+ * and CUDA see one card and share its entry, and CUDA device 0 and HIP
+ * device 0 on different cards never do (issue 9, finding 6). An entry
+ * without a UUID matches only another without one. */
 static int find_entry(uint32_t kind, const uint8_t uuid[16])
 {
+	int by_ordinal = kind == GPUGUARD_RDEV_ORDINAL;
 	for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
 		struct gpuguard_region_device *e = entry(i);
 		/* acquire: pairs with the release that made the entry READY. */
-		if (atomic_load_explicit(&e->state, memory_order_acquire) == GPUGUARD_RDEV_READY && e->kind == kind &&
-		    memcmp(e->uuid, uuid, 16) == 0)
+		if (atomic_load_explicit(&e->state, memory_order_acquire) == GPUGUARD_RDEV_READY &&
+		    (e->kind == GPUGUARD_RDEV_ORDINAL) == by_ordinal && memcmp(e->uuid, uuid, 16) == 0)
 			return (int)i;
 	}
 	return -1;
@@ -753,13 +758,21 @@ static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t 
 	return i;
 }
 
-/* Who dev is: the CUDA driver's UUID, else HIP's, else just its ordinal. */
-static uint32_t identify(int dev, uint8_t uuid[16], uint64_t *physical)
+/* Who dev is: the UUID from the runtime whose hook binds it (its ordinal
+ * dev is another runtime's ordinal dev only on the same card), from the
+ * other runtime only when that one is not loaded at all, else just its
+ * ordinal. */
+static uint32_t identify(int dev, int runtime, uint8_t uuid[16], uint64_t *physical)
 {
 	*physical = 0;
-	for (int r = 0; r < 2; r++)
-		if (identity[r] && identity[r](dev, uuid, physical) == 0)
-			return r == 0 ? GPUGUARD_RDEV_CUDA : GPUGUARD_RDEV_HIP;
+	for (int k = 0; k < 2; k++) {
+		int r = k ? !runtime : runtime;
+		int rc = identity[r] ? identity[r](dev, uuid, physical) : 1;
+		if (rc == 0)
+			return r == GG_RT_CUDA ? GPUGUARD_RDEV_CUDA : GPUGUARD_RDEV_HIP;
+		if (rc < 0)
+			break; /* loaded, and cannot say: never the other runtime's card */
+	}
 	memset(uuid, 0, 16);
 	memcpy(uuid, &dev, sizeof dev);
 	return GPUGUARD_RDEV_ORDINAL;
@@ -771,7 +784,7 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 		return -1;
 	uint8_t uuid[16];
 	uint64_t physical;
-	uint32_t kind = identify(dev, uuid, &physical);
+	uint32_t kind = identify(dev, gg_cur_runtime == GG_RT_HIP, uuid, &physical);
 	int i = claim_entry(dev, kind, uuid, physical);
 	if (i < 0) {
 		gg_log(GG_LOG_WARN, "pod region %s has no room for device %d; it keeps a per-process ceiling",
@@ -800,6 +813,37 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	if (gg_opt.context_reserve && !(atomic_fetch_or_explicit(&me->ctx_charged, bit, memory_order_relaxed) & bit))
 		gg_ceiling_force_budget(b, gg_opt.context_reserve);
 	return 0;
+}
+
+void gg_shared_check_card(int dev, int runtime)
+{
+	static _Atomic uint64_t checked[2]; /* bit dev: this runtime's dev compared */
+	uint64_t bit = 1ull << dev;
+	/* relaxed: a once-per-ordinal flag publishing nothing; racing threads
+	 * may both compare, and the RMW below lets only one of them warn. */
+	if (atomic_load_explicit(&checked[runtime], memory_order_relaxed) & bit)
+		return;
+	/* acquire: pairs with the release in attached(), for reg. Without
+	 * binding: only a device already in the pod can be the other runtime's
+	 * card. */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
+		return;
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	uint8_t uuid[16];
+	uint64_t physical = 0;
+	if (!b->mine || !identity[runtime] || identity[runtime](dev, uuid, &physical) != 0)
+		return;
+	/* The entry's fields were written before it was READY; our binder
+	 * acquired that, and released the budget that peek acquired. */
+	const struct gpuguard_region_device *e = entry(b->entry);
+	int same = e->kind == GPUGUARD_RDEV_ORDINAL || memcmp(e->uuid, uuid, 16) == 0;
+	/* relaxed: as above. */
+	if ((atomic_fetch_or_explicit(&checked[runtime], bit, memory_order_relaxed) & bit) || same)
+		return;
+	gg_log(GG_LOG_WARN,
+	       "CUDA device %d and HIP device %d are different cards; this process charges both to the pod "
+	       "budget of the card %s named first",
+	       dev, dev, runtime == GG_RT_HIP ? "CUDA" : "HIP");
 }
 
 /* ---- for dumps ------------------------------------------------------------ */
@@ -900,7 +944,7 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 	int found = 0;
 	gg_shared_probe();
 	if (uuid && attached()) {
-		int i = find_entry(GPUGUARD_RDEV_CUDA, uuid);
+		int i = find_entry(GPUGUARD_RDEV_CUDA, uuid); /* any entry with this UUID */
 		if (i >= 0) {
 			struct gpuguard_region_device *e = entry((unsigned)i);
 			/* relaxed: numbers to report, as gg_ceiling_meminfo reads them */

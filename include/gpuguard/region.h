@@ -38,7 +38,9 @@
 #define GPUGUARD_RDEV_EMPTY 0u
 #define GPUGUARD_RDEV_CLAIMING 1u /* being filled in under the setup lock */
 #define GPUGUARD_RDEV_READY 2u
-/* device identity kinds: UUIDs of different runtimes never match */
+/* device identity kinds: the runtime that named the entry's UUID. Entries
+ * match by UUID alone (one card named by CUDA and by HIP is one entry);
+ * an ORDINAL entry matches only another ORDINAL one. */
 #define GPUGUARD_RDEV_CUDA 1u
 #define GPUGUARD_RDEV_HIP 2u
 #define GPUGUARD_RDEV_ORDINAL 3u /* no UUID: bytes 0..3 hold the ordinal */

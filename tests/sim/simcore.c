@@ -279,6 +279,7 @@ struct sim_dev {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ndev;
 static uint64_t g_uuid_seed; /* SIMGPU_UUID_SEED, hashed */
+static int g_same_cards;     /* SIMGPU_SAME_CARDS=1: HIP device d is CUDA's card d */
 static struct sim_dev g_dev[SIM_MAX_DEVICES];
 
 static pthread_mutex_t g_hmu = PTHREAD_MUTEX_INITIALIZER; /* handles + host memory */
@@ -374,6 +375,8 @@ static void do_init(void)
 	e = getenv("SIMGPU_UUID_SEED");
 	for (g_uuid_seed = 0xcbf29ce484222325ull; e && *e; e++)
 		g_uuid_seed = (g_uuid_seed ^ (unsigned char)*e) * 0x100000001b3ull;
+	e = getenv("SIMGPU_SAME_CARDS");
+	g_same_cards = e && !strcmp(e, "1");
 	for (int d = 0; d < ndev; d++) {
 		struct sim_dev *dv = &g_dev[d];
 		pthread_mutex_init(&dv->mu, NULL);
@@ -438,7 +441,8 @@ static uint64_t splitmix64(uint64_t *x)
 void sim_device_uuid(int dev, uint8_t out[16])
 {
 	sim_init();
-	uint64_t x = g_uuid_seed ^ ((uint64_t)SIM_LIB_ID << 32) ^ (uint64_t)(unsigned)dev;
+	uint64_t lib = g_same_cards ? 0 : SIM_LIB_ID; /* the card, not the library */
+	uint64_t x = g_uuid_seed ^ (lib << 32) ^ (uint64_t)(unsigned)dev;
 	for (int i = 0; i < 16; i += 8) {
 		uint64_t r = splitmix64(&x);
 		memcpy(out + i, &r, 8);

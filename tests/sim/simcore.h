@@ -57,8 +57,8 @@ enum sim_kind {
 #define SIM_POOL_ATTR_USED_CURRENT 7
 #define SIM_POOL_ATTR_USED_HIGH 8
 
-/* Environment (SIMGPU_DEVICES, SIMGPU_MEMORY, SIMGPU_UUID_SEED) is read once,
- * on first use. */
+/* Environment (SIMGPU_DEVICES, SIMGPU_MEMORY, SIMGPU_UUID_SEED,
+ * SIMGPU_SAME_CARDS) is read once, on first use. */
 void sim_init(void);
 int sim_device_count(void);
 int sim_device_valid(int dev);
@@ -66,7 +66,10 @@ uint64_t sim_device_total(int dev);
 uint64_t sim_device_free(int dev);
 int sim_parse_quantity(const char *s, uint64_t *out); /* 0 on success */
 /* A fixed random-looking (version 4) UUID for (SIM_LIB_ID, dev), varied by
- * SIMGPU_UUID_SEED: the CUDA library and the NVML one (both ID 0) agree. */
+ * SIMGPU_UUID_SEED: the CUDA library and the NVML one (both ID 0) agree.
+ * SIMGPU_SAME_CARDS=1 gives the HIP library the same UUIDs (one card seen
+ * through both runtimes, as HIP on an NVIDIA card); by default its devices
+ * are other cards. */
 void sim_device_uuid(int dev, uint8_t out[16]);
 void sim_device_pci(int dev, int *domain, int *bus, int *device);
 
