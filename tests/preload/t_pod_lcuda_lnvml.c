@@ -122,6 +122,16 @@ static int worker(void)
 			while (nheld)
 				cuMemFree_v2(held[--nheld]);
 			printf("ok\n");
+		} else if (sscanf(line, "pool %llu", &a) == 1) {
+			/* the default pool: grows by a, gets the block back, and
+			 * hands the reserve back to the driver at the sync */
+			gg_CUdeviceptr p;
+			gg_CUresult rc = cuMemAllocAsync(&p, a, NULL);
+			if (rc == GG_CUDA_SUCCESS)
+				rc = cuMemFreeAsync(p, NULL);
+			if (rc == GG_CUDA_SUCCESS)
+				rc = cuStreamSynchronize(NULL);
+			printf(rc == GG_CUDA_SUCCESS ? "ok\n" : "err %d\n", rc);
 		} else if (strncmp(line, "ctx", 3) == 0) {
 			gg_CUcontext c;
 			printf(cuDevicePrimaryCtxRetain(&c, 0) == GG_CUDA_SUCCESS ? "ok\n" : "err\n");
@@ -666,6 +676,26 @@ TEST(waiting_succeeds_when_another_process_frees)
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
 
+/* Issue 9, finding 3: A's pool gives 3 GiB back to the driver at A's
+ * synchronisation; B's 2 GiB must be granted at once, with or without
+ * wait: (only A can reconcile A's pools, so the credit must happen at A's
+ * sync, not at B's refusal). */
+TEST(a_pool_freed_in_another_process_is_credited_at_its_sync)
+{
+	const char *modes[] = {"GPUGUARD_ON_LIMIT=fail", "GPUGUARD_ON_LIMIT=wait:2s"};
+	for (int m = 0; m < 2; m++) {
+		use_region(m ? "pod-pool-wait" : "pod-pool");
+		const char *env[] = {"GPUGUARD_LIMIT=4Gi", modes[m], NULL};
+		struct w a = start(env), b = start(env);
+		CHECK_EQ_INT(strcmp(ask(&a, "pool 3221225472"), "ok"), 0);
+		unsigned long long ms = 0;
+		CHECK_EQ_INT(ask_alloc(&b, 2 * GIB, &ms), 0);
+		CHECK(ms < 500); /* granted, not waited for */
+		CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+		CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+	}
+}
+
 TEST(waiting_fails_after_the_duration)
 {
 	use_region("pod-timeout");
@@ -1094,6 +1124,7 @@ int main(int argc, char **argv)
 	RUN(kills_at_any_instruction_leave_the_books_exact);
 	RUN(liveness_works_across_pid_namespaces);
 	RUN(waiting_succeeds_when_another_process_frees);
+	RUN(a_pool_freed_in_another_process_is_credited_at_its_sync);
 	RUN(waiting_fails_after_the_duration);
 	RUN(a_killed_waiter_leaves_no_phantom);
 	RUN(a_removed_region_is_reported_once);
