@@ -253,7 +253,8 @@ void gg_table_clear_unlocked(struct gg_table *t);
 typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *used);
 struct gg_pool;
 #define GG_POOL_REFUSED UINT64_MAX
-/* Finds or registers pool handle on dev. NULL when the registry is full. */
+/* Finds or registers pool handle on dev. NULL when the registry is full
+ * (65536 pools) or out of memory. */
 struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
 /* Call before asking the pool for `size` bytes. Returns GG_POOL_REFUSED past
  * the ceiling; otherwise the bytes it reserved, with the pool's lock held
@@ -279,6 +280,21 @@ void gg_pool_reconcile(struct gg_pool *p);
 void gg_pool_after_reset(int dev);
 /* The pool was destroyed: give back all it held. */
 void gg_pool_forget(void *handle);
+/* 1 when device pointer ptr was allocated from pool, 0 when not, -1 when
+ * the driver cannot say. */
+typedef int (*gg_pool_owner_fn)(uint64_t ptr, void *pool);
+/* Around the driver's destroy of a pool: begin lists the pool's live blocks
+ * (owner says which records are its own); end, when the driver destroyed
+ * it (ok), moves their charge onto their records, refunded at their frees,
+ * and refunds the rest of the pool's charge. Without owner, or out of
+ * memory for the list, what the pool's blocks hold stays charged. */
+struct gg_pool_doom {
+	struct gg_record *recs;
+	size_t n, cap;
+	int lost; /* some block could not be listed */
+};
+void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, struct gg_pool_doom *d);
+void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
 

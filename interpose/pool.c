@@ -3,13 +3,18 @@
  * is live in it. A request its warm reserve can serve is never refused; one
  * that makes the pool grow reserves the growth against the ceiling first.
  * A pool's allocations are serialised by its lock, so each change in its
- * reserve is charged exactly once; nobody else ever waits on that lock. */
+ * reserve is charged exactly once; nobody else ever waits on that lock.
+ *
+ * The registry grows in blocks of BLOCK_POOLS entries, mapped once and never
+ * unmapped, so lookups take no lock however many pools a process makes. */
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
-#define MAX_POOLS 256
+#define BLOCK_POOLS 64
+#define MAX_BLOCKS 1024 /* 65536 pools; past that see alloc_from_pool's fallback */
 #define DEAD_POOL ((void *)1)
 
 struct gg_pool {
@@ -20,18 +25,29 @@ struct gg_pool {
 	uint64_t charged;     /* reserve we charged; written under lock only */
 };
 
-static struct gg_pool pools[MAX_POOLS];
+static struct gg_pool *_Atomic blocks[MAX_BLOCKS];
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int npools; /* entries ever used; lookups scan this many */
 
+/* Entry i, for i below a value of npools read with acquire. relaxed: the
+ * block pointer was stored before the release store of npools that made i
+ * visible (gg_pool_get), and it never changes after. */
+static struct gg_pool *entry(int i)
+{
+	return &atomic_load_explicit(&blocks[i / BLOCK_POOLS], memory_order_relaxed)[i % BLOCK_POOLS];
+}
+
 static struct gg_pool *find(void *handle)
 {
-	/* acquire: pairs with the release store that published the entry, so
-	 * dev and query are initialised when the handle matches. */
+	/* acquire: pairs with the release store of npools, so every block up
+	 * to n is mapped; and per entry with the release store that published
+	 * it, so dev and query are initialised when the handle matches. */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
-	for (int i = 0; i < n; i++)
-		if (atomic_load_explicit(&pools[i].handle, memory_order_acquire) == handle)
-			return &pools[i];
+	for (int i = 0; i < n; i++) {
+		struct gg_pool *p = entry(i);
+		if (atomic_load_explicit(&p->handle, memory_order_acquire) == handle)
+			return p;
+	}
 	return NULL;
 }
 
@@ -49,11 +65,28 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 	p = find(handle);
 	if (!p) {
 		int n = atomic_load_explicit(&npools, memory_order_relaxed);
+		int fresh = 0;
 		for (int i = 0; i < n && !p; i++)
-			if (atomic_load_explicit(&pools[i].handle, memory_order_relaxed) == DEAD_POOL)
-				p = &pools[i];
-		if (!p && n < MAX_POOLS)
-			p = &pools[n];
+			if (atomic_load_explicit(&entry(i)->handle, memory_order_relaxed) == DEAD_POOL)
+				p = entry(i);
+		if (!p && n < MAX_BLOCKS * BLOCK_POOLS) {
+			/* relaxed: only writers, all under reg_lock, touch a
+			 * block pointer that no published npools covers yet. */
+			struct gg_pool *b = atomic_load_explicit(&blocks[n / BLOCK_POOLS], memory_order_relaxed);
+			if (!b) {
+				/* mmap, never libc malloc (DESIGN.md §1); zeroed. */
+				void *m = mmap(NULL, BLOCK_POOLS * sizeof(*b), PROT_READ | PROT_WRITE,
+				               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				if (m != MAP_FAILED) {
+					b = m;
+					atomic_store_explicit(&blocks[n / BLOCK_POOLS], b, memory_order_relaxed);
+				}
+			}
+			if (b) {
+				p = &b[n % BLOCK_POOLS];
+				fresh = 1;
+			}
+		}
 		if (p) {
 			p->dev = dev;
 			p->query = query;
@@ -61,7 +94,9 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 			pthread_mutex_init(&p->lock, NULL);
 			/* release: publishes dev, query and the lock to find(). */
 			atomic_store_explicit(&p->handle, handle, memory_order_release);
-			if (p == &pools[n])
+			/* release: publishes the block pointer (and the entry)
+			 * to every reader that loads npools with acquire. */
+			if (fresh)
 				atomic_store_explicit(&npools, n + 1, memory_order_release);
 		}
 	}
@@ -88,8 +123,13 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 	if (target > held) {
 		/* Growth nobody reserved: a warm but fragmented reserve at the
 		 * ceiling. The memory is taken; count how far past we went. */
-		uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
-		uint64_t now = atomic_load_explicit(&g->used, memory_order_relaxed) + (target - held);
+		/* The budget the ceiling holds us to: in pod scope the pod's
+		 * limit and what the whole pod uses, not this process's books.
+		 * relaxed: a statistic. */
+		struct gg_budget *b = gg_ceiling_budget_peek(p->dev);
+		uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+		uint64_t now = (b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed)) +
+		               (target - held);
 		if (now > lim && lim != GG_LIMIT_UNRESOLVED)
 			atomic_fetch_add_explicit(&g->pool_overshoot, now - lim, memory_order_relaxed);
 		gg_ceiling_force(p->dev, target - held);
@@ -119,9 +159,10 @@ void gg_pool_reconcile_device(int dev)
 	/* acquire: pair with the release stores in gg_pool_get, as in find(). */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
 	for (int i = 0; i < n; i++) {
-		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
-		if (h && h != DEAD_POOL && pools[i].dev == dev)
-			gg_pool_reconcile(&pools[i]);
+		struct gg_pool *p = entry(i);
+		void *h = atomic_load_explicit(&p->handle, memory_order_acquire);
+		if (h && h != DEAD_POOL && p->dev == dev)
+			gg_pool_reconcile(p);
 	}
 }
 
@@ -133,14 +174,15 @@ void gg_pool_sync_point(void)
 	if (GG_LIKELY(n == 0))
 		return;
 	for (int i = 0; i < n; i++) {
-		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
+		struct gg_pool *p = entry(i);
+		void *h = atomic_load_explicit(&p->handle, memory_order_acquire);
 		if (!h || h == DEAD_POOL)
 			continue;
 		/* relaxed: a hint only; a pool charged a moment ago by another
 		 * thread is settled by that thread's own allocation path. */
-		if (atomic_load_explicit(&gg_devices[pools[i].dev].pool_reserved, memory_order_relaxed) == 0)
+		if (atomic_load_explicit(&gg_devices[p->dev].pool_reserved, memory_order_relaxed) == 0)
 			continue;
-		gg_pool_reconcile(&pools[i]);
+		gg_pool_reconcile(p);
 	}
 }
 
@@ -207,24 +249,30 @@ void gg_pool_after_reset(int dev)
 	/* acquire: as in find(). */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
 	for (int i = 0; i < n; i++) {
-		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
+		struct gg_pool *p = entry(i);
+		void *h = atomic_load_explicit(&p->handle, memory_order_acquire);
 		uint64_t reserved;
-		if (!h || h == DEAD_POOL || pools[i].dev != dev)
+		if (!h || h == DEAD_POOL || p->dev != dev)
 			continue;
-		if (pools[i].query(h, &reserved, NULL) != 0)
+		if (p->query(h, &reserved, NULL) != 0)
 			gg_pool_forget(h); /* the pool went with its context */
 		else
-			gg_pool_reconcile(&pools[i]);
+			gg_pool_reconcile(p);
 	}
 }
 
-void gg_pool_forget(void *handle)
+/* The pool is gone from the registry; `keep` bytes of its charge stay on
+ * the books, carried from now on by the records of its live blocks. */
+static void forget_keeping(void *handle, uint64_t keep)
 {
 	struct gg_pool *p = find(handle);
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
-	gg_ceiling_release(p->dev, p->charged);
+	if (keep <= p->charged)
+		gg_ceiling_release(p->dev, p->charged - keep);
+	else
+		gg_ceiling_force(p->dev, keep - p->charged); /* the records refund keep in full */
 	atomic_fetch_sub_explicit(&gg_devices[p->dev].pool_reserved, p->charged, memory_order_relaxed);
 	p->charged = 0;
 	/* release: orders the books above before the entry can be reused. */
@@ -232,10 +280,128 @@ void gg_pool_forget(void *handle)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void gg_pool_forget(void *handle)
+{
+	forget_keeping(handle, 0);
+}
+
+/* ---- destroying a pool with live blocks --------------------------------- */
+
+/* cuMemPoolDestroy returns at once when blocks are still live, and the
+ * driver releases the pool's memory only as they are freed (CUDA's
+ * cuMemPoolDestroy; the simulator keeps each block's chunk). So at destroy
+ * the records of those blocks take over their share of the pool's charge,
+ * each refunded at its own free like a plain allocation, and only the rest
+ * of the pool's charge, what no live block sits in, is refunded now. */
+
+static int pool_api(uint8_t api)
+{
+	return api == GPUGUARD_API_CU_MEM_ALLOC_ASYNC || api == GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL ||
+	       api == GPUGUARD_API_HIP_MALLOC_ASYNC || api == GPUGUARD_API_HIP_MALLOC_FROM_POOL;
+}
+
+static int doom_push(struct gg_pool_doom *d, const struct gg_record *r)
+{
+	if (d->n == d->cap) {
+		/* Grown with mmap (never libc malloc): destroys are rare. */
+		size_t cap = d->cap ? d->cap * 2 : 256, bytes = cap * sizeof(*r);
+		struct gg_record *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+		if (d->recs) {
+			memcpy(m, d->recs, d->n * sizeof(*r));
+			munmap(d->recs, d->cap * sizeof(*r));
+		}
+		d->recs = m;
+		d->cap = cap;
+	}
+	d->recs[d->n++] = *r;
+	return 0;
+}
+
+struct doom_select {
+	struct gg_pool_doom *d;
+	void *handle;
+	int dev;
+	gg_pool_owner_fn owner;
+};
+
+static void doom_take(const struct gg_record *r, void *arg)
+{
+	struct doom_select *s = arg;
+	if ((r->key >> 62) != GG_NS_PTR || (r->flags & (GG_REC_CHARGED | GG_REC_HOST)) || r->dev != s->dev ||
+	    !pool_api(r->api))
+		return;
+	if (s->owner(r->key ^ ((uint64_t)GG_NS_PTR << 62), s->handle) != 1)
+		return;
+	if (doom_push(s->d, r) != 0)
+		s->d->lost = 1;
+}
+
+void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, struct gg_pool_doom *d)
+{
+	memset(d, 0, sizeof(*d));
+	struct gg_pool *p = find(handle);
+	uint64_t reserved, used;
+	if (!p || !gg_table)
+		return;
+	/* The common case, an empty pool, asks nothing more. */
+	if (p->query(handle, &reserved, &used) == 0 && used == 0)
+		return;
+	if (!owner) {
+		d->lost = 1; /* no way to tell its blocks: it all stays charged */
+		return;
+	}
+	struct doom_select s = {.d = d, .handle = handle, .dev = p->dev, .owner = owner};
+	gg_table_foreach(gg_table, doom_take, &s);
+}
+
+void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
+{
+	if (ok) {
+		uint64_t keep = 0;
+		for (size_t i = 0; i < d->n; i++) {
+			struct gg_record r;
+			/* Freed meanwhile (a free racing the destroy): its share
+			 * goes with the rest of the pool's. */
+			if (!gg_table_remove(gg_table, d->recs[i].key, &r))
+				continue;
+			if (!(r.flags & GG_REC_CHARGED)) {
+				r.flags |= GG_REC_CHARGED;
+				keep += gg_ceiling_charge_size((enum gpuguard_api)r.api, r.size);
+			}
+			/* Not recorded again (no memory even for the overflow
+			 * area): the charge then stays until exit, on the safe
+			 * side, as in gg_account_commit. */
+			gg_table_insert(gg_table, &r);
+		}
+		struct gg_pool *p = find(handle);
+		if (d->lost && p) {
+			/* We could not list all its blocks: the whole charge
+			 * stays, what no record carries never refunded, rather
+			 * than refund what the driver still holds. Said once. */
+			static _Atomic int warned;
+			keep = p->charged > keep ? p->charged : keep;
+			if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+				gg_log(GG_LOG_WARN, "a memory pool was destroyed with live blocks we cannot list; "
+				                    "its memory stays charged until exit");
+		}
+		forget_keeping(handle, keep);
+	}
+	if (d->recs)
+		munmap(d->recs, d->cap * sizeof(*d->recs));
+	memset(d, 0, sizeof(*d));
+}
+
 void gg_pool_reset(void)
 {
-	/* Fork child: one thread, and the parent's pools are not the child's. */
-	memset(pools, 0, sizeof(pools));
+	/* Fork child: one thread, and the parent's pools are not the child's.
+	 * The blocks stay mapped for the child's own pools. relaxed: as above. */
+	for (int i = 0; i < MAX_BLOCKS; i++) {
+		struct gg_pool *b = atomic_load_explicit(&blocks[i], memory_order_relaxed);
+		if (b)
+			memset(b, 0, BLOCK_POOLS * sizeof(*b));
+	}
 	atomic_store_explicit(&npools, 0, memory_order_relaxed);
 	pthread_mutex_init(&reg_lock, NULL);
 }

@@ -104,24 +104,32 @@ TEST(get_registers_once)
 	CHECK_EQ_U64(used0(), 0);
 }
 
-TEST(registry_full_and_reuse)
+/* The registry grows past its first blocks (issue 10, finding 7: a fixed
+ * 256 left pool 257 on to be charged like plain memory), and a destroyed
+ * pool's entry is taken again. */
+TEST(registry_grows_and_reuses)
 {
-	static struct fake f[257];
+	enum { N = 300 };
+	static struct fake f[N + 1];
 	setup(GG_UNLIMITED);
 	int got = 0;
-	for (int i = 0; i < 257; i++) {
+	for (int i = 0; i < N; i++) {
 		fake_init(&f[i], 0, 0);
-		got += gg_pool_get(&f[i], 0, fake_query) != NULL;
+		got += gg_pool_get(&f[i], i % 4, fake_query) != NULL;
 	}
-	CHECK_EQ_INT(got, 256);
-	CHECK(gg_pool_get(&f[256], 0, fake_query) == NULL);
+	CHECK_EQ_INT(got, N);
+	for (int i = 0; i < N; i++)
+		CHECK_EQ_INT(gg_pool_device(&f[i]), i % 4);
 	gg_pool_forget(&f[10]);
 	CHECK_EQ_INT(gg_pool_device(&f[10]), -1);
-	struct gg_pool *p = gg_pool_get(&f[256], 2, fake_query); /* takes the dead entry */
+	fake_init(&f[N], 0, 0);
+	struct gg_pool *p = gg_pool_get(&f[N], 2, fake_query); /* takes the dead entry */
 	CHECK(p != NULL);
-	CHECK_EQ_INT(gg_pool_device(&f[256]), 2);
+	CHECK_EQ_INT(gg_pool_device(&f[N]), 2);
+	CHECK_EQ_INT(gg_pool_device(&f[N - 1]), (N - 1) % 4);
 	CHECK(gg_pool_get(&f[11], 0, fake_query) != NULL);
 	gg_pool_reset();
+	CHECK_EQ_INT(gg_pool_device(&f[N - 1]), -1);
 }
 
 /* ---- concurrent registration ---- */
@@ -454,7 +462,7 @@ TEST(concurrent_pools_stay_under_ceiling)
 int main(void)
 {
 	RUN(get_registers_once);
-	RUN(registry_full_and_reuse);
+	RUN(registry_grows_and_reuses);
 	RUN(concurrent_registration_one_entry);
 	RUN(grow_warm_refuse_trim_forget);
 	RUN(query_failure_keeps_the_reservation);
