@@ -38,8 +38,12 @@
 	X(hipStreamSynchronize)            \
 	X(hipDeviceSynchronize)
 
+/* ROCm's, not in hip_abi.h: the device a stream belongs to. */
+typedef gg_hipError_t (*gg_pfn_hipStreamGetDevice)(gg_hipStream_t stream, int *device);
+
 #define HIP_HELPERS(X)            \
 	X(hipGetDevice)           \
+	X(hipStreamGetDevice)     \
 	X(hipDeviceGetMemPool)    \
 	X(hipMemPoolGetAttribute) \
 	X(hipRuntimeGetVersion)   \
@@ -276,6 +280,21 @@ GG_EXPORT gg_hipError_t hipHostFree(void *ptr)
 
 /* ---- stream-ordered ---------------------------------------------------- */
 
+/* The device a stream-ordered call on s is charged to: the stream's own (a
+ * stream of another device draws from that device's pool), the current one
+ * for the null and per-thread streams or when the runtime cannot tell. */
+static int stream_device(gg_hipStream_t s)
+{
+	int dev = current_device();
+	if ((uintptr_t)s <= 2)
+		return dev;
+	gg_pfn_hipStreamGetDevice f = HELPER(hipStreamGetDevice);
+	int d = -1;
+	if (!f || f(s, &d) != GG_hipSuccess || d < 0 || d >= GG_MAX_DEVICES)
+		return dev;
+	return d;
+}
+
 static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, int dev, enum gpuguard_api api,
                                 gg_hipStream_t stream, void *real, int from_pool)
 {
@@ -336,7 +355,7 @@ GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t s
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, stream);
 	GG_ENTER();
-	int dev = current_device();
+	int dev = stream_device(stream); /* its pool is that device's current one */
 	gg_hipMemPool_t pool = NULL;
 	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
@@ -356,7 +375,7 @@ GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMe
 	GG_ENTER();
 	int dev = gg_pool_device(pool);
 	if (dev < 0)
-		dev = current_device();
+		dev = stream_device(stream); /* a pool we did not see created */
 	gg_hipError_t rc = pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_FROM_POOL, stream, (void *)real, 1);
 	GG_LEAVE();
 	return rc;
@@ -399,9 +418,13 @@ GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
 	if (gg_in_hook)
 		return real(pool);
 	GG_ENTER();
+	/* Live blocks keep their memory past the destroy (pool.c). ROCm does
+	 * not answer HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, so their blocks
+	 * cannot be told apart: what they hold stays charged. */
+	struct gg_pool_doom d;
+	gg_pool_destroy_begin(pool, NULL, &d);
 	gg_hipError_t rc = real(pool);
-	if (rc == GG_hipSuccess)
-		gg_pool_forget(pool);
+	gg_pool_destroy_end(pool, &d, rc == GG_hipSuccess);
 	GG_LEAVE();
 	return rc;
 }

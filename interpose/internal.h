@@ -291,7 +291,8 @@ typedef int (*gg_pool_owner_fn)(uint64_t ptr, void *pool);
 struct gg_pool_doom {
 	struct gg_record *recs;
 	size_t n, cap;
-	int lost; /* some block could not be listed */
+	uint64_t live; /* the pool's blocks at begin, in pages; UINT64_MAX unknown */
+	int lost;      /* some block could not be listed */
 };
 void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, struct gg_pool_doom *d);
 void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok);

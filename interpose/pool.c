@@ -262,13 +262,17 @@ void gg_pool_after_reset(int dev)
 }
 
 /* The pool is gone from the registry; `keep` bytes of its charge stay on
- * the books, carried from now on by the records of its live blocks. */
-static void forget_keeping(void *handle, uint64_t keep)
+ * the books, carried from now on by the records of its live blocks, and at
+ * least `floor` of it (never more than it held) where they cannot carry it. */
+static void forget_keeping(void *handle, uint64_t keep, uint64_t floor)
 {
 	struct gg_pool *p = find(handle);
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
+	uint64_t held = floor < p->charged ? floor : p->charged;
+	if (held > keep)
+		keep = held;
 	if (keep <= p->charged)
 		gg_ceiling_release(p->dev, p->charged - keep);
 	else
@@ -282,7 +286,7 @@ static void forget_keeping(void *handle, uint64_t keep)
 
 void gg_pool_forget(void *handle)
 {
-	forget_keeping(handle, 0);
+	forget_keeping(handle, 0, 0);
 }
 
 /* ---- destroying a pool with live blocks --------------------------------- */
@@ -332,10 +336,9 @@ static void doom_take(const struct gg_record *r, void *arg)
 	if ((r->key >> 62) != GG_NS_PTR || (r->flags & (GG_REC_CHARGED | GG_REC_HOST)) || r->dev != s->dev ||
 	    !pool_api(r->api))
 		return;
-	if (s->owner(r->key ^ ((uint64_t)GG_NS_PTR << 62), s->handle) != 1)
-		return;
-	if (doom_push(s->d, r) != 0)
-		s->d->lost = 1;
+	int own = s->owner(r->key ^ ((uint64_t)GG_NS_PTR << 62), s->handle);
+	if (own < 0 || (own == 1 && doom_push(s->d, r) != 0))
+		s->d->lost = 1; /* the driver cannot say, or no room to list it */
 }
 
 void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, struct gg_pool_doom *d)
@@ -346,10 +349,14 @@ void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, struct gg_pool_
 	if (!p || !gg_table)
 		return;
 	/* The common case, an empty pool, asks nothing more. */
-	if (p->query(handle, &reserved, &used) == 0 && used == 0)
-		return;
+	d->live = UINT64_MAX;
+	if (p->query(handle, &reserved, &used) == 0) {
+		if (used == 0)
+			return;
+		d->live = (used + GG_PAGE - 1) / GG_PAGE * GG_PAGE;
+	}
 	if (!owner) {
-		d->lost = 1; /* no way to tell its blocks: it all stays charged */
+		d->lost = 1; /* no way to tell its blocks: what they hold stays charged */
 		return;
 	}
 	struct doom_select s = {.d = d, .handle = handle, .dev = p->dev, .owner = owner};
@@ -375,18 +382,18 @@ void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 			 * side, as in gg_account_commit. */
 			gg_table_insert(gg_table, &r);
 		}
-		struct gg_pool *p = find(handle);
-		if (d->lost && p) {
-			/* We could not list all its blocks: the whole charge
-			 * stays, what no record carries never refunded, rather
-			 * than refund what the driver still holds. Said once. */
+		if (d->lost) {
+			/* We could not list all its blocks: what they hold
+			 * stays charged (their bytes in pages, at most what the
+			 * pool held), and what no record carries is never
+			 * refunded, rather than refund what the driver still
+			 * holds. Said once; relaxed: a once-only flag. */
 			static _Atomic int warned;
-			keep = p->charged > keep ? p->charged : keep;
 			if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
 				gg_log(GG_LOG_WARN, "a memory pool was destroyed with live blocks we cannot list; "
-				                    "its memory stays charged until exit");
+				                    "their memory stays charged until exit");
 		}
-		forget_keeping(handle, keep);
+		forget_keeping(handle, keep, d->lost ? d->live : 0);
 	}
 	if (d->recs)
 		munmap(d->recs, d->cap * sizeof(*d->recs));
