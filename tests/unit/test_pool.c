@@ -135,7 +135,7 @@ TEST(registry_grows_and_reuses)
 /* ---- concurrent registration ---- */
 
 #define REG_T 8
-#define REG_H 16
+#define REG_H 256 /* a power of two (each thread its own order), four registry blocks (pool.c) */
 static struct fake reg_fakes[REG_H];
 static struct gg_pool *reg_seen[REG_T][REG_H];
 static pthread_barrier_t reg_bar;
