@@ -128,8 +128,9 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 		 * relaxed: a statistic. */
 		struct gg_budget *b = gg_ceiling_budget_peek(p->dev);
 		uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
-		uint64_t now = (b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed)) +
-		               (target - held);
+		uint64_t now =
+		    (b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed)) +
+		    (target - held);
 		if (now > lim && lim != GG_LIMIT_UNRESOLVED)
 			atomic_fetch_add_explicit(&g->pool_overshoot, now - lim, memory_order_relaxed);
 		gg_ceiling_force(p->dev, target - held);

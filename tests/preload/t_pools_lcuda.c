@@ -6,7 +6,6 @@
 #include "common.h"
 #include "gpuguard/cuda_abi.h"
 
-
 static gg_CUcontext ctx0, ctx1;
 
 static void setup(void)
@@ -142,10 +141,10 @@ TEST(async_on_another_devices_stream_is_charged_to_that_device)
 
 /* `t_pools_lcuda NAME` runs that test alone (each must fail on its own
  * without its fix, not only after another's leftovers). */
-#define RUN_ONE(name)                                   \
-	do {                                            \
+#define RUN_ONE(name)                                        \
+	do {                                                 \
 		if (argc < 2 || strcmp(argv[1], #name) == 0) \
-			RUN(name);                      \
+			RUN(name);                           \
 	} while (0)
 
 int main(int argc, char **argv)
