@@ -304,11 +304,16 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 	(from_pool ? ((gg_pfn_hipMallocFromPoolAsync)real)(ptr, size, pool, stream) \
 	           : ((gg_pfn_hipMallocAsync)real)(ptr, size, stream))
 	if (!p) {
+		/* Unknown device, or no registry entry: charged and never
+		 * refunded, as the pool may keep it (see hook_cuda.c). */
 		struct gg_bracket b;
 		if (alloc_begin(&b, dev, api, size, 1) != 0)
 			return GG_hipErrorOutOfMemory;
 		rc = CALL_REAL();
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, api);
+		if (rc == GG_hipSuccess && *ptr && dev >= 0)
+			gg_account_commit(dev, GG_NS_PTR, (uint64_t)(uintptr_t)*ptr, size, api, 0);
+		else
+			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, api);
 		return rc;
 	}
 	resolve_limit(dev);
