@@ -94,6 +94,7 @@ typedef gg_CUresult (*gg_pfn_cuPointerGetAttribute)(void *data, gg_CUpointer_att
 	X(cuStreamGetCaptureInfo_v3_ptsz) \
 	X(cuDeviceGetUuid_v2)             \
 	X(cuDeviceGetMemPool)             \
+	X(cuDeviceGetDefaultMemPool)      \
 	X(cuMemPoolGetAttribute)
 
 /* The graph-memory attribute and capture status we read (cuda_abi.h names). */
@@ -195,6 +196,19 @@ static int pool_owner(uint64_t ptr, void *pool)
 	if (!f || f(&owner, GG_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr) != GG_CUDA_SUCCESS)
 		return -1;
 	return owner == (gg_CUmemoryPool)pool;
+}
+
+/* Before a destroy: a pool that is not its device's default one (whose
+ * destroy the driver refuses) is trimmed, as the destroy would. */
+static int pool_trim(void *pool)
+{
+	gg_pfn_cuMemPoolTrimTo trim = REAL(cuMemPoolTrimTo);
+	gg_pfn_cuDeviceGetDefaultMemPool gd = HELPER(cuDeviceGetDefaultMemPool);
+	gg_CUmemoryPool def = NULL;
+	int dev = gg_pool_device(pool);
+	if (!trim || !gd || dev < 0 || gd(&def, dev) != GG_CUDA_SUCCESS || def == (gg_CUmemoryPool)pool)
+		return -1;
+	return trim((gg_CUmemoryPool)pool, 0) == GG_CUDA_SUCCESS ? 0 : -1;
 }
 
 /* The shared bracket (account.c) with this API's limits and codes. */
@@ -739,7 +753,7 @@ GG_EXPORT gg_CUresult cuMemPoolDestroy(gg_CUmemoryPool pool)
 	GG_ENTER();
 	/* Live blocks keep their memory past the destroy (pool.c). */
 	struct gg_pool_doom d;
-	gg_pool_destroy_begin(pool, pool_owner, &d);
+	gg_pool_destroy_begin(pool, pool_owner, pool_trim, &d);
 	gg_CUresult rc = real(pool);
 	gg_pool_destroy_end(pool, &d, rc == GG_CUDA_SUCCESS);
 	GG_LEAVE();

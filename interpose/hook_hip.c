@@ -45,6 +45,7 @@ typedef gg_hipError_t (*gg_pfn_hipStreamGetDevice)(gg_hipStream_t stream, int *d
 	X(hipGetDevice)           \
 	X(hipStreamGetDevice)     \
 	X(hipDeviceGetMemPool)    \
+	X(hipDeviceGetDefaultMemPool) \
 	X(hipMemPoolGetAttribute) \
 	X(hipRuntimeGetVersion)   \
 	X(hipDeviceGetUuid)
@@ -280,6 +281,19 @@ GG_EXPORT gg_hipError_t hipHostFree(void *ptr)
 
 /* ---- stream-ordered ---------------------------------------------------- */
 
+/* Before a destroy: a pool that is not its device's default one (whose
+ * destroy the runtime refuses) is trimmed, as the destroy would. */
+static int pool_trim(void *pool)
+{
+	gg_pfn_hipMemPoolTrimTo trim = REAL(hipMemPoolTrimTo);
+	gg_pfn_hipDeviceGetDefaultMemPool gd = HELPER(hipDeviceGetDefaultMemPool);
+	gg_hipMemPool_t def = NULL;
+	int dev = gg_pool_device(pool);
+	if (!trim || !gd || dev < 0 || gd(&def, dev) != GG_hipSuccess || def == (gg_hipMemPool_t)pool)
+		return -1;
+	return trim((gg_hipMemPool_t)pool, 0) == GG_hipSuccess ? 0 : -1;
+}
+
 /* The device a stream-ordered call on s is charged to: the stream's own (a
  * stream of another device draws from that device's pool), the current one
  * for the null and per-thread streams or when the runtime cannot tell. */
@@ -427,7 +441,7 @@ GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
 	 * not answer HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, so their blocks
 	 * cannot be told apart: what they hold stays charged. */
 	struct gg_pool_doom d;
-	gg_pool_destroy_begin(pool, NULL, &d);
+	gg_pool_destroy_begin(pool, NULL, pool_trim, &d);
 	gg_hipError_t rc = real(pool);
 	gg_pool_destroy_end(pool, &d, rc == GG_hipSuccess);
 	GG_LEAVE();

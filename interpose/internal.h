@@ -211,6 +211,7 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 
 #define GG_REC_CHARGED 0x1 /* the record's charge was added to its device's `used` */
 #define GG_REC_HOST 0x2    /* pinned host memory: never charged, not a device allocation */
+#define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
 /* Pinned host pointers share the table under GG_NS_PTR with this bit set:
  * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
 #define GG_HOST_KEY_BIT (1ull << 61)
@@ -283,19 +284,24 @@ void gg_pool_forget(void *handle);
 /* 1 when device pointer ptr was allocated from pool, 0 when not, -1 when
  * the driver cannot say. */
 typedef int (*gg_pool_owner_fn)(uint64_t ptr, void *pool);
-/* Around the driver's destroy of a pool: begin lists the pool's live blocks
- * (owner says which records are its own); end, when the driver destroyed
- * it (ok), moves their charge onto their records, refunded at their frees,
- * and refunds the rest of the pool's charge. Without owner, or out of
- * memory for the list, what the pool's blocks hold stays charged. */
+/* Trims pool to nothing (what destroying it releases); 0 or -1. */
+typedef int (*gg_pool_trim_fn)(void *pool);
+/* Around the driver's destroy of a pool: begin trims a pool with live
+ * blocks and lists them (owner says which records are its own); end, when
+ * the driver destroyed it (ok), keeps what the pool still holds charged
+ * until the last listed block is freed, and refunds the rest. Without
+ * owner, or out of memory for the list, what it holds stays charged. */
 struct gg_pool_doom {
 	struct gg_record *recs;
 	size_t n, cap;
-	uint64_t live; /* the pool's blocks at begin, in pages; UINT64_MAX unknown */
+	uint64_t hold; /* what the pool holds with its blocks live */
+	int live;      /* the pool had blocks live at begin */
 	int lost;      /* some block could not be listed */
 };
-void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, struct gg_pool_doom *d);
+void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn trim, struct gg_pool_doom *d);
 void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok);
+/* A record with GG_REC_POOL_GONE was freed (account.c). */
+void gg_pool_gone_block_freed(uint64_t key);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
 

@@ -263,17 +263,13 @@ void gg_pool_after_reset(int dev)
 }
 
 /* The pool is gone from the registry; `keep` bytes of its charge stay on
- * the books, carried from now on by the records of its live blocks, and at
- * least `floor` of it (never more than it held) where they cannot carry it. */
-static void forget_keeping(void *handle, uint64_t keep, uint64_t floor)
+ * the books (what the driver still holds for a destroyed pool's blocks). */
+static void forget_keeping(void *handle, uint64_t keep)
 {
 	struct gg_pool *p = find(handle);
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
-	uint64_t held = floor < p->charged ? floor : p->charged;
-	if (held > keep)
-		keep = held;
 	if (keep <= p->charged)
 		gg_ceiling_release(p->dev, p->charged - keep);
 	else
@@ -287,17 +283,31 @@ static void forget_keeping(void *handle, uint64_t keep, uint64_t floor)
 
 void gg_pool_forget(void *handle)
 {
-	forget_keeping(handle, 0, 0);
+	forget_keeping(handle, 0);
 }
 
 /* ---- destroying a pool with live blocks --------------------------------- */
 
 /* cuMemPoolDestroy returns at once when blocks are still live, and the
- * driver releases the pool's memory only as they are freed (CUDA's
- * cuMemPoolDestroy; the simulator keeps each block's chunk). So at destroy
- * the records of those blocks take over their share of the pool's charge,
- * each refunded at its own free like a plain allocation, and only the rest
- * of the pool's charge, what no live block sits in, is refunded now. */
+ * driver releases the pool's memory only once no allocation from it is left
+ * (CUDA's cuMemPoolDestroy; the simulator keeps every chunk of the pool
+ * until its last block's free). So the destroyed pool lives on here as a
+ * zombie: it holds what the pool holds after the destroy (learnt by
+ * trimming the pool to nothing first, which is what the destroy releases),
+ * charged until the last of its listed blocks is freed. Those blocks'
+ * records carry GG_REC_POOL_GONE, so only their frees look at the zombies. */
+
+struct zombie {
+	struct zombie *next;
+	size_t map_bytes;
+	int dev;
+	uint64_t charge;
+	size_t n, live;
+	uint64_t *keys; /* the blocks' table keys */
+	uint8_t *gone;  /* 1 once that block was freed (or never flagged) */
+};
+static struct zombie *zombies;                                 /* under zombie_lock */
+static pthread_mutex_t zombie_lock = PTHREAD_MUTEX_INITIALIZER; /* never held across a driver call */
 
 static int pool_api(uint8_t api)
 {
@@ -334,71 +344,136 @@ struct doom_select {
 static void doom_take(const struct gg_record *r, void *arg)
 {
 	struct doom_select *s = arg;
-	if ((r->key >> 62) != GG_NS_PTR || (r->flags & (GG_REC_CHARGED | GG_REC_HOST)) || r->dev != s->dev ||
-	    !pool_api(r->api))
+	if ((r->key >> 62) != GG_NS_PTR || (r->flags & (GG_REC_CHARGED | GG_REC_HOST | GG_REC_POOL_GONE)) ||
+	    r->dev != s->dev || !pool_api(r->api))
 		return;
 	int own = s->owner(r->key ^ ((uint64_t)GG_NS_PTR << 62), s->handle);
 	if (own < 0 || (own == 1 && doom_push(s->d, r) != 0))
 		s->d->lost = 1; /* the driver cannot say, or no room to list it */
 }
 
-void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, struct gg_pool_doom *d)
+void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn trim, struct gg_pool_doom *d)
 {
 	memset(d, 0, sizeof(*d));
 	struct gg_pool *p = find(handle);
 	uint64_t reserved, used;
-	if (!p || !gg_table)
+	if (!p)
 		return;
-	/* The common case, an empty pool, asks nothing more. */
-	d->live = UINT64_MAX;
-	if (p->query(handle, &reserved, &used) == 0) {
-		if (used == 0)
-			return;
-		d->live = (used + GG_PAGE - 1) / GG_PAGE * GG_PAGE;
-	}
-	if (!owner) {
-		d->lost = 1; /* no way to tell its blocks: what they hold stays charged */
+	/* The common case, an empty pool, asks nothing more: the destroy
+	 * gives everything back. */
+	if (p->query(handle, &reserved, &used) == 0 && used == 0)
+		return;
+	d->live = 1;
+	/* What stays after the destroy: the pool trimmed to nothing. If it
+	 * cannot be trimmed or read, all it reserved (on the safe side). */
+	pthread_mutex_lock(&p->lock);
+	d->hold = p->charged;
+	pthread_mutex_unlock(&p->lock);
+	if (trim && trim(handle) == 0 && p->query(handle, &reserved, NULL) == 0)
+		d->hold = reserved;
+	if (!owner || !gg_table) {
+		d->lost = 1; /* no way to tell its blocks */
 		return;
 	}
 	struct doom_select s = {.d = d, .handle = handle, .dev = p->dev, .owner = owner};
 	gg_table_foreach(gg_table, doom_take, &s);
 }
 
+/* A zombie whose last block went: its memory is back. Caller holds
+ * zombie_lock and has unlinked it. */
+static void zombie_release(struct zombie *z)
+{
+	gg_ceiling_release(z->dev, z->charge);
+	atomic_fetch_sub_explicit(&gg_devices[z->dev].pool_reserved, z->charge, memory_order_relaxed);
+	munmap(z, z->map_bytes);
+}
+
 void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 {
-	if (ok) {
-		uint64_t keep = 0;
-		for (size_t i = 0; i < d->n; i++) {
-			struct gg_record r;
-			/* Freed meanwhile (a free racing the destroy): its share
-			 * goes with the rest of the pool's. */
-			if (!gg_table_remove(gg_table, d->recs[i].key, &r))
-				continue;
-			if (!(r.flags & GG_REC_CHARGED)) {
-				r.flags |= GG_REC_CHARGED;
-				keep += gg_ceiling_charge_size((enum gpuguard_api)r.api, r.size);
-			}
-			/* Not recorded again (no memory even for the overflow
-			 * area): the charge then stays until exit, on the safe
-			 * side, as in gg_account_commit. */
-			gg_table_insert(gg_table, &r);
+	struct gg_pool *p = ok ? find(handle) : NULL;
+	if (!p)
+		goto out;
+	int dev = p->dev;
+	/* The pool's charge becomes what the driver still holds for it. */
+	forget_keeping(handle, d->live ? d->hold : 0);
+	if (!d->live || d->hold == 0)
+		goto out;
+	struct zombie *z = NULL;
+	if (!d->lost && d->n) {
+		size_t bytes = sizeof(*z) + d->n * (sizeof(uint64_t) + 1);
+		void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m != MAP_FAILED) {
+			z = m;
+			z->map_bytes = bytes;
+			z->keys = (uint64_t *)(z + 1);
+			z->gone = (uint8_t *)(z->keys + d->n);
 		}
-		if (d->lost) {
-			/* We could not list all its blocks: what they hold
-			 * stays charged (their bytes in pages, at most what the
-			 * pool held), and what no record carries is never
-			 * refunded, rather than refund what the driver still
-			 * holds. Said once; relaxed: a once-only flag. */
-			static _Atomic int warned;
-			if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
-				gg_log(GG_LOG_WARN, "a memory pool was destroyed with live blocks we cannot list; "
-				                    "their memory stays charged until exit");
-		}
-		forget_keeping(handle, keep, d->lost ? d->live : 0);
 	}
+	/* relaxed: a statistic; the zombie's charge is pool memory still. */
+	atomic_fetch_add_explicit(&gg_devices[dev].pool_reserved, d->hold, memory_order_relaxed);
+	if (!z) {
+		/* We could not list its blocks (HIP cannot say which pool a
+		 * pointer came from) or had no memory to: what it holds stays
+		 * charged until exit rather than be refunded while the driver
+		 * still holds it. Said once; relaxed: a once-only flag. */
+		static _Atomic int warned;
+		if (d->lost && !atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+			gg_log(GG_LOG_WARN, "a memory pool was destroyed with live blocks we cannot list; "
+			                    "what they hold stays charged until exit");
+		goto out;
+	}
+	z->dev = dev;
+	z->charge = d->hold;
+	z->n = d->n;
+	/* Under the lock from before the first record is flagged: a free of
+	 * a flagged block waits in gg_pool_gone_block_freed until the zombie
+	 * is whole. */
+	pthread_mutex_lock(&zombie_lock);
+	z->next = zombies;
+	zombies = z;
+	for (size_t i = 0; i < d->n; i++) {
+		struct gg_record r;
+		z->keys[i] = d->recs[i].key;
+		z->gone[i] = 1;
+		/* Freed meanwhile (a free racing the destroy): not counted. */
+		if (!gg_table_remove(gg_table, d->recs[i].key, &r))
+			continue;
+		r.flags |= GG_REC_POOL_GONE;
+		/* If not even the overflow area takes it back, its free is
+		 * never seen and the zombie stays charged: the safe side. */
+		gg_table_insert(gg_table, &r);
+		z->gone[i] = 0;
+		z->live++;
+	}
+	if (z->live == 0) {
+		zombies = z->next;
+		zombie_release(z); /* every block went before we flagged it */
+	}
+	pthread_mutex_unlock(&zombie_lock);
+out:
 	if (d->recs)
 		munmap(d->recs, d->cap * sizeof(*d->recs));
 	memset(d, 0, sizeof(*d));
+}
+
+void gg_pool_gone_block_freed(uint64_t key)
+{
+	pthread_mutex_lock(&zombie_lock);
+	for (struct zombie **zp = &zombies; *zp; zp = &(*zp)->next) {
+		struct zombie *z = *zp;
+		for (size_t i = 0; i < z->n; i++) {
+			if (z->gone[i] || z->keys[i] != key)
+				continue;
+			z->gone[i] = 1;
+			if (--z->live == 0) {
+				*zp = z->next;
+				zombie_release(z);
+			}
+			pthread_mutex_unlock(&zombie_lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&zombie_lock);
 }
 
 void gg_pool_reset(void)
@@ -412,4 +487,6 @@ void gg_pool_reset(void)
 	}
 	atomic_store_explicit(&npools, 0, memory_order_relaxed);
 	pthread_mutex_init(&reg_lock, NULL);
+	zombies = NULL; /* the parent's; their mappings are left as they are */
+	pthread_mutex_init(&zombie_lock, NULL);
 }

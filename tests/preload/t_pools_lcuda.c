@@ -67,6 +67,27 @@ TEST(destroyed_pool_keeps_its_live_blocks_charged)
 	CHECK_EQ_U64(gg_stats(0).used, 0);
 }
 
+/* The driver frees a destroyed pool when its last block goes, not block by
+ * block: with two blocks live at the destroy, freeing one gives nothing
+ * back yet (the simulator keeps both chunks), so no plain 2 GiB fits. */
+TEST(destroyed_pool_is_released_at_its_last_free)
+{
+	gg_CUmemoryPool pool = make_pool(0);
+	gg_CUdeviceptr a = 0, b = 0, c = 0;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&a, 2 * GIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&b, 1 * GIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSynchronize(), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 3 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, 3 * GIB);
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 2 * GIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(0) <= 4 * GIB);
+	CHECK_EQ_INT(cuMemFreeAsync(b, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 0);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
 /* The common case stays as it was: an empty pool's reserve is refunded at
  * its destroy. */
 TEST(destroyed_empty_pool_is_refunded)
@@ -151,6 +172,7 @@ int main(int argc, char **argv)
 {
 	setup();
 	RUN_ONE(destroyed_pool_keeps_its_live_blocks_charged);
+	RUN_ONE(destroyed_pool_is_released_at_its_last_free);
 	RUN_ONE(destroyed_empty_pool_is_refunded);
 	RUN_ONE(pools_past_256_are_charged_by_what_they_hold);
 	RUN_ONE(async_on_another_devices_stream_is_charged_to_that_device);
