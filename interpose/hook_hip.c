@@ -41,13 +41,13 @@
 /* ROCm's, not in hip_abi.h: the device a stream belongs to. */
 typedef gg_hipError_t (*gg_pfn_hipStreamGetDevice)(gg_hipStream_t stream, int *device);
 
-#define HIP_HELPERS(X)            \
-	X(hipGetDevice)           \
-	X(hipStreamGetDevice)     \
-	X(hipDeviceGetMemPool)    \
+#define HIP_HELPERS(X)                \
+	X(hipGetDevice)               \
+	X(hipStreamGetDevice)         \
+	X(hipDeviceGetMemPool)        \
 	X(hipDeviceGetDefaultMemPool) \
-	X(hipMemPoolGetAttribute) \
-	X(hipRuntimeGetVersion)   \
+	X(hipMemPoolGetAttribute)     \
+	X(hipRuntimeGetVersion)       \
 	X(hipDeviceGetUuid)
 
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;

@@ -306,7 +306,7 @@ struct zombie {
 	uint64_t *keys; /* the blocks' table keys */
 	uint8_t *gone;  /* 1 once that block was freed (or never flagged) */
 };
-static struct zombie *zombies;                                 /* under zombie_lock */
+static struct zombie *zombies;                                  /* under zombie_lock */
 static pthread_mutex_t zombie_lock = PTHREAD_MUTEX_INITIALIZER; /* never held across a driver call */
 
 static int pool_api(uint8_t api)
