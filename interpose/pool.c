@@ -394,6 +394,11 @@ void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 	if (!p)
 		goto out;
 	int dev = p->dev;
+	/* Listed, and none of its blocks has a record (all freed, some maybe
+	 * still in stream order, which the driver completes on its own): as
+	 * for an empty pool, nothing is held for it. */
+	if (!d->lost && d->n == 0)
+		d->live = 0;
 	/* The pool's charge becomes what the driver still holds for it. */
 	forget_keeping(handle, d->live ? d->hold : 0);
 	if (!d->live || d->hold == 0)
@@ -417,7 +422,7 @@ void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 		 * charged until exit rather than be refunded while the driver
 		 * still holds it. Said once; relaxed: a once-only flag. */
 		static _Atomic int warned;
-		if (d->lost && !atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+		if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
 			gg_log(GG_LOG_WARN, "a memory pool was destroyed with live blocks we cannot list; "
 			                    "what they hold stays charged until exit");
 		goto out;
