@@ -100,6 +100,8 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 	}
 	if (rec->flags & GG_REC_CHARGED)
 		gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
+	if (rec->flags & GG_REC_POOL_GONE)
+		gg_pool_gone_block_freed(rec->key); /* the destroyed pool's memory, at its last block */
 	gg_ceiling_count_free(rec->dev, rec->size);
 	gg_history_add(GG_HIST_FREE, rec->dev, (enum gpuguard_api)rec->api, rec->key ^ ((rec->key >> 62) << 62),
 	               rec->size, rec->stack);

@@ -74,9 +74,20 @@
 	X(cuGetProcAddress)               \
 	X(cuGetProcAddress_v2)
 
+/* Functions we only call that cuda_abi.h does not list (the simulator
+ * exports them among its extras): a stream's context and device (12080),
+ * and the pool a pointer came from (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE). */
+typedef gg_CUresult (*gg_pfn_cuStreamGetCtx)(gg_CUstream hStream, gg_CUcontext *pctx);
+typedef gg_CUresult (*gg_pfn_cuStreamGetDevice)(gg_CUstream hStream, gg_CUdevice *device);
+typedef gg_CUresult (*gg_pfn_cuPointerGetAttribute)(void *data, gg_CUpointer_attribute attribute, gg_CUdeviceptr ptr);
+#define GG_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE 17
+
 /* Functions we only call. */
 #define CU_HELPERS(X)                     \
 	X(cuCtxGetDevice)                 \
+	X(cuStreamGetCtx)                 \
+	X(cuStreamGetDevice)              \
+	X(cuPointerGetAttribute)          \
 	X(cuCtxGetCurrent)                \
 	X(cuDeviceGetGraphMemAttribute)   \
 	X(cuStreamGetCaptureInfo_v3)      \
@@ -84,6 +95,7 @@
 	X(cuDeviceGetUuid_v2)             \
 	X(cuDeviceGet)                    \
 	X(cuDeviceGetMemPool)             \
+	X(cuDeviceGetDefaultMemPool)      \
 	X(cuMemPoolGetAttribute)
 
 /* The graph-memory attribute and capture status we read (cuda_abi.h names). */
@@ -177,6 +189,28 @@ static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 	if (used)
 		*used = u;
 	return 0;
+}
+
+static int pool_owner(uint64_t ptr, void *pool)
+{
+	gg_pfn_cuPointerGetAttribute f = HELPER(cuPointerGetAttribute);
+	gg_CUmemoryPool owner = NULL;
+	if (!f || f(&owner, GG_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr) != GG_CUDA_SUCCESS)
+		return -1;
+	return owner == (gg_CUmemoryPool)pool;
+}
+
+/* Before a destroy: a pool that is not its device's default one (whose
+ * destroy the driver refuses) is trimmed, as the destroy would. */
+static int pool_trim(void *pool)
+{
+	gg_pfn_cuMemPoolTrimTo trim = REAL(cuMemPoolTrimTo);
+	gg_pfn_cuDeviceGetDefaultMemPool gd = HELPER(cuDeviceGetDefaultMemPool);
+	gg_CUmemoryPool def = NULL;
+	int dev = gg_pool_device(pool);
+	if (!trim || !gd || dev < 0 || gd(&def, dev) != GG_CUDA_SUCCESS || def == (gg_CUmemoryPool)pool)
+		return -1;
+	return trim((gg_CUmemoryPool)pool, 0) == GG_CUDA_SUCCESS ? 0 : -1;
 }
 
 /* The shared bracket (account.c) with this API's limits and codes. */
@@ -494,6 +528,36 @@ GG_EXPORT gg_CUresult cuMemFreeHost(void *p)
 
 /* ---- stream-ordered allocations ---------------------------------------- */
 
+/* The device a stream-ordered call on s is charged to, with gg_cur_ctx set
+ * to s's context for the record: the stream's own device (a stream of
+ * another device draws from that device's pool), the current context's for
+ * the default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). If
+ * the driver cannot tell (a handle it refuses, or no cuStreamGetDevice for
+ * a context we never saw), the current device, as the driver call itself
+ * then fails or runs in the current context. */
+static int stream_device(gg_CUstream s)
+{
+	int dev = current_device();
+	if ((uintptr_t)s <= 2)
+		return dev;
+	gg_pfn_cuStreamGetCtx gc = HELPER(cuStreamGetCtx);
+	gg_CUcontext c = NULL;
+	if (!gc || gc(s, &c) != GG_CUDA_SUCCESS || !c)
+		return dev;
+	int sdev = -1;
+	uint16_t id = gg_ctx_find(c, &sdev);
+	if (!id) {
+		gg_pfn_cuStreamGetDevice gd = HELPER(cuStreamGetDevice);
+		gg_CUdevice d = -1;
+		if (!gd || gd(s, &d) != GG_CUDA_SUCCESS || d < 0 || d >= GG_MAX_DEVICES)
+			return dev;
+		sdev = d;
+		id = gg_ctx_id(c, sdev, 0);
+	}
+	gg_cur_ctx = id;
+	return sdev;
+}
+
 static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemoryPool pool, int dev,
                                    enum gpuguard_api api,
                                    gg_CUresult (*call)(gg_CUdeviceptr *, size_t, gg_CUmemoryPool, gg_CUstream, void *),
@@ -502,13 +566,18 @@ static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemor
 	struct gg_pool *p = dev >= 0 ? gg_pool_get(pool, dev, pool_query) : NULL;
 	gg_CUresult rc;
 	if (!p) {
-		/* Unknown device or pool registry full: charge it like a plain
-		 * allocation, refunded at its free. */
+		/* Unknown device, or the pool registry full (65536 pools) or
+		 * out of memory: charge it like a plain allocation, but never
+		 * refund it, as the pool may keep the memory after the free
+		 * and we cannot read what it holds. Safe, not exact. */
 		struct gg_bracket b;
 		if (alloc_begin(&b, dev, api, size, 1) != 0)
 			return GG_CUDA_ERROR_OUT_OF_MEMORY;
 		rc = call(dptr, size, pool, stream, real);
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, size, api);
+		if (rc == GG_CUDA_SUCCESS && dev >= 0)
+			gg_account_commit(dev, GG_NS_PTR, *dptr, size, api, 0); /* charged, not refunded */
+		else
+			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, size, api);
 		return rc;
 	}
 	resolve_limit(dev);
@@ -595,10 +664,11 @@ static gg_CUgraph capture_graph(gg_CUstream hStream, int ptsz)
 
 /* A captured allocation: passed through, not charged, not recorded; its
  * bytes count towards the graph's needs at launch. */
-static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgraph graph, gg_CUresult rc)
+static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgraph graph, gg_CUstream s,
+                                  gg_CUresult rc)
 {
 	if (rc == GG_CUDA_SUCCESS) {
-		int dev = current_device();
+		int dev = stream_device(s);
 		gg_graph_add_bytes(graph, dev, bytesize);
 		gg_graph_va_add(*dptr);
 	}
@@ -614,11 +684,11 @@ static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUs
 	GG_ENTER();
 	gg_CUgraph graph = capture_graph(hStream, ptsz);
 	if (graph) {
-		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, f(dptr, bytesize, hStream));
+		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, hStream, f(dptr, bytesize, hStream));
 		GG_LEAVE();
 		return rc;
 	}
-	int dev = current_device();
+	int dev = stream_device(hStream); /* its pool is that device's current one */
 	gg_CUmemoryPool pool = NULL;
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS))
@@ -638,14 +708,14 @@ static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg
 	GG_ENTER();
 	gg_CUgraph graph = capture_graph(hStream, ptsz);
 	if (graph) {
-		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, f(dptr, bytesize, pool, hStream));
+		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, hStream, f(dptr, bytesize, pool, hStream));
 		GG_LEAVE();
 		return rc;
 	}
 	int dev = gg_pool_device(pool);
-	int cur = current_device(); /* and gg_cur_ctx, for the record */
+	int sdev = stream_device(hStream); /* and gg_cur_ctx, for the record */
 	if (dev < 0)
-		dev = cur; /* a pool we did not see created */
+		dev = sdev; /* a pool we did not see created */
 	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, call_from_pool,
 	                                 hStream, real);
 	GG_LEAVE();
@@ -713,9 +783,11 @@ GG_EXPORT gg_CUresult cuMemPoolDestroy(gg_CUmemoryPool pool)
 	if (gg_in_hook)
 		return real(pool);
 	GG_ENTER();
+	/* Live blocks keep their memory past the destroy (pool.c). */
+	struct gg_pool_doom d;
+	gg_pool_destroy_begin(pool, pool_owner, pool_trim, &d);
 	gg_CUresult rc = real(pool);
-	if (rc == GG_CUDA_SUCCESS)
-		gg_pool_forget(pool);
+	gg_pool_destroy_end(pool, &d, rc == GG_CUDA_SUCCESS);
 	GG_LEAVE();
 	return rc;
 }

@@ -39,12 +39,17 @@
 	X(hipStreamSynchronize)            \
 	X(hipDeviceSynchronize)
 
-#define HIP_HELPERS(X)            \
-	X(hipGetDevice)           \
-	X(hipGetDeviceCount)      \
-	X(hipDeviceGetMemPool)    \
-	X(hipMemPoolGetAttribute) \
-	X(hipRuntimeGetVersion)   \
+/* ROCm's, not in hip_abi.h: the device a stream belongs to. */
+typedef gg_hipError_t (*gg_pfn_hipStreamGetDevice)(gg_hipStream_t stream, int *device);
+
+#define HIP_HELPERS(X)                \
+	X(hipGetDevice)               \
+	X(hipGetDeviceCount)          \
+	X(hipStreamGetDevice)         \
+	X(hipDeviceGetMemPool)        \
+	X(hipDeviceGetDefaultMemPool) \
+	X(hipMemPoolGetAttribute)     \
+	X(hipRuntimeGetVersion)       \
 	X(hipDeviceGetUuid)
 
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
@@ -306,6 +311,34 @@ GG_EXPORT gg_hipError_t hipHostFree(void *ptr)
 
 /* ---- stream-ordered ---------------------------------------------------- */
 
+/* Before a destroy: a pool that is not its device's default one (whose
+ * destroy the runtime refuses) is trimmed, as the destroy would. */
+static int pool_trim(void *pool)
+{
+	gg_pfn_hipMemPoolTrimTo trim = REAL(hipMemPoolTrimTo);
+	gg_pfn_hipDeviceGetDefaultMemPool gd = HELPER(hipDeviceGetDefaultMemPool);
+	gg_hipMemPool_t def = NULL;
+	int dev = gg_pool_device(pool);
+	if (!trim || !gd || dev < 0 || gd(&def, dev) != GG_hipSuccess || def == (gg_hipMemPool_t)pool)
+		return -1;
+	return trim((gg_hipMemPool_t)pool, 0) == GG_hipSuccess ? 0 : -1;
+}
+
+/* The device a stream-ordered call on s is charged to: the stream's own (a
+ * stream of another device draws from that device's pool), the current one
+ * for the null and per-thread streams or when the runtime cannot tell. */
+static int stream_device(gg_hipStream_t s)
+{
+	int dev = current_device();
+	if ((uintptr_t)s <= 2)
+		return dev;
+	gg_pfn_hipStreamGetDevice f = HELPER(hipStreamGetDevice);
+	int d = -1;
+	if (!f || f(s, &d) != GG_hipSuccess || d < 0 || d >= GG_MAX_DEVICES)
+		return dev;
+	return d;
+}
+
 static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, int dev, enum gpuguard_api api,
                                 gg_hipStream_t stream, void *real, int from_pool)
 {
@@ -315,11 +348,16 @@ static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, i
 	(from_pool ? ((gg_pfn_hipMallocFromPoolAsync)real)(ptr, size, pool, stream) \
 	           : ((gg_pfn_hipMallocAsync)real)(ptr, size, stream))
 	if (!p) {
+		/* Unknown device, or no registry entry: charged and never
+		 * refunded, as the pool may keep it (see hook_cuda.c). */
 		struct gg_bracket b;
 		if (alloc_begin(&b, dev, api, size, 1) != 0)
 			return GG_hipErrorOutOfMemory;
 		rc = CALL_REAL();
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, api);
+		if (rc == GG_hipSuccess && *ptr && dev >= 0)
+			gg_account_commit(dev, GG_NS_PTR, (uint64_t)(uintptr_t)*ptr, size, api, 0);
+		else
+			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, api);
 		return rc;
 	}
 	resolve_limit(dev);
@@ -366,7 +404,7 @@ GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t s
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, stream);
 	GG_ENTER();
-	int dev = current_device();
+	int dev = stream_device(stream); /* its pool is that device's current one */
 	gg_hipMemPool_t pool = NULL;
 	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
@@ -386,7 +424,7 @@ GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMe
 	GG_ENTER();
 	int dev = gg_pool_device(pool);
 	if (dev < 0)
-		dev = current_device();
+		dev = stream_device(stream); /* a pool we did not see created */
 	gg_hipError_t rc = pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_FROM_POOL, stream, (void *)real, 1);
 	GG_LEAVE();
 	return rc;
@@ -429,9 +467,13 @@ GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
 	if (gg_in_hook)
 		return real(pool);
 	GG_ENTER();
+	/* Live blocks keep their memory past the destroy (pool.c). ROCm does
+	 * not answer HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, so their blocks
+	 * cannot be told apart: what they hold stays charged. */
+	struct gg_pool_doom d;
+	gg_pool_destroy_begin(pool, NULL, pool_trim, &d);
 	gg_hipError_t rc = real(pool);
-	if (rc == GG_hipSuccess)
-		gg_pool_forget(pool);
+	gg_pool_destroy_end(pool, &d, rc == GG_hipSuccess);
 	GG_LEAVE();
 	return rc;
 }

@@ -215,6 +215,7 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 
 #define GG_REC_CHARGED 0x1 /* the record's charge was added to its device's `used` */
 #define GG_REC_HOST 0x2    /* pinned host memory: never charged, not a device allocation */
+#define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
 /* Pinned host pointers share the table under GG_NS_PTR with this bit set:
  * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
 #define GG_HOST_KEY_BIT (1ull << 61)
@@ -257,7 +258,8 @@ void gg_table_clear_unlocked(struct gg_table *t);
 typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *used);
 struct gg_pool;
 #define GG_POOL_REFUSED UINT64_MAX
-/* Finds or registers pool handle on dev. NULL when the registry is full. */
+/* Finds or registers pool handle on dev. NULL when the registry is full
+ * (65536 pools) or out of memory. */
 struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
 /* Call before asking the pool for `size` bytes. Returns GG_POOL_REFUSED past
  * the ceiling; otherwise the bytes it reserved, with the pool's lock held
@@ -283,6 +285,27 @@ void gg_pool_reconcile(struct gg_pool *p);
 void gg_pool_after_reset(int dev);
 /* The pool was destroyed: give back all it held. */
 void gg_pool_forget(void *handle);
+/* 1 when device pointer ptr was allocated from pool, 0 when not, -1 when
+ * the driver cannot say. */
+typedef int (*gg_pool_owner_fn)(uint64_t ptr, void *pool);
+/* Trims pool to nothing (what destroying it releases); 0 or -1. */
+typedef int (*gg_pool_trim_fn)(void *pool);
+/* Around the driver's destroy of a pool: begin trims a pool with live
+ * blocks and lists them (owner says which records are its own); end, when
+ * the driver destroyed it (ok), keeps what the pool still holds charged
+ * until the last listed block is freed, and refunds the rest. Without
+ * owner, or out of memory for the list, what it holds stays charged. */
+struct gg_pool_doom {
+	struct gg_record *recs;
+	size_t n, cap;
+	uint64_t hold; /* what the pool holds with its blocks live */
+	int live;      /* the pool had blocks live at begin */
+	int lost;      /* some block could not be listed */
+};
+void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn trim, struct gg_pool_doom *d);
+void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok);
+/* A record with GG_REC_POOL_GONE was freed (account.c). */
+void gg_pool_gone_block_freed(uint64_t key);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
 

@@ -3,13 +3,18 @@
  * is live in it. A request its warm reserve can serve is never refused; one
  * that makes the pool grow reserves the growth against the ceiling first.
  * A pool's allocations are serialised by its lock, so each change in its
- * reserve is charged exactly once; nobody else ever waits on that lock. */
+ * reserve is charged exactly once; nobody else ever waits on that lock.
+ *
+ * The registry grows in blocks of BLOCK_POOLS entries, mapped once and never
+ * unmapped, so lookups take no lock however many pools a process makes. */
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
-#define MAX_POOLS 256
+#define BLOCK_POOLS 64
+#define MAX_BLOCKS 1024 /* 65536 pools; past that see alloc_from_pool's fallback */
 #define DEAD_POOL ((void *)1)
 
 struct gg_pool {
@@ -20,18 +25,29 @@ struct gg_pool {
 	uint64_t charged;     /* reserve we charged; written under lock only */
 };
 
-static struct gg_pool pools[MAX_POOLS];
+static struct gg_pool *_Atomic blocks[MAX_BLOCKS];
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int npools; /* entries ever used; lookups scan this many */
 
+/* Entry i, for i below a value of npools read with acquire. relaxed: the
+ * block pointer was stored before the release store of npools that made i
+ * visible (gg_pool_get), and it never changes after. */
+static struct gg_pool *entry(int i)
+{
+	return &atomic_load_explicit(&blocks[i / BLOCK_POOLS], memory_order_relaxed)[i % BLOCK_POOLS];
+}
+
 static struct gg_pool *find(void *handle)
 {
-	/* acquire: pairs with the release store that published the entry, so
-	 * dev and query are initialised when the handle matches. */
+	/* acquire: pairs with the release store of npools, so every block up
+	 * to n is mapped; and per entry with the release store that published
+	 * it, so dev and query are initialised when the handle matches. */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
-	for (int i = 0; i < n; i++)
-		if (atomic_load_explicit(&pools[i].handle, memory_order_acquire) == handle)
-			return &pools[i];
+	for (int i = 0; i < n; i++) {
+		struct gg_pool *p = entry(i);
+		if (atomic_load_explicit(&p->handle, memory_order_acquire) == handle)
+			return p;
+	}
 	return NULL;
 }
 
@@ -49,11 +65,28 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 	p = find(handle);
 	if (!p) {
 		int n = atomic_load_explicit(&npools, memory_order_relaxed);
+		int fresh = 0;
 		for (int i = 0; i < n && !p; i++)
-			if (atomic_load_explicit(&pools[i].handle, memory_order_relaxed) == DEAD_POOL)
-				p = &pools[i];
-		if (!p && n < MAX_POOLS)
-			p = &pools[n];
+			if (atomic_load_explicit(&entry(i)->handle, memory_order_relaxed) == DEAD_POOL)
+				p = entry(i);
+		if (!p && n < MAX_BLOCKS * BLOCK_POOLS) {
+			/* relaxed: only writers, all under reg_lock, touch a
+			 * block pointer that no published npools covers yet. */
+			struct gg_pool *b = atomic_load_explicit(&blocks[n / BLOCK_POOLS], memory_order_relaxed);
+			if (!b) {
+				/* mmap, never libc malloc (DESIGN.md §1); zeroed. */
+				void *m = mmap(NULL, BLOCK_POOLS * sizeof(*b), PROT_READ | PROT_WRITE,
+				               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				if (m != MAP_FAILED) {
+					b = m;
+					atomic_store_explicit(&blocks[n / BLOCK_POOLS], b, memory_order_relaxed);
+				}
+			}
+			if (b) {
+				p = &b[n % BLOCK_POOLS];
+				fresh = 1;
+			}
+		}
 		if (p) {
 			p->dev = dev;
 			p->query = query;
@@ -61,7 +94,9 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 			pthread_mutex_init(&p->lock, NULL);
 			/* release: publishes dev, query and the lock to find(). */
 			atomic_store_explicit(&p->handle, handle, memory_order_release);
-			if (p == &pools[n])
+			/* release: publishes the block pointer (and the entry)
+			 * to every reader that loads npools with acquire. */
+			if (fresh)
 				atomic_store_explicit(&npools, n + 1, memory_order_release);
 		}
 	}
@@ -88,8 +123,14 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 	if (target > held) {
 		/* Growth nobody reserved: a warm but fragmented reserve at the
 		 * ceiling. The memory is taken; count how far past we went. */
-		uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
-		uint64_t now = atomic_load_explicit(&g->used, memory_order_relaxed) + (target - held);
+		/* The budget the ceiling holds us to: in pod scope the pod's
+		 * limit and what the whole pod uses, not this process's books.
+		 * relaxed: a statistic. */
+		struct gg_budget *b = gg_ceiling_budget_peek(p->dev);
+		uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+		uint64_t now =
+		    (b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed)) +
+		    (target - held);
 		if (now > lim && lim != GG_LIMIT_UNRESOLVED)
 			atomic_fetch_add_explicit(&g->pool_overshoot, now - lim, memory_order_relaxed);
 		gg_ceiling_force(p->dev, target - held);
@@ -119,9 +160,10 @@ void gg_pool_reconcile_device(int dev)
 	/* acquire: pair with the release stores in gg_pool_get, as in find(). */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
 	for (int i = 0; i < n; i++) {
-		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
-		if (h && h != DEAD_POOL && pools[i].dev == dev)
-			gg_pool_reconcile(&pools[i]);
+		struct gg_pool *p = entry(i);
+		void *h = atomic_load_explicit(&p->handle, memory_order_acquire);
+		if (h && h != DEAD_POOL && p->dev == dev)
+			gg_pool_reconcile(p);
 	}
 }
 
@@ -133,14 +175,15 @@ void gg_pool_sync_point(void)
 	if (GG_LIKELY(n == 0))
 		return;
 	for (int i = 0; i < n; i++) {
-		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
+		struct gg_pool *p = entry(i);
+		void *h = atomic_load_explicit(&p->handle, memory_order_acquire);
 		if (!h || h == DEAD_POOL)
 			continue;
 		/* relaxed: a hint only; a pool charged a moment ago by another
 		 * thread is settled by that thread's own allocation path. */
-		if (atomic_load_explicit(&gg_devices[pools[i].dev].pool_reserved, memory_order_relaxed) == 0)
+		if (atomic_load_explicit(&gg_devices[p->dev].pool_reserved, memory_order_relaxed) == 0)
 			continue;
-		gg_pool_reconcile(&pools[i]);
+		gg_pool_reconcile(p);
 	}
 }
 
@@ -207,24 +250,30 @@ void gg_pool_after_reset(int dev)
 	/* acquire: as in find(). */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
 	for (int i = 0; i < n; i++) {
-		void *h = atomic_load_explicit(&pools[i].handle, memory_order_acquire);
+		struct gg_pool *p = entry(i);
+		void *h = atomic_load_explicit(&p->handle, memory_order_acquire);
 		uint64_t reserved;
-		if (!h || h == DEAD_POOL || pools[i].dev != dev)
+		if (!h || h == DEAD_POOL || p->dev != dev)
 			continue;
-		if (pools[i].query(h, &reserved, NULL) != 0)
+		if (p->query(h, &reserved, NULL) != 0)
 			gg_pool_forget(h); /* the pool went with its context */
 		else
-			gg_pool_reconcile(&pools[i]);
+			gg_pool_reconcile(p);
 	}
 }
 
-void gg_pool_forget(void *handle)
+/* The pool is gone from the registry; `keep` bytes of its charge stay on
+ * the books (what the driver still holds for a destroyed pool's blocks). */
+static void forget_keeping(void *handle, uint64_t keep)
 {
 	struct gg_pool *p = find(handle);
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
-	gg_ceiling_release(p->dev, p->charged);
+	if (keep <= p->charged)
+		gg_ceiling_release(p->dev, p->charged - keep);
+	else
+		gg_ceiling_force(p->dev, keep - p->charged); /* the records refund keep in full */
 	atomic_fetch_sub_explicit(&gg_devices[p->dev].pool_reserved, p->charged, memory_order_relaxed);
 	p->charged = 0;
 	/* release: orders the books above before the entry can be reused. */
@@ -232,10 +281,217 @@ void gg_pool_forget(void *handle)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void gg_pool_forget(void *handle)
+{
+	forget_keeping(handle, 0);
+}
+
+/* ---- destroying a pool with live blocks --------------------------------- */
+
+/* cuMemPoolDestroy returns at once when blocks are still live, and the
+ * driver releases the pool's memory only once no allocation from it is left
+ * (CUDA's cuMemPoolDestroy; the simulator keeps every chunk of the pool
+ * until its last block's free). So the destroyed pool lives on here as a
+ * zombie: it holds what the pool holds after the destroy (learnt by
+ * trimming the pool to nothing first, which is what the destroy releases),
+ * charged until the last of its listed blocks is freed. Those blocks'
+ * records carry GG_REC_POOL_GONE, so only their frees look at the zombies. */
+
+struct zombie {
+	struct zombie *next;
+	size_t map_bytes;
+	int dev;
+	uint64_t charge;
+	size_t n, live;
+	uint64_t *keys; /* the blocks' table keys */
+	uint8_t *gone;  /* 1 once that block was freed (or never flagged) */
+};
+static struct zombie *zombies;                                  /* under zombie_lock */
+static pthread_mutex_t zombie_lock = PTHREAD_MUTEX_INITIALIZER; /* never held across a driver call */
+
+static int pool_api(uint8_t api)
+{
+	return api == GPUGUARD_API_CU_MEM_ALLOC_ASYNC || api == GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL ||
+	       api == GPUGUARD_API_HIP_MALLOC_ASYNC || api == GPUGUARD_API_HIP_MALLOC_FROM_POOL;
+}
+
+static int doom_push(struct gg_pool_doom *d, const struct gg_record *r)
+{
+	if (d->n == d->cap) {
+		/* Grown with mmap (never libc malloc): destroys are rare. */
+		size_t cap = d->cap ? d->cap * 2 : 256, bytes = cap * sizeof(*r);
+		struct gg_record *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+		if (d->recs) {
+			memcpy(m, d->recs, d->n * sizeof(*r));
+			munmap(d->recs, d->cap * sizeof(*r));
+		}
+		d->recs = m;
+		d->cap = cap;
+	}
+	d->recs[d->n++] = *r;
+	return 0;
+}
+
+struct doom_select {
+	struct gg_pool_doom *d;
+	void *handle;
+	int dev;
+	gg_pool_owner_fn owner;
+};
+
+static void doom_take(const struct gg_record *r, void *arg)
+{
+	struct doom_select *s = arg;
+	if ((r->key >> 62) != GG_NS_PTR || (r->flags & (GG_REC_CHARGED | GG_REC_HOST | GG_REC_POOL_GONE)) ||
+	    r->dev != s->dev || !pool_api(r->api))
+		return;
+	int own = s->owner(r->key ^ ((uint64_t)GG_NS_PTR << 62), s->handle);
+	if (own < 0 || (own == 1 && doom_push(s->d, r) != 0))
+		s->d->lost = 1; /* the driver cannot say, or no room to list it */
+}
+
+void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn trim, struct gg_pool_doom *d)
+{
+	memset(d, 0, sizeof(*d));
+	struct gg_pool *p = find(handle);
+	uint64_t reserved, used;
+	if (!p)
+		return;
+	/* The common case, an empty pool, asks nothing more: the destroy
+	 * gives everything back. */
+	if (p->query(handle, &reserved, &used) == 0 && used == 0)
+		return;
+	d->live = 1;
+	/* What stays after the destroy: the pool trimmed to nothing. If it
+	 * cannot be trimmed or read, all it reserved (on the safe side). */
+	pthread_mutex_lock(&p->lock);
+	d->hold = p->charged;
+	pthread_mutex_unlock(&p->lock);
+	if (trim && trim(handle) == 0 && p->query(handle, &reserved, NULL) == 0)
+		d->hold = reserved;
+	if (!owner || !gg_table) {
+		d->lost = 1; /* no way to tell its blocks */
+		return;
+	}
+	struct doom_select s = {.d = d, .handle = handle, .dev = p->dev, .owner = owner};
+	gg_table_foreach(gg_table, doom_take, &s);
+}
+
+/* A zombie whose last block went: its memory is back. Caller holds
+ * zombie_lock and has unlinked it. */
+static void zombie_release(struct zombie *z)
+{
+	gg_ceiling_release(z->dev, z->charge);
+	atomic_fetch_sub_explicit(&gg_devices[z->dev].pool_reserved, z->charge, memory_order_relaxed);
+	munmap(z, z->map_bytes);
+}
+
+void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
+{
+	struct gg_pool *p = ok ? find(handle) : NULL;
+	if (!p)
+		goto out;
+	int dev = p->dev;
+	/* Listed, and none of its blocks has a record (all freed, some maybe
+	 * still in stream order, which the driver completes on its own): as
+	 * for an empty pool, nothing is held for it. */
+	if (!d->lost && d->n == 0)
+		d->live = 0;
+	/* The pool's charge becomes what the driver still holds for it. */
+	forget_keeping(handle, d->live ? d->hold : 0);
+	if (!d->live || d->hold == 0)
+		goto out;
+	struct zombie *z = NULL;
+	if (!d->lost && d->n) {
+		size_t bytes = sizeof(*z) + d->n * (sizeof(uint64_t) + 1);
+		void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m != MAP_FAILED) {
+			z = m;
+			z->map_bytes = bytes;
+			z->keys = (uint64_t *)(z + 1);
+			z->gone = (uint8_t *)(z->keys + d->n);
+		}
+	}
+	/* relaxed: a statistic; the zombie's charge is pool memory still. */
+	atomic_fetch_add_explicit(&gg_devices[dev].pool_reserved, d->hold, memory_order_relaxed);
+	if (!z) {
+		/* We could not list its blocks (HIP cannot say which pool a
+		 * pointer came from) or had no memory to: what it holds stays
+		 * charged until exit rather than be refunded while the driver
+		 * still holds it. Said once; relaxed: a once-only flag. */
+		static _Atomic int warned;
+		if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+			gg_log(GG_LOG_WARN, "a memory pool was destroyed with live blocks we cannot list; "
+			                    "what they hold stays charged until exit");
+		goto out;
+	}
+	z->dev = dev;
+	z->charge = d->hold;
+	z->n = d->n;
+	/* Under the lock from before the first record is flagged: a free of
+	 * a flagged block waits in gg_pool_gone_block_freed until the zombie
+	 * is whole. */
+	pthread_mutex_lock(&zombie_lock);
+	z->next = zombies;
+	zombies = z;
+	for (size_t i = 0; i < d->n; i++) {
+		struct gg_record r;
+		z->keys[i] = d->recs[i].key;
+		z->gone[i] = 1;
+		/* Freed meanwhile (a free racing the destroy): not counted. */
+		if (!gg_table_remove(gg_table, d->recs[i].key, &r))
+			continue;
+		r.flags |= GG_REC_POOL_GONE;
+		/* If not even the overflow area takes it back, its free is
+		 * never seen and the zombie stays charged: the safe side. */
+		gg_table_insert(gg_table, &r);
+		z->gone[i] = 0;
+		z->live++;
+	}
+	if (z->live == 0) {
+		zombies = z->next;
+		zombie_release(z); /* every block went before we flagged it */
+	}
+	pthread_mutex_unlock(&zombie_lock);
+out:
+	if (d->recs)
+		munmap(d->recs, d->cap * sizeof(*d->recs));
+	memset(d, 0, sizeof(*d));
+}
+
+void gg_pool_gone_block_freed(uint64_t key)
+{
+	pthread_mutex_lock(&zombie_lock);
+	for (struct zombie **zp = &zombies; *zp; zp = &(*zp)->next) {
+		struct zombie *z = *zp;
+		for (size_t i = 0; i < z->n; i++) {
+			if (z->gone[i] || z->keys[i] != key)
+				continue;
+			z->gone[i] = 1;
+			if (--z->live == 0) {
+				*zp = z->next;
+				zombie_release(z);
+			}
+			pthread_mutex_unlock(&zombie_lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&zombie_lock);
+}
+
 void gg_pool_reset(void)
 {
-	/* Fork child: one thread, and the parent's pools are not the child's. */
-	memset(pools, 0, sizeof(pools));
+	/* Fork child: one thread, and the parent's pools are not the child's.
+	 * The blocks stay mapped for the child's own pools. relaxed: as above. */
+	for (int i = 0; i < MAX_BLOCKS; i++) {
+		struct gg_pool *b = atomic_load_explicit(&blocks[i], memory_order_relaxed);
+		if (b)
+			memset(b, 0, BLOCK_POOLS * sizeof(*b));
+	}
 	atomic_store_explicit(&npools, 0, memory_order_relaxed);
 	pthread_mutex_init(&reg_lock, NULL);
+	zombies = NULL; /* the parent's; their mappings are left as they are */
+	pthread_mutex_init(&zombie_lock, NULL);
 }

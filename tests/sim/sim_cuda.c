@@ -3400,6 +3400,10 @@ static gg_CUresult ptr_attr(void *data, int attr, uint64_t p, const struct ptrin
 	case PA_ACCESS_FLAGS:
 		*(unsigned long long *)data = GG_CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 		return GG_CUDA_SUCCESS;
+	case PA_MEMPOOL_HANDLE:
+		/* the pool of a stream-ordered block, else NULL */
+		*(gg_CUmemoryPool *)data = i->host ? NULL : (gg_CUmemoryPool)(uintptr_t)sim_addr_pool(p);
+		return GG_CUDA_SUCCESS;
 	default:
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	}
@@ -3434,6 +3438,7 @@ gg_CUresult cuPointerGetAttributes(unsigned int numAttributes, gg_CUpointer_attr
 			case PA_DEVICE_POINTER:
 			case PA_HOST_POINTER:
 			case PA_RANGE_START_ADDR:
+			case PA_MEMPOOL_HANDLE:
 				*(void **)data[k] = NULL;
 				break;
 			case PA_RANGE_SIZE:

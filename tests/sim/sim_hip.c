@@ -171,6 +171,20 @@ gg_hipError_t hipStreamCreate(gg_hipStream_t *stream)
 	return GG_hipSuccess;
 }
 
+/* ROCm's: the device of a stream; the null stream's is the current one */
+SIM_EXPORT gg_hipError_t hipStreamGetDevice(gg_hipStream_t stream, int *device);
+gg_hipError_t hipStreamGetDevice(gg_hipStream_t stream, int *device)
+{
+	REQUIRE_DEVICES();
+	if (!device)
+		return GG_hipErrorInvalidValue;
+	int dev;
+	gg_hipError_t r = stream_device(stream, &dev);
+	if (!r)
+		*device = dev;
+	return r;
+}
+
 gg_hipError_t hipStreamDestroy(gg_hipStream_t stream)
 {
 	REQUIRE_DEVICES();

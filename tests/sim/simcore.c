@@ -736,6 +736,23 @@ int sim_addr_kind(uint64_t addr, uint64_t *base, uint64_t *size, int *kind)
 	return rc;
 }
 
+uint64_t sim_addr_pool(uint64_t addr)
+{
+	int kind = -1;
+	if (sim_addr_kind(addr, NULL, NULL, &kind) != SIM_OK || kind != SIM_KIND_POOL)
+		return 0;
+	int dev = sim_addr_device(addr);
+	struct sim_dev *d = &g_dev[dev];
+	uint64_t pg = (addr - dev_base(dev)) / SIM_PAGE;
+	uint64_t h = 0;
+	pthread_mutex_lock(&d->mu);
+	/* a block freed meanwhile leaves the page to another kind, or none */
+	if (d->pkind[pg] == PG_POOL)
+		h = ((const struct chunk *)d->pptr[pg])->pool->handle;
+	pthread_mutex_unlock(&d->mu);
+	return h;
+}
+
 /* ------------------------------------------------------------------ pools */
 
 #define UNITS_PER_PAGE SLOTS_PER_PAGE

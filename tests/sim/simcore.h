@@ -92,6 +92,9 @@ int sim_addr_range(uint64_t addr, uint64_t *base, uint64_t *size);
 /* the same, and the allocation's sim_kind (any out-pointer may be NULL) */
 int sim_addr_kind(uint64_t addr, uint64_t *base, uint64_t *size, int *kind);
 int sim_addr_device(uint64_t addr); /* -1 if not a device address */
+/* the pool a live pool block was allocated from (its handle even after the
+ * pool's destroy, until its last block is freed); 0 for any other address */
+uint64_t sim_addr_pool(uint64_t addr);
 
 /* Stream-ordered pools; handles encode the device and are validated. */
 uint64_t sim_pool_default(int dev);

@@ -20,6 +20,11 @@ void simgpu_cuda_debug_reset_peak(void);
 int simgpu_hip_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long *peak_pages_bytes,
                           unsigned long long *live_allocs);
 
+/* the driver's, not in cuda_abi.h; ROCm's hipStreamGetDevice likewise */
+gg_CUresult cuPointerGetAttribute(void *data, gg_CUpointer_attribute attribute, gg_CUdeviceptr ptr);
+gg_hipError_t hipStreamGetDevice(gg_hipStream_t stream, int *device);
+#define PA_MEMPOOL_HANDLE 17 /* CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE */
+
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
 #define DEVMEM GiB /* SIMGPU_MEMORY set by main */
@@ -413,6 +418,15 @@ TEST(pools)
 	CHECK_EQ_INT(cuStreamCreate(&s, 0), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&p, 5 * MiB, mine, s), GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(pool_attr(mine, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 6 * MiB);
+	/* the pool a block came from; NULL for memory of no pool */
+	gg_CUmemoryPool owner = NULL;
+	CHECK_EQ_INT(cuPointerGetAttribute(&owner, PA_MEMPOOL_HANDLE, p + 100), GG_CUDA_SUCCESS);
+	CHECK(owner == mine);
+	gg_CUdeviceptr plain;
+	CHECK_EQ_INT(cuMemAlloc_v2(&plain, MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuPointerGetAttribute(&owner, PA_MEMPOOL_HANDLE, plain), GG_CUDA_SUCCESS);
+	CHECK(owner == NULL);
+	CHECK_EQ_INT(cuMemFree_v2(plain), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemAllocFromPoolAsync_ptsz(&q, 5 * MiB, (gg_CUmemoryPool)&pp, s), GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuDeviceSetMemPool(0, mine), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuDeviceSetMemPool(1, mine), GG_CUDA_ERROR_INVALID_VALUE);
@@ -424,6 +438,8 @@ TEST(pools)
 	CHECK_EQ_INT(cuDeviceGetMemPool(&cur, 0), GG_CUDA_SUCCESS);
 	CHECK(cur == def);
 	CHECK_EQ_U64(cu_free(), f0 - 6 * MiB); /* held until the live block goes */
+	CHECK_EQ_INT(cuPointerGetAttribute(&owner, PA_MEMPOOL_HANDLE, p), GG_CUDA_SUCCESS);
+	CHECK(owner == mine); /* the destroyed pool's handle, while its block lives */
 	CHECK_EQ_INT(cuMemFreeAsync(p, s), GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(cu_free(), f0);
 	CHECK_EQ_INT(cuStreamSynchronize(s), GG_CUDA_SUCCESS);
@@ -702,6 +718,18 @@ TEST(hip_multi_device)
 	CHECK_EQ_INT(hipGetDevice(&d), GG_hipSuccess);
 	CHECK_EQ_INT(d, 0); /* the current device is per thread */
 	CHECK_EQ_INT(hipFree(p), GG_hipSuccess);
+	/* a stream's device, whichever is current; the null stream's is */
+	gg_hipStream_t s1 = NULL;
+	CHECK_EQ_INT(hipSetDevice(1), GG_hipSuccess);
+	CHECK_EQ_INT(hipStreamCreate(&s1), GG_hipSuccess);
+	CHECK_EQ_INT(hipSetDevice(0), GG_hipSuccess);
+	CHECK_EQ_INT(hipStreamGetDevice(s1, &d), GG_hipSuccess);
+	CHECK_EQ_INT(d, 1);
+	CHECK_EQ_INT(hipStreamGetDevice(NULL, &d), GG_hipSuccess);
+	CHECK_EQ_INT(d, 0);
+	CHECK_EQ_INT(hipStreamGetDevice(s1, NULL), GG_hipErrorInvalidValue);
+	CHECK_EQ_INT(hipStreamDestroy(s1), GG_hipSuccess);
+	CHECK_EQ_INT(hipStreamGetDevice(s1, &d), GG_hipErrorInvalidHandle);
 	simgpu_hip_debug_used(1, &u1, NULL, NULL);
 	CHECK_EQ_U64(u1, 0);
 }

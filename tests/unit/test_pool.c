@@ -104,30 +104,38 @@ TEST(get_registers_once)
 	CHECK_EQ_U64(used0(), 0);
 }
 
-TEST(registry_full_and_reuse)
+/* The registry grows past its first blocks (issue 10, finding 7: a fixed
+ * 256 left pool 257 on to be charged like plain memory), and a destroyed
+ * pool's entry is taken again. */
+TEST(registry_grows_and_reuses)
 {
-	static struct fake f[257];
+	enum { N = 300 };
+	static struct fake f[N + 1];
 	setup(GG_UNLIMITED);
 	int got = 0;
-	for (int i = 0; i < 257; i++) {
+	for (int i = 0; i < N; i++) {
 		fake_init(&f[i], 0, 0);
-		got += gg_pool_get(&f[i], 0, fake_query) != NULL;
+		got += gg_pool_get(&f[i], i % 4, fake_query) != NULL;
 	}
-	CHECK_EQ_INT(got, 256);
-	CHECK(gg_pool_get(&f[256], 0, fake_query) == NULL);
+	CHECK_EQ_INT(got, N);
+	for (int i = 0; i < N; i++)
+		CHECK_EQ_INT(gg_pool_device(&f[i]), i % 4);
 	gg_pool_forget(&f[10]);
 	CHECK_EQ_INT(gg_pool_device(&f[10]), -1);
-	struct gg_pool *p = gg_pool_get(&f[256], 2, fake_query); /* takes the dead entry */
+	fake_init(&f[N], 0, 0);
+	struct gg_pool *p = gg_pool_get(&f[N], 2, fake_query); /* takes the dead entry */
 	CHECK(p != NULL);
-	CHECK_EQ_INT(gg_pool_device(&f[256]), 2);
+	CHECK_EQ_INT(gg_pool_device(&f[N]), 2);
+	CHECK_EQ_INT(gg_pool_device(&f[N - 1]), (N - 1) % 4);
 	CHECK(gg_pool_get(&f[11], 0, fake_query) != NULL);
 	gg_pool_reset();
+	CHECK_EQ_INT(gg_pool_device(&f[N - 1]), -1);
 }
 
 /* ---- concurrent registration ---- */
 
 #define REG_T 8
-#define REG_H 16
+#define REG_H 256 /* a power of two (each thread its own order), four registry blocks (pool.c) */
 static struct fake reg_fakes[REG_H];
 static struct gg_pool *reg_seen[REG_T][REG_H];
 static pthread_barrier_t reg_bar;
@@ -451,13 +459,118 @@ TEST(concurrent_pools_stay_under_ceiling)
 	setup(GG_UNLIMITED);
 }
 
+/* ---- a pool destroyed with blocks live (issue 10, finding 6) ---- */
+
+#define Z_N 64
+#define Z_BASE 0x7f0000000000ull
+#define Z_BLOCK (2 * MI)
+
+static int z_owner(uint64_t ptr, void *pool)
+{
+	(void)pool;
+	return ptr >= Z_BASE && ptr < Z_BASE + Z_N * Z_BLOCK;
+}
+
+static int z_trim(void *pool)
+{
+	(void)pool; /* every block is live: nothing to trim */
+	return 0;
+}
+
+static struct fake zf;
+
+static void z_setup(void)
+{
+	setup(GG_UNLIMITED);
+	if (!gg_table)
+		gg_table = gg_table_create(4096);
+	fake_init(&zf, Z_N * Z_BLOCK, Z_N * Z_BLOCK);
+	gg_pool_reconcile(gg_pool_get(&zf, 0, fake_query));
+	for (int i = 0; i < Z_N; i++)
+		gg_account_commit(0, GG_NS_PTR, Z_BASE + (uint64_t)i * Z_BLOCK, Z_BLOCK,
+		                  GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, 0);
+}
+
+static void z_free(int i)
+{
+	struct gg_record r;
+	if (gg_account_forget(GG_NS_PTR, Z_BASE + (uint64_t)i * Z_BLOCK, &r))
+		gg_account_freed(&r, 1);
+}
+
+/* The pool's charge stays until its last block's free, then goes at once. */
+TEST(destroyed_pool_held_until_last_block)
+{
+	z_setup();
+	CHECK_EQ_U64(used0(), Z_N * Z_BLOCK);
+	struct gg_pool_doom d;
+	gg_pool_destroy_begin(&zf, z_owner, z_trim, &d);
+	gg_pool_destroy_end(&zf, &d, 1);
+	CHECK_EQ_INT(gg_pool_device(&zf), -1);
+	CHECK_EQ_U64(used0(), Z_N * Z_BLOCK);
+	for (int i = 0; i < Z_N - 1; i++)
+		z_free(i);
+	CHECK_EQ_U64(used0(), Z_N * Z_BLOCK);
+	z_free(Z_N - 1);
+	CHECK_EQ_U64(used0(), 0);
+	CHECK_EQ_U64(pool_reserved0(), 0);
+	/* a failed destroy changes nothing */
+	z_setup();
+	gg_pool_destroy_begin(&zf, z_owner, z_trim, &d);
+	gg_pool_destroy_end(&zf, &d, 0);
+	CHECK_EQ_INT(gg_pool_device(&zf), 0);
+	CHECK_EQ_U64(used0(), Z_N * Z_BLOCK);
+	for (int i = 0; i < Z_N; i++)
+		z_free(i);
+	CHECK_EQ_U64(used0(), Z_N * Z_BLOCK); /* the live pool keeps its reserve */
+	gg_pool_forget(&zf);
+	CHECK_EQ_U64(used0(), 0);
+}
+
+static pthread_barrier_t z_bar;
+
+static void *z_freer(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	pthread_barrier_wait(&z_bar);
+	for (int i = id; i < Z_N; i += 4)
+		z_free(i);
+	return NULL;
+}
+
+/* Frees racing the destroy: whichever side of it each block's free falls
+ * on, once all are freed the books are back to nothing, refunded once. */
+TEST(destroy_racing_frees_refunds_once)
+{
+	int bad = 0;
+	for (int round = 0; round < (SLOW ? 20 : 200); round++) {
+		z_setup();
+		pthread_barrier_init(&z_bar, NULL, 5);
+		pthread_t th[4];
+		for (int i = 0; i < 4; i++)
+			pthread_create(&th[i], NULL, z_freer, (void *)(intptr_t)i);
+		pthread_barrier_wait(&z_bar);
+		struct gg_pool_doom d;
+		gg_pool_destroy_begin(&zf, z_owner, z_trim, &d);
+		gg_pool_destroy_end(&zf, &d, 1);
+		for (int i = 0; i < 4; i++)
+			pthread_join(th[i], NULL);
+		pthread_barrier_destroy(&z_bar);
+		bad += used0() != 0 || pool_reserved0() != 0;
+	}
+	CHECK_EQ_INT(bad, 0);
+	setup(GG_UNLIMITED);
+}
+
 int main(void)
 {
 	RUN(get_registers_once);
-	RUN(registry_full_and_reuse);
+	RUN(registry_grows_and_reuses);
 	RUN(concurrent_registration_one_entry);
 	RUN(grow_warm_refuse_trim_forget);
 	RUN(query_failure_keeps_the_reservation);
 	RUN(concurrent_pools_stay_under_ceiling);
+	RUN(destroyed_pool_held_until_last_block);
+	RUN(destroy_racing_frees_refunds_once);
 	return harness_done();
 }

@@ -1,0 +1,180 @@
+/* gpuguard: stream-ordered pools held to the ceiling for as long as the
+ * driver holds their memory (issue 10, findings 6, 7 and 8): a pool
+ * destroyed with a block still live, more pools than a fixed registry would
+ * hold, and allocations on a stream of another device. GPUGUARD_LIMIT=4Gi
+ * on two 16 GiB simulated cards (see .env). */
+#include "common.h"
+#include "gpuguard/cuda_abi.h"
+
+static gg_CUcontext ctx0, ctx1;
+
+static void setup(void)
+{
+	gg_CUdevice d;
+	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
+	    cuDeviceGet(&d, 1) != 0 || cuDevicePrimaryCtxRetain(&ctx1, d) != 0 || cuCtxSetCurrent(ctx0) != 0) {
+		fprintf(stderr, "simulated driver did not start with two devices\n");
+		exit(2);
+	}
+}
+
+/* What the simulated card holds in pages on dev. */
+static unsigned long long sim_held(int dev)
+{
+	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
+	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
+	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
+	unsigned long long pages = UINT64_MAX;
+	if (!f || f(dev, &pages, NULL, NULL) != 0)
+		return UINT64_MAX;
+	return pages;
+}
+
+static gg_CUmemoryPool make_pool(int dev)
+{
+	gg_CUmemPoolProps props = {.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
+	                           .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+	gg_CUmemoryPool pool = NULL;
+	CHECK_EQ_INT(cuMemPoolCreate(&pool, &props), GG_CUDA_SUCCESS);
+	return pool;
+}
+
+/* Finding 6: the driver keeps a destroyed pool's live block until it is
+ * freed; the old code refunded the whole pool at the destroy and let a
+ * plain 3 GiB through beside it (6 GiB held under a 4 GiB ceiling). */
+TEST(destroyed_pool_keeps_its_live_blocks_charged)
+{
+	gg_CUmemoryPool pool = make_pool(0);
+	gg_CUdeviceptr a = 0, b = 0, c = 0;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&a, 3 * GIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&b, 512 * MIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(b, NULL), GG_CUDA_SUCCESS); /* the pool keeps it as reserve */
+	CHECK_EQ_U64(gg_stats(0).used, 3 * GIB + 512 * MIB);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS);
+	/* the free reserve went with the destroy, the live block did not */
+	CHECK_EQ_U64(sim_held(0), 3 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, 3 * GIB);
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 3 * GIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(0) <= 4 * GIB);
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 1 * GIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(c), GG_CUDA_SUCCESS);
+	/* its free gives the memory back, and the charge with it */
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 0);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 3 * GIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(c), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+/* The driver frees a destroyed pool when its last block goes, not block by
+ * block: with two blocks live at the destroy, freeing one gives nothing
+ * back yet (the simulator keeps both chunks), so no plain 2 GiB fits. */
+TEST(destroyed_pool_is_released_at_its_last_free)
+{
+	gg_CUmemoryPool pool = make_pool(0);
+	gg_CUdeviceptr a = 0, b = 0, c = 0;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&a, 2 * GIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&b, 1 * GIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSynchronize(), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 3 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, 3 * GIB);
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 2 * GIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(0) <= 4 * GIB);
+	CHECK_EQ_INT(cuMemFreeAsync(b, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 0);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+/* The common case stays as it was: an empty pool's reserve is refunded at
+ * its destroy. */
+TEST(destroyed_empty_pool_is_refunded)
+{
+	gg_CUmemoryPool pool = make_pool(0);
+	gg_CUdeviceptr a = 0;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&a, 1 * GIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 1 * GIB);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	CHECK_EQ_U64(sim_held(0), 0);
+}
+
+/* Finding 7: past a fixed registry of 256 pools an allocation was charged
+ * like a plain one and refunded at its free, while the pool kept it. */
+TEST(pools_past_256_are_charged_by_what_they_hold)
+{
+	enum { N = 300 };
+	static gg_CUmemoryPool pools[N];
+	for (int i = 0; i < N; i++)
+		pools[i] = make_pool(0);
+	for (int i = N - 4; i < N; i++) {
+		gg_CUdeviceptr a = 0;
+		CHECK_EQ_INT(cuMemAllocFromPoolAsync(&a, 1 * GIB, pools[i], NULL), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS); /* the pool keeps it */
+	}
+	/* four pools hold 1 GiB each: the books say so, and nothing else fits */
+	CHECK_EQ_U64(sim_held(0), 4 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, 4 * GIB);
+	gg_CUdeviceptr c = 0;
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 1 * GIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(0) <= 4 * GIB);
+	/* a synchronisation point gives the reserves back (threshold 0) */
+	CHECK_EQ_INT(cuCtxSynchronize(), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 0);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	for (int i = 0; i < N; i++)
+		CHECK_EQ_INT(cuMemPoolDestroy(pools[i]), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+/* Finding 8: cuMemAllocAsync on a stream of device 1, with device 0's
+ * context current, draws from device 1's pool and is charged there; the
+ * old code granted 8 x 1 GiB under the 4 GiB ceiling. */
+TEST(async_on_another_devices_stream_is_charged_to_that_device)
+{
+	gg_CUstream s1 = NULL;
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamCreate(&s1, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a[8] = {0};
+	int granted = 0, refused = 0;
+	for (int i = 0; i < 8; i++) {
+		gg_CUresult rc = cuMemAllocAsync(&a[granted], 1 * GIB, s1);
+		if (rc == GG_CUDA_SUCCESS)
+			granted++;
+		else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
+			refused++;
+	}
+	CHECK_EQ_INT(granted, 4);
+	CHECK_EQ_INT(refused, 4);
+	CHECK(sim_held(1) <= 4 * GIB);
+	CHECK_EQ_U64(gg_stats(1).used, 4 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	for (int i = 0; i < granted; i++)
+		CHECK_EQ_INT(cuMemFreeAsync(a[i], s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamSynchronize(s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(1), 0);
+	CHECK_EQ_U64(gg_stats(1).used, 0);
+}
+
+/* `t_pools_lcuda NAME` runs that test alone (each must fail on its own
+ * without its fix, not only after another's leftovers). */
+#define RUN_ONE(name)                                        \
+	do {                                                 \
+		if (argc < 2 || strcmp(argv[1], #name) == 0) \
+			RUN(name);                           \
+	} while (0)
+
+int main(int argc, char **argv)
+{
+	setup();
+	RUN_ONE(destroyed_pool_keeps_its_live_blocks_charged);
+	RUN_ONE(destroyed_pool_is_released_at_its_last_free);
+	RUN_ONE(destroyed_empty_pool_is_refunded);
+	RUN_ONE(pools_past_256_are_charged_by_what_they_hold);
+	RUN_ONE(async_on_another_devices_stream_is_charged_to_that_device);
+	return harness_done();
+}
