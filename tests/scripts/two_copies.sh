@@ -43,6 +43,7 @@ check "two-preloads-said: the second copy said so $n times, wanted once" "$(yes_
 # unloaded: nothing was charged twice, the dump signal still reaches the
 # preload, which writes a dump, and the process lives.
 mkfifo "$TMP/in"
+: >"$TMP/plugin.out"
 client "$GG_TEST_PRELOAD" <"$TMP/in" >"$TMP/plugin.out" 2>"$TMP/plugin.err" &
 pid=$!
 exec 3>"$TMP/in"
