@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "gpuguard.h"
+#include "limit.h"
 
 #define GG_EXPORT __attribute__((visibility("default")))
 #define GG_MAX_DEVICES GPUGUARD_MAX_DEVICES
@@ -29,14 +30,7 @@ void gg_log(enum gg_log_level level, const char *fmt, ...) __attribute__((format
 const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes);
 
 /* ---- options.c ---- */
-enum gg_limit_kind { GG_LIMIT_NONE = 0, GG_LIMIT_BYTES, GG_LIMIT_PERCENT };
-struct gg_limit_spec {
-	enum gg_limit_kind kind;
-	uint64_t value; /* bytes, or percent in hundredths (9000 = 90 %) */
-};
-struct gg_limits {
-	struct gg_limit_spec dev[GG_MAX_DEVICES];
-};
+/* GPUGUARD_LIMIT's types and parser: limit.h (shared with the command) */
 struct gg_options {
 	int limit_set; /* GPUGUARD_LIMIT was given */
 	int limit_bad; /* ... and could not be parsed: fail closed */
@@ -75,10 +69,6 @@ int gg_parse_duration_ms(const char *s, uint64_t *out);
 void gg_options_print(void);
 /* "fail" (0) or "wait:<duration>" (ms). 0 or -1. */
 int gg_parse_on_limit(const char *s, uint64_t *wait_ms);
-/* Kubernetes quantity: "20Gi", "20G", "1.5Gi", "1e9", "123". 0 or -1. */
-int gg_parse_quantity(const char *s, uint64_t *out);
-/* GPUGUARD_LIMIT: a quantity, "N%", or "0=20Gi,1=8Gi,*=4Gi". 0 or -1. */
-int gg_parse_limit(const char *s, struct gg_limits *out);
 /* The options table, for tests that compare it with README.md. */
 struct gg_option_row {
 	const char *name;

@@ -16,6 +16,7 @@
 #include <gpuguard/dump.h>
 #include <gpuguard/region.h>
 
+#include "limit.h" /* the library's GPUGUARD_LIMIT parser (interpose/limit.c) */
 #include "tool.h"
 
 static const char help_main[] =
@@ -30,6 +31,7 @@ static const char help_main[] =
     "  dump PID            ask a running process for a dump and print its path\n"
     "  top [OPTS]          live table of the pod's devices and processes (the pod region)\n"
     "  metrics [OPTS]      the pod region in Prometheus text format, printed or served over HTTP\n"
+    "  check [PID]         exit 0 only if PID (default 1) runs with libgpuguard and a valid ceiling\n"
     "  help [COMMAND]      this text, or a command's manual\n"
     "  version             print the version\n"
     "\n"
@@ -173,6 +175,28 @@ static const char help_dump[] = "NAME\n"
                                 "    0 the path was printed; 1 usage error; 2 no such process, no permission,\n"
                                 "    no library or no handler in it (not signalled), dumps disabled in it,\n"
                                 "    or no dump appeared in time.\n";
+
+static const char help_check[] =
+    "NAME\n"
+    "    gpuguard check - does a process really run under gpuguard's ceiling?\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    gpuguard check [PID]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    For a container's startup probe, so that a pod whose GPU process does not\n"
+    "    run with the library never becomes Ready (failing closed). Checks that\n"
+    "    PID (default 1, the container's main process) has libgpuguard mapped\n"
+    "    (/proc/PID/maps; behind an init such as tini or a shell, a process under\n"
+    "    it that has the library counts) and that its GPUGUARD_LIMIT is set and\n"
+    "    valid, read with the library's own parser. Prints one line either way:\n"
+    "    what was found, or what is wrong (LD_PRELOAD unset or naming a file that\n"
+    "    does not exist, which the loader ignores; the library not mapped; the\n"
+    "    limit missing or invalid).\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 the process runs with the library and a valid ceiling; 1 usage error;\n"
+    "    2 it does not (the line says why), or it cannot be read.\n";
 
 static const char help_top[] = "NAME\n"
                                "    gpuguard top - live view of a pod's GPU memory budget\n"
@@ -971,6 +995,93 @@ static int cmd_dump(int argc, char **argv)
 	return GG_EXIT_BADINPUT;
 }
 
+/* ---- check ---- */
+
+/* Why PID has no library: LD_PRELOAD unset, naming a missing file, or
+ * naming no libgpuguard. Into out. */
+static void why_not_loaded(long pid, char *out, size_t n)
+{
+	char pre[4096];
+	if (proc_env(pid, "LD_PRELOAD", pre, sizeof pre) != 0) {
+		snprintf(out, n, "LD_PRELOAD is not set in it");
+		return;
+	}
+	/* LD_PRELOAD is a list separated by spaces or colons */
+	for (char *save = NULL, *t = strtok_r(pre, " :", &save); t; t = strtok_r(NULL, " :", &save)) {
+		const char *base = strrchr(t, '/');
+		base = base ? base + 1 : t;
+		if (strncmp(base, "libgpuguard", 11) != 0)
+			continue;
+		if (t[0] == '/' && access(t, R_OK) != 0) {
+			snprintf(out, n, "LD_PRELOAD names %.256s, which %s, so the loader ignored it", t,
+			         errno == ENOENT ? "does not exist" : "cannot be read");
+			return;
+		}
+		snprintf(out, n, "LD_PRELOAD names %.256s, but it is not mapped (a setuid program, or the loader "
+		                 "refused it: see the process's stderr)",
+		         t);
+		return;
+	}
+	snprintf(out, n, "LD_PRELOAD names no libgpuguard");
+}
+
+static int cmd_check(int argc, char **argv)
+{
+	const char *pidarg = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(help_check, stdout);
+			return GG_EXIT_OK;
+		}
+		if (pidarg || argv[i][0] == '-')
+			return usage_err("check: one PID at most", help_check);
+		pidarg = argv[i];
+	}
+	char *end = NULL;
+	errno = 0;
+	long pid = pidarg ? strtol(pidarg, &end, 10) : 1;
+	if (pidarg && (errno || *end || pid <= 0 || pid > INT_MAX))
+		return usage_err("check: PID must be a process id", help_check);
+	char comm[64];
+	proc_comm(pid, comm, sizeof comm);
+	int has = has_library(pid);
+	if (has < 0) {
+		gg_error("check: process %ld: %s", pid, strerror(errno));
+		return GG_EXIT_BADINPUT;
+	}
+	long target = pid;
+	if (!has) {
+		long kids[1];
+		if (library_descendants(pid, kids, 1) == 0) {
+			char why[512];
+			why_not_loaded(pid, why, sizeof why);
+			gg_error("check: process %ld (%s) does not run with libgpuguard: %s; no ceiling is enforced",
+			         pid, text_safe(comm) ? comm : "?", why);
+			return GG_EXIT_BADINPUT;
+		}
+		target = kids[0];
+		proc_comm(target, comm, sizeof comm);
+	}
+	char limit[4096];
+	if (proc_env(target, "GPUGUARD_LIMIT", limit, sizeof limit) != 0) {
+		gg_error("check: process %ld (%s) runs with libgpuguard but GPUGUARD_LIMIT is not set in it: no "
+		         "ceiling is enforced",
+		         target, text_safe(comm) ? comm : "?");
+		return GG_EXIT_BADINPUT;
+	}
+	struct gg_limits l;
+	if (gg_parse_limit(limit, &l) != 0) {
+		gg_error("check: process %ld (%s): GPUGUARD_LIMIT=\"%.128s\" is not valid (accepted: a quantity such "
+		         "as 20Gi, a percentage such as 90%%, or a list such as 0=20Gi,1=8Gi,*=4Gi); the library "
+		         "refuses every allocation",
+		         target, text_safe(comm) ? comm : "?", text_safe(limit) ? limit : "(unprintable)");
+		return GG_EXIT_BADINPUT;
+	}
+	printf("gpuguard check: process %ld (%s) runs with libgpuguard, GPUGUARD_LIMIT=%s\n", target,
+	       text_safe(comm) ? comm : "?", text_safe(limit) ? limit : "(unprintable)");
+	return GG_EXIT_OK;
+}
+
 static int cmd_top(int argc, char **argv)
 {
 	const char *region = NULL, *v;
@@ -1041,6 +1152,8 @@ static const char *help_for(const char *cmd)
 		return help_run;
 	if (!strcmp(cmd, "dump"))
 		return help_dump;
+	if (!strcmp(cmd, "check"))
+		return help_check;
 	return NULL;
 }
 
@@ -1076,6 +1189,8 @@ int main(int argc, char **argv)
 		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(cmd, "top"))
 		return cmd_top(argc - 1, argv + 1);
+	if (!strcmp(cmd, "check"))
+		return cmd_check(argc - 1, argv + 1);
 	if (!strcmp(cmd, "metrics"))
 		return cmd_metrics(argc - 1, argv + 1);
 	char m[128];

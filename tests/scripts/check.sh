@@ -1,0 +1,66 @@
+#!/bin/sh
+# gpuguard check, the startup probe that makes a pod fail closed (issue 13):
+# exit 0 only for a process that runs with the library and a valid
+# GPUGUARD_LIMIT; otherwise exit 2 with one line saying why. Each case is a
+# `sleep` started the way a container's main process would be.
+passed=0
+failed=0
+TMP=$(mktemp -d)
+PIDS=
+trap 'for p in $PIDS; do kill $p 2>/dev/null; done; rm -rf "$TMP"' EXIT
+TOOL="$GG_TEST_BUILD/bin/gpuguard"
+# The sanitizer runtime, where there is one, stays first in the preload.
+RUNTIME=${GG_TEST_PRELOAD%"$GG_TEST_LIB"}
+
+# case NAME WANT-RC WANT-TEXT ENV...: starts `sleep 30` with ENV, checks it
+case_() {
+	name=$1 want=$2 text=$3
+	shift 3
+	env "$@" sleep 30 >/dev/null 2>&1 &
+	pid=$!
+	PIDS="$PIDS $pid"
+	# wait until the loader is done with it (the sleep binary is mapped)
+	i=0
+	while ! grep -q "/sleep" /proc/$pid/maps 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	"$TOOL" check $pid >"$TMP/$name.out" 2>&1
+	rc=$?
+	kill $pid 2>/dev/null
+	if [ $rc -eq "$want" ] && grep -qF "$text" "$TMP/$name.out" && [ "$(wc -l <"$TMP/$name.out")" -eq 1 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL check-$name: exit $rc (want $want), wanted one line with: $text"
+		sed 's/^/    /' "$TMP/$name.out"
+	fi
+}
+case_ loaded 0 "runs with libgpuguard, GPUGUARD_LIMIT=20Gi" LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=20Gi
+case_ list 0 "GPUGUARD_LIMIT=0=20Gi,*=8Gi" LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT="0=20Gi,*=8Gi"
+case_ not-loaded 2 "does not run with libgpuguard: LD_PRELOAD is not set in it" GPUGUARD_LIMIT=20Gi
+case_ missing-file 2 "LD_PRELOAD names $TMP/gone/libgpuguard.so, which does not exist, so the loader ignored it" \
+	LD_PRELOAD="${RUNTIME}$TMP/gone/libgpuguard.so" GPUGUARD_LIMIT=20Gi
+case_ bad-limit 2 'GPUGUARD_LIMIT="20 gigs" is not valid' LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT="20 gigs"
+case_ no-limit 2 "GPUGUARD_LIMIT is not set in it: no ceiling is enforced" LD_PRELOAD="$GG_TEST_PRELOAD"
+# behind an init (a shell as PID 1 of the container): its child counts
+sh -c "env LD_PRELOAD='$GG_TEST_PRELOAD' GPUGUARD_LIMIT=4Gi sleep 30 >/dev/null 2>&1; :" &
+pid=$!
+PIDS="$PIDS $pid"
+i=0
+while ! "$TOOL" check $pid >"$TMP/init.out" 2>&1 && [ $i -lt 100 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+if grep -q "runs with libgpuguard, GPUGUARD_LIMIT=4Gi" "$TMP/init.out"; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	echo "FAIL check-behind-init: the shell's child with the library was not found"
+	sed 's/^/    /' "$TMP/init.out"
+fi
+pkill -P $pid 2>/dev/null
+"$TOOL" check 1 2 >"$TMP/usage.out" 2>&1
+if [ $? -eq 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)) && echo "FAIL check-usage: two PIDs not a usage error"; fi
+echo "harness: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
