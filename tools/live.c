@@ -176,8 +176,13 @@ static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
 	return 0;
 }
 
+static const char up_help[] = "1 when the pod region was read; 0 before any process of the pod attached, or when "
+                               "the file cannot be read (gpuguard_region_error says why).";
+
 void gg_metrics_render(FILE *f, const struct gg_region *r)
 {
+	family(f, "gpuguard_up", "gauge", up_help);
+	fputs("gpuguard_up 1\n", f);
 	family(f, "gpuguard_region_info", "gauge",
 	       "The pod region read, and the GPUGUARD_LIMIT that set the pod's budget (\"\" = none).");
 	fputs("gpuguard_region_info{path=\"", f);
@@ -442,12 +447,33 @@ static void serve_metrics(struct server *sv, struct conn *c, int head_only, uint
 	static struct gg_region r;
 	char err[sizeof sv->last_err];
 	if (gg_region_read(&r, sv->path, err, sizeof err)) {
+		/* 200 with gpuguard_up 0, never 503: the target is up from the
+		 * pod's start, before any process attached, and an alert can
+		 * fire on gpuguard_up == 0 with the reason beside it. */
 		if (strcmp(err, sv->last_err))
-			gg_warning("%s (answering 503 until it is readable)", err);
+			gg_warning("%s (answering gpuguard_up 0 until it is readable)", err);
 		snprintf(sv->last_err, sizeof sv->last_err, "%s", err);
-		char body[sizeof err + 32];
-		snprintf(body, sizeof body, "gpuguard: error: %s\n", err);
-		respond_text(c, 503, "Service Unavailable", NULL, body, head_only, now, sv->timeout_ms);
+		char *text = NULL;
+		size_t len = 0;
+		FILE *m = open_memstream(&text, &len);
+		if (!m) {
+			respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now,
+			             sv->timeout_ms);
+			return;
+		}
+		family(m, "gpuguard_up", "gauge", up_help);
+		fputs("gpuguard_up 0\n", m);
+		family(m, "gpuguard_region_error", "gauge", "Why the pod region could not be read (gpuguard_up 0).");
+		fputs("gpuguard_region_error{reason=\"", m);
+		prom_str(m, err);
+		fputs("\"} 1\n", m);
+		if (fclose(m))
+			respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now,
+			             sv->timeout_ms);
+		else
+			respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL, text, len, head_only, now,
+			        sv->timeout_ms);
+		free(text);
 		return;
 	}
 	if (sv->last_err[0])

@@ -19,9 +19,12 @@ case_() {
 	env "$@" sleep 30 >/dev/null 2>&1 &
 	pid=$!
 	PIDS="$PIDS $pid"
-	# wait until the loader is done with it (the sleep binary is mapped)
+	# wait until it is sleep (the shell's fork, then env, exec in turn) and
+	# the loader is done: preloads are mapped before the program's own
+	# libraries, so libc's mapping means they are in
 	i=0
-	while ! grep -q "/sleep" /proc/$pid/maps 2>/dev/null && [ $i -lt 100 ]; do
+	while { [ "$(cat /proc/$pid/comm 2>/dev/null)" != sleep ] || ! grep -q "/libc[.-]" /proc/$pid/maps 2>/dev/null; } &&
+		[ $i -lt 100 ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done

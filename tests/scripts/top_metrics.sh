@@ -329,11 +329,16 @@ wait "$slow"
 src=$?
 head -n 1 "$TMP/slow.resp" | grep -q "^HTTP/1.1 408 " && [ "$src" -eq 0 ] && ok ||
 	bad "slow client: exit $src, '$(head -n 1 "$TMP/slow.resp")', want a 408 and a close at the deadline"
-# The region goes away: 503 with the reason, and back.
+# The region goes away: 200 with gpuguard_up 0 and the reason (never 503:
+# the target is up before any process attached), and back.
 mv "$R" "$R.away"
 get gone 'GET /metrics HTTP/1.1\r\n\r\n'
-[ "$(status gone)" = "HTTP/1.1 503 Service Unavailable" ] && grep -q "no process in this pod has attached yet" "$TMP/gone.body" &&
-	ok || bad "missing region while serving: '$(status gone)'"
+[ "$(status gone)" = "HTTP/1.1 200 OK" ] && grep -qx "gpuguard_up 0" "$TMP/gone.body" &&
+	grep -q 'gpuguard_region_error{reason=".*no process in this pod has attached yet' "$TMP/gone.body" &&
+	ok || bad "missing region while serving: '$(status gone)', want 200 with gpuguard_up 0"
+if command -v promtool >/dev/null 2>&1; then
+	promtool check metrics <"$TMP/gone.body" >/dev/null 2>&1 && ok || bad "gpuguard_up 0 body fails promtool check metrics"
+fi
 mv "$R.away" "$R"
 get back 'GET /metrics HTTP/1.1\r\n\r\n'
 [ "$(status back)" = "HTTP/1.1 200 OK" ] && ok || bad "region back: '$(status back)'"
