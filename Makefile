@@ -1,4 +1,4 @@
-# gpuguard: plain make, out-of-tree build/. Targets: all check check-gpu bench
+# gpuguard: plain make, out-of-tree build/. Targets: all check check-gpu bench soak
 # demo install clean; `make check SAN=address|undefined|thread` builds and runs
 # the whole suite with a sanitizer, in build/san-<name>/.
 
@@ -57,9 +57,11 @@ SIM_TEST := $(BUILD)/tests/sim_test
 # flood: the slow-client flood of tests/scripts/metrics_flood.sh; signame and
 # sigprobe: the command's and the library's reading of GPUGUARD_DUMP_SIGNAL
 # (tests/scripts/dump_target.sh). podclient: a pod member driven from stdin
-# (tests/scripts/region_fault.sh).
+# (tests/scripts/region_fault.sh). podsoak and its shim: the kill soak
+# (tests/scripts/soak.sh, `make soak`).
 TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/tests/tools/flood \
-	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient
+	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient \
+	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so
 EXAMPLES := $(BUILD)/examples/kvcache
 BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
@@ -86,7 +88,7 @@ NVCC_FLAGS := -std=c++17 -Iinclude -Xcompiler -Wall,-Werror,-Wno-deprecated-decl
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
 
-.PHONY: all lib sim tests check check-all check-aarch64 check-gpu bench demo install clean deps format fuzz
+.PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu bench demo install clean deps format fuzz
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
@@ -188,6 +190,15 @@ $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient: $(BUILD)/tests/too
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
 
+$(BUILD)/tests/tools/podsoak: tests/tools/podsoak.c tests/tools/podsoak.h $(SIM) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
+
+# Preloaded after libgpuguard: gpuguard's RTLD_NEXT finds it, and it the simulator.
+$(BUILD)/tests/tools/libpodsoak_shim.so: tests/tools/podsoak_shim.c tests/tools/podsoak.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< $(LDLIBS)
+
 $(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $<
@@ -219,6 +230,15 @@ deps:
 check: deps
 	$(MAKE) all
 	BUILD=$(BUILD) SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) REALLIB_NAMES="$(REALLIB_NAMES)" sh tests/run.sh
+
+# The kill soak of pod scope at length (tests/scripts/soak.sh; `make check`
+# runs a 20-second one). SOAK_SECONDS and SOAK_KILLS override.
+SOAK_SECONDS ?= 600
+SOAK_KILLS ?= 6000
+soak: lib sim $(TOOL) $(TEST_TOOLS)
+	GG_TEST_BUILD=$(CURDIR)/$(BUILD) GG_TEST_SIMDIR=$(CURDIR)/$(BUILD)/sim SAN=$(SAN) \
+		GG_TEST_PRELOAD="$(if $(SAN_RUNTIME),$(SAN_RUNTIME) )$(CURDIR)/$(LIB)" \
+		SOAK_SECONDS=$(SOAK_SECONDS) SOAK_KILLS=$(SOAK_KILLS) sh tests/scripts/soak.sh
 
 # What CI runs: the suite plainly and under each sanitizer, one summary.
 check-all: deps
