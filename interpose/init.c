@@ -136,6 +136,9 @@ int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 	int active = gg_hook_active;
 	uint8_t runtime = gg_cur_runtime;
 	uint16_t ctx = gg_cur_ctx;
+	enum gpuguard_api req_api;
+	uint64_t req_size;
+	gg_dump_noted_request(&req_api, &req_size);
 	gg_hook_active = 0;
 	/* signal fences: a handler on this thread sees the stores above
 	 * before the sleep begins, and ours below happen after it ends (no
@@ -146,6 +149,7 @@ int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 	gg_hook_active = active;
 	gg_cur_runtime = runtime;
 	gg_cur_ctx = ctx;
+	gg_dump_note_request(req_api, req_size);
 	return rc;
 }
 

@@ -356,6 +356,9 @@ enum gg_dump_trigger { GG_DUMP_CEILING, GG_DUMP_DRIVER_OOM, GG_DUMP_SIGNAL, GG_D
 /* What the hook about to call gg_ceiling_count_refusal is asking for, so a
  * refusal can name the request (set by gg_bracket_begin and the pool paths). */
 void gg_dump_note_request(enum gpuguard_api api, uint64_t size);
+/* The request noted last on this thread (gg_hook_sleep keeps it across a
+ * signal handler's own hook). */
+void gg_dump_noted_request(enum gpuguard_api *api, uint64_t *size);
 /* A refusal was counted on dev: history event + rate-limited dump. */
 void gg_dump_on_refusal(int dev, enum gpuguard_refusal why);
 /* Arms dumps on first device activity: starts the writer thread and

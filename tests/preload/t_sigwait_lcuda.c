@@ -31,6 +31,17 @@ static void *poke(void *arg)
 	return NULL;
 }
 
+/* ThreadSanitizer holds an asynchronous signal back until the thread next
+ * enters one of its interceptors, which the sleep (a raw futex) is not: the
+ * handler then runs after the sleep, in the hook's bookkeeping, where it is
+ * indistinguishable from re-entry. The plain and other sanitizer builds
+ * deliver it where the kernel does, during the sleep. */
+#if defined(__SANITIZE_THREAD__)
+#define SKIP_UNDER_TSAN() SKIP("ThreadSanitizer defers the signal past the sleep")
+#else
+#define SKIP_UNDER_TSAN() ((void)0)
+#endif
+
 /* Fills the ceiling to 960 MiB, asks for 512 MiB more (which waits), and has
  * a signal handler ask for `bytes` meanwhile. Returns the main request's
  * result. */
@@ -59,6 +70,7 @@ static int wait_with_handler(size_t bytes, gg_CUdeviceptr *held)
 
 TEST(a_handler_allocation_that_fits_is_charged)
 {
+	SKIP_UNDER_TSAN();
 	gg_CUdeviceptr held;
 	struct gpuguard_device_stats before = gg_stats(0);
 	CHECK_EQ_INT(wait_with_handler(32 * MIB, &held), GG_CUDA_ERROR_OUT_OF_MEMORY);
@@ -78,6 +90,7 @@ TEST(a_handler_allocation_that_fits_is_charged)
 
 TEST(a_handler_allocation_past_the_ceiling_is_refused)
 {
+	SKIP_UNDER_TSAN();
 	gg_CUdeviceptr held;
 	struct gpuguard_device_stats before = gg_stats(0);
 	CHECK_EQ_INT(wait_with_handler(128 * MIB, &held), GG_CUDA_ERROR_OUT_OF_MEMORY);
