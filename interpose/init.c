@@ -120,8 +120,14 @@ _Atomic int gg_gpu_called;
 
 void gg_first_call_slow(void)
 {
-	/* relaxed: the exchange only elects the one hook that releases the
-	 * held lines; gg_log_release orders nothing else. */
+	/* A GPU entry resolved before initialisation finished (another
+	 * library's constructor) waits for a later call: the lines are not
+	 * held yet. acquire: pairs with init's release store, so the held
+	 * lines are seen whole. */
+	if (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
+		return;
+	/* relaxed: the exchange only elects the one caller that releases the
+	 * held lines; they were published by the acquire above. */
 	if (!atomic_exchange_explicit(&gg_gpu_called, 1, memory_order_relaxed))
 		gg_log_release();
 }

@@ -563,9 +563,10 @@ extern _Atomic int gg_inert;
 /* relaxed: a once-set flag that orders nothing; a hook that reads 0 before
  * this copy's initialisation ran governs that one call. */
 #define gg_in_hook (gg_hook_active || atomic_load_explicit(&gg_inert, memory_order_relaxed))
-/* The first GPU call (the first hook to enter) writes what initialisation
- * held back (log.c), once. relaxed: a once-set flag; the held lines are
- * published by initialisation, which GG_ENTER has already acquired. */
+/* The first GPU call (the first hook to enter, or the first real entry
+ * point resolved or handed to the application) writes what initialisation
+ * held back (log.c), once. relaxed: a once-set flag; the slow path acquires
+ * initialisation before it reads the held lines. */
 extern _Atomic int gg_gpu_called;
 void gg_first_call_slow(void);
 static inline void gg_first_call(void)
