@@ -31,7 +31,7 @@ int gg_account_wait_reserve(int dev, uint64_t charge)
 			rc = 0;
 			break;
 		}
-		if (gg_ceiling_wait_sleep(dev, seen, deadline) != 0)
+		if (gg_hook_sleep(dev, seen, deadline) != 0) /* a signal handler's allocation is governed */
 			break;
 	}
 	gg_ceiling_wait_leave(dev);

@@ -111,6 +111,12 @@ void gg_dump_note_request(enum gpuguard_api api, uint64_t size)
 	req_size = size;
 }
 
+void gg_dump_noted_request(enum gpuguard_api *api, uint64_t *size)
+{
+	*api = req_api;
+	*size = req_size;
+}
+
 void gg_dump_pinned(int64_t bytes, int64_t count)
 {
 	atomic_fetch_add_explicit(&pinned_bytes, bytes, memory_order_relaxed);

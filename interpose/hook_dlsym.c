@@ -119,6 +119,7 @@ void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char
 	gg_linkmap_follow();
 	if (p) {
 		atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
+		gg_first_call(); /* what initialisation held back (log.c) */
 		pin_object_of(p); /* before anyone can use the pointer */
 		atomic_store_explicit(slot, p, memory_order_release);
 	}
@@ -132,6 +133,7 @@ void gg_real_offer(void *_Atomic *slot, void *real)
 	if (atomic_load_explicit(slot, memory_order_acquire) || !real)
 		return;
 	atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
+	gg_first_call(); /* as in gg_real_load */
 	pin_object_of(real);
 	void *expect = NULL;
 	/* release: as in gg_real_load. A second, different pointer for the same

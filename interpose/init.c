@@ -1,8 +1,10 @@
 /* gpuguard: start-up and the public API. Initialisation runs from our
  * constructor and, in case a CUDA call comes first (another library's
  * constructor), lazily from every hook. It reads the environment, maps the
- * table, the history ring and the stack table, and opens libunwind with
- * dlopen, nothing more: no CUDA, no NVML, no locks a driver could hold. */
+ * table and the history ring, nothing more: no CUDA, no NVML, no locks a
+ * driver could hold, no library loaded (libunwind comes at the first stack
+ * capture, stack.c) and nothing printed (held until the first GPU call,
+ * log.c). */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -91,6 +93,11 @@ static void init_body(void)
 		gg_ceiling_configure(); /* empty books, no ceiling: safe to read */
 		return;
 	}
+	/* What this says (a bad value, the verbose configuration) is held
+	 * until the first GPU call: a process that makes none prints nothing
+	 * (issue 10, finding 14). A bad GPUGUARD_LIMIT still fails closed
+	 * from here on (gg_opt.limit_bad). */
+	gg_log_hold(1);
 	gg_options_load();
 	gg_ceiling_configure();
 	gg_table = gg_table_create(gg_opt.table_slots);
@@ -106,6 +113,50 @@ static void init_body(void)
 	pthread_atfork(NULL, NULL, after_fork_child);
 	if (gg_opt.verbose)
 		gg_options_print();
+	gg_log_hold(0);
+}
+
+_Atomic int gg_gpu_called;
+
+void gg_first_call_slow(void)
+{
+	/* A GPU entry resolved before initialisation finished (another
+	 * library's constructor) waits for a later call: the lines are not
+	 * held yet. acquire: pairs with init's release store, so the held
+	 * lines are seen whole. */
+	if (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
+		return;
+	/* relaxed: the exchange only elects the one caller that releases the
+	 * held lines; they were published by the acquire above. */
+	if (!atomic_exchange_explicit(&gg_gpu_called, 1, memory_order_relaxed))
+		gg_log_release();
+}
+
+int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
+{
+	/* Asleep for room (ON_LIMIT=wait), a hook runs no driver code and
+	 * holds no lock of ours: a signal handler that allocates now is not
+	 * the driver re-entering us, so it must be governed, not passed
+	 * through (issue 10, finding 9). The hook's per-thread state is put
+	 * back afterwards: the handler's own hook sets and clears it. */
+	int active = gg_hook_active;
+	uint8_t runtime = gg_cur_runtime;
+	uint16_t ctx = gg_cur_ctx;
+	enum gpuguard_api req_api;
+	uint64_t req_size;
+	gg_dump_noted_request(&req_api, &req_size);
+	gg_hook_active = 0;
+	/* signal fences: a handler on this thread sees the stores above
+	 * before the sleep begins, and ours below happen after it ends (no
+	 * other thread reads these thread-local words). */
+	atomic_signal_fence(memory_order_seq_cst);
+	int rc = gg_ceiling_wait_sleep(dev, seen, deadline_ns);
+	atomic_signal_fence(memory_order_seq_cst);
+	gg_hook_active = active;
+	gg_cur_runtime = runtime;
+	gg_cur_ctx = ctx;
+	gg_dump_note_request(req_api, req_size);
+	return rc;
 }
 
 void gg_init_once(void)

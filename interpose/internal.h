@@ -26,6 +26,11 @@
 enum gg_log_level { GG_LOG_INFO, GG_LOG_WARN, GG_LOG_ERROR };
 /* Formats into a stack buffer and write(2)s one line to fd 2, rate-limited. */
 void gg_log(enum gg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* While on (only initialisation turns it on, on its own thread), gg_log
+ * keeps lines instead of writing them; gg_log_release writes what was kept,
+ * once, at the process's first GPU call (issue 10, finding 14). */
+void gg_log_hold(int on);
+void gg_log_release(void);
 /* Formats a byte count as "20.0 GiB" into buf. Returns buf. */
 const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes);
 
@@ -341,6 +346,9 @@ enum gg_dump_trigger { GG_DUMP_CEILING, GG_DUMP_DRIVER_OOM, GG_DUMP_SIGNAL, GG_D
 /* What the hook about to call gg_ceiling_count_refusal is asking for, so a
  * refusal can name the request (set by gg_bracket_begin and the pool paths). */
 void gg_dump_note_request(enum gpuguard_api api, uint64_t size);
+/* The request noted last on this thread (gg_hook_sleep keeps it across a
+ * signal handler's own hook). */
+void gg_dump_noted_request(enum gpuguard_api *api, uint64_t *size);
 /* A refusal was counted on dev: history event + rate-limited dump. */
 void gg_dump_on_refusal(int dev, enum gpuguard_refusal why);
 /* Arms dumps on first device activity: starts the writer thread and
@@ -545,6 +553,22 @@ extern _Atomic int gg_inert;
 /* relaxed: a once-set flag that orders nothing; a hook that reads 0 before
  * this copy's initialisation ran governs that one call. */
 #define gg_in_hook (gg_hook_active || atomic_load_explicit(&gg_inert, memory_order_relaxed))
+/* The first GPU call (the first hook to enter, or the first real entry
+ * point resolved or handed to the application) writes what initialisation
+ * held back (log.c), once. relaxed: a once-set flag; the slow path acquires
+ * initialisation before it reads the held lines. */
+extern _Atomic int gg_gpu_called;
+void gg_first_call_slow(void);
+static inline void gg_first_call(void)
+{
+	if (GG_UNLIKELY(!atomic_load_explicit(&gg_gpu_called, memory_order_relaxed)))
+		gg_first_call_slow();
+}
+/* GPUGUARD_ON_LIMIT=wait's sleep (gg_ceiling_wait_sleep) as a hook makes
+ * it: for its duration this thread counts as outside any hook, so that a
+ * signal handler allocating meanwhile is charged or refused, never passed
+ * through as re-entry (issue 10, finding 9). */
+int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 /* The runtime whose hook runs on this thread (GG_RT_*, set by GG_ENTER):
  * a device bound for the pod is named by that runtime's UUID, since CUDA
  * device 0 and HIP device 0 can be different cards (issue 9, finding 6). */
@@ -651,6 +675,7 @@ void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t siz
 		gg_hook_active = 1;               \
 		gg_cur_runtime = GG_HOOK_RUNTIME; \
 		gg_init_once();                   \
+		gg_first_call();                  \
 	} while (0)
 #define GG_LEAVE() (gg_hook_active = 0)
 

@@ -14,6 +14,33 @@ static _Atomic uint64_t log_window; /* second of the current window */
 static _Atomic uint32_t log_count;  /* messages printed in that window */
 static _Atomic uint64_t log_dropped;
 
+/* Held lines (issue 10, finding 14): what initialisation has to say (a bad
+ * option value, GPUGUARD_VERBOSE's configuration) waits here until the
+ * process's first GPU call, so a shell or a probe in the same container
+ * prints nothing. Only the initialising thread appends (while `holding` is
+ * set on it), before init.c's release store that publishes initialisation;
+ * gg_log_release runs after the matching acquire, so it reads the lines
+ * whole without further ordering. */
+static GG_TLS int holding;
+static char held[8192];
+static size_t held_len;
+static _Atomic int released;
+
+void gg_log_hold(int on)
+{
+	holding = on;
+}
+
+void gg_log_release(void)
+{
+	/* relaxed: the exchange only picks the one caller that writes; the
+	 * lines themselves were published by initialisation (see above). */
+	if (held_len == 0 || atomic_exchange_explicit(&released, 1, memory_order_relaxed))
+		return;
+	ssize_t w = write(2, held, held_len);
+	(void)w; /* nowhere to report a failed report */
+}
+
 static int log_admit(void)
 {
 	struct timespec ts;
@@ -33,7 +60,7 @@ static int log_admit(void)
 
 void gg_log(enum gg_log_level level, const char *fmt, ...)
 {
-	if (!log_admit())
+	if (!holding && !log_admit())
 		return;
 	char buf[1024];
 	static const char *const prefix[] = {"gpuguard: ", "gpuguard: warning: ", "gpuguard: error: "};
@@ -47,6 +74,13 @@ void gg_log(enum gg_log_level level, const char *fmt, ...)
 		m = 0;
 	n += (size_t)m < sizeof(buf) - n - 1 ? (size_t)m : sizeof(buf) - n - 2;
 	buf[n++] = '\n';
+	if (holding) {
+		if (held_len + n <= sizeof(held)) {
+			memcpy(held + held_len, buf, n);
+			held_len += n;
+		}
+		return;
+	}
 	ssize_t w = write(2, buf, n);
 	(void)w; /* nowhere to report a failed report */
 }

@@ -21,7 +21,7 @@ struct gg_options gg_opt;
 const struct gg_option_row gg_option_rows[] = {
     {"GPUGUARD_LIMIT", "", "20Gi | 20G | 21474836480 | 90% | 0=20Gi,1=8Gi,*=4Gi",
      "per-device ceiling; unset = no ceiling (accounting only)"},
-    {"GPUGUARD_VERBOSE", "0", "0 | 1", "print the effective configuration once at start"},
+    {"GPUGUARD_VERBOSE", "0", "0 | 1", "print the effective configuration once, at the process's first GPU call"},
     {"GPUGUARD_TABLE_SLOTS", "1Mi", "a count, quantity suffixes allowed (64 .. 1Ti)",
      "slots in the live-allocation table; more live allocations spill to a slower area"},
     {"GPUGUARD_CHARGE_MANAGED", "1", "0 | 1", "charge managed (unified) memory to the ceiling"},
