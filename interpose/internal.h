@@ -56,6 +56,7 @@ struct gg_options {
 	unsigned shared_mode;
 	uint64_t context_reserve; /* bytes */
 	uint64_t wait_ms;         /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
+	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
 	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region; cut to
 	 * the region's field, so limit_len says whether it fits */
 	const char *limit_text;
@@ -504,6 +505,12 @@ void gg_shared_reclaim(void);
 int gg_shared_lost(void);
 /* Memory info's rate-limited sweep of dead members (at most every 250 ms). */
 void gg_shared_probe(void);
+/* A refusal of ours, counted in our slot for our obituary (which it
+ * refreshes, rate-limited). */
+void gg_shared_note_refusal(void);
+/* The pod's recent deaths (region.h's ring), oldest first; at most max. */
+struct gpuguard_region_death;
+size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max);
 /* Pod scope, device entry i: the sum of claim + used over the occupied
  * slots (step R2 of tests/model/pod.pml; seq_cst loads, claim before used),
  * saturating. */
