@@ -55,7 +55,7 @@ static void deaths_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 	if (!r->ndeath)
 		return;
 	char b1[32], b2[32], b3[32], b4[32], v[160];
-	fputs("\nRECENT DEATHS (died without exiting; last record at most 0.5 s before)\n", f);
+	fputs("\nRECENT DEATHS (pod members that died without exiting: SIGKILL, the OOM killer, a crash)\n", f);
 	fprintf(f, "  %-10s %-16s %-8s %-23s %-23s %-8s %s\n", "pid", "comm", "ago", "gpu used / ceiling",
 	        "working set / limit", "refused", "verdict");
 	for (unsigned i = r->ndeath; i-- > 0;) {
