@@ -829,7 +829,9 @@ static void rec_deaths(struct out *o)
 		OUT_LIT(o, ",\"refused_age_ms\":");
 		out_u64_or_null(o, d[i].refused_age_ms != UINT32_MAX, d[i].refused_age_ms);
 		OUT_LIT(o, ",\"cgroup_version\":");
-		out_u64(o, d[i].host_flags & GPUGUARD_OBIT_CGROUP_V2 ? 2 : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1 : 0);
+		out_u64(o, d[i].host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
+		           : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
+		                                                       : 0);
 		OUT_LIT(o, ",\"working_set\":");
 		out_u64(o, d[i].host_ws);
 		OUT_LIT(o, ",\"working_set_known\":");

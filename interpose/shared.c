@@ -230,7 +230,7 @@ uint64_t gg_shared_pod_used(unsigned i)
 
 static _Atomic uint64_t obit_last_ms;
 
-static void obit_refresh(int force)
+static void obit_refresh(void)
 {
 	/* relaxed: me is ours, published to this thread by attached()'s
 	 * acquire (every caller got here through a bound budget); detached is
@@ -239,7 +239,7 @@ static void obit_refresh(int force)
 		return;
 	uint64_t now = realtime_ms(), last = atomic_load_explicit(&obit_last_ms, memory_order_relaxed);
 	/* relaxed: a rate limit; only the CAS winner samples. */
-	if (!force && last && now >= last && now - last < GPUGUARD_OBIT_MS)
+	if (last && now >= last && now - last < GPUGUARD_OBIT_MS)
 		return;
 	if (!atomic_compare_exchange_strong_explicit(&obit_last_ms, &last, now ? now : 1, memory_order_relaxed,
 	                                             memory_order_relaxed))
@@ -250,7 +250,9 @@ static void obit_refresh(int force)
 	gg_dump_host_sample(&h);
 	uint64_t use = h.have_use ? h.use : 0;
 	uint64_t inactive = h.have_use && h.have_inactive ? h.inactive_file : 0;
-	uint32_t flags = (h.version == 1 ? GPUGUARD_OBIT_CGROUP_V1 : h.version == 2 ? GPUGUARD_OBIT_CGROUP_V2 : 0) |
+	uint32_t flags = (h.version == 1   ? GPUGUARD_OBIT_CGROUP_V1
+	                  : h.version == 2 ? GPUGUARD_OBIT_CGROUP_V2
+	                                   : 0) |
 	                 (h.have_use && h.have_inactive ? GPUGUARD_OBIT_WS_KNOWN : 0);
 	/* relaxed, all: a snapshot the sweeper reads once we are dead. */
 	atomic_store_explicit(&me->host_usage, use, memory_order_relaxed);
@@ -269,7 +271,7 @@ void gg_shared_note_refusal(void)
 	/* relaxed: statistics for our own obituary */
 	atomic_fetch_add_explicit(&me->refused, 1, memory_order_relaxed);
 	atomic_store_explicit(&me->refused_ms, realtime_ms(), memory_order_relaxed);
-	obit_refresh(0);
+	obit_refresh();
 }
 
 /* The deaths ring, written through a descriptor (pwrite) and read through
@@ -351,8 +353,7 @@ size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max)
 		if (pread(fd, &d, sizeof d, off) != (ssize_t)sizeof d)
 			break;
 		uint64_t seq = d.seq, again;
-		if (!seq || (seq - 1) % GPUGUARD_REGION_DEATHS != i ||
-		    pread(fd, &again, 8, off) != 8 || again != seq)
+		if (!seq || (seq - 1) % GPUGUARD_REGION_DEATHS != i || pread(fd, &again, 8, off) != 8 || again != seq)
 			continue; /* empty, being written, or scribbled */
 		d.comm[sizeof d.comm - 1] = 0;
 		out[k++] = d;
@@ -373,7 +374,7 @@ void gg_shared_publish(unsigned i)
 	/* relaxed: a snapshot for readers of the file (top, metrics); the
 	 * books are the slots. */
 	atomic_store_explicit(&entry(i)->used, gpuguard_region_used(reg, i), memory_order_relaxed);
-	obit_refresh(0);
+	obit_refresh();
 	/* Truncated and written afresh by a process that started since (no
 	 * SIGBUS then: the file has its size again): our slot is no longer
 	 * counted. relaxed: a word only we write, and the file's new owner's

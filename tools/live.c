@@ -68,8 +68,8 @@ static void deaths_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 			         d->host_limit ? gg_bytes(d->host_limit, b4) : "none");
 		else
 			snprintf(host, sizeof host, "-");
-		fprintf(f, "  %-10u %-16s %-8s %-23s %-23s %-8u %s\n", d->pid, d->comm, age_text(d->found_ms, now_ms, b1),
-		        gpu, host, d->refused, gg_death_verdict(d, v, sizeof v));
+		fprintf(f, "  %-10u %-16s %-8s %-23s %-23s %-8u %s\n", d->pid, d->comm,
+		        age_text(d->found_ms, now_ms, b1), gpu, host, d->refused, gg_death_verdict(d, v, sizeof v));
 	}
 }
 

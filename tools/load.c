@@ -358,9 +358,8 @@ static int rec_death(struct loader *l, const struct gg_jval *o)
 	    get_small(l, o, "gpu_entry", &x.gpu_entry, GG_REGION_DEVICES) ||
 	    get_u64(l, o, "gpu_used", &x.gpu_used, NULL) || get_u64(l, o, "gpu_limit", &x.gpu_limit, &has_glim) ||
 	    get_small(l, o, "refused", &x.refused, UINT32_MAX) || get_u64(l, o, "refused_age_ms", &age, &has_age) ||
-	    get_small(l, o, "cgroup_version", &x.cg_version, 3) ||
-	    get_u64(l, o, "working_set", &x.working_set, NULL) || get_small(l, o, "working_set_known", &known, 2) ||
-	    get_u64(l, o, "host_limit", &x.host_limit, &has_hlim)) {
+	    get_small(l, o, "cgroup_version", &x.cg_version, 3) || get_u64(l, o, "working_set", &x.working_set, NULL) ||
+	    get_small(l, o, "working_set_known", &known, 2) || get_u64(l, o, "host_limit", &x.host_limit, &has_hlim)) {
 		free(comm);
 		return -1;
 	}

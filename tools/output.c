@@ -338,8 +338,9 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			fprintf(f, "  no cgroup memory controller found\n");
 	}
 	if (d->ndeaths) {
-		fprintf(f, "\nRECENT DEATHS IN THE POD (processes that died without exiting: SIGKILL, the OOM killer, a "
-		           "crash)\n");
+		fprintf(f,
+		        "\nRECENT DEATHS IN THE POD (processes that died without exiting: SIGKILL, the OOM killer, a "
+		        "crash)\n");
 		for (size_t i = d->ndeaths; i-- > 0;) {
 			const struct gg_death *x = &d->deaths[i];
 			char v[160], when[32];
@@ -347,16 +348,19 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			struct tm tm;
 			if (!gmtime_r(&t, &tm) || !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm))
 				snprintf(when, sizeof when, "at an unknown time");
-			fprintf(f, "  pid %u (%s), found dead %s: %s\n", x->pid, x->comm, when, gg_death_verdict(x, v, sizeof v));
+			fprintf(f, "  pid %u (%s), found dead %s: %s\n", x->pid, x->comm, when,
+			        gg_death_verdict(x, v, sizeof v));
 			fprintf(f, "    GPU: %s of %s on entry %u; %u refused", gg_bytes(x->gpu_used, b1),
-			        x->gpu_limit == UINT64_MAX ? "no ceiling" : gg_bytes(x->gpu_limit, b2), x->gpu_entry, x->refused);
+			        x->gpu_limit == UINT64_MAX ? "no ceiling" : gg_bytes(x->gpu_limit, b2), x->gpu_entry,
+			        x->refused);
 			if (x->refused && x->refused_age_ms != UINT32_MAX)
-				fprintf(f, ", the last %.1f s before its last record", (double)x->refused_age_ms / 1000.0);
+				fprintf(f, ", the last %.1f s before its last record",
+				        (double)x->refused_age_ms / 1000.0);
 			fputc('\n', f);
 			if (x->cg_version)
-				fprintf(f, "    host: %s %s of %s (cgroup v%u)\n", x->ws_known ? "working set" : "usage",
-				        gg_bytes(x->working_set, b1), x->host_limit ? gg_bytes(x->host_limit, b2) : "no limit",
-				        x->cg_version);
+				fprintf(f, "    host: %s %s of %s (cgroup v%u)\n",
+				        x->ws_known ? "working set" : "usage", gg_bytes(x->working_set, b1),
+				        x->host_limit ? gg_bytes(x->host_limit, b2) : "no limit", x->cg_version);
 			else
 				fprintf(f, "    host: no cgroup memory controller found\n");
 			if (x->last_ms && x->found_ms >= x->last_ms)

@@ -27,7 +27,9 @@ static enum gpuguard_verdict verdict(const struct gg_death *d)
 	r.host_ws = d->working_set;
 	r.refused = d->refused;
 	r.refused_age_ms = d->refused_age_ms;
-	r.host_flags = (uint16_t)(d->cg_version == 1 ? GPUGUARD_OBIT_CGROUP_V1 : d->cg_version == 2 ? GPUGUARD_OBIT_CGROUP_V2 : 0);
+	r.host_flags = (uint16_t)(d->cg_version == 1   ? GPUGUARD_OBIT_CGROUP_V1
+	                          : d->cg_version == 2 ? GPUGUARD_OBIT_CGROUP_V2
+	                                               : 0);
 	return gpuguard_region_verdict(&r);
 }
 
@@ -205,7 +207,9 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		d->gpu_limit = e->gpu_limit;
 		d->refused = e->refused;
 		d->refused_age_ms = e->refused_age_ms;
-		d->cg_version = e->host_flags & GPUGUARD_OBIT_CGROUP_V2 ? 2 : e->host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1 : 0;
+		d->cg_version = e->host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
+		                : e->host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
+		                                                          : 0;
 		d->ws_known = (e->host_flags & GPUGUARD_OBIT_WS_KNOWN) != 0;
 		d->working_set = e->host_ws;
 		d->host_limit = e->host_limit;

@@ -124,8 +124,8 @@ struct gg_meminfo {
 struct gg_death {
 	uint64_t n; /* its place in the pod's order of deaths, from 1 */
 	uint32_t pid, gpu_entry, refused, cg_version;
-	uint32_t refused_age_ms; /* its last refusal before its last record; UINT32_MAX = none */
-	int ws_known;            /* working_set is usage less inactive_file */
+	uint32_t refused_age_ms;              /* its last refusal before its last record; UINT32_MAX = none */
+	int ws_known;                         /* working_set is usage less inactive_file */
 	uint64_t start_ms, last_ms, found_ms; /* Unix ms */
 	uint64_t gpu_used, gpu_limit;         /* gpu_limit UINT64_MAX = no ceiling */
 	uint64_t working_set, host_limit;     /* host_limit 0 = none or not known */

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #define GPUGUARD_REGION_MAGIC 0x31444f5044524747ull /* "GGRDPOD1" */
-#define GPUGUARD_REGION_VERSION 3u /* 3: obituaries */
+#define GPUGUARD_REGION_VERSION 3u                  /* 3: obituaries */
 #define GPUGUARD_REGION_DEVICES 16
 #define GPUGUARD_REGION_PROCS 256
 #define GPUGUARD_REGION_LIMIT_TEXT 128
@@ -72,8 +72,8 @@ struct gpuguard_region_header {
 	 * GPUGUARD_REGION_DEATHS. Carried over when the region is written
 	 * afresh, so the ring lasts for the pod's life. */
 	_Atomic uint64_t deaths_head;
-	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8 - GPUGUARD_REGION_PROCS / 8 - 16 -
-	                 8];
+	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8 - GPUGUARD_REGION_PROCS / 8 -
+	                 16 - 8];
 };
 
 struct gpuguard_region_device {
@@ -139,15 +139,15 @@ struct gpuguard_region_proc {
 struct gpuguard_region_death {
 	_Atomic uint64_t seq;
 	uint32_t pid;
-	uint32_t refused;    /* its refused requests, all of its life */
-	uint64_t start_ms;   /* when it attached */
-	uint64_t last_ms;    /* its last refresh: the figures below are from then */
-	uint64_t found_ms;   /* when the sweep found it dead */
-	char comm[16];       /* NUL-terminated by the writer; untrusted */
-	uint64_t gpu_used;   /* on the entry where it held the most of the ceiling */
-	uint64_t gpu_limit;  /* that entry's ceiling; UINT64_MAX = none */
-	uint64_t host_ws;    /* working set (or usage, without GPUGUARD_OBIT_WS_KNOWN) */
-	uint64_t host_limit; /* 0 = none or not known */
+	uint32_t refused;        /* its refused requests, all of its life */
+	uint64_t start_ms;       /* when it attached */
+	uint64_t last_ms;        /* its last refresh: the figures below are from then */
+	uint64_t found_ms;       /* when the sweep found it dead */
+	char comm[16];           /* NUL-terminated by the writer; untrusted */
+	uint64_t gpu_used;       /* on the entry where it held the most of the ceiling */
+	uint64_t gpu_limit;      /* that entry's ceiling; UINT64_MAX = none */
+	uint64_t host_ws;        /* working set (or usage, without GPUGUARD_OBIT_WS_KNOWN) */
+	uint64_t host_limit;     /* 0 = none or not known */
 	uint32_t refused_age_ms; /* last_ms - its last refusal; UINT32_MAX = none */
 	uint16_t gpu_entry;
 	uint16_t host_flags; /* GPUGUARD_OBIT_* */
@@ -155,10 +155,10 @@ struct gpuguard_region_death {
 
 /* What an obituary says killed its process, from its figures alone. */
 enum gpuguard_verdict {
-	GPUGUARD_VERDICT_HOST_OOM,  /* working set at 90 % of the cgroup limit or more */
-	GPUGUARD_VERDICT_GPU,       /* GPU refusals just before its death */
-	GPUGUARD_VERDICT_NOT_OOM,   /* within both limits */
-	GPUGUARD_VERDICT_NO_HOST,   /* within the GPU limit; host memory not known */
+	GPUGUARD_VERDICT_HOST_OOM, /* working set at 90 % of the cgroup limit or more */
+	GPUGUARD_VERDICT_GPU,      /* GPU refusals just before its death */
+	GPUGUARD_VERDICT_NOT_OOM,  /* within both limits */
+	GPUGUARD_VERDICT_NO_HOST,  /* within the GPU limit; host memory not known */
 };
 
 static inline enum gpuguard_verdict gpuguard_region_verdict(const struct gpuguard_region_death *d)
@@ -168,7 +168,7 @@ static inline enum gpuguard_verdict gpuguard_region_verdict(const struct gpuguar
 	if (d->refused && d->refused_age_ms <= GPUGUARD_OBIT_RECENT_MS)
 		return GPUGUARD_VERDICT_GPU;
 	return d->host_flags & (GPUGUARD_OBIT_CGROUP_V1 | GPUGUARD_OBIT_CGROUP_V2) ? GPUGUARD_VERDICT_NOT_OOM
-	                                                                            : GPUGUARD_VERDICT_NO_HOST;
+	                                                                           : GPUGUARD_VERDICT_NO_HOST;
 }
 
 _Static_assert(sizeof(struct gpuguard_region_header) == 512, "region header layout");
