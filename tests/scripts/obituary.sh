@@ -191,6 +191,9 @@ if [ -n "$dump" ]; then
 	grep -q "pid $cache_pid (podclient), .*(not an OOM)" "$TMP/report.txt" && ok || bad "report: the page-cache member"
 	grep -q "pid $gpu_pid (podclient), .*GPU refusals before death" "$TMP/report.txt" && ok ||
 		bad "report: the refused member"
+	"$GG" report --html "$TMP/report.html" "$dump" >/dev/null 2>&1
+	grep -q "Recent deaths in the pod" "$TMP/report.html" && grep -q "likely OOMKilled" "$TMP/report.html" && ok ||
+		bad "report --html: no deaths table"
 	"$GG" report --json "$dump" >"$TMP/report.json" 2>&1
 	grep -q '"verdict":"host_oom"' "$TMP/report.json" && ok || bad "report json: no host_oom death"
 else
