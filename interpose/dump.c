@@ -903,7 +903,18 @@ static char test_cgroup_dir[1024];
 void gg_dump_read_test_knobs(void)
 {
 	const char *e = secure_getenv("GPUGUARD_TEST_CGROUP_DIR");
-	snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");
+	/* Written only when it changed: other threads' obituary refreshes
+	 * (shared.c) read it once arming is done, so the re-read at exit
+	 * must not rewrite the same bytes under them. */
+	if (strncmp(test_cgroup_dir, e ? e : "", sizeof test_cgroup_dir - 1) != 0)
+		snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");
+}
+
+int gg_dump_armed(void)
+{
+	/* acquire: pairs with the release store of 2 in gg_dump_arm, after
+	 * which the test knobs are read and stay put. */
+	return atomic_load_explicit(&armed, memory_order_acquire) == 2;
 }
 
 /* One cgroup directory: v2 (memory.current) or v1 (memory.usage_in_bytes).

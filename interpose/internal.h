@@ -393,6 +393,8 @@ void gg_dump_host_sample(struct gg_host_sample *h);
 /* Reads GPUGUARD_TEST_CGROUP_DIR; called on application threads only (at
  * arming and at exit), never by the writer. */
 void gg_dump_read_test_knobs(void);
+/* Whether gg_dump_arm has finished (the knobs above are read). */
+int gg_dump_armed(void);
 /* Pinned host memory, tracked for the dump's host record only. */
 void gg_dump_pinned(int64_t bytes, int64_t count);
 /* Fork child: no writer thread here; start again from nothing. */

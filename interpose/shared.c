@@ -234,8 +234,9 @@ static void obit_refresh(void)
 {
 	/* relaxed: me is ours, published to this thread by attached()'s
 	 * acquire (every caller got here through a bound budget); detached is
-	 * a flag read for a best-effort skip at exit. */
-	if (!me || atomic_load_explicit(&detached, memory_order_relaxed))
+	 * a flag read for a best-effort skip at exit. A region lost under us
+	 * may have given our slot to someone else: not a word into it. */
+	if (!me || atomic_load_explicit(&detached, memory_order_relaxed) || gg_shared_lost())
 		return;
 	uint64_t now = realtime_ms(), last = atomic_load_explicit(&obit_last_ms, memory_order_relaxed);
 	/* relaxed: a rate limit; only the CAS winner samples. */
@@ -244,8 +245,15 @@ static void obit_refresh(void)
 	if (!atomic_compare_exchange_strong_explicit(&obit_last_ms, &last, now ? now : 1, memory_order_relaxed,
 	                                             memory_order_relaxed))
 		return;
-	int saved = errno; /* the host sample's reads must not show in errno */
+	int saved = errno; /* arming and the host sample's reads must not show in errno */
 	gg_dump_arm();     /* reads the test knobs the host sample uses; once */
+	if (!gg_dump_armed()) {
+		/* another thread is arming: its knobs are not ours to read yet;
+		 * the next call tries again (relaxed: the rate limit's word) */
+		atomic_store_explicit(&obit_last_ms, last, memory_order_relaxed);
+		errno = saved;
+		return;
+	}
 	struct gg_host_sample h;
 	gg_dump_host_sample(&h);
 	uint64_t use = h.have_use ? h.use : 0;
@@ -266,7 +274,7 @@ static void obit_refresh(void)
 void gg_shared_note_refusal(void)
 {
 	/* acquire: pairs with the release in attached(), for reg and me. */
-	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me)
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me || gg_shared_lost())
 		return;
 	/* relaxed: statistics for our own obituary */
 	atomic_fetch_add_explicit(&me->refused, 1, memory_order_relaxed);
@@ -374,7 +382,6 @@ void gg_shared_publish(unsigned i)
 	/* relaxed: a snapshot for readers of the file (top, metrics); the
 	 * books are the slots. */
 	atomic_store_explicit(&entry(i)->used, gpuguard_region_used(reg, i), memory_order_relaxed);
-	obit_refresh();
 	/* Truncated and written afresh by a process that started since (no
 	 * SIGBUS then: the file has its size again): our slot is no longer
 	 * counted. relaxed: a word only we write, and the file's new owner's
@@ -383,6 +390,7 @@ void gg_shared_publish(unsigned i)
 	                  (1ull << (my_slot % 64)))) &&
 	    !atomic_load_explicit(&detached, memory_order_relaxed))
 		lose_region();
+	obit_refresh();
 }
 
 /* Sweep steps S2-S4 (tests/model/pod.pml) on slot s, whose lock the caller
