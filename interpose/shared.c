@@ -340,10 +340,11 @@ static void obit_write(int fd, unsigned s, uint64_t now)
 	uint64_t zero = 0, seq = n + 1;
 	/* seq 0, then the body, then seq: write(2)s to one file are ordered
 	 * for any later read(2) of it. */
-	if (pwrite(fd, &zero, 8, off) != 8 || pwrite(fd, (char *)&d + 8, sizeof d - 8, off + 8) != sizeof d - 8)
+	if (pwrite(fd, &zero, 8, off) == 8 && pwrite(fd, (char *)&d + 8, sizeof d - 8, off + 8) == sizeof d - 8 &&
+	    pwrite(fd, &seq, 8, off) == 8)
 		return;
-	if (pwrite(fd, &seq, 8, off) != 8)
-		return;
+	/* A failed write leaves seq 0 (or a torn entry that readers skip):
+	 * one obituary lost, nothing else. */
 }
 
 size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max)
