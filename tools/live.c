@@ -52,14 +52,16 @@ static const char *live_text(enum gg_liveness l)
  * exiting (SIGKILL, the OOM killer, a crash), with what they last showed. */
 static void deaths_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 {
-	if (!r->ndeath)
+	if (!r->ndeath && !r->npending)
 		return;
 	char b1[32], b2[32], b3[32], b4[32], v[160];
 	fputs("\nRECENT DEATHS (pod members that died without exiting: SIGKILL, the OOM killer, a crash)\n", f);
 	fprintf(f, "  %-10s %-16s %-8s %-23s %-23s %-8s %s\n", "pid", "comm", "ago", "gpu used / ceiling",
 	        "working set / limit", "refused", "verdict");
-	for (unsigned i = r->ndeath; i-- > 0;) {
-		const struct gg_death *d = &r->death[i];
+	/* exited slots not yet swept first, then the ring, newest first */
+	for (unsigned j = 0; j < r->npending + r->ndeath; j++) {
+		const struct gg_death *d =
+		    j < r->npending ? &r->pending[j] : &r->death[r->ndeath - 1 - (j - r->npending)];
 		char gpu[64], host[64];
 		snprintf(gpu, sizeof gpu, "%s / %s", gg_bytes(d->gpu_used, b1),
 		         d->gpu_limit == UINT64_MAX ? "none" : gg_bytes(d->gpu_limit, b2));
@@ -69,7 +71,8 @@ static void deaths_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 		else
 			snprintf(host, sizeof host, "-");
 		fprintf(f, "  %-10u %-16s %-8s %-23s %-23s %-8u %s\n", d->pid, d->comm,
-		        age_text(d->found_ms, now_ms, b1), gpu, host, d->refused, gg_death_verdict(d, v, sizeof v));
+		        d->pending ? "exited" : age_text(d->found_ms, now_ms, b1), gpu, host, d->refused,
+		        gg_death_verdict(d, v, sizeof v));
 	}
 }
 

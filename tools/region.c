@@ -185,6 +185,45 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
 			p->used[d] = atomic_load_explicit(&e->used[d], memory_order_relaxed);
 		p->live = probe(lock_fd, i);
+		/* Died without exiting, not yet swept: its record, as the sweep
+		 * will move it to the ring (interpose/shared.c obit_write). */
+		uint64_t obit = atomic_load_explicit(&e->obit_ms, memory_order_relaxed);
+		if (p->live == GG_LIVE_EXITED && obit && r->npending < GG_MAX_DEATHS) {
+			struct gg_death *d = &r->pending[r->npending++];
+			d->pending = 1;
+			d->pid = e->pid;
+			d->start_ms = e->start_ms;
+			d->last_ms = obit;
+			memcpy(d->comm, p->comm, sizeof d->comm);
+			d->refused = atomic_load_explicit(&e->refused, memory_order_relaxed);
+			uint64_t rms = atomic_load_explicit(&e->refused_ms, memory_order_relaxed);
+			uint64_t ref = obit > rms ? obit : rms;
+			d->refused_age_ms = !rms                         ? UINT32_MAX
+			                    : ref - rms > UINT32_MAX - 1 ? UINT32_MAX - 1
+			                                                 : (uint32_t)(ref - rms);
+			uint32_t fl = atomic_load_explicit(&e->host_flags, memory_order_relaxed);
+			d->cg_version = fl & GPUGUARD_OBIT_CGROUP_V2 ? 2 : fl & GPUGUARD_OBIT_CGROUP_V1 ? 1 : 0;
+			d->ws_known = (fl & GPUGUARD_OBIT_WS_KNOWN) != 0;
+			d->working_set = atomic_load_explicit(&e->host_ws, memory_order_relaxed);
+			d->host_limit = atomic_load_explicit(&e->host_limit, memory_order_relaxed);
+			d->gpu_limit = UINT64_MAX;
+			/* the entry where it held the largest share of the ceiling */
+			double best = -1;
+			for (unsigned k = 0; k < GPUGUARD_REGION_DEVICES; k++) {
+				uint64_t u = p->used[k];
+				const struct gpuguard_region_device *de = gpuguard_region_dev(buf, k);
+				uint64_t lim = atomic_load_explicit(&de->limit, memory_order_relaxed);
+				if (!u)
+					continue;
+				double score = lim && lim != UINT64_MAX ? (double)u / (double)lim : (double)u / 1e30;
+				if (score > best) {
+					best = score;
+					d->gpu_entry = k;
+					d->gpu_used = u;
+					d->gpu_limit = lim ? lim : UINT64_MAX;
+				}
+			}
+		}
 		r->nlive += p->live == GG_LIVE_YES;
 		r->nexited += p->live == GG_LIVE_EXITED;
 		r->nunknown += p->live == GG_LIVE_UNKNOWN;

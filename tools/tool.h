@@ -130,6 +130,7 @@ struct gg_death {
 	uint64_t gpu_used, gpu_limit;         /* gpu_limit UINT64_MAX = no ceiling */
 	uint64_t working_set, host_limit;     /* host_limit 0 = none or not known */
 	char comm[64];                        /* escaped, printable */
+	int pending;                          /* region.c only: an exited slot not yet swept (n, found_ms 0) */
 };
 #define GG_MAX_DEATHS 16 /* GPUGUARD_REGION_DEATHS */
 /* The verdict in words: "likely OOMKilled (working set 15.80 GiB of 16.00
@@ -337,6 +338,9 @@ struct gg_region {
 	unsigned nproc, nlive, nexited, nunknown;
 	struct gg_death death[GG_MAX_DEATHS]; /* the deaths ring, oldest first */
 	unsigned ndeath;
+	/* exited slots not yet swept, with the record they left (top only) */
+	struct gg_death pending[GG_MAX_DEATHS];
+	unsigned npending;
 };
 
 /* The region path: opt (--region) if set, else $GPUGUARD_SHARED, else the

@@ -108,6 +108,10 @@ kill_after() {
 
 member oom GPUGUARD_TEST_CGROUP_DIR="$TMP/cg-oom" GPUGUARD_TERMINATION_LOG="$TMP/quietlog"
 kill_after oom "a 300"
+# Before any sweep, top already shows what the exited slot left behind.
+"$GG" top --once --region "$POD" >"$TMP/top.txt" 2>&1
+grep "^  $oom_pid " "$TMP/top.txt" | grep -q " exited .*likely OOMKilled (working set 15.80 GiB of 16.00 GiB)" && ok ||
+	bad "top before the sweep: no obituary for the exited slot: $(cat "$TMP/top.txt")"
 sweep 1 || bad "no death recorded 3 s after the first kill"
 member cache GPUGUARD_TEST_CGROUP_DIR="$TMP/cg-cache" GPUGUARD_TERMINATION_LOG="$TMP/quietlog"
 kill_after cache "a 200"
