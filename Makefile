@@ -214,10 +214,11 @@ fuzz: $(BUILD)/tests/tools/mkregion
 		$(BUILD)/fuzz/corpus tests/golden
 	@mkdir -p $(BUILD)/fuzz/corpus-region
 	$(BUILD)/tests/tools/mkregion $(BUILD)/fuzz/corpus-region/seed limit=8Gi proc=3:42:python3:1700000000000:0=4096 \
-		dev=0:cuda:00112233445566778899aabbccddeeff:8589934592:4096:8192:85899345920:1:2:3
+		dev=0:cuda:00112233445566778899aabbccddeeff:8589934592:4096:8192:85899345920:1:2:3 \
+		death=0:1:77:trainer:1700000001000:1700000000900:4096:8589934592:2:100:1073741824:17179869184:6
 	$(FUZZ_CC) -std=gnu11 -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/fuzz_region \
 		tests/fuzz/fuzz_region.c $(filter-out tools/main.c,$(TOOL_SRCS))
-	$(BUILD)/fuzz/fuzz_region -max_total_time=$(FUZZ_TIME) -max_len=69633 -artifact_prefix=$(BUILD)/fuzz/region- \
+	$(BUILD)/fuzz/fuzz_region -max_total_time=$(FUZZ_TIME) -max_len=102401 -artifact_prefix=$(BUILD)/fuzz/region- \
 		$(BUILD)/fuzz/corpus-region
 
 $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)

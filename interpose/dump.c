@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "gpuguard/dump.h"
+#include "gpuguard/region.h"
 #include "internal.h"
 
 static const char *const trigger_names[] = {GPUGUARD_DUMP_TRIGGERS};
@@ -192,9 +193,68 @@ size_t gg_dump_meminfo_snapshot(struct gg_meminfo_q *out, size_t max, uint64_t *
 	return k;
 }
 
+/* Kubernetes shows the file terminationMessagePath names (default
+ * /dev/termination-log) as the container's last state: the first refusal
+ * of this process says there why memory ran out, in one line. Only an
+ * existing regular file we may write is appended to (never created, never
+ * a symlink, a FIFO or a device), without blocking. */
+static const char *api_name(unsigned api);
+
+static void termination_note(int dev, enum gpuguard_refusal why)
+{
+	static _Atomic int written;
+	const char *path = gg_opt.termination_log;
+	/* relaxed: a once-per-process flag publishing nothing; racing
+	 * refusals let exactly one of them write. */
+	if (!path || !*path || atomic_load_explicit(&written, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&written, 1, memory_order_relaxed))
+		return;
+	int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	/* relaxed: numbers for a message */
+	uint64_t lim = b && b->limit ? atomic_load_explicit(b->limit, memory_order_relaxed) : GG_UNLIMITED;
+	uint64_t used = b && b->used ? atomic_load_explicit(b->used, memory_order_relaxed) : 0;
+	char rq[32], us[32], li[32], line[512];
+	gg_log_bytes(rq, sizeof rq, req_size);
+	gg_log_bytes(us, sizeof us, used);
+	int n;
+	if (why == GPUGUARD_REFUSED_DRIVER)
+		n = snprintf(line, sizeof line,
+		             "gpuguard: %s of %s on device %d failed: the driver is out of memory (%s charged); "
+		             "pid %d; dumps in %s\n",
+		             api_name(req_api), rq, dev, us, (int)getpid(), gg_opt.dump_dir);
+	else if (why == GPUGUARD_REFUSED_CONFIG)
+		n = snprintf(line, sizeof line,
+		             "gpuguard: %s of %s on device %d refused: GPUGUARD_LIMIT is not valid, every allocation "
+		             "is refused; pid %d\n",
+		             api_name(req_api), rq, dev, (int)getpid());
+	else
+		n = snprintf(line, sizeof line,
+		             "gpuguard: %s of %s on device %d refused at the ceiling: %s of %s%s used%s; pid %d; "
+		             "dumps in %s\n",
+		             api_name(req_api), rq, dev, us,
+		             lim >= GG_LIMIT_UNRESOLVED ? "?" : gg_log_bytes(li, sizeof li, lim),
+		             b && b->claim ? " (the pod's budget)" : "", gg_opt.wait_ms ? " after waiting" : "",
+		             (int)getpid(), gg_opt.dump_dir);
+	if (n > 0) {
+		ssize_t w = write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+		(void)w; /* nowhere to report a failed report */
+	}
+	close(fd);
+}
+
 void gg_dump_on_refusal(int dev, enum gpuguard_refusal why)
 {
 	int saved_errno = errno; /* the application sees the refusal code, nothing else */
+	gg_shared_note_refusal();
+	termination_note(dev, why);
 	refusal_body(dev, why);
 	errno = saved_errno;
 }
@@ -745,6 +805,49 @@ static void rec_pod_one(const struct gg_pod_use *u, void *arg)
 	out_end_record(o);
 }
 
+/* The pod's recent deaths (region.h): what each process that died without
+ * exiting last showed; the report gives the verdict. */
+static void rec_deaths(struct out *o)
+{
+	struct gpuguard_region_death d[GPUGUARD_REGION_DEATHS];
+	size_t n = gg_shared_deaths(d, GPUGUARD_REGION_DEATHS);
+	for (size_t i = 0; i < n; i++) {
+		OUT_LIT(o, "{\"t\":\"death\",\"n\":");
+		out_u64(o, d[i].seq);
+		OUT_LIT(o, ",\"pid\":");
+		out_u64(o, d[i].pid);
+		OUT_LIT(o, ",\"comm\":");
+		out_json(o, d[i].comm);
+		OUT_LIT(o, ",\"start_ms\":");
+		out_u64(o, d[i].start_ms);
+		OUT_LIT(o, ",\"last_ms\":");
+		out_u64(o, d[i].last_ms);
+		OUT_LIT(o, ",\"found_ms\":");
+		out_u64(o, d[i].found_ms);
+		OUT_LIT(o, ",\"gpu_entry\":");
+		out_u64(o, d[i].gpu_entry);
+		OUT_LIT(o, ",\"gpu_used\":");
+		out_u64(o, d[i].gpu_used);
+		OUT_LIT(o, ",\"gpu_limit\":");
+		out_u64_or_null(o, d[i].gpu_limit < GG_LIMIT_UNRESOLVED, d[i].gpu_limit);
+		OUT_LIT(o, ",\"refused\":");
+		out_u64(o, d[i].refused);
+		OUT_LIT(o, ",\"refused_age_ms\":");
+		out_u64_or_null(o, d[i].refused_age_ms != UINT32_MAX, d[i].refused_age_ms);
+		OUT_LIT(o, ",\"cgroup_version\":");
+		out_u64(o, d[i].host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
+		           : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
+		                                                       : 0);
+		OUT_LIT(o, ",\"working_set\":");
+		out_u64(o, d[i].host_ws);
+		OUT_LIT(o, ",\"working_set_known\":");
+		out_u64(o, (d[i].host_flags & GPUGUARD_OBIT_WS_KNOWN) != 0);
+		OUT_LIT(o, ",\"host_limit\":");
+		out_u64_or_null(o, d[i].host_limit != 0, d[i].host_limit);
+		out_end_record(o);
+	}
+}
+
 static void rec_request(struct out *o, const struct request *r)
 {
 	OUT_LIT(o, "{\"t\":\"request\",\"api\":");
@@ -806,7 +909,18 @@ static char test_cgroup_dir[1024];
 void gg_dump_read_test_knobs(void)
 {
 	const char *e = secure_getenv("GPUGUARD_TEST_CGROUP_DIR");
-	snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");
+	/* Written only when it changed: other threads' obituary refreshes
+	 * (shared.c) read it once arming is done, so the re-read at exit
+	 * must not rewrite the same bytes under them. */
+	if (strncmp(test_cgroup_dir, e ? e : "", sizeof test_cgroup_dir - 1) != 0)
+		snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");
+}
+
+int gg_dump_armed(void)
+{
+	/* acquire: pairs with the release store of 2 in gg_dump_arm, after
+	 * which the test knobs are read and stay put. */
+	return atomic_load_explicit(&armed, memory_order_acquire) == 2;
 }
 
 /* One cgroup directory: v2 (memory.current) or v1 (memory.usage_in_bytes).
@@ -1156,6 +1270,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	rec_config(&o);
 	rec_devices(&o, req);
 	gg_shared_foreach_use(rec_pod_one, &o);
+	rec_deaths(&o);
 	if (req && req->valid) {
 		mark_stack(req->stack);
 		rec_request(&o, req);

@@ -55,6 +55,7 @@ struct gg_options {
 	unsigned shared_mode;
 	uint64_t context_reserve; /* bytes */
 	uint64_t wait_ms;         /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
+	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
 	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region; cut to
 	 * the region's field, so limit_len says whether it fits */
 	const char *limit_text;
@@ -390,6 +391,8 @@ void gg_dump_host_sample(struct gg_host_sample *h);
 /* Reads GPUGUARD_TEST_CGROUP_DIR; called on application threads only (at
  * arming and at exit), never by the writer. */
 void gg_dump_read_test_knobs(void);
+/* Whether gg_dump_arm has finished (the knobs above are read). */
+int gg_dump_armed(void);
 /* Pinned host memory, tracked for the dump's host record only. */
 void gg_dump_pinned(int64_t bytes, int64_t count);
 /* Fork child: no writer thread here; start again from nothing. */
@@ -502,6 +505,12 @@ void gg_shared_reclaim(void);
 int gg_shared_lost(void);
 /* Memory info's rate-limited sweep of dead members (at most every 250 ms). */
 void gg_shared_probe(void);
+/* A refusal of ours, counted in our slot for our obituary (which it
+ * refreshes, rate-limited). */
+void gg_shared_note_refusal(void);
+/* The pod's recent deaths (region.h's ring), oldest first; at most max. */
+struct gpuguard_region_death;
+size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max);
 /* Pod scope, device entry i: the sum of claim + used over the occupied
  * slots (step R2 of tests/model/pod.pml; seq_cst loads, claim before used),
  * saturating. */

@@ -48,6 +48,8 @@ const struct gg_option_row gg_option_rows[] = {
      "device memory charged per process per device for its CUDA context, which no allocation call shows"},
     {"GPUGUARD_ON_LIMIT", "fail", "fail | wait:<duration> (wait:2s, wait:500ms)",
      "past the ceiling: fail at once, or wait up to the duration for memory freed anywhere in the budget"},
+    {"GPUGUARD_TERMINATION_LOG", "/dev/termination-log", "a file path; empty = off",
+     "the first refusal appends one line here (Kubernetes' termination message) if the file exists and is writable"},
 };
 const size_t gg_option_nrows = sizeof(gg_option_rows) / sizeof(gg_option_rows[0]);
 
@@ -68,6 +70,7 @@ enum {
 	OPT_SHARED_MODE,
 	OPT_CONTEXT_RESERVE,
 	OPT_ON_LIMIT,
+	OPT_TERMINATION_LOG,
 };
 static const char *opt_source[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
 static const char *opt_value[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
@@ -244,6 +247,15 @@ void gg_options_load(void)
 		n = 16;
 	}
 	gg_opt.stack_depth = (int)n;
+	/* A copy, as for the dump directory; never created, only appended to. */
+	static char termination_log[4096];
+	v = env_value(OPT_TERMINATION_LOG);
+	if (strlen(v) >= sizeof termination_log) {
+		bad_value(OPT_TERMINATION_LOG, v, "writing no termination message");
+		v = "";
+	}
+	snprintf(termination_log, sizeof termination_log, "%s", v);
+	gg_opt.termination_log = termination_log;
 	load_pod_options();
 }
 

@@ -220,6 +220,164 @@ uint64_t gg_shared_pod_used(unsigned i)
 	return gpuguard_region_used(reg, i);
 }
 
+/* ---- obituaries -------------------------------------------------------- *
+ *
+ * Our slot carries what a post-mortem needs (region.h): refreshed at most
+ * every GPUGUARD_OBIT_MS, from gg_shared_publish (every charge change) and
+ * refusals, so a process the kernel kills leaves its last GPU use, host
+ * memory and refusals behind. The sweep that finds it dead moves them to
+ * the pod's deaths ring. */
+
+static _Atomic uint64_t obit_last_ms;
+
+static void obit_refresh(void)
+{
+	/* relaxed: me is ours, published to this thread by attached()'s
+	 * acquire (every caller got here through a bound budget); detached is
+	 * a flag read for a best-effort skip at exit. A region lost under us
+	 * may have given our slot to someone else: not a word into it. */
+	if (!me || atomic_load_explicit(&detached, memory_order_relaxed) || gg_shared_lost())
+		return;
+	uint64_t now = realtime_ms(), last = atomic_load_explicit(&obit_last_ms, memory_order_relaxed);
+	/* relaxed: a rate limit; only the CAS winner samples. */
+	if (last && now >= last && now - last < GPUGUARD_OBIT_MS)
+		return;
+	if (!atomic_compare_exchange_strong_explicit(&obit_last_ms, &last, now ? now : 1, memory_order_relaxed,
+	                                             memory_order_relaxed))
+		return;
+	int saved = errno; /* arming and the host sample's reads must not show in errno */
+	gg_dump_arm();     /* reads the test knobs the host sample uses; once */
+	if (!gg_dump_armed()) {
+		/* another thread is arming: its knobs are not ours to read yet;
+		 * the next call tries again (relaxed: the rate limit's word) */
+		atomic_store_explicit(&obit_last_ms, last, memory_order_relaxed);
+		errno = saved;
+		return;
+	}
+	struct gg_host_sample h;
+	gg_dump_host_sample(&h);
+	uint64_t use = h.have_use ? h.use : 0;
+	uint64_t inactive = h.have_use && h.have_inactive ? h.inactive_file : 0;
+	uint32_t flags = (h.version == 1   ? GPUGUARD_OBIT_CGROUP_V1
+	                  : h.version == 2 ? GPUGUARD_OBIT_CGROUP_V2
+	                                   : 0) |
+	                 (h.have_use && h.have_inactive ? GPUGUARD_OBIT_WS_KNOWN : 0);
+	/* relaxed, all: a snapshot the sweeper reads once we are dead. */
+	atomic_store_explicit(&me->host_usage, use, memory_order_relaxed);
+	atomic_store_explicit(&me->host_ws, use > inactive ? use - inactive : 0, memory_order_relaxed);
+	atomic_store_explicit(&me->host_limit, h.have_lim ? h.lim : 0, memory_order_relaxed);
+	atomic_store_explicit(&me->host_flags, flags, memory_order_relaxed);
+	atomic_store_explicit(&me->obit_ms, now, memory_order_relaxed);
+	errno = saved;
+}
+
+void gg_shared_note_refusal(void)
+{
+	/* acquire: pairs with the release in attached(), for reg and me. */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me || gg_shared_lost())
+		return;
+	/* relaxed: statistics for our own obituary */
+	atomic_fetch_add_explicit(&me->refused, 1, memory_order_relaxed);
+	atomic_store_explicit(&me->refused_ms, realtime_ms(), memory_order_relaxed);
+	obit_refresh();
+}
+
+/* The deaths ring, written through a descriptor (pwrite) and read through
+ * one (pread), so in-process readers (the dump writer) never race with the
+ * sweeper on the mapping's bytes; the file's page cache is the mapping's. */
+static void obit_write(int fd, unsigned s, uint64_t now)
+{
+	struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+	struct gpuguard_region_death d;
+	memset(&d, 0, sizeof d);
+	d.pid = p->pid;
+	d.start_ms = p->start_ms;
+	memcpy(d.comm, p->comm, sizeof d.comm);
+	d.comm[sizeof d.comm - 1] = 0;
+	/* relaxed, all: the owner is dead; its stores are all in memory. */
+	d.refused = atomic_load_explicit(&p->refused, memory_order_relaxed);
+	d.last_ms = atomic_load_explicit(&p->obit_ms, memory_order_relaxed);
+	d.found_ms = now;
+	d.host_ws = atomic_load_explicit(&p->host_ws, memory_order_relaxed);
+	d.host_limit = atomic_load_explicit(&p->host_limit, memory_order_relaxed);
+	d.host_flags = (uint16_t)atomic_load_explicit(&p->host_flags, memory_order_relaxed);
+	uint64_t rms = atomic_load_explicit(&p->refused_ms, memory_order_relaxed);
+	uint64_t ref = d.last_ms > rms ? d.last_ms : rms;
+	d.refused_age_ms = !rms ? UINT32_MAX : ref - rms > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)(ref - rms);
+	d.gpu_limit = UINT64_MAX;
+	/* The entry where it held the largest share of the ceiling (bytes
+	 * where no ceiling is set). */
+	unsigned __int128 best = 0;
+	for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
+		uint64_t u = atomic_load_explicit(&p->used[i], memory_order_relaxed);
+		uint64_t lim = atomic_load_explicit(&entry(i)->limit, memory_order_relaxed);
+		if (!u)
+			continue;
+		/* u / lim, compared as u * 2^64 / lim; no ceiling ranks below any */
+		unsigned __int128 score = lim && lim != UINT64_MAX ? ((unsigned __int128)u << 64) / lim + 1 : u >> 32;
+		if (score > best) {
+			best = score;
+			d.gpu_entry = (uint16_t)i;
+			d.gpu_used = u;
+			d.gpu_limit = lim ? lim : UINT64_MAX;
+		}
+	}
+	struct gpuguard_region_header *h = reg;
+	/* The same death swept twice (a sweeper killed between this and the
+	 * slot's FREE): one obituary. */
+	uint64_t head = atomic_load_explicit(&h->deaths_head, memory_order_relaxed);
+	if (head) {
+		struct gpuguard_region_death prev;
+		off_t po = (off_t)GPUGUARD_REGION_DEATH_OFF + (off_t)((head - 1) % GPUGUARD_REGION_DEATHS) * 96;
+		if (pread(fd, &prev, sizeof prev, po) == (ssize_t)sizeof prev && prev.pid == d.pid &&
+		    prev.start_ms == d.start_ms)
+			return;
+	}
+	/* relaxed: the position only has to be unique among sweepers (the RMW
+	 * is atomic); the entry's seq says when its bytes are whole. */
+	uint64_t n = atomic_fetch_add_explicit(&h->deaths_head, 1, memory_order_relaxed);
+	off_t off = (off_t)GPUGUARD_REGION_DEATH_OFF + (off_t)(n % GPUGUARD_REGION_DEATHS) * 96;
+	uint64_t zero = 0, seq = n + 1;
+	/* seq 0, then the body, then seq: write(2)s to one file are ordered
+	 * for any later read(2) of it. */
+	if (pwrite(fd, &zero, 8, off) == 8 && pwrite(fd, (char *)&d + 8, sizeof d - 8, off + 8) == sizeof d - 8 &&
+	    pwrite(fd, &seq, 8, off) == 8)
+		return;
+	/* A failed write leaves seq 0 (or a torn entry that readers skip):
+	 * one obituary lost, nothing else. */
+}
+
+size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max)
+{
+	/* acquire: pairs with the release in attached(), for reg. */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK)
+		return 0;
+	int fd = open_again();
+	if (fd < 0)
+		return 0;
+	size_t k = 0;
+	for (unsigned i = 0; i < GPUGUARD_REGION_DEATHS && k < max; i++) {
+		struct gpuguard_region_death d;
+		off_t off = (off_t)GPUGUARD_REGION_DEATH_OFF + (off_t)i * 96;
+		if (pread(fd, &d, sizeof d, off) != (ssize_t)sizeof d)
+			break;
+		uint64_t seq = d.seq, again;
+		if (!seq || (seq - 1) % GPUGUARD_REGION_DEATHS != i || pread(fd, &again, 8, off) != 8 || again != seq)
+			continue; /* empty, being written, or scribbled */
+		d.comm[sizeof d.comm - 1] = 0;
+		out[k++] = d;
+	}
+	close(fd);
+	/* oldest first */
+	for (size_t a = 1; a < k; a++)
+		for (size_t b = a; b > 0 && out[b - 1].seq > out[b].seq; b--) {
+			struct gpuguard_region_death t = out[b];
+			out[b] = out[b - 1];
+			out[b - 1] = t;
+		}
+	return k;
+}
+
 void gg_shared_publish(unsigned i)
 {
 	/* relaxed: a snapshot for readers of the file (top, metrics); the
@@ -233,6 +391,7 @@ void gg_shared_publish(unsigned i)
 	                  (1ull << (my_slot % 64)))) &&
 	    !atomic_load_explicit(&detached, memory_order_relaxed))
 		lose_region();
+	obit_refresh();
 }
 
 /* Sweep steps S2-S4 (tests/model/pod.pml) on slot s, whose lock the caller
@@ -242,9 +401,14 @@ void gg_shared_publish(unsigned i)
  * alone, so the pod's used afterwards is exactly what the others hold,
  * whatever instruction the owner died at. A sweeper killed half-way
  * leaves a slot the next sweep finishes (each step is idempotent). */
-static void reclaim_slot(unsigned s, int died)
+static void reclaim_slot(unsigned s, int died, int fd)
 {
 	struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+	/* A LIVE slot whose owner is dead died without exiting (an exit
+	 * frees its own slot): its obituary goes to the deaths ring, before
+	 * the books it reads are zeroed. relaxed: the owner is dead. */
+	if (died && fd >= 0 && atomic_load_explicit(&p->state, memory_order_relaxed) == GPUGUARD_RPROC_LIVE)
+		obit_write(fd, s, realtime_ms());
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++) {
 		struct gpuguard_region_device *e = entry(d);
 		/* relaxed: the owner is dead (its stores are all in memory) or
@@ -270,6 +434,14 @@ static void reclaim_slot(unsigned s, int died)
 		gg_ceiling_release_budget(&b, 0); /* wakes sleepers: room came back */
 	}
 	atomic_store_explicit(&p->ctx_charged, 0, memory_order_relaxed); /* ordered by the release below */
+	/* relaxed, all: ordered by the release below, as ctx_charged */
+	atomic_store_explicit(&p->obit_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->refused, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->refused_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->host_ws, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->host_usage, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->host_limit, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->host_flags, 0, memory_order_relaxed);
 	/* release: the zeroed books before the state a reader acquires. */
 	atomic_store_explicit(&p->state, GPUGUARD_RPROC_FREE, memory_order_release);
 }
@@ -312,7 +484,7 @@ static unsigned sweep(int fd)
 			continue;
 		}
 		if (!slot_idle(s))
-			reclaim_slot(s, 1);
+			reclaim_slot(s, 1, fd);
 		lock_byte(fd, off, F_UNLCK);
 	}
 	return live;
@@ -366,7 +538,7 @@ static int claim_slot(void)
 		/* A1: the slot's lock, tried (never waited on) */
 		if (lock_byte(reg_fd, gpuguard_region_slot_lock(s), F_WRLCK) != 0)
 			continue;
-		reclaim_slot(s, 1); /* A2: whatever a dead owner left */
+		reclaim_slot(s, 1, reg_fd); /* A2: whatever a dead owner left */
 		struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
 		p->pid = (uint32_t)getpid();
 		p->start_ms = realtime_ms();
@@ -502,6 +674,16 @@ static int guard_install(void)
 static void write_fresh(const char *limit_text)
 {
 	struct gpuguard_region_header *h = reg;
+	/* The pod's deaths outlive a restart of its region (nobody is
+	 * attached now: the sweep before this found no live slot). A region
+	 * that was not valid (a zero magic: new, or its creator died) has
+	 * none worth keeping. */
+	static struct gpuguard_region_death keep[GPUGUARD_REGION_DEATHS]; /* under the setup lock */
+	int carry = gpuguard_region_check(reg, GPUGUARD_REGION_SIZE, NULL, 0) == 0;
+	/* relaxed: we hold the setup lock and nobody is attached */
+	uint64_t head = carry ? atomic_load_explicit(&h->deaths_head, memory_order_relaxed) : 0;
+	if (carry)
+		memcpy(keep, gpuguard_region_death(reg, 0), sizeof keep);
 	/* relaxed: nobody uses a region whose magic is not yet set (release
 	 * below), and we hold the setup lock. */
 	atomic_store_explicit((_Atomic uint64_t *)&h->magic, 0, memory_order_relaxed);
@@ -509,6 +691,10 @@ static void write_fresh(const char *limit_text)
 	memset(reg, 0, GPUGUARD_REGION_SIZE);
 	gpuguard_region_layout(h, realtime_ms(), limit_text);
 	atomic_store_explicit(&h->limit_gen, gen + 1, memory_order_relaxed);
+	if (carry) {
+		memcpy(gpuguard_region_death(reg, 0), keep, sizeof keep);
+		atomic_store_explicit(&h->deaths_head, head, memory_order_relaxed);
+	}
 	/* release: everything above before the magic that makes it valid. */
 	atomic_store_explicit((_Atomic uint64_t *)&h->magic, GPUGUARD_REGION_MAGIC, memory_order_release);
 }
@@ -913,7 +1099,7 @@ __attribute__((destructor(101))) static void detach(void)
 	    atomic_exchange_explicit(&detached, 1, memory_order_relaxed))
 		return;
 	gg_ceiling_unbind_pod();
-	reclaim_slot(my_slot, 0); /* we hold its lock: as for a dead owner */
+	reclaim_slot(my_slot, 0, -1); /* we hold its lock: as for a dead owner */
 }
 
 void gg_shared_after_fork_child(void)

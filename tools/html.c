@@ -233,6 +233,29 @@ static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts
 		}
 		fputs("</p>\n", f);
 	}
+	if (d->ndeaths) {
+		fputs("<h2>Recent deaths in the pod</h2>\n<p>processes that died without exiting (SIGKILL, the OOM "
+		      "killer, a crash), newest first</p>\n<table><tr><th>pid</th><th>comm</th><th>GPU used / "
+		      "ceiling</th><th>refused</th><th>working set / limit</th><th>verdict</th></tr>\n",
+		      f);
+		for (size_t i = d->ndeaths; i-- > 0;) {
+			const struct gg_death *x = &d->deaths[i];
+			char v[160];
+			fprintf(f, "<tr><td>%u</td><td>", x->pid);
+			esc(f, x->comm);
+			fprintf(f, "</td><td>%s / %s</td><td>%u</td><td>", gg_bytes(x->gpu_used, b1),
+			        x->gpu_limit == UINT64_MAX ? "none" : gg_bytes(x->gpu_limit, b2), x->refused);
+			if (x->cg_version)
+				fprintf(f, "%s / %s", gg_bytes(x->working_set, b1),
+				        x->host_limit ? gg_bytes(x->host_limit, b2) : "none");
+			else
+				fputs("-", f);
+			fputs("</td><td>", f);
+			esc(f, gg_death_verdict(x, v, sizeof v));
+			fputs("</td></tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
 	if (d->nconfig) {
 		fputs("<h2>Configuration</h2>\n<table><tr><th>option</th><th>value</th><th>source</th></tr>\n", f);
 		for (size_t i = 0; i < d->nconfig; i++) {

@@ -48,6 +48,34 @@ static const char *live_text(enum gg_liveness l)
 	return l == GG_LIVE_YES ? "live" : l == GG_LIVE_EXITED ? "exited" : "unknown";
 }
 
+/* The pod's recent deaths, newest first: processes that died without
+ * exiting (SIGKILL, the OOM killer, a crash), with what they last showed. */
+static void deaths_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
+{
+	if (!r->ndeath && !r->npending)
+		return;
+	char b1[32], b2[32], b3[32], b4[32], v[160];
+	fputs("\nRECENT DEATHS (pod members that died without exiting: SIGKILL, the OOM killer, a crash)\n", f);
+	fprintf(f, "  %-10s %-16s %-8s %-23s %-23s %-8s %s\n", "pid", "comm", "ago", "gpu used / ceiling",
+	        "working set / limit", "refused", "verdict");
+	/* exited slots not yet swept first, then the ring, newest first */
+	for (unsigned j = 0; j < r->npending + r->ndeath; j++) {
+		const struct gg_death *d =
+		    j < r->npending ? &r->pending[j] : &r->death[r->ndeath - 1 - (j - r->npending)];
+		char gpu[64], host[64];
+		snprintf(gpu, sizeof gpu, "%s / %s", gg_bytes(d->gpu_used, b1),
+		         d->gpu_limit == UINT64_MAX ? "none" : gg_bytes(d->gpu_limit, b2));
+		if (d->cg_version)
+			snprintf(host, sizeof host, "%s / %s", gg_bytes(d->working_set, b3),
+			         d->host_limit ? gg_bytes(d->host_limit, b4) : "none");
+		else
+			snprintf(host, sizeof host, "-");
+		fprintf(f, "  %-10u %-16s %-8s %-23s %-23s %-8u %s\n", d->pid, d->comm,
+		        d->pending ? "exited" : age_text(d->found_ms, now_ms, b1), gpu, host, d->refused,
+		        gg_death_verdict(d, v, sizeof v));
+	}
+}
+
 void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 {
 	char b1[32], b2[32], b3[32], b4[32], b5[32];
@@ -76,6 +104,7 @@ void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 	fputs("\nPROCESSES\n", f);
 	if (!r->nproc) {
 		fputs("  (no process attached)\n", f);
+		deaths_render(f, r, now_ms);
 		return;
 	}
 	const char *statefmt = r->ndev ? " %-8s" : " %s"; /* no trailing blanks */
@@ -101,6 +130,7 @@ void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 		      f);
 	if (r->nunknown)
 		fputs("\n  unknown: this kernel cannot test the liveness lock (F_OFD_GETLK)\n", f);
+	deaths_render(f, r, now_ms);
 }
 
 /* Prometheus text format 0.0.4: label values escape backslash, double
@@ -178,6 +208,7 @@ static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
 
 static const char up_help[] = "1 when the pod region was read; 0 before any process of the pod attached, or when "
                                "the file cannot be read (gpuguard_region_error says why).";
+static void deaths_metrics(FILE *f, const struct gg_region *r);
 
 void gg_metrics_render(FILE *f, const struct gg_region *r)
 {
@@ -223,6 +254,50 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 			prom_str(f, r->dev[d].uuid);
 			fprintf(f, "\"} %llu\n", (unsigned long long)r->proc[i].used[r->dev[d].index]);
 		}
+	}
+	deaths_metrics(f, r);
+}
+
+static void death_labels(FILE *f, const char *name, const struct gg_death *d)
+{
+	fprintf(f, "%s{n=\"%llu\",pid=\"%u\",comm=\"", name, (unsigned long long)d->n, d->pid);
+	prom_str(f, d->comm);
+	fputc('"', f);
+}
+
+static void deaths_metrics(FILE *f, const struct gg_region *r)
+{
+	char v[160];
+	family(f, "gpuguard_death_info", "gauge",
+	       "One per recent death of a pod member without exit (SIGKILL, OOM killer, crash), with its verdict.");
+	for (unsigned i = 0; i < r->ndeath; i++) {
+		death_labels(f, "gpuguard_death_info", &r->death[i]);
+		fprintf(f, ",verdict=\"%s\",reason=\"", gg_death_code(&r->death[i]));
+		prom_str(f, gg_death_verdict(&r->death[i], v, sizeof v));
+		fputs("\"} 1\n", f);
+	}
+	family(f, "gpuguard_death_time_seconds", "gauge", "Unix time the death was found (by the next sweep).");
+	for (unsigned i = 0; i < r->ndeath; i++) {
+		death_labels(f, "gpuguard_death_time_seconds", &r->death[i]);
+		fprintf(f, "} %llu.%03llu\n", (unsigned long long)(r->death[i].found_ms / 1000),
+		        (unsigned long long)(r->death[i].found_ms % 1000));
+	}
+	family(f, "gpuguard_death_gpu_used_bytes", "gauge",
+	       "Device memory the process held at its last record, on the device where it held most of the ceiling.");
+	for (unsigned i = 0; i < r->ndeath; i++) {
+		death_labels(f, "gpuguard_death_gpu_used_bytes", &r->death[i]);
+		fprintf(f, "} %llu\n", (unsigned long long)r->death[i].gpu_used);
+	}
+	family(f, "gpuguard_death_working_set_bytes", "gauge",
+	       "The cgroup's working set (usage less inactive page cache) at the process's last record.");
+	for (unsigned i = 0; i < r->ndeath; i++) {
+		death_labels(f, "gpuguard_death_working_set_bytes", &r->death[i]);
+		fprintf(f, "} %llu\n", (unsigned long long)r->death[i].working_set);
+	}
+	family(f, "gpuguard_death_refused_requests", "gauge", "Requests of the process refused before its death.");
+	for (unsigned i = 0; i < r->ndeath; i++) {
+		death_labels(f, "gpuguard_death_refused_requests", &r->death[i]);
+		fprintf(f, "} %u\n", r->death[i].refused);
 	}
 }
 

@@ -75,7 +75,7 @@ static int get_u64(struct loader *l, const struct gg_jval *o, const char *name, 
 
 static int get_small(struct loader *l, const struct gg_jval *o, const char *name, uint32_t *out, uint32_t max)
 {
-	uint64_t v;
+	uint64_t v = 0;
 	if (get_u64(l, o, name, &v, NULL))
 		return -1;
 	if (v >= max)
@@ -341,6 +341,40 @@ static int rec_pod(struct loader *l, const struct gg_jval *o)
 	return 0;
 }
 
+static int rec_death(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	if (d->ndeaths >= GG_MAX_DEATHS)
+		return lfail(l, "more than %d death records", GG_MAX_DEATHS);
+	struct gg_death x;
+	memset(&x, 0, sizeof x);
+	char *comm = NULL;
+	uint32_t known = 0;
+	int has_glim = 0, has_hlim = 0, has_age = 0;
+	uint64_t age = 0;
+	if (get_u64(l, o, "n", &x.n, NULL) || get_small(l, o, "pid", &x.pid, UINT32_MAX) ||
+	    get_str(l, o, "comm", &comm, 0) || get_u64(l, o, "start_ms", &x.start_ms, NULL) ||
+	    get_u64(l, o, "last_ms", &x.last_ms, NULL) || get_u64(l, o, "found_ms", &x.found_ms, NULL) ||
+	    get_small(l, o, "gpu_entry", &x.gpu_entry, GG_REGION_DEVICES) ||
+	    get_u64(l, o, "gpu_used", &x.gpu_used, NULL) || get_u64(l, o, "gpu_limit", &x.gpu_limit, &has_glim) ||
+	    get_small(l, o, "refused", &x.refused, UINT32_MAX) || get_u64(l, o, "refused_age_ms", &age, &has_age) ||
+	    get_small(l, o, "cgroup_version", &x.cg_version, 3) || get_u64(l, o, "working_set", &x.working_set, NULL) ||
+	    get_small(l, o, "working_set_known", &known, 2) || get_u64(l, o, "host_limit", &x.host_limit, &has_hlim)) {
+		free(comm);
+		return -1;
+	}
+	gg_escape_bytes(x.comm, comm ? comm : "", 15);
+	free(comm);
+	if (!has_glim)
+		x.gpu_limit = UINT64_MAX;
+	if (!has_hlim)
+		x.host_limit = 0;
+	x.refused_age_ms = has_age ? (age < UINT32_MAX ? (uint32_t)age : UINT32_MAX - 1) : UINT32_MAX;
+	x.ws_known = (int)known;
+	d->deaths[d->ndeaths++] = x;
+	return 0;
+}
+
 static int rec_alloc(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
@@ -535,6 +569,8 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 		rc = rec_vmm(l, o);
 	else if (!strcmp(ts, "pod"))
 		rc = rec_pod(l, o);
+	else if (!strcmp(ts, "death"))
+		rc = rec_death(l, o);
 	else if (!strcmp(ts, "meminfo"))
 		rc = rec_meminfo(l, o);
 	else if (!strcmp(ts, "peak"))

@@ -337,6 +337,37 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		if (!d->cg_version)
 			fprintf(f, "  no cgroup memory controller found\n");
 	}
+	if (d->ndeaths) {
+		fprintf(f,
+		        "\nRECENT DEATHS IN THE POD (processes that died without exiting: SIGKILL, the OOM killer, a "
+		        "crash)\n");
+		for (size_t i = d->ndeaths; i-- > 0;) {
+			const struct gg_death *x = &d->deaths[i];
+			char v[160], when[32];
+			time_t t = (time_t)(x->found_ms / 1000);
+			struct tm tm;
+			if (!gmtime_r(&t, &tm) || !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm))
+				snprintf(when, sizeof when, "at an unknown time");
+			fprintf(f, "  pid %u (%s), found dead %s: %s\n", x->pid, x->comm, when,
+			        gg_death_verdict(x, v, sizeof v));
+			fprintf(f, "    GPU: %s of %s on entry %u; %u refused", gg_bytes(x->gpu_used, b1),
+			        x->gpu_limit == UINT64_MAX ? "no ceiling" : gg_bytes(x->gpu_limit, b2), x->gpu_entry,
+			        x->refused);
+			if (x->refused && x->refused_age_ms != UINT32_MAX)
+				fprintf(f, ", the last %.1f s before its last record",
+				        (double)x->refused_age_ms / 1000.0);
+			fputc('\n', f);
+			if (x->cg_version)
+				fprintf(f, "    host: %s %s of %s (cgroup v%u)\n",
+				        x->ws_known ? "working set" : "usage", gg_bytes(x->working_set, b1),
+				        x->host_limit ? gg_bytes(x->host_limit, b2) : "no limit", x->cg_version);
+			else
+				fprintf(f, "    host: no cgroup memory controller found\n");
+			if (x->last_ms && x->found_ms >= x->last_ms)
+				fprintf(f, "    last record %.1f s before it was found dead\n",
+				        (double)(x->found_ms - x->last_ms) / 1000.0);
+		}
+	}
 	if (d->nconfig) {
 		fprintf(f, "\nCONFIGURATION\n");
 		for (size_t i = 0; i < d->nconfig; i++) {
@@ -469,7 +500,30 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		json_kv_u(f, "used", u->used, 0);
 		fputc('}', f);
 	}
-	fputs("],\n\"request\":", f);
+	fputs("],\n", f);
+	if (d->ndeaths) {
+		char v[160];
+		fputs("\"deaths\":[", f);
+		for (size_t i = 0; i < d->ndeaths; i++) {
+			const struct gg_death *x = &d->deaths[i];
+			fprintf(f, "%s{", i ? "," : "");
+			json_kv_u(f, "n", x->n, 1);
+			json_kv_u(f, "pid", x->pid, 1);
+			json_kv_s(f, "comm", x->comm, 1);
+			json_kv_u(f, "found_ms", x->found_ms, 1);
+			json_kv_u(f, "last_ms", x->last_ms, 1);
+			json_kv_u(f, "gpu_used", x->gpu_used, 1);
+			json_opt_u(f, "gpu_limit", x->gpu_limit != UINT64_MAX, x->gpu_limit);
+			json_kv_u(f, "refused", x->refused, 1);
+			json_kv_u(f, "working_set", x->working_set, 1);
+			json_opt_u(f, "host_limit", x->host_limit != 0, x->host_limit);
+			json_kv_s(f, "verdict", gg_death_code(x), 1);
+			json_kv_s(f, "reason", gg_death_verdict(x, v, sizeof v), 0);
+			fputc('}', f);
+		}
+		fputs("],\n", f);
+	}
+	fputs("\"request\":", f);
 	if (d->has_request) {
 		fputc('{', f);
 		json_kv_s(f, "api", d->req_api, 1);

@@ -17,6 +17,56 @@
 _Static_assert(GG_REGION_DEVICES == GPUGUARD_REGION_DEVICES, "device table size");
 _Static_assert(GG_REGION_PROCS == GPUGUARD_REGION_PROCS, "process table size");
 _Static_assert(GG_REGION_TEXT >= 4 * GPUGUARD_REGION_LIMIT_TEXT + 1, "escaped limit text");
+_Static_assert(GG_MAX_DEATHS == GPUGUARD_REGION_DEATHS, "deaths ring size");
+
+static enum gpuguard_verdict verdict(const struct gg_death *d)
+{
+	struct gpuguard_region_death r;
+	memset(&r, 0, sizeof r);
+	r.host_limit = d->host_limit;
+	r.host_ws = d->working_set;
+	r.refused = d->refused;
+	r.refused_age_ms = d->refused_age_ms;
+	r.host_flags = (uint16_t)(d->cg_version == 1   ? GPUGUARD_OBIT_CGROUP_V1
+	                          : d->cg_version == 2 ? GPUGUARD_OBIT_CGROUP_V2
+	                                               : 0);
+	return gpuguard_region_verdict(&r);
+}
+
+const char *gg_death_verdict(const struct gg_death *d, char *buf, size_t n)
+{
+	char b1[32], b2[32];
+	switch (verdict(d)) {
+	case GPUGUARD_VERDICT_HOST_OOM:
+		snprintf(buf, n, "likely OOMKilled (%s %s of %s)", d->ws_known ? "working set" : "host memory",
+		         gg_bytes(d->working_set, b1), gg_bytes(d->host_limit, b2));
+		break;
+	case GPUGUARD_VERDICT_GPU:
+		snprintf(buf, n, "GPU refusals before death");
+		break;
+	case GPUGUARD_VERDICT_NOT_OOM:
+		snprintf(buf, n, "killed while within GPU and host limits (not an OOM)");
+		break;
+	default:
+		snprintf(buf, n, "killed while within GPU limits (host memory not known)");
+		break;
+	}
+	return buf;
+}
+
+const char *gg_death_code(const struct gg_death *d)
+{
+	switch (verdict(d)) {
+	case GPUGUARD_VERDICT_HOST_OOM:
+		return "host_oom";
+	case GPUGUARD_VERDICT_GPU:
+		return "gpu_refusals";
+	case GPUGUARD_VERDICT_NOT_OOM:
+		return "not_oom";
+	default:
+		return "host_unknown";
+	}
+}
 
 const char *gg_region_path(const char *opt)
 {
@@ -135,9 +185,79 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
 			p->used[d] = atomic_load_explicit(&e->used[d], memory_order_relaxed);
 		p->live = probe(lock_fd, i);
+		/* Died without exiting, not yet swept: its record, as the sweep
+		 * will move it to the ring (interpose/shared.c obit_write). */
+		uint64_t obit = atomic_load_explicit(&e->obit_ms, memory_order_relaxed);
+		if (p->live == GG_LIVE_EXITED && obit && r->npending < GG_MAX_DEATHS) {
+			struct gg_death *d = &r->pending[r->npending++];
+			d->pending = 1;
+			d->pid = e->pid;
+			d->start_ms = e->start_ms;
+			d->last_ms = obit;
+			memcpy(d->comm, p->comm, sizeof d->comm);
+			d->refused = atomic_load_explicit(&e->refused, memory_order_relaxed);
+			uint64_t rms = atomic_load_explicit(&e->refused_ms, memory_order_relaxed);
+			uint64_t ref = obit > rms ? obit : rms;
+			d->refused_age_ms = !rms                         ? UINT32_MAX
+			                    : ref - rms > UINT32_MAX - 1 ? UINT32_MAX - 1
+			                                                 : (uint32_t)(ref - rms);
+			uint32_t fl = atomic_load_explicit(&e->host_flags, memory_order_relaxed);
+			d->cg_version = fl & GPUGUARD_OBIT_CGROUP_V2 ? 2 : fl & GPUGUARD_OBIT_CGROUP_V1 ? 1 : 0;
+			d->ws_known = (fl & GPUGUARD_OBIT_WS_KNOWN) != 0;
+			d->working_set = atomic_load_explicit(&e->host_ws, memory_order_relaxed);
+			d->host_limit = atomic_load_explicit(&e->host_limit, memory_order_relaxed);
+			d->gpu_limit = UINT64_MAX;
+			/* the entry where it held the largest share of the ceiling */
+			double best = -1;
+			for (unsigned k = 0; k < GPUGUARD_REGION_DEVICES; k++) {
+				uint64_t u = p->used[k];
+				const struct gpuguard_region_device *de = gpuguard_region_dev(buf, k);
+				uint64_t lim = atomic_load_explicit(&de->limit, memory_order_relaxed);
+				if (!u)
+					continue;
+				double score = lim && lim != UINT64_MAX ? (double)u / (double)lim : (double)u / 1e30;
+				if (score > best) {
+					best = score;
+					d->gpu_entry = k;
+					d->gpu_used = u;
+					d->gpu_limit = lim ? lim : UINT64_MAX;
+				}
+			}
+		}
 		r->nlive += p->live == GG_LIVE_YES;
 		r->nexited += p->live == GG_LIVE_EXITED;
 		r->nunknown += p->live == GG_LIVE_UNKNOWN;
+	}
+	/* The deaths ring: an entry counts once whole (seq names its place). */
+	for (unsigned i = 0; i < GPUGUARD_REGION_DEATHS; i++) {
+		struct gpuguard_region_death *e = gpuguard_region_death(buf, i);
+		uint64_t seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
+		if (!seq || (seq - 1) % GPUGUARD_REGION_DEATHS != i)
+			continue;
+		struct gg_death *d = &r->death[r->ndeath++];
+		d->n = seq;
+		d->pid = e->pid;
+		d->start_ms = e->start_ms;
+		d->last_ms = e->last_ms;
+		d->found_ms = e->found_ms;
+		gg_escape_bytes(d->comm, e->comm, 15);
+		d->gpu_entry = e->gpu_entry;
+		d->gpu_used = e->gpu_used;
+		d->gpu_limit = e->gpu_limit;
+		d->refused = e->refused;
+		d->refused_age_ms = e->refused_age_ms;
+		d->cg_version = e->host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
+		                : e->host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
+		                                                          : 0;
+		d->ws_known = (e->host_flags & GPUGUARD_OBIT_WS_KNOWN) != 0;
+		d->working_set = e->host_ws;
+		d->host_limit = e->host_limit;
+		/* oldest first, by seq */
+		for (unsigned j = r->ndeath - 1; j > 0 && r->death[j - 1].n > r->death[j].n; j--) {
+			struct gg_death t = r->death[j];
+			r->death[j] = r->death[j - 1];
+			r->death[j - 1] = t;
+		}
 	}
 	/* The slots are the books (region.h): the entry's `used` is only the
 	 * snapshot its last writer published, and a process killed since still

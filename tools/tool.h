@@ -119,6 +119,27 @@ struct gg_meminfo {
 };
 #define GG_MAX_MEMINFO 64
 
+/* A pod member that died without exiting (record "death"; region.h's
+ * deaths ring): what it last showed, for its verdict. */
+struct gg_death {
+	uint64_t n; /* its place in the pod's order of deaths, from 1 */
+	uint32_t pid, gpu_entry, refused, cg_version;
+	uint32_t refused_age_ms;              /* its last refusal before its last record; UINT32_MAX = none */
+	int ws_known;                         /* working_set is usage less inactive_file */
+	uint64_t start_ms, last_ms, found_ms; /* Unix ms */
+	uint64_t gpu_used, gpu_limit;         /* gpu_limit UINT64_MAX = no ceiling */
+	uint64_t working_set, host_limit;     /* host_limit 0 = none or not known */
+	char comm[64];                        /* escaped, printable */
+	int pending;                          /* region.c only: an exited slot not yet swept (n, found_ms 0) */
+};
+#define GG_MAX_DEATHS 16 /* GPUGUARD_REGION_DEATHS */
+/* The verdict in words: "likely OOMKilled (working set 15.80 GiB of 16.00
+ * GiB)", "GPU refusals before death", "killed while within GPU and host
+ * limits (not an OOM)" or "killed while within GPU limits (host memory not
+ * known)"; region.h's rule. And a short code for labels and JSON. */
+const char *gg_death_verdict(const struct gg_death *d, char *buf, size_t n);
+const char *gg_death_code(const struct gg_death *d);
+
 /* The process's highest live bytes on a device (record "peak"). */
 struct gg_peak {
 	uint32_t dev;
@@ -153,6 +174,8 @@ struct gg_dump {
 	size_t nvmm, vmm_cap;
 	struct gg_pod_use *pod; /* pod scope: who else holds the budget */
 	size_t npod;
+	struct gg_death deaths[GG_MAX_DEATHS]; /* the pod's recent deaths, oldest first */
+	size_t ndeaths;
 	struct gg_alloc *allocs;
 	size_t nallocs, allocs_cap;
 	struct gg_stack *stacks; /* uthash by id */
@@ -313,6 +336,11 @@ struct gg_region {
 	unsigned ndev;
 	struct gg_rproc proc[GG_REGION_PROCS]; /* LIVE slots only, by slot */
 	unsigned nproc, nlive, nexited, nunknown;
+	struct gg_death death[GG_MAX_DEATHS]; /* the deaths ring, oldest first */
+	unsigned ndeath;
+	/* exited slots not yet swept, with the record they left (top only) */
+	struct gg_death pending[GG_MAX_DEATHS];
+	unsigned npending;
 };
 
 /* The region path: opt (--region) if set, else $GPUGUARD_SHARED, else the

@@ -32,6 +32,18 @@
  *     self 1) holding memory on device dev of this process; pid is in
  *     that process's own PID namespace; alive 0 = it died and its charge
  *     is not yet reclaimed.
+ *  3c {"t":"death","n":N,"pid":N,"comm":"...","start_ms":N,"last_ms":N,
+ *     "found_ms":N,"gpu_entry":N,"gpu_used":N,"gpu_limit":N|null,
+ *     "refused":N,"refused_age_ms":N|null,"cgroup_version":2|1|0,
+ *     "working_set":N,"working_set_known":0|1,"host_limit":N|null}
+ *     pod scope only, oldest first: the pod's recent deaths without exit
+ *     (the region's deaths ring), as each process last recorded itself
+ *     (at last_ms, Unix ms; found dead at found_ms). gpu_* on the region
+ *     entry where it held the largest share of the ceiling (null = none);
+ *     refused_age_ms: its last refusal before last_ms; working_set is the
+ *     cgroup's usage less inactive_file (usage alone when
+ *     working_set_known is 0). Readers skip unknown records, so older
+ *     readers ignore it.
  *  4 {"t":"request","api":"cuMemAlloc_v2","size":N,"dev":0,"tid":N,"stack":N,
  *     "outcome":"refused_ceiling"|"driver_oom"}
  *     only in dumps triggered by a failure: the request that failed.

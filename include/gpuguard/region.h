@@ -1,9 +1,11 @@
-/* gpuguard: the pod region, version 1. One small file (default
+/* gpuguard: the pod region, version 3. One small file (default
  * /dev/shm/gpuguard-pod) that every process of a pod maps, so that
  * GPUGUARD_LIMIT is one budget for all of them (README "Pod scope").
  *
- * Layout: a header, GPUGUARD_REGION_DEVICES device entries, then
- * GPUGUARD_REGION_PROCS process slots, at the offsets the header gives.
+ * Layout: a header, GPUGUARD_REGION_DEVICES device entries,
+ * GPUGUARD_REGION_PROCS process slots, then GPUGUARD_REGION_DEATHS
+ * obituaries (a ring of the pod's recent deaths), at the offsets the header
+ * gives.
  * Everything is little-endian, as the machines that run it are.
  *
  * Liveness (DESIGN.md §4): a process owns slot i while it holds an OFD write
@@ -28,10 +30,11 @@
 #include <string.h>
 
 #define GPUGUARD_REGION_MAGIC 0x31444f5044524747ull /* "GGRDPOD1" */
-#define GPUGUARD_REGION_VERSION 2u
+#define GPUGUARD_REGION_VERSION 3u                  /* 3: obituaries */
 #define GPUGUARD_REGION_DEVICES 16
 #define GPUGUARD_REGION_PROCS 256
 #define GPUGUARD_REGION_LIMIT_TEXT 128
+#define GPUGUARD_REGION_DEATHS 16
 #define GPUGUARD_REGION_DEFAULT_PATH "/dev/shm/gpuguard-pod"
 
 /* device entry states */
@@ -64,7 +67,13 @@ struct gpuguard_region_header {
 	/* bit s: slot s may hold charges (set at attach step A3, cleared by
 	 * the sweep's S4); a reservation sums the slots these name */
 	_Atomic uint64_t occupied[GPUGUARD_REGION_PROCS / 64];
-	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8 - GPUGUARD_REGION_PROCS / 8];
+	uint32_t ndeaths, death_off, death_size, pad;
+	/* obituaries written so far: the next goes to entry deaths_head %
+	 * GPUGUARD_REGION_DEATHS. Carried over when the region is written
+	 * afresh, so the ring lasts for the pod's life. */
+	_Atomic uint64_t deaths_head;
+	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8 - GPUGUARD_REGION_PROCS / 8 -
+	                 16 - 8];
 };
 
 struct gpuguard_region_device {
@@ -103,19 +112,76 @@ struct gpuguard_region_proc {
 	/* reservations of this process in flight on each entry (step R1 adds,
 	 * R3 or R5 takes away): counted by every other reservation's sum */
 	_Atomic uint64_t claim[GPUGUARD_REGION_DEVICES];
-	uint8_t reserved[384 - 4 - 4 - 8 - 16 - 8 * GPUGUARD_REGION_DEVICES - 4 - 4 - 8 - 2 * GPUGUARD_REGION_DEVICES -
-	                 8 * GPUGUARD_REGION_DEVICES];
+	/* The obituary in waiting: refreshed by the owner at most every
+	 * GPUGUARD_OBIT_MS on paths it already takes (a charge published, a
+	 * refusal), read by whoever sweeps the slot after a death without
+	 * exit, who moves it to the deaths ring. relaxed everywhere: a
+	 * snapshot; the sweeper reads it after the owner is dead. */
+	_Atomic uint64_t obit_ms;    /* CLOCK_REALTIME of the last refresh; 0 = never */
+	_Atomic uint64_t host_ws;    /* cgroup working set: usage less inactive_file */
+	_Atomic uint64_t host_usage; /* cgroup usage, page cache included */
+	_Atomic uint64_t host_limit; /* cgroup limit; 0 = none or not known */
+	_Atomic uint64_t refused_ms; /* CLOCK_REALTIME of this process's last refusal */
+	_Atomic uint32_t refused;    /* this process's refused requests */
+	_Atomic uint32_t host_flags; /* GPUGUARD_OBIT_* */
 };
+
+#define GPUGUARD_OBIT_MS 500u          /* refresh interval of a slot's obituary */
+#define GPUGUARD_OBIT_CGROUP_V1 1u     /* host figures from cgroup v1 */
+#define GPUGUARD_OBIT_CGROUP_V2 2u     /* host figures from cgroup v2 */
+#define GPUGUARD_OBIT_WS_KNOWN 4u      /* inactive_file was read: host_ws is the working set */
+#define GPUGUARD_OBIT_RECENT_MS 60000u /* a refusal this close to the last refresh was "just before" */
+
+/* One death: a slot whose owner died holding its lock, without exiting
+ * (SIGKILL, the OOM killer, a crash). Written by the sweeper: seq set to 0,
+ * the body, then seq = position in the ring + 1 (readers copy the entry and
+ * skip seq 0 or a seq that names another position). */
+struct gpuguard_region_death {
+	_Atomic uint64_t seq;
+	uint32_t pid;
+	uint32_t refused;        /* its refused requests, all of its life */
+	uint64_t start_ms;       /* when it attached */
+	uint64_t last_ms;        /* its last refresh: the figures below are from then */
+	uint64_t found_ms;       /* when the sweep found it dead */
+	char comm[16];           /* NUL-terminated by the writer; untrusted */
+	uint64_t gpu_used;       /* on the entry where it held the most of the ceiling */
+	uint64_t gpu_limit;      /* that entry's ceiling; UINT64_MAX = none */
+	uint64_t host_ws;        /* working set (or usage, without GPUGUARD_OBIT_WS_KNOWN) */
+	uint64_t host_limit;     /* 0 = none or not known */
+	uint32_t refused_age_ms; /* last_ms - its last refusal; UINT32_MAX = none */
+	uint16_t gpu_entry;
+	uint16_t host_flags; /* GPUGUARD_OBIT_* */
+};
+
+/* What an obituary says killed its process, from its figures alone. */
+enum gpuguard_verdict {
+	GPUGUARD_VERDICT_HOST_OOM, /* working set at 90 % of the cgroup limit or more */
+	GPUGUARD_VERDICT_GPU,      /* GPU refusals just before its death */
+	GPUGUARD_VERDICT_NOT_OOM,  /* within both limits */
+	GPUGUARD_VERDICT_NO_HOST,  /* within the GPU limit; host memory not known */
+};
+
+static inline enum gpuguard_verdict gpuguard_region_verdict(const struct gpuguard_region_death *d)
+{
+	if (d->host_limit && d->host_ws >= d->host_limit / 10 * 9)
+		return GPUGUARD_VERDICT_HOST_OOM;
+	if (d->refused && d->refused_age_ms <= GPUGUARD_OBIT_RECENT_MS)
+		return GPUGUARD_VERDICT_GPU;
+	return d->host_flags & (GPUGUARD_OBIT_CGROUP_V1 | GPUGUARD_OBIT_CGROUP_V2) ? GPUGUARD_VERDICT_NOT_OOM
+	                                                                           : GPUGUARD_VERDICT_NO_HOST;
+}
 
 _Static_assert(sizeof(struct gpuguard_region_header) == 512, "region header layout");
 _Static_assert(sizeof(struct gpuguard_region_device) == 128, "region device layout");
 _Static_assert(sizeof(struct gpuguard_region_proc) == 384, "region proc layout");
+_Static_assert(sizeof(struct gpuguard_region_death) == 96, "region death layout");
 
 #define GPUGUARD_REGION_DEVICE_OFF 512u
 #define GPUGUARD_REGION_PROC_OFF (GPUGUARD_REGION_DEVICE_OFF + GPUGUARD_REGION_DEVICES * 128u)
-/* rounded up to whole pages */
+#define GPUGUARD_REGION_DEATH_OFF (GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 384u)
+/* rounded up to whole pages (the deaths fill what version 2 left spare) */
 #define GPUGUARD_REGION_SIZE \
-	((((uint64_t)GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 384u) + 4095u) / 4096u * 4096u)
+	((((uint64_t)GPUGUARD_REGION_DEATH_OFF + GPUGUARD_REGION_DEATHS * 96u) + 4095u) / 4096u * 4096u)
 
 static inline uint64_t gpuguard_region_slot_lock(unsigned slot)
 {
@@ -130,6 +196,11 @@ static inline struct gpuguard_region_device *gpuguard_region_dev(void *base, uns
 static inline struct gpuguard_region_proc *gpuguard_region_proc(void *base, unsigned i)
 {
 	return (struct gpuguard_region_proc *)((char *)base + GPUGUARD_REGION_PROC_OFF) + i;
+}
+
+static inline struct gpuguard_region_death *gpuguard_region_death(void *base, unsigned i)
+{
+	return (struct gpuguard_region_death *)((char *)base + GPUGUARD_REGION_DEATH_OFF) + i % GPUGUARD_REGION_DEATHS;
 }
 
 /* The pod's charge on device entry d: the sum of `used` over the occupied
@@ -168,6 +239,9 @@ static inline void gpuguard_region_layout(struct gpuguard_region_header *h, uint
 	h->nprocs = GPUGUARD_REGION_PROCS;
 	h->proc_off = GPUGUARD_REGION_PROC_OFF;
 	h->proc_size = sizeof(struct gpuguard_region_proc);
+	h->ndeaths = GPUGUARD_REGION_DEATHS;
+	h->death_off = GPUGUARD_REGION_DEATH_OFF;
+	h->death_size = sizeof(struct gpuguard_region_death);
 	h->created_ms = created_ms;
 	size_t n = strlen(limit_text);
 	if (n >= sizeof(h->limit_text))
@@ -199,6 +273,9 @@ static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why
 	else if (h->nprocs != GPUGUARD_REGION_PROCS || h->proc_off != GPUGUARD_REGION_PROC_OFF ||
 	         h->proc_size != sizeof(struct gpuguard_region_proc))
 		r = "process table layout is wrong";
+	else if (h->ndeaths != GPUGUARD_REGION_DEATHS || h->death_off != GPUGUARD_REGION_DEATH_OFF ||
+	         h->death_size != sizeof(struct gpuguard_region_death))
+		r = "deaths table layout is wrong";
 	else if (!memchr(h->limit_text, 0, sizeof(h->limit_text)))
 		r = "limit text is not terminated";
 	if (!r)

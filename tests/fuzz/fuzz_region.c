@@ -44,6 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				gpuguard_region_dev(buf, i)->state %= 3;
 			for (unsigned i = 0; data[0] & 1 && i < GPUGUARD_REGION_PROCS; i++)
 				gpuguard_region_proc(buf, i)->state %= 2;
+			for (unsigned i = 0; data[0] & 1 && i < GPUGUARD_REGION_DEATHS; i++) /* in place: shown */
+				gpuguard_region_death(buf, i)->seq =
+				    gpuguard_region_death(buf, i)->seq / 16 * 16 + i + 1;
 		}
 	}
 	char err[GG_REGION_ERR];

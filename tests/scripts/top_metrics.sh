@@ -178,6 +178,41 @@ grep -Fxq 'gpuguard_processes{state="live"} 0' "$TMP/m.txt" && grep -Fxq 'gpugua
 GPUGUARD_SHARED="$R" "$GG" metrics | cmp -s - "$TMP/m.txt" && ok || bad "GPUGUARD_SHARED is not read"
 GPUGUARD_SHARED=/nonexistent "$GG" metrics --region "$R" | cmp -s - "$TMP/m.txt" && ok || bad "--region does not win"
 
+# 1b. The pod's recent deaths (issue 11, finding 2): newest first in top,
+# one series each in metrics, with the verdict; entries whose seq is 0 or
+# names another place in the ring are not shown.
+D="$TMP/deaths"
+"$MK" "$D" limit=1Gi dev=0:cuda:8f2a1c3d4e5f60718293a4b5c6d7e8f9:1073741824:0:0:0:0:0:0 \
+	death=0:17:4242:vllm:$((now_ms - 90000)):$((now_ms - 90400)):1048576000:1073741824:0:none:16965120819:17179869184:6 \
+	death=1:18:77:trainer:$((now_ms - 30000)):$((now_ms - 30200)):536870912:1073741824:3:200:1073741824:17179869184:6 \
+	death=2:19:99:sidecar:$((now_ms - 5000)):$((now_ms - 5100)):0:none:0:none:1932735283:17179869184:6 \
+	death=3:99:13:bogus:1:1:1:1:1:1:1:1:6 death=4:0:14:empty:1:1:1:1:1:1:1:1:6 \
+	death=5:22:15:nohost:$((now_ms - 1000)):$((now_ms - 1000)):5:none:0:none:0:0:0 || bad "mkregion deaths failed"
+"$GG" top --once --region "$D" >"$TMP/top.txt" 2>&1
+has "RECENT DEATHS (pod members that died without exiting: SIGKILL, the OOM killer, a crash)"
+has "  pid        comm             ago      gpu used / ceiling      working set / limit     refused  verdict"
+grep -q "^  4242       vllm             1m3[0-9]s    1000.00 MiB / 1.00 GiB  15.80 GiB / 16.00 GiB   0        likely OOMKilled (working set 15.80 GiB of 16.00 GiB)$" "$TMP/top.txt" && ok ||
+	bad "top: the OOM-killed member's obituary"
+grep -q "^  77         trainer          3[0-9]s      512.00 MiB / 1.00 GiB   1.00 GiB / 16.00 GiB    3        GPU refusals before death$" "$TMP/top.txt" && ok ||
+	bad "top: the refused member's obituary"
+grep -q "^  99         sidecar          [0-9]s       0 B / none              1.80 GiB / 16.00 GiB    0        killed while within GPU and host limits (not an OOM)$" "$TMP/top.txt" && ok ||
+	bad "top: the page-cache member's obituary"
+grep -q "^  15         nohost           [0-9]s       5 B / none              -                       0        killed while within GPU limits (host memory not known)$" "$TMP/top.txt" && ok ||
+	bad "top: the member without host figures"
+[ "$(sed -n '/^RECENT DEATHS/,$p' "$TMP/top.txt" | sed -n '3p;6p' | awk '{print $1}' | tr '\n' ' ')" = "15 4242 " ] && ok ||
+	bad "top: deaths not newest first"
+! grep -q "bogus\|empty" "$TMP/top.txt" && ok || bad "top shows a death entry in the wrong place or empty"
+"$GG" metrics --region "$D" >"$TMP/m-live.txt" 2>&1
+mhas 'gpuguard_death_info{n="17",pid="4242",comm="vllm",verdict="host_oom",reason="likely OOMKilled (working set 15.80 GiB of 16.00 GiB)"} 1'
+mhas 'gpuguard_death_info{n="18",pid="77",comm="trainer",verdict="gpu_refusals",reason="GPU refusals before death"} 1'
+mhas 'gpuguard_death_info{n="19",pid="99",comm="sidecar",verdict="not_oom",reason="killed while within GPU and host limits (not an OOM)"} 1'
+mhas "gpuguard_death_time_seconds{n=\"18\",pid=\"77\",comm=\"trainer\"} $((now_ms / 1000 - 30)).000"
+mhas 'gpuguard_death_gpu_used_bytes{n="17",pid="4242",comm="vllm"} 1048576000'
+mhas 'gpuguard_death_working_set_bytes{n="19",pid="99",comm="sidecar"} 1932735283'
+mhas 'gpuguard_death_refused_requests{n="18",pid="77",comm="trainer"} 3'
+[ "$(grep -c '^gpuguard_death_info{' "$TMP/m-live.txt")" -eq 4 ] && ok || bad "metrics: want 4 deaths"
+format_ok "$TMP/m-live.txt" && ok || bad "metrics format with deaths (above)"
+
 # 2. Files that are not a region: exit 2 and one line naming the path and the
 # reason; nothing on stdout; never a crash.
 # refused NAME PATH PATTERN: both commands refuse PATH with PATTERN.
@@ -199,7 +234,7 @@ refused() {
 for h in truncate=0:truncated truncate=100:truncated truncate=511:truncated \
 	truncate=4096:"truncated or extended" truncate=53247:"truncated or extended" extend:"truncated or extended" \
 	magic:"bad magic" version:"unsupported version" header-size:"size field" size-field:"size field" \
-	devlayout:"device table layout" proclayout:"process table layout" limit-unterminated:"not terminated"; do
+	devlayout:"device table layout" proclayout:"process table layout" deathlayout:"deaths table layout" limit-unterminated:"not terminated"; do
 	mode=${h%%:*}
 	"$MK" "$TMP/h-$mode" dev=0:cuda:00000000000000000000000000000001:1:2:3:4:5:6:7 proc=0:1:a:0 hostile="$mode"
 	refused "$mode" "$TMP/h-$mode" "${h#*:}"

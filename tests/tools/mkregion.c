@@ -26,8 +26,12 @@ static const char usage[] = "usage: mkregion PATH [SPEC...]     write a region i
                             "  proc=S:PID:COMM:START_MS[:DEV=BYTES...]\n"
                             "                    a LIVE process slot holding BYTES on device entry DEV\n"
                             "  procstate=S:STATE free|live|N\n"
+                            "  death=I:SEQ:PID:COMM:FOUND_MS:LAST_MS:GPU_USED:GPU_LIMIT:REFUSED:REFUSED_AGE_MS:\n"
+                            "        WORKING_SET:HOST_LIMIT:FLAGS\n"
+                            "                    entry I of the deaths ring; GPU_LIMIT none or bytes;\n"
+                            "                    REFUSED_AGE_MS none or ms; FLAGS GPUGUARD_OBIT_* bits\n"
                             "  hostile=MODE      applied last: truncate=N extend magic version header-size\n"
-                            "                    size-field devlayout proclayout limit-unterminated\n"
+                            "                    size-field devlayout proclayout deathlayout limit-unterminated\n"
                             "                    comm-unterminated huge random=SEED random-ready=SEED\n";
 
 static void die(const char *what, const char *arg)
@@ -131,6 +135,27 @@ static void spec_proc(char *buf, char *arg, const char *spec)
 	}
 }
 
+static void spec_death(char *buf, char *arg, const char *spec)
+{
+	char *f[13];
+	if (fields(arg, f, 13) != 13)
+		die("death= takes 13 fields:", spec);
+	struct gpuguard_region_death *d = gpuguard_region_death(buf, index_in(f[0], GPUGUARD_REGION_DEATHS, spec));
+	d->seq = num(f[1], spec);
+	d->pid = (uint32_t)num(f[2], spec);
+	memset(d->comm, 0, sizeof d->comm);
+	strncpy(d->comm, f[3], sizeof d->comm - 1);
+	d->found_ms = num(f[4], spec);
+	d->last_ms = num(f[5], spec);
+	d->gpu_used = num(f[6], spec);
+	d->gpu_limit = !strcmp(f[7], "none") ? UINT64_MAX : num(f[7], spec);
+	d->refused = (uint32_t)num(f[8], spec);
+	d->refused_age_ms = !strcmp(f[9], "none") ? UINT32_MAX : (uint32_t)num(f[9], spec);
+	d->host_ws = num(f[10], spec);
+	d->host_limit = num(f[11], spec);
+	d->host_flags = (uint16_t)num(f[12], spec);
+}
+
 static uint64_t xorshift(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -162,6 +187,8 @@ static size_t hostile(char *buf, const char *mode, const char *spec)
 		h->device_size = 64;
 	} else if (!strcmp(mode, "proclayout")) {
 		h->proc_off += 8;
+	} else if (!strcmp(mode, "deathlayout")) {
+		h->death_size = 64;
 	} else if (!strcmp(mode, "limit-unterminated")) {
 		memset(h->limit_text, 'A', sizeof h->limit_text);
 	} else if (!strcmp(mode, "comm-unterminated")) {
@@ -169,6 +196,11 @@ static size_t hostile(char *buf, const char *mode, const char *spec)
 		static const char evil[16] = "\x1b[2J\"\\\n\xff\xfe{}=,\t%s";
 		for (unsigned i = 0; i < GPUGUARD_REGION_PROCS; i++)
 			memcpy(gpuguard_region_proc(buf, i)->comm, evil, sizeof evil);
+		for (unsigned i = 0; i < GPUGUARD_REGION_DEATHS; i++) {
+			struct gpuguard_region_death *d = gpuguard_region_death(buf, i);
+			memcpy(d->comm, evil, sizeof evil);
+			d->seq = i + 1;
+		}
 	} else if (!strcmp(mode, "huge")) {
 		h->created_ms = UINT64_MAX;
 		for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
@@ -189,6 +221,11 @@ static size_t hostile(char *buf, const char *mode, const char *spec)
 			for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
 				p->used[d] = UINT64_MAX;
 		}
+		for (unsigned i = 0; i < GPUGUARD_REGION_DEATHS; i++) {
+			struct gpuguard_region_death *d = gpuguard_region_death(buf, i);
+			memset(d, 0xff, sizeof *d);
+			d->seq = i + 1 + GPUGUARD_REGION_DEATHS * 1000;
+		}
 	} else if (!strncmp(mode, "random=", 7) || !strncmp(mode, "random-ready=", 13)) {
 		int ready = mode[6] == '-';
 		uint64_t s = num(mode + (ready ? 13 : 7), spec) | 1;
@@ -198,6 +235,8 @@ static size_t hostile(char *buf, const char *mode, const char *spec)
 			gpuguard_region_dev(buf, i)->state = GPUGUARD_RDEV_READY;
 		for (unsigned i = 0; ready && i < GPUGUARD_REGION_PROCS; i++)
 			gpuguard_region_proc(buf, i)->state = GPUGUARD_RPROC_LIVE;
+		for (unsigned i = 0; ready && i < GPUGUARD_REGION_DEATHS; i++)
+			gpuguard_region_death(buf, i)->seq = i + 1;
 	} else {
 		die("unknown hostile mode", mode);
 	}
@@ -263,6 +302,8 @@ int main(int argc, char **argv)
 			    state_num(f[1], spec);
 		} else if (!strcmp(arg, "proc")) {
 			spec_proc(buf, v, spec);
+		} else if (!strcmp(arg, "death")) {
+			spec_death(buf, v, spec);
 		} else if (!strcmp(arg, "procstate")) {
 			char *f[2];
 			if (fields(v, f, 2) != 2)
