@@ -82,7 +82,13 @@ struct gpuguard_region_device {
 	_Atomic uint32_t waiters;   /* requests sleeping for memory (ON_LIMIT=wait) */
 	_Atomic uint32_t wake;      /* futex word: bumped when memory is given back */
 	uint64_t physical;          /* the card's total, as its first user saw it */
-	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8];
+	/* nanoseconds requests of all processes spent waiting for memory
+	 * (ON_LIMIT=wait), added when each wait ends; from reserved bytes */
+	_Atomic uint64_t wait_ns;
+	/* bumped when a waiter found that nobody could free (every holder
+	 * asleep): every request waiting then gives up; from reserved bytes */
+	_Atomic uint32_t stalemate;
+	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8 - 8 - 4];
 };
 
 struct gpuguard_region_proc {
@@ -103,8 +109,13 @@ struct gpuguard_region_proc {
 	/* reservations of this process in flight on each entry (step R1 adds,
 	 * R3 or R5 takes away): counted by every other reservation's sum */
 	_Atomic uint64_t claim[GPUGUARD_REGION_DEVICES];
+	/* threads of this process that made a governed allocation, free or
+	 * memory query (never decremented): with `waiting`, whether every
+	 * thread of it that could free is asleep (interpose/ceiling.c,
+	 * gg_ceiling_nobody_frees); from reserved bytes */
+	_Atomic uint32_t threads;
 	uint8_t reserved[384 - 4 - 4 - 8 - 16 - 8 * GPUGUARD_REGION_DEVICES - 4 - 4 - 8 - 2 * GPUGUARD_REGION_DEVICES -
-	                 8 * GPUGUARD_REGION_DEVICES];
+	                 8 * GPUGUARD_REGION_DEVICES - 4];
 };
 
 _Static_assert(sizeof(struct gpuguard_region_header) == 512, "region header layout");

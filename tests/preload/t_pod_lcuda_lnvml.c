@@ -11,6 +11,8 @@
  *   ctx           -> "ok"                      (cuDevicePrimaryCtxRetain)
  *   info          -> "LIMIT POD_USED PROC_USED POD FREE TOTAL NVML_FREE NVML_TOTAL"
  *   hammer N T    -> "ok REFUSED"  (T threads, N alloc/free pairs each)
+ *   later MS      -> "ok"  (a thread asks cuMemGetInfo, then, MS ms later,
+ *                    frees everything held at this command)
  *   hip BYTES     -> "ok" | "err CODE"  (hipMalloc, HIP found with dlopen)
  *   fork BYTES    -> "child PROC_USED POD_USED POD" from a forked child that
  *                    allocates BYTES and exits, then "ok POD_USED" after it
@@ -97,6 +99,29 @@ static void *hammer_main(void *arg)
 	return NULL;
 }
 
+/* "later": a thread of the worker that has shown up (a memory query) and
+ * frees what it was handed after a while, as a consumer thread would. */
+struct later {
+	unsigned ms;
+	int n;
+	gg_CUdeviceptr p[4096];
+};
+
+static void *later_main(void *arg)
+{
+	struct later *l = arg;
+	gg_CUcontext ctx;
+	cuDevicePrimaryCtxRetain(&ctx, 0);
+	cuCtxSetCurrent(ctx);
+	size_t fr, to;
+	cuMemGetInfo_v2(&fr, &to);
+	usleep(l->ms * 1000u);
+	while (l->n)
+		cuMemFree_v2(l->p[--l->n]);
+	free(l);
+	return NULL;
+}
+
 static int worker(void)
 {
 	/* A HIP-only process: the CUDA driver is loaded (linked) but never
@@ -145,6 +170,16 @@ static int worker(void)
 			for (unsigned long long i = 0; i < b && i < 16; i++)
 				pthread_join(t[i], NULL);
 			printf("ok %llu\n", (unsigned long long)atomic_load(&hammer_refused));
+		} else if (sscanf(line, "later %llu", &a) == 1) {
+			struct later *l = malloc(sizeof *l);
+			pthread_t t;
+			l->ms = (unsigned)a;
+			l->n = nheld;
+			memcpy(l->p, held, sizeof held[0] * (size_t)nheld);
+			nheld = 0; /* the thread's now */
+			if (pthread_create(&t, NULL, later_main, l) == 0)
+				pthread_detach(t);
+			printf("ok\n");
 		} else if (sscanf(line, "hip %llu", &a) == 1) {
 			void *h = dlopen("libamdhip64.so.6", RTLD_NOW);
 			int (*hip_malloc)(void **, size_t) = h ? (int (*)(void **, size_t))dlsym(h, "hipMalloc") : NULL;
@@ -705,11 +740,89 @@ TEST(waiting_fails_after_the_duration)
 	unsigned long long ms = 0;
 	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK(ms >= 400 && ms <= 600); /* 500 ms, within 20 % */
+	/* a could free (it holds memory and is not waiting): b waited, and
+	 * the wait is counted for the pod */
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		CHECK(atomic_load(&gpuguard_region_dev(h, 0)->wait_ns) >= 400000000ull);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
 	/* more than the whole ceiling: no wait can help, so none */
 	CHECK_EQ_INT(ask_alloc(&b, 2 * GIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK(ms < 100);
 	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+/* Issue 11, finding 5: a lone process at the ceiling is the only one that
+ * could free; waiting for itself would take the whole duration. In either
+ * scope it gives up at once. */
+TEST(a_lone_waiter_gives_up_at_once)
+{
+	const char *scopes[] = {"GPUGUARD_SCOPE=pod", "GPUGUARD_SCOPE=process"};
+	for (int k = 0; k < 2; k++) {
+		use_region(k ? "pod-lone-process" : "pod-lone");
+		const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", scopes[k], NULL};
+		struct w a = start(env);
+		CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+		unsigned long long ms = 0;
+		CHECK_EQ_INT(ask_alloc(&a, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+		CHECK(ms < 200); /* not the 2 s it was told it may wait */
+		CHECK_EQ_U64(ask_info(&a).pod, (uint64_t)(k == 0));
+		CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	}
+}
+
+/* Two servers of one pod, each at its share and each waiting for the other
+ * to free: neither can, so both give up at once. */
+TEST(two_processes_waiting_on_each_other_give_up_at_once)
+{
+	use_region("pod-deadlock");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 500 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&b, 400 * MIB, NULL), 0);
+	tell(&a, "alloc 314572800"); /* 300 MiB: b could still free, so a waits */
+	usleep(150000);
+	unsigned long long ms = 0;
+	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(ms < 200); /* a is asleep too: nobody can free */
+	unsigned long long ams = 0;
+	int code = -1;
+	CHECK(sscanf(answer(&a), "err %d %llu", &code, &ams) == 2);
+	CHECK_EQ_INT(code, GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(ams >= 100 && ams < 600); /* until b slept too, not the 2 s */
+	/* the time both spent waiting is counted in the region */
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		uint64_t ns = atomic_load(&gpuguard_region_dev(h, 0)->wait_ns);
+		CHECK(ns >= 100000000ull && ns < 800000000ull);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+/* Giving up early only when nobody could free: another thread of the same
+ * process that has shown up (a memory query) and frees later is waited for,
+ * in either scope. */
+TEST(a_thread_that_could_free_is_waited_for)
+{
+	const char *scopes[] = {"GPUGUARD_SCOPE=pod", "GPUGUARD_SCOPE=process"};
+	for (int k = 0; k < 2; k++) {
+		use_region(k ? "pod-thread-process" : "pod-thread");
+		const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", scopes[k], NULL};
+		struct w a = start(env);
+		CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+		CHECK_EQ_INT(strcmp(ask(&a, "later 300"), "ok"), 0);
+		usleep(50000); /* the thread has asked for memory info by now */
+		unsigned long long ms = 0;
+		CHECK_EQ_INT(ask_alloc(&a, 300 * MIB, &ms), 0);
+		CHECK(ms >= 150 && ms < 1500); /* it waited for the thread's free */
+		CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	}
 }
 
 TEST(a_killed_waiter_leaves_no_phantom)
@@ -1126,6 +1239,9 @@ int main(int argc, char **argv)
 	RUN(waiting_succeeds_when_another_process_frees);
 	RUN(a_pool_freed_in_another_process_is_credited_at_its_sync);
 	RUN(waiting_fails_after_the_duration);
+	RUN(a_lone_waiter_gives_up_at_once);
+	RUN(two_processes_waiting_on_each_other_give_up_at_once);
+	RUN(a_thread_that_could_free_is_waited_for);
 	RUN(a_killed_waiter_leaves_no_phantom);
 	RUN(a_removed_region_is_reported_once);
 	RUN(the_regions_limit_wins_with_a_warning);
