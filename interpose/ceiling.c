@@ -303,6 +303,12 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 
 void gg_ceiling_release(int dev, uint64_t bytes)
 {
+	/* Nothing came back (a pool settled at what it held): no wake-up. A
+	 * waiter's own retry settles pools, and waking itself would turn its
+	 * sleep into a busy loop. (Reclaiming a dead slot wakes with 0 bytes
+	 * through gg_ceiling_release_budget: room did come back there.) */
+	if (bytes == 0)
+		return;
 	gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
 }
 

@@ -11,6 +11,7 @@
  *   ctx           -> "ok"                      (cuDevicePrimaryCtxRetain)
  *   info          -> "LIMIT POD_USED PROC_USED POD FREE TOTAL NVML_FREE NVML_TOTAL"
  *   hammer N T    -> "ok REFUSED"  (T threads, N alloc/free pairs each)
+ *   cpu           -> "MS"  (CPU time this process has used, user + system)
  *   later MS      -> "ok"  (a thread asks cuMemGetInfo, then, MS ms later,
  *                    frees everything held at this command)
  *   hip BYTES     -> "ok" | "err CODE"  (hipMalloc, HIP found with dlopen)
@@ -27,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -170,6 +172,11 @@ static int worker(void)
 			for (unsigned long long i = 0; i < b && i < 16; i++)
 				pthread_join(t[i], NULL);
 			printf("ok %llu\n", (unsigned long long)atomic_load(&hammer_refused));
+		} else if (strncmp(line, "cpu", 3) == 0) {
+			struct rusage ru;
+			getrusage(RUSAGE_SELF, &ru);
+			printf("%llu\n", (unsigned long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+			                     (unsigned long long)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000);
 		} else if (sscanf(line, "later %llu", &a) == 1) {
 			struct later *l = malloc(sizeof *l);
 			pthread_t t;
@@ -758,6 +765,25 @@ TEST(waiting_fails_after_the_duration)
 /* Issue 11, finding 5: a lone process at the ceiling is the only one that
  * could free; waiting for itself would take the whole duration. In either
  * scope it gives up at once. */
+/* A waiter sleeps: it costs no CPU while it waits, also in a process with a
+ * stream-ordered pool, which each retry settles (a settle that gave nothing
+ * back used to wake the waiter itself: a busy loop for the whole wait). */
+TEST(a_waiter_sleeps_without_spinning)
+{
+	use_region("pod-spin");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:500ms", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(strcmp(ask(&b, "pool 2097152"), "ok"), 0);
+	CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+	unsigned long long c0 = strtoull(ask(&b, "cpu"), NULL, 10), ms = 0;
+	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	unsigned long long c1 = strtoull(ask(&b, "cpu"), NULL, 10);
+	CHECK(ms >= 400);     /* a could free: b waited */
+	CHECK(c1 - c0 < 100); /* asleep, not spinning through its 500 ms */
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
 TEST(a_lone_waiter_gives_up_at_once)
 {
 	const char *scopes[] = {"GPUGUARD_SCOPE=pod", "GPUGUARD_SCOPE=process"};
@@ -1239,6 +1265,7 @@ int main(int argc, char **argv)
 	RUN(waiting_succeeds_when_another_process_frees);
 	RUN(a_pool_freed_in_another_process_is_credited_at_its_sync);
 	RUN(waiting_fails_after_the_duration);
+	RUN(a_waiter_sleeps_without_spinning);
 	RUN(a_lone_waiter_gives_up_at_once);
 	RUN(two_processes_waiting_on_each_other_give_up_at_once);
 	RUN(a_thread_that_could_free_is_waited_for);

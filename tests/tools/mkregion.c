@@ -266,7 +266,8 @@ int main(int argc, char **argv)
 			char *f[2];
 			if (fields(v, f, 2) != 2)
 				die("want devwait=I:NS:", spec);
-			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->wait_ns = num(f[1], spec);
+			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->wait_ns =
+			    num(f[1], spec);
 		} else if (!strcmp(arg, "proc")) {
 			spec_proc(buf, v, spec);
 		} else if (!strcmp(arg, "procstate")) {
