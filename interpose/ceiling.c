@@ -394,12 +394,6 @@ void gg_ceiling_note_thread(void)
 		gg_shared_set_threads(n);
 }
 
-uint32_t gg_ceiling_threads(void)
-{
-	/* relaxed: a count for reports */
-	return atomic_load_explicit(&gpu_threads, memory_order_relaxed);
-}
-
 int gg_ceiling_nobody_frees(int dev)
 {
 	struct gg_budget *b = gg_ceiling_budget(dev);

@@ -182,8 +182,6 @@ int gg_ceiling_could_fit(int dev, uint64_t bytes);
 /* Counts the calling thread, once, among those that could free memory
  * (every governed allocation, free and memory query calls it). */
 void gg_ceiling_note_thread(void);
-/* How many threads gg_ceiling_note_thread counted in this process. */
-uint32_t gg_ceiling_threads(void);
 /* True when nobody is left to free memory on dev's budget: every counted
  * thread of ours is asleep waiting, and (pod scope) every other process
  * holding memory there is wholly asleep too. */
