@@ -609,7 +609,8 @@ TEST(kill_9_gives_the_memory_back)
 	/* a keeps allocating and freeing while it is killed */
 	tell(&a, "free\nhammer 100000000 2");
 	usleep(100000);
-	kill(a.pid, SIGKILL);
+	if (a.pid > 0) /* never kill(-1) */
+		kill(a.pid, SIGKILL);
 	CHECK_EQ_INT(finish(&a, NULL, 0), 128 + SIGKILL);
 	/* b needs a's memory: it gets it on its first try, and c carries on */
 	unsigned long long ms = 0;
@@ -646,7 +647,8 @@ TEST(kills_at_any_instruction_leave_the_books_exact)
 		ask_info(&v); /* attached */
 		tell(&v, "hammer 100000000 4");
 		usleep(5000 + (rand_r(&seed) % 40000));
-		kill(v.pid, SIGKILL);
+		if (v.pid > 0) /* never kill(-1) */
+			kill(v.pid, SIGKILL);
 		CHECK_EQ_INT(finish(&v, NULL, 0), 128 + SIGKILL);
 	}
 	struct w b = start(env);
@@ -679,7 +681,8 @@ TEST(liveness_works_across_pid_namespaces)
 		ones += atomic_load(&gpuguard_region_proc(h, s)->state) == GPUGUARD_RPROC_LIVE &&
 		        gpuguard_region_proc(h, s)->pid == 1;
 	CHECK_EQ_INT(ones, 2);
-	kill(a.pid, SIGKILL); /* unshare, and with it a's worker */
+	if (a.pid > 0) /* never kill(-1); unshare, and with it a's worker: */
+		kill(a.pid, SIGKILL);
 	int st = 0;
 	CHECK(waitpid(a.pid, &st, 0) == a.pid && WIFSIGNALED(st));
 	/* reaped before its worker's stdin closes, so the worker dies of the
@@ -866,7 +869,8 @@ TEST(a_killed_waiter_leaves_no_phantom)
 	for (int i = 0; i < 200 && atomic_load(&e->waiters) == 0; i++)
 		usleep(10000);
 	CHECK_EQ_U64(atomic_load(&e->waiters), 1);
-	kill(b.pid, SIGKILL);
+	if (b.pid > 0) /* never kill(-1) */
+		kill(b.pid, SIGKILL);
 	CHECK_EQ_INT(finish(&b, NULL, 0), 128 + SIGKILL);
 	/* the next process to need memory sweeps b's slot: no waiter is left
 	 * for every free to wake */
