@@ -21,25 +21,34 @@ int gg_account_wait_reserve(int dev, uint64_t charge)
 	if (gg_opt.wait_ms == 0 || gg_opt.limit_bad || !gg_ceiling_could_fit(dev, charge))
 		return -1;
 	/* GPUGUARD_ON_LIMIT=wait: sleep until memory comes back anywhere in
-	 * the budget or the time is up (the protocol is in ceiling.c). */
-	uint64_t deadline = gg_mono_ns() + gg_opt.wait_ms * 1000000ull;
+	 * the budget or the time is up (the protocol is in ceiling.c), or
+	 * until nobody is left who could free any (ceiling.c, "Who could
+	 * free"): then waiting cannot help, and giving up at once is what
+	 * keeps a lone process, or two that wait on each other, from
+	 * stalling for the whole duration. */
+	gg_ceiling_note_thread(); /* the waiter itself, whichever path it came by */
+	uint64_t start = gg_mono_ns(), deadline = start + gg_opt.wait_ms * 1000000ull;
 	int rc = -1;
-	gg_ceiling_wait_enter(dev);
+	uint32_t since = gg_ceiling_wait_enter(dev);
 	for (;;) {
 		uint32_t seen = gg_ceiling_wake_seq(dev);
 		if (retry_reserve(dev, charge) == 0) {
 			rc = 0;
 			break;
 		}
+		if (gg_ceiling_give_up(dev, seen, since))
+			break;
 		if (gg_hook_sleep(dev, seen, deadline) != 0) /* a signal handler's allocation is governed */
 			break;
 	}
 	gg_ceiling_wait_leave(dev);
+	gg_ceiling_count_wait(dev, gg_mono_ns() - start);
 	return rc;
 }
 
 int gg_account_begin(int dev, uint64_t charge)
 {
+	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
 	if (gg_ceiling_try_reserve(dev, charge) == 0)
 		return 0;
 	if (retry_reserve(dev, charge) == 0 || gg_account_wait_reserve(dev, charge) == 0)
@@ -87,6 +96,7 @@ void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
 
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 {
+	gg_ceiling_note_thread(); /* a thread that frees may free again */
 	return gg_table && gg_table_remove(gg_table, gg_key(ns, raw), out);
 }
 
@@ -179,6 +189,8 @@ void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t siz
 
 void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes)
 {
+	/* a thread that asks how much is free may free too (ceiling.c) */
+	gg_ceiling_note_thread();
 	gg_ceiling_budget(dev); /* pod scope: the pod's budget from the first query on */
 	/* A percentage ceiling can be resolved from the total we were just given;
 	 * pools released at syncs we did not see are credited first, so free

@@ -23,6 +23,8 @@ static void local_budget(struct gg_device *g)
 	    .refused = &g->refused_all,
 	    .waiters = &g->waiters,
 	    .wake = &g->wake,
+	    .wait_ns = &g->wait_ns,
+	    .stalemate = &g->stalemate,
 	    .mine = NULL,
 	    .futex_private = 1,
 	};
@@ -301,6 +303,12 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 
 void gg_ceiling_release(int dev, uint64_t bytes)
 {
+	/* Nothing came back (a pool settled at what it held): no wake-up. A
+	 * waiter's own retry settles pools, and waking itself would turn its
+	 * sleep into a busy loop. (Reclaiming a dead slot wakes with 0 bytes
+	 * through gg_ceiling_release_budget: room did come back there.) */
+	if (bytes == 0)
+		return;
 	gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
 }
 
@@ -346,16 +354,123 @@ int gg_ceiling_could_fit(int dev, uint64_t bytes)
 	return bytes <= atomic_load_explicit(gg_ceiling_budget(dev)->limit, memory_order_relaxed);
 }
 
-void gg_ceiling_wait_enter(int dev)
+/* Who could free (GPUGUARD_ON_LIMIT=wait without stalls, issue 11).
+ * Memory a budget holds comes back only when a thread that holds it frees
+ * it (or its process dies, which the retry's sweep notices). A waiter that
+ * is the only one who could free would sleep out its whole duration for
+ * nothing: a lone server at its ceiling, or two servers of a pod each
+ * asleep on the other. So before each sleep it asks whether anyone is left.
+ *
+ * Other processes (pod scope) are judged by their slot: one holding or
+ * claiming nothing on the entry cannot free there; one whose every counted
+ * thread is asleep in a wait cannot either. Our own process is judged by
+ * two counters: threads that made a governed allocation, free or memory
+ * query (gpu_threads), and threads asleep in a wait (waiting_threads). Per
+ * thread holdings would cost a word per thread and per call; a thread that
+ * has never called us holds nothing we charged, and one that frees memory
+ * another thread allocated has (almost always) freed or queried before.
+ * So when every counted thread waits, nobody who has shown up can free.
+ * The two ways this errs: a thread whose very first governed call will be
+ * a free of memory handed to it is not counted yet (the waiter gives up
+ * early, as `fail` would have: never worse than GPUGUARD_ON_LIMIT=fail), and
+ * a thread that exited stays counted (the waiter sleeps, as before). */
+static _Atomic uint32_t gpu_threads;     /* counted threads of this process */
+static _Atomic uint32_t waiting_threads; /* of those, asleep in a wait (any device) */
+static GG_TLS uint8_t thread_counted;
+
+void gg_ceiling_note_thread(void)
+{
+	if (GG_LIKELY(thread_counted))
+		return;
+	thread_counted = 1;
+	/* seq_cst: read by waiters of this process (gg_ceiling_nobody_frees)
+	 * after their waiting_threads++; a thread counted after that read is
+	 * one that had not called us yet (see above). */
+	uint32_t n = atomic_fetch_add_explicit(&gpu_threads, 1, memory_order_seq_cst) + 1;
+	/* Readers in other processes look at our count only while one of our
+	 * threads waits, and each waiter publishes it on entering; this keeps
+	 * it current for a thread that shows up while others wait. */
+	if (atomic_load_explicit(&waiting_threads, memory_order_seq_cst))
+		gg_shared_set_threads(n);
+}
+
+int gg_ceiling_nobody_frees(int dev)
 {
 	struct gg_budget *b = gg_ceiling_budget(dev);
+	/* seq_cst: as in gg_ceiling_note_thread */
+	if (atomic_load_explicit(&waiting_threads, memory_order_seq_cst) <
+	    atomic_load_explicit(&gpu_threads, memory_order_seq_cst))
+		return 0; /* a thread of ours is awake and may free */
+	return !(b->claim && gg_shared_others_could_free(b->entry));
+}
+
+void gg_ceiling_count_wait(int dev, uint64_t ns)
+{
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	/* relaxed: statistics */
+	atomic_fetch_add_explicit(&gg_devices[dev].wait_ns, ns, memory_order_relaxed);
+	if (b->wait_ns != &gg_devices[dev].wait_ns)
+		atomic_fetch_add_explicit(b->wait_ns, ns, memory_order_relaxed);
+}
+
+uint64_t gg_ceiling_wait_ns(int dev)
+{
+	/* relaxed: a statistic */
+	return atomic_load_explicit(&gg_devices[dev].wait_ns, memory_order_relaxed);
+}
+
+uint32_t gg_ceiling_wait_enter(int dev)
+{
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	/* seq_cst: read before we count as asleep, so a stalemate declared
+	 * by anyone who saw us asleep is one we see (gg_ceiling_give_up). */
+	uint32_t since = atomic_load_explicit(b->stalemate, memory_order_seq_cst);
+	/* seq_cst: before our retry and our look at who could free; a waiter
+	 * of ours that looks after this sees one more of us asleep. */
+	atomic_fetch_add_explicit(&waiting_threads, 1, memory_order_seq_cst);
 	/* Our slot first, the pod's word second, undone in the opposite order
 	 * (as for charges): a process killed while waiting leaves a slot count
-	 * that reclaiming takes off the pod's. relaxed: read only after our
-	 * death or by our own exit. */
-	if (b->mine_waiting)
-		atomic_fetch_add_explicit(b->mine_waiting, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(b->waiters, 1, memory_order_seq_cst); /* the Dekker pair above */
+	 * that reclaiming takes off the pod's. The thread count is published
+	 * before the slot's waiting++, so a reader that sees us asleep sees
+	 * what we sleep against. seq_cst: against other processes' looks at
+	 * who could free (gg_shared_others_could_free), as the wake-up below. */
+	if (b->mine_waiting) {
+		gg_shared_set_threads(atomic_load_explicit(&gpu_threads, memory_order_seq_cst));
+		atomic_fetch_add_explicit(b->mine_waiting, 1, memory_order_seq_cst);
+	}
+	/* the Dekker pair above */
+	uint32_t before = atomic_fetch_add_explicit(b->waiters, 1, memory_order_seq_cst);
+	/* One more asleep may leave nobody to free: those already waiting
+	 * look again now rather than at the end of their slice. Our waiting
+	 * words (stored above) come before the bump in the total order, so a
+	 * waiter that reads the new wake value also sees us asleep. */
+	if (before) {
+		atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
+		futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+	}
+	return since;
+}
+
+int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since)
+{
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	/* seq_cst: the declarer's bump comes before its wake-up below, so a
+	 * waiter woken by it reads the new count. */
+	if (atomic_load_explicit(b->stalemate, memory_order_seq_cst) != since)
+		return 1; /* another waiter found nobody could free, us included */
+	/* Nobody to free, and no room given back since `seen` (a free between
+	 * our retry and the look bumped the wake word, and its holder's
+	 * waiting++ came after that free: both seq_cst, so seeing it asleep
+	 * means seeing the bump too; then retry instead). */
+	if (!gg_ceiling_nobody_frees(dev) || gg_ceiling_wake_seq(dev) != seen)
+		return 0;
+	/* A stalemate: everyone waiting now waits on someone who waits. All
+	 * of them give up, not only the first to look (the others would
+	 * otherwise see it awake again and wait out their time for it). */
+	atomic_fetch_add_explicit(b->stalemate, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
+	futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+	return 1;
 }
 
 uint32_t gg_ceiling_wake_seq(int dev)
@@ -396,7 +511,8 @@ void gg_ceiling_wait_leave(int dev)
 	struct gg_budget *b = gg_ceiling_budget(dev);
 	gg_ceiling_waiters_sub(b->waiters, 1);
 	if (b->mine_waiting)
-		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_relaxed); /* as in wait_enter */
+		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_seq_cst); /* as in wait_enter */
+	atomic_fetch_sub_explicit(&waiting_threads, 1, memory_order_seq_cst);        /* likewise */
 }
 
 uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size)
@@ -439,8 +555,13 @@ void gg_ceiling_reset(void)
 		atomic_store_explicit(&g->pool_overshoot, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->refused_all, 0, memory_order_relaxed);
 		atomic_store_explicit(&g->waiters, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->wait_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&g->stalemate, 0, memory_order_relaxed);
 		/* The parent's bindings (its region slot) are not the child's. */
 		atomic_store_explicit(&g->budget, NULL, memory_order_relaxed);
 		atomic_store_explicit(&g->bind_state, 0, memory_order_relaxed);
 	}
+	/* The child's one thread is the forking one: counted if it was. */
+	atomic_store_explicit(&gpu_threads, thread_counted, memory_order_relaxed);
+	atomic_store_explicit(&waiting_threads, 0, memory_order_relaxed);
 }

@@ -760,6 +760,8 @@ static void rec_devices(struct out *o, const struct request *req)
 		else
 			OUT_LIT(o, ",\"scope\":\"process\",\"process_used\":");
 		out_u64(o, s.process_used);
+		OUT_LIT(o, ",\"wait_ms\":");
+		out_u64(o, gg_ceiling_wait_ns(d) / 1000000u);
 		out_end_record(o);
 	}
 }

@@ -116,6 +116,10 @@ struct gg_budget {
 	_Atomic uint64_t *shadow;
 	unsigned entry;                 /* pod scope: the device entry in the region */
 	int futex_private;              /* 0 when the words are shared with other processes */
+	/* nanoseconds spent waiting (pod scope: all processes'), and a count
+	 * bumped when nobody could free, at which every waiter gives up */
+	_Atomic uint64_t *wait_ns;
+	_Atomic uint32_t *stalemate;
 };
 
 /* Per-device books. */
@@ -129,6 +133,10 @@ struct gg_device {
 	_Atomic uint64_t pool_overshoot;
 	_Atomic uint64_t refused_all; /* process scope's budget->refused */
 	_Atomic uint32_t waiters, wake;
+	/* this process's time spent waiting for room here; process scope's
+	 * budget->stalemate */
+	_Atomic uint64_t wait_ns;
+	_Atomic uint32_t stalemate;
 	/* NULL until the device's first governed call binds it (gg_ceiling_budget);
 	 * then &local or &pod, changing only at exit (pod to local). */
 	struct gg_budget *_Atomic budget;
@@ -159,7 +167,7 @@ struct gg_budget *gg_ceiling_budget_peek(int dev);
  * seen = wake_seq; retry; sleep(seen) }; leave. sleep returns -1 once
  * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
  * slice of at most 100 ms. */
-void gg_ceiling_wait_enter(int dev);
+uint32_t gg_ceiling_wait_enter(int dev); /* returns the stalemate count, for give_up */
 uint32_t gg_ceiling_wake_seq(int dev);
 int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 void gg_ceiling_wait_leave(int dev);
@@ -167,6 +175,22 @@ void gg_ceiling_wait_leave(int dev);
 void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n);
 /* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
 int gg_ceiling_could_fit(int dev, uint64_t bytes);
+/* Counts the calling thread, once, among those that could free memory
+ * (every governed allocation, free and memory query calls it). */
+void gg_ceiling_note_thread(void);
+/* True when nobody is left to free memory on dev's budget: every counted
+ * thread of ours is asleep waiting, and (pod scope) every other process
+ * holding memory there is wholly asleep too. */
+int gg_ceiling_nobody_frees(int dev);
+/* After a failed retry: whether the waiter should give up now, because
+ * nobody could free (and no room came back since `seen`), which it then
+ * declares so that every other waiter gives up too, or because another
+ * waiter declared that since `since` (wait_enter's value). */
+int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since);
+/* Adds ns of waiting on dev to this process's count and the budget's. */
+void gg_ceiling_count_wait(int dev, uint64_t ns);
+/* This process's nanoseconds spent waiting for room on dev. */
+uint64_t gg_ceiling_wait_ns(int dev);
 /* Monotonic nanoseconds, for wait deadlines. */
 uint64_t gg_mono_ns(void);
 /* Sets every device's limit from gg_opt (percent limits stay unresolved). */
@@ -519,6 +543,12 @@ uint64_t gg_shared_pod_sum(unsigned i);
  * entry's `used` snapshot for readers of the file. */
 uint64_t gg_shared_pod_used(unsigned i);
 void gg_shared_publish(unsigned i);
+/* Pod scope, entry i: whether another live process could still free memory
+ * there, i.e. holds or claims some and has a counted thread not asleep in a
+ * wait (its slot's threads against the sum of its waiting). seq_cst loads. */
+int gg_shared_others_could_free(unsigned i);
+/* Raises our slot's published thread count to n (no-op before attaching). */
+void gg_shared_set_threads(uint32_t n);
 /* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
  * the physical total. One per runtime (GG_RT_CUDA, GG_RT_HIP): 0, -1 when
  * the runtime cannot say, 1 when it is not loaded in this process. */

@@ -189,6 +189,8 @@ void gg_pool_sync_point(void)
 
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
+	/* a thread that allocates may free (ceiling.c) */
+	gg_ceiling_note_thread();
 	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
 	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
 	uint64_t reserved, used;

@@ -215,6 +215,53 @@ uint64_t gg_shared_pod_sum(unsigned i)
 	return sum;
 }
 
+int gg_shared_others_could_free(unsigned i)
+{
+	/* acquire: pairs with the release in attached(), for reg and me. */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me)
+		return 1; /* cannot tell: keep waiting, as before */
+	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
+		/* seq_cst, as every load here: against a waiter's waiting++
+		 * then wake bump (ceiling.c, gg_ceiling_wait_enter) and a
+		 * holder's charge (R4) then its reads; see gg_account_wait_reserve. */
+		uint64_t bits =
+		    atomic_load_explicit(&((struct gpuguard_region_header *)reg)->occupied[w], memory_order_seq_cst);
+		while (bits) {
+			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			if (s == my_slot)
+				continue; /* our own threads: gg_ceiling_nobody_frees */
+			struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
+			if (!atomic_load_explicit(&p->claim[i], memory_order_seq_cst) &&
+			    !atomic_load_explicit(&p->used[i], memory_order_seq_cst))
+				continue; /* holds nothing here: nothing to free */
+			/* Untrusted words: a scribbled count can only make us
+			 * wait (as before) or give up early (as fail would). */
+			uint32_t asleep = 0;
+			for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
+				asleep += atomic_load_explicit(&p->waiting[d], memory_order_seq_cst);
+			uint32_t threads = atomic_load_explicit(&p->threads, memory_order_seq_cst);
+			if (asleep == 0 || asleep < threads)
+				return 1; /* a thread of it is awake and may free */
+		}
+	}
+	return 0;
+}
+
+void gg_shared_set_threads(uint32_t n)
+{
+	/* acquire: as above */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me)
+		return;
+	uint32_t cur = atomic_load_explicit(&me->threads, memory_order_relaxed);
+	/* seq_cst: before the caller's waiting++ (gg_ceiling_wait_enter), so
+	 * a reader that sees us asleep sees the count we sleep against.
+	 * Raise only: two threads publishing out of order keep the larger. */
+	while (cur < n && !atomic_compare_exchange_weak_explicit(&me->threads, &cur, n, memory_order_seq_cst,
+	                                                         memory_order_relaxed))
+		;
+}
+
 uint64_t gg_shared_pod_used(unsigned i)
 {
 	return gpuguard_region_used(reg, i);
@@ -442,6 +489,7 @@ static void reclaim_slot(unsigned s, int died, int fd)
 	atomic_store_explicit(&p->host_usage, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->host_limit, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->host_flags, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->threads, 0, memory_order_relaxed);
 	/* release: the zeroed books before the state a reader acquires. */
 	atomic_store_explicit(&p->state, GPUGUARD_RPROC_FREE, memory_order_release);
 }
@@ -935,6 +983,8 @@ static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t 
 		atomic_store_explicit(&e->refused, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->reclaimed, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->waiters, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->wait_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->stalemate, 0, memory_order_relaxed);
 		/* release: the fields above before READY (find_entry acquires). */
 		atomic_store_explicit(&e->state, GPUGUARD_RDEV_READY, memory_order_release);
 		i = (int)j;
@@ -989,6 +1039,8 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	    .mine_waiting = &me->waiting[i],
 	    .claim = &me->claim[i],
 	    .shadow = &gg_devices[dev].used,
+	    .wait_ns = &e->wait_ns,
+	    .stalemate = &e->stalemate,
 	    .entry = (unsigned)i,
 	    .futex_private = 0,
 	};

@@ -159,6 +159,15 @@ static void dev_sample(FILE *f, const char *name, const struct gg_rdev *d, uint6
 	fprintf(f, "\"} %llu\n", (unsigned long long)v);
 }
 
+/* Nanoseconds as seconds, to the millisecond (integer arithmetic: exact). */
+static void dev_sample_seconds(FILE *f, const char *name, const struct gg_rdev *d, uint64_t ns)
+{
+	fprintf(f, "%s{device=\"%u\",kind=\"%s\",uuid=\"", name, d->index, d->kind);
+	prom_str(f, d->uuid);
+	fprintf(f, "\"} %llu.%03llu\n", (unsigned long long)(ns / 1000000000u),
+	        (unsigned long long)(ns / 1000000u % 1000u));
+}
+
 static void proc_labels(FILE *f, const char *name, const struct gg_rproc *p)
 {
 	fprintf(f, "%s{slot=\"%u\",pid=\"%u\",comm=\"", name, p->slot, p->pid);
@@ -166,7 +175,7 @@ static void proc_labels(FILE *f, const char *name, const struct gg_rproc *p)
 	fputc('"', f);
 }
 
-enum dev_field { F_LIMIT, F_FREE, F_USED, F_PEAK, F_PHYSICAL, F_WAITERS, F_REFUSED, F_RECLAIMED };
+enum dev_field { F_LIMIT, F_FREE, F_USED, F_PEAK, F_PHYSICAL, F_WAITERS, F_REFUSED, F_RECLAIMED, F_WAIT };
 
 static const struct {
 	const char *name, *type, *help;
@@ -181,6 +190,8 @@ static const struct {
     [F_REFUSED] = {"gpuguard_device_refused_total", "counter", "Requests refused at the ceiling, all processes."},
     [F_RECLAIMED] = {"gpuguard_device_reclaimed_bytes_total", "counter",
                      "Bytes returned to the pod from processes that exited without detaching."},
+    [F_WAIT] = {"gpuguard_device_wait_seconds_total", "counter",
+                "Seconds requests spent waiting for memory (GPUGUARD_ON_LIMIT=wait), all processes."},
 };
 
 static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
@@ -202,6 +213,8 @@ static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
 		return d->refused;
 	case F_RECLAIMED:
 		return d->reclaimed;
+	case F_WAIT:
+		return d->wait_ns;
 	}
 	return 0;
 }
@@ -227,7 +240,9 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 	for (size_t k = 0; k < sizeof dev_families / sizeof dev_families[0]; k++) {
 		family(f, dev_families[k].name, dev_families[k].type, dev_families[k].help);
 		for (unsigned i = 0; i < r->ndev; i++)
-			if (r->dev[i].has_limit || (k != F_LIMIT && k != F_FREE))
+			if (k == F_WAIT)
+				dev_sample_seconds(f, dev_families[k].name, &r->dev[i], dev_value(&r->dev[i], k));
+			else if (r->dev[i].has_limit || (k != F_LIMIT && k != F_FREE))
 				dev_sample(f, dev_families[k].name, &r->dev[i], dev_value(&r->dev[i], k));
 	}
 	family(f, "gpuguard_processes", "gauge",

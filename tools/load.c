@@ -180,6 +180,9 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	int has_pu = gg_json_get(&l->j, o, "process_used") != NULL;
 	if (has_pu && get_u64(l, o, "process_used", &v.process_used, NULL))
 		goto bad;
+	v.has_wait_ms = gg_json_get(&l->j, o, "wait_ms") != NULL;
+	if (v.has_wait_ms && get_u64(l, o, "wait_ms", &v.wait_ms, NULL))
+		goto bad;
 	if (scope && strcmp(scope, "pod") && strcmp(scope, "process")) {
 		lfail(l, "field \"scope\": expected \"pod\" or \"process\"");
 		goto bad;

@@ -276,6 +276,8 @@ static const char help_metrics[] =
     "    gpuguard_device_waiters                    gauge\n"
     "    gpuguard_device_refused_total              counter\n"
     "    gpuguard_device_reclaimed_bytes_total      counter\n"
+    "    gpuguard_device_wait_seconds_total         counter, time requests spent\n"
+    "                                               waiting (GPUGUARD_ON_LIMIT=wait)\n"
     "    gpuguard_processes{state}                  gauge; live, exited, unknown\n"
     "    gpuguard_process_info{slot,pid,comm,state} 1\n"
     "    gpuguard_process_start_time_seconds        gauge\n"

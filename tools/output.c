@@ -480,6 +480,8 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		json_kv_u(f, "pool_overshoot", v->pool_overshoot, 1);
 		json_kv_s(f, "scope", v->pod ? "pod" : "process", 1);
 		json_kv_u(f, "process_used", v->process_used, 1);
+		if (v->has_wait_ms)
+			json_kv_u(f, "wait_ms", v->wait_ms, 1);
 		json_opt_u(f, "driver_free", v->has_driver_free, v->driver_free);
 		fprintf(f, "\"driver_total\":");
 		if (v->has_driver_total)

@@ -172,6 +172,7 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		d->refused = atomic_load_explicit(&e->refused, memory_order_relaxed);
 		d->reclaimed = atomic_load_explicit(&e->reclaimed, memory_order_relaxed);
 		d->waiters = atomic_load_explicit(&e->waiters, memory_order_relaxed);
+		d->wait_ns = atomic_load_explicit(&e->wait_ns, memory_order_relaxed);
 	}
 	for (unsigned i = 0; i < GPUGUARD_REGION_PROCS; i++) {
 		struct gpuguard_region_proc *e = gpuguard_region_proc(buf, i);

@@ -91,6 +91,8 @@ struct gg_device {
 	uint64_t driver_free, driver_total;
 	int pod;               /* scope "pod": limit, used, peak are the pod's */
 	uint64_t process_used; /* this process's part of used */
+	int has_wait_ms;       /* dumps before 0.2 lack it */
+	uint64_t wait_ms;      /* time its requests slept for memory (ON_LIMIT=wait) */
 };
 
 struct gg_config {
@@ -317,6 +319,7 @@ struct gg_rdev {
 	int has_limit;    /* limit != UINT64_MAX */
 	uint64_t limit, used, peak, physical, refused, reclaimed;
 	uint32_t waiters;
+	uint64_t wait_ns; /* time requests of the pod spent waiting for memory */
 };
 
 struct gg_rproc {

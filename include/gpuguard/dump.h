@@ -26,6 +26,9 @@
  *     used and peak are the pod's (all its processes) and process_used is
  *     this process's part; readers treat a missing scope as "process" and a
  *     missing process_used as used (dumps written before pod scope).
+ *     Since 0.2 also "wait_ms":N after process_used: how long this
+ *     process's requests on dev slept for memory (GPUGUARD_ON_LIMIT=wait),
+ *     in all; readers treat it as absent in older dumps.
  *  3b {"t":"pod","slot":N,"pid":N,"comm":"...","self":0|1,"alive":0|1,
  *     "dev":N,"used":N}
  *     pod scope only: one per process of the pod (this one included,

@@ -91,7 +91,13 @@ struct gpuguard_region_device {
 	_Atomic uint32_t waiters;   /* requests sleeping for memory (ON_LIMIT=wait) */
 	_Atomic uint32_t wake;      /* futex word: bumped when memory is given back */
 	uint64_t physical;          /* the card's total, as its first user saw it */
-	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8];
+	/* nanoseconds requests of all processes spent waiting for memory
+	 * (ON_LIMIT=wait), added when each wait ends; from reserved bytes */
+	_Atomic uint64_t wait_ns;
+	/* bumped when a waiter found that nobody could free (every holder
+	 * asleep): every request waiting then gives up; from reserved bytes */
+	_Atomic uint32_t stalemate;
+	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8 - 8 - 4];
 };
 
 struct gpuguard_region_proc {
@@ -103,7 +109,11 @@ struct gpuguard_region_proc {
 	 * included): the pod's books (tests/model/pod.pml, steps R4 and L1) */
 	_Atomic uint64_t used[GPUGUARD_REGION_DEVICES];
 	_Atomic uint32_t ctx_charged; /* bit d: context reserve charged on entry d */
-	uint32_t pad;
+	/* threads of this process that made a governed allocation, free or
+	 * memory query (never decremented): with `waiting`, whether every
+	 * thread of it that could free is asleep (interpose/ceiling.c,
+	 * gg_ceiling_nobody_frees); in what was padding */
+	_Atomic uint32_t threads;
 	uint64_t ctx_reserve; /* GPUGUARD_CONTEXT_RESERVE of this process */
 	/* requests of this process sleeping on each entry, counted before the
 	 * entry's `waiters` and uncounted after, so a process killed while

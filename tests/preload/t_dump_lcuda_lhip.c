@@ -398,6 +398,7 @@ TEST(dump_on_ceiling_refusal)
 	CHECK(strstr(b, "\"refused_ceiling\":1,"));
 	/* the driver's view, asked on the failing thread: the whole 8 GiB card */
 	CHECK(strstr(b, "\"driver_total\":8589934592,\"scope\":\"pod\",\"process_used\":"));
+	CHECK(strstr(b, ",\"wait_ms\":0}")); /* no GPUGUARD_ON_LIMIT=wait: no time slept for memory */
 	CHECK(strstr(b, "{\"t\":\"host\",\"rss\":"));
 	CHECK(strstr(b, "{\"t\":\"config\",\"name\":\"GPUGUARD_LIMIT\",\"value\":\"1Gi\",\"source\":\"environment\"}"));
 	/* stacks: captured, interned, resolved to this program */

@@ -11,6 +11,9 @@
  *   ctx           -> "ok"                      (cuDevicePrimaryCtxRetain)
  *   info          -> "LIMIT POD_USED PROC_USED POD FREE TOTAL NVML_FREE NVML_TOTAL"
  *   hammer N T    -> "ok REFUSED"  (T threads, N alloc/free pairs each)
+ *   cpu           -> "MS"  (CPU time this process has used, user + system)
+ *   later MS      -> "ok"  (a thread asks cuMemGetInfo, then, MS ms later,
+ *                    frees everything held at this command)
  *   hip BYTES     -> "ok" | "err CODE"  (hipMalloc, HIP found with dlopen)
  *   fork BYTES    -> "child PROC_USED POD_USED POD" from a forked child that
  *                    allocates BYTES and exits, then "ok POD_USED" after it
@@ -25,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -97,6 +101,29 @@ static void *hammer_main(void *arg)
 	return NULL;
 }
 
+/* "later": a thread of the worker that has shown up (a memory query) and
+ * frees what it was handed after a while, as a consumer thread would. */
+struct later {
+	unsigned ms;
+	int n;
+	gg_CUdeviceptr p[4096];
+};
+
+static void *later_main(void *arg)
+{
+	struct later *l = arg;
+	gg_CUcontext ctx;
+	cuDevicePrimaryCtxRetain(&ctx, 0);
+	cuCtxSetCurrent(ctx);
+	size_t fr, to;
+	cuMemGetInfo_v2(&fr, &to);
+	usleep(l->ms * 1000u);
+	while (l->n)
+		cuMemFree_v2(l->p[--l->n]);
+	free(l);
+	return NULL;
+}
+
 static int worker(void)
 {
 	/* A HIP-only process: the CUDA driver is loaded (linked) but never
@@ -145,6 +172,21 @@ static int worker(void)
 			for (unsigned long long i = 0; i < b && i < 16; i++)
 				pthread_join(t[i], NULL);
 			printf("ok %llu\n", (unsigned long long)atomic_load(&hammer_refused));
+		} else if (strncmp(line, "cpu", 3) == 0) {
+			struct rusage ru;
+			getrusage(RUSAGE_SELF, &ru);
+			printf("%llu\n", (unsigned long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+			                     (unsigned long long)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000);
+		} else if (sscanf(line, "later %llu", &a) == 1) {
+			struct later *l = malloc(sizeof *l);
+			pthread_t t;
+			l->ms = (unsigned)a;
+			l->n = nheld;
+			memcpy(l->p, held, sizeof held[0] * (size_t)nheld);
+			nheld = 0; /* the thread's now */
+			if (pthread_create(&t, NULL, later_main, l) == 0)
+				pthread_detach(t);
+			printf("ok\n");
 		} else if (sscanf(line, "hip %llu", &a) == 1) {
 			void *h = dlopen("libamdhip64.so.6", RTLD_NOW);
 			int (*hip_malloc)(void **, size_t) = h ? (int (*)(void **, size_t))dlsym(h, "hipMalloc") : NULL;
@@ -567,7 +609,8 @@ TEST(kill_9_gives_the_memory_back)
 	/* a keeps allocating and freeing while it is killed */
 	tell(&a, "free\nhammer 100000000 2");
 	usleep(100000);
-	kill(a.pid, SIGKILL);
+	if (a.pid > 0) /* never kill(-1) */
+		kill(a.pid, SIGKILL);
 	CHECK_EQ_INT(finish(&a, NULL, 0), 128 + SIGKILL);
 	/* b needs a's memory: it gets it on its first try, and c carries on */
 	unsigned long long ms = 0;
@@ -604,7 +647,8 @@ TEST(kills_at_any_instruction_leave_the_books_exact)
 		ask_info(&v); /* attached */
 		tell(&v, "hammer 100000000 4");
 		usleep(5000 + (rand_r(&seed) % 40000));
-		kill(v.pid, SIGKILL);
+		if (v.pid > 0) /* never kill(-1) */
+			kill(v.pid, SIGKILL);
 		CHECK_EQ_INT(finish(&v, NULL, 0), 128 + SIGKILL);
 	}
 	struct w b = start(env);
@@ -637,7 +681,8 @@ TEST(liveness_works_across_pid_namespaces)
 		ones += atomic_load(&gpuguard_region_proc(h, s)->state) == GPUGUARD_RPROC_LIVE &&
 		        gpuguard_region_proc(h, s)->pid == 1;
 	CHECK_EQ_INT(ones, 2);
-	kill(a.pid, SIGKILL); /* unshare, and with it a's worker */
+	if (a.pid > 0) /* never kill(-1); unshare, and with it a's worker: */
+		kill(a.pid, SIGKILL);
 	int st = 0;
 	CHECK(waitpid(a.pid, &st, 0) == a.pid && WIFSIGNALED(st));
 	/* reaped before its worker's stdin closes, so the worker dies of the
@@ -705,11 +750,108 @@ TEST(waiting_fails_after_the_duration)
 	unsigned long long ms = 0;
 	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK(ms >= 400 && ms <= 600); /* 500 ms, within 20 % */
+	/* a could free (it holds memory and is not waiting): b waited, and
+	 * the wait is counted for the pod */
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		CHECK(atomic_load(&gpuguard_region_dev(h, 0)->wait_ns) >= 400000000ull);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
 	/* more than the whole ceiling: no wait can help, so none */
 	CHECK_EQ_INT(ask_alloc(&b, 2 * GIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK(ms < 100);
 	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+/* Issue 11, finding 5: a lone process at the ceiling is the only one that
+ * could free; waiting for itself would take the whole duration. In either
+ * scope it gives up at once. */
+/* A waiter sleeps: it costs no CPU while it waits, also in a process with a
+ * stream-ordered pool, which each retry settles (a settle that gave nothing
+ * back used to wake the waiter itself: a busy loop for the whole wait). */
+TEST(a_waiter_sleeps_without_spinning)
+{
+	use_region("pod-spin");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:500ms", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(strcmp(ask(&b, "pool 2097152"), "ok"), 0);
+	CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+	unsigned long long c0 = strtoull(ask(&b, "cpu"), NULL, 10), ms = 0;
+	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	unsigned long long c1 = strtoull(ask(&b, "cpu"), NULL, 10);
+	CHECK(ms >= 400);     /* a could free: b waited */
+	CHECK(c1 - c0 < 100); /* asleep, not spinning through its 500 ms */
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+TEST(a_lone_waiter_gives_up_at_once)
+{
+	const char *scopes[] = {"GPUGUARD_SCOPE=pod", "GPUGUARD_SCOPE=process"};
+	for (int k = 0; k < 2; k++) {
+		use_region(k ? "pod-lone-process" : "pod-lone");
+		const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", scopes[k], NULL};
+		struct w a = start(env);
+		CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+		unsigned long long ms = 0;
+		CHECK_EQ_INT(ask_alloc(&a, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+		CHECK(ms < 200); /* not the 2 s it was told it may wait */
+		CHECK_EQ_U64(ask_info(&a).pod, (uint64_t)(k == 0));
+		CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	}
+}
+
+/* Two servers of one pod, each at its share and each waiting for the other
+ * to free: neither can, so both give up at once. */
+TEST(two_processes_waiting_on_each_other_give_up_at_once)
+{
+	use_region("pod-deadlock");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 500 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&b, 400 * MIB, NULL), 0);
+	tell(&a, "alloc 314572800"); /* 300 MiB: b could still free, so a waits */
+	usleep(150000);
+	unsigned long long ms = 0;
+	CHECK_EQ_INT(ask_alloc(&b, 300 * MIB, &ms), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(ms < 200); /* a is asleep too: nobody can free */
+	unsigned long long ams = 0;
+	int code = -1;
+	CHECK(sscanf(answer(&a), "err %d %llu", &code, &ams) == 2);
+	CHECK_EQ_INT(code, GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(ams >= 100 && ams < 600); /* until b slept too, not the 2 s */
+	/* the time both spent waiting is counted in the region */
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (h) {
+		uint64_t ns = atomic_load(&gpuguard_region_dev(h, 0)->wait_ns);
+		CHECK(ns >= 100000000ull && ns < 800000000ull);
+		munmap(h, GPUGUARD_REGION_SIZE);
+	}
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
+/* Giving up early only when nobody could free: another thread of the same
+ * process that has shown up (a memory query) and frees later is waited for,
+ * in either scope. */
+TEST(a_thread_that_could_free_is_waited_for)
+{
+	const char *scopes[] = {"GPUGUARD_SCOPE=pod", "GPUGUARD_SCOPE=process"};
+	for (int k = 0; k < 2; k++) {
+		use_region(k ? "pod-thread-process" : "pod-thread");
+		const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_ON_LIMIT=wait:2s", scopes[k], NULL};
+		struct w a = start(env);
+		CHECK_EQ_INT(ask_alloc(&a, 900 * MIB, NULL), 0);
+		CHECK_EQ_INT(strcmp(ask(&a, "later 300"), "ok"), 0);
+		usleep(50000); /* the thread has asked for memory info by now */
+		unsigned long long ms = 0;
+		CHECK_EQ_INT(ask_alloc(&a, 300 * MIB, &ms), 0);
+		CHECK(ms >= 150 && ms < 1500); /* it waited for the thread's free */
+		CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	}
 }
 
 TEST(a_killed_waiter_leaves_no_phantom)
@@ -727,7 +869,8 @@ TEST(a_killed_waiter_leaves_no_phantom)
 	for (int i = 0; i < 200 && atomic_load(&e->waiters) == 0; i++)
 		usleep(10000);
 	CHECK_EQ_U64(atomic_load(&e->waiters), 1);
-	kill(b.pid, SIGKILL);
+	if (b.pid > 0) /* never kill(-1) */
+		kill(b.pid, SIGKILL);
 	CHECK_EQ_INT(finish(&b, NULL, 0), 128 + SIGKILL);
 	/* the next process to need memory sweeps b's slot: no waiter is left
 	 * for every free to wake */
@@ -878,8 +1021,11 @@ static pid_t hold_setup_lock(void)
 	}
 	char c = 'n';
 	close(ready[1]);
-	if (read(ready[0], &c, 1) != 1 || c != 'y')
+	if (pid > 0 && (read(ready[0], &c, 1) != 1 || c != 'y')) {
+		kill(pid, SIGKILL); /* it took nothing: end it here, never kill(-1) */
+		waitpid(pid, NULL, 0);
 		pid = -1;
+	}
 	close(ready[0]);
 	return pid;
 }
@@ -894,8 +1040,10 @@ TEST(nobody_waits_on_a_dead_holders_lock)
 	 * the next process attaches at once */
 	pid_t holder = hold_setup_lock();
 	CHECK(holder > 0);
-	kill(holder, SIGKILL);
-	waitpid(holder, NULL, 0);
+	if (holder > 0) { /* kill(-1) would end every process of ours */
+		kill(holder, SIGKILL);
+		waitpid(holder, NULL, 0);
+	}
 	uint64_t t0 = now_ms();
 	struct w b = start(env);
 	struct info i = ask_info(&b);
@@ -917,8 +1065,10 @@ TEST(nobody_waits_on_a_dead_holders_lock)
 	CHECK_EQ_INT(finish(&c, err, sizeof err), 0);
 	CHECK(strstr(err, "cannot take its setup lock") != NULL);
 	CHECK_EQ_INT(count_lines(err), 1);
-	kill(holder, SIGKILL);
-	waitpid(holder, NULL, 0);
+	if (holder > 0) { /* kill(-1) would end every process of ours */
+		kill(holder, SIGKILL);
+		waitpid(holder, NULL, 0);
+	}
 	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
 }
 
@@ -1126,6 +1276,10 @@ int main(int argc, char **argv)
 	RUN(waiting_succeeds_when_another_process_frees);
 	RUN(a_pool_freed_in_another_process_is_credited_at_its_sync);
 	RUN(waiting_fails_after_the_duration);
+	RUN(a_waiter_sleeps_without_spinning);
+	RUN(a_lone_waiter_gives_up_at_once);
+	RUN(two_processes_waiting_on_each_other_give_up_at_once);
+	RUN(a_thread_that_could_free_is_waited_for);
 	RUN(a_killed_waiter_leaves_no_phantom);
 	RUN(a_removed_region_is_reported_once);
 	RUN(the_regions_limit_wins_with_a_warning);

@@ -6,6 +6,7 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include "gpuguard/cuda_abi.h"
@@ -13,6 +14,8 @@
 static volatile sig_atomic_t in_call, handled, handler_rc;
 static volatile size_t handler_bytes;
 static gg_CUdeviceptr handler_ptr;
+static gg_CUcontext g_ctx;
+static volatile int poke_ready;
 
 static void on_usr1(int sig)
 {
@@ -23,6 +26,13 @@ static void on_usr1(int sig)
 
 static void *poke(void *arg)
 {
+	/* A thread that has made a governed call counts as one that could free
+	 * memory, so the main thread's request waits for it rather than giving
+	 * up at once (nobody else could free). */
+	size_t f, t;
+	cuCtxSetCurrent(g_ctx);
+	cuMemGetInfo_v2(&f, &t);
+	__atomic_store_n(&poke_ready, 1, __ATOMIC_RELEASE);
 	/* The main thread is asleep in its hook by now: its request cannot
 	 * fit, and it waits up to 600 ms for room. */
 	struct timespec ts = {0, 150 * 1000 * 1000};
@@ -59,7 +69,10 @@ static int wait_with_handler(size_t bytes, gg_CUdeviceptr *held)
 	if (cuMemAlloc_v2(held, 960 * MIB) != GG_CUDA_SUCCESS)
 		return -2;
 	pthread_t self = pthread_self(), t;
+	poke_ready = 0;
 	pthread_create(&t, NULL, poke, &self);
+	while (!__atomic_load_n(&poke_ready, __ATOMIC_ACQUIRE))
+		sched_yield();
 	gg_CUdeviceptr big = 0;
 	in_call = 1;
 	int rc = cuMemAlloc_v2(&big, 512 * MIB);
@@ -111,6 +124,7 @@ int main(void)
 	gg_CUcontext ctx;
 	if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx))
 		return 2;
+	g_ctx = ctx;
 	RUN(a_handler_allocation_that_fits_is_charged);
 	RUN(a_handler_allocation_past_the_ceiling_is_refused);
 	return harness_done();

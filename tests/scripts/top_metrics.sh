@@ -65,7 +65,7 @@ now_ms=$(($(date +%s) * 1000))
 	dev=0:cuda:8f2a1c3d4e5f60718293a4b5c6d7e8f9:21474836480:3221225472:4294967296:85899345920:1:7:1048576 \
 	dev=2:hip:00112233445566778899aabbccddeeff:none:1024:2048:0:0:0:0 \
 	dev=5:ordinal:3:1000:2000:0:0:0:0:0 \
-	dev=7:cuda:ffffffffffffffffffffffffffffffff:1:1:1:1:1:1:1 devstate=7:claiming \
+	dev=7:cuda:ffffffffffffffffffffffffffffffff:1:1:1:1:1:1:1 devstate=7:claiming devwait=0:90812345678 \
 	proc=0:1234:python3:$((now_ms - 125000)):0=1610612736:2=1024 \
 	proc=7:99:vllm:0:0=1610612736 \
 	proc=9:1234:worker:$((now_ms - 7200000)):5=2000 \
@@ -125,6 +125,8 @@ mhas "gpuguard_device_physical_bytes{$U0} 85899345920"
 mhas "gpuguard_device_waiters{$U0} 1"
 mhas "gpuguard_device_refused_total{$U0} 7"
 mhas "gpuguard_device_reclaimed_bytes_total{$U0} 1048576"
+mhas "gpuguard_device_wait_seconds_total{$U0} 90.812"
+mhas "gpuguard_device_wait_seconds_total{$U2} 0.000"
 mhas 'gpuguard_processes{state="live"} 2'
 mhas 'gpuguard_processes{state="exited"} 1'
 mhas 'gpuguard_processes{state="unknown"} 0'

@@ -23,6 +23,7 @@ static const char usage[] = "usage: mkregion PATH [SPEC...]     write a region i
                             "                    a READY device entry; KIND cuda|hip|ordinal|N; ID 32 hex\n"
                             "                    digits, or the ordinal; LIMIT none or bytes\n"
                             "  devstate=I:STATE  empty|claiming|ready|N\n"
+                            "  devwait=I:NS      device entry I's time spent waiting (wait_ns)\n"
                             "  proc=S:PID:COMM:START_MS[:DEV=BYTES...]\n"
                             "                    a LIVE process slot holding BYTES on device entry DEV\n"
                             "  procstate=S:STATE free|live|N\n"
@@ -300,6 +301,12 @@ int main(int argc, char **argv)
 				die("want devstate=I:STATE:", spec);
 			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->state =
 			    state_num(f[1], spec);
+		} else if (!strcmp(arg, "devwait")) {
+			char *f[2];
+			if (fields(v, f, 2) != 2)
+				die("want devwait=I:NS:", spec);
+			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->wait_ns =
+			    num(f[1], spec);
 		} else if (!strcmp(arg, "proc")) {
 			spec_proc(buf, v, spec);
 		} else if (!strcmp(arg, "death")) {
