@@ -300,10 +300,16 @@ static void history_sites(struct gg_analysis *a)
 	uint64_t best_ms = 0;
 	if (d->nhist == 0)
 		best = total;
+	__int128 rmax = 0;
 	for (size_t i = 0; i < d->nhist; i++) {
 		const struct gg_hist *e = &d->hist[i];
-		if (e->op == 'r')
+		if (e->op == 'r') {
+			/* What a refused request asked for on top of what was
+			 * live then: demand the history never saw granted. */
+			if (total + (__int128)e->size > rmax)
+				rmax = total + (__int128)e->size;
 			continue;
+		}
 		HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
 		__int128 dlt = e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
 		h->cur += dlt;
@@ -320,6 +326,7 @@ static void history_sites(struct gg_analysis *a)
 		}
 	}
 	a->sz_transient = clamp128(tmax);
+	a->sz_refused_demand = clamp128(rmax);
 	/* Each live site's first allocation in the history: how much the
 	 * process held just before it (a pool made after a query comes after
 	 * what the query saw held). */
@@ -540,17 +547,27 @@ static void self_sizing(struct gg_analysis *a)
 	else if (mentions(d, jax))
 		a->sz_framework = "JAX", a->sz_knob = "XLA_PYTHON_CLIENT_MEM_FRACTION", a->sz_knob_default_pm = 750;
 	/* What it needed beyond the total, with headroom: the refusal's demand,
-	 * or what it keeps plus the most that came and went. */
+	 * or what it keeps plus the most that came and went. Not both plus the
+	 * request: what was held at the refusal already counts what came and
+	 * went then, and a refused scratch buffer is one of those that come
+	 * and go (a JAX-like workspace was told 0.40 for 0.70). */
 	uint64_t req = d->has_request ? d->req_size : 0;
 	uint64_t demand = sat_add(held, req);
-	uint64_t d2 = sat_add(sat_add(a->sz_keep, a->sz_transient), req);
+	uint64_t d2 = sat_add(a->sz_keep, a->sz_transient);
 	if (d2 > demand)
 		demand = d2;
+	/* The largest refused demand in the history: an earlier refusal may
+	 * have asked for more than the last one (issue 11: a TensorRT-LLM-like
+	 * runtime told 0.85 still had 12 of 150 steps refused). */
+	if (a->sz_refused_demand > demand)
+		demand = a->sz_refused_demand;
 	uint64_t over = demand > T ? demand - T : 0;
 	a->sz_over = over;
-	/* x1.2, in thousandths of the total, up to a step of 0.05; at least one
-	 * step when the process was refused (it did not fit as it is). */
-	unsigned delta = (unsigned)(((unsigned __int128)over * 1200 / T + 49) / 50 * 50);
+	/* x1.2, in thousandths of what the fraction is of (the total, or the
+	 * free memory it was told), up to a step of 0.05; at least one step
+	 * when the process was refused (it did not fit as it is). */
+	uint64_t base = a->sizing == 1 && a->sz_of_free && q->free ? q->free : T;
+	unsigned delta = (unsigned)(((unsigned __int128)over * 1200 / base + 49) / 50 * 50);
 	int refused = dev && (dev->refused_ceiling || dev->refused_driver);
 	if (delta < 50 && (refused || over))
 		delta = 50;
@@ -724,7 +741,10 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		       "lower %s from %s to %s: it leaves %s of %s for what it allocates outside its pool (%s over, "
 		       "x1.2, in steps of 0.05)",
 		       knob, pm_str(a->sz_cur_pm, f1), pm_str(a->sz_new_pm, f2),
-		       gg_bytes((uint64_t)((unsigned __int128)q->total * (1000 - a->sz_new_pm) / 1000), b1), what,
+		       gg_bytes((uint64_t)((unsigned __int128)(a->sz_of_free ? q->free : q->total) *
+		                           (1000 - a->sz_new_pm) / 1000),
+		                b1),
+		       what,
 		       gg_bytes(a->sz_over, b2));
 	} else {
 		unsigned dflt = a->sz_knob_default_pm ? a->sz_knob_default_pm : 900;
