@@ -763,6 +763,9 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 	else
 		change(g, "GPUGUARD_LIMIT sets the total it sizes itself to: set it to what it may have, and tune the "
 		          "fraction, not the ceiling");
+	if (d->has_request)
+		change(g, "this dump is the first refusal's: later requests may ask for more; an exit dump "
+		          "(GPUGUARD_DUMP_AT_EXIT=1) sees every refusal of the run and sizes from the largest");
 }
 
 static void diagnose(struct gg_analysis *a)
@@ -785,6 +788,10 @@ static void diagnose(struct gg_analysis *a)
 				break;
 			}
 	const struct gg_device *dev = find_dev(d, dv);
+	/* An exit or on-demand dump of a process that was refused along the
+	 * way: the ceiling was reached, though no request is in the dump. */
+	if (!outcome && !driver && dev && dev->refused_ceiling)
+		ceiling = 1;
 	uint64_t req = d->has_request ? d->req_size : 0;
 	uint64_t pool_slack = 0;
 	if (dev && dev->pool_reserved > a->dev[dv].async_live)
