@@ -226,6 +226,8 @@ struct hsite {
 	__int128 cur; /* bytes live from this site as the walk goes */
 	uint64_t h_a, h_f, n_a;
 	int transient;
+	__int128 start;   /* bytes live before the history's first event */
+	__int128 at_last; /* ... at the last event at the peak */
 	__int128 at_peak;
 	UT_hash_handle hh;
 };
@@ -292,11 +294,12 @@ static void history_sites(struct gg_analysis *a)
 	__int128 total = 0, trans = 0, best = -1, tmax = 0;
 	HASH_ITER(hh, tab, h, tmp)
 	{
+		h->start = h->cur;
 		total += h->cur;
 		if (h->transient)
 			trans += h->cur;
 	}
-	size_t best_i = SIZE_MAX;
+	size_t best_i = SIZE_MAX, last_best_i = SIZE_MAX; /* first and last event at the peak */
 	uint64_t best_ms = 0;
 	if (d->nhist == 0)
 		best = total;
@@ -324,6 +327,8 @@ static void history_sites(struct gg_analysis *a)
 			best_i = i;
 			best_ms = e->ms;
 		}
+		if (total == best)
+			last_best_i = i;
 	}
 	a->sz_transient = clamp128(tmax);
 	a->sz_refused_demand = clamp128(rmax);
@@ -372,16 +377,62 @@ static void history_sites(struct gg_analysis *a)
 		HASH_ITER(hh, tab, h, tmp)
 		h->at_peak = h->cur;
 	}
+	/* An exit dump's history ends in the teardown, which frees it all:
+	 * judged over the whole of it every site comes and goes and nothing
+	 * is kept ("keeps 0 B, 4.00 GiB comes and goes"). With the peak inside
+	 * the history, judge the sites over the events up to it, and count
+	 * what is kept as of the peak (issue 11, finding 4). */
+	int kept_at_peak = 0;
+	if (last_best_i != SIZE_MAX && last_best_i + 1 < d->nhist) {
+		HASH_ITER(hh, tab, h, tmp)
+		h->h_a = h->h_f = h->n_a = 0, h->at_last = h->start;
+		for (size_t i = 0; i <= last_best_i; i++) {
+			const struct gg_hist *e = &d->hist[i];
+			if (e->op == 'r')
+				continue;
+			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
+			if (e->op == 'a')
+				h->h_a = sat_add(h->h_a, e->size), h->n_a++, h->at_last += e->size;
+			else
+				h->h_f = sat_add(h->h_f, e->size), h->at_last -= e->size;
+		}
+		trans = tmax = 0;
+		HASH_ITER(hh, tab, h, tmp)
+		{
+			h->transient = h->n_a >= 4 && h->h_f * 2 >= h->h_a && h->st;
+			if (h->transient)
+				trans += h->start;
+		}
+		for (size_t i = 0; i < d->nhist; i++) {
+			const struct gg_hist *e = &d->hist[i];
+			if (e->op == 'r')
+				continue;
+			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
+			if (h->transient) {
+				trans += e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
+				if (trans > tmax)
+					tmax = trans;
+			}
+		}
+		a->sz_transient = clamp128(tmax);
+		kept_at_peak = 1;
+	}
 	/* The transient site holding the most at the end, for the evidence. */
 	uint64_t tbest = 0;
 	HASH_ITER(hh, tab, h, tmp)
 	if (h->transient && h->h_a > tbest)
 		tbest = h->h_a, a->sz_transient_st = h->st;
-	/* Kept: live now from sites that are not transient. */
-	for (struct gg_site *s = a->sites; s; s = s->hh.next) {
-		HASH_FIND(hh, tab, &s->st, sizeof s->st, h);
-		if (!h || !h->transient)
-			a->sz_keep = sat_add(a->sz_keep, s->live_bytes);
+	/* Kept: live now (or at the peak) from sites that are not transient. */
+	if (kept_at_peak) {
+		HASH_ITER(hh, tab, h, tmp)
+		if (!h->transient)
+			a->sz_keep = sat_add(a->sz_keep, clamp128(h->at_last));
+	} else {
+		for (struct gg_site *s = a->sites; s; s = s->hh.next) {
+			HASH_FIND(hh, tab, &s->st, sizeof s->st, h);
+			if (!h || !h->transient)
+				a->sz_keep = sat_add(a->sz_keep, s->live_bytes);
+		}
 	}
 	/* The peak view: the history's highest point, or now when it is. */
 	size_t n = HASH_COUNT(tab), k = 0;

@@ -162,6 +162,15 @@ if [ -n "$frac" ]; then
 else
 	bad "kvcache: no fraction advice"
 fi
+# Its exit dump: the history ends in the teardown, which frees everything;
+# what it keeps is judged up to the peak, and its refusals are reported.
+GPUGUARD_DUMP_AT_EXIT=1 serve kvcache_exit --limit 4Gi -- "$B/examples/kvcache"
+last_dump
+report kvcache_exit
+has kvcache_exit "device 0 refused "
+grep -q "it keeps 3\.[89][0-9] GiB (0\.9[0-9] of the total) in call sites that do not free" "$TMP/kvcache_exit.txt" && ok ||
+	bad "kvcache_exit: what it keeps is not about 3.9 GiB: $(grep 'it keeps' "$TMP/kvcache_exit.txt")"
+has kvcache_exit "=> lower the fraction of the total it sizes itself to by 0.05 (e.g. 0.90 -> 0.85)"
 
 echo "harness: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
