@@ -795,8 +795,7 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		       gg_bytes((uint64_t)((unsigned __int128)(a->sz_of_free ? q->free : q->total) *
 		                           (1000 - a->sz_new_pm) / 1000),
 		                b1),
-		       what,
-		       gg_bytes(a->sz_over, b2));
+		       what, gg_bytes(a->sz_over, b2));
 	} else {
 		unsigned dflt = a->sz_knob_default_pm ? a->sz_knob_default_pm : 900;
 		change(g,
@@ -884,6 +883,16 @@ static void diagnose(struct gg_analysis *a)
 			         (unsigned long long)(a->live_bytes ? s->live_bytes * 100 / a->live_bytes : 0), lab);
 		}
 		uint64_t need = peak > sat_add(used, req) ? peak : sat_add(used, req);
+		/* An exit or on-demand dump holds every refusal of its history:
+		 * the largest of them, on top of what was live then, is a
+		 * demand the process really made. */
+		const char *why = "peak, or used + request";
+		if (a->sz_refused_demand > need) {
+			need = a->sz_refused_demand;
+			why = "live + request at the largest refusal in the history";
+			evidence(g, "the largest refused demand in the history: %s (what was live then + the request)",
+			         gg_bytes(need, b1));
+		}
 		uint64_t rec = headroom_gib(need);
 		if (a->sizing)
 			sizing_advice(a, g, 1);
@@ -893,8 +902,8 @@ static void diagnose(struct gg_analysis *a)
 			         (unsigned long long)(limit ? (req ? req : a->h_max_alloc) * 100 / limit : 0));
 			change(g, "lower the batch size, concurrency or max tokens that sized the %s request",
 			       gg_bytes(req ? req : a->h_max_alloc, b1));
-			change(g, "or raise GPUGUARD_LIMIT to %lluGi (used + request = %s, x1.2, rounded up to a GiB)",
-			       (unsigned long long)rec, gg_bytes(need, b2));
+			change(g, "or raise GPUGUARD_LIMIT to %lluGi (%s = %s, x1.2, rounded up to a GiB)",
+			       (unsigned long long)rec, why[0] == 'p' ? "used + request" : why, gg_bytes(need, b2));
 		} else if (steady) {
 			evidence(
 			    g,
@@ -909,10 +918,8 @@ static void diagnose(struct gg_analysis *a)
 			       "x1.2)",
 			       (unsigned long long)rec, gg_bytes(need, b1));
 		} else {
-			change(g,
-			       "raise GPUGUARD_LIMIT to %lluGi: the observed need %s (peak, or used + request) x1.2, "
-			       "rounded up to a GiB",
-			       (unsigned long long)rec, gg_bytes(need, b1));
+			change(g, "raise GPUGUARD_LIMIT to %lluGi: the observed need %s (%s) x1.2, rounded up to a GiB",
+			       (unsigned long long)rec, gg_bytes(need, b1), why);
 			change(g, "or lower the batch size or concurrency so the working set fits %s",
 			       gg_bytes(limit, b2));
 		}

@@ -234,7 +234,7 @@ struct gg_analysis {
 	uint64_t sz_pool, sz_pool_count, sz_pool_st;     /* mode 1: the pool */
 	int sz_of_free;                                  /* mode 1: a fraction of free, not total */
 	uint64_t sz_keep, sz_transient, sz_transient_st; /* kept (never freed) vs comes and goes */
-	uint64_t sz_refused_demand; /* most live + a refused request's size, in the history */
+	uint64_t sz_refused_demand;                      /* most live + a refused request's size, in the history */
 	unsigned sz_cur_pm, sz_new_pm, sz_delta_pm;
 	uint64_t sz_over;                   /* demand beyond the total */
 	const char *sz_framework, *sz_knob; /* from the stacks or command; NULL = unknown */

@@ -146,6 +146,22 @@ else
 	bad "plain_c_exit: no suggested GPUGUARD_LIMIT"
 fi
 
+# One large demand halfway, refused, then only small ones: the exit dump
+# sizes from the largest refusal in its history, not from the peak (which
+# is the ceiling), and that limit refuses nothing.
+GPUGUARD_DUMP_AT_EXIT=1 serve plain_big --limit 4Gi -- env PLAIN_C_BIG_MIB=1536 "$S/plain_c"
+last_dump
+report plain_big
+has plain_big "the largest refused demand in the history: "
+lim=$(sed -n 's/.*=> raise GPUGUARD_LIMIT to \([0-9]*Gi\): the observed need .* (live + request at the largest refusal.*/\1/p' "$TMP/plain_big.txt")
+if [ -n "$lim" ]; then
+	ok
+	serve plain_big --limit "$lim" -- env PLAIN_C_BIG_MIB=1536 "$S/plain_c"
+	[ "$rejected" -eq 0 ] && ok || bad "plain_big: $rejected rejected at the advised $lim"
+else
+	bad "plain_big: no GPUGUARD_LIMIT from the largest refusal"
+fi
+
 # The example server (examples/kvcache.c): its advised fraction at the same
 # 4 GiB rejects fewer requests than the old advice, a 5 GiB ceiling.
 serve kvcache --limit 4Gi -- "$B/examples/kvcache"

@@ -7,7 +7,8 @@
 #include <stddef.h>
 
 /* c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int, unsigned long) */
-void *c10_malloc(int dev, size_t size) __asm__("_ZN3c104cuda20CUDACachingAllocator6Native22DeviceCachingAllocator6mallocEim");
+void *c10_malloc(int dev,
+                 size_t size) __asm__("_ZN3c104cuda20CUDACachingAllocator6Native22DeviceCachingAllocator6mallocEim");
 /* ...::DeviceCachingAllocator::free(void*) */
 void c10_free(void *p) __asm__("_ZN3c104cuda20CUDACachingAllocator6Native22DeviceCachingAllocator4freeEPv");
 /* ...::DeviceCachingAllocator::emptyCache() */

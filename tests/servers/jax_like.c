@@ -43,8 +43,7 @@ int main(void)
 	}
 	gg_CUdeviceptr handles = 0; /* cuBLAS handle and its default workspace */
 	cuMemAlloc_v2(&handles, 32 * MIB);
-	printf("jax_like: total %.2f GiB, preallocated %.2f (%.2f)\n", (double)total / GIB, (double)arena / GIB,
-	       frac);
+	printf("jax_like: total %.2f GiB, preallocated %.2f (%.2f)\n", (double)total / GIB, (double)arena / GIB, frac);
 	uint64_t rng = 7;
 	int failed = 0;
 	for (int s = 0; s < STEPS; s++)

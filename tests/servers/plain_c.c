@@ -1,7 +1,9 @@
 /* gpuguard test server, a plain C program: never asks how much memory
  * there is; keeps a working set of 2 MiB blocks (the size proves nothing:
  * it is no PyTorch) that grows with its input and is freed as items
- * finish, plus one 64 MiB table. Past its ceiling an item is dropped. */
+ * finish, plus one 64 MiB table. Past its ceiling an item is dropped.
+ * PLAIN_C_BIG_MIB=N: halfway through, one item also needs a buffer of N
+ * MiB for a moment (a merge), the largest demand of the run. */
 #include "srv.h"
 
 #define ITEMS 300
@@ -27,6 +29,7 @@ int main(void)
 	static int nheld[RING];
 	uint64_t rng = 3;
 	int dropped = 0;
+	const char *big = getenv("PLAIN_C_BIG_MIB");
 	for (int it = 0; it < ITEMS; it++) {
 		int slot = it % RING;
 		for (int k = 0; k < nheld[slot]; k++)
@@ -40,6 +43,12 @@ int main(void)
 				break;
 			}
 			held[slot][nheld[slot]++] = p;
+		}
+		if (ok && big && it == ITEMS / 2) {
+			gg_CUdeviceptr p = block_alloc((size_t)strtoull(big, NULL, 10) * MIB);
+			if (p)
+				cuMemFree_v2(p);
+			ok = p != 0;
 		}
 		dropped += !ok;
 	}

@@ -83,8 +83,8 @@ int main(void)
 		fprintf(stderr, "vllm_like: no memory for the KV cache (gpu_memory_utilization %.2f)\n", util);
 		return 3;
 	}
-	printf("vllm_like: total %.2f GiB, gpu_memory_utilization %.2f, KV cache %.2f GiB\n",
-	       (double)total / GIB, util, budget / GIB);
+	printf("vllm_like: total %.2f GiB, gpu_memory_utilization %.2f, KV cache %.2f GiB\n", (double)total / GIB, util,
+	       budget / GIB);
 	uint64_t rng = 42;
 	int rejected = 0;
 	for (int s = 0; s < STEPS; s++)
