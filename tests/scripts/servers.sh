@@ -30,7 +30,7 @@ GOLDEN="vllm jax trtllm trtllm_exit torch plain_c"
 n=0
 # serve NAME [gpuguard run options] -- [env VAR=V] PROGRAM: a pod region
 # and dump directory of its own; the run's rejected count in $rejected,
-# its first dump in $dump (last_dump: its last, the exit dump).
+# its first dump in $dump (last_dump: the exit dump).
 serve() {
 	name=$1
 	shift
@@ -46,7 +46,8 @@ serve() {
 		rejected=-1
 	fi
 }
-last_dump() { dump=$(ls -t "$dir"/gpuguard-*.jsonl 2>/dev/null | head -n 1); }
+# The exit dump (by its trigger: a refusal's dump may share its mtime).
+last_dump() { dump=$(grep -l '"trigger":"exit"' "$dir"/gpuguard-*.jsonl 2>/dev/null | head -n 1); }
 report() {
 	if [ -z "$dump" ]; then
 		bad "$1: no dump"
@@ -128,7 +129,7 @@ hasnt plain_c "PyTorch's caching allocator"
 has plain_c "(no PyTorch frames in the stacks)"
 hasnt plain_c "expandable_segments"
 hasnt plain_c "sizes itself"
-has plain_c "=> raise GPUGUARD_LIMIT to 5Gi"
+grep -q "=> raise GPUGUARD_LIMIT to 5Gi\|GPUGUARD_LIMIT=5Gi covers the peak" "$TMP/plain_c.txt" && ok || bad "plain_c: no 5Gi advice: $(grep "=>" "$TMP/plain_c.txt")"
 serve plain_c --limit 5Gi -- "$S/plain_c"
 [ "$rejected" -eq 0 ] && ok || bad "plain_c: $rejected rejected at the advised 5Gi (before: $before)"
 GPUGUARD_DUMP_AT_EXIT=1 serve plain_c_exit -- "$S/plain_c"
@@ -153,13 +154,16 @@ GPUGUARD_DUMP_AT_EXIT=1 serve plain_big --limit 4Gi -- env PLAIN_C_BIG_MIB=1536 
 last_dump
 report plain_big
 has plain_big "the largest refused demand in the history: "
-lim=$(sed -n 's/.*=> raise GPUGUARD_LIMIT to \([0-9]*Gi\): the observed need .* (live + request at the largest refusal.*/\1/p' "$TMP/plain_big.txt")
+# (the run is too short for its growth's shape to be told reliably: the
+# limit comes as "raise" or as "if the growth is a warm-up")
+lim=$(sed -n 's/.*=> raise GPUGUARD_LIMIT to \([0-9]*Gi\): the observed need .* (live + request at the largest refusal.*/\1/p
+	s/.*=> if the growth is a warm-up that levels off, GPUGUARD_LIMIT=\([0-9]*Gi\) covers.*/\1/p' "$TMP/plain_big.txt")
 if [ -n "$lim" ]; then
 	ok
 	serve plain_big --limit "$lim" -- env PLAIN_C_BIG_MIB=1536 "$S/plain_c"
 	[ "$rejected" -eq 0 ] && ok || bad "plain_big: $rejected rejected at the advised $lim"
 else
-	bad "plain_big: no GPUGUARD_LIMIT from the largest refusal"
+	bad "plain_big: no GPUGUARD_LIMIT from the largest refusal: $(grep "=>" "$TMP/plain_big.txt")"
 fi
 
 # The example server (examples/kvcache.c): its advised fraction at the same
