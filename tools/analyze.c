@@ -111,7 +111,7 @@ static struct gg_diag *diag_new(struct gg_analysis *a, enum gg_diag_kind k, cons
 static void evidence(struct gg_diag *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void evidence(struct gg_diag *g, const char *fmt, ...)
 {
-	if (g->nevidence >= 8)
+	if (g->nevidence >= (int)(sizeof g->evidence / sizeof g->evidence[0]))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -122,7 +122,7 @@ static void evidence(struct gg_diag *g, const char *fmt, ...)
 static void change(struct gg_diag *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void change(struct gg_diag *g, const char *fmt, ...)
 {
-	if (g->nchange >= 4)
+	if (g->nchange >= (int)(sizeof g->change / sizeof g->change[0]))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -505,6 +505,33 @@ static int mentions(const struct gg_dump *d, const char *const *words)
 	return 0;
 }
 
+/* The fraction a flag sets on the command line ("--flag 0.9" or
+ * "--flag=0.9"), in thousandths; 0 when absent or not a fraction. */
+static unsigned cmdline_fraction(const struct gg_dump *d, const char *flag)
+{
+	const char *c = d->cmdline;
+	size_t n = strlen(flag);
+	while (c && (c = strstr(c, flag))) {
+		const char *v = c + n;
+		c = v;
+		if (*v != ' ' && *v != '=')
+			continue;
+		v++;
+		unsigned pm = 0, scale = 1000;
+		if (*v == '0' || *v == '1') {
+			pm = (unsigned)(*v - '0') * 1000;
+			v++;
+		}
+		if (*v == '.')
+			for (v++; *v >= '0' && *v <= '9'; v++)
+				if (scale > 1)
+					scale /= 10, pm += (unsigned)(*v - '0') * scale;
+		if ((*v == ' ' || !*v) && pm > 0 && pm <= 1000)
+			return pm;
+	}
+	return 0;
+}
+
 /* Did the process size itself from a memory-info answer? */
 static void self_sizing(struct gg_analysis *a)
 {
@@ -592,11 +619,23 @@ static void self_sizing(struct gg_analysis *a)
 	                         *const trt[] = {"tensorrt_llm", "trtllm", NULL};
 	if (mentions(d, trt))
 		a->sz_framework = "TensorRT-LLM", a->sz_knob = "kv_cache_free_gpu_mem_fraction",
-		a->sz_knob_default_pm = 900;
+		a->sz_knob_default_pm = 900, a->sz_cmd_pm = cmdline_fraction(d, "--kv_cache_free_gpu_memory_fraction");
 	else if (mentions(d, vllm))
-		a->sz_framework = "vLLM", a->sz_knob = "gpu_memory_utilization", a->sz_knob_default_pm = 900;
+		a->sz_framework = "vLLM", a->sz_knob = "gpu_memory_utilization", a->sz_knob_default_pm = 900,
+		a->sz_cmd_pm = cmdline_fraction(d, "--gpu-memory-utilization");
 	else if (mentions(d, jax))
 		a->sz_framework = "JAX", a->sz_knob = "XLA_PYTHON_CLIENT_MEM_FRACTION", a->sz_knob_default_pm = 750;
+	/* What it measured as taken (the evidence) and what the advice starts
+	 * from: the knob's value on its command line where it is there, of
+	 * the base that knob is of (vLLM's is of the total, TensorRT-LLM's of
+	 * the free memory). vLLM takes its fraction less the weights and the
+	 * profiled peak, which looks like some other fraction of either. */
+	a->sz_meas_pm = a->sz_cur_pm;
+	a->sz_meas_of_free = a->sz_of_free;
+	if (a->sz_cmd_pm && a->sizing == 1) {
+		a->sz_cur_pm = a->sz_cmd_pm;
+		a->sz_of_free = a->sz_framework && !strcmp(a->sz_framework, "TensorRT-LLM");
+	}
 	/* What it needed beyond the total, with headroom: the refusal's demand,
 	 * or what it keeps plus the most that came and went. Not both plus the
 	 * request: what was held at the refusal already counts what came and
@@ -768,8 +807,8 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		evidence(
 		    g, "right after it, stack %llu allocated %s in %llu allocation%s and keeps it: %s of the %s%s: %s",
 		    (unsigned long long)a->sz_pool_st, gg_bytes(a->sz_pool, b1), (unsigned long long)a->sz_pool_count,
-		    a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_cur_pm, f1), a->sz_of_free ? "free" : "total",
-		    a->sz_of_free || !q->used ? "" : " with what it held before", lab);
+		    a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_meas_pm, f1), a->sz_meas_of_free ? "free" : "total",
+		    a->sz_meas_of_free || !q->used ? "" : " with what it held before", lab);
 	} else {
 		evidence(g,
 		         "then it grew into that total: it keeps %s (%s of the total) in call sites that do not free, "
@@ -785,6 +824,8 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 	if (a->sz_framework)
 		evidence(g, "the stacks or the command name %s, which sizes itself with %s", a->sz_framework,
 		         a->sz_knob);
+	if (a->sz_cmd_pm)
+		evidence(g, "its command line sets %s to %s", a->sz_knob, pm_str(a->sz_cmd_pm, f1));
 	const char *knob = a->sz_knob ? a->sz_knob : "the fraction of the total it sizes itself to";
 	const char *what = a->sz_of_free ? "free memory" : "the total";
 	if (a->sizing == 1) {
@@ -797,12 +838,14 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		                b1),
 		       what, gg_bytes(a->sz_over, b2));
 	} else {
-		unsigned dflt = a->sz_knob_default_pm ? a->sz_knob_default_pm : 900;
+		/* The value on its command line when it is there; else the
+		 * framework's default, as an example. */
+		unsigned dflt = a->sz_cmd_pm ? a->sz_cmd_pm : a->sz_knob_default_pm ? a->sz_knob_default_pm : 900;
 		change(g,
-		       "lower %s by %s (e.g. %s -> %s): %s more of %s for what comes and goes (%s over at the peak "
+		       "lower %s by %s (%s %s -> %s): %s more of %s for what comes and goes (%s over at the peak "
 		       "demand, x1.2, in steps of 0.05)",
-		       knob, pm_str(a->sz_delta_pm, f1), pm_str(dflt, f2),
-		       pm_str(dflt > a->sz_delta_pm ? dflt - a->sz_delta_pm : 50, f3),
+		       knob, pm_str(a->sz_delta_pm, f1), a->sz_cmd_pm ? "its command line's" : "e.g.", pm_str(dflt, f2),
+		       pm_str(dflt > a->sz_delta_pm + 50 ? dflt - a->sz_delta_pm : 50, f3),
 		       gg_bytes((uint64_t)((unsigned __int128)q->total * a->sz_delta_pm / 1000), b1), what,
 		       gg_bytes(a->sz_over, b2));
 	}

@@ -196,9 +196,9 @@ enum gg_diag_kind { GG_D_CEILING, GG_D_DEVICE_FULL, GG_D_FRAGMENTATION, GG_D_LEA
 struct gg_diag {
 	enum gg_diag_kind kind;
 	char title[64];
-	char evidence[8][320];
+	char evidence[12][320];
 	int nevidence;
-	char change[4][320];
+	char change[6][320];
 	int nchange;
 };
 
@@ -236,6 +236,9 @@ struct gg_analysis {
 	uint64_t sz_keep, sz_transient, sz_transient_st; /* kept (never freed) vs comes and goes */
 	uint64_t sz_refused_demand;                      /* most live + a refused request's size, in the history */
 	unsigned sz_cur_pm, sz_new_pm, sz_delta_pm;
+	unsigned sz_cmd_pm;  /* the knob's value on the command line, 0 = not there */
+	unsigned sz_meas_pm; /* mode 1: the fraction measured (sz_cur_pm: the advice's start) */
+	int sz_meas_of_free;
 	uint64_t sz_over;                   /* demand beyond the total */
 	const char *sz_framework, *sz_knob; /* from the stacks or command; NULL = unknown */
 	unsigned sz_knob_default_pm;

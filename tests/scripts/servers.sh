@@ -26,7 +26,7 @@ export SIMGPU_MEMORY=16Gi
 unset GPUGUARD_LIMIT LD_PRELOAD GPUGUARD_DUMP_AT_EXIT GPUGUARD_VERBOSE
 [ -n "$SAN_RUNTIME" ] && export LD_PRELOAD="$SAN_RUNTIME" ASAN_OPTIONS="${ASAN_OPTIONS}:verify_asan_link_order=0"
 # The dumps kept as golden cases (tests/golden/server_*.jsonl).
-GOLDEN="vllm jax trtllm trtllm_exit torch plain_c"
+GOLDEN="vllm vllm95 jax trtllm trtllm_exit torch plain_c"
 n=0
 # serve NAME [gpuguard run options] -- [env VAR=V] PROGRAM: a pod region
 # and dump directory of its own; the run's rejected count in $rejected,
@@ -80,6 +80,17 @@ hasnt vllm "raise GPUGUARD_LIMIT"
 hasnt vllm "expandable_segments"
 serve vllm --limit 4Gi -- env GPU_MEMORY_UTILIZATION=0.85 "$S/vllm_like"
 fewer vllm "$rejected" "$before"
+
+# Its fraction on its command line (vLLM's own flag): the advice starts
+# from it, though what it took measures as some other fraction (weights and
+# the profiled peak come off the top).
+serve vllm95 --limit 4Gi -- "$S/vllm_like" --gpu-memory-utilization 0.95
+before=$rejected
+report vllm95
+has vllm95 "its command line sets gpu_memory_utilization to 0.95"
+has vllm95 "=> lower gpu_memory_utilization from 0.95 to 0.90"
+serve vllm95 --limit 4Gi -- "$S/vllm_like" --gpu-memory-utilization 0.90
+fewer vllm95 "$rejected" "$before"
 
 # JAX-like: one preallocation of 0.75 of the total right after the query;
 # the advice leaves what the refused workspace needed, in one step.

@@ -4,7 +4,10 @@
  * tensor per layer. Serving needs scratch the profile did not see (the
  * sampler's logits, bigger batches), so near the ceiling some steps are
  * refused; vLLM then preempts the batch: the request is rejected.
- * GPU_MEMORY_UTILIZATION sets the fraction (default 0.9). */
+ * --gpu-memory-utilization F (as vLLM's own flag) or GPU_MEMORY_UTILIZATION
+ * sets the fraction (default 0.9). */
+#include <string.h>
+
 #include "srv.h"
 
 #define LAYERS 16
@@ -66,10 +69,13 @@ __attribute__((noinline)) int execute_model(uint64_t *rng, int step)
 	return ok;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	srv_init("vllm_like");
 	double util = srv_fraction("GPU_MEMORY_UTILIZATION", 0.9);
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--gpu-memory-utilization"))
+			util = strtod(argv[i + 1], NULL);
 	size_t free0, total;
 	cuMemGetInfo_v2(&free0, &total);
 	gg_CUdeviceptr w[4], kv[LAYERS];
