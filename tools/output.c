@@ -577,7 +577,11 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		        (unsigned long long)a->sz_q->used, a->sz_of_free ? "free" : "total", a->sz_cur_pm / 1000,
 		        a->sz_cur_pm % 1000, a->sz_delta_pm / 1000, a->sz_delta_pm % 1000);
 		if (a->sizing == 1)
-			fprintf(f, "\"fraction_advised\":%u.%03u,", a->sz_new_pm / 1000, a->sz_new_pm % 1000);
+			fprintf(f, "\"fraction_advised\":%u.%03u,\"fraction_measured\":%u.%03u,\"measured_of\":\"%s\",",
+			        a->sz_new_pm / 1000, a->sz_new_pm % 1000, a->sz_meas_pm / 1000, a->sz_meas_pm % 1000,
+			        a->sz_meas_of_free ? "free" : "total");
+		if (a->sz_cmd_pm)
+			fprintf(f, "\"fraction_cmdline\":%u.%03u,", a->sz_cmd_pm / 1000, a->sz_cmd_pm % 1000);
 		json_kv_s(f, "framework", a->sz_framework, 1);
 		json_kv_s(f, "knob", a->sz_knob, 0);
 		fputc('}', f);
