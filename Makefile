@@ -200,7 +200,7 @@ $(BUILD)/tests/servers/libc10_cuda.so: tests/servers/libc10_cuda.c $(SIM) $(HEAD
 $(BUILD)/tests/servers/torch_like: $(BUILD)/tests/servers/libc10_cuda.so
 $(BUILD)/tests/servers/%: tests/servers/%.c $(SIM) $(HEADERS) $(wildcard tests/servers/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -rdynamic -o $@ $< -L$(BUILD)/sim -L$(@D) $(if $(filter torch_like,$*),-lc10_cuda -Wl$(comma)-rpath$(comma)'$$ORIGIN') -lcuda $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) -rdynamic -o $@ $< -L$(BUILD)/sim -L$(@D) $(if $(filter torch_like,$*),-lc10_cuda -Wl$(comma)-rpath$(comma)'$$ORIGIN') $(if $(filter nvml_sized,$*),-lnvidia-ml) -lcuda $(LDLIBS)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
 	@mkdir -p $(@D)

@@ -370,11 +370,16 @@ void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn);
 #define GG_MI_FIRST 8
 #define GG_MI_LAST 8
 void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes);
+/* The same for nvmlDeviceGetMemoryInfo[_v2], dev being NVML's index: the
+ * record says "via":"nvml" (a server may size itself from NVML, and a
+ * monitoring thread polling it should be told apart). */
+void gg_dump_note_meminfo_nvml(int dev, uint64_t free_bytes, uint64_t total_bytes);
 struct gg_meminfo_q {
 	uint64_t n;  /* 0-based index among all queries of the process */
 	uint64_t ms; /* since start */
 	uint64_t free, total;
 	uint64_t used; /* this process's live bytes on dev then (gg_history_live) */
+	int nvml;      /* asked through NVML, not the runtime */
 	int dev;
 };
 /* Whole entries, by n; the number of queries in all goes to *count. */

@@ -798,10 +798,10 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 	const struct gg_meminfo *q = a->sz_q;
 	char b1[32], b2[32], b3[32], f1[16], f2[16], f3[16], lab[320];
 	evidence(g,
-	         "it sizes itself from the memory info: of %llu queries, #%llu at %.1f s told it total %s, free %s, "
+	         "it sizes itself from the memory info: of %llu queries, #%llu%s at %.1f s told it total %s, free %s, "
 	         "while it held %s",
-	         (unsigned long long)d->meminfo_count, (unsigned long long)q->n + 1, (double)q->ms / 1000.0,
-	         gg_bytes(q->total, b1), gg_bytes(q->free, b2), gg_bytes(q->used, b3));
+	         (unsigned long long)d->meminfo_count, (unsigned long long)q->n + 1, q->nvml ? " (NVML)" : "",
+	         (double)q->ms / 1000.0, gg_bytes(q->total, b1), gg_bytes(q->free, b2), gg_bytes(q->used, b3));
 	if (a->sizing == 1) {
 		gg_stack_label(d, a->sz_pool_st, lab, sizeof lab);
 		evidence(

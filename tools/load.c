@@ -241,6 +241,11 @@ static int rec_meminfo(struct loader *l, const struct gg_jval *o)
 	    get_small(l, o, "dev", &m.dev, GG_MAX_DEVICES) || get_u64(l, o, "free", &m.free, NULL) ||
 	    get_u64(l, o, "total", &m.total, NULL) || get_u64(l, o, "used", &m.used, NULL))
 		return -1;
+	/* "via": absent for the runtime's own query; "nvml" (0.2 on). */
+	const struct gg_jval *via = gg_json_get(&l->j, o, "via");
+	if (via && (via->type != GG_J_STR || strcmp(via->s, "nvml")))
+		return lfail(l, "field \"via\": expected \"nvml\"");
+	m.nvml = via != NULL;
 	if (m.n >= of)
 		return lfail(l, "meminfo query %llu of %llu", (unsigned long long)m.n, (unsigned long long)of);
 	if (d->nmeminfo >= GG_MAX_MEMINFO)

@@ -116,6 +116,7 @@ struct gg_pod_use {
 struct gg_meminfo {
 	uint64_t n, ms, free, total, used;
 	uint32_t dev;
+	int nvml; /* "via":"nvml": asked through NVML */
 };
 #define GG_MAX_MEMINFO 64
 

@@ -49,7 +49,10 @@
  *     memory-info queries (cuMemGetInfo, hipMemGetInfo) as answered, the
  *     ceiling applied: the first 8 and the last 8 of "of" in all, n is the
  *     query's index, ms since the process started, used this process's live
- *     bytes on dev when it asked. How a server sized itself.
+ *     bytes on dev when it asked. How a server sized itself. Since 0.2 a
+ *     query through NVML (nvmlDeviceGetMemoryInfo[_v2]) is one too, with
+ *     "via":"nvml" after used and dev NVML's index; readers treat a
+ *     missing via as the runtime's own query (cuMemGetInfo, hipMemGetInfo).
  *  5d {"t":"peak","dev":N,"bytes":N,"ms":N,"live":N}
  *     this process's highest live bytes on dev (requested sizes, as the
  *     history events count them) and when; live = the same count now.

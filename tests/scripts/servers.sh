@@ -2,8 +2,9 @@
 # gpuguard: the report's advice, tried on the program it was given for
 # (issue 11, findings 1 and 4). Each test server (tests/servers/) behaves as
 # one kind of real program does: vLLM, JAX, TensorRT-LLM (sizing
-# themselves from cuMemGetInfo), PyTorch (its caching allocator, frames in
-# a stand-in libc10_cuda.so) and a plain C program. Each runs on the
+# themselves from cuMemGetInfo; one more from NVML), PyTorch (its caching
+# allocator, frames in a stand-in libc10_cuda.so) and a plain C program.
+# Each runs on the
 # simulated GPU into a 4 GiB ceiling; the report must give the advice that
 # fits the program, naming its evidence, and the advice applied must
 # reject fewer requests. GG_GOLDEN_UPDATE=1 also copies the dumps to
@@ -25,8 +26,9 @@ export LD_LIBRARY_PATH="$B/sim"
 export SIMGPU_MEMORY=16Gi
 unset GPUGUARD_LIMIT LD_PRELOAD GPUGUARD_DUMP_AT_EXIT GPUGUARD_VERBOSE
 [ -n "$SAN_RUNTIME" ] && export LD_PRELOAD="$SAN_RUNTIME" ASAN_OPTIONS="${ASAN_OPTIONS}:verify_asan_link_order=0"
-# The dumps kept as golden cases (tests/golden/server_*.jsonl).
-GOLDEN="vllm vllm95 jax trtllm trtllm_exit torch plain_c"
+# The dumps kept as golden cases (tests/golden/server_*.jsonl); with
+# GG_GOLDEN_UPDATE=1, GG_SERVERS_GOLDEN="NAME..." copies only those.
+GOLDEN=${GG_SERVERS_GOLDEN:-"vllm vllm95 jax trtllm trtllm_exit nvml torch plain_c"}
 n=0
 # serve NAME [gpuguard run options] -- [env VAR=V] PROGRAM: a pod region
 # and dump directory of its own; the run's rejected count in $rejected,
@@ -122,6 +124,18 @@ has trtllm_exit "=> lower kv_cache_free_gpu_mem_fraction from 0.90 to 0.80"
 hasnt trtllm_exit "no failure"
 serve trtllm --limit 4Gi -- env KV_CACHE_FREE_GPU_MEM_FRACTION=0.80 "$S/trtllm_like"
 [ "$rejected" -eq 0 ] && ok || bad "trtllm: $rejected of 150 rejected at the exit dump's 0.80"
+
+# Sized from NVML's total: the library records NVML's memory-info queries
+# too ("via":"nvml"), so the advice is the fraction here as well.
+serve nvml --limit 4Gi -- "$S/nvml_sized"
+before=$rejected
+report nvml
+grep -q '"t":"meminfo",.*"via":"nvml"' "$dump" && ok || bad "nvml: no meminfo record via NVML in the dump"
+has nvml "it sizes itself from the memory info: of 1 queries, #1 (NVML) at"
+has nvml "=> lower the fraction of the total it sizes itself to from 0.80 to 0.75"
+hasnt nvml "raise GPUGUARD_LIMIT"
+serve nvml --limit 4Gi -- env NVML_FRACTION=0.75 "$S/nvml_sized"
+[ "$rejected" -eq 0 ] && ok || bad "nvml: $rejected of 100 rejected at the advised 0.75 (before: $before)"
 
 # PyTorch-like: named from its c10 frames (demangled), with the frame.
 serve torch --limit 4Gi -- "$S/torch_like"

@@ -52,6 +52,13 @@ TEST(peak_follows_allocations_and_frees)
 	size_t n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
 	CHECK(n > 0);
 	CHECK_EQ_U64(q[n - 1].used, 300);
+	CHECK_EQ_INT(q[n - 1].nvml, 0);
+	/* a query through NVML is one too, marked as such */
+	gg_dump_note_meminfo_nvml(5, 3, 4);
+	n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
+	CHECK_EQ_U64(q[n - 1].total, 4);
+	CHECK_EQ_INT(q[n - 1].nvml, 1);
+	CHECK_EQ_U64(q[n - 1].used, 300);
 	gg_history_peak(6, &b, &ms);
 	CHECK_EQ_U64(b, 0);
 }
