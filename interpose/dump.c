@@ -944,6 +944,16 @@ static void rec_meminfo(struct out *o)
 	}
 }
 
+/* Stack ids referenced by this dump, one bit each. */
+static uint64_t *stack_bits;
+static size_t stack_bits_words;
+
+static inline void mark_stack(uint32_t id)
+{
+	if (id && stack_bits && id / 64 < stack_bits_words)
+		stack_bits[id / 64] |= 1ull << (id % 64);
+}
+
 static void rec_peaks(struct out *o)
 {
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
@@ -960,17 +970,24 @@ static void rec_peaks(struct out *o)
 		OUT_LIT(o, ",\"live\":");
 		out_u64(o, gg_history_live(d));
 		out_end_record(o);
+		struct gg_peak_sites ps;
+		if (gg_history_peak_sites(d, &ps) != 0)
+			continue;
+		for (unsigned k = 0; k < ps.n; k++) {
+			OUT_LIT(o, "{\"t\":\"peak_site\",\"dev\":");
+			out_u64(o, (uint64_t)d);
+			OUT_LIT(o, ",\"st\":");
+			out_u64(o, ps.st[k]);
+			OUT_LIT(o, ",\"bytes\":");
+			out_u64(o, ps.b[k]);
+			OUT_LIT(o, ",\"at\":");
+			out_u64(o, ps.bytes);
+			OUT_LIT(o, ",\"ms\":");
+			out_u64(o, ps.ms);
+			out_end_record(o);
+			mark_stack(ps.st[k]);
+		}
 	}
-}
-
-/* Stack ids referenced by this dump, one bit each. */
-static uint64_t *stack_bits;
-static size_t stack_bits_words;
-
-static inline void mark_stack(uint32_t id)
-{
-	if (id && stack_bits && id / 64 < stack_bits_words)
-		stack_bits[id / 64] |= 1ull << (id % 64);
 }
 
 struct alloc_ctx {

@@ -331,6 +331,17 @@ uint64_t gg_history_dropped(void);
  * even when the ring is off, for the dump's "peak" record (issue 11, 4). */
 uint64_t gg_history_live(int dev);
 void gg_history_peak(int dev, uint64_t *bytes, uint64_t *ms);
+/* What was live at (within 1%, at least 1 MiB, of) dev's peak, by stack:
+ * the largest GG_PEAK_SITES, as the growing thread copied them. -1 when
+ * none was taken. Signal-safe (no locks, no allocation). */
+#define GG_PEAK_SITES 16
+struct gg_peak_sites {
+	uint64_t bytes, ms; /* the live bytes and time of the snapshot */
+	unsigned n;
+	uint32_t st[GG_PEAK_SITES];
+	uint64_t b[GG_PEAK_SITES];
+};
+int gg_history_peak_sites(int dev, struct gg_peak_sites *out);
 
 /* ---- stack.c ---- */
 /* Maps the intern table and opens libunwind (dlopen). depth 0 = off. */

@@ -475,6 +475,27 @@ static void history_sites(struct gg_analysis *a)
 			 * as much (sizes are the same requested bytes). */
 			a->peak_in_history = a->pv_bytes >= d->peaks[i].bytes;
 		}
+	/* The history does not reach back to the peak: the library's own
+	 * snapshot at the peak, where the dump carries one (issue 11,
+	 * finding 4), is the view instead of the history's highest point. */
+	if (!a->peak_in_history) {
+		int m = 0;
+		for (size_t i = 0; i < d->npeak_sites && m < 16; i++) {
+			const struct gg_peak_site *p = &d->peak_sites[i];
+			if (p->dev != dv || (!m && p->at <= a->pv_bytes))
+				continue;
+			if (!m)
+				a->pv_bytes = p->at, a->pv_ms = p->ms;
+			a->pv_sites[m].st = p->st;
+			a->pv_sites[m].bytes = p->bytes;
+			m++;
+		}
+		if (m) {
+			a->npv_sites = m;
+			a->pv_carried = 1;
+			a->has_peak_view = 1;
+		}
+	}
 }
 
 /* A round fraction: v in thousandths, nearest multiple of 50 when within
@@ -1144,7 +1165,14 @@ static void diagnose(struct gg_analysis *a)
 			evidence(g, "at the peak, stack %llu held the most: %s (%s)",
 			         (unsigned long long)a->pv_sites[0].st, gg_bytes(a->pv_sites[0].bytes, b1), lab);
 		}
-		if (!a->peak_in_history)
+		if (!a->peak_in_history && a->pv_carried)
+			evidence(
+			    g,
+			    "the peak (%s at %.1f s) is older than the history: the peak view is the library's own "
+			    "snapshot at %s, at %.1f s",
+			    gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0,
+			    gg_bytes(a->pv_bytes, b2), (double)a->pv_ms / 1000.0);
+		else if (!a->peak_in_history)
 			evidence(
 			    g,
 			    "the peak (%s at %.1f s) is older than the history: the peak view shows its highest point, "

@@ -75,7 +75,7 @@ static int get_u64(struct loader *l, const struct gg_jval *o, const char *name, 
 
 static int get_small(struct loader *l, const struct gg_jval *o, const char *name, uint32_t *out, uint32_t max)
 {
-	uint64_t v;
+	uint64_t v = 0;
 	if (get_u64(l, o, name, &v, NULL))
 		return -1;
 	if (v >= max)
@@ -269,6 +269,23 @@ static int rec_peak(struct loader *l, const struct gg_jval *o)
 		if (d->peaks[i].dev == p.dev)
 			return lfail(l, "peak of device %u listed twice", p.dev);
 	d->peaks[d->npeaks++] = p;
+	return 0;
+}
+
+static int rec_peak_site(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_peak_site p;
+	if (get_small(l, o, "dev", &p.dev, GG_MAX_DEVICES) || get_u64(l, o, "st", &p.st, NULL) ||
+	    get_u64(l, o, "bytes", &p.bytes, NULL) || get_u64(l, o, "at", &p.at, NULL) ||
+	    get_u64(l, o, "ms", &p.ms, NULL))
+		return -1;
+	if (d->npeak_sites >= GG_MAX_PEAK_SITES)
+		return lfail(l, "more than %d peak_site records", GG_MAX_PEAK_SITES);
+	if (p.bytes > p.at)
+		return lfail(l, "peak_site of %llu bytes in a snapshot of %llu", (unsigned long long)p.bytes,
+		             (unsigned long long)p.at);
+	d->peak_sites[d->npeak_sites++] = p;
 	return 0;
 }
 
@@ -542,6 +559,8 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 		rc = rec_pod(l, o);
 	else if (!strcmp(ts, "meminfo"))
 		rc = rec_meminfo(l, o);
+	else if (!strcmp(ts, "peak_site"))
+		rc = rec_peak_site(l, o);
 	else if (!strcmp(ts, "peak"))
 		rc = rec_peak(l, o);
 	else if (!strcmp(ts, "end")) {

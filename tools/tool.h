@@ -125,6 +125,12 @@ struct gg_peak {
 	uint32_t dev;
 	uint64_t bytes, ms, live;
 };
+/* "peak_site": what the library saw live by stack at its peak snapshot. */
+struct gg_peak_site {
+	uint32_t dev;
+	uint64_t st, bytes, at, ms;
+};
+#define GG_MAX_PEAK_SITES 64
 
 struct gg_dump {
 	const char *path;
@@ -150,6 +156,8 @@ struct gg_dump {
 	uint64_t meminfo_count; /* queries in all ("of") */
 	struct gg_peak peaks[GG_MAX_DEVICES];
 	size_t npeaks;
+	struct gg_peak_site peak_sites[GG_MAX_PEAK_SITES];
+	size_t npeak_sites;
 	struct gg_vmm *vmm;
 	size_t nvmm, vmm_cap;
 	struct gg_pod_use *pod; /* pod scope: who else holds the budget */
@@ -246,6 +254,7 @@ struct gg_analysis {
 	/* What was live at the GPU peak, rebuilt from the live table and the
 	 * history (peak record, else the history's highest point). */
 	int has_peak_view, peak_in_history;
+	int pv_carried; /* the view is the dump's peak_site snapshot, not rebuilt */
 	uint32_t pv_dev;
 	uint64_t pv_bytes, pv_ms, pv_record_bytes, pv_record_ms;
 	struct {

@@ -28,7 +28,7 @@ unset GPUGUARD_LIMIT LD_PRELOAD GPUGUARD_DUMP_AT_EXIT GPUGUARD_VERBOSE
 [ -n "$SAN_RUNTIME" ] && export LD_PRELOAD="$SAN_RUNTIME" ASAN_OPTIONS="${ASAN_OPTIONS}:verify_asan_link_order=0"
 # The dumps kept as golden cases (tests/golden/server_*.jsonl); with
 # GG_GOLDEN_UPDATE=1, GG_SERVERS_GOLDEN="NAME..." copies only those.
-GOLDEN=${GG_SERVERS_GOLDEN:-"vllm vllm95 jax trtllm trtllm_exit nvml torch plain_c"}
+GOLDEN=${GG_SERVERS_GOLDEN:-"vllm vllm95 jax trtllm trtllm_exit nvml torch plain_c plain_c_short"}
 n=0
 # serve NAME [gpuguard run options] -- [env VAR=V] PROGRAM: a pod region
 # and dump directory of its own; the run's rejected count in $rejected,
@@ -171,6 +171,17 @@ if [ -n "$lim" ]; then
 else
 	bad "plain_c_exit: no suggested GPUGUARD_LIMIT"
 fi
+
+# A history too short to reach back to the peak (64 events): the peak
+# view is the library's own snapshot at the peak (peak_site records).
+GPUGUARD_HISTORY=64 GPUGUARD_DUMP_AT_EXIT=1 serve plain_c_short -- "$S/plain_c"
+last_dump
+report plain_c_short
+grep -q '"t":"peak_site",' "$dump" && ok || bad "plain_c_short: no peak_site records"
+has plain_c_short "AT THE GPU PEAK (device 0, as the library saw it at its peak; the history is younger)"
+has plain_c_short "the peak view is the library's own snapshot at "
+sed -n '/^AT THE GPU PEAK/,/^HOST/p' "$TMP/plain_c_short.txt" | grep -q "^  4\.[0-9]* GiB  *stack [0-9]*  *block_alloc (plain_c)" &&
+	ok || bad "plain_c_short: the peak view lacks the 4 GiB of blocks: $(sed -n '/^AT THE GPU PEAK/,/^HOST/p' "$TMP/plain_c_short.txt")"
 
 # One large demand halfway, refused, then only small ones: the exit dump
 # sizes from the largest refusal in its history, not from the peak (which
