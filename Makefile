@@ -44,6 +44,7 @@ SIM_CUDA := $(BUILD)/sim/libcuda.so.1
 SIM_HIP := $(BUILD)/sim/libamdhip64.so.6
 SIM_NVML := $(BUILD)/sim/libnvidia-ml.so.1
 SIM := $(SIM_CUDA) $(SIM_HIP) $(SIM_NVML)
+comma := ,
 SIM_SRCS := tests/sim/simcore.c
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -63,6 +64,11 @@ TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/
 	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient \
 	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so
 EXAMPLES := $(BUILD)/examples/kvcache
+# Programs that behave as vLLM, JAX, TensorRT-LLM, PyTorch (through a
+# stand-in libc10_cuda.so) and a plain C program do towards the driver
+# (tests/servers/, tests/scripts/servers.sh).
+SERVERS := $(patsubst tests/servers/%.c,$(BUILD)/tests/servers/%,$(filter-out tests/servers/lib%.c,$(wildcard tests/servers/*.c))) \
+	$(BUILD)/tests/servers/libc10_cuda.so
 BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
 TOOL := $(BUILD)/bin/gpuguard
@@ -92,7 +98,7 @@ FUZZ_TIME ?= 60
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
-tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) \
+tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
 	$(REALLIB_BINS)
 
 $(BUILD)/obj/%.o: interpose/%.c $(HEADERS)
@@ -198,6 +204,15 @@ $(BUILD)/tests/tools/podsoak: tests/tools/podsoak.c tests/tools/podsoak.h $(SIM)
 $(BUILD)/tests/tools/libpodsoak_shim.so: tests/tools/podsoak_shim.c tests/tools/podsoak.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< $(LDLIBS)
+
+# -rdynamic and a library of its own: the dumps name the servers' frames.
+$(BUILD)/tests/servers/libc10_cuda.so: tests/servers/libc10_cuda.c $(SIM) $(HEADERS) $(wildcard tests/servers/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/sim -lcuda
+$(BUILD)/tests/servers/torch_like: $(BUILD)/tests/servers/libc10_cuda.so
+$(BUILD)/tests/servers/%: tests/servers/%.c $(SIM) $(HEADERS) $(wildcard tests/servers/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -rdynamic -o $@ $< -L$(BUILD)/sim -L$(@D) $(if $(filter torch_like,$*),-lc10_cuda -Wl$(comma)-rpath$(comma)'$$ORIGIN') $(if $(filter nvml_sized,$*),-lnvidia-ml) -lcuda $(LDLIBS)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(HEADERS)
 	@mkdir -p $(@D)

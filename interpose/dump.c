@@ -132,12 +132,12 @@ void gg_dump_pinned(int64_t bytes, int64_t count)
 struct mi_slot {
 	_Atomic uint64_t seq;
 	_Atomic uint64_t ms, free, total, used;
-	_Atomic int dev;
+	_Atomic int dev, nvml;
 };
 static struct mi_slot mi_slots[GG_MI_FIRST + GG_MI_LAST];
 static _Atomic uint64_t mi_count;
 
-void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes)
+static void note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes, int nvml)
 {
 	/* relaxed: the index only has to be unique; the slot's seq orders. */
 	uint64_t n = atomic_fetch_add_explicit(&mi_count, 1, memory_order_relaxed);
@@ -156,8 +156,19 @@ void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes)
 	atomic_store_explicit(&sl->total, total_bytes, memory_order_relaxed);
 	atomic_store_explicit(&sl->used, gg_history_live(dev), memory_order_relaxed);
 	atomic_store_explicit(&sl->dev, dev, memory_order_relaxed);
+	atomic_store_explicit(&sl->nvml, nvml, memory_order_relaxed);
 	/* release: pairs with the reader's acquire load; 2n+2 = payload whole. */
 	atomic_store_explicit(&sl->seq, 2 * n + 2, memory_order_release);
+}
+
+void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes)
+{
+	note_meminfo(dev, free_bytes, total_bytes, 0);
+}
+
+void gg_dump_note_meminfo_nvml(int dev, uint64_t free_bytes, uint64_t total_bytes)
+{
+	note_meminfo(dev, free_bytes, total_bytes, 1);
 }
 
 size_t gg_dump_meminfo_snapshot(struct gg_meminfo_q *out, size_t max, uint64_t *count)
@@ -177,6 +188,7 @@ size_t gg_dump_meminfo_snapshot(struct gg_meminfo_q *out, size_t max, uint64_t *
 		    .total = atomic_load_explicit(&sl->total, memory_order_relaxed),
 		    .used = atomic_load_explicit(&sl->used, memory_order_relaxed),
 		    .dev = atomic_load_explicit(&sl->dev, memory_order_relaxed),
+		    .nvml = atomic_load_explicit(&sl->nvml, memory_order_relaxed),
 		};
 		/* acquire fence: payload loads before the re-check of seq. */
 		atomic_thread_fence(memory_order_acquire);
@@ -1048,8 +1060,20 @@ static void rec_meminfo(struct out *o)
 		out_u64(o, q[i].total);
 		OUT_LIT(o, ",\"used\":");
 		out_u64(o, q[i].used);
+		if (q[i].nvml)
+			OUT_LIT(o, ",\"via\":\"nvml\"");
 		out_end_record(o);
 	}
+}
+
+/* Stack ids referenced by this dump, one bit each. */
+static uint64_t *stack_bits;
+static size_t stack_bits_words;
+
+static inline void mark_stack(uint32_t id)
+{
+	if (id && stack_bits && id / 64 < stack_bits_words)
+		stack_bits[id / 64] |= 1ull << (id % 64);
 }
 
 static void rec_peaks(struct out *o)
@@ -1068,17 +1092,24 @@ static void rec_peaks(struct out *o)
 		OUT_LIT(o, ",\"live\":");
 		out_u64(o, gg_history_live(d));
 		out_end_record(o);
+		struct gg_peak_sites ps;
+		if (gg_history_peak_sites(d, &ps) != 0)
+			continue;
+		for (unsigned k = 0; k < ps.n; k++) {
+			OUT_LIT(o, "{\"t\":\"peak_site\",\"dev\":");
+			out_u64(o, (uint64_t)d);
+			OUT_LIT(o, ",\"st\":");
+			out_u64(o, ps.st[k]);
+			OUT_LIT(o, ",\"bytes\":");
+			out_u64(o, ps.b[k]);
+			OUT_LIT(o, ",\"at\":");
+			out_u64(o, ps.bytes);
+			OUT_LIT(o, ",\"ms\":");
+			out_u64(o, ps.ms);
+			out_end_record(o);
+			mark_stack(ps.st[k]);
+		}
 	}
-}
-
-/* Stack ids referenced by this dump, one bit each. */
-static uint64_t *stack_bits;
-static size_t stack_bits_words;
-
-static inline void mark_stack(uint32_t id)
-{
-	if (id && stack_bits && id / 64 < stack_bits_words)
-		stack_bits[id / 64] |= 1ull << (id % 64);
 }
 
 struct alloc_ctx {

@@ -29,11 +29,71 @@ static _Atomic uint64_t ring_dropped;
 static _Atomic int64_t live_by_dev[GG_MAX_DEVICES];
 static _Atomic uint64_t peak_by_dev[GG_MAX_DEVICES], peak_ms_by_dev[GG_MAX_DEVICES];
 
-static void track_peak(enum gg_hist_op op, int dev, uint64_t s)
+/* Live bytes by device and stack id, so that a dump carries what was live
+ * at the peak even when the history has long wrapped (issue 11, finding
+ * 4): one more relaxed add per event. Mapped once, untouched pages cost
+ * nothing. At each new peak that is 1% (at least 1 MiB) above the last
+ * snapshot, the growing thread copies the largest GG_PEAK_SITES of its
+ * device: at most some hundreds of scans in a process's life. */
+#define SITE_IDS ((1u << 15) + 1) /* stack ids 0 .. 2^15 (stack.c) */
+static _Atomic int64_t *site_live;
+static struct peak_snap {
+	_Atomic uint64_t seq; /* odd while being written; the writer holds it */
+	_Atomic uint64_t bytes, ms, n;
+	_Atomic uint64_t st[GG_PEAK_SITES], b[GG_PEAK_SITES];
+} psnap[GG_MAX_DEVICES];
+
+static void snap_peak(int dev, uint64_t v)
+{
+	struct peak_snap *ps = &psnap[dev];
+	uint64_t last = atomic_load_explicit(&ps->bytes, memory_order_relaxed);
+	uint64_t step = last / 100 > (1u << 20) ? last / 100 : (1u << 20);
+	if (v < last + step && last)
+		return;
+	uint64_t seq = atomic_load_explicit(&ps->seq, memory_order_relaxed);
+	/* relaxed CAS to odd: one writer at a time; a thread that loses skips
+	 * this snapshot (the next growth takes one). The release fence orders
+	 * the odd seq before the payload stores, as in the history ring. */
+	if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&ps->seq, &seq, seq + 1, memory_order_relaxed,
+	                                                          memory_order_relaxed))
+		return;
+	atomic_thread_fence(memory_order_release);
+	uint64_t top_st[GG_PEAK_SITES], top_b[GG_PEAK_SITES];
+	unsigned n = 0;
+	uint32_t ids = gg_stack_ids();
+	const _Atomic int64_t *row = site_live + (size_t)dev * SITE_IDS;
+	for (uint32_t id = 0; id <= ids && id < SITE_IDS; id++) {
+		/* relaxed: other threads move these meanwhile; the snapshot is
+		 * a blend of nearby moments, which the report says. */
+		int64_t b = atomic_load_explicit(&row[id], memory_order_relaxed);
+		if (b <= 0 || (n == GG_PEAK_SITES && (uint64_t)b <= top_b[n - 1]))
+			continue;
+		unsigned j = n < GG_PEAK_SITES ? n++ : n - 1;
+		while (j > 0 && top_b[j - 1] < (uint64_t)b) {
+			top_b[j] = top_b[j - 1], top_st[j] = top_st[j - 1];
+			j--;
+		}
+		top_b[j] = (uint64_t)b, top_st[j] = id;
+	}
+	for (unsigned k = 0; k < n; k++) {
+		atomic_store_explicit(&ps->st[k], top_st[k], memory_order_relaxed);
+		atomic_store_explicit(&ps->b[k], top_b[k], memory_order_relaxed);
+	}
+	atomic_store_explicit(&ps->n, n, memory_order_relaxed);
+	atomic_store_explicit(&ps->bytes, v, memory_order_relaxed);
+	atomic_store_explicit(&ps->ms, gg_now_ms(), memory_order_relaxed);
+	/* release: pairs with the reader's acquire load of an even seq. */
+	atomic_store_explicit(&ps->seq, seq + 2, memory_order_release);
+}
+
+static void track_peak(enum gg_hist_op op, int dev, uint64_t s, uint32_t stack)
 {
 	if (dev < 0 || dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
 		return;
 	/* relaxed: a sum of independent deltas; no other memory hangs on it. */
+	if (site_live && stack < SITE_IDS)
+		atomic_fetch_add_explicit(&site_live[(size_t)dev * SITE_IDS + stack],
+		                          op == GG_HIST_FREE ? -(int64_t)s : (int64_t)s, memory_order_relaxed);
 	if (op == GG_HIST_FREE) {
 		atomic_fetch_sub_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed);
 		return;
@@ -50,8 +110,38 @@ static void track_peak(enum gg_hist_op op, int dev, uint64_t s)
 		if (atomic_compare_exchange_weak_explicit(&peak_by_dev[dev], &pk, v, memory_order_relaxed,
 		                                          memory_order_relaxed)) {
 			atomic_store_explicit(&peak_ms_by_dev[dev], gg_now_ms(), memory_order_relaxed);
+			if (site_live)
+				snap_peak(dev, v);
 			break;
 		}
+}
+
+int gg_history_peak_sites(int dev, struct gg_peak_sites *out)
+{
+	out->n = 0;
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return -1;
+	struct peak_snap *ps = &psnap[dev];
+	for (int tries = 0; tries < 4; tries++) {
+		/* acquire: pairs with the writer's release store of the even seq. */
+		uint64_t s1 = atomic_load_explicit(&ps->seq, memory_order_acquire);
+		if (s1 & 1)
+			continue;
+		out->bytes = atomic_load_explicit(&ps->bytes, memory_order_relaxed);
+		out->ms = atomic_load_explicit(&ps->ms, memory_order_relaxed);
+		uint64_t n = atomic_load_explicit(&ps->n, memory_order_relaxed);
+		out->n = n > GG_PEAK_SITES ? GG_PEAK_SITES : (unsigned)n;
+		for (unsigned k = 0; k < out->n; k++) {
+			out->st[k] = (uint32_t)atomic_load_explicit(&ps->st[k], memory_order_relaxed);
+			out->b[k] = atomic_load_explicit(&ps->b[k], memory_order_relaxed);
+		}
+		/* acquire fence: the payload loads above before the re-check. */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&ps->seq, memory_order_relaxed) == s1)
+			return out->n ? 0 : -1;
+	}
+	out->n = 0;
+	return -1;
 }
 
 uint64_t gg_history_live(int dev)
@@ -75,6 +165,12 @@ void gg_history_peak(int dev, uint64_t *bytes, uint64_t *ms)
  * ring is left mapped). */
 int gg_history_init(uint64_t capacity)
 {
+	if (!site_live) {
+		void *s = mmap(NULL, (size_t)GG_MAX_DEVICES * SITE_IDS * sizeof(int64_t), PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (s != MAP_FAILED)
+			site_live = s; /* before any event: init runs first */
+	}
 	if (capacity == 0)
 		return 0;
 	uint64_t cap = 1;
@@ -97,7 +193,7 @@ uint64_t gg_history_capacity(void)
 
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
 {
-	track_peak(op, dev, s);
+	track_peak(op, dev, s, stack);
 	if (!ring)
 		return;
 	/* relaxed: the index only has to be unique; the slot's seq carries the

@@ -61,7 +61,7 @@ static int parse_uuid(const char *s, uint8_t out[16])
 
 /* The device's view under the budget: free and total replaced in place.
  * Asks the real NVML who the device is (bypassing us: we are in a hook). */
-static void budget_view(gg_nvmlDevice_t device, uint64_t *free_bytes, uint64_t *total_bytes)
+static unsigned budget_view(gg_nvmlDevice_t device, uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	gg_pfn_nvmlDeviceGetUUID get_uuid = HELPER(nvmlDeviceGetUUID);
 	gg_pfn_nvmlDeviceGetIndex get_index = HELPER(nvmlDeviceGetIndex);
@@ -76,6 +76,7 @@ static void budget_view(gg_nvmlDevice_t device, uint64_t *free_bytes, uint64_t *
 	gg_nvml_meminfo(uuid, index, free_bytes, total_bytes);
 	if (*free_bytes > *total_bytes)
 		*free_bytes = *total_bytes;
+	return index;
 }
 
 /* Rewrites one memory struct's fields with the budget's view. used is what
@@ -85,7 +86,12 @@ static void rewrite(gg_nvmlDevice_t device, unsigned long long *total, unsigned 
                     unsigned long long *used, unsigned long long *reserved)
 {
 	uint64_t fr = *free_, to = *total;
-	budget_view(device, &fr, &to);
+	unsigned index = budget_view(device, &fr, &to);
+	/* Recorded under NVML's index as the ordinal, as the process-scope
+	 * books take it (CUDA_VISIBLE_DEVICES may renumber: the record says
+	 * it came through NVML). */
+	if (index < GG_MAX_DEVICES)
+		gg_dump_note_meminfo_nvml((int)index, fr, to);
 	uint64_t held = to - fr;
 	if (reserved && *reserved > held)
 		*reserved = held;

@@ -351,6 +351,17 @@ uint64_t gg_history_dropped(void);
  * even when the ring is off, for the dump's "peak" record (issue 11, 4). */
 uint64_t gg_history_live(int dev);
 void gg_history_peak(int dev, uint64_t *bytes, uint64_t *ms);
+/* What was live at (within 1%, at least 1 MiB, of) dev's peak, by stack:
+ * the largest GG_PEAK_SITES, as the growing thread copied them. -1 when
+ * none was taken. Signal-safe (no locks, no allocation). */
+#define GG_PEAK_SITES 16
+struct gg_peak_sites {
+	uint64_t bytes, ms; /* the live bytes and time of the snapshot */
+	unsigned n;
+	uint32_t st[GG_PEAK_SITES];
+	uint64_t b[GG_PEAK_SITES];
+};
+int gg_history_peak_sites(int dev, struct gg_peak_sites *out);
 
 /* ---- stack.c ---- */
 /* Maps the intern table and opens libunwind (dlopen). depth 0 = off. */
@@ -393,11 +404,16 @@ void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn);
 #define GG_MI_FIRST 8
 #define GG_MI_LAST 8
 void gg_dump_note_meminfo(int dev, uint64_t free_bytes, uint64_t total_bytes);
+/* The same for nvmlDeviceGetMemoryInfo[_v2], dev being NVML's index: the
+ * record says "via":"nvml" (a server may size itself from NVML, and a
+ * monitoring thread polling it should be told apart). */
+void gg_dump_note_meminfo_nvml(int dev, uint64_t free_bytes, uint64_t total_bytes);
 struct gg_meminfo_q {
 	uint64_t n;  /* 0-based index among all queries of the process */
 	uint64_t ms; /* since start */
 	uint64_t free, total;
 	uint64_t used; /* this process's live bytes on dev then (gg_history_live) */
+	int nvml;      /* asked through NVML, not the runtime */
 	int dev;
 };
 /* Whole entries, by n; the number of queries in all goes to *count. */

@@ -111,7 +111,7 @@ static struct gg_diag *diag_new(struct gg_analysis *a, enum gg_diag_kind k, cons
 static void evidence(struct gg_diag *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void evidence(struct gg_diag *g, const char *fmt, ...)
 {
-	if (g->nevidence >= 8)
+	if (g->nevidence >= (int)(sizeof g->evidence / sizeof g->evidence[0]))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -122,7 +122,7 @@ static void evidence(struct gg_diag *g, const char *fmt, ...)
 static void change(struct gg_diag *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void change(struct gg_diag *g, const char *fmt, ...)
 {
-	if (g->nchange >= 4)
+	if (g->nchange >= (int)(sizeof g->change / sizeof g->change[0]))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -226,6 +226,8 @@ struct hsite {
 	__int128 cur; /* bytes live from this site as the walk goes */
 	uint64_t h_a, h_f, n_a;
 	int transient;
+	__int128 start;   /* bytes live before the history's first event */
+	__int128 at_last; /* ... at the last event at the peak */
 	__int128 at_peak;
 	UT_hash_handle hh;
 };
@@ -292,18 +294,25 @@ static void history_sites(struct gg_analysis *a)
 	__int128 total = 0, trans = 0, best = -1, tmax = 0;
 	HASH_ITER(hh, tab, h, tmp)
 	{
+		h->start = h->cur;
 		total += h->cur;
 		if (h->transient)
 			trans += h->cur;
 	}
-	size_t best_i = SIZE_MAX;
+	size_t best_i = SIZE_MAX, last_best_i = SIZE_MAX; /* first and last event at the peak */
 	uint64_t best_ms = 0;
 	if (d->nhist == 0)
 		best = total;
+	__int128 rmax = 0;
 	for (size_t i = 0; i < d->nhist; i++) {
 		const struct gg_hist *e = &d->hist[i];
-		if (e->op == 'r')
+		if (e->op == 'r') {
+			/* What a refused request asked for on top of what was
+			 * live then: demand the history never saw granted. */
+			if (total + (__int128)e->size > rmax)
+				rmax = total + (__int128)e->size;
 			continue;
+		}
 		HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
 		__int128 dlt = e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
 		h->cur += dlt;
@@ -318,8 +327,11 @@ static void history_sites(struct gg_analysis *a)
 			best_i = i;
 			best_ms = e->ms;
 		}
+		if (total == best)
+			last_best_i = i;
 	}
 	a->sz_transient = clamp128(tmax);
+	a->sz_refused_demand = clamp128(rmax);
 	/* Each live site's first allocation in the history: how much the
 	 * process held just before it (a pool made after a query comes after
 	 * what the query saw held). */
@@ -365,16 +377,62 @@ static void history_sites(struct gg_analysis *a)
 		HASH_ITER(hh, tab, h, tmp)
 		h->at_peak = h->cur;
 	}
+	/* An exit dump's history ends in the teardown, which frees it all:
+	 * judged over the whole of it every site comes and goes and nothing
+	 * is kept ("keeps 0 B, 4.00 GiB comes and goes"). With the peak inside
+	 * the history, judge the sites over the events up to it, and count
+	 * what is kept as of the peak (issue 11, finding 4). */
+	int kept_at_peak = 0;
+	if (last_best_i != SIZE_MAX && last_best_i + 1 < d->nhist) {
+		HASH_ITER(hh, tab, h, tmp)
+		h->h_a = h->h_f = h->n_a = 0, h->at_last = h->start;
+		for (size_t i = 0; i <= last_best_i; i++) {
+			const struct gg_hist *e = &d->hist[i];
+			if (e->op == 'r')
+				continue;
+			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
+			if (e->op == 'a')
+				h->h_a = sat_add(h->h_a, e->size), h->n_a++, h->at_last += e->size;
+			else
+				h->h_f = sat_add(h->h_f, e->size), h->at_last -= e->size;
+		}
+		trans = tmax = 0;
+		HASH_ITER(hh, tab, h, tmp)
+		{
+			h->transient = h->n_a >= 4 && h->h_f * 2 >= h->h_a && h->st;
+			if (h->transient)
+				trans += h->start;
+		}
+		for (size_t i = 0; i < d->nhist; i++) {
+			const struct gg_hist *e = &d->hist[i];
+			if (e->op == 'r')
+				continue;
+			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
+			if (h->transient) {
+				trans += e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
+				if (trans > tmax)
+					tmax = trans;
+			}
+		}
+		a->sz_transient = clamp128(tmax);
+		kept_at_peak = 1;
+	}
 	/* The transient site holding the most at the end, for the evidence. */
 	uint64_t tbest = 0;
 	HASH_ITER(hh, tab, h, tmp)
 	if (h->transient && h->h_a > tbest)
 		tbest = h->h_a, a->sz_transient_st = h->st;
-	/* Kept: live now from sites that are not transient. */
-	for (struct gg_site *s = a->sites; s; s = s->hh.next) {
-		HASH_FIND(hh, tab, &s->st, sizeof s->st, h);
-		if (!h || !h->transient)
-			a->sz_keep = sat_add(a->sz_keep, s->live_bytes);
+	/* Kept: live now (or at the peak) from sites that are not transient. */
+	if (kept_at_peak) {
+		HASH_ITER(hh, tab, h, tmp)
+		if (!h->transient)
+			a->sz_keep = sat_add(a->sz_keep, clamp128(h->at_last));
+	} else {
+		for (struct gg_site *s = a->sites; s; s = s->hh.next) {
+			HASH_FIND(hh, tab, &s->st, sizeof s->st, h);
+			if (!h || !h->transient)
+				a->sz_keep = sat_add(a->sz_keep, s->live_bytes);
+		}
 	}
 	/* The peak view: the history's highest point, or now when it is. */
 	size_t n = HASH_COUNT(tab), k = 0;
@@ -417,6 +475,27 @@ static void history_sites(struct gg_analysis *a)
 			 * as much (sizes are the same requested bytes). */
 			a->peak_in_history = a->pv_bytes >= d->peaks[i].bytes;
 		}
+	/* The history does not reach back to the peak: the library's own
+	 * snapshot at the peak, where the dump carries one (issue 11,
+	 * finding 4), is the view instead of the history's highest point. */
+	if (!a->peak_in_history) {
+		int m = 0;
+		for (size_t i = 0; i < d->npeak_sites && m < 16; i++) {
+			const struct gg_peak_site *p = &d->peak_sites[i];
+			if (p->dev != dv || (!m && p->at <= a->pv_bytes))
+				continue;
+			if (!m)
+				a->pv_bytes = p->at, a->pv_ms = p->ms;
+			a->pv_sites[m].st = p->st;
+			a->pv_sites[m].bytes = p->bytes;
+			m++;
+		}
+		if (m) {
+			a->npv_sites = m;
+			a->pv_carried = 1;
+			a->has_peak_view = 1;
+		}
+	}
 }
 
 /* A round fraction: v in thousandths, nearest multiple of 50 when within
@@ -443,6 +522,33 @@ static int mentions(const struct gg_dump *d, const char *const *words)
 				if (strcasestr(st->frames[k].m, *w) ||
 				    (st->frames[k].s && strcasestr(st->frames[k].s, *w)))
 					return 1;
+	}
+	return 0;
+}
+
+/* The fraction a flag sets on the command line ("--flag 0.9" or
+ * "--flag=0.9"), in thousandths; 0 when absent or not a fraction. */
+static unsigned cmdline_fraction(const struct gg_dump *d, const char *flag)
+{
+	const char *c = d->cmdline;
+	size_t n = strlen(flag);
+	while (c && (c = strstr(c, flag))) {
+		const char *v = c + n;
+		c = v;
+		if (*v != ' ' && *v != '=')
+			continue;
+		v++;
+		unsigned pm = 0, scale = 1000;
+		if (*v == '0' || *v == '1') {
+			pm = (unsigned)(*v - '0') * 1000;
+			v++;
+		}
+		if (*v == '.')
+			for (v++; *v >= '0' && *v <= '9'; v++)
+				if (scale > 1)
+					scale /= 10, pm += (unsigned)(*v - '0') * scale;
+		if ((*v == ' ' || !*v) && pm > 0 && pm <= 1000)
+			return pm;
 	}
 	return 0;
 }
@@ -534,23 +640,45 @@ static void self_sizing(struct gg_analysis *a)
 	                         *const trt[] = {"tensorrt_llm", "trtllm", NULL};
 	if (mentions(d, trt))
 		a->sz_framework = "TensorRT-LLM", a->sz_knob = "kv_cache_free_gpu_mem_fraction",
-		a->sz_knob_default_pm = 900;
+		a->sz_knob_default_pm = 900, a->sz_cmd_pm = cmdline_fraction(d, "--kv_cache_free_gpu_memory_fraction");
 	else if (mentions(d, vllm))
-		a->sz_framework = "vLLM", a->sz_knob = "gpu_memory_utilization", a->sz_knob_default_pm = 900;
+		a->sz_framework = "vLLM", a->sz_knob = "gpu_memory_utilization", a->sz_knob_default_pm = 900,
+		a->sz_cmd_pm = cmdline_fraction(d, "--gpu-memory-utilization");
 	else if (mentions(d, jax))
 		a->sz_framework = "JAX", a->sz_knob = "XLA_PYTHON_CLIENT_MEM_FRACTION", a->sz_knob_default_pm = 750;
+	/* What it measured as taken (the evidence) and what the advice starts
+	 * from: the knob's value on its command line where it is there, of
+	 * the base that knob is of (vLLM's is of the total, TensorRT-LLM's of
+	 * the free memory). vLLM takes its fraction less the weights and the
+	 * profiled peak, which looks like some other fraction of either. */
+	a->sz_meas_pm = a->sz_cur_pm;
+	a->sz_meas_of_free = a->sz_of_free;
+	if (a->sz_cmd_pm && a->sizing == 1) {
+		a->sz_cur_pm = a->sz_cmd_pm;
+		a->sz_of_free = a->sz_framework && !strcmp(a->sz_framework, "TensorRT-LLM");
+	}
 	/* What it needed beyond the total, with headroom: the refusal's demand,
-	 * or what it keeps plus the most that came and went. */
+	 * or what it keeps plus the most that came and went. Not both plus the
+	 * request: what was held at the refusal already counts what came and
+	 * went then, and a refused scratch buffer is one of those that come
+	 * and go (a JAX-like workspace was told 0.40 for 0.70). */
 	uint64_t req = d->has_request ? d->req_size : 0;
 	uint64_t demand = sat_add(held, req);
-	uint64_t d2 = sat_add(sat_add(a->sz_keep, a->sz_transient), req);
+	uint64_t d2 = sat_add(a->sz_keep, a->sz_transient);
 	if (d2 > demand)
 		demand = d2;
+	/* The largest refused demand in the history: an earlier refusal may
+	 * have asked for more than the last one (issue 11: a TensorRT-LLM-like
+	 * runtime told 0.85 still had 12 of 150 steps refused). */
+	if (a->sz_refused_demand > demand)
+		demand = a->sz_refused_demand;
 	uint64_t over = demand > T ? demand - T : 0;
 	a->sz_over = over;
-	/* x1.2, in thousandths of the total, up to a step of 0.05; at least one
-	 * step when the process was refused (it did not fit as it is). */
-	unsigned delta = (unsigned)(((unsigned __int128)over * 1200 / T + 49) / 50 * 50);
+	/* x1.2, in thousandths of what the fraction is of (the total, or the
+	 * free memory it was told), up to a step of 0.05; at least one step
+	 * when the process was refused (it did not fit as it is). */
+	uint64_t base = a->sizing == 1 && a->sz_of_free && q->free ? q->free : T;
+	unsigned delta = (unsigned)(((unsigned __int128)over * 1200 / base + 49) / 50 * 50);
 	int refused = dev && (dev->refused_ceiling || dev->refused_driver);
 	if (delta < 50 && (refused || over))
 		delta = 50;
@@ -691,17 +819,17 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 	const struct gg_meminfo *q = a->sz_q;
 	char b1[32], b2[32], b3[32], f1[16], f2[16], f3[16], lab[320];
 	evidence(g,
-	         "it sizes itself from the memory info: of %llu queries, #%llu at %.1f s told it total %s, free %s, "
+	         "it sizes itself from the memory info: of %llu queries, #%llu%s at %.1f s told it total %s, free %s, "
 	         "while it held %s",
-	         (unsigned long long)d->meminfo_count, (unsigned long long)q->n + 1, (double)q->ms / 1000.0,
-	         gg_bytes(q->total, b1), gg_bytes(q->free, b2), gg_bytes(q->used, b3));
+	         (unsigned long long)d->meminfo_count, (unsigned long long)q->n + 1, q->nvml ? " (NVML)" : "",
+	         (double)q->ms / 1000.0, gg_bytes(q->total, b1), gg_bytes(q->free, b2), gg_bytes(q->used, b3));
 	if (a->sizing == 1) {
 		gg_stack_label(d, a->sz_pool_st, lab, sizeof lab);
 		evidence(
 		    g, "right after it, stack %llu allocated %s in %llu allocation%s and keeps it: %s of the %s%s: %s",
 		    (unsigned long long)a->sz_pool_st, gg_bytes(a->sz_pool, b1), (unsigned long long)a->sz_pool_count,
-		    a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_cur_pm, f1), a->sz_of_free ? "free" : "total",
-		    a->sz_of_free || !q->used ? "" : " with what it held before", lab);
+		    a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_meas_pm, f1), a->sz_meas_of_free ? "free" : "total",
+		    a->sz_meas_of_free || !q->used ? "" : " with what it held before", lab);
 	} else {
 		evidence(g,
 		         "then it grew into that total: it keeps %s (%s of the total) in call sites that do not free, "
@@ -717,6 +845,8 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 	if (a->sz_framework)
 		evidence(g, "the stacks or the command name %s, which sizes itself with %s", a->sz_framework,
 		         a->sz_knob);
+	if (a->sz_cmd_pm)
+		evidence(g, "its command line sets %s to %s", a->sz_knob, pm_str(a->sz_cmd_pm, f1));
 	const char *knob = a->sz_knob ? a->sz_knob : "the fraction of the total it sizes itself to";
 	const char *what = a->sz_of_free ? "free memory" : "the total";
 	if (a->sizing == 1) {
@@ -724,15 +854,19 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		       "lower %s from %s to %s: it leaves %s of %s for what it allocates outside its pool (%s over, "
 		       "x1.2, in steps of 0.05)",
 		       knob, pm_str(a->sz_cur_pm, f1), pm_str(a->sz_new_pm, f2),
-		       gg_bytes((uint64_t)((unsigned __int128)q->total * (1000 - a->sz_new_pm) / 1000), b1), what,
-		       gg_bytes(a->sz_over, b2));
+		       gg_bytes((uint64_t)((unsigned __int128)(a->sz_of_free ? q->free : q->total) *
+		                           (1000 - a->sz_new_pm) / 1000),
+		                b1),
+		       what, gg_bytes(a->sz_over, b2));
 	} else {
-		unsigned dflt = a->sz_knob_default_pm ? a->sz_knob_default_pm : 900;
+		/* The value on its command line when it is there; else the
+		 * framework's default, as an example. */
+		unsigned dflt = a->sz_cmd_pm ? a->sz_cmd_pm : a->sz_knob_default_pm ? a->sz_knob_default_pm : 900;
 		change(g,
-		       "lower %s by %s (e.g. %s -> %s): %s more of %s for what comes and goes (%s over at the peak "
+		       "lower %s by %s (%s %s -> %s): %s more of %s for what comes and goes (%s over at the peak "
 		       "demand, x1.2, in steps of 0.05)",
-		       knob, pm_str(a->sz_delta_pm, f1), pm_str(dflt, f2),
-		       pm_str(dflt > a->sz_delta_pm ? dflt - a->sz_delta_pm : 50, f3),
+		       knob, pm_str(a->sz_delta_pm, f1), a->sz_cmd_pm ? "its command line's" : "e.g.", pm_str(dflt, f2),
+		       pm_str(dflt > a->sz_delta_pm + 50 ? dflt - a->sz_delta_pm : 50, f3),
 		       gg_bytes((uint64_t)((unsigned __int128)q->total * a->sz_delta_pm / 1000), b1), what,
 		       gg_bytes(a->sz_over, b2));
 	}
@@ -743,6 +877,9 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 	else
 		change(g, "GPUGUARD_LIMIT sets the total it sizes itself to: set it to what it may have, and tune the "
 		          "fraction, not the ceiling");
+	if (d->has_request)
+		change(g, "this dump is the first refusal's: later requests may ask for more; an exit dump "
+		          "(GPUGUARD_DUMP_AT_EXIT=1) sees every refusal of the run and sizes from the largest");
 }
 
 static void diagnose(struct gg_analysis *a)
@@ -765,6 +902,10 @@ static void diagnose(struct gg_analysis *a)
 				break;
 			}
 	const struct gg_device *dev = find_dev(d, dv);
+	/* An exit or on-demand dump of a process that was refused along the
+	 * way: the ceiling was reached, though no request is in the dump. */
+	if (!outcome && !driver && dev && dev->refused_ceiling)
+		ceiling = 1;
 	uint64_t req = d->has_request ? d->req_size : 0;
 	uint64_t pool_slack = 0;
 	if (dev && dev->pool_reserved > a->dev[dv].async_live)
@@ -806,6 +947,16 @@ static void diagnose(struct gg_analysis *a)
 			         (unsigned long long)(a->live_bytes ? s->live_bytes * 100 / a->live_bytes : 0), lab);
 		}
 		uint64_t need = peak > sat_add(used, req) ? peak : sat_add(used, req);
+		/* An exit or on-demand dump holds every refusal of its history:
+		 * the largest of them, on top of what was live then, is a
+		 * demand the process really made. */
+		const char *why = "peak, or used + request";
+		if (a->sz_refused_demand > need) {
+			need = a->sz_refused_demand;
+			why = "live + request at the largest refusal in the history";
+			evidence(g, "the largest refused demand in the history: %s (what was live then + the request)",
+			         gg_bytes(need, b1));
+		}
 		uint64_t rec = headroom_gib(need);
 		if (a->sizing)
 			sizing_advice(a, g, 1);
@@ -815,8 +966,8 @@ static void diagnose(struct gg_analysis *a)
 			         (unsigned long long)(limit ? (req ? req : a->h_max_alloc) * 100 / limit : 0));
 			change(g, "lower the batch size, concurrency or max tokens that sized the %s request",
 			       gg_bytes(req ? req : a->h_max_alloc, b1));
-			change(g, "or raise GPUGUARD_LIMIT to %lluGi (used + request = %s, x1.2, rounded up to a GiB)",
-			       (unsigned long long)rec, gg_bytes(need, b2));
+			change(g, "or raise GPUGUARD_LIMIT to %lluGi (%s = %s, x1.2, rounded up to a GiB)",
+			       (unsigned long long)rec, why[0] == 'p' ? "used + request" : why, gg_bytes(need, b2));
 		} else if (steady) {
 			evidence(
 			    g,
@@ -831,10 +982,8 @@ static void diagnose(struct gg_analysis *a)
 			       "x1.2)",
 			       (unsigned long long)rec, gg_bytes(need, b1));
 		} else {
-			change(g,
-			       "raise GPUGUARD_LIMIT to %lluGi: the observed need %s (peak, or used + request) x1.2, "
-			       "rounded up to a GiB",
-			       (unsigned long long)rec, gg_bytes(need, b1));
+			change(g, "raise GPUGUARD_LIMIT to %lluGi: the observed need %s (%s) x1.2, rounded up to a GiB",
+			       (unsigned long long)rec, gg_bytes(need, b1), why);
 			change(g, "or lower the batch size or concurrency so the working set fits %s",
 			       gg_bytes(limit, b2));
 		}
@@ -1016,7 +1165,14 @@ static void diagnose(struct gg_analysis *a)
 			evidence(g, "at the peak, stack %llu held the most: %s (%s)",
 			         (unsigned long long)a->pv_sites[0].st, gg_bytes(a->pv_sites[0].bytes, b1), lab);
 		}
-		if (!a->peak_in_history)
+		if (!a->peak_in_history && a->pv_carried)
+			evidence(
+			    g,
+			    "the peak (%s at %.1f s) is older than the history: the peak view is the library's own "
+			    "snapshot at %s, at %.1f s",
+			    gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0,
+			    gg_bytes(a->pv_bytes, b2), (double)a->pv_ms / 1000.0);
+		else if (!a->peak_in_history)
 			evidence(
 			    g,
 			    "the peak (%s at %.1f s) is older than the history: the peak view shows its highest point, "

@@ -192,7 +192,8 @@ static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts
 		fputs("</td></tr>\n", f);
 	}
 	fputs("</table>\n", f);
-	fprintf(f, "<h2>At the GPU peak (device %u)</h2>\n", a->pv_dev);
+	fprintf(f, "<h2>At the GPU peak (device %u%s)</h2>\n", a->pv_dev,
+	        a->pv_carried ? ", as the library saw it at its peak" : "");
 	if (!a->has_peak_view) {
 		fputs("<p>nothing recorded</p>\n", f);
 	} else {

@@ -244,6 +244,11 @@ static int rec_meminfo(struct loader *l, const struct gg_jval *o)
 	    get_small(l, o, "dev", &m.dev, GG_MAX_DEVICES) || get_u64(l, o, "free", &m.free, NULL) ||
 	    get_u64(l, o, "total", &m.total, NULL) || get_u64(l, o, "used", &m.used, NULL))
 		return -1;
+	/* "via": absent for the runtime's own query; "nvml" (0.2 on). */
+	const struct gg_jval *via = gg_json_get(&l->j, o, "via");
+	if (via && (via->type != GG_J_STR || strcmp(via->s, "nvml")))
+		return lfail(l, "field \"via\": expected \"nvml\"");
+	m.nvml = via != NULL;
 	if (m.n >= of)
 		return lfail(l, "meminfo query %llu of %llu", (unsigned long long)m.n, (unsigned long long)of);
 	if (d->nmeminfo >= GG_MAX_MEMINFO)
@@ -267,6 +272,23 @@ static int rec_peak(struct loader *l, const struct gg_jval *o)
 		if (d->peaks[i].dev == p.dev)
 			return lfail(l, "peak of device %u listed twice", p.dev);
 	d->peaks[d->npeaks++] = p;
+	return 0;
+}
+
+static int rec_peak_site(struct loader *l, const struct gg_jval *o)
+{
+	struct gg_dump *d = l->d;
+	struct gg_peak_site p;
+	if (get_small(l, o, "dev", &p.dev, GG_MAX_DEVICES) || get_u64(l, o, "st", &p.st, NULL) ||
+	    get_u64(l, o, "bytes", &p.bytes, NULL) || get_u64(l, o, "at", &p.at, NULL) ||
+	    get_u64(l, o, "ms", &p.ms, NULL))
+		return -1;
+	if (d->npeak_sites >= GG_MAX_PEAK_SITES)
+		return lfail(l, "more than %d peak_site records", GG_MAX_PEAK_SITES);
+	if (p.bytes > p.at)
+		return lfail(l, "peak_site of %llu bytes in a snapshot of %llu", (unsigned long long)p.bytes,
+		             (unsigned long long)p.at);
+	d->peak_sites[d->npeak_sites++] = p;
 	return 0;
 }
 
@@ -576,6 +598,8 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 		rc = rec_death(l, o);
 	else if (!strcmp(ts, "meminfo"))
 		rc = rec_meminfo(l, o);
+	else if (!strcmp(ts, "peak_site"))
+		rc = rec_peak_site(l, o);
 	else if (!strcmp(ts, "peak"))
 		rc = rec_peak(l, o);
 	else if (!strcmp(ts, "end")) {

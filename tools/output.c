@@ -290,11 +290,13 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		        gg_bytes(a->t_final, b3));
 	}
 
-	fprintf(f, "\nAT THE GPU PEAK (device %u, rebuilt from the live allocations and the history)\n", a->pv_dev);
+	fprintf(f, "\nAT THE GPU PEAK (device %u, %s)\n", a->pv_dev,
+	        a->pv_carried ? "as the library saw it at its peak; the history is younger"
+	                      : "rebuilt from the live allocations and the history");
 	if (!a->has_peak_view) {
 		fprintf(f, "  nothing recorded\n");
 	} else {
-		if (d->nhist)
+		if (d->nhist || a->pv_carried)
 			fprintf(f, "  %s live at %.3f s after start", gg_bytes(a->pv_bytes, b1),
 			        (double)a->pv_ms / 1000.0);
 		else
@@ -304,6 +306,8 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			        (double)a->pv_record_ms / 1000.0,
 			        a->peak_in_history ? "" : " (older than the history)");
 		fputc('\n', f);
+		if (a->pv_carried)
+			fprintf(f, "  (the library's snapshot, within 1%% (at least 1 MiB) of the peak)\n");
 		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
 			gg_stack_label(d, a->pv_sites[i].st, lab, sizeof lab);
 			fprintf(f, "  %-14s stack %-5llu ", gg_bytes(a->pv_sites[i].bytes, b1),
@@ -611,10 +615,10 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	}
 	fprintf(f,
 	        ",\n\"peak\":{\"dev\":%u,\"bytes\":%llu,\"ms\":%llu,\"process_peak\":%llu,\"process_peak_ms\":%llu,"
-	        "\"in_history\":%s,\"suggested_limit_gib\":",
+	        "\"in_history\":%s,\"from\":\"%s\",\"suggested_limit_gib\":",
 	        a->pv_dev, (unsigned long long)a->pv_bytes, (unsigned long long)a->pv_ms,
 	        (unsigned long long)a->pv_record_bytes, (unsigned long long)a->pv_record_ms,
-	        a->peak_in_history ? "true" : "false");
+	        a->peak_in_history ? "true" : "false", a->pv_carried ? "snapshot" : "history");
 	if (a->pv_suggest_gib)
 		fprintf(f, "%llu", (unsigned long long)a->pv_suggest_gib);
 	else
@@ -633,7 +637,11 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		        (unsigned long long)a->sz_q->used, a->sz_of_free ? "free" : "total", a->sz_cur_pm / 1000,
 		        a->sz_cur_pm % 1000, a->sz_delta_pm / 1000, a->sz_delta_pm % 1000);
 		if (a->sizing == 1)
-			fprintf(f, "\"fraction_advised\":%u.%03u,", a->sz_new_pm / 1000, a->sz_new_pm % 1000);
+			fprintf(f, "\"fraction_advised\":%u.%03u,\"fraction_measured\":%u.%03u,\"measured_of\":\"%s\",",
+			        a->sz_new_pm / 1000, a->sz_new_pm % 1000, a->sz_meas_pm / 1000, a->sz_meas_pm % 1000,
+			        a->sz_meas_of_free ? "free" : "total");
+		if (a->sz_cmd_pm)
+			fprintf(f, "\"fraction_cmdline\":%u.%03u,", a->sz_cmd_pm / 1000, a->sz_cmd_pm % 1000);
 		json_kv_s(f, "framework", a->sz_framework, 1);
 		json_kv_s(f, "knob", a->sz_knob, 0);
 		fputc('}', f);

@@ -118,6 +118,7 @@ struct gg_pod_use {
 struct gg_meminfo {
 	uint64_t n, ms, free, total, used;
 	uint32_t dev;
+	int nvml; /* "via":"nvml": asked through NVML */
 };
 #define GG_MAX_MEMINFO 64
 
@@ -147,6 +148,12 @@ struct gg_peak {
 	uint32_t dev;
 	uint64_t bytes, ms, live;
 };
+/* "peak_site": what the library saw live by stack at its peak snapshot. */
+struct gg_peak_site {
+	uint32_t dev;
+	uint64_t st, bytes, at, ms;
+};
+#define GG_MAX_PEAK_SITES 64
 
 struct gg_dump {
 	const char *path;
@@ -172,6 +179,8 @@ struct gg_dump {
 	uint64_t meminfo_count; /* queries in all ("of") */
 	struct gg_peak peaks[GG_MAX_DEVICES];
 	size_t npeaks;
+	struct gg_peak_site peak_sites[GG_MAX_PEAK_SITES];
+	size_t npeak_sites;
 	struct gg_vmm *vmm;
 	size_t nvmm, vmm_cap;
 	struct gg_pod_use *pod; /* pod scope: who else holds the budget */
@@ -221,9 +230,9 @@ enum gg_diag_kind { GG_D_CEILING, GG_D_DEVICE_FULL, GG_D_FRAGMENTATION, GG_D_LEA
 struct gg_diag {
 	enum gg_diag_kind kind;
 	char title[64];
-	char evidence[8][320];
+	char evidence[12][320];
 	int nevidence;
-	char change[4][320];
+	char change[6][320];
 	int nchange;
 };
 
@@ -259,13 +268,18 @@ struct gg_analysis {
 	uint64_t sz_pool, sz_pool_count, sz_pool_st;     /* mode 1: the pool */
 	int sz_of_free;                                  /* mode 1: a fraction of free, not total */
 	uint64_t sz_keep, sz_transient, sz_transient_st; /* kept (never freed) vs comes and goes */
+	uint64_t sz_refused_demand;                      /* most live + a refused request's size, in the history */
 	unsigned sz_cur_pm, sz_new_pm, sz_delta_pm;
+	unsigned sz_cmd_pm;  /* the knob's value on the command line, 0 = not there */
+	unsigned sz_meas_pm; /* mode 1: the fraction measured (sz_cur_pm: the advice's start) */
+	int sz_meas_of_free;
 	uint64_t sz_over;                   /* demand beyond the total */
 	const char *sz_framework, *sz_knob; /* from the stacks or command; NULL = unknown */
 	unsigned sz_knob_default_pm;
 	/* What was live at the GPU peak, rebuilt from the live table and the
 	 * history (peak record, else the history's highest point). */
 	int has_peak_view, peak_in_history;
+	int pv_carried; /* the view is the dump's peak_site snapshot, not rebuilt */
 	uint32_t pv_dev;
 	uint64_t pv_bytes, pv_ms, pv_record_bytes, pv_record_ms;
 	struct {

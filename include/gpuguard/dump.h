@@ -64,12 +64,22 @@
  *     memory-info queries (cuMemGetInfo, hipMemGetInfo) as answered, the
  *     ceiling applied: the first 8 and the last 8 of "of" in all, n is the
  *     query's index, ms since the process started, used this process's live
- *     bytes on dev when it asked. How a server sized itself.
+ *     bytes on dev when it asked. How a server sized itself. Since 0.2 a
+ *     query through NVML (nvmlDeviceGetMemoryInfo[_v2]) is one too, with
+ *     "via":"nvml" after used and dev NVML's index; readers treat a
+ *     missing via as the runtime's own query (cuMemGetInfo, hipMemGetInfo).
  *  5d {"t":"peak","dev":N,"bytes":N,"ms":N,"live":N}
  *     this process's highest live bytes on dev (requested sizes, as the
  *     history events count them) and when; live = the same count now.
  *     What was live at that moment is rebuilt from the live allocations and
  *     the history when the peak lies inside it.
+ *  5e {"t":"peak_site","dev":N,"st":N,"bytes":N,"at":N,"ms":N}
+ *     since 0.2, after the peak record of dev: the library's own snapshot
+ *     of what was live at the peak, by stack (st, 0 = none), the largest
+ *     16. at = the live bytes when it was taken (within 1%, at least
+ *     1 MiB, of the peak), ms its time. Taken by the thread whose
+ *     allocation raised the peak while others ran, so a blend of nearby
+ *     moments; it outlives the history (older dumps lack it).
  *  5b {"t":"vmm","base":"7f0000000000","size":N,"mapped":N,"holes":N,
  *     "largest_hole":N}
  *     one per live virtual-address reservation (cuMemAddressReserve,

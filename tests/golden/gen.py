@@ -263,6 +263,9 @@ write("bad_frame.jsonl", [header("exit"), '{"t":"stack","id":1,"frames":[{"m":"a
 write("bad_vmm.jsonl", [header("exit"), rec(t="host", rss=1, cgroup_version=0, cgroup_limit=None, cgroup_usage=None,
                                           cgroup_oom_kill=None, pinned_bytes=0, pinned_allocs=0),
                        vmm(0x7f0000000000, 1 * GiB, 2 * GiB, 0, 0)])
+write("bad_peak_site.jsonl", [header("exit"), '{"t":"peak_site","dev":0,"st":0,"bytes":5,"at":4,"ms":1}'])
+write("bad_meminfo_via.jsonl", [header("exit"), '{"t":"meminfo","n":0,"of":1,"ms":0,"dev":0,"free":1,"total":2,'
+                                '"used":0,"via":"smi"}'])
 
 
 # ---- issue 11: programs that size themselves, and sizing from the peak ----

@@ -2,6 +2,7 @@
  * table (dump.c, history.c; issue 11): the memory-info ring (first and last
  * queries, in order), the process's peak by device, and host memory read
  * from fixture cgroup files, inactive page cache included. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +53,90 @@ TEST(peak_follows_allocations_and_frees)
 	size_t n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
 	CHECK(n > 0);
 	CHECK_EQ_U64(q[n - 1].used, 300);
+	CHECK_EQ_INT(q[n - 1].nvml, 0);
+	/* a query through NVML is one too, marked as such */
+	gg_dump_note_meminfo_nvml(5, 3, 4);
+	n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
+	CHECK_EQ_U64(q[n - 1].total, 4);
+	CHECK_EQ_INT(q[n - 1].nvml, 1);
+	CHECK_EQ_U64(q[n - 1].used, 300);
 	gg_history_peak(6, &b, &ms);
 	CHECK_EQ_U64(b, 0);
+}
+
+/* What was live at the peak, by stack, survives the history: a ring of 16
+ * events long overwritten still leaves the snapshot the growing thread
+ * took (issue 11, finding 4). */
+TEST(peak_sites_outlive_the_history)
+{
+	if (!gg_stack_depth())
+		gg_stack_init(16);
+	CHECK_EQ_INT(gg_history_init(16), 0);
+	uintptr_t fa[2] = {0x501000, 0x502000}, fb[2] = {0x501000, 0x503000};
+	uint32_t sa = gg_stack_intern(fa, 2), sb = gg_stack_intern(fb, 2);
+	CHECK(sa && sb && sa != sb);
+	const uint64_t M = 1u << 20;
+	/* device 7: 64 MiB from a, then 200 x 1 MiB from b (the peak, 264 MiB),
+	 * then b frees all of it and a small tail of events follows */
+	gg_history_add(GG_HIST_ALLOC, 7, GPUGUARD_API_CU_MEM_ALLOC, 0x10, 64 * M, sa);
+	for (uint64_t i = 0; i < 200; i++)
+		gg_history_add(GG_HIST_ALLOC, 7, GPUGUARD_API_CU_MEM_ALLOC, 0x1000 + i, M, sb);
+	for (uint64_t i = 0; i < 200; i++)
+		gg_history_add(GG_HIST_FREE, 7, GPUGUARD_API_CU_MEM_ALLOC, 0x1000 + i, M, sb);
+	for (int i = 0; i < 40; i++) {
+		gg_history_add(GG_HIST_ALLOC, 7, GPUGUARD_API_CU_MEM_ALLOC, 0x9000, 4096, sa);
+		gg_history_add(GG_HIST_FREE, 7, GPUGUARD_API_CU_MEM_ALLOC, 0x9000, 4096, sa);
+	}
+	struct gg_peak_sites ps;
+	CHECK_EQ_INT(gg_history_peak_sites(7, &ps), 0);
+	uint64_t b, ms;
+	gg_history_peak(7, &b, &ms);
+	CHECK_EQ_U64(b, 264 * M);
+	/* within 1%, at least 1 MiB, of the peak */
+	CHECK(ps.bytes <= b && ps.bytes + M >= b);
+	CHECK_EQ_INT(ps.n, 2);
+	CHECK_EQ_INT(ps.st[0], sb);
+	CHECK(ps.b[0] + M >= 200 * M);
+	CHECK_EQ_INT(ps.st[1], sa);
+	CHECK_EQ_U64(ps.b[1], 64 * M);
+	/* a device without events has none */
+	CHECK_EQ_INT(gg_history_peak_sites(8, &ps), -1);
+	CHECK_EQ_INT(gg_history_peak_sites(-1, &ps), -1);
+}
+
+static void *grow_and_shrink(void *arg)
+{
+	uint32_t st = (uint32_t)(uintptr_t)arg;
+	for (int r = 0; r < 200; r++) {
+		for (int i = 0; i < 16; i++)
+			gg_history_add(GG_HIST_ALLOC, 9, GPUGUARD_API_CU_MEM_ALLOC, 0x100 + (uint64_t)i, 3u << 20, st);
+		for (int i = 0; i < 16; i++)
+			gg_history_add(GG_HIST_FREE, 9, GPUGUARD_API_CU_MEM_ALLOC, 0x100 + (uint64_t)i, 3u << 20, st);
+	}
+	return NULL;
+}
+
+/* Four threads raising the peak at once, a reader copying meanwhile: the
+ * copy is whole (never more bytes in a site than in its snapshot). */
+TEST(peak_sites_under_concurrent_growth)
+{
+	uintptr_t f[4][1] = {{0x601000}, {0x602000}, {0x603000}, {0x604000}};
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ_INT(pthread_create(&t[i], NULL, grow_and_shrink, (void *)(uintptr_t)gg_stack_intern(f[i], 1)),
+		             0);
+	struct gg_peak_sites ps;
+	for (int k = 0; k < 2000; k++)
+		if (gg_history_peak_sites(9, &ps) == 0) {
+			uint64_t sum = 0;
+			for (unsigned j = 0; j < ps.n; j++)
+				sum += ps.b[j];
+			CHECK(ps.n <= 4 && sum <= ps.bytes + (48u << 20));
+		}
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CHECK_EQ_INT(gg_history_peak_sites(9, &ps), 0);
+	CHECK(ps.n >= 1);
 }
 
 static void put(const char *dir, const char *name, const char *text)
@@ -111,6 +194,8 @@ int main(void)
 {
 	RUN(meminfo_ring_keeps_the_first_and_the_last_queries);
 	RUN(peak_follows_allocations_and_frees);
+	RUN(peak_sites_outlive_the_history);
+	RUN(peak_sites_under_concurrent_growth);
 	RUN(host_reads_the_working_set_from_cgroup_files);
 	return harness_done();
 }
