@@ -86,7 +86,7 @@ NVCC_FLAGS := -std=c++17 -Iinclude -Xcompiler -Wall,-Werror,-Wno-deprecated-decl
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
 
-.PHONY: all lib sim tests check check-all check-aarch64 check-gpu bench demo install clean deps format fuzz
+.PHONY: all lib sim tests check check-all check-aarch64 check-gpu bench demo install clean deps format fuzz image-context
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
@@ -260,6 +260,18 @@ install: lib $(TOOL)
 	else echo "gpuguard: libunwind.so.8 not found; dumps will use the frame-pointer unwinder"; fi
 	install -m 0644 include/gpuguard.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 include/gpuguard/*.h $(DESTDIR)$(PREFIX)/include/gpuguard/
+
+# The image's build context (deploy/image/Dockerfile): the sources its build
+# stage compiles, and the init container's copy step. Then
+#   docker build -t registry.example.com/gpuguard:0.1.0 build/image-context
+# tests/scripts/deploy.sh builds and runs the staged tree as the image would.
+IMAGE_CONTEXT := build/image-context
+IMAGE_SRCS := Makefile LICENSE include interpose tools
+image-context:
+	rm -rf $(IMAGE_CONTEXT)
+	mkdir -p $(IMAGE_CONTEXT)/src
+	cp -R $(IMAGE_SRCS) $(IMAGE_CONTEXT)/src/
+	cp deploy/image/Dockerfile deploy/image/install.sh $(IMAGE_CONTEXT)/
 
 format:
 	clang-format -i interpose/*.c interpose/*.h include/*.h include/gpuguard/*.h tests/*/*.c tests/*.h examples/*.c tools/*.c tools/*.h
