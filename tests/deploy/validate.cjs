@@ -19,6 +19,7 @@
 //       or is a recording rule of the PrometheusRules among FILE
 //   node validate.cjs readme README            README's yaml blocks under
 //       "Use in a pod" are excerpts of the deploy/ file their first line names
+//       (lines "# ..." in a block elide), and every deploy/ path it names exists
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -391,11 +392,11 @@ function readme(file) {
 	const sect = text.slice(start, end);
 	const blocks = [...sect.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
 	if (!blocks.length) return fail(`readme ${file}`, "no yaml blocks");
-	if (/hostPath/.test(sect)) fail(`readme ${file}: no hostPath`, "the section still shows a hostPath");
+	if (blocks.some((b) => /hostPath/.test(b))) fail(`readme ${file}: no hostPath`, "a snippet still mounts a hostPath");
 	else ok(`readme ${file}: no hostPath`);
 	blocks.forEach((b, i) => {
 		const lines = b.replace(/\n$/, "").split("\n");
-		const m = /^# (deploy\/\S+)/.exec(lines[0]);
+		const m = /^# ((?:tests\/)?deploy\/[^\s:]+)/.exec(lines[0]);
 		const name = `readme block ${i + 1}`;
 		if (!m) return fail(name, `its first line must name the deploy/ file it is taken from: ${lines[0]}`);
 		if (!fs.existsSync(m[1])) return fail(name, `${m[1]} does not exist`);
@@ -418,7 +419,7 @@ function readme(file) {
 		}
 		ok(`${name} is an excerpt of ${m[1]}`);
 	});
-	const paths = new Set([...sect.matchAll(/\bdeploy\/[\w./-]*\w/g)].map((x) => x[0]));
+	const paths = new Set([...sect.matchAll(/(?<![\w\/.-])(?:tests\/)?deploy\/[\w./-]*\w/g)].map((x) => x[0]));
 	for (const p of paths) {
 		if (fs.existsSync(p)) ok(`readme names ${p}`);
 		else fail(`readme names ${p}`, "it does not exist");
