@@ -116,7 +116,7 @@ if [ -n "$have_node" ]; then
 
 	# broken copies, each must fail its checker
 	mkdir -p "$TMP/bad"
-	sed 's/^  containers:$/  containers: oops/' deploy/plain/pod.yaml >"$TMP/bad/pod-schema.yaml"
+	sed 's/containerPort: 9479/containerPort: high/' deploy/plain/pod.yaml >"$TMP/bad/pod-schema.yaml"
 	sed '/^  volumes:$/a\    - {name: host, hostPath: {path: /opt/gpuguard}}' deploy/plain/pod.yaml >"$TMP/bad/pod-hostpath.yaml"
 	sed 's/allowPrivilegeEscalation: false/allowPrivilegeEscalation: true/' deploy/plain/pod.yaml >"$TMP/bad/pod-escalation.yaml"
 	sed 's/drop: \[ALL\]/drop: [NET_RAW]/' deploy/plain/pod.yaml >"$TMP/bad/pod-caps.yaml"
@@ -124,12 +124,14 @@ if [ -n "$have_node" ]; then
 	sed 's/type: RuntimeDefault/type: Unconfined/' deploy/plain/pod.yaml >"$TMP/bad/pod-seccomp.yaml"
 	sed 's/^      securityContext:$/      securityContext:\n        privileged: true/' deploy/plain/pod.yaml >"$TMP/bad/pod-privileged.yaml"
 	sed 's/^  background: false$/  background: nope/' deploy/kyverno/clusterpolicy.yaml >"$TMP/bad/policy-schema.yaml"
-	sed 's/^  endpoints:$/  endpoints: 9479/' deploy/monitoring/servicemonitor.yaml >"$TMP/bad/sm-schema.yaml"
-	sed 's/^  groups:$/  groups: {}/' deploy/monitoring/prometheusrule.yaml >"$TMP/bad/rule-schema.yaml"
+	sed 's/^    - port: gpuguard-metrics/    - port: 9479/' deploy/monitoring/servicemonitor.yaml >"$TMP/bad/sm-schema.yaml"
+	sed 's/^          for: 10m/          for: ten minutes/' deploy/monitoring/prometheusrule.yaml >"$TMP/bad/rule-schema.yaml"
 	sed 's/GPUGUARD_LIMIT$/GPUGUARD_LIMITS/; s/value: \/run\/gpuguard\/pod/value: \/run\/gpuguard\/region/' \
 		deploy/plain/pod.yaml >"$TMP/bad/pod-drift.yaml"
 	for b in pod-schema sm-schema rule-schema; do
 		val schema "$TMP/bad/$b.yaml" >"$TMP/out" 2>&1
+		# for a schema reason (a YAML error would not count)
+		grep -q 'must be\|must match' "$TMP/out" || sed -i 's/^FAIL /not a schema error: /' "$TMP/out"
 		count fail "schema of a broken copy ($b)" "$TMP/out"
 	done
 	if [ -n "$KYVERNO_CRD" ]; then
