@@ -19,9 +19,11 @@ case_() {
 	env "$@" sleep 30 >/dev/null 2>&1 &
 	pid=$!
 	PIDS="$PIDS $pid"
-	# wait until the loader is done with it (the sleep binary is mapped)
+	# wait until the loader is done with sleep (env execs it): the sleep
+	# binary is mapped by the kernel at exec, before the loader has loaded
+	# anything; libc is mapped after every preload
 	i=0
-	while ! grep -q "/sleep" /proc/$pid/maps 2>/dev/null && [ $i -lt 100 ]; do
+	while ! { grep -q "/sleep" /proc/$pid/maps && grep -q "/libc[.-]" /proc/$pid/maps; } 2>/dev/null && [ $i -lt 100 ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done
