@@ -47,6 +47,22 @@ function models() {
 	};
 }
 
+// The API server prunes a field its structural schema does not name: the
+// field would be dropped without a word. Here it is an error: every object
+// with properties, unless it preserves unknown fields, is closed.
+function closed(schema) {
+	if (Array.isArray(schema)) return schema.map(closed);
+	if (!schema || typeof schema !== "object") return schema;
+	const out = {};
+	for (const [k, x] of Object.entries(schema)) {
+		out[k] = k === "properties" ? Object.fromEntries(Object.entries(x).map(([p, y]) => [p, closed(y)])) : closed(x);
+	}
+	if (schema.properties && !schema["x-kubernetes-preserve-unknown-fields"] && schema.additionalProperties === undefined) {
+		out.additionalProperties = false;
+	}
+	return out;
+}
+
 function crdValidator(crdFile, version) {
 	const Ajv = require("ajv");
 	// The Kubernetes extensions of a CRD schema are annotations, not rules.
@@ -54,7 +70,7 @@ function crdValidator(crdFile, version) {
 	const crd = docs(crdFile).find((d) => d.kind === "CustomResourceDefinition");
 	const v = crd.spec.versions.find((x) => x.name === version);
 	if (!v) throw new Error(`${crdFile} has no version ${version}`);
-	return { kind: crd.spec.names.kind, group: crd.spec.group, check: ajv.compile(v.schema.openAPIV3Schema), ajv };
+	return { kind: crd.spec.names.kind, group: crd.spec.group, check: ajv.compile(closed(v.schema.openAPIV3Schema)), ajv };
 }
 
 function schema(files) {
@@ -77,7 +93,8 @@ function schema(files) {
 					if (d.kind !== k.kind) return fail(name, `the CRD is for ${k.kind}`);
 					if (!d.metadata || !d.metadata.name) return fail(name, "metadata.name missing");
 					if (k.check(d)) ok(name);
-					else fail(name, k.ajv.errorsText(k.check.errors, { dataVar: d.kind }));
+					else fail(name, k.check.errors.slice(0, 5).map((e) => `${d.kind}${e.instancePath} ${e.message}` +
+						(e.params && e.params.additionalProperty ? ` (${e.params.additionalProperty}, which the API server would drop)` : "")).join("; "));
 				} else {
 					fail(name, `no schema for ${key}: every manifest under deploy/ must be validated`);
 				}
