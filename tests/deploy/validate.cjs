@@ -14,9 +14,11 @@
 //   node validate.cjs rules PROMRULE OUT       writes the rule groups of a
 //       PrometheusRule to OUT (for promtool), checks every alert has a test in
 //       rules-test.yaml beside PROMRULE
-//   node validate.cjs metrics NAMES FILE...    every metric a PromQL expr in
-//       FILE (dashboard JSON, PrometheusRule) reads is in NAMES (one a line),
-//       or is a recording rule of the PrometheusRules among FILE
+//   node validate.cjs metrics METRICS FILE...  every metric a PromQL expr in
+//       FILE (dashboard JSON, PrometheusRule) reads is one the output METRICS
+//       of `gpuguard metrics` declares (# TYPE), or a recording rule of the
+//       PrometheusRules among FILE; every label they use is in METRICS or is
+//       a target's (namespace, pod, ...)
 //   node validate.cjs readme README            README's yaml blocks under
 //       "Use in a pod" are excerpts of the deploy/ file their first line names
 //       (lines "# ..." in a block elide), and every deploy/ path it names exists
@@ -352,7 +354,7 @@ function metricNames(expr) {
 	return names;
 }
 
-function exprsOf(file) {
+function exprsOf(file, raw) {
 	const exprs = [];
 	if (file.endsWith(".json")) {
 		const walk = (x) => {
@@ -372,12 +374,38 @@ function exprsOf(file) {
 			for (const g of d.spec.groups) for (const r of g.rules) exprs.push(r.expr);
 		}
 	}
+	if (raw) return exprs;
 	// label_values(METRIC, label) reads METRIC
 	return exprs.map((x) => x.replace(/label_values\(([^,]*),[^)]*\)/g, "$1"));
 }
 
-function metrics(namesFile, files) {
-	const have = new Set(fs.readFileSync(namesFile, "utf8").split("\n").filter(Boolean));
+// Labels a query may use besides those `gpuguard metrics` prints: the ones
+// Prometheus (and the Operator, from the ServiceMonitor) give each target.
+const TARGET_LABELS = ["namespace", "pod", "container", "instance", "job", "service", "endpoint"];
+
+function labelsUsed(file) {
+	const text = fs.readFileSync(file, "utf8");
+	const used = new Set();
+	const add = (re, src) => { for (const m of src.matchAll(re)) for (const l of m[1].split(",")) if (l.trim()) used.add(l.trim()); };
+	for (const e of exprsOf(file, true)) {
+		add(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)/g, e);
+		add(/[{,]\s*([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)/g, e);
+		add(/label_values\([^,]*,\s*(\w+)\s*\)/g, e);
+	}
+	add(/\{\{\s*([a-zA-Z_]\w*)\s*\}\}/g, file.endsWith(".json") ? text : "");
+	add(/\$labels\.(\w+)/g, text);
+	return used;
+}
+
+// METRICS: what `gpuguard metrics` printed for a sample region
+function metrics(metricsFile, files) {
+	const text = fs.readFileSync(metricsFile, "utf8");
+	const have = new Set([...text.matchAll(/^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) /gm)].map((m) => m[1]));
+	const labels = new Set(TARGET_LABELS);
+	for (const m of text.matchAll(/^[a-zA-Z_:][a-zA-Z0-9_:]*\{([^}]*)\}/gm)) {
+		for (const l of m[1].matchAll(/([a-zA-Z_]\w*)="/g)) labels.add(l[1]);
+	}
+	if (!have.size) return fail(`metrics ${metricsFile}`, "no # TYPE lines: not gpuguard metrics output");
 	for (const f of files) for (const d of f.endsWith(".json") ? [] : docs(f)) {
 		if (d.kind !== "PrometheusRule") continue;
 		for (const g of d.spec.groups) for (const r of g.rules) if (r.record) have.add(r.record);
@@ -397,6 +425,9 @@ function metrics(namesFile, files) {
 		if (!exprs.length) fail(`metrics ${f}`, "no queries found");
 		else if (bad.length) fail(`metrics ${f}`, `not exported by gpuguard metrics: ${bad.join("; ")}`);
 		else ok(`metrics ${f}: ${exprs.length} queries, ${n} metric uses, all exported`);
+		const lbad = [...labelsUsed(f)].filter((l) => !labels.has(l) && l !== "__name__");
+		if (lbad.length) fail(`labels ${f}`, `neither gpuguard metrics nor the target has: ${lbad.join(", ")}`);
+		else ok(`labels ${f}: all exported or the target's`);
 	}
 }
 

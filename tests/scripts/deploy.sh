@@ -177,15 +177,18 @@ if [ -n "$have_node" ]; then
 			procstate=1:free dev=0:cuda:00112233445566778899aabbccddeeff:21474836480:4096:8192:85899345920:1:2:3 \
 			>"$TMP/mk.log" 2>&1 || fail "mkregion: $(cat "$TMP/mk.log")"
 		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || fail "gpuguard metrics: $(cat "$TMP/metrics.txt")"
-		sed -n 's/^# TYPE \([a-zA-Z_:][a-zA-Z0-9_:]*\) .*/\1/p' "$TMP/metrics.txt" >"$TMP/names"
-		val metrics "$TMP/names" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
+		val metrics "$TMP/metrics.txt" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
 		count ok metrics "$TMP/out"
 		sed 's/gpuguard_device_waiters/gpuguard_device_waiting/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard.json"
-		val metrics "$TMP/names" "$TMP/bad/dashboard.json" >"$TMP/out" 2>&1
+		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard.json" >"$TMP/out" 2>&1
 		count fail "a dashboard reading a metric not exported" "$TMP/out"
 		sed 's/"panels": \[/"panels": [ {/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-parse.json"
-		val metrics "$TMP/names" "$TMP/bad/dashboard-parse.json" >"$TMP/out" 2>&1
+		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-parse.json" >"$TMP/out" 2>&1
 		count fail "a dashboard that does not parse" "$TMP/out"
+		sed 's/by (namespace, pod, uuid)/by (namespace, pod, UUID)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
+		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-label.json" >"$TMP/out" 2>&1
+		grep -q '^FAIL labels.*: UUID' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+		count fail "a dashboard grouping by a label not exported" "$TMP/out"
 	else
 		skip deploy-metrics "needs $TOOL and $MKREGION (make all)"
 	fi
