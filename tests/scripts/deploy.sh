@@ -49,7 +49,10 @@ count() {
 		while IFS= read -r l; do
 			case $l in
 			ok\ *) pass ;;
-			skip\ *) skip "${l#skip }" "" ;;
+			skip\ *)
+				skipped=$((skipped + 1))
+				echo "$l"
+				;;
 			*)
 				failed=$((failed + 1))
 				echo "$l"
@@ -70,6 +73,7 @@ deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml"
 # every YAML file under deploy/ is a manifest the schema check sees, but the
 # promtool test
 for f in $(find deploy -name '*.yaml' | sort); do
+	# shellcheck disable=SC2086,SC2116 # one line of words
 	case " $(echo $MANIFESTS) deploy/monitoring/rules-test.yaml " in
 	*" $f "*) ;;
 	*) fail "$f is not checked by tests/scripts/deploy.sh (add it to MANIFESTS)" ;;
@@ -105,12 +109,8 @@ export NODE_PATH="$NODE_DIR/node_modules"
 val() { node "$V" "$@"; }
 
 if [ -n "$have_node" ]; then
-	if [ -f "$CRD" ]; then
-		export KYVERNO_CRD="$CRD"
-	else
-		skip kyverno-schema "no Kyverno CRD at $CRD"
-		export KYVERNO_CRD=
-	fi
+	# without it validate.cjs skips the policy's schema by name
+	if [ -f "$CRD" ]; then export KYVERNO_CRD="$CRD"; else export KYVERNO_CRD=; fi
 	# shellcheck disable=SC2086
 	val schema $MANIFESTS tests/deploy/app-pod.yaml >"$TMP/schema" 2>&1
 	count ok schema "$TMP/schema"
