@@ -222,8 +222,9 @@ if [ -n "$have_node" ]; then
 fi
 
 # --- the image's build context ---------------------------------------------
-IC="$ROOT/build/image-context"
-if ! env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s image-context >"$TMP/ic.log" 2>&1; then
+# staged into this run's own directory (another run may be staging too)
+IC="$TMP/image-context"
+if ! env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s image-context IMAGE_CONTEXT="$IC" >"$TMP/ic.log" 2>&1; then
 	fail "make image-context: $(tail -n 3 "$TMP/ic.log")"
 else
 	for f in Dockerfile install.sh src/Makefile src/LICENSE src/interpose/limit.c src/tools/main.c \
