@@ -296,6 +296,19 @@ else
 	fi
 fi
 
+# one image everywhere, tagged with the version the command reports: the
+# manifests, the Dockerfile's and the Makefile's build line, README's
+if [ -x "$TOOL" ]; then
+	image="registry.example.com/gpuguard:$("$TOOL" version | sed -n 's/^gpuguard \([^ ]*\).*/\1/p')"
+	refs=$(grep -ho 'registry\.example\.com/gpuguard[^ ]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml \
+		deploy/image/Dockerfile Makefile README.md | sort | uniq -c)
+	if [ "$(echo "$refs" | wc -l)" -eq 1 ] && echo "$refs" | grep -q " $image\$"; then
+		pass
+	else
+		fail "the image is not $image everywhere: $(echo "$refs" | tr '\n' ' ')"
+	fi
+fi
+
 # every GPUGUARD_* variable the manifests set is one README documents
 for v in $(grep -ho 'GPUGUARD_[A-Z][A-Z_]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml | sort -u); do
 	case $v in GPUGUARD_IMAGE_ROOT) continue ;; esac
