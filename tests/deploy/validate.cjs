@@ -4,7 +4,8 @@
 // or "skip NAME: WHY"; exits 0 (the caller counts the lines).
 //   node validate.cjs schema FILE...          validate each document against
 //       its kind's real schema: kubernetes-models (built-in kinds),
-//       @kubernetes-models/prometheus-operator, and for kyverno.io kinds the
+//       @kubernetes-models/prometheus-operator (for v1 kinds also no field
+//       its type declarations do not name), and for kyverno.io kinds the
 //       openAPIV3Schema of Kyverno's CRD at $KYVERNO_CRD (skipped if unset)
 //   node validate.cjs pss LEVEL FILE...        Pod Security Standards
 //       (baseline or restricted) on every Pod in the files
@@ -65,6 +66,48 @@ function closed(schema) {
 	return out;
 }
 
+// kubernetes-models' schemas accept fields they do not name, which the API
+// server drops (a misspelt startupProbe would vanish, and with it failing
+// closed). Its type declarations name every field: each object of a built-in
+// kind is walked along them, an unknown field an error; maps and inline
+// types are not descended into.
+const dtsCache = new Map();
+function dtsFields(file) {
+	if (dtsCache.has(file)) return dtsCache.get(file);
+	const text = fs.readFileSync(file, "utf8");
+	const imports = new Map();
+	for (const m of text.matchAll(/import \{ ([^}]*) \} from "([^"]+)"/g)) {
+		for (const id of m[1].split(",")) imports.set(id.trim(), m[2]);
+	}
+	const start = text.indexOf("export interface ");
+	const body = text.slice(start, text.indexOf("\n}\n", start));
+	const fields = new Map([...body.matchAll(/^ {4}"([^"]+)"\??: (.*)$/gm)].map((m) => [m[1], m[2]]));
+	const r = { fields, imports };
+	dtsCache.set(file, r);
+	return r;
+}
+
+function resolveDts(from, spec) {
+	const base = spec.startsWith(".") ? path.resolve(path.dirname(from), spec) : require.resolve(spec).replace(/\.c?js$/, "");
+	return `${base}.d.ts`;
+}
+
+function unknownFields(obj, dts, at, errs) {
+	if (!obj || typeof obj !== "object" || Array.isArray(obj)) return;
+	const { fields, imports } = dtsFields(dts);
+	for (const [k, v] of Object.entries(obj)) {
+		if (!fields.has(k)) {
+			errs.push(`${at}.${k} (the API server would drop it)`);
+			continue;
+		}
+		const m = /^(?:Array<)?(I\w+)>?;$/.exec(fields.get(k));
+		if (!m || !imports.has(m[1])) continue;
+		const child = resolveDts(dts, imports.get(m[1]));
+		if (!fs.existsSync(child)) continue;
+		for (const [i, x] of (Array.isArray(v) ? v : [v]).entries()) unknownFields(x, child, Array.isArray(v) ? `${at}.${k}[${i}]` : `${at}.${k}`, errs);
+	}
+}
+
 function crdValidator(crdFile, version) {
 	const Ajv = require("ajv");
 	// The Kubernetes extensions of a CRD schema are annotations, not rules.
@@ -86,7 +129,10 @@ function schema(files) {
 			try {
 				if (m[key]) {
 					new m[key](d).validate();
-					ok(name);
+					const errs = [];
+					if (d.apiVersion === "v1") unknownFields(d, resolveDts(__filename, `kubernetes-models/v1/${d.kind}`), d.kind, errs);
+					if (errs.length) fail(name, `unknown fields: ${errs.join("; ")}`);
+					else ok(name);
 				} else if (String(d.apiVersion).startsWith("kyverno.io/")) {
 					if (!crd || !fs.existsSync(crd)) return skip(name, "no Kyverno CRD at ../shared/data/kyverno/kyverno.io_clusterpolicies.yaml");
 					const ver = d.apiVersion.split("/")[1];

@@ -151,6 +151,11 @@ if [ -n "$have_node" ]; then
 		grep -q 'webhookConfig, which the API server would drop' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 		count fail "schema of a policy with a misspelt field" "$TMP/out"
 	fi
+	# a misspelt field, which the API server would drop: the probe, gone
+	sed 's/startupProbe:/startupprobe:/' deploy/plain/pod.yaml >"$TMP/bad/pod-field.yaml"
+	val schema "$TMP/bad/pod-field.yaml" >"$TMP/out" 2>&1
+	grep -q 'startupprobe (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+	count fail "schema of a pod with a misspelt field" "$TMP/out"
 	val pss baseline "$TMP/bad/pod-hostpath.yaml" >"$TMP/out" 2>&1
 	count fail "pss-baseline of a pod with a hostPath" "$TMP/out"
 	val pss baseline "$TMP/bad/pod-privileged.yaml" >"$TMP/out" 2>&1
