@@ -3,9 +3,9 @@
 // package-lock.json). Prints one line per check, "ok NAME", "FAIL NAME: WHY"
 // or "skip NAME: WHY"; exits 0 (the caller counts the lines).
 //   node validate.cjs schema FILE...          validate each document against
-//       its kind's real schema: kubernetes-models (built-in kinds),
-//       @kubernetes-models/prometheus-operator (for v1 kinds also no field
-//       its type declarations do not name), and for kyverno.io kinds the
+//       its kind's real schema: kubernetes-models (built-in kinds; and no
+//       field its type declarations do not name), the Prometheus Operator's
+//       from @kubernetes-models/prometheus-operator, and for kyverno.io the
 //       openAPIV3Schema of Kyverno's CRD at $KYVERNO_CRD (skipped if unset)
 //   node validate.cjs pss LEVEL FILE...        Pod Security Standards
 //       (baseline or restricted) on every Pod in the files
