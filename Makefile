@@ -94,7 +94,7 @@ NVCC_FLAGS := -std=c++17 -Iinclude -Xcompiler -Wall,-Werror,-Wno-deprecated-decl
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
 
-.PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu bench demo install clean deps format fuzz
+.PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu bench demo install clean deps format fuzz image-context image-stage
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
@@ -296,6 +296,28 @@ install: lib $(TOOL)
 	else echo "gpuguard: libunwind.so.8 not found; dumps will use the frame-pointer unwinder"; fi
 	install -m 0644 include/gpuguard.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 include/gpuguard/*.h $(DESTDIR)$(PREFIX)/include/gpuguard/
+
+# The image's build context (deploy/image/Dockerfile): the sources its build
+# stage compiles, and the init container's copy step. Then
+#   docker build -t registry.example.com/gpuguard:0.1.0 build/image-context
+# tests/scripts/deploy.sh builds and runs the staged tree as the image would.
+IMAGE_CONTEXT := build/image-context
+IMAGE_SRCS := Makefile LICENSE include interpose tools
+# The image's build stage: the library as shipped, and the command linked
+# statically, since the startup probe runs it inside the application's
+# image, whatever its libc (a dynamic build asks for this machine's glibc,
+# 2.34 here, where CUDA images of Ubuntu 20.04 or UBI 8 have 2.31 or 2.28).
+# Fresh BUILD only (an existing dynamic command is not relinked).
+image-stage:
+	$(MAKE) lib
+	$(MAKE) $(TOOL) CFLAGS="$(CFLAGS) -static"
+	$(MAKE) install PREFIX=/opt/gpuguard
+	rm -rf $(DESTDIR)/opt/gpuguard/include
+image-context:
+	rm -rf $(IMAGE_CONTEXT)
+	mkdir -p $(IMAGE_CONTEXT)/src
+	cp -R $(IMAGE_SRCS) $(IMAGE_CONTEXT)/src/
+	cp deploy/image/Dockerfile deploy/image/install.sh $(IMAGE_CONTEXT)/
 
 format:
 	clang-format -i interpose/*.c interpose/*.h include/*.h include/gpuguard/*.h tests/*/*.c tests/*.h examples/*.c tools/*.c tools/*.h

@@ -12,9 +12,12 @@
 #   gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user-static
 #                    the aarch64 run of `make check-all` (tests/aarch64.sh)
 #   spin             checks the pod reservation protocol model (tests/model/pod.pml)
+#   nodejs, npm      validate deploy/ against the real Kubernetes, Prometheus
+#                    Operator and Kyverno schemas (tests/scripts/deploy.sh; its
+#                    npm packages go into build/deploy-node)
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
-PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin"
+PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin nodejs npm"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

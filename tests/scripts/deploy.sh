@@ -1,0 +1,324 @@
+#!/bin/sh
+# deploy/ as Kubernetes, Prometheus and Docker will see it (issue 13):
+#  - every manifest against its kind's real schema: npm's kubernetes-models
+#    and @kubernetes-models/prometheus-operator, and the Kyverno policy against
+#    the openAPIV3Schema of Kyverno's ClusterPolicy CRD, read from
+#    ../shared/data/kyverno/ (not kept in the tree);
+#  - Pod Security "baseline" and "restricted" on the pods, and on what the
+#    policy injects; the policy applied to tests/deploy/app-pod.yaml must give
+#    deploy/plain/pod.yaml;
+#  - `promtool test rules` over the PrometheusRule, a test for every alert;
+#    every metric the rules and the dashboard read is one `gpuguard metrics`
+#    prints;
+#  - README's snippets are excerpts of deploy/;
+#  - the image's build context (`make image-context`): built, installed and
+#    copied as the image and its init container would, then probed with
+#    `gpuguard check`.
+# Deliberately broken copies must fail each checker (the checks can fail).
+# Node's packages come from tests/deploy/package-lock.json, installed into
+# build/deploy-node (never into the tree). Without node or npm, or promtool,
+# or the CRD, those checks are skipped by name.
+ROOT=$(pwd)
+BUILD=${GG_TEST_BUILD:-$ROOT/build}
+TOOL="$BUILD/bin/gpuguard"
+MKREGION="$BUILD/tests/tools/mkregion"
+CRD="$ROOT/../shared/data/kyverno/kyverno.io_clusterpolicies.yaml"
+NODE_DIR="$ROOT/build/deploy-node"
+V="$ROOT/tests/deploy/validate.cjs"
+passed=0
+failed=0
+skipped=0
+TMP=$(mktemp -d)
+PIDS=
+trap 'for p in $PIDS; do kill $p 2>/dev/null; done; rm -rf "$TMP"' EXIT
+
+pass() { passed=$((passed + 1)); }
+fail() {
+	failed=$((failed + 1))
+	echo "FAIL $*"
+}
+skip() {
+	skipped=$((skipped + 1))
+	echo "skip $1: $2"
+}
+# counts validate.cjs's lines: WANT ok = each must be ok; WANT fail = at
+# least one must be FAIL (a broken copy)
+count() {
+	want=$1 what=$2 file=$3
+	if [ "$want" = ok ]; then
+		while IFS= read -r l; do
+			case $l in
+			ok\ *) pass ;;
+			skip\ *)
+				skipped=$((skipped + 1))
+				echo "$l"
+				;;
+			*)
+				failed=$((failed + 1))
+				echo "$l"
+				;;
+			esac
+		done <"$file"
+		grep -q . "$file" || fail "$what: the checker printed nothing"
+	elif grep -q '^FAIL ' "$file"; then
+		pass
+	else
+		fail "$what: the checker passed a broken copy"
+		sed 's/^/    /' "$file"
+	fi
+}
+
+MANIFESTS="deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml deploy/monitoring/service.yaml
+deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml"
+# every YAML file under deploy/ is a manifest the schema check sees, but the
+# promtool test
+for f in $(find deploy -name '*.yaml' | sort); do
+	# shellcheck disable=SC2086,SC2116 # one line of words
+	case " $(echo $MANIFESTS) deploy/monitoring/rules-test.yaml " in
+	*" $f "*) ;;
+	*) fail "$f is not checked by tests/scripts/deploy.sh (add it to MANIFESTS)" ;;
+	esac
+done
+
+# The manifests do not change with a sanitizer: the plain run checks them.
+if [ -n "${SAN:-}" ]; then
+	echo "skip deploy: under SAN=$SAN (the plain run checks deploy/)"
+	echo "harness: $passed passed, $failed failed, 1 skipped"
+	[ "$failed" -eq 0 ]
+	exit
+fi
+
+# --- node: the schemas, PSS, the policy, rules, metrics, README -------------
+have_node=
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	skip deploy-schemas "no node and npm on this machine (tests/deps.sh installs nodejs and npm)"
+elif ! cmp -s tests/deploy/package-lock.json "$NODE_DIR/package-lock.json" || [ ! -d "$NODE_DIR/node_modules" ]; then
+	rm -rf "$NODE_DIR"
+	mkdir -p "$NODE_DIR"
+	cp tests/deploy/package.json tests/deploy/package-lock.json "$NODE_DIR/"
+	if npm ci --prefix "$NODE_DIR" --no-audit --no-fund --loglevel=error >"$TMP/npm.log" 2>&1; then
+		have_node=1
+	else
+		rm -f "$NODE_DIR/package-lock.json"
+		skip deploy-schemas "npm ci of tests/deploy/package-lock.json failed (no registry?): $(tail -n 1 "$TMP/npm.log")"
+	fi
+else
+	have_node=1
+fi
+export NODE_PATH="$NODE_DIR/node_modules"
+val() { node "$V" "$@"; }
+
+if [ -n "$have_node" ]; then
+	# without it validate.cjs skips the policy's schema by name
+	if [ -f "$CRD" ]; then export KYVERNO_CRD="$CRD"; else export KYVERNO_CRD=; fi
+	# shellcheck disable=SC2086
+	val schema $MANIFESTS tests/deploy/app-pod.yaml >"$TMP/schema" 2>&1
+	count ok schema "$TMP/schema"
+	val pss baseline deploy/plain/pod.yaml >"$TMP/pss" 2>&1
+	val pss restricted deploy/plain/pod.yaml >>"$TMP/pss" 2>&1
+	count ok pss "$TMP/pss"
+	val policy deploy/kyverno/clusterpolicy.yaml tests/deploy/app-pod.yaml deploy/plain/pod.yaml >"$TMP/policy" 2>&1
+	count ok policy "$TMP/policy"
+	val readme README.md >"$TMP/readme" 2>&1
+	count ok readme "$TMP/readme"
+
+	# broken copies, each must fail its checker
+	mkdir -p "$TMP/bad"
+	sed 's/containerPort: 9479/containerPort: high/' deploy/plain/pod.yaml >"$TMP/bad/pod-schema.yaml"
+	sed '/^  volumes:$/a\    - {name: host, hostPath: {path: /opt/gpuguard}}' deploy/plain/pod.yaml >"$TMP/bad/pod-hostpath.yaml"
+	sed 's/allowPrivilegeEscalation: false/allowPrivilegeEscalation: true/' deploy/plain/pod.yaml >"$TMP/bad/pod-escalation.yaml"
+	sed 's/drop: \[ALL\]/drop: [NET_RAW]/' deploy/plain/pod.yaml >"$TMP/bad/pod-caps.yaml"
+	sed 's/runAsNonRoot: true/runAsNonRoot: false/' deploy/plain/pod.yaml >"$TMP/bad/pod-root.yaml"
+	sed 's/type: RuntimeDefault/type: Unconfined/' deploy/plain/pod.yaml >"$TMP/bad/pod-seccomp.yaml"
+	sed 's/^      securityContext:$/      securityContext:\n        privileged: true/' deploy/plain/pod.yaml >"$TMP/bad/pod-privileged.yaml"
+	sed 's/^  background: false$/  background: nope/' deploy/kyverno/clusterpolicy.yaml >"$TMP/bad/policy-schema.yaml"
+	sed 's/^    - port: gpuguard-metrics/    - port: 9479/' deploy/monitoring/servicemonitor.yaml >"$TMP/bad/sm-schema.yaml"
+	sed 's/^          for: 10m/          for: ten minutes/' deploy/monitoring/prometheusrule.yaml >"$TMP/bad/rule-schema.yaml"
+	sed 's/GPUGUARD_LIMIT$/GPUGUARD_LIMITS/; s/value: \/run\/gpuguard\/pod/value: \/run\/gpuguard\/region/' \
+		deploy/plain/pod.yaml >"$TMP/bad/pod-drift.yaml"
+	for b in pod-schema sm-schema rule-schema; do
+		val schema "$TMP/bad/$b.yaml" >"$TMP/out" 2>&1
+		# for a schema reason (a YAML error would not count)
+		grep -q 'must be\|must match' "$TMP/out" || sed -i 's/^FAIL /not a schema error: /' "$TMP/out"
+		count fail "schema of a broken copy ($b)" "$TMP/out"
+	done
+	if [ -n "$KYVERNO_CRD" ]; then
+		val schema "$TMP/bad/policy-schema.yaml" >"$TMP/out" 2>&1
+		count fail "schema of a broken copy (policy-schema)" "$TMP/out"
+		# a misspelt field, which the API server would drop without a word
+		sed 's/^  webhookConfiguration:$/  webhookConfig:/' deploy/kyverno/clusterpolicy.yaml >"$TMP/bad/policy-field.yaml"
+		val schema "$TMP/bad/policy-field.yaml" >"$TMP/out" 2>&1
+		grep -q 'webhookConfig, which the API server would drop' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+		count fail "schema of a policy with a misspelt field" "$TMP/out"
+	fi
+	# a misspelt field, which the API server would drop: the probe, gone
+	sed 's/startupProbe:/startupprobe:/' deploy/plain/pod.yaml >"$TMP/bad/pod-field.yaml"
+	val schema "$TMP/bad/pod-field.yaml" >"$TMP/out" 2>&1
+	grep -q 'startupprobe (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+	count fail "schema of a pod with a misspelt field" "$TMP/out"
+	val pss baseline "$TMP/bad/pod-hostpath.yaml" >"$TMP/out" 2>&1
+	count fail "pss-baseline of a pod with a hostPath" "$TMP/out"
+	val pss baseline "$TMP/bad/pod-privileged.yaml" >"$TMP/out" 2>&1
+	count fail "pss-baseline of a privileged pod" "$TMP/out"
+	val pss baseline "$TMP/bad/pod-seccomp.yaml" >"$TMP/out" 2>&1
+	count fail "pss-baseline of an Unconfined pod" "$TMP/out"
+	for b in pod-escalation pod-caps pod-root; do
+		val pss restricted "$TMP/bad/$b.yaml" >"$TMP/out" 2>&1
+		count fail "pss-restricted of a broken copy ($b)" "$TMP/out"
+	done
+	val policy deploy/kyverno/clusterpolicy.yaml tests/deploy/app-pod.yaml "$TMP/bad/pod-drift.yaml" >"$TMP/out" 2>&1
+	count fail "the policy against a plain pod that drifted" "$TMP/out"
+	sed 's/runAsNonRoot: true/runAsNonRoot: false/' deploy/kyverno/clusterpolicy.yaml >"$TMP/bad/policy-root.yaml"
+	val policy "$TMP/bad/policy-root.yaml" tests/deploy/app-pod.yaml deploy/plain/pod.yaml >"$TMP/out" 2>&1
+	count fail "pss of what a broken policy injects" "$TMP/out"
+	sed 's/^      image: my-inference-image$/      image: another-image/' README.md >"$TMP/bad/README.md"
+	(cd "$ROOT" && val readme "$TMP/bad/README.md") >"$TMP/out" 2>&1
+	grep -q 'image: my-inference-image' README.md || fail "README's snippet names no image line to break"
+	count fail "a README snippet that is not an excerpt" "$TMP/out"
+
+	# the metrics the rules and the dashboard read, against a sample region
+	if [ -x "$TOOL" ] && [ -x "$MKREGION" ]; then
+		"$MKREGION" "$TMP/region" limit=20Gi proc=0:42:python3:1700000000000:0=4096 proc=1:43:python3:1700000000000 \
+			procstate=1:free dev=0:cuda:00112233445566778899aabbccddeeff:21474836480:4096:8192:85899345920:1:2:3 \
+			>"$TMP/mk.log" 2>&1 || fail "mkregion: $(cat "$TMP/mk.log")"
+		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || fail "gpuguard metrics: $(cat "$TMP/metrics.txt")"
+		val metrics "$TMP/metrics.txt" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
+		count ok metrics "$TMP/out"
+		sed 's/gpuguard_device_waiters/gpuguard_device_waiting/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard.json"
+		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard.json" >"$TMP/out" 2>&1
+		count fail "a dashboard reading a metric not exported" "$TMP/out"
+		sed 's/"panels": \[/"panels": [ {/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-parse.json"
+		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-parse.json" >"$TMP/out" 2>&1
+		count fail "a dashboard that does not parse" "$TMP/out"
+		sed 's/by (namespace, pod, uuid)/by (namespace, pod, UUID)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
+		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-label.json" >"$TMP/out" 2>&1
+		grep -q '^FAIL labels.*: UUID' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+		count fail "a dashboard grouping by a label not exported" "$TMP/out"
+	else
+		skip deploy-metrics "needs $TOOL and $MKREGION (make all)"
+	fi
+
+	# the alerts
+	if command -v promtool >/dev/null 2>&1; then
+		mkdir -p "$TMP/rules"
+		val rules deploy/monitoring/prometheusrule.yaml "$TMP/rules/rules.yaml" >"$TMP/out" 2>&1
+		count ok rules "$TMP/out"
+		cp deploy/monitoring/rules-test.yaml "$TMP/rules/"
+		if promtool check rules "$TMP/rules/rules.yaml" >"$TMP/out" 2>&1 &&
+			promtool test rules "$TMP/rules/rules-test.yaml" >>"$TMP/out" 2>&1; then
+			pass
+		else
+			fail "promtool test rules deploy/monitoring/rules-test.yaml"
+			sed 's/^/    /' "$TMP/out" | tail -n 40
+		fi
+		# an alert that no longer fires as tested must fail it
+		sed 's/> 0.9$/> 0.99/' deploy/monitoring/prometheusrule.yaml >"$TMP/bad/rule.yaml"
+		mkdir -p "$TMP/badrules"
+		val rules "$TMP/bad/rule.yaml" "$TMP/badrules/rules.yaml" >/dev/null 2>&1
+		cp deploy/monitoring/rules-test.yaml "$TMP/badrules/"
+		if promtool test rules "$TMP/badrules/rules-test.yaml" >/dev/null 2>&1; then
+			fail "promtool test rules passed an alert changed from 0.9 to 0.99"
+		else
+			pass
+		fi
+	else
+		skip promtool-test-rules "no promtool on this machine (Debian package prometheus)"
+	fi
+fi
+
+# --- the image's build context ---------------------------------------------
+# staged into this run's own directory (another run may be staging too)
+IC="$TMP/image-context"
+if ! env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s image-context IMAGE_CONTEXT="$IC" >"$TMP/ic.log" 2>&1; then
+	fail "make image-context: $(tail -n 3 "$TMP/ic.log")"
+else
+	for f in Dockerfile install.sh src/Makefile src/LICENSE src/interpose/limit.c src/tools/main.c \
+		src/include/gpuguard.h src/interpose/exports.map; do
+		if [ -f "$IC/$f" ]; then pass; else fail "image context lacks $f"; fi
+	done
+	# each COPY source of the Dockerfile's stages is in the context
+	for s in $(sed -n 's/^COPY \([^-][^ ]*\) .*/\1/p' "$IC/Dockerfile"); do
+		if [ -e "$IC/$s" ]; then pass; else fail "the Dockerfile copies $s, not in the image context"; fi
+	done
+	# the build stage, as the Dockerfile runs it (no sanitizer: the shipped build)
+	grep -q '^RUN make -C /src image-stage DESTDIR=/stage$' "$IC/Dockerfile" ||
+		fail "the Dockerfile's build stage is not make image-stage: this test no longer builds what it builds"
+	if ! (cd "$IC/src" && env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u SAN -u CFLAGS \
+		nice -n 10 make -s -j2 BUILD="$TMP/img-build" image-stage DESTDIR="$TMP/stage") >"$TMP/img.log" 2>&1; then
+		fail "building the image context: $(tail -n 5 "$TMP/img.log")"
+	else
+		root="$TMP/stage/opt/gpuguard"
+		for f in lib/libgpuguard.so bin/gpuguard; do
+			if [ -f "$root/$f" ]; then pass; else fail "the image would lack /opt/gpuguard/$f"; fi
+		done
+		# the command runs in any image: no program interpreter (static)
+		if readelf -l "$root/bin/gpuguard" 2>/dev/null | grep -q 'Requesting program interpreter'; then
+			fail "the image's gpuguard is dynamically linked: the probe would need the application image's glibc to be as new as the build's"
+		else
+			pass
+		fi
+		[ -d "$root/include" ] && fail "the image would carry the headers"
+		# the library loads as staged
+		out=$(LD_PRELOAD="$root/lib/libgpuguard.so" true 2>&1)
+		if [ -z "$out" ]; then pass; else fail "LD_PRELOAD of the staged library: $out"; fi
+		# the init container's copy step into an emptyDir, then the probe
+		if GPUGUARD_IMAGE_ROOT="$root" sh "$IC/install.sh" "$TMP/emptydir" >"$TMP/inst.log" 2>&1 &&
+			grep -q '^gpuguard install: gpuguard .* into ' "$TMP/inst.log"; then
+			pass
+		else
+			fail "install.sh: $(cat "$TMP/inst.log")"
+		fi
+		env LD_PRELOAD="$TMP/emptydir/lib/libgpuguard.so" GPUGUARD_LIMIT=20Gi sleep 30 >/dev/null 2>&1 &
+		pid=$!
+		PIDS="$PIDS $pid"
+		i=0
+		while ! "$TMP/emptydir/bin/gpuguard" check $pid >"$TMP/check.out" 2>&1 && [ $i -lt 100 ]; do
+			sleep 0.05
+			i=$((i + 1))
+		done
+		if grep -q 'runs with libgpuguard, GPUGUARD_LIMIT=20Gi' "$TMP/check.out"; then
+			pass
+		else
+			fail "the copied gpuguard check on a process with the copied library: $(cat "$TMP/check.out")"
+		fi
+		kill $pid 2>/dev/null
+		# the copy step fails closed on a library that does not load
+		mkdir -p "$TMP/broken/lib" "$TMP/broken/bin"
+		head -c 100 "$root/lib/libgpuguard.so" >"$TMP/broken/lib/libgpuguard.so"
+		cp "$root/bin/gpuguard" "$TMP/broken/bin/"
+		if GPUGUARD_IMAGE_ROOT="$TMP/broken" sh "$IC/install.sh" "$TMP/emptydir2" >"$TMP/inst2.log" 2>&1; then
+			fail "install.sh copied a library that does not load and exited 0"
+		elif grep -q 'does not load' "$TMP/inst2.log"; then
+			pass
+		else
+			fail "install.sh on a broken library: $(cat "$TMP/inst2.log")"
+		fi
+		if GPUGUARD_IMAGE_ROOT="$TMP/nothing" sh "$IC/install.sh" "$TMP/emptydir3" >/dev/null 2>&1; then
+			fail "install.sh with nothing to copy exited 0"
+		else
+			pass
+		fi
+	fi
+fi
+
+# one image everywhere, tagged with the version the command reports: the
+# manifests, the Dockerfile's and the Makefile's build line, README's
+if [ -x "$TOOL" ]; then
+	image="registry.example.com/gpuguard:$("$TOOL" version | sed -n 's/^gpuguard \([^ ]*\).*/\1/p')"
+	refs=$(grep -ho 'registry\.example\.com/gpuguard[^ ]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml \
+		deploy/image/Dockerfile Makefile README.md | sort | uniq -c)
+	if [ "$(echo "$refs" | wc -l)" -eq 1 ] && echo "$refs" | grep -q " $image\$"; then
+		pass
+	else
+		fail "the image is not $image everywhere: $(echo "$refs" | tr '\n' ' ')"
+	fi
+fi
+
+# every GPUGUARD_* variable the manifests set is one README documents
+for v in $(grep -ho 'GPUGUARD_[A-Z][A-Z_]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml | sort -u); do
+	case $v in GPUGUARD_IMAGE_ROOT) continue ;; esac
+	if grep -q "^| \`$v\` |" README.md; then pass; else fail "the manifests set $v, which README's options table does not document"; fi
+done
+
+echo "harness: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
