@@ -14,12 +14,18 @@
 #   spin             checks the pod reservation protocol model (tests/model/pod.pml)
 #   nodejs, npm      validate deploy/ against the real Kubernetes, Prometheus
 #                    Operator and Kyverno schemas (tests/scripts/deploy.sh; its
-#                    npm packages go into build/deploy-node)
+#                    npm packages go into build/deploy-node). A node and npm
+#                    already on PATH (NodeSource's nodejs bundles npm, and
+#                    conflicts with Debian's npm package) count as installed.
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
 PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin nodejs npm"
 missing=
 for p in $PKGS; do
+	case $p in
+	nodejs) command -v node >/dev/null 2>&1 && continue ;;
+	npm) command -v npm >/dev/null 2>&1 && continue ;;
+	esac
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
