@@ -152,19 +152,34 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* uuid="..." and, for an NVIDIA card, UUID="GPU-...": dcgm-exporter's
+ * label for the card, so its series join ours with on(UUID) and no
+ * label_replace. */
+static void uuid_labels(FILE *f, const struct gg_rdev *d)
+{
+	fputs("uuid=\"", f);
+	prom_str(f, d->uuid);
+	fputc('"', f);
+	if (!strcmp(d->kind, "CUDA")) {
+		fputs(",UUID=\"", f);
+		prom_str(f, d->uuid);
+		fputc('"', f);
+	}
+}
+
 static void dev_sample(FILE *f, const char *name, const struct gg_rdev *d, uint64_t v)
 {
-	fprintf(f, "%s{device=\"%u\",kind=\"%s\",uuid=\"", name, d->index, d->kind);
-	prom_str(f, d->uuid);
-	fprintf(f, "\"} %llu\n", (unsigned long long)v);
+	fprintf(f, "%s{device=\"%u\",kind=\"%s\",", name, d->index, d->kind);
+	uuid_labels(f, d);
+	fprintf(f, "} %llu\n", (unsigned long long)v);
 }
 
 /* Nanoseconds as seconds, to the millisecond (integer arithmetic: exact). */
 static void dev_sample_seconds(FILE *f, const char *name, const struct gg_rdev *d, uint64_t ns)
 {
-	fprintf(f, "%s{device=\"%u\",kind=\"%s\",uuid=\"", name, d->index, d->kind);
-	prom_str(f, d->uuid);
-	fprintf(f, "\"} %llu.%03llu\n", (unsigned long long)(ns / 1000000000u),
+	fprintf(f, "%s{device=\"%u\",kind=\"%s\",", name, d->index, d->kind);
+	uuid_labels(f, d);
+	fprintf(f, "} %llu.%03llu\n", (unsigned long long)(ns / 1000000000u),
 	        (unsigned long long)(ns / 1000000u % 1000u));
 }
 
@@ -265,9 +280,9 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 	for (unsigned i = 0; i < r->nproc; i++) {
 		for (unsigned d = 0; d < r->ndev; d++) {
 			proc_labels(f, "gpuguard_process_used_bytes", &r->proc[i]);
-			fprintf(f, ",device=\"%u\",uuid=\"", r->dev[d].index);
-			prom_str(f, r->dev[d].uuid);
-			fprintf(f, "\"} %llu\n", (unsigned long long)r->proc[i].used[r->dev[d].index]);
+			fprintf(f, ",device=\"%u\",", r->dev[d].index);
+			uuid_labels(f, &r->dev[d]);
+			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].used[r->dev[d].index]);
 		}
 	}
 	deaths_metrics(f, r);

@@ -190,9 +190,9 @@ if [ -n "$have_node" ]; then
 		sed 's/"panels": \[/"panels": [ {/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-parse.json"
 		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-parse.json" >"$TMP/out" 2>&1
 		count fail "a dashboard that does not parse" "$TMP/out"
-		sed 's/by (namespace, pod, uuid)/by (namespace, pod, UUID)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
+		sed 's/by (namespace, pod, uuid)/by (namespace, pod, modelName)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
 		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-label.json" >"$TMP/out" 2>&1
-		grep -q '^FAIL labels.*: UUID' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+		grep -q '^FAIL labels.*: modelName' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 		count fail "a dashboard grouping by a label not exported" "$TMP/out"
 	else
 		skip deploy-metrics "needs $TOOL and $MKREGION (make all)"

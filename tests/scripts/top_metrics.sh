@@ -109,7 +109,8 @@ rc=$?
 mhas() {
 	grep -Fxq -- "$1" "$TMP/m-live.txt" && ok || bad "metrics lack the line '$1'"
 }
-U0='device="0",kind="CUDA",uuid="GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9"'
+# UUID: dcgm-exporter's label for an NVIDIA card, for on(UUID) joins
+U0='device="0",kind="CUDA",uuid="GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9",UUID="GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9"'
 U2='device="2",kind="HIP",uuid="HIP-00112233-4455-6677-8899-aabbccddeeff"'
 U5='device="5",kind="ordinal",uuid="ordinal-3"'
 mhas "gpuguard_region_info{path=\"$R\",limit=\"20Gi\"} 1"
@@ -133,7 +134,7 @@ mhas 'gpuguard_processes{state="unknown"} 0'
 mhas 'gpuguard_process_info{slot="0",pid="1234",comm="python3",state="live"} 1'
 mhas 'gpuguard_process_info{slot="7",pid="99",comm="vllm",state="exited"} 1'
 mhas "gpuguard_process_start_time_seconds{slot=\"9\",pid=\"1234\",comm=\"worker\"} $((now_ms / 1000 - 7200)).000"
-mhas "gpuguard_process_used_bytes{slot=\"0\",pid=\"1234\",comm=\"python3\",device=\"0\",uuid=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\"} 1610612736"
+mhas "gpuguard_process_used_bytes{slot=\"0\",pid=\"1234\",comm=\"python3\",device=\"0\",uuid=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\",UUID=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\"} 1610612736"
 mhas "gpuguard_process_used_bytes{slot=\"9\",pid=\"1234\",comm=\"worker\",device=\"5\",uuid=\"ordinal-3\"} 2000"
 # No ceiling: no limit or free sample; nothing from entry 7 or slot 12.
 ! grep -q "gpuguard_device_\(limit\|free\)_bytes{device=\"2\"" "$TMP/m-live.txt" && ok || bad "metrics: a limit for a device without one"
@@ -156,7 +157,7 @@ format_ok() {
 	  series = $0; sub(/ [^ ]*$/, "", series)
 	  if (series in seen) { print "duplicate series " series; bad = 1 }
 	  seen[series] = 1
-	  if ($0 !~ /^[a-z_]+(\{([a-z_]+="([^"\\]|\\.)*",?)*\})? [0-9]+(\.[0-9]+)?$/) { print "bad line: " $0; bad = 1 } }
+	  if ($0 !~ /^[a-z_]+(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)*\})? [0-9]+(\.[0-9]+)?$/) { print "bad line: " $0; bad = 1 } }
 	END { exit bad }' "$1"
 }
 format_ok "$TMP/m-live.txt" && ok || bad "metrics format (above)"
@@ -423,7 +424,7 @@ if [ -f "$B/lib/libgpuguard.so" ] && [ -f "$B/sim/libcuda.so.1" ] &&
 	if wait_for "$TMP/sleeper.out" ready; then
 		"$GG" metrics --region "$TMP/e2e-pod" >"$TMP/e2e.txt" 2>&1
 		grep -q "^gpuguard_process_info{slot=\"[0-9]*\",pid=\"$sl\",comm=\"sleeper\",state=\"live\"} 1$" "$TMP/e2e.txt" &&
-			grep -q "^gpuguard_process_used_bytes{.*pid=\"$sl\".*device=\"0\",uuid=\"GPU-[0-9a-f-]\{36\}\"} 268435456$" "$TMP/e2e.txt" &&
+			grep -q "^gpuguard_process_used_bytes{.*pid=\"$sl\".*device=\"0\",uuid=\"GPU-[0-9a-f-]\{36\}\",UUID=\"GPU-[0-9a-f-]\{36\}\"} 268435456$" "$TMP/e2e.txt" &&
 			grep -q '^gpuguard_device_limit_bytes{device="0",kind="CUDA",uuid="GPU-.*"} 4294967296$' "$TMP/e2e.txt" &&
 			grep -q '^gpuguard_device_used_bytes{device="0",kind="CUDA",uuid="GPU-.*"} 268435456$' "$TMP/e2e.txt" &&
 			grep -Fxq 'gpuguard_region_info{path="'"$TMP/e2e-pod"'",limit="4Gi"} 1' "$TMP/e2e.txt" && ok ||
