@@ -201,7 +201,7 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
 {
 	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
 	/* seq_cst: in gg_ceiling_release this CAS is the store of a Dekker pair
-	 * with the waiters load after it (see gg_ceiling_wait). */
+	 * with the waiters load after it (see gg_ceiling_wait_enter and gg_ceiling_wait_sleep). */
 	while (!atomic_compare_exchange_weak_explicit(w, &cur, cur > bytes ? cur - bytes : 0, memory_order_seq_cst,
 	                                              memory_order_relaxed))
 		;
@@ -247,7 +247,7 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 	if (b->claim)
 		return pod_try_reserve(b, bytes, lim);
 	/* seq_cst load and CAS: the waiter's side of the Dekker pair in
-	 * gg_ceiling_wait (waiters++ then this read; release's CAS then its
+	 * gg_ceiling_wait_enter (waiters++ then this read; release's CAS then its
 	 * waiters read), so one of the two always sees the other. */
 	uint64_t cur = atomic_load_explicit(b->used, memory_order_seq_cst);
 	uint64_t next;
@@ -279,7 +279,7 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
  * retries; those that still do not fit sleep again). */
 static void wake_waiters(struct gg_budget *b)
 {
-	/* seq_cst: the load half of the Dekker pair (see gg_ceiling_wait). */
+	/* seq_cst: the load half of the Dekker pair (see gg_ceiling_wait_enter and gg_ceiling_wait_sleep). */
 	if (GG_LIKELY(atomic_load_explicit(b->waiters, memory_order_seq_cst) == 0))
 		return;
 	atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
