@@ -281,7 +281,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 	      "'unsafe-inline'\">\n<title>gpuguard report: ",
 	      f);
 	esc(f, d->path);
-	fputs("</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1050px}"
+	fputs("</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1150px}"
 	      "h2{border-bottom:1px solid #ccc}table{border-collapse:collapse}td,th{padding:2px 8px;text-align:left}"
 	      ".d{background:#fff4e5;padding:.5em 1em;margin:.5em 0;border-left:4px solid #e67e22}"
 	      "pre{font-size:12px;background:#f6f6f6;padding:4px}</style></head><body>\n<h1>gpuguard report</h1>\n<p>",
@@ -321,7 +321,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 	}
 
 	fputs("<h2>Devices</h2>\n", f);
-	fprintf(f, "<svg width=\"1000\" height=\"%zu\" font-size=\"12\" font-family=\"sans-serif\">\n",
+	fprintf(f, "<svg width=\"1100\" height=\"%zu\" font-size=\"12\" font-family=\"sans-serif\">\n",
 	        d->ndevices * 30 + 10);
 	for (size_t i = 0; i < d->ndevices; i++) {
 		const struct gg_device *v = &d->devices[i];
@@ -374,7 +374,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 			top = cd->limit;
 		if (cd && cd->pod && cd->used > top)
 			top = cd->used;
-		fputs("<svg width=\"1000\" height=\"175\" font-size=\"11\" font-family=\"sans-serif\">"
+		fputs("<svg width=\"1100\" height=\"175\" font-size=\"11\" font-family=\"sans-serif\">"
 		      "<rect x=\"60\" y=\"5\" width=\"900\" height=\"130\" fill=\"#fafafa\" stroke=\"#ccc\"/><polyline "
 		      "fill=\"none\" stroke=\"#3b82f6\" stroke-width=\"2\" points=\"",
 		      f);
