@@ -8,6 +8,7 @@
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -69,6 +70,8 @@ extern const char *gg_version_self(void) __attribute__((alias("gpuguard_version"
  * loaded RTLD_LOCAL, and neither preloaded, cannot see each other this way
  * (README). Called once, from initialisation: under the loader's lock when
  * we are being loaded, as dlsym takes it. */
+static char inert_msg[1024];
+
 static int another_copy_governs(void)
 {
 	void *first = dlsym(RTLD_DEFAULT, "gpuguard_version"); /* RTLD_DEFAULT: not caller-relative */
@@ -76,10 +79,22 @@ static int another_copy_governs(void)
 		return 0;
 	Dl_info them, us;
 	int a = dladdr(first, &them), b = dladdr((void *)gg_version_self, &us);
-	gg_log(GG_LOG_WARN,
-	       "two copies of libgpuguard are loaded: %s governs this process; this copy (%s) passes every call "
-	       "through and installs nothing",
-	       a && them.dli_fname ? them.dli_fname : "another", b && us.dli_fname ? us.dli_fname : "?");
+	snprintf(inert_msg, sizeof inert_msg,
+	         "two copies of libgpuguard are loaded: %s governs this process; this copy (%s) passes every call "
+	         "through and installs nothing",
+	         a && them.dli_fname ? them.dli_fname : "another", b && us.dli_fname ? us.dli_fname : "?");
+	return 1;
+}
+
+/* The inert copy says so when a call first passes through it, not at
+ * start-up: a process that never reaches a GPU prints nothing (issue 10,
+ * finding 14), and one that does is told once. Returns 1 (pass through). */
+int gg_inert_note(void)
+{
+	static _Atomic int said;
+	/* relaxed: a once-only flag guarding a message */
+	if (!atomic_exchange_explicit(&said, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN, "%s", inert_msg);
 	return 1;
 }
 

@@ -606,8 +606,11 @@ uint32_t gg_gettid(void);
 extern GG_TLS int gg_hook_active;
 extern _Atomic int gg_inert;
 /* relaxed: a once-set flag that orders nothing; a hook that reads 0 before
- * this copy's initialisation ran governs that one call. */
-#define gg_in_hook (gg_hook_active || atomic_load_explicit(&gg_inert, memory_order_relaxed))
+ * this copy's initialisation ran governs that one call. An inert copy says
+ * so at the first call that passes through it (gg_inert_note, always 1). */
+int gg_inert_note(void);
+#define gg_in_hook \
+	(gg_hook_active || (GG_UNLIKELY(atomic_load_explicit(&gg_inert, memory_order_relaxed)) && gg_inert_note()))
 /* The first GPU call (the first hook to enter, or the first real entry
  * point resolved or handed to the application) writes what initialisation
  * held back (log.c), once. relaxed: a once-set flag; the slow path acquires

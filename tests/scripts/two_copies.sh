@@ -38,6 +38,11 @@ check "two-preloads-books: wanted ok,refused,free 424 MiB; got $got" \
 n=$(grep -c "two copies of libgpuguard are loaded: $TMP/a/libgpuguard.so governs this process; this copy ($TMP/b/libgpuguard.so)" "$TMP/two.err")
 check "two-preloads-said: the second copy said so $n times, wanted once" "$(yes_if [ "$n" -eq 1 ])" "$TMP/two.err"
 
+# Two copies in a process that never reaches a GPU: nothing printed (the
+# inert copy speaks at the first call through it, issue 10, finding 14).
+env LD_PRELOAD="${RUNTIME}$TMP/a/libgpuguard.so:$TMP/b/libgpuguard.so" GPUGUARD_SHARED="$TMP/pod" true >"$TMP/quiet.out" 2>&1
+check "two-preloads-quiet: a process without a GPU printed something" "$(yes_if [ ! -s "$TMP/quiet.out" ])" "$TMP/quiet.out"
+
 # A plugin's own copy, dlopened RTLD_GLOBAL before the first allocation
 # (so the preload's lookup of the driver behind it finds the copy), then
 # unloaded: nothing was charged twice, the dump signal still reaches the
@@ -70,6 +75,8 @@ check "plugin-alive: after the plugin's copy was unloaded, the dump signal ended
 	"$(yes_if [ $rc -eq 0 ])" "$TMP/plugin.err"
 check "plugin-dump: the preload wrote no dump for the signal" "$(yes_if [ -n "$(ls "$TMP/dumps")" ])" "$TMP/plugin.err"
 n=$(grep -c "two copies of libgpuguard are loaded" "$TMP/plugin.err")
-check "plugin-said: the plugin's copy said so $n times, wanted once" "$(yes_if [ "$n" -eq 1 ])" "$TMP/plugin.err"
+# it speaks only if a call passes through it (here the preload's calls
+# reach the driver without it): at most once
+check "plugin-said: the plugin's copy said so $n times, wanted at most once" "$(yes_if [ "$n" -le 1 ])" "$TMP/plugin.err"
 echo "harness: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
