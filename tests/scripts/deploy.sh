@@ -180,6 +180,7 @@ if [ -n "$have_node" ]; then
 	if [ -x "$TOOL" ] && [ -x "$MKREGION" ]; then
 		"$MKREGION" "$TMP/region" limit=20Gi proc=0:42:python3:1700000000000:0=4096 proc=1:43:python3:1700000000000 \
 			procstate=1:free dev=0:cuda:00112233445566778899aabbccddeeff:21474836480:4096:8192:85899345920:1:2:3 \
+			death=0:1:4242:vllm:1700000090000:1700000089600:1048576000:1073741824:0:none:16965120819:17179869184:6 \
 			>"$TMP/mk.log" 2>&1 || fail "mkregion: $(cat "$TMP/mk.log")"
 		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || fail "gpuguard metrics: $(cat "$TMP/metrics.txt")"
 		val metrics "$TMP/metrics.txt" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
