@@ -547,10 +547,59 @@ static void respond_text(struct conn *c, int code, const char *reason, const cha
 	respond(c, code, reason, "text/plain; charset=utf-8", extra, msg, strlen(msg), head_only, now, timeout_ms);
 }
 
+const char *gg_metrics_discover_root;
+
+static void serve_discovered(struct server *sv, struct conn *c, int head_only, uint64_t now)
+{
+	char err[sizeof sv->last_err];
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	if (!m) {
+		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
+		return;
+	}
+	int bad = gg_metrics_discover(m, gg_metrics_discover_root, err, sizeof err);
+	if (bad) {
+		/* as for one region: 200 with gpuguard_up 0 and the reason */
+		if (strcmp(err, sv->last_err))
+			gg_warning("%s (answering gpuguard_up 0 until it is readable)", err);
+		snprintf(sv->last_err, sizeof sv->last_err, "%s", err);
+		fclose(m);
+		free(text);
+		text = NULL;
+		len = 0;
+		m = open_memstream(&text, &len);
+		if (!m) {
+			respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now,
+			             sv->timeout_ms);
+			return;
+		}
+		family(m, "gpuguard_up", "gauge", up_help);
+		fputs("gpuguard_up 0\n", m);
+		family(m, "gpuguard_region_error", "gauge", "Why the pod region could not be read (gpuguard_up 0).");
+		fputs("gpuguard_region_error{reason=\"", m);
+		prom_str(m, err);
+		fputs("\"} 1\n", m);
+	} else {
+		sv->last_err[0] = '\0';
+	}
+	if (fclose(m))
+		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
+	else
+		respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL, text, len, head_only, now,
+		        sv->timeout_ms);
+	free(text);
+}
+
 static void serve_metrics(struct server *sv, struct conn *c, int head_only, uint64_t now)
 {
 	static struct gg_region r;
 	char err[sizeof sv->last_err];
+	if (gg_metrics_discover_root) {
+		serve_discovered(sv, c, head_only, now);
+		return;
+	}
 	if (gg_region_read(&r, sv->path, err, sizeof err)) {
 		/* 200 with gpuguard_up 0, never 503: the target is up from the
 		 * pod's start, before any process attached, and an alert can

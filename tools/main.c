@@ -259,6 +259,7 @@ static const char help_metrics[] =
     "    gpuguard metrics [--region PATH]\n"
     "    gpuguard metrics [--region PATH] --listen ADDR:PORT [--timeout DURATION]\n"
     "                     [--max-connections N]\n"
+    "    gpuguard metrics --discover DIR [--listen ADDR:PORT ...]\n"
     "\n"
     "DESCRIPTION\n"
     "    Prints the pod region (see gpuguard help top) in the Prometheus text\n"
@@ -321,6 +322,13 @@ static const char help_metrics[] =
     "                        again to send the answer (default 5s)\n"
     "    --max-connections N connections held open at once, 1 to 4096 (default\n"
     "                        1024; fewer if the descriptor limit is lower)\n"
+    "    --discover DIR      one exporter per node: every region in the pods' emptyDir\n"
+    "                        volumes under DIR, the kubelet's pods directory\n"
+    "                        (/var/lib/kubelet/pods, mounted read-only), read afresh\n"
+    "                        for every request. Each series gets pod_uid=\"UID\" (join\n"
+    "                        kube-state-metrics' kube_pod_info on uid for namespace\n"
+    "                        and pod); gpuguard_discovered_pods and\n"
+    "                        gpuguard_discovered_regions count what was found.\n"
     "\n"
     "EXIT STATUS\n"
     "    0 printed, or served until stopped; 1 usage error (including a bad\n"
@@ -1134,7 +1142,7 @@ static int cmd_top(int argc, char **argv)
 
 static int cmd_metrics(int argc, char **argv)
 {
-	const char *region = NULL, *listen = NULL, *v;
+	const char *region = NULL, *listen = NULL, *discover = NULL, *v;
 	uint64_t timeout = 5000;
 	int max_conns = GG_HTTP_MAX_CONNS;
 	for (int i = 1; i < argc; i++) {
@@ -1145,6 +1153,8 @@ static int cmd_metrics(int argc, char **argv)
 			region = v;
 		} else if ((v = opt_value(argc, argv, &i, "--listen"))) {
 			listen = v;
+		} else if ((v = opt_value(argc, argv, &i, "--discover"))) {
+			discover = v;
 		} else if ((v = opt_value(argc, argv, &i, "--timeout"))) {
 			if (parse_duration_ms(v, 10, 3600000, &timeout))
 				return usage_err("metrics: --timeout takes a duration from 10ms to 1h (500ms, 5s)",
@@ -1159,8 +1169,19 @@ static int cmd_metrics(int argc, char **argv)
 			return usage_err(m, help_metrics);
 		}
 	}
+	if (discover && region)
+		return usage_err("metrics: --discover and --region exclude each other", help_metrics);
+	gg_metrics_discover_root = discover;
 	if (listen)
 		return gg_metrics_serve(gg_region_path(region), listen, timeout, max_conns);
+	if (discover) {
+		char err[GG_REGION_ERR];
+		if (gg_metrics_discover(stdout, discover, err, sizeof err)) {
+			gg_error("metrics: %s", err);
+			return GG_EXIT_BADINPUT;
+		}
+		return fflush(stdout) || ferror(stdout) ? GG_EXIT_BADINPUT : GG_EXIT_OK;
+	}
 	return gg_metrics_print(gg_region_path(region));
 }
 

@@ -420,5 +420,10 @@ int gg_top_run(const char *path, uint64_t interval_ms, int once);
 #define GG_HTTP_CONNS_LIMIT 4096
 int gg_metrics_print(const char *path);
 int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, int max_conns);
+/* discover.c: every pod region under the kubelet's pods directory root,
+ * each series labelled pod_uid, families merged. 0, or -1 with err. */
+int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen);
+/* --discover: serve gg_metrics_discover of root instead of one region. */
+extern const char *gg_metrics_discover_root;
 
 #endif

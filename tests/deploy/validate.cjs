@@ -41,9 +41,11 @@ const docs = (file) =>
 // --- schema ---------------------------------------------------------------
 function models() {
 	const v1 = require("kubernetes-models/v1");
+	const apps = require("kubernetes-models/apps/v1");
 	const po = require("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1");
 	return {
 		"v1/Pod": v1.Pod, "v1/Service": v1.Service, "v1/ConfigMap": v1.ConfigMap,
+		"apps/v1/DaemonSet": apps.DaemonSet,
 		"monitoring.coreos.com/v1/ServiceMonitor": po.ServiceMonitor,
 		"monitoring.coreos.com/v1/PodMonitor": po.PodMonitor,
 		"monitoring.coreos.com/v1/PrometheusRule": po.PrometheusRule,
@@ -131,6 +133,7 @@ function schema(files) {
 					new m[key](d).validate();
 					const errs = [];
 					if (d.apiVersion === "v1") unknownFields(d, resolveDts(__filename, `kubernetes-models/v1/${d.kind}`), d.kind, errs);
+					else if (d.apiVersion === "apps/v1") unknownFields(d, resolveDts(__filename, `kubernetes-models/apps/v1/${d.kind}`), d.kind, errs);
 					if (errs.length) fail(name, `unknown fields: ${errs.join("; ")}`);
 					else ok(name);
 				} else if (String(d.apiVersion).startsWith("kyverno.io/")) {

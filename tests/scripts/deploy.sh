@@ -69,7 +69,7 @@ count() {
 }
 
 MANIFESTS="deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml deploy/monitoring/service.yaml
-deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml"
+deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml deploy/node/exporter.yaml"
 # every YAML file under deploy/ is a manifest the schema check sees, but the
 # promtool test
 for f in $(find deploy -name '*.yaml' | sort); do
@@ -156,6 +156,10 @@ if [ -n "$have_node" ]; then
 	val schema "$TMP/bad/pod-field.yaml" >"$TMP/out" 2>&1
 	grep -q 'startupprobe (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 	count fail "schema of a pod with a misspelt field" "$TMP/out"
+	sed 's/      nodeSelector:/      nodeselector:/' deploy/node/exporter.yaml >"$TMP/bad/ds-field.yaml"
+	val schema "$TMP/bad/ds-field.yaml" >"$TMP/out" 2>&1
+	grep -q 'nodeselector (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+	count fail "schema of the node exporter with a misspelt field" "$TMP/out"
 	val pss baseline "$TMP/bad/pod-hostpath.yaml" >"$TMP/out" 2>&1
 	count fail "pss-baseline of a pod with a hostPath" "$TMP/out"
 	val pss baseline "$TMP/bad/pod-privileged.yaml" >"$TMP/out" 2>&1

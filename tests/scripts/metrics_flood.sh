@@ -101,7 +101,7 @@ flood() {
 	cmp -s "$TMP/body" "$TMP/want.txt" && ok || bad "$1: the scraped body differs from gpuguard metrics"
 	# Valid Prometheus text: comments or NAME{LABELS} VALUE, nothing else.
 	awk '/^# (HELP|TYPE) / { next }
-	$0 !~ /^[a-z_]+(\{([a-z_]+="([^"\\]|\\.)*",?)*\})? [0-9]+(\.[0-9]+)?$/ { print "bad line: " $0; bad = 1 }
+	$0 !~ /^[a-z_]+(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)*\})? [0-9]+(\.[0-9]+)?$/ { print "bad line: " $0; bad = 1 }
 	END { exit bad }' "$TMP/body" && [ -s "$TMP/body" ] && ok || bad "$1: not Prometheus text"
 	if command -v promtool >/dev/null 2>&1; then
 		promtool check metrics <"$TMP/body" >"$TMP/promtool.out" 2>&1 && ok ||

@@ -1,0 +1,243 @@
+/* gpuguard metrics --discover: one exporter per node (issue 13). The
+ * kubelet keeps each pod's emptyDir volumes at
+ *   ROOT/<pod uid>/volumes/kubernetes.io~empty-dir/<volume>/
+ * (ROOT is /var/lib/kubelet/pods), so a DaemonSet that mounts ROOT read-only
+ * finds every pod's region there: any regular file at the top of an
+ * emptyDir that reads as a region. Each region is rendered as `gpuguard
+ * metrics` renders one, its series labelled pod_uid="<uid>" (join with
+ * kube-state-metrics' kube_pod_info on uid for namespace and pod), and the
+ * families merged so that each appears once, as the text format requires.
+ *
+ * Everything under ROOT is the pods' (hostile) input: names are checked
+ * before use, nothing is followed through a symlink (gg_region_read opens
+ * with O_NOFOLLOW), and the counts are bounded. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tool.h"
+
+#define MAX_PODS 1024      /* pod directories looked at */
+#define MAX_REGIONS 256    /* regions rendered */
+#define MAX_FILES_PER_VOL 8 /* files tried at the top of one volume */
+
+struct family {
+	char *name;
+	char *head; /* the # HELP and # TYPE lines */
+	char *samples;
+	size_t nsamples, cap;
+};
+
+struct merge {
+	struct family *f;
+	size_t n, cap;
+	int oom;
+};
+
+/* A pod uid as the kubelet names its directory: hex digits and dashes. */
+static int uid_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(s[i] == '-' || (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+static int name_ok(const char *s)
+{
+	return s[0] != '.' && strlen(s) < 256 && !strchr(s, '/');
+}
+
+static struct family *family_of(struct merge *m, const char *name, size_t len)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strlen(m->f[i].name) == len && !strncmp(m->f[i].name, name, len))
+			return &m->f[i];
+	if (m->n == m->cap) {
+		size_t nc = m->cap ? m->cap * 2 : 64;
+		struct family *nf = realloc(m->f, nc * sizeof *nf);
+		if (!nf) {
+			m->oom = 1;
+			return NULL;
+		}
+		m->f = nf;
+		m->cap = nc;
+	}
+	struct family *f = &m->f[m->n];
+	memset(f, 0, sizeof *f);
+	f->name = strndup(name, len);
+	if (!f->name) {
+		m->oom = 1;
+		return NULL;
+	}
+	m->n++;
+	return f;
+}
+
+static void append(struct merge *m, char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t nc = (*cap ? *cap * 2 : 256);
+		while (nc < *len + n + 1)
+			nc *= 2;
+		char *nb = realloc(*buf, nc);
+		if (!nb) {
+			m->oom = 1;
+			return;
+		}
+		*buf = nb;
+		*cap = nc;
+	}
+	memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+}
+
+/* Adds one region's text: its families' heads (first seen), its samples
+ * with pod_uid inserted as the first label. */
+static void merge_text(struct merge *m, const char *text, const char *uid)
+{
+	struct family *cur = NULL;
+	for (const char *p = text; *p && !m->oom;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+		if (!strncmp(p, "# HELP ", 7) || !strncmp(p, "# TYPE ", 7)) {
+			const char *name = p + 7;
+			size_t nlen = strcspn(name, " \n");
+			cur = family_of(m, name, nlen);
+			if (cur && !cur->head) {
+				/* keep both lines together: the TYPE line follows */
+				size_t hl = 0, hc = 0;
+				const char *q = p;
+				for (int k = 0; k < 2 && *q; k++) {
+					const char *e = strchr(q, '\n');
+					size_t ln = e ? (size_t)(e - q) + 1 : strlen(q);
+					if (strncmp(q, "# ", 2))
+						break;
+					append(m, &cur->head, &hl, &hc, q, ln);
+					q += ln;
+				}
+			}
+			/* skip the TYPE line that goes with a HELP */
+		} else if (cur && n > 1) {
+			size_t nlen = strcspn(p, "{ ");
+			size_t len = cur->nsamples, *cap = &cur->cap;
+			char lab[96];
+			int has_labels = p[nlen] == '{';
+			int ll = snprintf(lab, sizeof lab, "%spod_uid=\"%s\"%s", has_labels ? "" : "{", uid,
+			                  has_labels ? (p[nlen + 1] == '}' ? "" : ",") : "}");
+			append(m, &cur->samples, &len, cap, p, nlen + (size_t)has_labels);
+			append(m, &cur->samples, &len, cap, lab, (size_t)ll);
+			append(m, &cur->samples, &len, cap, p + nlen + (size_t)has_labels, n - nlen - (size_t)has_labels);
+			cur->nsamples = len;
+		}
+		p += n;
+	}
+}
+
+/* 1 when path was a region and is merged, 0 when it is not a region. */
+static int merge_region(struct merge *m, const char *path, const char *uid)
+{
+	static struct gg_region r; /* 100 KiB: not on the stack */
+	char err[GG_REGION_ERR];
+	if (gg_region_read(&r, path, err, sizeof err))
+		return 0; /* not a region (or not yet one): nothing to show */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f) {
+		m->oom = 1;
+		return 0;
+	}
+	gg_metrics_render(f, &r);
+	if (fclose(f) == 0 && text)
+		merge_text(m, text, uid);
+	else
+		m->oom = 1;
+	free(text);
+	return 1;
+}
+
+int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
+{
+	DIR *pods = opendir(root);
+	if (!pods) {
+		snprintf(err, errlen, "%s: %s (the kubelet's pod directory, mounted read-only)", root, strerror(errno));
+		return -1;
+	}
+	struct merge m = {0};
+	unsigned npods = 0, nregions = 0;
+	struct dirent *pe;
+	while ((pe = readdir(pods)) && npods < MAX_PODS && nregions < MAX_REGIONS && !m.oom) {
+		if (!uid_ok(pe->d_name))
+			continue;
+		npods++;
+		char vols[4096];
+		snprintf(vols, sizeof vols, "%s/%s/volumes/kubernetes.io~empty-dir", root, pe->d_name);
+		DIR *vd = opendir(vols);
+		if (!vd)
+			continue;
+		struct dirent *ve;
+		while ((ve = readdir(vd)) && nregions < MAX_REGIONS && !m.oom) {
+			if (!name_ok(ve->d_name))
+				continue;
+			char vol[4096 + 256 + 2];
+			snprintf(vol, sizeof vol, "%s/%s", vols, ve->d_name);
+			struct stat st;
+			if (lstat(vol, &st) || !S_ISDIR(st.st_mode))
+				continue;
+			DIR *fd = opendir(vol);
+			if (!fd)
+				continue;
+			struct dirent *fe;
+			unsigned tried = 0;
+			while ((fe = readdir(fd)) && tried < MAX_FILES_PER_VOL && nregions < MAX_REGIONS && !m.oom) {
+				if (!name_ok(fe->d_name))
+					continue;
+				char file[sizeof vol + 256 + 2];
+				snprintf(file, sizeof file, "%s/%s", vol, fe->d_name);
+				if (lstat(file, &st) || !S_ISREG(st.st_mode))
+					continue;
+				tried++;
+				nregions += (unsigned)merge_region(&m, file, pe->d_name);
+			}
+			closedir(fd);
+		}
+		closedir(vd);
+	}
+	closedir(pods);
+	int rc = 0;
+	if (m.oom) {
+		snprintf(err, errlen, "out of memory");
+		rc = -1;
+	} else {
+		fputs("# HELP gpuguard_discovered_pods Pod directories under the kubelet's pods directory looked at.\n"
+		      "# TYPE gpuguard_discovered_pods gauge\n",
+		      out);
+		fprintf(out, "gpuguard_discovered_pods %u\n", npods);
+		fputs("# HELP gpuguard_discovered_regions Pod regions found and read in those pods' emptyDir volumes.\n"
+		      "# TYPE gpuguard_discovered_regions gauge\n",
+		      out);
+		fprintf(out, "gpuguard_discovered_regions %u\n", nregions);
+		for (size_t i = 0; i < m.n; i++) {
+			if (!m.f[i].head || !m.f[i].samples)
+				continue;
+			fputs(m.f[i].head, out);
+			fputs(m.f[i].samples, out);
+		}
+	}
+	for (size_t i = 0; i < m.n; i++) {
+		free(m.f[i].name);
+		free(m.f[i].head);
+		free(m.f[i].samples);
+	}
+	free(m.f);
+	return rc;
+}
