@@ -276,6 +276,32 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 		fprintf(f, "} %llu.%03llu\n", (unsigned long long)(r->proc[i].start_ms / 1000),
 		        (unsigned long long)(r->proc[i].start_ms % 1000));
 	}
+	family(f, "gpuguard_process_refused_total", "counter", "Requests of this process refused (ceiling or driver).");
+	for (unsigned i = 0; i < r->nproc; i++) {
+		proc_labels(f, "gpuguard_process_refused_total", &r->proc[i]);
+		fprintf(f, "} %u\n", r->proc[i].refused);
+	}
+	family(f, "gpuguard_process_host_working_set_bytes", "gauge",
+	       "The process's cgroup working set (usage less inactive file pages, as the kubelet counts it), "
+	       "at its last sample (every 500 ms at most, on its GPU calls).");
+	for (unsigned i = 0; i < r->nproc; i++)
+		if (r->proc[i].has_host && r->proc[i].ws_known) {
+			proc_labels(f, "gpuguard_process_host_working_set_bytes", &r->proc[i]);
+			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].host_ws);
+		}
+	family(f, "gpuguard_process_host_usage_bytes", "gauge",
+	       "The process's cgroup memory usage, page cache included, at its last sample.");
+	for (unsigned i = 0; i < r->nproc; i++)
+		if (r->proc[i].has_host) {
+			proc_labels(f, "gpuguard_process_host_usage_bytes", &r->proc[i]);
+			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].host_usage);
+		}
+	family(f, "gpuguard_process_host_limit_bytes", "gauge", "The process's cgroup memory limit (absent: none known).");
+	for (unsigned i = 0; i < r->nproc; i++)
+		if (r->proc[i].has_host && r->proc[i].host_limit) {
+			proc_labels(f, "gpuguard_process_host_limit_bytes", &r->proc[i]);
+			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].host_limit);
+		}
 	family(f, "gpuguard_process_used_bytes", "gauge", "Bytes this process holds on the device.");
 	for (unsigned i = 0; i < r->nproc; i++) {
 		for (unsigned d = 0; d < r->ndev; d++) {

@@ -343,6 +343,12 @@ struct gg_rproc {
 	char comm[64]; /* at most 15 bytes of the file's, non-printables as \xNN */
 	enum gg_liveness live;
 	uint64_t used[GG_REGION_DEVICES]; /* by entry index */
+	/* its last host sample (the obituary in waiting; has_host when one
+	 * was taken): the cgroup's working set (ws_known: inactive_file was
+	 * read), usage and limit; and its refused requests */
+	int has_host, ws_known;
+	uint64_t host_ws, host_usage, host_limit;
+	uint32_t refused;
 };
 
 struct gg_region {

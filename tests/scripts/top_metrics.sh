@@ -67,6 +67,7 @@ now_ms=$(($(date +%s) * 1000))
 	dev=5:ordinal:3:1000:2000:0:0:0:0:0 \
 	dev=7:cuda:ffffffffffffffffffffffffffffffff:1:1:1:1:1:1:1 devstate=7:claiming devwait=0:90812345678 \
 	proc=0:1234:python3:$((now_ms - 125000)):0=1610612736:2=1024 \
+	prochost=0:$((now_ms - 300)):3221225472:15032385536:17179869184:3:6 \
 	proc=7:99:vllm:0:0=1610612736 \
 	proc=9:1234:worker:$((now_ms - 7200000)):5=2000 \
 	proc=12:5:ghost:0:0=1 procstate=12:7 || bad "mkregion failed"
@@ -136,6 +137,14 @@ mhas 'gpuguard_process_info{slot="7",pid="99",comm="vllm",state="exited"} 1'
 mhas "gpuguard_process_start_time_seconds{slot=\"9\",pid=\"1234\",comm=\"worker\"} $((now_ms / 1000 - 7200)).000"
 mhas "gpuguard_process_used_bytes{slot=\"0\",pid=\"1234\",comm=\"python3\",device=\"0\",uuid=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\",UUID=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\"} 1610612736"
 mhas "gpuguard_process_used_bytes{slot=\"9\",pid=\"1234\",comm=\"worker\",device=\"5\",uuid=\"ordinal-3\"} 2000"
+# the host figures a process last sampled: working set (not page cache), usage, limit; its refusals
+mhas 'gpuguard_process_host_working_set_bytes{slot="0",pid="1234",comm="python3"} 3221225472'
+mhas 'gpuguard_process_host_usage_bytes{slot="0",pid="1234",comm="python3"} 15032385536'
+mhas 'gpuguard_process_host_limit_bytes{slot="0",pid="1234",comm="python3"} 17179869184'
+mhas 'gpuguard_process_refused_total{slot="0",pid="1234",comm="python3"} 3'
+mhas 'gpuguard_process_refused_total{slot="9",pid="1234",comm="worker"} 0'
+! grep -q '^gpuguard_process_host_working_set_bytes{slot="9"' "$TMP/m-live.txt" && ok ||
+	bad "metrics show host figures for a process that took no sample"
 # No ceiling: no limit or free sample; nothing from entry 7 or slot 12.
 ! grep -q "gpuguard_device_\(limit\|free\)_bytes{device=\"2\"" "$TMP/m-live.txt" && ok || bad "metrics: a limit for a device without one"
 ! grep -q 'device="7"\|slot="12"\|ghost' "$TMP/m-live.txt" && ok || bad "metrics: a claiming device or an unknown slot"

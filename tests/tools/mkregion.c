@@ -27,6 +27,9 @@ static const char usage[] = "usage: mkregion PATH [SPEC...]     write a region i
                             "  proc=S:PID:COMM:START_MS[:DEV=BYTES...]\n"
                             "                    a LIVE process slot holding BYTES on device entry DEV\n"
                             "  procstate=S:STATE free|live|N\n"
+                            "  prochost=S:OBIT_MS:WORKING_SET:USAGE:HOST_LIMIT:REFUSED:FLAGS\n"
+                            "                    slot S's last host sample and refusals (its obituary\n"
+                            "                    in waiting); FLAGS GPUGUARD_OBIT_* bits\n"
                             "  death=I:SEQ:PID:COMM:FOUND_MS:LAST_MS:GPU_USED:GPU_LIMIT:REFUSED:REFUSED_AGE_MS:\n"
                             "        WORKING_SET:HOST_LIMIT:FLAGS\n"
                             "                    entry I of the deaths ring; GPU_LIMIT none or bytes;\n"
@@ -317,6 +320,17 @@ int main(int argc, char **argv)
 				die("want procstate=S:STATE:", spec);
 			gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec))->state =
 			    state_num(f[1], spec);
+		} else if (!strcmp(arg, "prochost")) {
+			char *f[7];
+			if (fields(v, f, 7) != 7)
+				die("want prochost=S:OBIT_MS:WORKING_SET:USAGE:HOST_LIMIT:REFUSED:FLAGS:", spec);
+			struct gpuguard_region_proc *p = gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
+			p->obit_ms = num(f[1], spec);
+			p->host_ws = num(f[2], spec);
+			p->host_usage = num(f[3], spec);
+			p->host_limit = num(f[4], spec);
+			p->refused = (uint32_t)num(f[5], spec);
+			p->host_flags = (uint32_t)num(f[6], spec);
 		} else if (!strcmp(arg, "hostile")) {
 			mode = v;
 		} else {
