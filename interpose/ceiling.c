@@ -132,8 +132,11 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 {
 	/* relaxed: statistics. */
 	atomic_fetch_add_explicit(&gg_devices[dev].refused[why], 1, memory_order_relaxed);
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
 	if (why != GPUGUARD_REFUSED_DRIVER)
-		atomic_fetch_add_explicit(gg_ceiling_budget_peek(dev)->refused, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(b->refused, 1, memory_order_relaxed);
+	else if (b->claim)
+		gg_shared_count_driver_oom(b->entry);
 }
 
 static struct gg_stripe *my_stripe(int dev)

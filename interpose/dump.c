@@ -1348,6 +1348,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	gg_log(GG_LOG_INFO, "wrote allocation dump %s (%s, %llu records, %llu bytes, %llu ms)", final,
 	       trigger_names[trig], (unsigned long long)o.records + 1, (unsigned long long)o.bytes,
 	       (unsigned long long)(mono_ms() - t0));
+	gg_shared_count_dump(); /* for the pod's metrics */
 	rc = 0;
 out:
 	if (!snapped)

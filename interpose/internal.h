@@ -543,6 +543,10 @@ void gg_shared_reclaim(void);
 /* Whether the region was lost under us (truncated, or written afresh): the
  * process is on its own books since. */
 int gg_shared_lost(void);
+/* Pod-wide statistics for metrics: a driver out-of-memory on entry i, a
+ * dump written. No-ops outside pod scope. */
+void gg_shared_count_driver_oom(unsigned i);
+void gg_shared_count_dump(void);
 /* Memory info's rate-limited sweep of dead members (at most every 250 ms). */
 void gg_shared_probe(void);
 /* A refusal of ours, counted in our slot for our obituary (which it

@@ -651,6 +651,23 @@ static void lose_region(void)
 	    "per-process ceiling, with what it holds (as GPUGUARD_SCOPE=process)\n");
 }
 
+/* Statistics for metrics, on the pod's words (relaxed: counters that order
+ * nothing). Nothing once the region is lost or before we attached. */
+void gg_shared_count_driver_oom(unsigned i)
+{
+	/* acquire: as in gg_shared_reclaim, for reg */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) == ATTACH_OK && i < GPUGUARD_REGION_DEVICES)
+		atomic_fetch_add_explicit(&entry(i)->driver_oom, 1, memory_order_relaxed);
+}
+
+void gg_shared_count_dump(void)
+{
+	/* acquire: as above */
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) == ATTACH_OK)
+		atomic_fetch_add_explicit(&((struct gpuguard_region_header *)reg)->dumps_written, 1,
+		                          memory_order_relaxed);
+}
+
 int gg_shared_lost(void)
 {
 	/* seq_cst: the load half of the pair in lose_region */

@@ -190,7 +190,7 @@ static void proc_labels(FILE *f, const char *name, const struct gg_rproc *p)
 	fputc('"', f);
 }
 
-enum dev_field { F_LIMIT, F_FREE, F_USED, F_PEAK, F_PHYSICAL, F_WAITERS, F_REFUSED, F_RECLAIMED, F_WAIT };
+enum dev_field { F_LIMIT, F_FREE, F_USED, F_PEAK, F_PHYSICAL, F_WAITERS, F_REFUSED, F_RECLAIMED, F_WAIT, F_DRIVER_OOM };
 
 static const struct {
 	const char *name, *type, *help;
@@ -207,6 +207,9 @@ static const struct {
                      "Bytes returned to the pod from processes that exited without detaching."},
     [F_WAIT] = {"gpuguard_device_wait_seconds_total", "counter",
                 "Seconds requests spent waiting for memory (GPUGUARD_ON_LIMIT=wait), all processes."},
+    [F_DRIVER_OOM] = {"gpuguard_device_driver_oom_total", "counter",
+                      "Requests the driver refused for lack of memory below the ceiling (the card was full), "
+                      "all processes."},
 };
 
 static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
@@ -230,6 +233,8 @@ static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
 		return d->reclaimed;
 	case F_WAIT:
 		return d->wait_ns;
+	case F_DRIVER_OOM:
+		return d->driver_oom;
 	}
 	return 0;
 }
@@ -252,6 +257,8 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 	family(f, "gpuguard_region_created_time_seconds", "gauge", "Unix time the pod region was created.");
 	fprintf(f, "gpuguard_region_created_time_seconds %llu.%03llu\n", (unsigned long long)(r->created_ms / 1000),
 	        (unsigned long long)(r->created_ms % 1000));
+	family(f, "gpuguard_dumps_written_total", "counter", "Allocation dumps written by the pod's processes.");
+	fprintf(f, "gpuguard_dumps_written_total %llu\n", (unsigned long long)r->dumps_written);
 	for (size_t k = 0; k < sizeof dev_families / sizeof dev_families[0]; k++) {
 		family(f, dev_families[k].name, dev_families[k].type, dev_families[k].help);
 		for (unsigned i = 0; i < r->ndev; i++)

@@ -155,6 +155,7 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 	}
 	const struct gpuguard_region_header *h = buf;
 	r->created_ms = h->created_ms;
+	r->dumps_written = atomic_load_explicit(&h->dumps_written, memory_order_relaxed);
 	gg_escape_bytes(r->limit, h->limit_text, sizeof h->limit_text);
 	for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
 		struct gpuguard_region_device *e = gpuguard_region_dev(buf, i);
@@ -173,6 +174,7 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		d->reclaimed = atomic_load_explicit(&e->reclaimed, memory_order_relaxed);
 		d->waiters = atomic_load_explicit(&e->waiters, memory_order_relaxed);
 		d->wait_ns = atomic_load_explicit(&e->wait_ns, memory_order_relaxed);
+		d->driver_oom = atomic_load_explicit(&e->driver_oom, memory_order_relaxed);
 	}
 	for (unsigned i = 0; i < GPUGUARD_REGION_PROCS; i++) {
 		struct gpuguard_region_proc *e = gpuguard_region_proc(buf, i);

@@ -334,6 +334,7 @@ struct gg_rdev {
 	uint64_t limit, used, peak, physical, refused, reclaimed;
 	uint32_t waiters;
 	uint64_t wait_ns; /* time requests of the pod spent waiting for memory */
+	uint64_t driver_oom; /* requests the driver refused below the ceiling */
 };
 
 struct gg_rproc {
@@ -355,6 +356,7 @@ struct gg_region {
 	char path[4 * GG_REGION_PATH + 1]; /* escaped, for display and labels */
 	char limit[GG_REGION_TEXT];        /* GPUGUARD_LIMIT that set the budget; "" = none */
 	uint64_t created_ms;
+	uint64_t dumps_written; /* allocation dumps the pod's processes wrote */
 	struct gg_rdev dev[GG_REGION_DEVICES]; /* READY entries only, by index */
 	unsigned ndev;
 	struct gg_rproc proc[GG_REGION_PROCS]; /* LIVE slots only, by slot */

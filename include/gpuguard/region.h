@@ -72,8 +72,11 @@ struct gpuguard_region_header {
 	 * GPUGUARD_REGION_DEATHS. Carried over when the region is written
 	 * afresh, so the ring lasts for the pod's life. */
 	_Atomic uint64_t deaths_head;
+	/* allocation dumps written by the pod's processes (a statistic for
+	 * metrics, relaxed); from reserved bytes */
+	_Atomic uint64_t dumps_written;
 	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8 - GPUGUARD_REGION_PROCS / 8 -
-	                 16 - 8];
+	                 16 - 8 - 8];
 };
 
 struct gpuguard_region_device {
@@ -97,7 +100,11 @@ struct gpuguard_region_device {
 	/* bumped when a waiter found that nobody could free (every holder
 	 * asleep): every request waiting then gives up; from reserved bytes */
 	_Atomic uint32_t stalemate;
-	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8 - 8 - 4];
+	uint32_t pad;
+	/* requests the driver itself refused for lack of memory (below the
+	 * ceiling: the card was full), all processes; from reserved bytes */
+	_Atomic uint64_t driver_oom;
+	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8 - 8 - 4 - 4 - 8];
 };
 
 struct gpuguard_region_proc {

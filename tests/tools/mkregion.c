@@ -24,6 +24,8 @@ static const char usage[] = "usage: mkregion PATH [SPEC...]     write a region i
                             "                    digits, or the ordinal; LIMIT none or bytes\n"
                             "  devstate=I:STATE  empty|claiming|ready|N\n"
                             "  devwait=I:NS      device entry I's time spent waiting (wait_ns)\n"
+                            "  devoom=I:N        device entry I's driver out-of-memory count\n"
+                            "  dumps=N           the header's count of dumps written\n"
                             "  proc=S:PID:COMM:START_MS[:DEV=BYTES...]\n"
                             "                    a LIVE process slot holding BYTES on device entry DEV\n"
                             "  procstate=S:STATE free|live|N\n"
@@ -310,6 +312,13 @@ int main(int argc, char **argv)
 				die("want devwait=I:NS:", spec);
 			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->wait_ns =
 			    num(f[1], spec);
+		} else if (!strcmp(arg, "devoom")) {
+			char *f[2];
+			if (fields(v, f, 2) != 2)
+				die("want devoom=I:N:", spec);
+			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->driver_oom = num(f[1], spec);
+		} else if (!strcmp(arg, "dumps")) {
+			((struct gpuguard_region_header *)buf)->dumps_written = num(v, spec);
 		} else if (!strcmp(arg, "proc")) {
 			spec_proc(buf, v, spec);
 		} else if (!strcmp(arg, "death")) {
