@@ -133,21 +133,7 @@ struct select {
 
 static int push(struct gg_ctx_drop *d, const struct gg_record *r)
 {
-	if (d->n == d->cap) {
-		/* Grown with mmap (never libc malloc): resets are rare. */
-		size_t cap = d->cap ? d->cap * 2 : 1024, bytes = cap * sizeof(*r);
-		struct gg_record *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED)
-			return -1;
-		if (d->recs) {
-			memcpy(m, d->recs, d->n * sizeof(*r));
-			munmap(d->recs, d->cap * sizeof(*r));
-		}
-		d->recs = m;
-		d->cap = cap;
-	}
-	d->recs[d->n++] = *r;
-	return 0;
+	return gg_records_push(&d->recs, &d->n, &d->cap, 1024, r); /* resets are rare */
 }
 
 static void take(const struct gg_record *r, void *arg)

@@ -271,6 +271,9 @@ uint64_t gg_table_spilled(struct gg_table *t);
 uint64_t gg_table_capacity(struct gg_table *t);
 /* Empties the table in a fork child, where no other thread exists. */
 void gg_table_clear_unlocked(struct gg_table *t);
+/* Appends r to an array grown with mmap (first entries, then doubling), for
+ * lists a hook builds (pool destroy, context reset). 0, or -1 when full. */
+int gg_records_push(struct gg_record **recs, size_t *n, size_t *cap, size_t first, const struct gg_record *r);
 
 /* ---- pool.c ---- */
 /* Stream-ordered pools are charged by what they reserve (DESIGN.md §2). */

@@ -319,21 +319,7 @@ static int pool_api(uint8_t api)
 
 static int doom_push(struct gg_pool_doom *d, const struct gg_record *r)
 {
-	if (d->n == d->cap) {
-		/* Grown with mmap (never libc malloc): destroys are rare. */
-		size_t cap = d->cap ? d->cap * 2 : 256, bytes = cap * sizeof(*r);
-		struct gg_record *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED)
-			return -1;
-		if (d->recs) {
-			memcpy(m, d->recs, d->n * sizeof(*r));
-			munmap(d->recs, d->cap * sizeof(*r));
-		}
-		d->recs = m;
-		d->cap = cap;
-	}
-	d->recs[d->n++] = *r;
-	return 0;
+	return gg_records_push(&d->recs, &d->n, &d->cap, 256, r); /* destroys are rare */
 }
 
 struct doom_select {

@@ -285,7 +285,9 @@ static void obit_refresh(void)
 	 * may have given our slot to someone else: not a word into it. */
 	if (!me || atomic_load_explicit(&detached, memory_order_relaxed) || gg_shared_lost())
 		return;
-	uint64_t now = realtime_ms(), last = atomic_load_explicit(&obit_last_ms, memory_order_relaxed);
+	/* the coarse monotonic clock for the rate limit (a few ns on every
+	 * charge change); the wall clock only for the record itself */
+	uint64_t now = gg_now_ms(), last = atomic_load_explicit(&obit_last_ms, memory_order_relaxed);
 	/* relaxed: a rate limit; only the CAS winner samples. */
 	if (last && now >= last && now - last < GPUGUARD_OBIT_MS)
 		return;
@@ -314,7 +316,7 @@ static void obit_refresh(void)
 	atomic_store_explicit(&me->host_ws, use > inactive ? use - inactive : 0, memory_order_relaxed);
 	atomic_store_explicit(&me->host_limit, h.have_lim ? h.lim : 0, memory_order_relaxed);
 	atomic_store_explicit(&me->host_flags, flags, memory_order_relaxed);
-	atomic_store_explicit(&me->obit_ms, now, memory_order_relaxed);
+	atomic_store_explicit(&me->obit_ms, realtime_ms(), memory_order_relaxed);
 	errno = saved;
 }
 

@@ -289,3 +289,22 @@ void gg_table_clear_unlocked(struct gg_table *t)
 	atomic_store_explicit(&t->spill, NULL, memory_order_relaxed);
 	atomic_store_explicit(&t->spilled, 0, memory_order_relaxed);
 }
+
+int gg_records_push(struct gg_record **recs, size_t *n, size_t *cap, size_t first, const struct gg_record *r)
+{
+	if (*n == *cap) {
+		/* Grown with mmap, never libc malloc: callers may run in a hook. */
+		size_t nc = *cap ? *cap * 2 : first, bytes = nc * sizeof(*r);
+		struct gg_record *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+		if (*recs) {
+			memcpy(m, *recs, *n * sizeof(*r));
+			munmap(*recs, *cap * sizeof(*r));
+		}
+		*recs = m;
+		*cap = nc;
+	}
+	(*recs)[(*n)++] = *r;
+	return 0;
+}

@@ -582,6 +582,36 @@ static void respond_text(struct conn *c, int code, const char *reason, const cha
 
 const char *gg_metrics_discover_root;
 
+/* What cannot be read (the region, or --discover's directory): 200 with
+ * gpuguard_up 0 and gpuguard_region_error naming the reason, never 503, so
+ * the target is up from the pod's start and an alert can fire on
+ * gpuguard_up == 0. The reason is said once on stderr. */
+static void serve_down(struct server *sv, struct conn *c, const char *err, int head_only, uint64_t now)
+{
+	if (strcmp(err, sv->last_err))
+		gg_warning("%s (answering gpuguard_up 0 until it is readable)", err);
+	snprintf(sv->last_err, sizeof sv->last_err, "%s", err);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	if (!m) {
+		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
+		return;
+	}
+	family(m, "gpuguard_up", "gauge", up_help);
+	fputs("gpuguard_up 0\n", m);
+	family(m, "gpuguard_region_error", "gauge", "Why the pod region could not be read (gpuguard_up 0).");
+	fputs("gpuguard_region_error{reason=\"", m);
+	prom_str(m, err);
+	fputs("\"} 1\n", m);
+	if (fclose(m))
+		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
+	else
+		respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL, text, len, head_only, now,
+		        sv->timeout_ms);
+	free(text);
+}
+
 static void serve_discovered(struct server *sv, struct conn *c, int head_only, uint64_t now)
 {
 	char err[sizeof sv->last_err];
@@ -592,31 +622,13 @@ static void serve_discovered(struct server *sv, struct conn *c, int head_only, u
 		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
 		return;
 	}
-	int bad = gg_metrics_discover(m, gg_metrics_discover_root, err, sizeof err);
-	if (bad) {
-		/* as for one region: 200 with gpuguard_up 0 and the reason */
-		if (strcmp(err, sv->last_err))
-			gg_warning("%s (answering gpuguard_up 0 until it is readable)", err);
-		snprintf(sv->last_err, sizeof sv->last_err, "%s", err);
+	if (gg_metrics_discover(m, gg_metrics_discover_root, err, sizeof err)) {
 		fclose(m);
 		free(text);
-		text = NULL;
-		len = 0;
-		m = open_memstream(&text, &len);
-		if (!m) {
-			respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now,
-			             sv->timeout_ms);
-			return;
-		}
-		family(m, "gpuguard_up", "gauge", up_help);
-		fputs("gpuguard_up 0\n", m);
-		family(m, "gpuguard_region_error", "gauge", "Why the pod region could not be read (gpuguard_up 0).");
-		fputs("gpuguard_region_error{reason=\"", m);
-		prom_str(m, err);
-		fputs("\"} 1\n", m);
-	} else {
-		sv->last_err[0] = '\0';
+		serve_down(sv, c, err, head_only, now);
+		return;
 	}
+	sv->last_err[0] = '\0';
 	if (fclose(m))
 		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
 	else
@@ -634,33 +646,7 @@ static void serve_metrics(struct server *sv, struct conn *c, int head_only, uint
 		return;
 	}
 	if (gg_region_read(&r, sv->path, err, sizeof err)) {
-		/* 200 with gpuguard_up 0, never 503: the target is up from the
-		 * pod's start, before any process attached, and an alert can
-		 * fire on gpuguard_up == 0 with the reason beside it. */
-		if (strcmp(err, sv->last_err))
-			gg_warning("%s (answering gpuguard_up 0 until it is readable)", err);
-		snprintf(sv->last_err, sizeof sv->last_err, "%s", err);
-		char *text = NULL;
-		size_t len = 0;
-		FILE *m = open_memstream(&text, &len);
-		if (!m) {
-			respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now,
-			             sv->timeout_ms);
-			return;
-		}
-		family(m, "gpuguard_up", "gauge", up_help);
-		fputs("gpuguard_up 0\n", m);
-		family(m, "gpuguard_region_error", "gauge", "Why the pod region could not be read (gpuguard_up 0).");
-		fputs("gpuguard_region_error{reason=\"", m);
-		prom_str(m, err);
-		fputs("\"} 1\n", m);
-		if (fclose(m))
-			respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now,
-			             sv->timeout_ms);
-		else
-			respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL, text, len, head_only, now,
-			        sv->timeout_ms);
-		free(text);
+		serve_down(sv, c, err, head_only, now);
 		return;
 	}
 	if (sv->last_err[0])
