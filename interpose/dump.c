@@ -659,14 +659,17 @@ static void out_end_record(struct out *o)
 
 static char hostname[256];
 
-static void rec_header(struct out *o, enum gg_dump_trigger trig, uint64_t unix_ms)
+/* since_start is the clock reading every age in the dump is taken from, so
+ * that start_unix_ms + (since_start - age) is when a record was made: an
+ * age read later (after the host files, slow under load) would place an
+ * allocation before the query that sized it. */
+static void rec_header(struct out *o, enum gg_dump_trigger trig, uint64_t unix_ms, uint64_t since_start)
 {
 	time_t secs = (time_t)(unix_ms / 1000);
 	struct tm tm;
 	char iso[32];
 	gmtime_r(&secs, &tm);
 	strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	uint64_t since_start = gg_now_ms();
 	OUT_LIT(o, "{\"t\":\"header\",\"format\":");
 	out_u64(o, GPUGUARD_DUMP_FORMAT);
 	OUT_LIT(o, ",\"lib\":");
@@ -1299,7 +1302,8 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 		goto out;
 	}
 
-	rec_header(&o, trig, unix_ms);
+	uint64_t since_start = gg_now_ms();
+	rec_header(&o, trig, unix_ms, since_start);
 	rec_config(&o);
 	rec_devices(&o, req);
 	gg_shared_foreach_use(rec_pod_one, &o);
@@ -1312,7 +1316,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	rec_meminfo(&o);
 	rec_peaks(&o);
 	gg_vmm_foreach(rec_vmm_one, &o);
-	struct alloc_ctx c = {&o, gg_now_ms()};
+	struct alloc_ctx c = {&o, since_start};
 	if (gg_table)
 		gg_table_foreach(gg_table, rec_alloc, &c);
 	snapshot_done();

@@ -10,7 +10,7 @@ trap 'kill -9 $pa 2>/dev/null; rm -rf "$TMP"' EXIT
 CLIENT="$GG_TEST_BUILD/tests/tools/podclient"
 member() { # always run with &: exec makes $! the member itself
 	exec env LD_PRELOAD="$GG_TEST_PRELOAD" LD_LIBRARY_PATH="$GG_TEST_SIMDIR" GPUGUARD_SHARED="$TMP/pod" \
-		GPUGUARD_LIMIT=1Gi GPUGUARD_CONTEXT_RESERVE=0 "$CLIENT"
+		GPUGUARD_LIMIT=1Gi GPUGUARD_CONTEXT_RESERVE=0 GPUGUARD_DUMP_DIR="$TMP" "$CLIENT"
 }
 lines() { # FILE N: waits (10 s at most) for N lines
 	i=0

@@ -30,7 +30,7 @@ bad() {
 
 member() { # DIR: a member of the pod in DIR, 1 GiB ceiling
 	env LD_PRELOAD="$GG_TEST_PRELOAD" LD_LIBRARY_PATH="$GG_TEST_SIMDIR" GPUGUARD_SHARED="$1/pod" \
-		GPUGUARD_LIMIT=1Gi GPUGUARD_CONTEXT_RESERVE=0 "$CLIENT"
+		GPUGUARD_LIMIT=1Gi GPUGUARD_CONTEXT_RESERVE=0 GPUGUARD_DUMP_DIR="$1" "$CLIENT"
 }
 
 # lines FILE N: waits (10 s at most) until FILE has N lines
