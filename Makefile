@@ -52,7 +52,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 PRELOAD_SRCS := $(wildcard tests/preload/t_*.c)
 PRELOAD_BINS := $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_SRCS))
 PRELOAD_LIBS := $(BUILD)/tests/preload/libnextuser.so $(BUILD)/tests/preload/libnextbase.so \
-	$(BUILD)/tests/preload/libdeepplugin.so
+	$(BUILD)/tests/preload/libdeepplugin.so $(BUILD)/tests/preload/libctoruser.so
 SIM_TEST := $(BUILD)/tests/sim_test
 # Helpers of tests/scripts/top_metrics.sh: region images, a raw HTTP client.
 # flood: the slow-client flood of tests/scripts/metrics_flood.sh; signame and
@@ -138,21 +138,25 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
 
 LNEXT := -Wl,--no-as-needed -lnextuser -lnextbase -Wl,--as-needed
 # Programs run under LD_PRELOAD. *_lcuda links the driver, *_lhip HIP, *_lnvml NVML,
-# *_lnext the two RTLD_NEXT test libraries, *_rdyn exports the program's own
-# symbols (-rdynamic); anything else uses dlopen only.
+# *_lnext the two RTLD_NEXT test libraries, *_lctor the library that calls the
+# driver from its constructor, *_rdyn exports the program's own symbols
+# (-rdynamic); anything else uses dlopen only.
 $(BUILD)/tests/preload/t_%: tests/preload/t_%.c $(SIM) $(PRELOAD_LIBS) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -L$(BUILD)/tests/preload \
 		$(if $(findstring _lcuda,$*),-lcuda) $(if $(findstring _lhip,$*),-lamdhip64) \
 		$(if $(findstring _lnvml,$*),-lnvidia-ml) \
-		$(if $(findstring _lnext,$*),$(LNEXT)) $(if $(findstring _rdyn,$*),-rdynamic) $(LDLIBS)
+		$(if $(findstring _lnext,$*),$(LNEXT)) $(if $(findstring _lctor,$*),-lctoruser) \
+		$(if $(findstring _rdyn,$*),-rdynamic) $(LDLIBS)
 
 $(BUILD)/tests/preload/lib%.so: tests/preload/lib%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< $(LDLIBS)
 
-# The plugin links the driver itself, as a framework's CUDA plugin does.
-$(BUILD)/tests/preload/libdeepplugin.so: tests/preload/libdeepplugin.c $(SIM) $(HEADERS)
+# The plugin links the driver itself, as a framework's CUDA plugin does; so
+# does the library whose constructor calls it.
+$(BUILD)/tests/preload/libdeepplugin.so $(BUILD)/tests/preload/libctoruser.so: \
+		$(BUILD)/tests/preload/lib%.so: tests/preload/lib%.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
 
