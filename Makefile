@@ -35,7 +35,8 @@ LIB_SRCS := $(wildcard interpose/*.c)
 LIB_OBJS := $(patsubst interpose/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 LIB := $(BUILD)/lib/libgpuguard.so
 # The names the library must export, read off interpose/hooks.h's rows by the
-# preprocessor (tests/exports.c); tests/scripts/exports.sh compares nm -D with it.
+# preprocessor (tests/exports.c); tests/scripts/exports.sh compares nm -D with
+# it. A test's input, so not part of lib (the image's build has no tests/).
 EXPORTS := $(BUILD)/lib/exports.txt
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
@@ -99,9 +100,9 @@ FUZZ_TIME ?= 60
 
 .PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu bench demo install clean deps format fuzz image-context image-stage
 all: lib sim tests $(EXAMPLES) $(TOOL)
-lib: $(LIB) $(EXPORTS)
+lib: $(LIB)
 sim: $(SIM)
-tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
+tests: $(EXPORTS) $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
 	$(REALLIB_BINS)
 
 $(BUILD)/obj/%.o: interpose/%.c $(HEADERS)

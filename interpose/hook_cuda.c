@@ -1312,8 +1312,8 @@ struct gpa_entry {
 #define GPA_ROW(n, base, min, below, ...) {#base, min, below, (void *)n, SLOT(n), NULL, NULL},
 #define GPA_ROW_PTSZ(n, ptsz, base, min, below, ...) {#base, min, below, (void *)n, SLOT(n), (void *)ptsz, SLOT(ptsz)},
 #define GPA_ROW_ELSEWHERE(n, base, min, below, ...) {#base, min, below, (void *)n, SLOT_ELSEWHERE(n), NULL, NULL},
-static const struct gpa_entry gpa_table[] = {
-    GG_CUDA_HOOKS(GPA_ROW, GPA_ROW_PTSZ) GG_CUDA_HOOKS_ELSEWHERE(GPA_ROW_ELSEWHERE)};
+static const struct gpa_entry gpa_table[] = {GG_CUDA_HOOKS(GPA_ROW, GPA_ROW_PTSZ)
+                                                 GG_CUDA_HOOKS_ELSEWHERE(GPA_ROW_ELSEWHERE)};
 
 /* The row serving name at version (a name's rows are in version order). */
 static const struct gpa_entry *gpa_find(const char *name, int version)
@@ -1372,8 +1372,8 @@ GG_EXPORT gg_CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaV
 #define SYM_ROW_HOOK(n, ...) SYM_ROW(n)
 #define SYM_ROW_PTSZ(n, ptsz, ...) SYM_ROW(n) SYM_ROW(ptsz)
 #define SYM_ROW_ELSEWHERE(n, ...) {#n, (void *)n, SLOT_ELSEWHERE(n)},
-static const struct gg_sym sym_table[] = {
-    GG_CUDA_HOOKS(SYM_ROW_HOOK, SYM_ROW_PTSZ) GG_CUDA_HOOKS_ELSEWHERE(SYM_ROW_ELSEWHERE)};
+static const struct gg_sym sym_table[] = {GG_CUDA_HOOKS(SYM_ROW_HOOK, SYM_ROW_PTSZ)
+                                              GG_CUDA_HOOKS_ELSEWHERE(SYM_ROW_ELSEWHERE)};
 #define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
 
 int gg_cuda_is_ours(void *fn)

@@ -13,7 +13,7 @@ got=$(mktemp)
 trap 'rm -f "$got"' EXIT
 
 if [ ! -f "$LIB" ] || [ ! -s "$EXPECTED" ]; then
-	echo "tests/scripts/exports.sh: no library at $LIB or no list at $EXPECTED (make lib)"
+	echo "tests/scripts/exports.sh: no library at $LIB or no list at $EXPECTED (make all)"
 	echo "harness: 0 passed, 2 failed"
 	exit 1
 fi
