@@ -1294,9 +1294,10 @@ SYNC_HOOK(cuEventSynchronize, (gg_CUevent e), (e))
 
 /* ---- cuGetProcAddress --------------------------------------------------- */
 
-/* A governed name as cuGetProcAddress sees it: the base name, the ABI
- * version from which the driver hands out the variant we wrap (below it the
- * legacy ABI comes back, which we never wrap), our wrappers and real slots. */
+/* A governed name as cuGetProcAddress sees it, one per GG_CUDA_HOOKS row
+ * (hooks.h): the base name, the ABI version from which the driver hands out
+ * the variant we wrap (below it the legacy ABI comes back, which we never
+ * wrap), our wrappers and real slots. */
 struct gpa_entry {
 	const char *name;
 	int min_version;
