@@ -34,6 +34,10 @@ LIB_LDLIBS := -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-neede
 LIB_SRCS := $(wildcard interpose/*.c)
 LIB_OBJS := $(patsubst interpose/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 LIB := $(BUILD)/lib/libgpuguard.so
+# The names the library must export, read off interpose/hooks.h's rows by the
+# preprocessor (tests/exports.c); tests/scripts/exports.sh compares nm -D with
+# it. A test's input, so not part of lib (the image's build has no tests/).
+EXPORTS := $(BUILD)/lib/exports.txt
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
@@ -98,7 +102,7 @@ FUZZ_TIME ?= 60
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM)
-tests: $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
+tests: $(EXPORTS) $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
 	$(REALLIB_BINS)
 
 $(BUILD)/obj/%.o: interpose/%.c $(HEADERS)
@@ -109,6 +113,12 @@ $(LIB): $(LIB_OBJS) interpose/exports.map
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,-soname,libgpuguard.so -Wl,--version-script=interpose/exports.map \
 		-o $@ $(LIB_OBJS) $(LIB_LDLIBS)
+
+$(EXPORTS): tests/exports.c interpose/hooks.h
+	@mkdir -p $(@D)
+	$(CC) -E -P -Iinterpose -x c tests/exports.c >$@.i
+	tr -s ' \t' '\n\n' <$@.i | sed '/^$$/d' | LC_ALL=C sort -u >$@
+	rm -f $@.i
 
 # The simulated GPU (tests/sim/README.md).
 SIM_CUDA_SRCS := tests/sim/sim_cuda.c tests/sim/sim_md2.c

@@ -13,26 +13,9 @@ extern "C" {
 #define GPUGUARD_VERSION "0.1.0"
 #define GPUGUARD_MAX_DEVICES 64
 
-/* Which call made an allocation. Stable numbers: the dump format uses them. */
-enum gpuguard_api {
-	GPUGUARD_API_NONE = 0,
-	GPUGUARD_API_CU_MEM_ALLOC = 1,       /* cuMemAlloc_v2 (cudaMalloc) */
-	GPUGUARD_API_CU_MEM_ALLOC_PITCH = 2, /* cuMemAllocPitch_v2 */
-	GPUGUARD_API_CU_MEM_ALLOC_MANAGED = 3,
-	GPUGUARD_API_CU_MEM_ALLOC_ASYNC = 4, /* cuMemAllocAsync[_ptsz] */
-	GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL = 5,
-	GPUGUARD_API_CU_MEM_CREATE = 6, /* VMM physical allocation */
-	GPUGUARD_API_CU_ARRAY = 7,      /* cuArrayCreate_v2, cuArray3DCreate_v2 */
-	GPUGUARD_API_CU_MIPMAPPED_ARRAY = 8,
-	GPUGUARD_API_HIP_MALLOC = 9,
-	GPUGUARD_API_HIP_EXT_MALLOC = 10,
-	GPUGUARD_API_HIP_MALLOC_MANAGED = 11,
-	GPUGUARD_API_HIP_MALLOC_PITCH = 12,
-	GPUGUARD_API_HIP_MALLOC_ASYNC = 13,
-	GPUGUARD_API_HIP_MALLOC_FROM_POOL = 14,
-	GPUGUARD_API_HIP_MEM_CREATE = 15,
-	GPUGUARD_API_COUNT
-};
+/* Which call made an allocation (enum gpuguard_api, GPUGUARD_API_*): one
+ * row per call in gpuguard/api.h. Stable numbers: the dump format uses them. */
+#include "gpuguard/api.h"
 
 /* Why a request was refused or failed. */
 enum gpuguard_refusal {

@@ -289,7 +289,7 @@ static void refusal_body(int dev, enum gpuguard_refusal why)
 	    (struct request){1, dev, req_api, req_size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER, 0, 0, 0};
 	/* The failing thread has the context the writer lacks: ask the driver
 	 * here, once per dump (rate-limited above), with our hooks bypassed. */
-	gg_meminfo_fn mi = meminfo_fn[req_api >= GPUGUARD_API_HIP_MALLOC ? 1 : 0];
+	gg_meminfo_fn mi = meminfo_fn[gpuguard_api_runtime(req_api) == GPUGUARD_RUNTIME_HIP ? 1 : 0];
 	if (mi && mi(&slot_req.driver_free, &slot_req.driver_total) == 0)
 		slot_req.have_meminfo = 1;
 	slot_trigger = why == GPUGUARD_REFUSED_DRIVER ? GG_DUMP_DRIVER_OOM : GG_DUMP_CEILING;
@@ -1123,12 +1123,20 @@ struct alloc_ctx {
 static uint64_t raw_of(const struct gg_record *r)
 {
 	enum gg_key_ns ns = GG_NS_PTR;
-	if (r->api == GPUGUARD_API_CU_MEM_CREATE || r->api == GPUGUARD_API_HIP_MEM_CREATE)
+	switch (gpuguard_api_kind(r->api)) {
+	case GPUGUARD_KIND_VMM:
 		ns = GG_NS_VMM;
-	else if (r->api == GPUGUARD_API_CU_ARRAY)
+		break;
+	case GPUGUARD_KIND_ARRAY:
 		ns = GG_NS_ARRAY;
-	else if (r->api == GPUGUARD_API_CU_MIPMAPPED_ARRAY)
+		break;
+	case GPUGUARD_KIND_MIPMAP:
 		ns = GG_NS_MIPMAP;
+		break;
+	case GPUGUARD_KIND_PTR:
+	case GPUGUARD_KIND_POOL:
+		break;
+	}
 	return r->key ^ ((uint64_t)ns << 62);
 }
 

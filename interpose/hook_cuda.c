@@ -8,71 +8,12 @@
 #include <string.h>
 
 #include "gpuguard/cuda_abi.h"
+#include "hooks.h"
 #include "internal.h"
 
 #define LIBCUDA "libcuda.so.1"
 
 /* ---- real function pointers ------------------------------------------- */
-
-/* Functions we wrap: one real pointer per ABI variant (never share a pointer
- * between cuMemAllocAsync and cuMemAllocAsync_ptsz). */
-#define CU_WRAPPED(X)                     \
-	X(cuMemAlloc_v2)                  \
-	X(cuMemAllocPitch_v2)             \
-	X(cuMemAllocManaged)              \
-	X(cuMemAllocAsync)                \
-	X(cuMemAllocAsync_ptsz)           \
-	X(cuMemAllocFromPoolAsync)        \
-	X(cuMemAllocFromPoolAsync_ptsz)   \
-	X(cuMemFree_v2)                   \
-	X(cuMemFreeAsync)                 \
-	X(cuMemFreeAsync_ptsz)            \
-	X(cuMemCreate)                    \
-	X(cuMemRelease)                   \
-	X(cuMemAddressReserve)            \
-	X(cuMemAddressFree)               \
-	X(cuMemMap)                       \
-	X(cuMemUnmap)                     \
-	X(cuMemRetainAllocationHandle)    \
-	X(cuMemImportFromShareableHandle) \
-	X(cuGraphAddMemAllocNode)         \
-	X(cuStreamBeginCapture)           \
-	X(cuStreamBeginCapture_ptsz)      \
-	X(cuStreamBeginCapture_v2)        \
-	X(cuStreamBeginCapture_v2_ptsz)   \
-	X(cuGraphInstantiateWithFlags)    \
-	X(cuGraphLaunch)                  \
-	X(cuGraphLaunch_ptsz)             \
-	X(cuGraphUpload)                  \
-	X(cuGraphUpload_ptsz)             \
-	X(cuGraphExecDestroy)             \
-	X(cuGraphDestroy)                 \
-	X(cuDeviceGraphMemTrim)           \
-	X(cuArrayCreate_v2)               \
-	X(cuArray3DCreate_v2)             \
-	X(cuArrayDestroy)                 \
-	X(cuMipmappedArrayCreate)         \
-	X(cuMipmappedArrayDestroy)        \
-	X(cuMemGetInfo_v2)                \
-	X(cuDeviceTotalMem_v2)            \
-	X(cuMemPoolCreate)                \
-	X(cuMemPoolDestroy)               \
-	X(cuMemPoolTrimTo)                \
-	X(cuMemAllocHost_v2)              \
-	X(cuMemHostAlloc)                 \
-	X(cuMemFreeHost)                  \
-	X(cuDevicePrimaryCtxRetain)       \
-	X(cuDevicePrimaryCtxReset)        \
-	X(cuDevicePrimaryCtxReset_v2)     \
-	X(cuCtxDestroy)                   \
-	X(cuCtxDestroy_v2)                \
-	X(cuStreamSynchronize)            \
-	X(cuStreamSynchronize_ptsz)       \
-	X(cuCtxSynchronize)               \
-	X(cuCtxSynchronize_v2)            \
-	X(cuEventSynchronize)             \
-	X(cuGetProcAddress)               \
-	X(cuGetProcAddress_v2)
 
 /* Functions we only call that cuda_abi.h does not list (the simulator
  * exports them among its extras): a stream's context and device (12080),
@@ -102,11 +43,13 @@ typedef gg_CUresult (*gg_pfn_cuPointerGetAttribute)(void *data, gg_CUpointer_att
 #define GRAPH_MEM_USED_CURRENT GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT
 #define GRAPH_MEM_RESERVED_CURRENT GG_CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT
 #define CAPTURE_ACTIVE GG_CU_STREAM_CAPTURE_STATUS_ACTIVE
-/* Declared here only for export.c's hook, which this file's tables name. */
-GG_EXPORT gg_CUresult cuGetExportTable(const void **ppExportTable, const gg_CUuuid *pExportTableId);
 
+/* The functions we wrap (GG_CUDA_HOOKS' rows, hooks.h) and those we only
+ * call: one real pointer each. */
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
-CU_WRAPPED(DECLARE_REAL)
+#define DECLARE_HOOK(name, ...) DECLARE_REAL(name)
+#define DECLARE_HOOK_PTSZ(name, ptsz, ...) DECLARE_REAL(name) DECLARE_REAL(ptsz)
+GG_CUDA_HOOKS(DECLARE_HOOK, DECLARE_HOOK_PTSZ)
 CU_HELPERS(DECLARE_REAL)
 
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
@@ -1351,9 +1294,10 @@ SYNC_HOOK(cuEventSynchronize, (gg_CUevent e), (e))
 
 /* ---- cuGetProcAddress --------------------------------------------------- */
 
-/* A governed name as cuGetProcAddress sees it: the base name, the ABI
- * version from which the driver hands out the variant we wrap (below it the
- * legacy ABI comes back, which we never wrap), our wrappers and real slots. */
+/* A governed name as cuGetProcAddress sees it, one per GG_CUDA_HOOKS row
+ * (hooks.h): the base name, the ABI version from which the driver hands out
+ * the variant we wrap (below it the legacy ABI comes back, which we never
+ * wrap), our wrappers and real slots. */
 struct gpa_entry {
 	const char *name;
 	int min_version;
@@ -1365,73 +1309,12 @@ struct gpa_entry {
 };
 
 #define SLOT(n) ((void *_Atomic *)&real_##n)
-static const struct gpa_entry gpa_table[] = {
-    {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, SLOT(cuMemAlloc_v2), NULL, NULL},
-    {"cuMemAllocPitch", 3020, 0, (void *)cuMemAllocPitch_v2, SLOT(cuMemAllocPitch_v2), NULL, NULL},
-    {"cuMemFree", 3020, 0, (void *)cuMemFree_v2, SLOT(cuMemFree_v2), NULL, NULL},
-    {"cuMemGetInfo", 3020, 0, (void *)cuMemGetInfo_v2, SLOT(cuMemGetInfo_v2), NULL, NULL},
-    {"cuDeviceTotalMem", 3020, 0, (void *)cuDeviceTotalMem_v2, SLOT(cuDeviceTotalMem_v2), NULL, NULL},
-    {"cuArrayCreate", 3020, 0, (void *)cuArrayCreate_v2, SLOT(cuArrayCreate_v2), NULL, NULL},
-    {"cuArray3DCreate", 3020, 0, (void *)cuArray3DCreate_v2, SLOT(cuArray3DCreate_v2), NULL, NULL},
-    {"cuArrayDestroy", 0, 0, (void *)cuArrayDestroy, SLOT(cuArrayDestroy), NULL, NULL},
-    {"cuMipmappedArrayCreate", 0, 0, (void *)cuMipmappedArrayCreate, SLOT(cuMipmappedArrayCreate), NULL, NULL},
-    {"cuMipmappedArrayDestroy", 0, 0, (void *)cuMipmappedArrayDestroy, SLOT(cuMipmappedArrayDestroy), NULL, NULL},
-    {"cuMemAllocManaged", 0, 0, (void *)cuMemAllocManaged, SLOT(cuMemAllocManaged), NULL, NULL},
-    {"cuMemAllocAsync", 0, 0, (void *)cuMemAllocAsync, SLOT(cuMemAllocAsync), (void *)cuMemAllocAsync_ptsz,
-     SLOT(cuMemAllocAsync_ptsz)},
-    {"cuMemAllocFromPoolAsync", 0, 0, (void *)cuMemAllocFromPoolAsync, SLOT(cuMemAllocFromPoolAsync),
-     (void *)cuMemAllocFromPoolAsync_ptsz, SLOT(cuMemAllocFromPoolAsync_ptsz)},
-    {"cuMemFreeAsync", 0, 0, (void *)cuMemFreeAsync, SLOT(cuMemFreeAsync), (void *)cuMemFreeAsync_ptsz,
-     SLOT(cuMemFreeAsync_ptsz)},
-    {"cuMemCreate", 0, 0, (void *)cuMemCreate, SLOT(cuMemCreate), NULL, NULL},
-    {"cuMemRelease", 0, 0, (void *)cuMemRelease, SLOT(cuMemRelease), NULL, NULL},
-    {"cuMemAddressReserve", 0, 0, (void *)cuMemAddressReserve, SLOT(cuMemAddressReserve), NULL, NULL},
-    {"cuMemAddressFree", 0, 0, (void *)cuMemAddressFree, SLOT(cuMemAddressFree), NULL, NULL},
-    {"cuMemMap", 0, 0, (void *)cuMemMap, SLOT(cuMemMap), NULL, NULL},
-    {"cuMemUnmap", 0, 0, (void *)cuMemUnmap, SLOT(cuMemUnmap), NULL, NULL},
-    {"cuMemImportFromShareableHandle", 0, 0, (void *)cuMemImportFromShareableHandle,
-     SLOT(cuMemImportFromShareableHandle), NULL, NULL},
-    {"cuMemRetainAllocationHandle", 0, 0, (void *)cuMemRetainAllocationHandle, SLOT(cuMemRetainAllocationHandle), NULL,
-     NULL},
-    {"cuMemPoolCreate", 0, 0, (void *)cuMemPoolCreate, SLOT(cuMemPoolCreate), NULL, NULL},
-    {"cuMemPoolDestroy", 0, 0, (void *)cuMemPoolDestroy, SLOT(cuMemPoolDestroy), NULL, NULL},
-    {"cuMemPoolTrimTo", 0, 0, (void *)cuMemPoolTrimTo, SLOT(cuMemPoolTrimTo), NULL, NULL},
-    {"cuMemAllocHost", 3020, 0, (void *)cuMemAllocHost_v2, SLOT(cuMemAllocHost_v2), NULL, NULL},
-    {"cuMemHostAlloc", 0, 0, (void *)cuMemHostAlloc, SLOT(cuMemHostAlloc), NULL, NULL},
-    {"cuMemFreeHost", 0, 0, (void *)cuMemFreeHost, SLOT(cuMemFreeHost), NULL, NULL},
-    {"cuDevicePrimaryCtxRetain", 0, 0, (void *)cuDevicePrimaryCtxRetain, SLOT(cuDevicePrimaryCtxRetain), NULL, NULL},
-    /* cudart asks at 7000 and gets v1; from 11000 the driver hands out _v2 */
-    {"cuDevicePrimaryCtxReset", 0, 11000, (void *)cuDevicePrimaryCtxReset, SLOT(cuDevicePrimaryCtxReset), NULL, NULL},
-    {"cuDevicePrimaryCtxReset", 11000, 0, (void *)cuDevicePrimaryCtxReset_v2, SLOT(cuDevicePrimaryCtxReset_v2), NULL,
-     NULL},
-    {"cuCtxDestroy", 0, 4000, (void *)cuCtxDestroy, SLOT(cuCtxDestroy), NULL, NULL},
-    {"cuCtxDestroy", 4000, 0, (void *)cuCtxDestroy_v2, SLOT(cuCtxDestroy_v2), NULL, NULL},
-    /* the legacy one-argument ABI below 10010, the one with a mode from it */
-    {"cuStreamBeginCapture", 0, 10010, (void *)cuStreamBeginCapture, SLOT(cuStreamBeginCapture),
-     (void *)cuStreamBeginCapture_ptsz, SLOT(cuStreamBeginCapture_ptsz)},
-    {"cuStreamBeginCapture", 10010, 0, (void *)cuStreamBeginCapture_v2, SLOT(cuStreamBeginCapture_v2),
-     (void *)cuStreamBeginCapture_v2_ptsz, SLOT(cuStreamBeginCapture_v2_ptsz)},
-    {"cuGraphAddMemAllocNode", 0, 0, (void *)cuGraphAddMemAllocNode, SLOT(cuGraphAddMemAllocNode), NULL, NULL},
-    {"cuGraphInstantiateWithFlags", 0, 0, (void *)cuGraphInstantiateWithFlags, SLOT(cuGraphInstantiateWithFlags), NULL,
-     NULL},
-    {"cuGraphLaunch", 0, 0, (void *)cuGraphLaunch, SLOT(cuGraphLaunch), (void *)cuGraphLaunch_ptsz,
-     SLOT(cuGraphLaunch_ptsz)},
-    {"cuGraphUpload", 0, 0, (void *)cuGraphUpload, SLOT(cuGraphUpload), (void *)cuGraphUpload_ptsz,
-     SLOT(cuGraphUpload_ptsz)},
-    {"cuGraphExecDestroy", 0, 0, (void *)cuGraphExecDestroy, SLOT(cuGraphExecDestroy), NULL, NULL},
-    {"cuGraphDestroy", 0, 0, (void *)cuGraphDestroy, SLOT(cuGraphDestroy), NULL, NULL},
-    {"cuDeviceGraphMemTrim", 0, 0, (void *)cuDeviceGraphMemTrim, SLOT(cuDeviceGraphMemTrim), NULL, NULL},
-    {"cuStreamSynchronize", 0, 0, (void *)cuStreamSynchronize, SLOT(cuStreamSynchronize),
-     (void *)cuStreamSynchronize_ptsz, SLOT(cuStreamSynchronize_ptsz)},
-    /* the 13000 ABI takes the context to synchronise */
-    {"cuCtxSynchronize", 0, 13000, (void *)cuCtxSynchronize, SLOT(cuCtxSynchronize), NULL, NULL},
-    {"cuCtxSynchronize", 13000, 0, (void *)cuCtxSynchronize_v2, SLOT(cuCtxSynchronize_v2), NULL, NULL},
-    {"cuEventSynchronize", 0, 0, (void *)cuEventSynchronize, SLOT(cuEventSynchronize), NULL, NULL},
-    {"cuGetExportTable", 0, 0, (void *)cuGetExportTable, &gg_real_cuGetExportTable, NULL, NULL},
-    /* cuGetProcAddress itself: the legacy 4-argument one below 12000, the
-     * 5-argument _v2 from 12000 (what cudart asks for at 11030 and 12000). */
-    {"cuGetProcAddress", 0, 0, (void *)cuGetProcAddress, SLOT(cuGetProcAddress), NULL, NULL},
-};
+#define SLOT_ELSEWHERE(n) ((void *_Atomic *)&gg_real_##n)
+#define GPA_ROW(n, base, min, below, ...) {#base, min, below, (void *)n, SLOT(n), NULL, NULL},
+#define GPA_ROW_PTSZ(n, ptsz, base, min, below, ...) {#base, min, below, (void *)n, SLOT(n), (void *)ptsz, SLOT(ptsz)},
+#define GPA_ROW_ELSEWHERE(n, base, min, below, ...) {#base, min, below, (void *)n, SLOT_ELSEWHERE(n), NULL, NULL},
+static const struct gpa_entry gpa_table[] = {GG_CUDA_HOOKS(GPA_ROW, GPA_ROW_PTSZ)
+                                                 GG_CUDA_HOOKS_ELSEWHERE(GPA_ROW_ELSEWHERE)};
 
 /* The row serving name at version (a name's rows are in version order). */
 static const struct gpa_entry *gpa_find(const char *name, int version)
@@ -1452,10 +1335,6 @@ static void *gpa_substitute(const char *symbol, int version, gg_cuuint64_t flags
 	const struct gpa_entry *e = gpa_find(symbol, version);
 	if (!e || version < e->min_version || gg_cuda_is_ours(real))
 		return real;
-	if (e->ours == (void *)cuGetProcAddress && version >= 12000) {
-		gg_real_offer(SLOT(cuGetProcAddress_v2), real);
-		return (void *)cuGetProcAddress_v2;
-	}
 	if ((flags & GG_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && e->ours_ptsz) {
 		gg_real_offer(e->real_ptsz, real);
 		return e->ours_ptsz;
@@ -1491,9 +1370,11 @@ GG_EXPORT gg_CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaV
 /* ---- for the dlsym override -------------------------------------------- */
 
 #define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
-static const struct gg_sym sym_table[] = {
-    CU_WRAPPED(SYM_ROW){"cuGetExportTable", (void *)cuGetExportTable, &gg_real_cuGetExportTable},
-};
+#define SYM_ROW_HOOK(n, ...) SYM_ROW(n)
+#define SYM_ROW_PTSZ(n, ptsz, ...) SYM_ROW(n) SYM_ROW(ptsz)
+#define SYM_ROW_ELSEWHERE(n, ...) {#n, (void *)n, SLOT_ELSEWHERE(n)},
+static const struct gg_sym sym_table[] = {GG_CUDA_HOOKS(SYM_ROW_HOOK, SYM_ROW_PTSZ)
+                                              GG_CUDA_HOOKS_ELSEWHERE(SYM_ROW_ELSEWHERE)};
 #define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
 
 int gg_cuda_is_ours(void *fn)

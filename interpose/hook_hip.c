@@ -6,38 +6,11 @@
 #include <string.h>
 
 #include "gpuguard/hip_abi.h"
+#include "hooks.h"
 #define GG_HOOK_RUNTIME GG_RT_HIP /* GG_ENTER: devices bound here are HIP's */
 #include "internal.h"
 
 #define LIBHIP "libamdhip64.so.6"
-
-#define HIP_WRAPPED(X)                     \
-	X(hipMalloc)                       \
-	X(hipExtMallocWithFlags)           \
-	X(hipMallocManaged)                \
-	X(hipMallocPitch)                  \
-	X(hipMallocAsync)                  \
-	X(hipMallocFromPoolAsync)          \
-	X(hipFree)                         \
-	X(hipFreeAsync)                    \
-	X(hipMemCreate)                    \
-	X(hipMemRelease)                   \
-	X(hipMemAddressReserve)            \
-	X(hipMemAddressFree)               \
-	X(hipMemMap)                       \
-	X(hipMemUnmap)                     \
-	X(hipMemRetainAllocationHandle)    \
-	X(hipDeviceReset)                  \
-	X(hipMemImportFromShareableHandle) \
-	X(hipMemGetInfo)                   \
-	X(hipDeviceTotalMem)               \
-	X(hipMemPoolCreate)                \
-	X(hipMemPoolDestroy)               \
-	X(hipMemPoolTrimTo)                \
-	X(hipHostMalloc)                   \
-	X(hipHostFree)                     \
-	X(hipStreamSynchronize)            \
-	X(hipDeviceSynchronize)
 
 /* ROCm's, not in hip_abi.h: the device a stream belongs to. */
 typedef gg_hipError_t (*gg_pfn_hipStreamGetDevice)(gg_hipStream_t stream, int *device);
@@ -52,8 +25,11 @@ typedef gg_hipError_t (*gg_pfn_hipStreamGetDevice)(gg_hipStream_t stream, int *d
 	X(hipRuntimeGetVersion)       \
 	X(hipDeviceGetUuid)
 
+/* The functions we wrap (GG_HIP_HOOKS' rows, hooks.h) and those we only
+ * call: one real pointer each. */
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
-HIP_WRAPPED(DECLARE_REAL)
+#define DECLARE_HOOK(name, ...) DECLARE_REAL(name)
+GG_HIP_HOOKS(DECLARE_HOOK)
 HIP_HELPERS(DECLARE_REAL)
 
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBHIP))
@@ -758,8 +734,8 @@ GG_EXPORT gg_hipError_t hipDeviceSynchronize(void)
 	return rc;
 }
 
-#define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
-static const struct gg_sym sym_table[] = {HIP_WRAPPED(SYM_ROW)};
+#define SYM_ROW(n, ...) {#n, (void *)n, SLOT(n)},
+static const struct gg_sym sym_table[] = {GG_HIP_HOOKS(SYM_ROW)};
 #define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
 
 int gg_hip_is_ours(void *fn)

@@ -7,24 +7,23 @@
 #include <string.h>
 
 #include "gpuguard/nvml_abi.h"
+#include "hooks.h"
 #include "internal.h"
 
 #define LIBNVML "libnvidia-ml.so.1"
 
 /* ---- real function pointers ------------------------------------------- */
 
-/* Functions we wrap. */
-#define NVML_WRAPPED(X)            \
-	X(nvmlDeviceGetMemoryInfo) \
-	X(nvmlDeviceGetMemoryInfo_v2)
-
 /* Functions we only call. */
 #define NVML_HELPERS(X)      \
 	X(nvmlDeviceGetUUID) \
 	X(nvmlDeviceGetIndex)
 
+/* The functions we wrap (GG_NVML_HOOKS' rows, hooks.h) and those we only
+ * call: one real pointer each. */
 #define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
-NVML_WRAPPED(DECLARE_REAL)
+#define DECLARE_HOOK(name, ...) DECLARE_REAL(name)
+GG_NVML_HOOKS(DECLARE_HOOK)
 NVML_HELPERS(DECLARE_REAL)
 
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBNVML))
@@ -135,8 +134,8 @@ GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(gg_nvmlDevice_t device, gg_
 /* ---- for the dlsym override -------------------------------------------- */
 
 #define SLOT(n) ((void *_Atomic *)&real_##n)
-#define SYM_ROW(n) {#n, (void *)n, SLOT(n)},
-static const struct gg_sym sym_table[] = {NVML_WRAPPED(SYM_ROW)};
+#define SYM_ROW(n, ...) {#n, (void *)n, SLOT(n)},
+static const struct gg_sym sym_table[] = {GG_NVML_HOOKS(SYM_ROW)};
 #define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
 
 int gg_nvml_is_ours(void *fn)

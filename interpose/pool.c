@@ -313,8 +313,7 @@ static pthread_mutex_t zombie_lock = PTHREAD_MUTEX_INITIALIZER; /* never held ac
 
 static int pool_api(uint8_t api)
 {
-	return api == GPUGUARD_API_CU_MEM_ALLOC_ASYNC || api == GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL ||
-	       api == GPUGUARD_API_HIP_MALLOC_ASYNC || api == GPUGUARD_API_HIP_MALLOC_FROM_POOL;
+	return gpuguard_api_kind(api) == GPUGUARD_KIND_POOL;
 }
 
 static int doom_push(struct gg_pool_doom *d, const struct gg_record *r)

@@ -44,8 +44,7 @@ uint64_t gg_granted(uint32_t api, uint64_t size)
 
 static int is_async(uint32_t api)
 {
-	return api == GPUGUARD_API_CU_MEM_ALLOC_ASYNC || api == GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL ||
-	       api == GPUGUARD_API_HIP_MALLOC_ASYNC || api == GPUGUARD_API_HIP_MALLOC_FROM_POOL;
+	return gpuguard_api_kind(api) == GPUGUARD_KIND_POOL;
 }
 
 static uint64_t sat_add(uint64_t a, uint64_t b)

@@ -33,12 +33,11 @@ static inline uint64_t gpuguard_round_up(uint64_t v, uint64_t to)
  * is (interpose/pool.c). */
 static inline uint64_t gpuguard_charge_size(uint32_t api, uint64_t size)
 {
-	switch (api) {
-	case GPUGUARD_API_CU_MEM_CREATE:
-	case GPUGUARD_API_HIP_MEM_CREATE:
+	switch (gpuguard_api_kind(api)) {
+	case GPUGUARD_KIND_VMM:
 		return size;
-	case GPUGUARD_API_CU_ARRAY:
-	case GPUGUARD_API_CU_MIPMAPPED_ARRAY:
+	case GPUGUARD_KIND_ARRAY:
+	case GPUGUARD_KIND_MIPMAP:
 		return gpuguard_round_up(size ? size : 1, GPUGUARD_PAGE);
 	default:
 		return gpuguard_round_up(size, size > GPUGUARD_SMALL_MAX ? GPUGUARD_PAGE : GPUGUARD_SMALL_ALIGN);

@@ -109,11 +109,7 @@
 /* What made the library write a dump. */
 #define GPUGUARD_DUMP_TRIGGERS "ceiling", "driver_oom", "signal", "exit"
 
-/* Names of enum gpuguard_api (include/gpuguard.h), indexed by value. */
-#define GPUGUARD_API_NAMES                                                                                             \
-	"none", "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemAllocAsync",                         \
-	    "cuMemAllocFromPoolAsync", "cuMemCreate", "cuArrayCreate", "cuMipmappedArrayCreate", "hipMalloc",          \
-	    "hipExtMallocWithFlags", "hipMallocManaged", "hipMallocPitch", "hipMallocAsync", "hipMallocFromPoolAsync", \
-	    "hipMemCreate"
+/* The "api" names (GPUGUARD_API_NAMES) are gpuguard/api.h's rows. */
+#include "api.h"
 
 #endif
