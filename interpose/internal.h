@@ -54,10 +54,10 @@ struct gg_options {
 	int scope_process; /* GPUGUARD_SCOPE=process */
 	const char *shared_path;
 	unsigned shared_mode;
-	uint64_t context_reserve; /* bytes */
-	uint64_t wait_ms;         /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
+	uint64_t context_reserve;    /* bytes */
+	uint64_t wait_ms;            /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
 	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
-	int unwinder_fp; /* GPUGUARD_TEST_UNWINDER=frame-pointer */
+	int unwinder_fp;             /* GPUGUARD_TEST_UNWINDER=frame-pointer */
 	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region; cut to
 	 * the region's field, so limit_len says whether it fits */
 	const char *limit_text;

@@ -22,12 +22,17 @@
 
 struct gg_options gg_opt;
 
-#define GG_OPTION_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc)                         \
-	{"GPUGUARD_" #id, def,                                                                                  \
-	 syntax,          doc,                                                                                  \
-	 GG_OPT_##type,   (lo),                                                                                 \
-	 (hi),            choices,                                                                              \
-	 bad,             offsetof(struct gg_options, field),                                                   \
+#define GG_OPTION_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc) \
+	{"GPUGUARD_" #id,                                                            \
+	 def,                                                                        \
+	 syntax,                                                                     \
+	 doc,                                                                        \
+	 GG_OPT_##type,                                                              \
+	 (lo),                                                                       \
+	 (hi),                                                                       \
+	 choices,                                                                    \
+	 bad,                                                                        \
+	 offsetof(struct gg_options, field),                                         \
 	 sizeof(((struct gg_options *)0)->field)},
 const struct gg_option_row gg_option_rows[] = {GPUGUARD_OPTIONS(GG_OPTION_ROW) GPUGUARD_TEST_OPTIONS(GG_OPTION_ROW)};
 #define GG_OPTION_ONE(...) +1
@@ -91,10 +96,10 @@ int gg_parse_on_limit(const char *s, uint64_t *wait_ms)
  * is more to say than the syntax. */
 
 /* Numbers go into int, unsigned and uint64_t fields alike. */
-#define GG_OPTION_NUMBER_FIELD(id, field, type, ...)                                                         \
-	_Static_assert(GG_OPT_##type == GG_OPT_PATH || GG_OPT_##type == GG_OPT_LIMIT ||                         \
-	                   sizeof(((struct gg_options *)0)->field) == sizeof(unsigned) ||                        \
-	                   sizeof(((struct gg_options *)0)->field) == sizeof(uint64_t),                          \
+#define GG_OPTION_NUMBER_FIELD(id, field, type, ...)                                      \
+	_Static_assert(GG_OPT_##type == GG_OPT_PATH || GG_OPT_##type == GG_OPT_LIMIT ||   \
+	                   sizeof(((struct gg_options *)0)->field) == sizeof(unsigned) || \
+	                   sizeof(((struct gg_options *)0)->field) == sizeof(uint64_t),   \
 	               "GPUGUARD_" #id ": gg_opt." #field " is not a 4- or 8-byte number");
 GPUGUARD_OPTIONS(GG_OPTION_NUMBER_FIELD)
 GPUGUARD_TEST_OPTIONS(GG_OPTION_NUMBER_FIELD)
@@ -227,9 +232,9 @@ static int parse_on_limit(const struct gg_option_row *r, const char *v, void *fi
 
 typedef int (*gg_option_parser)(const struct gg_option_row *, const char *, void *, const char **);
 static const gg_option_parser parsers[] = {
-    [GG_OPT_BOOL] = parse_bool,         [GG_OPT_COUNT] = parse_count, [GG_OPT_DURATION] = parse_duration,
-    [GG_OPT_SIGNAL] = parse_signal,     [GG_OPT_PATH] = parse_path,   [GG_OPT_CHOICE] = parse_choice,
-    [GG_OPT_MODE] = parse_mode,         [GG_OPT_LIMIT] = parse_limit, [GG_OPT_ON_LIMIT] = parse_on_limit,
+    [GG_OPT_BOOL] = parse_bool,     [GG_OPT_COUNT] = parse_count, [GG_OPT_DURATION] = parse_duration,
+    [GG_OPT_SIGNAL] = parse_signal, [GG_OPT_PATH] = parse_path,   [GG_OPT_CHOICE] = parse_choice,
+    [GG_OPT_MODE] = parse_mode,     [GG_OPT_LIMIT] = parse_limit, [GG_OPT_ON_LIMIT] = parse_on_limit,
 };
 
 /* One clear line (the house rule): the variable, the value, the accepted

@@ -510,7 +510,8 @@ static int find_lib(char *out, size_t n)
 static const struct {
 	const char *var, *metavar, *def, *syntax, *doc;
 } run_rows[] = {
-#define RUN_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc) {"GPUGUARD_" #id, flag, def, syntax, doc},
+#define RUN_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc) \
+	{"GPUGUARD_" #id, flag, def, syntax, doc},
     GPUGUARD_OPTIONS(RUN_ROW)
 #undef RUN_ROW
 };
