@@ -505,16 +505,26 @@ static int find_lib(char *out, size_t n)
 	return access(out, R_OK);
 }
 
-/* `gpuguard run`'s options: the rows of gpuguard/options.h that name a
- * flag, each setting its variable for the library, which checks the value. */
+/* The library's options (gpuguard/options.h). The rows that name a flag
+ * are `gpuguard run`'s options, each setting its variable for the library,
+ * which checks the value. */
 static const struct {
 	const char *var, *metavar, *def, *syntax, *doc;
-} run_rows[] = {
+} opt_rows[] = {
 #define RUN_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc) \
 	{"GPUGUARD_" #id, flag, def, syntax, doc},
     GPUGUARD_OPTIONS(RUN_ROW)
 #undef RUN_ROW
 };
+
+/* The library's default for var, as its row gives it; "" if none. */
+static const char *opt_default(const char *var)
+{
+	for (size_t i = 0; i < sizeof opt_rows / sizeof opt_rows[0]; i++)
+		if (!strcmp(opt_rows[i].var, var))
+			return opt_rows[i].def;
+	return "";
+}
 
 /* "--dump-dir" for GPUGUARD_DUMP_DIR. */
 static void run_flag(char *out, size_t n, const char *var)
@@ -546,7 +556,7 @@ static void help_words(FILE *f, size_t *col, size_t indent, const char *words)
 	}
 }
 
-/* The manual of `gpuguard run`, its synopsis and options from run_rows;
+/* The manual of `gpuguard run`, its synopsis and options from opt_rows;
  * "" when there is no memory for it. */
 static const char *help_run(void)
 {
@@ -560,12 +570,12 @@ static const char *help_run(void)
 	char flag[64], item[512];
 	fputs("NAME\n    gpuguard run - run a command under a GPU memory ceiling\n\nSYNOPSIS\n    gpuguard run", f);
 	col = strlen("    gpuguard run");
-	for (size_t i = 0; i < sizeof run_rows / sizeof run_rows[0]; i++) {
-		if (!run_rows[i].metavar)
+	for (size_t i = 0; i < sizeof opt_rows / sizeof opt_rows[0]; i++) {
+		if (!opt_rows[i].metavar)
 			continue;
-		run_flag(flag, sizeof flag, run_rows[i].var);
+		run_flag(flag, sizeof flag, opt_rows[i].var);
 		/* One word, so that the wrap never splits a bracket. */
-		snprintf(item, sizeof item, "[%s\x01%s]", flag, run_rows[i].metavar);
+		snprintf(item, sizeof item, "[%s\x01%s]", flag, opt_rows[i].metavar);
 		help_words(f, &col, 17, item);
 	}
 	help_words(f, &col, 17, "[--] CMD [ARGS...]");
@@ -575,19 +585,19 @@ static const char *help_run(void)
 	      "    relative to its own location, as installed and in the build tree.\n"
 	      "    GPUGUARD_LIB overrides the path.\n\nOPTIONS\n",
 	      f);
-	for (size_t i = 0; i < sizeof run_rows / sizeof run_rows[0]; i++) {
-		if (!run_rows[i].metavar)
+	for (size_t i = 0; i < sizeof opt_rows / sizeof opt_rows[0]; i++) {
+		if (!opt_rows[i].metavar)
 			continue;
-		run_flag(flag, sizeof flag, run_rows[i].var);
-		fprintf(f, "    %s %s\n        ", flag, run_rows[i].metavar);
+		run_flag(flag, sizeof flag, opt_rows[i].var);
+		fprintf(f, "    %s %s\n        ", flag, opt_rows[i].metavar);
 		col = 8;
-		if (*run_rows[i].def)
-			snprintf(item, sizeof item, "sets %s (default %s): %s.", run_rows[i].var, run_rows[i].def,
-			         run_rows[i].doc);
+		if (*opt_rows[i].def)
+			snprintf(item, sizeof item, "sets %s (default %s): %s.", opt_rows[i].var, opt_rows[i].def,
+			         opt_rows[i].doc);
 		else
-			snprintf(item, sizeof item, "sets %s: %s.", run_rows[i].var, run_rows[i].doc);
+			snprintf(item, sizeof item, "sets %s: %s.", opt_rows[i].var, opt_rows[i].doc);
 		help_words(f, &col, 8, item);
-		snprintf(item, sizeof item, "Accepted: %s.", run_rows[i].syntax);
+		snprintf(item, sizeof item, "Accepted: %s.", opt_rows[i].syntax);
 		help_words(f, &col, 8, item);
 		fputc('\n', f);
 	}
@@ -607,18 +617,18 @@ static const char *help_run(void)
 	return text;
 }
 
-/* One of run_rows at argv[*i] (either form opt_value takes): sets its
+/* One of opt_rows at argv[*i] (either form opt_value takes): sets its
  * variable, 0; -1 when argv[*i] is none of them. */
 static int run_option(int argc, char **argv, int *i)
 {
 	char flag[64];
-	for (size_t k = 0; k < sizeof run_rows / sizeof run_rows[0]; k++) {
-		if (!run_rows[k].metavar)
+	for (size_t k = 0; k < sizeof opt_rows / sizeof opt_rows[0]; k++) {
+		if (!opt_rows[k].metavar)
 			continue;
-		run_flag(flag, sizeof flag, run_rows[k].var);
+		run_flag(flag, sizeof flag, opt_rows[k].var);
 		const char *v = opt_value(argc, argv, i, flag);
 		if (v)
-			return setenv(run_rows[k].var, v, 1);
+			return setenv(opt_rows[k].var, v, 1);
 	}
 	return -1;
 }
@@ -947,7 +957,9 @@ static int64_t lib_duration_ms(const char *s)
  * limit explains that, from the dumps of pid already in dir. */
 static void explain_no_dump(long pid, const char *comm, const char *dir, int timeout, int sig)
 {
-	char maxv[64] = "10", ivv[64] = "10s", newest_path[PATH_MAX] = "";
+	char maxv[64], ivv[64], newest_path[PATH_MAX] = "";
+	snprintf(maxv, sizeof maxv, "%s", opt_default("GPUGUARD_DUMP_MAX"));
+	snprintf(ivv, sizeof ivv, "%s", opt_default("GPUGUARD_DUMP_INTERVAL"));
 	proc_env(pid, "GPUGUARD_DUMP_MAX", maxv, sizeof maxv);
 	proc_env(pid, "GPUGUARD_DUMP_INTERVAL", ivv, sizeof ivv);
 	unsigned count = 0;
