@@ -35,7 +35,8 @@ void gg_log_release(void);
 const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes);
 
 /* ---- options.c ---- */
-/* GPUGUARD_LIMIT's types and parser: limit.h (shared with the command) */
+/* GPUGUARD_LIMIT's types and parser: limit.h (shared with the command).
+ * The options themselves, one row each: gpuguard/options.h. */
 struct gg_options {
 	int limit_set; /* GPUGUARD_LIMIT was given */
 	int limit_bad; /* ... and could not be parsed: fail closed */
@@ -53,9 +54,10 @@ struct gg_options {
 	int scope_process; /* GPUGUARD_SCOPE=process */
 	const char *shared_path;
 	unsigned shared_mode;
-	uint64_t context_reserve; /* bytes */
-	uint64_t wait_ms;         /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
+	uint64_t context_reserve;    /* bytes */
+	uint64_t wait_ms;            /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
 	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
+	int unwinder_fp;             /* GPUGUARD_TEST_UNWINDER=frame-pointer */
 	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region; cut to
 	 * the region's field, so limit_len says whether it fits */
 	const char *limit_text;
@@ -75,15 +77,34 @@ int gg_parse_duration_ms(const char *s, uint64_t *out);
 void gg_options_print(void);
 /* "fail" (0) or "wait:<duration>" (ms). 0 or -1. */
 int gg_parse_on_limit(const char *s, uint64_t *wait_ms);
-/* The options table, for tests that compare it with README.md. */
+/* The parser a row's value goes through (gpuguard/options.h says each). */
+enum gg_option_type {
+	GG_OPT_BOOL,
+	GG_OPT_COUNT,
+	GG_OPT_DURATION,
+	GG_OPT_SIGNAL,
+	GG_OPT_PATH,
+	GG_OPT_CHOICE,
+	GG_OPT_MODE,
+	GG_OPT_LIMIT,
+	GG_OPT_ON_LIMIT,
+};
+/* One row of gpuguard/options.h, with where its value goes in gg_opt. */
 struct gg_option_row {
 	const char *name;
 	const char *def;
 	const char *syntax;
 	const char *doc;
+	enum gg_option_type type;
+	uint64_t lo, hi;     /* COUNT, DURATION: the range; PATH: the length */
+	const char *choices; /* CHOICE, MODE: "a|b|c" */
+	const char *bad;     /* what a bad value means, when not "using <def>" */
+	size_t off, size;    /* the field in struct gg_options */
 };
+/* gg_option_nrows documented rows (README.md, VERBOSE, dumps), then the
+ * test knobs, gg_option_nall in all. */
 extern const struct gg_option_row gg_option_rows[];
-extern const size_t gg_option_nrows;
+extern const size_t gg_option_nrows, gg_option_nall;
 
 /* ---- ceiling.c ---- */
 /* Statistics every alloc and free touch are striped by thread, so that the

@@ -105,8 +105,7 @@ static void activate(void)
 	arena = (void *)(m + sz_slots);
 	id_depth = (void *)(m + sz_slots + sz_arena);
 	self_range();
-	const char *force = secure_getenv("GPUGUARD_TEST_UNWINDER"); /* tests: "frame-pointer" */
-	int use_fp = force && strcmp(force, "frame-pointer") == 0;
+	int use_fp = gg_opt.unwinder_fp; /* GPUGUARD_TEST_UNWINDER, for tests */
 #if defined(__SANITIZE_THREAD__)
 	/* libunwind frees its per-thread cache from a TSD destructor, which runs
 	 * after TSan has torn the thread's state down: the intercepted mutex

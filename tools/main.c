@@ -14,6 +14,7 @@
 
 #include <gpuguard.h>
 #include <gpuguard/dump.h>
+#include <gpuguard/options.h>
 #include <gpuguard/region.h>
 
 #include "limit.h" /* the library's GPUGUARD_LIMIT parser (interpose/limit.c) */
@@ -122,34 +123,6 @@ static const char help_report[] =
     "    0 report written; 1 usage error; 2 a dump could not be read (the message\n"
     "    names FILE:LINE and what is wrong), or its format is newer, or FILE of\n"
     "    --html cannot be written.\n";
-
-static const char help_run[] = "NAME\n"
-                               "    gpuguard run - run a command under a GPU memory ceiling\n"
-                               "\n"
-                               "SYNOPSIS\n"
-                               "    gpuguard run [--limit Q] [--dump-dir D] [--scope S] [--shared PATH]\n"
-                               "                 [--on-limit L] [--context-reserve Q] [--] CMD [ARGS...]\n"
-                               "\n"
-                               "DESCRIPTION\n"
-                               "    Runs CMD with libgpuguard.so preloaded (put in front of any LD_PRELOAD\n"
-                               "    already set). The library is found next to this program: ../lib/\n"
-                               "    relative to its own location, as installed and in the build tree.\n"
-                               "    GPUGUARD_LIB overrides the path.\n"
-                               "\n"
-                               "OPTIONS\n"
-                               "    --limit Q      sets GPUGUARD_LIMIT (e.g. 4Gi, 80%, 0=4Gi,1=8Gi)\n"
-                               "    --dump-dir D   sets GPUGUARD_DUMP_DIR, where dumps are written\n"
-                               "    --scope S      sets GPUGUARD_SCOPE: pod (one budget for every process\n"
-                               "                   sharing the region file) or process\n"
-                               "    --shared PATH  sets GPUGUARD_SHARED, the pod region file\n"
-                               "    --on-limit L   sets GPUGUARD_ON_LIMIT: fail, or wait:2s to wait for memory\n"
-                               "    --context-reserve Q\n"
-                               "                   sets GPUGUARD_CONTEXT_RESERVE, charged per CUDA context\n"
-                               "    Each also takes the form --name=VALUE. Values are checked by the\n"
-                               "    library, which names a bad one on stderr.\n"
-                               "\n"
-                               "EXIT STATUS\n"
-                               "    CMD's own; 1 usage error; 2 the library or CMD could not be found.\n";
 
 static const char help_dump[] = "NAME\n"
                                 "    gpuguard dump - ask a running process for an allocation dump\n"
@@ -532,23 +505,130 @@ static int find_lib(char *out, size_t n)
 	return access(out, R_OK);
 }
 
-/* `gpuguard run`'s options: each sets one variable for the library. */
+/* The library's options (gpuguard/options.h). The rows that name a flag
+ * are `gpuguard run`'s options, each setting its variable for the library,
+ * which checks the value. */
 static const struct {
-	const char *opt, *var;
-} run_opts[] = {
-    {"--limit", "GPUGUARD_LIMIT"},       {"--dump-dir", "GPUGUARD_DUMP_DIR"},
-    {"--scope", "GPUGUARD_SCOPE"},       {"--shared", "GPUGUARD_SHARED"},
-    {"--on-limit", "GPUGUARD_ON_LIMIT"}, {"--context-reserve", "GPUGUARD_CONTEXT_RESERVE"},
+	const char *var, *metavar, *def, *syntax, *doc;
+} opt_rows[] = {
+#define RUN_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc) \
+	{"GPUGUARD_" #id, flag, def, syntax, doc},
+    GPUGUARD_OPTIONS(RUN_ROW)
+#undef RUN_ROW
 };
 
-/* One of run_opts at argv[*i] (either form opt_value takes): sets its
+/* The library's default for var, as its row gives it; "" if none. */
+static const char *opt_default(const char *var)
+{
+	for (size_t i = 0; i < sizeof opt_rows / sizeof opt_rows[0]; i++)
+		if (!strcmp(opt_rows[i].var, var))
+			return opt_rows[i].def;
+	return "";
+}
+
+/* "--dump-dir" for GPUGUARD_DUMP_DIR. */
+static void run_flag(char *out, size_t n, const char *var)
+{
+	size_t k = snprintf(out, n, "--");
+	for (const char *p = var + strlen("GPUGUARD_"); *p && k + 1 < n; p++)
+		out[k++] = *p == '_' ? '-' : (char)(*p - 'A' + 'a');
+	out[k] = '\0';
+}
+
+/* Writes words to f, wrapped before column 80 with every line but the
+ * first (which starts at column *col) indented by indent; a word at column
+ * indent starts a line. */
+static void help_words(FILE *f, size_t *col, size_t indent, const char *words)
+{
+	for (const char *w = words; *w;) {
+		size_t wl = strcspn(w, " ");
+		if (*col != indent && *col + 1 + wl > 79) {
+			fprintf(f, "\n%*s", (int)indent, "");
+			*col = indent;
+		} else if (*col != indent) {
+			fputc(' ', f);
+			++*col;
+		}
+		fprintf(f, "%.*s", (int)wl, w);
+		*col += wl;
+		w += wl;
+		w += strspn(w, " ");
+	}
+}
+
+/* The manual of `gpuguard run`, its synopsis and options from opt_rows;
+ * "" when there is no memory for it. */
+static const char *help_run(void)
+{
+	static char *text;
+	size_t size, col;
+	if (text)
+		return text;
+	FILE *f = open_memstream(&text, &size);
+	if (!f)
+		return "";
+	char flag[64], item[512];
+	fputs("NAME\n    gpuguard run - run a command under a GPU memory ceiling\n\nSYNOPSIS\n    gpuguard run", f);
+	col = strlen("    gpuguard run");
+	for (size_t i = 0; i < sizeof opt_rows / sizeof opt_rows[0]; i++) {
+		if (!opt_rows[i].metavar)
+			continue;
+		run_flag(flag, sizeof flag, opt_rows[i].var);
+		/* One word, so that the wrap never splits a bracket. */
+		snprintf(item, sizeof item, "[%s\x01%s]", flag, opt_rows[i].metavar);
+		help_words(f, &col, 17, item);
+	}
+	help_words(f, &col, 17, "[--] CMD [ARGS...]");
+	fputs("\n\nDESCRIPTION\n"
+	      "    Runs CMD with libgpuguard.so preloaded (put in front of any LD_PRELOAD\n"
+	      "    already set). The library is found next to this program: ../lib/\n"
+	      "    relative to its own location, as installed and in the build tree.\n"
+	      "    GPUGUARD_LIB overrides the path.\n\nOPTIONS\n",
+	      f);
+	for (size_t i = 0; i < sizeof opt_rows / sizeof opt_rows[0]; i++) {
+		if (!opt_rows[i].metavar)
+			continue;
+		run_flag(flag, sizeof flag, opt_rows[i].var);
+		fprintf(f, "    %s %s\n        ", flag, opt_rows[i].metavar);
+		col = 8;
+		if (*opt_rows[i].def)
+			snprintf(item, sizeof item, "sets %s (default %s): %s.", opt_rows[i].var, opt_rows[i].def,
+			         opt_rows[i].doc);
+		else
+			snprintf(item, sizeof item, "sets %s: %s.", opt_rows[i].var, opt_rows[i].doc);
+		help_words(f, &col, 8, item);
+		snprintf(item, sizeof item, "Accepted: %s.", opt_rows[i].syntax);
+		help_words(f, &col, 8, item);
+		fputc('\n', f);
+	}
+	fputs("    Each also takes the form --name=VALUE. Values are checked by the\n"
+	      "    library, which names a bad one on stderr.\n\n"
+	      "EXIT STATUS\n"
+	      "    CMD's own; 1 usage error; 2 the library or CMD could not be found.\n",
+	      f);
+	if (fclose(f) != 0) {
+		free(text);
+		text = NULL;
+		return "";
+	}
+	/* The flag and its metavariable were kept together as one word. */
+	for (char *p = text; (p = strchr(p, '\x01')); p++)
+		*p = ' ';
+	return text;
+}
+
+/* One of opt_rows at argv[*i] (either form opt_value takes): sets its
  * variable, 0; -1 when argv[*i] is none of them. */
 static int run_option(int argc, char **argv, int *i)
 {
-	for (size_t k = 0; k < sizeof run_opts / sizeof run_opts[0]; k++) {
-		const char *v = opt_value(argc, argv, i, run_opts[k].opt);
+	char flag[64];
+	for (size_t k = 0; k < sizeof opt_rows / sizeof opt_rows[0]; k++) {
+		if (!opt_rows[k].metavar)
+			continue;
+		run_flag(flag, sizeof flag, opt_rows[k].var);
+		const char *v = opt_value(argc, argv, i, flag);
 		if (v)
-			return setenv(run_opts[k].var, v, 1);
+			return setenv(opt_rows[k].var, v, 1);
 	}
 	return -1;
 }
@@ -559,7 +639,7 @@ static int cmd_run(int argc, char **argv)
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(help_run, stdout);
+			fputs(help_run(), stdout);
 			return GG_EXIT_OK;
 		} else if (!strcmp(a, "--")) {
 			i++;
@@ -569,13 +649,13 @@ static int cmd_run(int argc, char **argv)
 		} else if (a[0] == '-') {
 			char m[128];
 			snprintf(m, sizeof m, "run: unknown option '%.64s'", a);
-			return usage_err(m, help_run);
+			return usage_err(m, help_run());
 		} else {
 			break;
 		}
 	}
 	if (i >= argc)
-		return usage_err("run needs a command", help_run);
+		return usage_err("run needs a command", help_run());
 	char lib[PATH_MAX + 32];
 	if (find_lib(lib, sizeof lib)) {
 		gg_error("cannot find libgpuguard.so (looked at %s); set GPUGUARD_LIB", lib);
@@ -877,7 +957,9 @@ static int64_t lib_duration_ms(const char *s)
  * limit explains that, from the dumps of pid already in dir. */
 static void explain_no_dump(long pid, const char *comm, const char *dir, int timeout, int sig)
 {
-	char maxv[64] = "10", ivv[64] = "10s", newest_path[PATH_MAX] = "";
+	char maxv[64], ivv[64], newest_path[PATH_MAX] = "";
+	snprintf(maxv, sizeof maxv, "%s", opt_default("GPUGUARD_DUMP_MAX"));
+	snprintf(ivv, sizeof ivv, "%s", opt_default("GPUGUARD_DUMP_INTERVAL"));
 	proc_env(pid, "GPUGUARD_DUMP_MAX", maxv, sizeof maxv);
 	proc_env(pid, "GPUGUARD_DUMP_INTERVAL", ivv, sizeof ivv);
 	unsigned count = 0;
@@ -1194,7 +1276,7 @@ static const char *help_for(const char *cmd)
 	if (!strcmp(cmd, "report"))
 		return help_report;
 	if (!strcmp(cmd, "run"))
-		return help_run;
+		return help_run();
 	if (!strcmp(cmd, "dump"))
 		return help_dump;
 	if (!strcmp(cmd, "check"))

@@ -16,7 +16,7 @@
 
 static void clear_env(void)
 {
-	for (size_t i = 0; i < gg_option_nrows; i++)
+	for (size_t i = 0; i < gg_option_nall; i++)
 		unsetenv(gg_option_rows[i].name);
 	/* Reserves here test this process's books, never a pod region. */
 	setenv("GPUGUARD_SCOPE", "process", 1);
@@ -24,7 +24,7 @@ static void clear_env(void)
 
 static int row_of(const char *name)
 {
-	for (size_t i = 0; i < gg_option_nrows; i++)
+	for (size_t i = 0; i < gg_option_nall; i++)
 		if (strcmp(gg_option_rows[i].name, name) == 0)
 			return (int)i;
 	return -1;
@@ -394,7 +394,7 @@ TEST(readme_options_table_matches_code)
 			continue;
 		}
 		int r = row_of(name);
-		if (r < 0) {
+		if (r < 0 || (size_t)r >= gg_option_nrows) {
 			fprintf(stderr, "  README.md lists %s, which gg_option_rows does not have\n", name);
 			CHECK(!"README option exists in the code");
 			continue;
@@ -426,8 +426,8 @@ TEST(readme_options_table_matches_code)
 
 TEST(option_rows_well_formed)
 {
-	CHECK(gg_option_nrows >= 4 && gg_option_nrows < 64);
-	for (size_t i = 0; i < gg_option_nrows; i++) {
+	CHECK(gg_option_nrows >= 4 && gg_option_nall < 64);
+	for (size_t i = 0; i < gg_option_nall; i++) {
 		const struct gg_option_row *r = &gg_option_rows[i];
 		CHECK(r->name && strncmp(r->name, "GPUGUARD_", 9) == 0);
 		CHECK(r->def && r->syntax && *r->syntax && r->doc && *r->doc);
@@ -442,6 +442,59 @@ TEST(option_rows_well_formed)
 	CHECK_EQ_U64(slots, gg_opt.table_slots);
 	CHECK_EQ_INT(atoi(gg_option_rows[row_of("GPUGUARD_VERBOSE")].def), gg_opt.verbose);
 	CHECK_EQ_INT(atoi(gg_option_rows[row_of("GPUGUARD_CHARGE_MANAGED")].def), gg_opt.charge_managed);
+}
+
+/* The default is written once, in the row: the loader falls back to it by
+ * parsing it, so each must parse, in range, with nothing said, and give
+ * what an unset variable gives. */
+TEST(option_defaults_parse_as_unset)
+{
+	clear_env();
+	unsetenv("GPUGUARD_SCOPE");
+	gg_options_load();
+	struct gg_options unset = gg_opt;
+	for (size_t i = 0; i < gg_option_nall; i++) {
+		const struct gg_option_row *r = &gg_option_rows[i];
+		if (!*r->def)
+			continue;
+		clear_env();
+		unsetenv("GPUGUARD_SCOPE");
+		setenv(r->name, r->def, 1);
+		capture_begin();
+		gg_options_load();
+		const char *out = capture_end();
+		/* Where the value came from, not only stderr: the log's rate
+		 * limit may have no room left for a line. */
+		const char *src;
+		gg_options_value(i, &src);
+		if (*out || strcmp(src, "environment") != 0 || memcmp(&unset, &gg_opt, sizeof unset) != 0) {
+			fprintf(stderr, "  %s=\"%s\" (its default) %s\n", r->name, r->def,
+			        *out || strcmp(src, "environment") != 0 ? "was refused" : "loads otherwise than unset");
+			CHECK(!"a row's default parses as the unset variable does");
+		}
+	}
+	clear_env();
+	gg_options_load();
+}
+
+/* GPUGUARD_TEST_UNWINDER is a row too (issue 12 step 4): read with the
+ * others, named when bad, and kept out of README.md, VERBOSE and dumps. */
+TEST(test_unwinder_row)
+{
+	int r = row_of("GPUGUARD_TEST_UNWINDER");
+	CHECK(r >= 0 && (size_t)r >= gg_option_nrows);
+	CHECK_EQ_INT((int)strlen(load_with("GPUGUARD_TEST_UNWINDER", "frame-pointer")), 0);
+	CHECK_EQ_INT(gg_opt.unwinder_fp, 1);
+	/* The log's rate limit has no room left for its line here (see main),
+	 * but where the value came from says it was refused. */
+	load_with("GPUGUARD_TEST_UNWINDER", "fp");
+	CHECK_EQ_INT(gg_opt.unwinder_fp, 0);
+	const char *src;
+	CHECK(strcmp(gg_options_value((size_t)r, &src), "fp") == 0 && strcmp(src, "environment (invalid)") == 0);
+	load_with(NULL, NULL);
+	CHECK_EQ_INT(gg_opt.unwinder_fp, 0);
+	clear_env();
+	gg_options_load();
 }
 
 TEST(pod_options_parse)
@@ -548,8 +601,10 @@ int main(void)
 	RUN(load_bad_limit_fails_closed);
 	RUN(load_table_slots);
 	RUN(option_rows_well_formed);
+	RUN(option_defaults_parse_as_unset);
 	RUN(readme_options_table_matches_code);
 	RUN(dump_options_parse);
 	RUN(pod_options_parse);
+	RUN(test_unwinder_row);
 	return harness_done();
 }
