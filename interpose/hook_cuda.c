@@ -1,5 +1,5 @@
-/* gpuguard: CUDA driver hooks. Each resolves the real function, brackets it
- * with the books (account.c, pool.c) and returns the driver's own result; a
+/* gpuguard: CUDA driver hooks. Each resolves the real function, runs its
+ * shape (shape.c) around it and returns the driver's own result; a
  * refusal is CUDA_ERROR_OUT_OF_MEMORY, the one code PyTorch answers by
  * freeing its cache and retrying (DESIGN.md §2). Also the cuGetProcAddress
  * override through which cudart reaches every one of them (DESIGN.md §1). */

@@ -1,6 +1,6 @@
 /* gpuguard: HIP runtime hooks. HIP programs bind libamdhip64 symbols
  * directly, so plain interposition catches them (DESIGN.md §1); a refusal is
- * hipErrorOutOfMemory. Same books and ordering as the CUDA hooks. */
+ * hipErrorOutOfMemory. The bodies are shape.c's, shared with the CUDA hooks. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <string.h>

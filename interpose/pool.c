@@ -14,7 +14,7 @@
 #include "internal.h"
 
 #define BLOCK_POOLS 64
-#define MAX_BLOCKS 1024 /* 65536 pools; past that see alloc_from_pool's fallback */
+#define MAX_BLOCKS 1024 /* 65536 pools; past that see gg_pool_alloc_begin's fallback (shape.c) */
 #define DEAD_POOL ((void *)1)
 
 struct gg_pool {
