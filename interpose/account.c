@@ -16,7 +16,9 @@ static int retry_reserve(int dev, uint64_t charge)
 	return gg_ceiling_try_reserve(dev, charge);
 }
 
-int gg_account_wait_reserve(int dev, uint64_t charge)
+/* GPUGUARD_ON_LIMIT=wait: waits for room and reserves. 0 = reserved, -1 =
+ * not waiting (fail mode) or the time ran out. */
+static int wait_reserve(int dev, uint64_t charge)
 {
 	if (gg_opt.wait_ms == 0 || gg_opt.limit_bad || !gg_ceiling_could_fit(dev, charge))
 		return -1;
@@ -51,11 +53,16 @@ int gg_account_begin(int dev, uint64_t charge)
 	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
 	if (gg_ceiling_try_reserve(dev, charge) == 0)
 		return 0;
-	if (retry_reserve(dev, charge) == 0 || gg_account_wait_reserve(dev, charge) == 0)
+	if (retry_reserve(dev, charge) == 0 || wait_reserve(dev, charge) == 0)
 		return 0;
-	gg_ceiling_count_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
-	gg_dump_on_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
+	gg_account_refuse(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
 	return -1;
+}
+
+void gg_account_refuse(int dev, enum gpuguard_refusal why)
+{
+	gg_ceiling_count_refusal(dev, why);
+	gg_dump_on_refusal(dev, why);
 }
 
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge)
@@ -88,10 +95,8 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
 {
 	gg_ceiling_release(dev, charge);
-	if (driver_oom) {
-		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
-		gg_dump_on_refusal(dev, GPUGUARD_REFUSED_DRIVER);
-	}
+	if (driver_oom)
+		gg_account_refuse(dev, GPUGUARD_REFUSED_DRIVER);
 }
 
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
@@ -151,40 +156,6 @@ void gg_account_untracked(int dev)
 {
 	if (dev >= 0 && dev < GG_MAX_DEVICES)
 		atomic_fetch_add_explicit(&gg_devices[dev].untracked_frees, 1, memory_order_relaxed);
-}
-
-int gg_bracket_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
-{
-	b->dev = dev;
-	b->charge = 0;
-	if (dev < 0)
-		return 0;
-	b->charge = charged ? gg_ceiling_charge_size(api, size) : 0;
-	gg_dump_note_request(api, size);
-	return gg_account_begin(dev, b->charge);
-}
-
-void gg_bracket_end(struct gg_bracket *b, int ok, int oom, enum gg_key_ns ns, uint64_t raw, uint64_t size,
-                    enum gpuguard_api api)
-{
-	if (b->dev < 0)
-		return;
-	if (ok)
-		gg_account_commit(b->dev, ns, raw, size, api, b->charge);
-	else
-		gg_account_rollback(b->dev, b->charge, oom);
-}
-
-void gg_bracket_resize(struct gg_bracket *b, enum gpuguard_api api, uint64_t size)
-{
-	if (b->dev < 0)
-		return;
-	uint64_t charge = gg_ceiling_charge_size(api, size);
-	if (charge > b->charge)
-		gg_ceiling_force(b->dev, charge - b->charge);
-	else
-		gg_ceiling_release(b->dev, b->charge - charge);
-	b->charge = charge;
 }
 
 void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes)

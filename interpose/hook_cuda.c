@@ -1,5 +1,5 @@
-/* gpuguard: CUDA driver hooks. Each resolves the real function, brackets it
- * with the books (account.c, pool.c) and returns the driver's own result; a
+/* gpuguard: CUDA driver hooks. Each resolves the real function, runs its
+ * shape (shape.c) around it and returns the driver's own result; a
  * refusal is CUDA_ERROR_OUT_OF_MEMORY, the one code PyTorch answers by
  * freeing its cache and retrying (DESIGN.md §2). Also the cuGetProcAddress
  * override through which cudart reaches every one of them (DESIGN.md §1). */
@@ -109,16 +109,14 @@ static int current_device(void)
 	return current_device_slow(c, epoch);
 }
 
-/* A percentage ceiling needs the card's size, which we learn on first use
- * (never from a constructor: no CUDA calls there, DESIGN.md §1). */
-static void resolve_limit(int dev)
+static int device_total(int dev, uint64_t *bytes)
 {
-	if (GG_LIKELY(!gg_ceiling_unresolved(dev)))
-		return;
 	gg_pfn_cuDeviceTotalMem_v2 f = REAL(cuDeviceTotalMem_v2);
 	size_t total;
-	if (f && f(&total, dev) == GG_CUDA_SUCCESS)
-		gg_ceiling_resolve(dev, total);
+	if (!f || f(&total, dev) != GG_CUDA_SUCCESS)
+		return -1;
+	*bytes = total;
+	return 0;
 }
 
 static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
@@ -156,28 +154,41 @@ static int pool_trim(void *pool)
 	return trim((gg_CUmemoryPool)pool, 0) == GG_CUDA_SUCCESS ? 0 : -1;
 }
 
-/* The shared bracket (account.c) with this API's limits and codes. */
-static int alloc_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
+/* Undoing a pool's growth (shape.c). */
+static int pool_free_async(uint64_t ptr, void *stream)
 {
-	if (dev >= 0)
-		resolve_limit(dev);
-	return gg_bracket_begin(b, dev, api, size, charged);
+	gg_pfn_cuMemFreeAsync f = REAL(cuMemFreeAsync);
+	return f && f(ptr, stream) == GG_CUDA_SUCCESS ? 0 : -1;
 }
 
-static void alloc_end(struct gg_bracket *b, gg_CUresult rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
-                      enum gpuguard_api api)
+static int pool_sync(void)
 {
-	gg_bracket_end(b, rc == GG_CUDA_SUCCESS, rc == GG_CUDA_ERROR_OUT_OF_MEMORY, ns, raw, size, api);
+	gg_pfn_cuCtxSynchronize f = REAL(cuCtxSynchronize);
+	return f && f() == GG_CUDA_SUCCESS ? 0 : -1;
 }
 
-/* Where an unknown free is counted: nowhere for a graph allocation's address
- * (graph memory is the graph reserve's, graph.c), else the current device. */
-static int untracked_device(enum gg_key_ns ns, uint64_t raw)
+static int pool_trim_to(void *pool, uint64_t keep)
 {
-	return ns == GG_NS_PTR && gg_graph_va_known(raw) ? -1 : current_device();
+	gg_pfn_cuMemPoolTrimTo f = REAL(cuMemPoolTrimTo);
+	return f && f(pool, keep) == GG_CUDA_SUCCESS ? 0 : -1;
 }
 
-#define FREE_BRACKET(ns, raw, call) GG_FREE_BRACKET(ns, raw, call, GG_CUDA_SUCCESS, untracked_device(ns, raw))
+/* What the shapes (shape.c) need of the driver. A refusal is
+ * CUDA_ERROR_OUT_OF_MEMORY; pinned memory goes with its context. */
+static const struct gg_runtime cuda = {
+    .runtime = GG_RT_CUDA,
+    .ok = GG_CUDA_SUCCESS,
+    .oom = GG_CUDA_ERROR_OUT_OF_MEMORY,
+    .host_in_ctx = 1,
+    .device = current_device,
+    .total = device_total,
+    .pool_query = pool_query,
+    .pool_owner = pool_owner,
+    .pool_trim = pool_trim,
+    .free_async = pool_free_async,
+    .sync = pool_sync,
+    .trim = pool_trim_to,
+};
 
 /* ---- linear allocations ------------------------------------------------ */
 
@@ -189,12 +200,13 @@ GG_EXPORT gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return real(dptr, bytesize); /* the driver's own answer to bad arguments */
 	GG_ENTER();
-	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct gg_bracket b;
-	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC, bytesize, 1) == 0) {
-		rc = real(dptr, bytesize);
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, bytesize, GPUGUARD_API_CU_MEM_ALLOC);
-	}
+	struct gg_alloc a = {.dev = current_device(),
+	                     .api = GPUGUARD_API_CU_MEM_ALLOC,
+	                     .ns = GG_NS_PTR,
+	                     .charged = 1,
+	                     .size = bytesize,
+	                     .out = dptr};
+	gg_CUresult rc = GG_ALLOC(&cuda, &a, real(dptr, bytesize));
 	GG_LEAVE();
 	return rc;
 }
@@ -207,15 +219,15 @@ GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, u
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return real(dptr, bytesize, flags);
 	GG_ENTER();
-	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct gg_bracket b;
 	/* Managed memory can live on the host until touched, but a server that
 	 * touches it on the GPU holds it there: charged unless told otherwise. */
-	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_MANAGED, bytesize, gg_opt.charge_managed) ==
-	    0) {
-		rc = real(dptr, bytesize, flags);
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, bytesize, GPUGUARD_API_CU_MEM_ALLOC_MANAGED);
-	}
+	struct gg_alloc a = {.dev = current_device(),
+	                     .api = GPUGUARD_API_CU_MEM_ALLOC_MANAGED,
+	                     .ns = GG_NS_PTR,
+	                     .charged = gg_opt.charge_managed,
+	                     .size = bytesize,
+	                     .out = dptr};
+	gg_CUresult rc = GG_ALLOC(&cuda, &a, real(dptr, bytesize, flags));
 	GG_LEAVE();
 	return rc;
 }
@@ -229,20 +241,17 @@ GG_EXPORT gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, s
 	if (gg_in_hook || !dptr || !pPitch || WidthInBytes == 0 || Height == 0 || WidthInBytes > SIZE_MAX / 2 / Height)
 		return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	GG_ENTER();
-	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct gg_bracket b;
 	/* The driver picks the pitch; reserve for a 512-byte-aligned one and
 	 * settle to the real figure afterwards. */
-	uint64_t guess = (WidthInBytes + 511) / 512 * 512 * Height;
-	if (alloc_begin(&b, current_device(), GPUGUARD_API_CU_MEM_ALLOC_PITCH, guess, 1) == 0) {
-		rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-		uint64_t size = guess;
-		if (rc == GG_CUDA_SUCCESS) {
-			size = (uint64_t)*pPitch * Height;
-			gg_bracket_resize(&b, GPUGUARD_API_CU_MEM_ALLOC_PITCH, size);
-		}
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, size, GPUGUARD_API_CU_MEM_ALLOC_PITCH);
-	}
+	struct gg_alloc a = {.dev = current_device(),
+	                     .api = GPUGUARD_API_CU_MEM_ALLOC_PITCH,
+	                     .ns = GG_NS_PTR,
+	                     .charged = 1,
+	                     .size = (WidthInBytes + 511) / 512 * 512 * Height,
+	                     .out = dptr,
+	                     .pitch = pPitch,
+	                     .rows = Height};
+	gg_CUresult rc = GG_ALLOC(&cuda, &a, real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
 	GG_LEAVE();
 	return rc;
 }
@@ -255,8 +264,9 @@ GG_EXPORT gg_CUresult cuMemFree_v2(gg_CUdeviceptr dptr)
 	if (gg_in_hook || dptr == 0)
 		return real(dptr);
 	GG_ENTER();
-	gg_CUresult rc;
-	FREE_BRACKET(GG_NS_PTR, dptr, real(dptr));
+	struct gg_free f;
+	gg_free_begin(&f, GG_NS_PTR, dptr);
+	gg_CUresult rc = gg_free_end(&cuda, &f, real(dptr));
 	GG_LEAVE();
 	return rc;
 }
@@ -428,10 +438,8 @@ GG_EXPORT gg_CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 	if (gg_in_hook || !pp || bytesize == 0)
 		return real(pp, bytesize);
 	GG_ENTER();
-	current_device(); /* pinned memory goes with its context (gg_cur_ctx) */
-	gg_CUresult rc = real(pp, bytesize);
-	if (rc == GG_CUDA_SUCCESS && *pp)
-		gg_account_host_alloc((uint64_t)(uintptr_t)*pp, bytesize);
+	gg_host_alloc_begin(&cuda);
+	gg_CUresult rc = gg_host_alloc_end(&cuda, real(pp, bytesize), pp, bytesize);
 	GG_LEAVE();
 	return rc;
 }
@@ -444,10 +452,8 @@ GG_EXPORT gg_CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Fl
 	if (gg_in_hook || !pp || bytesize == 0)
 		return real(pp, bytesize, Flags);
 	GG_ENTER();
-	current_device(); /* pinned memory goes with its context (gg_cur_ctx) */
-	gg_CUresult rc = real(pp, bytesize, Flags);
-	if (rc == GG_CUDA_SUCCESS && *pp)
-		gg_account_host_alloc((uint64_t)(uintptr_t)*pp, bytesize);
+	gg_host_alloc_begin(&cuda);
+	gg_CUresult rc = gg_host_alloc_end(&cuda, real(pp, bytesize, Flags), pp, bytesize);
 	GG_LEAVE();
 	return rc;
 }
@@ -460,11 +466,9 @@ GG_EXPORT gg_CUresult cuMemFreeHost(void *p)
 	if (gg_in_hook || !p)
 		return real(p);
 	GG_ENTER();
-	struct gg_record rec;
-	int known = gg_account_host_forget((uint64_t)(uintptr_t)p, &rec);
-	gg_CUresult rc = real(p);
-	if (known)
-		gg_account_host_freed(&rec, rc == GG_CUDA_SUCCESS);
+	struct gg_free f;
+	gg_host_free_begin(&f, (uint64_t)(uintptr_t)p);
+	gg_CUresult rc = gg_host_free_end(&cuda, &f, real(p));
 	GG_LEAVE();
 	return rc;
 }
@@ -499,74 +503,6 @@ static int stream_device(gg_CUstream s)
 	}
 	gg_cur_ctx = id;
 	return sdev;
-}
-
-static gg_CUresult alloc_from_pool(gg_CUdeviceptr *dptr, size_t size, gg_CUmemoryPool pool, int dev,
-                                   enum gpuguard_api api,
-                                   gg_CUresult (*call)(gg_CUdeviceptr *, size_t, gg_CUmemoryPool, gg_CUstream, void *),
-                                   gg_CUstream stream, void *real)
-{
-	struct gg_pool *p = dev >= 0 ? gg_pool_get(pool, dev, pool_query) : NULL;
-	gg_CUresult rc;
-	if (!p) {
-		/* Unknown device, or the pool registry full (65536 pools) or
-		 * out of memory: charge it like a plain allocation, but never
-		 * refund it, as the pool may keep the memory after the free
-		 * and we cannot read what it holds. Safe, not exact. */
-		struct gg_bracket b;
-		if (alloc_begin(&b, dev, api, size, 1) != 0)
-			return GG_CUDA_ERROR_OUT_OF_MEMORY;
-		rc = call(dptr, size, pool, stream, real);
-		if (rc == GG_CUDA_SUCCESS && dev >= 0)
-			gg_account_commit(dev, GG_NS_PTR, *dptr, size, api, 0); /* charged, not refunded */
-		else
-			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : *dptr, size, api);
-		return rc;
-	}
-	resolve_limit(dev);
-	gg_dump_note_request(api, size);
-	uint64_t before;
-	uint64_t reserved = gg_pool_begin(p, size, &before);
-	if (reserved == GG_POOL_REFUSED) {
-		gg_dump_on_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
-		return GG_CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	rc = call(dptr, size, pool, stream, real);
-	if (rc == GG_CUDA_SUCCESS && reserved == 0 && gg_pool_grew(p, before)) {
-		/* At the ceiling the driver could not serve this from the warm
-		 * reserve and grew the pool instead: that growth does not fit.
-		 * Hand the block back, let the stream reach the free, trim the
-		 * pool to what it held, and refuse. Only on this refusal path. */
-		gg_pfn_cuMemFreeAsync fr = REAL(cuMemFreeAsync);
-		gg_pfn_cuCtxSynchronize sync = REAL(cuCtxSynchronize);
-		gg_pfn_cuMemPoolTrimTo trim = REAL(cuMemPoolTrimTo);
-		if (fr && sync && trim && fr(*dptr, stream) == GG_CUDA_SUCCESS) {
-			sync();
-			trim(pool, before);
-			rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-			gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CEILING);
-			gg_dump_on_refusal(dev, GPUGUARD_REFUSED_CEILING);
-		}
-	}
-	gg_pool_end(p, reserved);
-	if (rc == GG_CUDA_SUCCESS)
-		gg_account_commit(dev, GG_NS_PTR, *dptr, size, api, 0); /* the pool carries the charge */
-	else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY && reserved != 0) {
-		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
-		gg_dump_on_refusal(dev, GPUGUARD_REFUSED_DRIVER);
-	}
-	return rc;
-}
-
-static gg_CUresult call_async(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool pool, gg_CUstream s, void *real)
-{
-	(void)pool;
-	return ((gg_pfn_cuMemAllocAsync)real)(d, n, s);
-}
-
-static gg_CUresult call_from_pool(gg_CUdeviceptr *d, size_t n, gg_CUmemoryPool pool, gg_CUstream s, void *real)
-{
-	return ((gg_pfn_cuMemAllocFromPoolAsync)real)(d, n, pool, s);
 }
 
 /* Set, for good, by the first stream capture begun through our hooks: until
@@ -636,8 +572,15 @@ static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUs
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS))
 		pool = NULL;
-	gg_CUresult rc =
-	    alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_ASYNC, call_async, hStream, real);
+	struct gg_pool_alloc pa = {.a = {.dev = dev,
+	                                 .api = GPUGUARD_API_CU_MEM_ALLOC_ASYNC,
+	                                 .ns = GG_NS_PTR,
+	                                 .charged = 1,
+	                                 .size = bytesize,
+	                                 .out = dptr},
+	                           .pool = pool,
+	                           .stream = hStream};
+	gg_CUresult rc = GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, hStream));
 	GG_LEAVE();
 	return rc;
 }
@@ -659,8 +602,15 @@ static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg
 	int sdev = stream_device(hStream); /* and gg_cur_ctx, for the record */
 	if (dev < 0)
 		dev = sdev; /* a pool we did not see created */
-	gg_CUresult rc = alloc_from_pool(dptr, bytesize, pool, dev, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, call_from_pool,
-	                                 hStream, real);
+	struct gg_pool_alloc pa = {.a = {.dev = dev,
+	                                 .api = GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL,
+	                                 .ns = GG_NS_PTR,
+	                                 .charged = 1,
+	                                 .size = bytesize,
+	                                 .out = dptr},
+	                           .pool = pool,
+	                           .stream = hStream};
+	gg_CUresult rc = GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, hStream));
 	GG_LEAVE();
 	return rc;
 }
@@ -681,7 +631,9 @@ static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void
 	}
 	/* The block goes back to its pool, which keeps the reserve: nothing is
 	 * refunded here unless the allocation was charged directly. */
-	FREE_BRACKET(GG_NS_PTR, dptr, f(dptr, hStream));
+	struct gg_free fr;
+	gg_free_begin(&fr, GG_NS_PTR, dptr);
+	rc = gg_free_end(&cuda, &fr, f(dptr, hStream));
 	GG_LEAVE();
 	return rc;
 }
@@ -708,14 +660,8 @@ GG_EXPORT gg_CUresult cuMemPoolCreate(gg_CUmemoryPool *pool, const gg_CUmemPoolP
 	gg_pfn_cuMemPoolCreate real = REAL(cuMemPoolCreate);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(pool, props);
-	if (rc == GG_CUDA_SUCCESS && !gg_in_hook && props && props->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE &&
-	    props->location.id >= 0 && props->location.id < GG_MAX_DEVICES) {
-		GG_ENTER();
-		gg_pool_get(*pool, props->location.id, pool_query);
-		GG_LEAVE();
-	}
-	return rc;
+	int dev = props && props->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE ? props->location.id : -1;
+	return gg_pool_created(&cuda, real(pool, props), pool, dev);
 }
 
 GG_EXPORT gg_CUresult cuMemPoolDestroy(gg_CUmemoryPool pool)
@@ -726,11 +672,9 @@ GG_EXPORT gg_CUresult cuMemPoolDestroy(gg_CUmemoryPool pool)
 	if (gg_in_hook)
 		return real(pool);
 	GG_ENTER();
-	/* Live blocks keep their memory past the destroy (pool.c). */
 	struct gg_pool_doom d;
-	gg_pool_destroy_begin(pool, pool_owner, pool_trim, &d);
-	gg_CUresult rc = real(pool);
-	gg_pool_destroy_end(pool, &d, rc == GG_CUDA_SUCCESS);
+	gg_pool_destroy_enter(&cuda, pool, &d);
+	gg_CUresult rc = gg_pool_destroy_leave(&cuda, pool, &d, real(pool));
 	GG_LEAVE();
 	return rc;
 }
@@ -743,12 +687,7 @@ GG_EXPORT gg_CUresult cuMemPoolTrimTo(gg_CUmemoryPool pool, size_t minBytesToKee
 	if (gg_in_hook)
 		return real(pool, minBytesToKeep);
 	GG_ENTER();
-	gg_CUresult rc = real(pool, minBytesToKeep);
-	/* Trimming is how torch.cuda.empty_cache() gives a cudaMallocAsync pool
-	 * back; refund it at once so the next request sees the room. */
-	int dev = gg_pool_device(pool);
-	if (rc == GG_CUDA_SUCCESS && dev >= 0)
-		gg_pool_reconcile_device(dev);
+	gg_CUresult rc = gg_pool_trimmed(&cuda, real(pool, minBytesToKeep), pool);
 	GG_LEAVE();
 	return rc;
 }
@@ -774,14 +713,14 @@ GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_
 		GG_LEAVE();
 		return rc;
 	}
-	struct gg_bracket b;
 	current_device(); /* the handle belongs to the current context (gg_cur_ctx) */
-	if (alloc_begin(&b, prop->location.id, GPUGUARD_API_CU_MEM_CREATE, size, 1) == 0) {
-		rc = real(handle, size, prop, flags);
-		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : *handle, size, GPUGUARD_API_CU_MEM_CREATE);
-		if (rc == GG_CUDA_SUCCESS)
-			gg_handle_created(*handle, GG_HANDLE_CHARGED);
-	}
+	struct gg_alloc a = {.dev = prop->location.id,
+	                     .api = GPUGUARD_API_CU_MEM_CREATE,
+	                     .ns = GG_NS_VMM,
+	                     .charged = 1,
+	                     .size = size,
+	                     .out = handle};
+	rc = GG_ALLOC(&cuda, &a, real(handle, size, prop, flags));
 	GG_LEAVE();
 	return rc;
 }
@@ -794,16 +733,11 @@ GG_EXPORT gg_CUresult cuMemRelease(gg_CUmemGenericAllocationHandle handle)
 	if (gg_in_hook)
 		return real(handle);
 	GG_ENTER();
-	gg_CUresult rc;
-	struct gg_vmm_op op;
 	/* A mapped or retained handle outlives this release (handles.c); only
 	 * the last of its references and mappings refunds it. */
-	if (gg_handle_release_begin(handle, &op)) {
-		rc = real(handle);
-		gg_handle_release_end(&op, rc == GG_CUDA_SUCCESS);
-	} else {
-		FREE_BRACKET(GG_NS_VMM, handle, real(handle));
-	}
+	struct gg_release r;
+	gg_release_begin(&r, handle);
+	gg_CUresult rc = gg_release_end(&cuda, &r, real(handle));
 	GG_LEAVE();
 	return rc;
 }
@@ -815,13 +749,7 @@ GG_EXPORT gg_CUresult cuMemRetainAllocationHandle(gg_CUmemGenericAllocationHandl
 	gg_pfn_cuMemRetainAllocationHandle real = REAL(cuMemRetainAllocationHandle);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(handle, addr);
-	if (rc == GG_CUDA_SUCCESS && handle && !gg_in_hook) {
-		GG_ENTER();
-		gg_handle_retained(*handle);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_retained(&cuda, real(handle, addr), handle);
 }
 
 /* Memory another process exported stays that process's charge (its
@@ -833,13 +761,7 @@ GG_EXPORT gg_CUresult cuMemImportFromShareableHandle(gg_CUmemGenericAllocationHa
 	gg_pfn_cuMemImportFromShareableHandle real = REAL(cuMemImportFromShareableHandle);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(handle, osHandle, shHandleType);
-	if (rc == GG_CUDA_SUCCESS && handle && !gg_in_hook) {
-		GG_ENTER();
-		gg_handle_created(*handle, GG_HANDLE_IMPORTED);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_imported(&cuda, real(handle, osHandle, shHandleType), handle);
 }
 
 /* Address space is free, but what is mapped where goes into dumps: holes
@@ -850,13 +772,7 @@ GG_EXPORT gg_CUresult cuMemAddressReserve(gg_CUdeviceptr *ptr, size_t size, size
 	gg_pfn_cuMemAddressReserve real = REAL(cuMemAddressReserve);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(ptr, size, alignment, addr, flags);
-	if (rc == GG_CUDA_SUCCESS && ptr && !gg_in_hook) {
-		GG_ENTER();
-		gg_vmm_reserved(*ptr, size);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_reserved(&cuda, real(ptr, size, alignment, addr, flags), ptr, size);
 }
 
 GG_EXPORT gg_CUresult cuMemAddressFree(gg_CUdeviceptr ptr, size_t size)
@@ -867,13 +783,9 @@ GG_EXPORT gg_CUresult cuMemAddressFree(gg_CUdeviceptr ptr, size_t size)
 	if (gg_in_hook)
 		return real(ptr, size);
 	GG_ENTER();
-	/* The driver drops what is still mapped in the range with it. */
 	struct gg_vmm_op op;
-	gg_handle_unmap_begin(ptr, size, &op);
-	gg_CUresult rc = real(ptr, size);
-	gg_handle_unmap_end(&op, rc == GG_CUDA_SUCCESS);
-	if (rc == GG_CUDA_SUCCESS)
-		gg_vmm_freed(ptr);
+	gg_unmap_begin(&op, ptr, size);
+	gg_CUresult rc = gg_unmap_end(&cuda, &op, real(ptr, size), ptr, size, 1);
 	GG_LEAVE();
 	return rc;
 }
@@ -884,14 +796,7 @@ GG_EXPORT gg_CUresult cuMemMap(gg_CUdeviceptr ptr, size_t size, size_t offset, g
 	gg_pfn_cuMemMap real = REAL(cuMemMap);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(ptr, size, offset, handle, flags);
-	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
-		GG_ENTER();
-		gg_handle_mapped(ptr, size, handle);
-		gg_vmm_mapped(ptr, size, 1);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_mapped(&cuda, real(ptr, size, offset, handle, flags), ptr, size, handle);
 }
 
 GG_EXPORT gg_CUresult cuMemUnmap(gg_CUdeviceptr ptr, size_t size)
@@ -902,14 +807,9 @@ GG_EXPORT gg_CUresult cuMemUnmap(gg_CUdeviceptr ptr, size_t size)
 	if (gg_in_hook)
 		return real(ptr, size);
 	GG_ENTER();
-	/* The last unmap of a released handle frees it: its record leaves
-	 * before the driver can reuse the handle value (DESIGN.md §3). */
 	struct gg_vmm_op op;
-	gg_handle_unmap_begin(ptr, size, &op);
-	gg_CUresult rc = real(ptr, size);
-	gg_handle_unmap_end(&op, rc == GG_CUDA_SUCCESS);
-	if (rc == GG_CUDA_SUCCESS)
-		gg_vmm_mapped(ptr, size, 0);
+	gg_unmap_begin(&op, ptr, size);
+	gg_CUresult rc = gg_unmap_end(&cuda, &op, real(ptr, size), ptr, size, 0);
 	GG_LEAVE();
 	return rc;
 }
@@ -999,7 +899,7 @@ static gg_CUresult graph_run(gg_CUgraphExec exec, gg_CUstream stream, gg_CUresul
 			growth = (need - free_res + GG_PAGE - 1) / GG_PAGE * GG_PAGE;
 	}
 	if (growth) {
-		resolve_limit(dev);
+		gg_bind_device(&cuda, dev);
 		gg_dump_note_request(GPUGUARD_API_CU_MEM_ALLOC_ASYNC, growth);
 		if (gg_account_begin(dev, growth) != 0) {
 			GG_LEAVE();
@@ -1130,12 +1030,8 @@ static gg_CUresult array_create(void **out, uint64_t bytes, enum gg_key_ns ns, e
                                 unsigned levels, void *real)
 {
 	GG_ENTER();
-	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	struct gg_bracket b;
-	if (alloc_begin(&b, current_device(), api, bytes, 1) == 0) {
-		rc = call(out, desc, levels, real);
-		alloc_end(&b, rc, ns, rc ? 0 : (uint64_t)(uintptr_t)*out, bytes, api);
-	}
+	struct gg_alloc a = {.dev = current_device(), .api = api, .ns = ns, .charged = 1, .size = bytes, .out = out};
+	gg_CUresult rc = GG_ALLOC(&cuda, &a, call(out, desc, levels, real));
 	GG_LEAVE();
 	return rc;
 }
@@ -1202,8 +1098,9 @@ GG_EXPORT gg_CUresult cuArrayDestroy(gg_CUarray hArray)
 	if (gg_in_hook || !hArray)
 		return real(hArray);
 	GG_ENTER();
-	gg_CUresult rc;
-	FREE_BRACKET(GG_NS_ARRAY, (uint64_t)(uintptr_t)hArray, real(hArray));
+	struct gg_free f;
+	gg_free_begin(&f, GG_NS_ARRAY, (uint64_t)(uintptr_t)hArray);
+	gg_CUresult rc = gg_free_end(&cuda, &f, real(hArray));
 	GG_LEAVE();
 	return rc;
 }
@@ -1216,8 +1113,9 @@ GG_EXPORT gg_CUresult cuMipmappedArrayDestroy(gg_CUmipmappedArray h)
 	if (gg_in_hook || !h)
 		return real(h);
 	GG_ENTER();
-	gg_CUresult rc;
-	FREE_BRACKET(GG_NS_MIPMAP, (uint64_t)(uintptr_t)h, real(h));
+	struct gg_free f;
+	gg_free_begin(&f, GG_NS_MIPMAP, (uint64_t)(uintptr_t)h);
+	gg_CUresult rc = gg_free_end(&cuda, &f, real(h));
 	GG_LEAVE();
 	return rc;
 }
@@ -1232,20 +1130,9 @@ GG_EXPORT gg_CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 	if (gg_in_hook)
 		return real(free, total);
 	GG_ENTER();
-	/* Our own outputs, so NULL from the caller is tolerated (HAMi-core #333). */
 	size_t f = 0, t = 0;
 	gg_CUresult rc = real(&f, &t);
-	int dev = rc == GG_CUDA_SUCCESS ? current_device() : -1;
-	if (dev >= 0) {
-		gg_account_meminfo(dev, &f, &t);
-		gg_dump_note_meminfo(dev, f, t);
-	}
-	if (rc == GG_CUDA_SUCCESS) {
-		if (free)
-			*free = f;
-		if (total)
-			*total = t;
-	}
+	rc = gg_meminfo_end(&cuda, rc, f, t, free, total);
 	GG_LEAVE();
 	return rc;
 }
@@ -1258,10 +1145,7 @@ GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
 	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
 		return real(bytes, dev);
 	GG_ENTER();
-	gg_CUresult rc = real(bytes, dev);
-	if (rc == GG_CUDA_SUCCESS) {
-		*bytes = gg_account_total(dev, *bytes);
-	}
+	gg_CUresult rc = gg_total_end(&cuda, real(bytes, dev), bytes, dev);
 	GG_LEAVE();
 	return rc;
 }
@@ -1278,13 +1162,7 @@ GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
 		gg_pfn_##name real = REAL(name);              \
 		if (!real)                                    \
 			return GG_CUDA_ERROR_NOT_INITIALIZED; \
-		gg_CUresult rc = real args;                   \
-		if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {   \
-			GG_ENTER();                           \
-			gg_pool_sync_point();                 \
-			GG_LEAVE();                           \
-		}                                             \
-		return rc;                                    \
+		return gg_note_synced(&cuda, real args);      \
 	}
 SYNC_HOOK(cuStreamSynchronize, (gg_CUstream s), (s))
 SYNC_HOOK(cuStreamSynchronize_ptsz, (gg_CUstream s), (s))

@@ -1,6 +1,6 @@
 /* gpuguard: HIP runtime hooks. HIP programs bind libamdhip64 symbols
  * directly, so plain interposition catches them (DESIGN.md §1); a refusal is
- * hipErrorOutOfMemory. Same books and ordering as the CUDA hooks. */
+ * hipErrorOutOfMemory. The bodies are shape.c's, shared with the CUDA hooks. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <string.h>
@@ -70,14 +70,14 @@ static int device_accepted(int dev)
 	return dev < n;
 }
 
-static void resolve_limit(int dev)
+static int device_total(int dev, uint64_t *bytes)
 {
-	if (GG_LIKELY(!gg_ceiling_unresolved(dev)))
-		return;
 	gg_pfn_hipDeviceTotalMem f = REAL(hipDeviceTotalMem);
 	size_t total;
-	if (f && f(&total, dev) == GG_hipSuccess)
-		gg_ceiling_resolve(dev, total);
+	if (!f || f(&total, dev) != GG_hipSuccess)
+		return -1;
+	*bytes = total;
+	return 0;
 }
 
 static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
@@ -108,36 +108,54 @@ static uint16_t hip_ctx(int dev)
 	return id;
 }
 
-/* The shared bracket (account.c) with this API's limits and codes. */
-static int alloc_begin(struct gg_bracket *b, int dev, enum gpuguard_api api, uint64_t size, int charged)
+/* Before a destroy: a pool that is not its device's default one (whose
+ * destroy the runtime refuses) is trimmed, as the destroy would. */
+static int pool_trim(void *pool)
 {
-	if (dev >= 0) {
-		resolve_limit(dev);
-		gg_cur_ctx = hip_ctx(dev);
-	}
-	return gg_bracket_begin(b, dev, api, size, charged);
+	gg_pfn_hipMemPoolTrimTo trim = REAL(hipMemPoolTrimTo);
+	gg_pfn_hipDeviceGetDefaultMemPool gd = HELPER(hipDeviceGetDefaultMemPool);
+	gg_hipMemPool_t def = NULL;
+	int dev = gg_pool_device(pool);
+	if (!trim || !gd || dev < 0 || gd(&def, dev) != GG_hipSuccess || def == (gg_hipMemPool_t)pool)
+		return -1;
+	return trim((gg_hipMemPool_t)pool, 0) == GG_hipSuccess ? 0 : -1;
 }
 
-static void alloc_end(struct gg_bracket *b, gg_hipError_t rc, enum gg_key_ns ns, uint64_t raw, uint64_t size,
-                      enum gpuguard_api api)
+/* Undoing a pool's growth (shape.c). */
+static int pool_free_async(uint64_t ptr, void *stream)
 {
-	gg_bracket_end(b, rc == GG_hipSuccess && raw, rc == GG_hipErrorOutOfMemory, ns, raw, size, api);
+	gg_pfn_hipFreeAsync f = REAL(hipFreeAsync);
+	return f && f((void *)(uintptr_t)ptr, stream) == GG_hipSuccess ? 0 : -1;
 }
 
-#define FREE_BRACKET(ns, raw, call) GG_FREE_BRACKET(ns, raw, call, GG_hipSuccess, current_device())
+static int pool_sync(void)
+{
+	gg_pfn_hipDeviceSynchronize f = REAL(hipDeviceSynchronize);
+	return f && f() == GG_hipSuccess ? 0 : -1;
+}
 
-/* The plain allocators share one shape; `call` runs the real function. */
-#define PLAIN_ALLOC(api, charged, ptr, size, call)                                                       \
-	do {                                                                                             \
-		GG_ENTER();                                                                              \
-		rc = GG_hipErrorOutOfMemory;                                                             \
-		struct gg_bracket b;                                                                     \
-		if (alloc_begin(&b, current_device(), api, size, charged) == 0) {                        \
-			rc = call;                                                                       \
-			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t) * (ptr), size, api); \
-		}                                                                                        \
-		GG_LEAVE();                                                                              \
-	} while (0)
+static int pool_trim_to(void *pool, uint64_t keep)
+{
+	gg_pfn_hipMemPoolTrimTo f = REAL(hipMemPoolTrimTo);
+	return f && f(pool, keep) == GG_hipSuccess ? 0 : -1;
+}
+
+/* What the shapes (shape.c) need of the runtime. A refusal is
+ * hipErrorOutOfMemory; each device is one context of the books, and pinned
+ * memory belongs to none. ROCm cannot say which pool a pointer came from. */
+static const struct gg_runtime hip = {
+    .runtime = GG_RT_HIP,
+    .ok = GG_hipSuccess,
+    .oom = GG_hipErrorOutOfMemory,
+    .device = current_device,
+    .dev_ctx = hip_ctx,
+    .total = device_total,
+    .pool_query = pool_query,
+    .pool_trim = pool_trim,
+    .free_async = pool_free_async,
+    .sync = pool_sync,
+    .trim = pool_trim_to,
+};
 
 GG_EXPORT gg_hipError_t hipMalloc(void **ptr, size_t size)
 {
@@ -146,8 +164,15 @@ GG_EXPORT gg_hipError_t hipMalloc(void **ptr, size_t size)
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size); /* hipMalloc(&p, 0) succeeds with NULL: the runtime's answer */
-	gg_hipError_t rc;
-	PLAIN_ALLOC(GPUGUARD_API_HIP_MALLOC, 1, ptr, size, real(ptr, size));
+	GG_ENTER();
+	struct gg_alloc a = {.dev = current_device(),
+	                     .api = GPUGUARD_API_HIP_MALLOC,
+	                     .ns = GG_NS_PTR,
+	                     .charged = 1,
+	                     .size = size,
+	                     .out = ptr};
+	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, size));
+	GG_LEAVE();
 	return rc;
 }
 
@@ -158,8 +183,15 @@ GG_EXPORT gg_hipError_t hipExtMallocWithFlags(void **ptr, size_t size, unsigned 
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, flags);
-	gg_hipError_t rc;
-	PLAIN_ALLOC(GPUGUARD_API_HIP_EXT_MALLOC, 1, ptr, size, real(ptr, size, flags));
+	GG_ENTER();
+	struct gg_alloc a = {.dev = current_device(),
+	                     .api = GPUGUARD_API_HIP_EXT_MALLOC,
+	                     .ns = GG_NS_PTR,
+	                     .charged = 1,
+	                     .size = size,
+	                     .out = ptr};
+	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, size, flags));
+	GG_LEAVE();
 	return rc;
 }
 
@@ -170,8 +202,15 @@ GG_EXPORT gg_hipError_t hipMallocManaged(void **ptr, size_t size, unsigned int f
 		return GG_hipErrorNotInitialized;
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, flags);
-	gg_hipError_t rc;
-	PLAIN_ALLOC(GPUGUARD_API_HIP_MALLOC_MANAGED, gg_opt.charge_managed, ptr, size, real(ptr, size, flags));
+	GG_ENTER();
+	struct gg_alloc a = {.dev = current_device(),
+	                     .api = GPUGUARD_API_HIP_MALLOC_MANAGED,
+	                     .ns = GG_NS_PTR,
+	                     .charged = gg_opt.charge_managed,
+	                     .size = size,
+	                     .out = ptr};
+	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, size, flags));
+	GG_LEAVE();
 	return rc;
 }
 
@@ -183,19 +222,16 @@ GG_EXPORT gg_hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, 
 	if (gg_in_hook || !ptr || !pitch || width == 0 || height == 0 || width > SIZE_MAX / 2 / height)
 		return real(ptr, pitch, width, height);
 	GG_ENTER();
-	gg_hipError_t rc = GG_hipErrorOutOfMemory;
-	struct gg_bracket b;
-	uint64_t guess = (width + 511) / 512 * 512 * height;
-	if (alloc_begin(&b, current_device(), GPUGUARD_API_HIP_MALLOC_PITCH, guess, 1) == 0) {
-		rc = real(ptr, pitch, width, height);
-		uint64_t size = guess;
-		if (rc == GG_hipSuccess) {
-			/* settle the reservation to the pitch the runtime chose */
-			size = (uint64_t)*pitch * height;
-			gg_bracket_resize(&b, GPUGUARD_API_HIP_MALLOC_PITCH, size);
-		}
-		alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, GPUGUARD_API_HIP_MALLOC_PITCH);
-	}
+	/* reserved for a 512-byte-aligned pitch, settled to the runtime's */
+	struct gg_alloc a = {.dev = current_device(),
+	                     .api = GPUGUARD_API_HIP_MALLOC_PITCH,
+	                     .ns = GG_NS_PTR,
+	                     .charged = 1,
+	                     .size = (width + 511) / 512 * 512 * height,
+	                     .out = ptr,
+	                     .pitch = pitch,
+	                     .rows = height};
+	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, pitch, width, height));
 	GG_LEAVE();
 	return rc;
 }
@@ -208,8 +244,9 @@ GG_EXPORT gg_hipError_t hipFree(void *ptr)
 	if (gg_in_hook || !ptr)
 		return real(ptr);
 	GG_ENTER();
-	gg_hipError_t rc;
-	FREE_BRACKET(GG_NS_PTR, (uint64_t)(uintptr_t)ptr, real(ptr));
+	struct gg_free f;
+	gg_free_begin(&f, GG_NS_PTR, (uint64_t)(uintptr_t)ptr);
+	gg_hipError_t rc = gg_free_end(&hip, &f, real(ptr));
 	GG_LEAVE();
 	return rc;
 }
@@ -260,10 +297,8 @@ GG_EXPORT gg_hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flag
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, flags);
 	GG_ENTER();
-	gg_cur_ctx = 0; /* not a device's memory: no reset takes it */
-	gg_hipError_t rc = real(ptr, size, flags);
-	if (rc == GG_hipSuccess && *ptr)
-		gg_account_host_alloc((uint64_t)(uintptr_t)*ptr, size);
+	gg_host_alloc_begin(&hip);
+	gg_hipError_t rc = gg_host_alloc_end(&hip, real(ptr, size, flags), ptr, size);
 	GG_LEAVE();
 	return rc;
 }
@@ -276,29 +311,14 @@ GG_EXPORT gg_hipError_t hipHostFree(void *ptr)
 	if (gg_in_hook || !ptr)
 		return real(ptr);
 	GG_ENTER();
-	struct gg_record rec;
-	int known = gg_account_host_forget((uint64_t)(uintptr_t)ptr, &rec);
-	gg_hipError_t rc = real(ptr);
-	if (known)
-		gg_account_host_freed(&rec, rc == GG_hipSuccess);
+	struct gg_free f;
+	gg_host_free_begin(&f, (uint64_t)(uintptr_t)ptr);
+	gg_hipError_t rc = gg_host_free_end(&hip, &f, real(ptr));
 	GG_LEAVE();
 	return rc;
 }
 
 /* ---- stream-ordered ---------------------------------------------------- */
-
-/* Before a destroy: a pool that is not its device's default one (whose
- * destroy the runtime refuses) is trimmed, as the destroy would. */
-static int pool_trim(void *pool)
-{
-	gg_pfn_hipMemPoolTrimTo trim = REAL(hipMemPoolTrimTo);
-	gg_pfn_hipDeviceGetDefaultMemPool gd = HELPER(hipDeviceGetDefaultMemPool);
-	gg_hipMemPool_t def = NULL;
-	int dev = gg_pool_device(pool);
-	if (!trim || !gd || dev < 0 || gd(&def, dev) != GG_hipSuccess || def == (gg_hipMemPool_t)pool)
-		return -1;
-	return trim((gg_hipMemPool_t)pool, 0) == GG_hipSuccess ? 0 : -1;
-}
 
 /* The device a stream-ordered call on s is charged to: the stream's own (a
  * stream of another device draws from that device's pool), the current one
@@ -315,63 +335,6 @@ static int stream_device(gg_hipStream_t s)
 	return d;
 }
 
-static gg_hipError_t pool_alloc(void **ptr, size_t size, gg_hipMemPool_t pool, int dev, enum gpuguard_api api,
-                                gg_hipStream_t stream, void *real, int from_pool)
-{
-	struct gg_pool *p = dev >= 0 ? gg_pool_get(pool, dev, pool_query) : NULL;
-	gg_hipError_t rc;
-#define CALL_REAL()                                                                 \
-	(from_pool ? ((gg_pfn_hipMallocFromPoolAsync)real)(ptr, size, pool, stream) \
-	           : ((gg_pfn_hipMallocAsync)real)(ptr, size, stream))
-	if (!p) {
-		/* Unknown device, or no registry entry: charged and never
-		 * refunded, as the pool may keep it (see hook_cuda.c). */
-		struct gg_bracket b;
-		if (alloc_begin(&b, dev, api, size, 1) != 0)
-			return GG_hipErrorOutOfMemory;
-		rc = CALL_REAL();
-		if (rc == GG_hipSuccess && *ptr && dev >= 0)
-			gg_account_commit(dev, GG_NS_PTR, (uint64_t)(uintptr_t)*ptr, size, api, 0);
-		else
-			alloc_end(&b, rc, GG_NS_PTR, rc ? 0 : (uint64_t)(uintptr_t)*ptr, size, api);
-		return rc;
-	}
-	resolve_limit(dev);
-	gg_cur_ctx = hip_ctx(dev);
-	gg_dump_note_request(api, size);
-	uint64_t before;
-	uint64_t reserved = gg_pool_begin(p, size, &before);
-	if (reserved == GG_POOL_REFUSED) {
-		gg_dump_on_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
-		return GG_hipErrorOutOfMemory;
-	}
-	rc = CALL_REAL();
-#undef CALL_REAL
-	if (rc == GG_hipSuccess && *ptr && reserved == 0 && gg_pool_grew(p, before)) {
-		/* Growth past the ceiling from a warm reserve that could not serve
-		 * the request: undo it and refuse (see hook_cuda.c). */
-		gg_pfn_hipFreeAsync fr = REAL(hipFreeAsync);
-		gg_pfn_hipDeviceSynchronize sync = REAL(hipDeviceSynchronize);
-		gg_pfn_hipMemPoolTrimTo trim = REAL(hipMemPoolTrimTo);
-		if (fr && sync && trim && fr(*ptr, stream) == GG_hipSuccess) {
-			sync();
-			trim(pool, before);
-			*ptr = NULL;
-			rc = GG_hipErrorOutOfMemory;
-			gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_CEILING);
-			gg_dump_on_refusal(dev, GPUGUARD_REFUSED_CEILING);
-		}
-	}
-	gg_pool_end(p, reserved);
-	if (rc == GG_hipSuccess && *ptr)
-		gg_account_commit(dev, GG_NS_PTR, (uint64_t)(uintptr_t)*ptr, size, api, 0);
-	else if (rc == GG_hipErrorOutOfMemory && reserved != 0) {
-		gg_ceiling_count_refusal(dev, GPUGUARD_REFUSED_DRIVER);
-		gg_dump_on_refusal(dev, GPUGUARD_REFUSED_DRIVER);
-	}
-	return rc;
-}
-
 GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t stream)
 {
 	gg_pfn_hipMallocAsync real = REAL(hipMallocAsync);
@@ -385,7 +348,15 @@ GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t s
 	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
 		pool = NULL;
-	gg_hipError_t rc = pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_ASYNC, stream, (void *)real, 0);
+	struct gg_pool_alloc pa = {.a = {.dev = dev,
+	                                 .api = GPUGUARD_API_HIP_MALLOC_ASYNC,
+	                                 .ns = GG_NS_PTR,
+	                                 .charged = 1,
+	                                 .size = size,
+	                                 .out = ptr},
+	                           .pool = pool,
+	                           .stream = stream};
+	gg_hipError_t rc = GG_POOL_ALLOC(&hip, &pa, real(ptr, size, stream));
 	GG_LEAVE();
 	return rc;
 }
@@ -401,7 +372,15 @@ GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMe
 	int dev = gg_pool_device(pool);
 	if (dev < 0)
 		dev = stream_device(stream); /* a pool we did not see created */
-	gg_hipError_t rc = pool_alloc(ptr, size, pool, dev, GPUGUARD_API_HIP_MALLOC_FROM_POOL, stream, (void *)real, 1);
+	struct gg_pool_alloc pa = {.a = {.dev = dev,
+	                                 .api = GPUGUARD_API_HIP_MALLOC_FROM_POOL,
+	                                 .ns = GG_NS_PTR,
+	                                 .charged = 1,
+	                                 .size = size,
+	                                 .out = ptr},
+	                           .pool = pool,
+	                           .stream = stream};
+	gg_hipError_t rc = GG_POOL_ALLOC(&hip, &pa, real(ptr, size, pool, stream));
 	GG_LEAVE();
 	return rc;
 }
@@ -414,8 +393,9 @@ GG_EXPORT gg_hipError_t hipFreeAsync(void *ptr, gg_hipStream_t stream)
 	if (gg_in_hook || !ptr)
 		return real(ptr, stream);
 	GG_ENTER();
-	gg_hipError_t rc;
-	FREE_BRACKET(GG_NS_PTR, (uint64_t)(uintptr_t)ptr, real(ptr, stream));
+	struct gg_free f;
+	gg_free_begin(&f, GG_NS_PTR, (uint64_t)(uintptr_t)ptr);
+	gg_hipError_t rc = gg_free_end(&hip, &f, real(ptr, stream));
 	GG_LEAVE();
 	return rc;
 }
@@ -425,14 +405,8 @@ GG_EXPORT gg_hipError_t hipMemPoolCreate(gg_hipMemPool_t *pool, const gg_hipMemP
 	gg_pfn_hipMemPoolCreate real = REAL(hipMemPoolCreate);
 	if (!real)
 		return GG_hipErrorNotInitialized;
-	gg_hipError_t rc = real(pool, props);
-	if (rc == GG_hipSuccess && !gg_in_hook && props && props->location.type == GG_hipMemLocationTypeDevice &&
-	    props->location.id >= 0 && props->location.id < GG_MAX_DEVICES) {
-		GG_ENTER();
-		gg_pool_get(*pool, props->location.id, pool_query);
-		GG_LEAVE();
-	}
-	return rc;
+	int dev = props && props->location.type == GG_hipMemLocationTypeDevice ? props->location.id : -1;
+	return gg_pool_created(&hip, real(pool, props), pool, dev);
 }
 
 GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
@@ -443,13 +417,9 @@ GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
 	if (gg_in_hook)
 		return real(pool);
 	GG_ENTER();
-	/* Live blocks keep their memory past the destroy (pool.c). ROCm does
-	 * not answer HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, so their blocks
-	 * cannot be told apart: what they hold stays charged. */
 	struct gg_pool_doom d;
-	gg_pool_destroy_begin(pool, NULL, pool_trim, &d);
-	gg_hipError_t rc = real(pool);
-	gg_pool_destroy_end(pool, &d, rc == GG_hipSuccess);
+	gg_pool_destroy_enter(&hip, pool, &d);
+	gg_hipError_t rc = gg_pool_destroy_leave(&hip, pool, &d, real(pool));
 	GG_LEAVE();
 	return rc;
 }
@@ -462,10 +432,7 @@ GG_EXPORT gg_hipError_t hipMemPoolTrimTo(gg_hipMemPool_t pool, size_t keep)
 	if (gg_in_hook)
 		return real(pool, keep);
 	GG_ENTER();
-	gg_hipError_t rc = real(pool, keep);
-	int dev = gg_pool_device(pool);
-	if (rc == GG_hipSuccess && dev >= 0)
-		gg_pool_reconcile_device(dev);
+	gg_hipError_t rc = gg_pool_trimmed(&hip, real(pool, keep), pool);
 	GG_LEAVE();
 	return rc;
 }
@@ -526,14 +493,9 @@ GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle,
 		return real(handle, size, prop, flags);
 	GG_ENTER();
 	int dev = vmm_device(prop);
-	gg_hipError_t rc = GG_hipErrorOutOfMemory;
-	struct gg_bracket b;
-	if (alloc_begin(&b, dev, GPUGUARD_API_HIP_MEM_CREATE, size, 1) == 0) {
-		rc = real(handle, size, prop, flags);
-		alloc_end(&b, rc, GG_NS_VMM, rc ? 0 : (uint64_t)(uintptr_t)*handle, size, GPUGUARD_API_HIP_MEM_CREATE);
-		if (rc == GG_hipSuccess && dev >= 0)
-			gg_handle_created((uint64_t)(uintptr_t)*handle, GG_HANDLE_CHARGED);
-	}
+	struct gg_alloc a = {
+	    .dev = dev, .api = GPUGUARD_API_HIP_MEM_CREATE, .ns = GG_NS_VMM, .charged = 1, .size = size, .out = handle};
+	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(handle, size, prop, flags));
 	GG_LEAVE();
 	return rc;
 }
@@ -546,15 +508,9 @@ GG_EXPORT gg_hipError_t hipMemRelease(gg_hipMemGenericAllocationHandle_t handle)
 	if (gg_in_hook || !handle)
 		return real(handle);
 	GG_ENTER();
-	gg_hipError_t rc;
-	struct gg_vmm_op op;
-	/* As in hook_cuda.c: only the last reference or mapping refunds. */
-	if (gg_handle_release_begin((uint64_t)(uintptr_t)handle, &op)) {
-		rc = real(handle);
-		gg_handle_release_end(&op, rc == GG_hipSuccess);
-	} else {
-		FREE_BRACKET(GG_NS_VMM, (uint64_t)(uintptr_t)handle, real(handle));
-	}
+	struct gg_release r; /* only the last reference or mapping refunds */
+	gg_release_begin(&r, (uint64_t)(uintptr_t)handle);
+	gg_hipError_t rc = gg_release_end(&hip, &r, real(handle));
 	GG_LEAVE();
 	return rc;
 }
@@ -564,13 +520,7 @@ GG_EXPORT gg_hipError_t hipMemRetainAllocationHandle(gg_hipMemGenericAllocationH
 	gg_pfn_hipMemRetainAllocationHandle real = REAL(hipMemRetainAllocationHandle);
 	if (!real)
 		return GG_hipErrorNotInitialized;
-	gg_hipError_t rc = real(handle, addr);
-	if (rc == GG_hipSuccess && handle && !gg_in_hook) {
-		GG_ENTER();
-		gg_handle_retained((uint64_t)(uintptr_t)*handle);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_retained(&hip, real(handle, addr), handle);
 }
 
 /* Imported memory is its exporter's charge (see hook_cuda.c). */
@@ -580,13 +530,7 @@ GG_EXPORT gg_hipError_t hipMemImportFromShareableHandle(gg_hipMemGenericAllocati
 	gg_pfn_hipMemImportFromShareableHandle real = REAL(hipMemImportFromShareableHandle);
 	if (!real)
 		return GG_hipErrorNotInitialized;
-	gg_hipError_t rc = real(handle, osHandle, shHandleType);
-	if (rc == GG_hipSuccess && handle && !gg_in_hook) {
-		GG_ENTER();
-		gg_handle_created((uint64_t)(uintptr_t)*handle, GG_HANDLE_IMPORTED);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_imported(&hip, real(handle, osHandle, shHandleType), handle);
 }
 
 /* Reservations and mappings, for dumps (see hook_cuda.c, vmm.c). */
@@ -596,13 +540,7 @@ GG_EXPORT gg_hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t ali
 	gg_pfn_hipMemAddressReserve real = REAL(hipMemAddressReserve);
 	if (!real)
 		return GG_hipErrorNotInitialized;
-	gg_hipError_t rc = real(ptr, size, alignment, addr, flags);
-	if (rc == GG_hipSuccess && ptr && !gg_in_hook) {
-		GG_ENTER();
-		gg_vmm_reserved((uint64_t)(uintptr_t)*ptr, size);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_reserved(&hip, real(ptr, size, alignment, addr, flags), ptr, size);
 }
 
 GG_EXPORT gg_hipError_t hipMemAddressFree(void *ptr, size_t size)
@@ -614,11 +552,8 @@ GG_EXPORT gg_hipError_t hipMemAddressFree(void *ptr, size_t size)
 		return real(ptr, size);
 	GG_ENTER();
 	struct gg_vmm_op op;
-	gg_handle_unmap_begin((uint64_t)(uintptr_t)ptr, size, &op);
-	gg_hipError_t rc = real(ptr, size);
-	gg_handle_unmap_end(&op, rc == GG_hipSuccess);
-	if (rc == GG_hipSuccess)
-		gg_vmm_freed((uint64_t)(uintptr_t)ptr);
+	gg_unmap_begin(&op, (uint64_t)(uintptr_t)ptr, size);
+	gg_hipError_t rc = gg_unmap_end(&hip, &op, real(ptr, size), (uint64_t)(uintptr_t)ptr, size, 1);
 	GG_LEAVE();
 	return rc;
 }
@@ -630,13 +565,7 @@ GG_EXPORT gg_hipError_t hipMemMap(void *ptr, size_t size, size_t offset, gg_hipM
 	if (!real)
 		return GG_hipErrorNotInitialized;
 	gg_hipError_t rc = real(ptr, size, offset, handle, flags);
-	if (rc == GG_hipSuccess && !gg_in_hook) {
-		GG_ENTER();
-		gg_handle_mapped((uint64_t)(uintptr_t)ptr, size, (uint64_t)(uintptr_t)handle);
-		gg_vmm_mapped((uint64_t)(uintptr_t)ptr, size, 1);
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_mapped(&hip, rc, (uint64_t)(uintptr_t)ptr, size, (uint64_t)(uintptr_t)handle);
 }
 
 GG_EXPORT gg_hipError_t hipMemUnmap(void *ptr, size_t size)
@@ -648,11 +577,8 @@ GG_EXPORT gg_hipError_t hipMemUnmap(void *ptr, size_t size)
 		return real(ptr, size);
 	GG_ENTER();
 	struct gg_vmm_op op;
-	gg_handle_unmap_begin((uint64_t)(uintptr_t)ptr, size, &op);
-	gg_hipError_t rc = real(ptr, size);
-	gg_handle_unmap_end(&op, rc == GG_hipSuccess);
-	if (rc == GG_hipSuccess)
-		gg_vmm_mapped((uint64_t)(uintptr_t)ptr, size, 0);
+	gg_unmap_begin(&op, (uint64_t)(uintptr_t)ptr, size);
+	gg_hipError_t rc = gg_unmap_end(&hip, &op, real(ptr, size), (uint64_t)(uintptr_t)ptr, size, 0);
 	GG_LEAVE();
 	return rc;
 }
@@ -667,19 +593,9 @@ GG_EXPORT gg_hipError_t hipMemGetInfo(size_t *free, size_t *total)
 	if (gg_in_hook)
 		return real(free, total);
 	GG_ENTER();
-	size_t f = 0, t = 0; /* ours, so NULL outputs are tolerated */
+	size_t f = 0, t = 0;
 	gg_hipError_t rc = real(&f, &t);
-	int dev = rc == GG_hipSuccess ? current_device() : -1;
-	if (dev >= 0) {
-		gg_account_meminfo(dev, &f, &t);
-		gg_dump_note_meminfo(dev, f, t);
-	}
-	if (rc == GG_hipSuccess) {
-		if (free)
-			*free = f;
-		if (total)
-			*total = t;
-	}
+	rc = gg_meminfo_end(&hip, rc, f, t, free, total);
 	GG_LEAVE();
 	return rc;
 }
@@ -692,15 +608,10 @@ GG_EXPORT gg_hipError_t hipDeviceTotalMem(size_t *bytes, gg_hipDevice_t dev)
 	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
 		return real(bytes, dev);
 	GG_ENTER();
-	gg_hipError_t rc = real(bytes, dev);
-	if (rc == GG_hipSuccess) {
-		*bytes = gg_account_total(dev, *bytes);
-	}
+	gg_hipError_t rc = gg_total_end(&hip, real(bytes, dev), bytes, dev);
 	GG_LEAVE();
 	return rc;
 }
-
-/* ---- for the dlsym override -------------------------------------------- */
 
 /* ---- synchronisation points ------------------------------------------- */
 
@@ -711,13 +622,7 @@ GG_EXPORT gg_hipError_t hipStreamSynchronize(gg_hipStream_t stream)
 	gg_pfn_hipStreamSynchronize real = REAL(hipStreamSynchronize);
 	if (!real)
 		return GG_hipErrorNotInitialized;
-	gg_hipError_t rc = real(stream);
-	if (rc == GG_hipSuccess && !gg_in_hook) {
-		GG_ENTER();
-		gg_pool_sync_point();
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_synced(&hip, real(stream));
 }
 
 GG_EXPORT gg_hipError_t hipDeviceSynchronize(void)
@@ -725,14 +630,10 @@ GG_EXPORT gg_hipError_t hipDeviceSynchronize(void)
 	gg_pfn_hipDeviceSynchronize real = REAL(hipDeviceSynchronize);
 	if (!real)
 		return GG_hipErrorNotInitialized;
-	gg_hipError_t rc = real();
-	if (rc == GG_hipSuccess && !gg_in_hook) {
-		GG_ENTER();
-		gg_pool_sync_point();
-		GG_LEAVE();
-	}
-	return rc;
+	return gg_note_synced(&hip, real());
 }
+
+/* ---- for the dlsym override -------------------------------------------- */
 
 #define SYM_ROW(n, ...) {#n, (void *)n, SLOT(n)},
 static const struct gg_sym sym_table[] = {GG_HIP_HOOKS(SYM_ROW)};

@@ -14,7 +14,7 @@
 #include "internal.h"
 
 #define BLOCK_POOLS 64
-#define MAX_BLOCKS 1024 /* 65536 pools; past that see alloc_from_pool's fallback */
+#define MAX_BLOCKS 1024 /* 65536 pools; past that see gg_pool_alloc_begin's fallback (shape.c) */
 #define DEAD_POOL ((void *)1)
 
 struct gg_pool {
@@ -210,27 +210,19 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 		 * and gg_pool_grew tells the caller when it did not. */
 		return gg_ceiling_try_reserve(p->dev, need) == 0 ? need : 0;
 	}
-	if (gg_ceiling_try_reserve(p->dev, need) != 0) {
-		/* Before refusing, let every pool on the device give back what it
-		 * released at synchronisation points we did not see: this one
-		 * here (reconcile_device cannot take the lock we hold), the
-		 * others there. */
-		settle_locked(p, 0);
-		gg_pool_reconcile_device(p->dev);
-		gg_shared_reclaim();
-		if (gg_ceiling_try_reserve(p->dev, need) != 0) {
-			/* ON_LIMIT=wait: wait without the pool's lock (a free into
-			 * this pool must not queue behind us), holding the
-			 * reservation once we have it. */
-			pthread_mutex_unlock(&p->lock);
-			if (gg_account_wait_reserve(p->dev, need) != 0) {
-				gg_ceiling_count_refusal(p->dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG
-				                                                  : GPUGUARD_REFUSED_CEILING);
-				return GG_POOL_REFUSED;
-			}
-			pthread_mutex_lock(&p->lock);
-		}
-	}
+	if (gg_ceiling_try_reserve(p->dev, need) == 0)
+		return need;
+	/* Past the ceiling: the one admission path (account.c) decides, after
+	 * this pool gave back what it released at synchronisation points we did
+	 * not see (the device's reconcile there cannot take the lock we hold).
+	 * It runs without the lock, so that a free into this pool never queues
+	 * behind a wait (ON_LIMIT=wait); the reservation is held once we have
+	 * it. A refusal there is counted and dumped. */
+	settle_locked(p, 0);
+	pthread_mutex_unlock(&p->lock);
+	if (gg_account_begin(p->dev, need) != 0)
+		return GG_POOL_REFUSED;
+	pthread_mutex_lock(&p->lock);
 	return need;
 }
 

@@ -223,7 +223,7 @@ int gg_shared_others_could_free(unsigned i)
 	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
 		/* seq_cst, as every load here: against a waiter's waiting++
 		 * then wake bump (ceiling.c, gg_ceiling_wait_enter) and a
-		 * holder's charge (R4) then its reads; see gg_account_wait_reserve. */
+		 * holder's charge (R4) then its reads; see wait_reserve in account.c. */
 		uint64_t bits =
 		    atomic_load_explicit(&((struct gpuguard_region_header *)reg)->occupied[w], memory_order_seq_cst);
 		while (bits) {

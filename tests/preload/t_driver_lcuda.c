@@ -274,6 +274,39 @@ TEST(created_pools_follow_their_device)
 	CHECK_EQ_U64(gg_stats(0).used, 0);
 }
 
+/* A fragmented warm reserve at the ceiling: the free reserve adds up to the
+ * request but no free run holds it, so the driver grows the pool, which
+ * gpuguard undoes and refuses. The out pointer is nulled then, as HIP's
+ * hook always did (issue 12: the CUDA copy left the freed address there). */
+TEST(undone_pool_growth_is_refused_with_a_null_pointer)
+{
+	gg_CUmemPoolProps props = {.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
+	                           .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	gg_CUmemoryPool pool;
+	CHECK_EQ_INT(cuMemPoolCreate(&pool, &props), GG_CUDA_SUCCESS);
+	gg_cuuint64_t keep = UINT64_MAX;
+	CHECK_EQ_INT(cuMemPoolSetAttribute(pool, GG_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a, b, c, d;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&a, 256 * MIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&b, 256 * MIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&c, 256 * MIB, pool, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(c, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamSynchronize(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 768 * MIB);
+	uint64_t refused0 = gg_stats(0).refused[GPUGUARD_REFUSED_CEILING];
+	d = 0xdead0000;
+	CHECK_EQ_INT(cuMemAllocFromPoolAsync(&d, 400 * MIB, pool, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_U64(d, 0);
+	CHECK_EQ_U64(gg_stats(0).refused[GPUGUARD_REFUSED_CEILING], refused0 + 1);
+	CHECK_EQ_U64(gg_stats(0).used, 768 * MIB);
+	CHECK_EQ_U64(pool_attr(pool, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 768 * MIB);
+	CHECK_EQ_INT(cuMemFreeAsync(b, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamSynchronize(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
 TEST(legacy_entry_points_are_not_wrapped)
 {
 	/* cuMemAlloc (32-bit CUdeviceptr) has another ABI: it must reach the
@@ -314,6 +347,7 @@ int main(void)
 	RUN(pools_are_charged_by_reserve_and_warm_reserve_is_never_refused);
 	RUN(pool_release_at_sync_is_credited_before_a_refusal);
 	RUN(created_pools_follow_their_device);
+	RUN(undone_pool_growth_is_refused_with_a_null_pointer);
 	RUN(legacy_entry_points_are_not_wrapped);
 	RUN(device_one_has_its_own_ceiling);
 	return harness_done();
