@@ -1,8 +1,9 @@
 /* gpuguard command: what crosses files in tools/. The reader (jsonl.c,
  * load.c) turns a dump (include/gpuguard/dump.h) into a struct gg_dump; the
  * analyzer (analyze.c) aggregates and diagnoses it; output.c and html.c print.
- * region.c reads the pod region (include/gpuguard/region.h) for live.c (top,
- * metrics). Never includes interpose/: those two formats are the contract. */
+ * region.c reads the pod region (include/gpuguard/region.h) for top.c,
+ * metrics.c and http.c (their shared helpers: live.h). Never includes
+ * interpose/: those two formats are the contract. */
 #ifndef GPUGUARD_TOOL_H
 #define GPUGUARD_TOOL_H
 
@@ -416,16 +417,16 @@ void gg_outfile_abort(struct gg_outfile *o); /* removes the temporary */
  * *out (0 = dumps on signal off), or -1: the library then uses SIGUSR2. */
 int gg_signal_parse(const char *s, int *out);
 
-/* live.c */
+/* top.c */
 void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms);
-void gg_metrics_render(FILE *f, const struct gg_region *r);
 /* The refreshing table until SIGINT/SIGTERM; once: one table, no ANSI. */
 int gg_top_run(const char *path, uint64_t interval_ms, int once);
-/* `gpuguard metrics`: to stdout, or served at listen (ADDR:PORT) with a
+/* metrics.c and http.c: `gpuguard metrics`: to stdout, or served at listen (ADDR:PORT) with a
  * per-connection deadline and at most max_conns connections open (a new
  * one past that closes the oldest unanswered), until SIGINT/SIGTERM. */
 #define GG_HTTP_MAX_CONNS 1024 /* --max-connections default */
 #define GG_HTTP_CONNS_LIMIT 4096
+void gg_metrics_render(FILE *f, const struct gg_region *r);
 int gg_metrics_print(const char *path);
 int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, int max_conns);
 /* discover.c: every pod region under the kubelet's pods directory root,
