@@ -56,6 +56,9 @@ struct gg_options {
 	uint64_t context_reserve; /* bytes */
 	uint64_t wait_ms;         /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
 	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
+	/* GPUGUARD_POD_NAMESPACE, _POD_NAME, _CONTAINER_NAME: labels for the
+	 * pod region's metrics; "" = not given (or not a Kubernetes name) */
+	const char *pod_namespace, *pod_name, *container_name;
 	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region; cut to
 	 * the region's field, so limit_len says whether it fits */
 	const char *limit_text;
@@ -555,6 +558,9 @@ void gg_shared_probe(void);
 /* A refusal of ours, counted in our slot for our obituary (which it
  * refreshes, rate-limited). */
 void gg_shared_note_refusal(void);
+/* This process's pinned host memory changed by bytes (account.c): kept in
+ * our slot for the metrics. */
+void gg_shared_note_pinned(int64_t bytes);
 /* The pod's recent deaths (region.h's ring), oldest first; at most max. */
 struct gpuguard_region_death;
 size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max);

@@ -50,6 +50,12 @@ const struct gg_option_row gg_option_rows[] = {
      "past the ceiling: fail at once, or wait up to the duration for memory freed anywhere in the budget"},
     {"GPUGUARD_TERMINATION_LOG", "/dev/termination-log", "a file path; empty = off",
      "the first refusal appends one line here (Kubernetes' termination message) if the file exists and is writable"},
+    {"GPUGUARD_POD_NAMESPACE", "", "a Kubernetes namespace (downward API: metadata.namespace)",
+     "the pod's namespace, written into the pod region for the labels of its metrics"},
+    {"GPUGUARD_POD_NAME", "", "a pod name (downward API: metadata.name), at most 63 characters",
+     "the pod's name, written into the pod region for the labels of its metrics"},
+    {"GPUGUARD_CONTAINER_NAME", "", "a container name",
+     "this process's container, written into its slot of the pod region for the labels of its metrics"},
 };
 const size_t gg_option_nrows = sizeof(gg_option_rows) / sizeof(gg_option_rows[0]);
 
@@ -71,6 +77,9 @@ enum {
 	OPT_CONTEXT_RESERVE,
 	OPT_ON_LIMIT,
 	OPT_TERMINATION_LOG,
+	OPT_POD_NAMESPACE,
+	OPT_POD_NAME,
+	OPT_CONTAINER_NAME,
 };
 static const char *opt_source[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
 static const char *opt_value[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
@@ -145,6 +154,26 @@ int gg_parse_on_limit(const char *s, uint64_t *wait_ms)
 	return 0;
 }
 
+/* A name as Kubernetes gives it (lower-case letters, digits, '-' and '.',
+ * at most 63 characters: what fits the region's fields), copied into buf;
+ * "" when unset or not such a name. Labels only: nothing else depends on
+ * them. */
+static const char *kube_name(int row, char buf[GPUGUARD_REGION_NAME])
+{
+	const char *v = env_value(row);
+	size_t n = strlen(v);
+	int ok = n < GPUGUARD_REGION_NAME;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '-' || v[i] == '.';
+	if (!ok) {
+		bad_value(row, v, "leaving it out of the pod's metrics");
+		n = 0;
+	}
+	memcpy(buf, v, n);
+	buf[n] = 0;
+	return buf;
+}
+
 static void load_pod_options(void)
 {
 	const char *v = env_value(OPT_SCOPE);
@@ -179,6 +208,10 @@ static void load_pod_options(void)
 		bad_value(OPT_ON_LIMIT, v, "using fail");
 		gg_opt.wait_ms = 0;
 	}
+	static char ns[GPUGUARD_REGION_NAME], pod[GPUGUARD_REGION_NAME], container[GPUGUARD_REGION_NAME];
+	gg_opt.pod_namespace = kube_name(OPT_POD_NAMESPACE, ns);
+	gg_opt.pod_name = kube_name(OPT_POD_NAME, pod);
+	gg_opt.container_name = kube_name(OPT_CONTAINER_NAME, container);
 }
 
 void gg_options_load(void)

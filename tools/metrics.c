@@ -42,6 +42,11 @@ static void proc_labels(FILE *f, const char *name, const struct gg_rproc *p)
 	fprintf(f, "%s{slot=\"%u\",pid=\"%u\",comm=\"", name, p->slot, p->pid);
 	prom_str(f, p->comm);
 	fputc('"', f);
+	if (p->container[0]) {
+		fputs(",container=\"", f);
+		prom_str(f, p->container);
+		fputc('"', f);
+	}
 }
 
 enum dev_field { F_LIMIT, F_FREE, F_USED, F_PEAK, F_PHYSICAL, F_WAITERS, F_REFUSED, F_RECLAIMED, F_WAIT, F_DRIVER_OOM };
@@ -159,6 +164,14 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 		if (r->proc[i].has_host && r->proc[i].host_limit) {
 			proc_labels(f, "gpuguard_process_host_limit_bytes", &r->proc[i]);
 			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].host_limit);
+		}
+	family(f, "gpuguard_process_host_pinned_bytes", "gauge",
+	       "Pinned host memory the process holds (cuMemHostAlloc, cuMemAllocHost, hipHostMalloc), never charged "
+	       "to the GPU (absent: not known, a library older than this command).");
+	for (unsigned i = 0; i < r->nproc; i++)
+		if (r->proc[i].has_pinned) {
+			proc_labels(f, "gpuguard_process_host_pinned_bytes", &r->proc[i]);
+			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].host_pinned);
 		}
 	family(f, "gpuguard_process_used_bytes", "gauge", "Bytes this process holds on the device.");
 	for (unsigned i = 0; i < r->nproc; i++) {

@@ -323,6 +323,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 #define GG_REGION_PROCS 256                             /* GPUGUARD_REGION_PROCS */
 #define GG_REGION_TEXT 520                              /* an escaped string: 128 bytes as \xNN, plus NUL */
 #define GG_REGION_PATH 1024                             /* bytes of the path shown; its escaped form is 4x */
+#define GG_REGION_NAME_TEXT 253                         /* an escaped Kubernetes name: 63 bytes as \xNN, plus NUL */
 #define GG_REGION_ERR (4 * GG_REGION_PATH + GG_MAX_ERR) /* "PATH: reason" */
 
 enum gg_liveness { GG_LIVE_UNKNOWN, GG_LIVE_YES, GG_LIVE_EXITED };
@@ -351,6 +352,9 @@ struct gg_rproc {
 	int has_host, ws_known;
 	uint64_t host_ws, host_usage, host_limit;
 	uint32_t refused;
+	char container[GG_REGION_NAME_TEXT]; /* its container's name; "" = not known */
+	int has_pinned;                      /* host_pinned is known (not a region an older library wrote) */
+	uint64_t host_pinned;                /* pinned host memory it holds */
 };
 
 struct gg_region {
@@ -358,6 +362,9 @@ struct gg_region {
 	char limit[GG_REGION_TEXT];        /* GPUGUARD_LIMIT that set the budget; "" = none */
 	uint64_t created_ms;
 	uint64_t dumps_written; /* allocation dumps the pod's processes wrote */
+	/* the pod's namespace and name, as its processes wrote them
+	 * (GPUGUARD_POD_NAMESPACE, GPUGUARD_POD_NAME); "" = not known */
+	char pod_namespace[GG_REGION_NAME_TEXT], pod_name[GG_REGION_NAME_TEXT];
 	struct gg_rdev dev[GG_REGION_DEVICES]; /* READY entries only, by index */
 	unsigned ndev;
 	struct gg_rproc proc[GG_REGION_PROCS]; /* LIVE slots only, by slot */
