@@ -898,7 +898,8 @@ static void write_identity(void)
 	}
 	if (i < n || i >= 255 || off + len + 1 > sizeof h->containers) {
 		if (gg_opt.verbose)
-			gg_log(GG_LOG_INFO, "pod region %s has no room for container name %s; its metrics go without it",
+			gg_log(GG_LOG_INFO,
+			       "pod region %s has no room for container name %s; its metrics go without it",
 			       gg_opt.shared_path, mine);
 		return;
 	}

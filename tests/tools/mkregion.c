@@ -323,7 +323,8 @@ int main(int argc, char **argv)
 			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->driver_oom = num(f[1], spec);
 		} else if (!strcmp(arg, "pod")) {
 			char *f[2];
-			if (fields(v, f, 2) != 2 || strlen(f[0]) >= sizeof h->pod_namespace || strlen(f[1]) >= sizeof h->pod_name)
+			if (fields(v, f, 2) != 2 || strlen(f[0]) >= sizeof h->pod_namespace ||
+			    strlen(f[1]) >= sizeof h->pod_name)
 				die("want pod=NAMESPACE:NAME (each under 64 bytes):", spec);
 			memcpy(h->pod_namespace, f[0], strlen(f[0]));
 			memcpy(h->pod_name, f[1], strlen(f[1]));
@@ -332,7 +333,8 @@ int main(int argc, char **argv)
 			char *f[2];
 			if (fields(v, f, 2) != 2)
 				die("want container=S:NAME:", spec);
-			struct gpuguard_region_proc *p = gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
+			struct gpuguard_region_proc *p =
+			    gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
 			size_t off = 0, len = strlen(f[1]);
 			unsigned k = 0;
 			while (k < h->ncontainers && strcmp(h->containers + off, f[1])) {
@@ -350,7 +352,8 @@ int main(int argc, char **argv)
 			char *f[2];
 			if (fields(v, f, 2) != 2)
 				die("want pinned=S:BYTES:", spec);
-			struct gpuguard_region_proc *p = gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
+			struct gpuguard_region_proc *p =
+			    gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
 			p->has_pinned = 1;
 			p->host_pinned = num(f[1], spec);
 		} else if (!strcmp(arg, "dumps")) {
