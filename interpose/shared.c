@@ -866,19 +866,22 @@ static int adopt_limit(const char *mine_text)
 static void write_identity(void)
 {
 	struct gpuguard_region_header *h = reg;
+	/* NULL where options were never loaded (unit tests): not given */
+	const char *ns = gg_opt.pod_namespace ? gg_opt.pod_namespace : "";
+	const char *pod = gg_opt.pod_name ? gg_opt.pod_name : "";
 	/* relaxed: we hold the setup lock, and the writers' release stores
 	 * below are what readers acquire */
-	if (gg_opt.pod_namespace[0] && gg_opt.pod_name[0] && !atomic_load_explicit(&h->ident, memory_order_relaxed)) {
+	if (ns[0] && pod[0] && !atomic_load_explicit(&h->ident, memory_order_relaxed)) {
 		memset(h->pod_namespace, 0, sizeof h->pod_namespace);
 		memset(h->pod_name, 0, sizeof h->pod_name);
-		memcpy(h->pod_namespace, gg_opt.pod_namespace, strlen(gg_opt.pod_namespace)); /* < 64: options.c */
-		memcpy(h->pod_name, gg_opt.pod_name, strlen(gg_opt.pod_name));
+		memcpy(h->pod_namespace, ns, strlen(ns)); /* under 64: options.c */
+		memcpy(h->pod_name, pod, strlen(pod));
 		/* release: the names before the flag that says they are whole */
 		atomic_store_explicit(&h->ident, 1, memory_order_release);
 	}
 	my_container = 0;
 	const char *mine = gg_opt.container_name;
-	if (!mine[0])
+	if (!mine || !mine[0])
 		return;
 	/* The list is hostile input: walked within its bounds, a count that
 	 * overstates it ends the walk. */
