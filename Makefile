@@ -74,7 +74,8 @@ EXAMPLES := $(BUILD)/examples/kvcache
 SERVERS := $(patsubst tests/servers/%.c,$(BUILD)/tests/servers/%,$(filter-out tests/servers/lib%.c,$(wildcard tests/servers/*.c))) \
 	$(BUILD)/tests/servers/libc10_cuda.so
 BENCH := $(BUILD)/tests/bench/bench
-# The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
+# The gpuguard command (tools/): report, run, dump, top (top.c), metrics (metrics.c,
+# served by http.c, node-wide by discover.c). Needs uthash-dev.
 TOOL := $(BUILD)/bin/gpuguard
 # interpose/limit.c: GPUGUARD_LIMIT's one parser, shared with the library.
 TOOL_SRCS := $(wildcard tools/*.c) interpose/limit.c
@@ -196,7 +197,7 @@ $(BUILD)/examples/%: examples/%.c $(HEADERS)
 
 # A fresh machine without uthash gets one line naming the package, not a
 # compiler error (README's two commands install it themselves).
-$(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
+$(TOOL): $(TOOL_SRCS) tools/tool.h tools/live.h $(HEADERS)
 	@mkdir -p $(@D)
 	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
 		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }

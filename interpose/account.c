@@ -133,6 +133,7 @@ void gg_account_host_alloc(uint64_t raw, uint64_t size)
 	    .flags = GG_REC_HOST,
 	};
 	gg_dump_pinned((int64_t)size, 1);
+	gg_shared_note_pinned((int64_t)size);
 	if (gg_table)
 		gg_table_insert(gg_table, &r);
 }
@@ -150,6 +151,7 @@ void gg_account_host_freed(const struct gg_record *rec, int ok)
 		return;
 	}
 	gg_dump_pinned(-(int64_t)rec->size, -1);
+	gg_shared_note_pinned(-(int64_t)rec->size);
 }
 
 void gg_account_untracked(int dev)

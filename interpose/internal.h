@@ -58,6 +58,9 @@ struct gg_options {
 	uint64_t wait_ms;            /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
 	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
 	int unwinder_fp;             /* GPUGUARD_TEST_UNWINDER=frame-pointer */
+	/* GPUGUARD_POD_NAMESPACE, _POD_NAME, _CONTAINER_NAME: labels for the
+	 * pod region's metrics; "" = not given (or not a Kubernetes name) */
+	const char *pod_namespace, *pod_name, *container_name;
 	/* GPUGUARD_LIMIT as given (NULL = unset), for the pod region; cut to
 	 * the region's field, so limit_len says whether it fits */
 	const char *limit_text;
@@ -88,6 +91,7 @@ enum gg_option_type {
 	GG_OPT_MODE,
 	GG_OPT_LIMIT,
 	GG_OPT_ON_LIMIT,
+	GG_OPT_NAME,
 };
 /* One row of gpuguard/options.h, with where its value goes in gg_opt. */
 struct gg_option_row {
@@ -576,6 +580,9 @@ void gg_shared_probe(void);
 /* A refusal of ours, counted in our slot for our obituary (which it
  * refreshes, rate-limited). */
 void gg_shared_note_refusal(void);
+/* This process's pinned host memory changed by bytes (account.c): kept in
+ * our slot for the metrics. */
+void gg_shared_note_pinned(int64_t bytes);
 /* The pod's recent deaths (region.h's ring), oldest first; at most max. */
 struct gpuguard_region_death;
 size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max);

@@ -44,7 +44,8 @@ static const char *opt_value[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])]
 
 /* The copies PATH values are kept in, one slot of hi + 1 bytes per row in
  * row order: the application may setenv() later and free the string. */
-#define GG_OPTION_PATH_BYTES(id, field, type, def, lo, hi, ...) +(GG_OPT_##type == GG_OPT_PATH ? (hi) + 1 : 0)
+#define GG_OPTION_IS_TEXT(type) (GG_OPT_##type == GG_OPT_PATH || GG_OPT_##type == GG_OPT_NAME)
+#define GG_OPTION_PATH_BYTES(id, field, type, def, lo, hi, ...) +(GG_OPTION_IS_TEXT(type) ? (hi) + 1 : 0)
 static char path_store[0 GPUGUARD_OPTIONS(GG_OPTION_PATH_BYTES) GPUGUARD_TEST_OPTIONS(GG_OPTION_PATH_BYTES)];
 
 int gg_parse_signal(const char *s, int *out)
@@ -97,7 +98,7 @@ int gg_parse_on_limit(const char *s, uint64_t *wait_ms)
 
 /* Numbers go into int, unsigned and uint64_t fields alike. */
 #define GG_OPTION_NUMBER_FIELD(id, field, type, ...)                                      \
-	_Static_assert(GG_OPT_##type == GG_OPT_PATH || GG_OPT_##type == GG_OPT_LIMIT ||   \
+	_Static_assert(GG_OPTION_IS_TEXT(type) || GG_OPT_##type == GG_OPT_LIMIT ||        \
 	                   sizeof(((struct gg_options *)0)->field) == sizeof(unsigned) || \
 	                   sizeof(((struct gg_options *)0)->field) == sizeof(uint64_t),   \
 	               "GPUGUARD_" #id ": gg_opt." #field " is not a 4- or 8-byte number");
@@ -175,11 +176,21 @@ static int parse_path(const struct gg_option_row *r, const char *v, void *field,
 	/* This row's slot: the slots of the PATH rows before it come first. */
 	char *slot = path_store;
 	for (const struct gg_option_row *p = gg_option_rows; p < r; p++)
-		if (p->type == GG_OPT_PATH)
+		if (p->type == GG_OPT_PATH || p->type == GG_OPT_NAME)
 			slot += p->hi + 1;
 	memcpy(slot, v, len + 1);
 	*(const char **)field = slot;
 	return 0;
+}
+
+/* A name as Kubernetes gives it: lower-case letters, digits, '-' and '.',
+ * within the row's length (what fits the region's fields). Labels only. */
+static int parse_name(const struct gg_option_row *r, const char *v, void *field, const char **why)
+{
+	for (const char *c = v; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
+			return -1;
+	return parse_path(r, v, field, why);
 }
 
 static int parse_choice(const struct gg_option_row *r, const char *v, void *field, const char **why)
@@ -235,6 +246,7 @@ static const gg_option_parser parsers[] = {
     [GG_OPT_BOOL] = parse_bool,     [GG_OPT_COUNT] = parse_count, [GG_OPT_DURATION] = parse_duration,
     [GG_OPT_SIGNAL] = parse_signal, [GG_OPT_PATH] = parse_path,   [GG_OPT_CHOICE] = parse_choice,
     [GG_OPT_MODE] = parse_mode,     [GG_OPT_LIMIT] = parse_limit, [GG_OPT_ON_LIMIT] = parse_on_limit,
+    [GG_OPT_NAME] = parse_name,
 };
 
 /* One clear line (the house rule): the variable, the value, the accepted
@@ -268,7 +280,7 @@ void gg_options_load(void)
 		 * bug test_options.c catches, and leaves the field zero. */
 		if (!r->bad && *r->def)
 			parsers[r->type](r, r->def, field, &why);
-		else if (r->type == GG_OPT_PATH)
+		else if (r->type == GG_OPT_PATH || r->type == GG_OPT_NAME)
 			*(const char **)field = "";
 	}
 }

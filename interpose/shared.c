@@ -42,6 +42,7 @@ static unsigned my_slot;
 static _Atomic int detached;
 static _Atomic uint64_t last_reclaim_ms;
 static gg_identity_fn identity[2];
+static unsigned my_container; /* 1 + our container's index in the header's names; 0 = none */
 static void lose_region(void);
 
 void gg_shared_set_identity(int runtime, gg_identity_fn fn)
@@ -491,6 +492,9 @@ static void reclaim_slot(unsigned s, int died, int fd)
 	atomic_store_explicit(&p->host_usage, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->host_limit, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->host_flags, 0, memory_order_relaxed);
+	p->container = 0;
+	p->has_pinned = 0;
+	atomic_store_explicit(&p->host_pinned, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->threads, 0, memory_order_relaxed);
 	/* release: the zeroed books before the state a reader acquires. */
 	atomic_store_explicit(&p->state, GPUGUARD_RPROC_FREE, memory_order_release);
@@ -596,7 +600,10 @@ static int claim_slot(void)
 		prctl(PR_GET_NAME, comm, 0, 0, 0);
 		memcpy(p->comm, comm, sizeof p->comm);
 		p->comm[sizeof p->comm - 1] = 0;
-		p->ctx_reserve = gg_opt.context_reserve;
+		p->container = (uint8_t)my_container;
+		/* pinned_start publishes our figure once we are attached */
+		atomic_store_explicit(&p->host_pinned, 0, memory_order_relaxed);
+		p->has_pinned = 1;
 		/* A3: our occupancy bit, before any claim of ours (R1 comes
 		 * later in program order; seq_cst orders it for R2 readers). */
 		atomic_fetch_or_explicit(occupied_word(s), 1ull << (s % 64), memory_order_seq_cst);
@@ -736,6 +743,51 @@ static int guard_install(void)
 	return 0;
 }
 
+/* ---- pinned host memory ----------------------------------------------- *
+ *
+ * Our slot's host_pinned follows pinned_total, this process's pinned host
+ * bytes (account.c reports every change), so the exporter can show it per
+ * process; a dead process's slot is swept, and its figure with it. Threads
+ * change the total at once: each stores what it read and stores again
+ * while the total has moved since, so the last store is of the latest
+ * total (seq_cst throughout: one order of every add, load and store). */
+
+static _Atomic uint64_t pinned_total;
+static _Atomic int pinned_live; /* our slot is attached: host_pinned follows pinned_total */
+
+static void pinned_publish(uint64_t t)
+{
+	/* relaxed: detached and lost are best-effort skips, as in obit_refresh */
+	if (atomic_load_explicit(&detached, memory_order_relaxed) || gg_shared_lost())
+		return;
+	for (;;) {
+		atomic_store_explicit(&me->host_pinned, t, memory_order_seq_cst);
+		uint64_t now = atomic_load_explicit(&pinned_total, memory_order_seq_cst);
+		if (now == t)
+			return;
+		t = now;
+	}
+}
+
+/* Once attached (me set): from now on every change publishes itself. An
+ * add that read pinned_live as 0 comes before our store in the one order,
+ * so the load below sees it. */
+static void pinned_start(void)
+{
+	atomic_store_explicit(&pinned_live, 1, memory_order_seq_cst);
+	pinned_publish(atomic_load_explicit(&pinned_total, memory_order_seq_cst));
+}
+
+void gg_shared_note_pinned(int64_t bytes)
+{
+	/* seq_cst: ordered against pinned_start's store and load (see above) */
+	uint64_t t = atomic_fetch_add_explicit(&pinned_total, (uint64_t)bytes, memory_order_seq_cst) + (uint64_t)bytes;
+	/* seq_cst: pairs with pinned_start; seeing 1 also makes `me` visible
+	 * (written before that store) */
+	if (atomic_load_explicit(&pinned_live, memory_order_seq_cst))
+		pinned_publish(t);
+}
+
 /* ---- the header ---------------------------------------------------------- */
 
 static void write_fresh(const char *limit_text)
@@ -807,6 +859,59 @@ static int adopt_limit(const char *mine_text)
 	return 0;
 }
 
+/* The pod's identity, for its metrics' labels (region.h): the namespace and
+ * pod name from the first process that has both, and our container's name
+ * added to the pod's list if it is not there. Called under the setup lock;
+ * every other writer holds it too. */
+static void write_identity(void)
+{
+	struct gpuguard_region_header *h = reg;
+	/* NULL where options were never loaded (unit tests): not given */
+	const char *ns = gg_opt.pod_namespace ? gg_opt.pod_namespace : "";
+	const char *pod = gg_opt.pod_name ? gg_opt.pod_name : "";
+	/* relaxed: we hold the setup lock, and the writers' release stores
+	 * below are what readers acquire */
+	if (ns[0] && pod[0] && !atomic_load_explicit(&h->ident, memory_order_relaxed)) {
+		memset(h->pod_namespace, 0, sizeof h->pod_namespace);
+		memset(h->pod_name, 0, sizeof h->pod_name);
+		memcpy(h->pod_namespace, ns, strlen(ns)); /* under 64: options.c */
+		memcpy(h->pod_name, pod, strlen(pod));
+		/* release: the names before the flag that says they are whole */
+		atomic_store_explicit(&h->ident, 1, memory_order_release);
+	}
+	my_container = 0;
+	const char *mine = gg_opt.container_name;
+	if (!mine || !mine[0])
+		return;
+	/* The list is hostile input: walked within its bounds, a count that
+	 * overstates it ends the walk. */
+	uint32_t n = atomic_load_explicit(&h->ncontainers, memory_order_relaxed);
+	size_t off = 0, len = strlen(mine);
+	uint32_t i = 0;
+	for (; i < n && off < sizeof h->containers; i++) {
+		const char *name = h->containers + off;
+		const char *end = memchr(name, 0, sizeof h->containers - off);
+		if (!end)
+			return;
+		if ((size_t)(end - name) == len && memcmp(name, mine, len) == 0) {
+			my_container = i + 1;
+			return;
+		}
+		off += (size_t)(end - name) + 1;
+	}
+	if (i < n || i >= 255 || off + len + 1 > sizeof h->containers) {
+		if (gg_opt.verbose)
+			gg_log(GG_LOG_INFO,
+			       "pod region %s has no room for container name %s; its metrics go without it",
+			       gg_opt.shared_path, mine);
+		return;
+	}
+	memcpy(h->containers + off, mine, len + 1);
+	/* release: the name before the count that takes it in */
+	atomic_store_explicit(&h->ncontainers, i + 1, memory_order_release);
+	my_container = i + 1;
+}
+
 static int attach_locked(void)
 {
 	const char *mine_text = gg_opt.limit_text ? gg_opt.limit_text : "";
@@ -869,6 +974,7 @@ static int attach_locked(void)
 		write_fresh(mine_text);
 	if (adopt_limit(mine_text) != 0)
 		return -1;
+	write_identity();
 	if (claim_slot() != 0) {
 		refuse("all process slots are taken", 0);
 		return -1;
@@ -929,6 +1035,8 @@ static int attached(void)
 	                                            memory_order_acquire)) {
 		int ok = !gg_opt.scope_process && !gg_opt.limit_bad && attach() == 0;
 		atomic_store_explicit(&attach_state, ok ? ATTACH_OK : ATTACH_FAILED, memory_order_release);
+		if (ok)
+			pinned_start();
 		return ok;
 	}
 	/* Bounded: the attaching thread tries the setup lock for at most 2 s. */
@@ -1188,6 +1296,7 @@ void gg_shared_after_fork_child(void)
 	reg_fd = -1;
 	me = NULL;
 	/* relaxed: the fork child has one thread. */
+	atomic_store_explicit(&pinned_live, 0, memory_order_relaxed);
 	atomic_store_explicit(&detached, 0, memory_order_relaxed);
 	atomic_store_explicit(&last_reclaim_ms, 0, memory_order_relaxed);
 	atomic_store_explicit(&attach_state, ATTACH_NONE, memory_order_relaxed);

@@ -4,9 +4,9 @@
  * (ROOT is /var/lib/kubelet/pods), so a DaemonSet that mounts ROOT read-only
  * finds every pod's region there: any regular file at the top of an
  * emptyDir that reads as a region. Each region is rendered as `gpuguard
- * metrics` renders one, its series labelled pod_uid="<uid>" (join with
- * kube-state-metrics' kube_pod_info on uid for namespace and pod), and the
- * families merged so that each appears once, as the text format requires.
+ * metrics` renders one, its series labelled pod_uid="<uid>", namespace and
+ * pod (where the pod's processes wrote them), Hostname, and the families
+ * merged so that each appears once, as the text format requires.
  *
  * Everything under ROOT is the pods' (hostile) input: names are checked
  * before use, nothing is followed through a symlink (gg_region_read opens
@@ -24,6 +24,8 @@
 #define MAX_PODS 1024      /* pod directories looked at */
 #define MAX_REGIONS 256    /* regions rendered */
 #define MAX_FILES_PER_VOL 8 /* files tried at the top of one volume */
+/* pod_uid, namespace, pod and Hostname, each escaped twice at worst */
+#define GG_POD_LABELS (64 + 4 * GG_REGION_NAME_TEXT + 2 * (4 * 255 + 1) + 64)
 
 struct family {
 	char *name;
@@ -100,9 +102,36 @@ static void append(struct merge *m, char **buf, size_t *len, size_t *cap, const 
 	(*buf)[*len] = '\0';
 }
 
+/* Appends ,key="value" (the comma only after another label) to the label
+ * text at out, Prometheus-escaped, if it fits in cap bytes in all. */
+static void add_label(char *out, size_t cap, const char *key, const char *value)
+{
+	size_t n = strlen(out), need = strlen(key) + 4;
+	for (const char *v = value; *v; v++)
+		need += *v == '\\' || *v == '"' || *v == '\n' ? 2 : 1;
+	if (n + need >= cap)
+		return;
+	char *o = out + n;
+	if (n)
+		*o++ = ',';
+	o += sprintf(o, "%s=\"", key);
+	for (const char *v = value; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			*o++ = '\\';
+		if (*v == '\n') {
+			*o++ = '\\';
+			*o++ = 'n';
+		} else {
+			*o++ = *v;
+		}
+	}
+	*o++ = '"';
+	*o = 0;
+}
+
 /* Adds one region's text: its families' heads (first seen), its samples
- * with pod_uid inserted as the first label. */
-static void merge_text(struct merge *m, const char *text, const char *uid)
+ * with the pod's labels (lab: pod_uid="..." and the rest) inserted first. */
+static void merge_text(struct merge *m, const char *text, const char *pod_labels)
 {
 	struct family *cur = NULL;
 	for (const char *p = text; *p && !m->oom;) {
@@ -129,9 +158,9 @@ static void merge_text(struct merge *m, const char *text, const char *uid)
 		} else if (cur && n > 1) {
 			size_t nlen = strcspn(p, "{ ");
 			size_t len = cur->nsamples, *cap = &cur->cap;
-			char lab[96];
+			char lab[GG_POD_LABELS + 4];
 			int has_labels = p[nlen] == '{';
-			int ll = snprintf(lab, sizeof lab, "%spod_uid=\"%s\"%s", has_labels ? "" : "{", uid,
+			int ll = snprintf(lab, sizeof lab, "%s%s%s", has_labels ? "" : "{", pod_labels,
 			                  has_labels ? (p[nlen + 1] == '}' ? "" : ",") : "}");
 			append(m, &cur->samples, &len, cap, p, nlen + (size_t)has_labels);
 			append(m, &cur->samples, &len, cap, lab, (size_t)ll);
@@ -142,8 +171,12 @@ static void merge_text(struct merge *m, const char *text, const char *uid)
 	}
 }
 
-/* 1 when path was a region and is merged, 0 when it is not a region. */
-static int merge_region(struct merge *m, const char *path, const char *uid)
+/* 1 when path was a region and is merged, 0 when it is not a region. Its
+ * series are labelled pod_uid (the kubelet's directory: the pod's real
+ * identity), namespace and pod where the pod's processes wrote them into
+ * the region (their own word: GPUGUARD_POD_NAMESPACE, GPUGUARD_POD_NAME),
+ * and Hostname, dcgm-exporter's label for the node. */
+static int merge_region(struct merge *m, const char *path, const char *uid, const char *host)
 {
 	static struct gg_region r; /* 100 KiB: not on the stack */
 	char err[GG_REGION_ERR];
@@ -157,8 +190,16 @@ static int merge_region(struct merge *m, const char *path, const char *uid)
 		return 0;
 	}
 	gg_metrics_render(f, &r);
+	char labels[GG_POD_LABELS] = "";
+	add_label(labels, sizeof labels, "pod_uid", uid);
+	if (r.pod_namespace[0] && r.pod_name[0]) {
+		add_label(labels, sizeof labels, "namespace", r.pod_namespace);
+		add_label(labels, sizeof labels, "pod", r.pod_name);
+	}
+	if (host[0])
+		add_label(labels, sizeof labels, "Hostname", host);
 	if (fclose(f) == 0 && text)
-		merge_text(m, text, uid);
+		merge_text(m, text, labels);
 	else
 		m->oom = 1;
 	free(text);
@@ -174,6 +215,13 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
 	}
 	struct merge m = {0};
 	unsigned npods = 0, nregions = 0;
+	/* The node's name for the Hostname label: NODE_NAME, which the
+	 * DaemonSet sets from spec.nodeName as dcgm-exporter's does. Not the
+	 * host name: in a pod that is the pod's own name, not the node's. */
+	char host[4 * 255 + 1] = "";
+	const char *node = getenv("NODE_NAME");
+	if (node)
+		gg_escape_bytes(host, node, 255);
 	struct dirent *pe;
 	while ((pe = readdir(pods)) && npods < MAX_PODS && nregions < MAX_REGIONS && !m.oom) {
 		if (!uid_ok(pe->d_name))
@@ -206,7 +254,7 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
 				if (lstat(file, &st) || !S_ISREG(st.st_mode))
 					continue;
 				tried++;
-				nregions += (unsigned)merge_region(&m, file, pe->d_name);
+				nregions += (unsigned)merge_region(&m, file, pe->d_name, host);
 			}
 			closedir(fd);
 		}

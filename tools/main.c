@@ -1,7 +1,8 @@
 /* gpuguard command: subcommand dispatch, help, and the small subcommands
  * (run, dump). `report` reads dumps with load.c and prints with output.c and
  * html.c; `top` and `metrics` read the pod region with region.c and show it
- * with live.c. Exit codes everywhere: 0 ok, 1 usage, 2 bad input or failure. */
+ * with top.c, metrics.c and http.c. Exit codes everywhere: 0 ok, 1 usage, 2
+ * bad input or failure. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>

@@ -18,6 +18,28 @@ _Static_assert(GG_REGION_DEVICES == GPUGUARD_REGION_DEVICES, "device table size"
 _Static_assert(GG_REGION_PROCS == GPUGUARD_REGION_PROCS, "process table size");
 _Static_assert(GG_REGION_TEXT >= 4 * GPUGUARD_REGION_LIMIT_TEXT + 1, "escaped limit text");
 _Static_assert(GG_MAX_DEATHS == GPUGUARD_REGION_DEATHS, "deaths ring size");
+_Static_assert(GG_REGION_NAME_TEXT >= 4 * (GPUGUARD_REGION_NAME - 1) + 1, "escaped names");
+
+/* Name k of the header's container list (1-based, as slots name it) into
+ * out, escaped; "" when there is none such. The list is hostile input: read
+ * within its bounds, never past the count its writer published. */
+static void container_name(char *out, const struct gpuguard_region_header *h, uint32_t n, unsigned k)
+{
+	out[0] = 0;
+	size_t off = 0;
+	for (unsigned i = 1; i <= n && i <= k && off < sizeof h->containers; i++) {
+		const char *name = h->containers + off;
+		const char *end = memchr(name, 0, sizeof h->containers - off);
+		if (!end)
+			return;
+		if (i == k) {
+			size_t len = (size_t)(end - name);
+			gg_escape_bytes(out, name, len < GPUGUARD_REGION_NAME - 1 ? len : GPUGUARD_REGION_NAME - 1);
+			return;
+		}
+		off += (size_t)(end - name) + 1;
+	}
+}
 
 static enum gpuguard_verdict verdict(const struct gg_death *d)
 {
@@ -157,6 +179,14 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 	r->created_ms = h->created_ms;
 	r->dumps_written = atomic_load_explicit(&h->dumps_written, memory_order_relaxed);
 	gg_escape_bytes(r->limit, h->limit_text, sizeof h->limit_text);
+	/* Zero in a region an older library wrote: no identity. A copy of the
+	 * file, so the writer's release order is what the bytes already show. */
+	r->pod_namespace[0] = r->pod_name[0] = 0;
+	if (atomic_load_explicit(&h->ident, memory_order_relaxed) == 1) {
+		gg_escape_bytes(r->pod_namespace, h->pod_namespace, GPUGUARD_REGION_NAME - 1); /* may be unterminated */
+		gg_escape_bytes(r->pod_name, h->pod_name, GPUGUARD_REGION_NAME - 1);
+	}
+	uint32_t ncontainers = atomic_load_explicit(&h->ncontainers, memory_order_relaxed);
 	for (unsigned i = 0; i < GPUGUARD_REGION_DEVICES; i++) {
 		struct gpuguard_region_device *e = gpuguard_region_dev(buf, i);
 		if (atomic_load_explicit(&e->state, memory_order_relaxed) != GPUGUARD_RDEV_READY)
@@ -194,6 +224,9 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		p->host_usage = atomic_load_explicit(&e->host_usage, memory_order_relaxed);
 		p->host_limit = atomic_load_explicit(&e->host_limit, memory_order_relaxed);
 		p->refused = atomic_load_explicit(&e->refused, memory_order_relaxed);
+		container_name(p->container, h, ncontainers, e->container);
+		p->has_pinned = e->has_pinned == 1;
+		p->host_pinned = p->has_pinned ? atomic_load_explicit(&e->host_pinned, memory_order_relaxed) : 0;
 		/* Died without exiting, not yet swept: its record, as the sweep
 		 * will move it to the ring (interpose/shared.c obit_write). */
 		uint64_t obit = atomic_load_explicit(&e->obit_ms, memory_order_relaxed);

@@ -1,8 +1,9 @@
 /* gpuguard command: what crosses files in tools/. The reader (jsonl.c,
  * load.c) turns a dump (include/gpuguard/dump.h) into a struct gg_dump; the
  * analyzer (analyze.c) aggregates and diagnoses it; output.c and html.c print.
- * region.c reads the pod region (include/gpuguard/region.h) for live.c (top,
- * metrics). Never includes interpose/: those two formats are the contract. */
+ * region.c reads the pod region (include/gpuguard/region.h) for top.c,
+ * metrics.c and http.c (their shared helpers: live.h). Never includes
+ * interpose/: those two formats are the contract. */
 #ifndef GPUGUARD_TOOL_H
 #define GPUGUARD_TOOL_H
 
@@ -322,6 +323,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 #define GG_REGION_PROCS 256                             /* GPUGUARD_REGION_PROCS */
 #define GG_REGION_TEXT 520                              /* an escaped string: 128 bytes as \xNN, plus NUL */
 #define GG_REGION_PATH 1024                             /* bytes of the path shown; its escaped form is 4x */
+#define GG_REGION_NAME_TEXT 253                         /* an escaped Kubernetes name: 63 bytes as \xNN, plus NUL */
 #define GG_REGION_ERR (4 * GG_REGION_PATH + GG_MAX_ERR) /* "PATH: reason" */
 
 enum gg_liveness { GG_LIVE_UNKNOWN, GG_LIVE_YES, GG_LIVE_EXITED };
@@ -350,6 +352,9 @@ struct gg_rproc {
 	int has_host, ws_known;
 	uint64_t host_ws, host_usage, host_limit;
 	uint32_t refused;
+	char container[GG_REGION_NAME_TEXT]; /* its container's name; "" = not known */
+	int has_pinned;                      /* host_pinned is known (not a region an older library wrote) */
+	uint64_t host_pinned;                /* pinned host memory it holds */
 };
 
 struct gg_region {
@@ -357,6 +362,9 @@ struct gg_region {
 	char limit[GG_REGION_TEXT];        /* GPUGUARD_LIMIT that set the budget; "" = none */
 	uint64_t created_ms;
 	uint64_t dumps_written; /* allocation dumps the pod's processes wrote */
+	/* the pod's namespace and name, as its processes wrote them
+	 * (GPUGUARD_POD_NAMESPACE, GPUGUARD_POD_NAME); "" = not known */
+	char pod_namespace[GG_REGION_NAME_TEXT], pod_name[GG_REGION_NAME_TEXT];
 	struct gg_rdev dev[GG_REGION_DEVICES]; /* READY entries only, by index */
 	unsigned ndev;
 	struct gg_rproc proc[GG_REGION_PROCS]; /* LIVE slots only, by slot */
@@ -416,16 +424,16 @@ void gg_outfile_abort(struct gg_outfile *o); /* removes the temporary */
  * *out (0 = dumps on signal off), or -1: the library then uses SIGUSR2. */
 int gg_signal_parse(const char *s, int *out);
 
-/* live.c */
+/* top.c */
 void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms);
-void gg_metrics_render(FILE *f, const struct gg_region *r);
 /* The refreshing table until SIGINT/SIGTERM; once: one table, no ANSI. */
 int gg_top_run(const char *path, uint64_t interval_ms, int once);
-/* `gpuguard metrics`: to stdout, or served at listen (ADDR:PORT) with a
+/* metrics.c and http.c: `gpuguard metrics`: to stdout, or served at listen (ADDR:PORT) with a
  * per-connection deadline and at most max_conns connections open (a new
  * one past that closes the oldest unanswered), until SIGINT/SIGTERM. */
 #define GG_HTTP_MAX_CONNS 1024 /* --max-connections default */
 #define GG_HTTP_CONNS_LIMIT 4096
+void gg_metrics_render(FILE *f, const struct gg_region *r);
 int gg_metrics_print(const char *path);
 int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, int max_conns);
 /* discover.c: every pod region under the kubelet's pods directory root,

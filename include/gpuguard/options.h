@@ -10,7 +10,8 @@
  * milliseconds in [lo, hi]; SIGNAL the dump signal syntax (signals.h); PATH
  * a string of lo to hi bytes; CHOICE the index of the value in choices
  * ('|'-separated); MODE an octal mode among choices; LIMIT the GPUGUARD_LIMIT
- * list (limit.h); ON_LIMIT fail or wait:<duration>. A bad value is named on
+ * list (limit.h); ON_LIMIT fail or wait:<duration>; NAME a Kubernetes name
+ * (lower-case letters, digits, '-', '.') of lo to hi bytes. A bad value is named on
  * stderr with the syntax, and then the default is used; where bad is given,
  * bad says what happens instead (a PATH is left empty). flag is the
  * metavariable of `gpuguard run --<id>`, or NULL for no flag. The default is
@@ -64,7 +65,16 @@
 	X(TERMINATION_LOG, termination_log, PATH, "/dev/termination-log", 0, 4095, NULL,                               \
 	  "writing no termination message", NULL, "a file path; empty = off",                                          \
 	  "the first refusal appends one line here (Kubernetes' termination message) if the file exists and is "       \
-	  "writable")
+	  "writable")                                                                                                  \
+	X(POD_NAMESPACE, pod_namespace, NAME, "", 0, GPUGUARD_REGION_NAME - 1, NULL,                                   \
+	  "leaving it out of the pod's metrics", NULL, "a Kubernetes namespace (downward API: metadata.namespace)",    \
+	  "the pod's namespace, written into the pod region for the labels of its metrics")                            \
+	X(POD_NAME, pod_name, NAME, "", 0, GPUGUARD_REGION_NAME - 1, NULL, "leaving it out of the pod's metrics",      \
+	  NULL, "a pod name (downward API: metadata.name), at most 63 characters",                                     \
+	  "the pod's name, written into the pod region for the labels of its metrics")                                 \
+	X(CONTAINER_NAME, container_name, NAME, "", 0, GPUGUARD_REGION_NAME - 1, NULL,                                 \
+	  "leaving it out of the pod's metrics", NULL, "a container name",                                             \
+	  "this process's container, written into its slot of the pod region for the labels of its metrics")
 
 /* Knobs for the test suites alone: read like the rows above, but not in
  * README.md, GPUGUARD_VERBOSE or dumps. */

@@ -7,6 +7,10 @@
  * obituaries (a ring of the pod's recent deaths), at the offsets the header
  * gives.
  * Everything is little-endian, as the machines that run it are.
+ * A new layout takes a new version, which readers of another one refuse;
+ * a field that comes from reserved bytes (or unused bits) keeps it, and is
+ * written so that zero, what an older library leaves there, means "not
+ * known".
  *
  * Liveness (DESIGN.md §4): a process owns slot i while it holds an OFD write
  * lock (fcntl F_OFD_SETLK) on the one byte at gpuguard_region_slot_lock(i).
@@ -35,6 +39,8 @@
 #define GPUGUARD_REGION_PROCS 256
 #define GPUGUARD_REGION_LIMIT_TEXT 128
 #define GPUGUARD_REGION_DEATHS 16
+#define GPUGUARD_REGION_NAME 64        /* a Kubernetes name and its NUL (header identity) */
+#define GPUGUARD_REGION_CONTAINERS 112 /* the header's container names, NULs included */
 #define GPUGUARD_REGION_DEFAULT_PATH "/dev/shm/gpuguard-pod"
 
 /* device entry states */
@@ -75,8 +81,24 @@ struct gpuguard_region_header {
 	/* allocation dumps written by the pod's processes (a statistic for
 	 * metrics, relaxed); from reserved bytes */
 	_Atomic uint64_t dumps_written;
+	/* The pod's identity, for the labels of its metrics: GPUGUARD_POD_NAMESPACE
+	 * and GPUGUARD_POD_NAME (the downward API's metadata.namespace and
+	 * metadata.name), written under the setup lock by the first process
+	 * that attaches with both, then `ident` (release). From reserved
+	 * bytes: all zero in a region an older library wrote, whose series
+	 * then go without these labels. NUL-terminated by the writer;
+	 * untrusted, as everything here: any member of the pod can write it. */
+	char pod_namespace[GPUGUARD_REGION_NAME]; /* a namespace is at most 63 characters */
+	char pod_name[GPUGUARD_REGION_NAME];      /* so is a pod a controller names; longer ones are left out */
+	/* The pod's container names (GPUGUARD_CONTAINER_NAME), each followed
+	 * by a NUL, in the order their first process attached; a slot's
+	 * `container` is 1 + the index of its own. Appended under the setup
+	 * lock; a name that does not fit is left out. */
+	char containers[GPUGUARD_REGION_CONTAINERS];
+	_Atomic uint32_t ident;       /* 1: pod_namespace and pod_name are written (release) */
+	_Atomic uint32_t ncontainers; /* names in containers (release, after the name) */
 	uint8_t reserved[512 - 8 - 4 - 4 - 8 - 24 - 8 - GPUGUARD_REGION_LIMIT_TEXT - 8 - GPUGUARD_REGION_PROCS / 8 -
-	                 16 - 8 - 8];
+	                 16 - 8 - 8 - 2 * GPUGUARD_REGION_NAME - GPUGUARD_REGION_CONTAINERS - 4 - 4];
 };
 
 struct gpuguard_region_device {
@@ -121,7 +143,11 @@ struct gpuguard_region_proc {
 	 * thread of it that could free is asleep (interpose/ceiling.c,
 	 * gg_ceiling_nobody_frees); in what was padding */
 	_Atomic uint32_t threads;
-	uint64_t ctx_reserve; /* GPUGUARD_CONTEXT_RESERVE of this process */
+	/* pinned host memory this process holds (cuMemHostAlloc, hipHostMalloc
+	 * and the like), valid where has_pinned says so: an older library kept
+	 * its GPUGUARD_CONTEXT_RESERVE here, which nothing read. relaxed: a
+	 * statistic for metrics (interpose/shared.c, pinned_publish). */
+	_Atomic uint64_t host_pinned;
 	/* requests of this process sleeping on each entry, counted before the
 	 * entry's `waiters` and uncounted after, so a process killed while
 	 * waiting leaves no phantom waiter once its slot is reclaimed */
@@ -140,7 +166,12 @@ struct gpuguard_region_proc {
 	_Atomic uint64_t host_limit; /* cgroup limit; 0 = none or not known */
 	_Atomic uint64_t refused_ms; /* CLOCK_REALTIME of this process's last refusal */
 	_Atomic uint32_t refused;    /* this process's refused requests */
-	_Atomic uint32_t host_flags; /* GPUGUARD_OBIT_* */
+	_Atomic uint16_t host_flags; /* GPUGUARD_OBIT_* */
+	/* What was the upper half of a 32-bit host_flags, which an older
+	 * library writes as 0 (readers that load the word mask the flags):
+	 * both are written before the slot turns LIVE. */
+	uint8_t container;  /* 1 + the index of its container's name in the header; 0 = none */
+	uint8_t has_pinned; /* 1: host_pinned is kept */
 };
 
 #define GPUGUARD_OBIT_MS 500u          /* refresh interval of a slot's obituary */

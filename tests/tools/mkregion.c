@@ -26,6 +26,10 @@ static const char usage[] = "usage: mkregion PATH [SPEC...]     write a region i
                             "  devwait=I:NS      device entry I's time spent waiting (wait_ns)\n"
                             "  devoom=I:N        device entry I's driver out-of-memory count\n"
                             "  dumps=N           the header's count of dumps written\n"
+                            "  pod=NAMESPACE:NAME the header's pod identity (without it: none, as an\n"
+                            "                    older library leaves it)\n"
+                            "  container=S:NAME  slot S's container, NAME added to the header's list\n"
+                            "  pinned=S:BYTES    slot S's pinned host memory (without it: not known)\n"
                             "  proc=S:PID:COMM:START_MS[:DEV=BYTES...]\n"
                             "                    a LIVE process slot holding BYTES on device entry DEV\n"
                             "  procstate=S:STATE free|live|N\n"
@@ -317,6 +321,41 @@ int main(int argc, char **argv)
 			if (fields(v, f, 2) != 2)
 				die("want devoom=I:N:", spec);
 			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->driver_oom = num(f[1], spec);
+		} else if (!strcmp(arg, "pod")) {
+			char *f[2];
+			if (fields(v, f, 2) != 2 || strlen(f[0]) >= sizeof h->pod_namespace ||
+			    strlen(f[1]) >= sizeof h->pod_name)
+				die("want pod=NAMESPACE:NAME (each under 64 bytes):", spec);
+			memcpy(h->pod_namespace, f[0], strlen(f[0]));
+			memcpy(h->pod_name, f[1], strlen(f[1]));
+			h->ident = 1;
+		} else if (!strcmp(arg, "container")) {
+			char *f[2];
+			if (fields(v, f, 2) != 2)
+				die("want container=S:NAME:", spec);
+			struct gpuguard_region_proc *p =
+			    gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
+			size_t off = 0, len = strlen(f[1]);
+			unsigned k = 0;
+			while (k < h->ncontainers && strcmp(h->containers + off, f[1])) {
+				off += strlen(h->containers + off) + 1;
+				k++;
+			}
+			if (k == h->ncontainers) {
+				if (off + len + 1 > sizeof h->containers)
+					die("no room for container name:", spec);
+				memcpy(h->containers + off, f[1], len + 1);
+				h->ncontainers++;
+			}
+			p->container = (uint8_t)(k + 1);
+		} else if (!strcmp(arg, "pinned")) {
+			char *f[2];
+			if (fields(v, f, 2) != 2)
+				die("want pinned=S:BYTES:", spec);
+			struct gpuguard_region_proc *p =
+			    gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
+			p->has_pinned = 1;
+			p->host_pinned = num(f[1], spec);
 		} else if (!strcmp(arg, "dumps")) {
 			((struct gpuguard_region_header *)buf)->dumps_written = num(v, spec);
 		} else if (!strcmp(arg, "proc")) {
@@ -339,7 +378,7 @@ int main(int argc, char **argv)
 			p->host_usage = num(f[3], spec);
 			p->host_limit = num(f[4], spec);
 			p->refused = (uint32_t)num(f[5], spec);
-			p->host_flags = (uint32_t)num(f[6], spec);
+			p->host_flags = (uint16_t)num(f[6], spec);
 		} else if (!strcmp(arg, "hostile")) {
 			mode = v;
 		} else {

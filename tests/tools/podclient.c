@@ -3,6 +3,8 @@
  * scripts/region_fault.sh). Run under LD_PRELOAD with the simulated GPU.
  *   a MIB   cuMemAlloc_v2 of MIB MiB: prints "alloc ok" or "alloc refused N"
  *   f       frees the most recent live allocation: "free ok" or "free N"
+ *   h KIB   cuMemHostAlloc (pinned host memory) of KIB KiB: "host ok" or
+ *           "host failed N"; H frees the most recent: "host free ok"
  *   i       cuMemGetInfo: "info FREE TOTAL" in bytes
  *   n       NVML's nvmlDeviceGetMemoryInfo for index 0: "nvml FREE TOTAL"
  *   l PATH  dlopen(PATH, RTLD_NOW | RTLD_LOCAL), as a plugin: "load ok" or
@@ -47,6 +49,8 @@ int main(void)
 	puts("ready");
 	static gg_CUdeviceptr live[4096];
 	unsigned n = 0;
+	static void *host[256];
+	unsigned nhost = 0;
 	void *plugin = NULL;
 	char line[4096];
 	while (fgets(line, sizeof line, stdin)) {
@@ -66,6 +70,23 @@ int main(void)
 				puts("free ok");
 			else
 				printf("free %d\n", rc);
+		} else if (line[0] == 'h') {
+			void *p = NULL;
+			int rc = nhost < sizeof host / sizeof host[0]
+			             ? cuMemHostAlloc(&p, (size_t)strtoul(line + 1, NULL, 10) << 10, 0)
+			             : -1;
+			if (rc == 0)
+				host[nhost++] = p;
+			if (rc == 0)
+				puts("host ok");
+			else
+				printf("host failed %d\n", rc);
+		} else if (line[0] == 'H') {
+			int rc = nhost ? cuMemFreeHost(host[--nhost]) : -1;
+			if (rc == 0)
+				puts("host free ok");
+			else
+				printf("host free %d\n", rc);
 		} else if (line[0] == 'i') {
 			size_t fr = 0, tot = 0;
 			int rc = cuMemGetInfo_v2(&fr, &tot);
