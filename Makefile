@@ -35,7 +35,7 @@ LIB_SRCS := $(wildcard interpose/*.c)
 LIB_OBJS := $(patsubst interpose/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 LIB := $(BUILD)/lib/libgpuguard.so
 # The core modules unit tests compile in directly (no hooks, no preload).
-CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
+CORE_SRCS := interpose/base.c interpose/resolve.c interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
 	interpose/dump.c interpose/vmm.c interpose/shared.c interpose/limit.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)

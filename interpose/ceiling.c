@@ -3,9 +3,7 @@
  * limit, so two threads racing for the last bytes can never both get them
  * (DESIGN.md §3); every subtraction saturates at zero. */
 #include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -273,11 +271,6 @@ int gg_ceiling_reserve(int dev, uint64_t bytes)
 	return -1;
 }
 
-static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts, int private_)
-{
-	return syscall(SYS_futex, (uint32_t *)w, op | (private_ ? FUTEX_PRIVATE_FLAG : 0), val, ts, NULL, 0);
-}
-
 /* Someone may be waiting for room: bump the word and wake them all (each
  * retries; those that still do not fit sleep again). */
 static void wake_waiters(struct gg_budget *b)
@@ -286,7 +279,7 @@ static void wake_waiters(struct gg_budget *b)
 	if (GG_LIKELY(atomic_load_explicit(b->waiters, memory_order_seq_cst) == 0))
 		return;
 	atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
-	futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+	gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 }
 
 void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
@@ -336,13 +329,6 @@ void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 void gg_ceiling_force(int dev, uint64_t bytes)
 {
 	gg_ceiling_force_budget(gg_ceiling_budget(dev), bytes);
-}
-
-uint64_t gg_mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Waiting for room (GPUGUARD_ON_LIMIT=wait). The caller does
@@ -449,7 +435,7 @@ uint32_t gg_ceiling_wait_enter(int dev)
 	 * waiter that reads the new wake value also sees us asleep. */
 	if (before) {
 		atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
-		futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+		gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 	}
 	return since;
 }
@@ -472,7 +458,7 @@ int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since)
 	 * otherwise see it awake again and wait out their time for it). */
 	atomic_fetch_add_explicit(b->stalemate, 1, memory_order_seq_cst);
 	atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
-	futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+	gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 	return 1;
 }
 
@@ -494,7 +480,7 @@ int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 		left = 100000000ull;
 	struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
 	struct gg_budget *b = gg_ceiling_budget(dev);
-	futex(b->wake, FUTEX_WAIT, seen, &ts, b->futex_private);
+	gg_futex_wait(b->wake, seen, &ts, b->futex_private);
 	return 0;
 }
 

@@ -9,15 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
 #include "gpuguard.h"
 #include "limit.h"
 
 #define GG_EXPORT __attribute__((visibility("default")))
 #define GG_MAX_DEVICES GPUGUARD_MAX_DEVICES
 #define GG_UNLIMITED UINT64_MAX
-#define GG_LIKELY(x) __builtin_expect(!!(x), 1)
-#define GG_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define GG_TLS __thread __attribute__((tls_model("initial-exec")))
 
 #define GG_MIB (1024ull * 1024ull)
 #define GG_PAGE (2 * GG_MIB) /* GPU page since Pascal (DESIGN.md §5) */
@@ -33,6 +31,17 @@ void gg_log_hold(int on);
 void gg_log_release(void);
 /* Formats a byte count as "20.0 GiB" into buf. Returns buf. */
 const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes);
+/* The first GPU call (the first hook to enter, or the first real entry
+ * point resolved or handed to the application) writes what initialisation
+ * held back, once. relaxed: a once-set flag; the slow path acquires
+ * initialisation before it reads the held lines. */
+extern _Atomic int gg_gpu_called;
+void gg_first_call_slow(void);
+static inline void gg_first_call(void)
+{
+	if (GG_UNLIKELY(!atomic_load_explicit(&gg_gpu_called, memory_order_relaxed)))
+		gg_first_call_slow();
+}
 
 /* ---- options.c ---- */
 /* GPUGUARD_LIMIT's types and parser: limit.h (shared with the command) */
@@ -191,8 +200,6 @@ int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since);
 void gg_ceiling_count_wait(int dev, uint64_t ns);
 /* This process's nanoseconds spent waiting for room on dev. */
 uint64_t gg_ceiling_wait_ns(int dev);
-/* Monotonic nanoseconds, for wait deadlines. */
-uint64_t gg_mono_ns(void);
 /* Sets every device's limit from gg_opt (percent limits stay unresolved). */
 void gg_ceiling_configure(void);
 /* True when dev's limit is a percentage not yet turned into bytes. */
@@ -601,52 +608,29 @@ void gg_shared_foreach_use(void (*fn)(const struct gg_pod_use *, void *), void *
 void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* ---- init.c ---- */
-extern struct gg_table *gg_table;
-extern uint64_t gg_start_ms;
 /* Runs initialisation once; safe from any hook, constructor or thread. */
 void gg_init_once(void);
-uint64_t gg_now_ms(void);
-uint32_t gg_gettid(void);
-/* Re-entry guard: a call made while our hook runs on this thread passes
- * through; so does every call into a copy of the library that found another
- * copy governing the process (gg_inert: set once, at initialisation). */
-extern GG_TLS int gg_hook_active;
-extern _Atomic int gg_inert;
-/* relaxed: a once-set flag that orders nothing; a hook that reads 0 before
- * this copy's initialisation ran governs that one call. An inert copy says
- * so at the first call that passes through it (gg_inert_note, always 1). */
+/* relaxed: gg_inert is a once-set flag that orders nothing; a hook that
+ * reads 0 before this copy's initialisation ran governs that one call. An
+ * inert copy says so at the first call that passes through it
+ * (gg_inert_note, always 1). */
 int gg_inert_note(void);
 #define gg_in_hook \
 	(gg_hook_active || (GG_UNLIKELY(atomic_load_explicit(&gg_inert, memory_order_relaxed)) && gg_inert_note()))
-/* The first GPU call (the first hook to enter, or the first real entry
- * point resolved or handed to the application) writes what initialisation
- * held back (log.c), once. relaxed: a once-set flag; the slow path acquires
- * initialisation before it reads the held lines. */
-extern _Atomic int gg_gpu_called;
-void gg_first_call_slow(void);
-static inline void gg_first_call(void)
-{
-	if (GG_UNLIKELY(!atomic_load_explicit(&gg_gpu_called, memory_order_relaxed)))
-		gg_first_call_slow();
-}
-/* GPUGUARD_ON_LIMIT=wait's sleep (gg_ceiling_wait_sleep) as a hook makes
- * it: for its duration this thread counts as outside any hook, so that a
- * signal handler allocating meanwhile is charged or refused, never passed
- * through as re-entry (issue 10, finding 9). */
-int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
-/* The runtime whose hook runs on this thread (GG_RT_*, set by GG_ENTER):
- * a device bound for the pod is named by that runtime's UUID, since CUDA
- * device 0 and HIP device 0 can be different cards (issue 9, finding 6). */
-#define GG_RT_CUDA 0
-#define GG_RT_HIP 1
 #ifndef GG_HOOK_RUNTIME
 #define GG_HOOK_RUNTIME GG_RT_CUDA /* hook_hip.c defines GG_RT_HIP first */
 #endif
-extern GG_TLS uint8_t gg_cur_runtime;
 
-/* ---- hook_dlsym.c ---- */
-/* glibc's own dlsym, found with dlvsym. */
+/* ---- resolve.c ---- */
+/* A sanitizer runtime, preloaded ahead of us, calls dlsym(RTLD_NEXT, ...)
+ * while it initialises, before its shadow memory exists: the code on that
+ * path must not be instrumented, or it faults. */
+#define GG_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
+/* glibc's own dlsym, found with dlvsym; gg_dlsym_resolve finds it (the
+ * dlsym trampoline, hook_dlsym.c, calls it and reads gg_real_dlsym_ptr). */
 void *gg_real_dlsym(void *handle, const char *name);
+void *gg_dlsym_resolve(void);
+extern void *_Atomic gg_real_dlsym_ptr;
 /* Finds the next definition of name after our library: RTLD_NEXT, then
  * an already-loaded `lib` (dlopen RTLD_NOLOAD). NULL if none. */
 void *gg_resolve_next(const char *name, const char *lib);
@@ -660,12 +644,11 @@ struct gg_sym {
 /* Loads *slot, resolving name behind us (RTLD_NEXT, then the already-loaded
  * lib) on first use; never returns `ours`. NULL when there is no real one. */
 void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib);
+/* What gg_real_load calls at a slot's first resolution (linkmap.c's
+ * gg_linkmap_follow, set by its constructor). */
+void gg_resolve_set_follow(void (*fn)(void));
 /* Remembers real in *slot if it is still empty. */
 void gg_real_offer(void *_Atomic *slot, void *real);
-/* Set at the first real pointer resolved or offered for a governed name:
- * the process has reached a GPU runtime. Exit dumps come only from such
- * processes (issue 10, finding 12). */
-extern _Atomic int gg_gpu_touched;
 /* The dlsym override's answer for a name in table t (see hook_dlsym.c). */
 void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real);
 int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn);
@@ -713,6 +696,12 @@ void gg_account_untracked(int dev);
 void gg_account_host_alloc(uint64_t raw, uint64_t size);
 int gg_account_host_forget(uint64_t raw, struct gg_record *out);
 void gg_account_host_freed(const struct gg_record *rec, int ok);
+
+/* GPUGUARD_ON_LIMIT=wait's sleep (gg_ceiling_wait_sleep) as a hook makes
+ * it: for its duration this thread counts as outside any hook, so that a
+ * signal handler allocating meanwhile is charged or refused, never passed
+ * through as re-entry (issue 10, finding 9). */
+int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 
 /* Memory-info virtualisation for dev, in place (DESIGN.md §2). */
 void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes);

@@ -50,13 +50,6 @@ void gg_shared_set_identity(int runtime, gg_identity_fn fn)
 		identity[runtime] = fn;
 }
 
-static uint64_t realtime_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- locks ------------------------------------------------------------- */
 
 /* Tries an OFD lock (type F_WRLCK or F_UNLCK) on one byte. 0 = done. */
@@ -316,7 +309,7 @@ static void obit_refresh(void)
 	atomic_store_explicit(&me->host_ws, use > inactive ? use - inactive : 0, memory_order_relaxed);
 	atomic_store_explicit(&me->host_limit, h.have_lim ? h.lim : 0, memory_order_relaxed);
 	atomic_store_explicit(&me->host_flags, flags, memory_order_relaxed);
-	atomic_store_explicit(&me->obit_ms, realtime_ms(), memory_order_relaxed);
+	atomic_store_explicit(&me->obit_ms, gg_realtime_ms(), memory_order_relaxed);
 	errno = saved;
 }
 
@@ -327,7 +320,7 @@ void gg_shared_note_refusal(void)
 		return;
 	/* relaxed: statistics for our own obituary */
 	atomic_fetch_add_explicit(&me->refused, 1, memory_order_relaxed);
-	atomic_store_explicit(&me->refused_ms, realtime_ms(), memory_order_relaxed);
+	atomic_store_explicit(&me->refused_ms, gg_realtime_ms(), memory_order_relaxed);
 	obit_refresh();
 }
 
@@ -457,7 +450,7 @@ static void reclaim_slot(unsigned s, int died, int fd)
 	 * frees its own slot): its obituary goes to the deaths ring, before
 	 * the books it reads are zeroed. relaxed: the owner is dead. */
 	if (died && fd >= 0 && atomic_load_explicit(&p->state, memory_order_relaxed) == GPUGUARD_RPROC_LIVE)
-		obit_write(fd, s, realtime_ms());
+		obit_write(fd, s, gg_realtime_ms());
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++) {
 		struct gpuguard_region_device *e = entry(d);
 		/* relaxed: the owner is dead (its stores are all in memory) or
@@ -591,7 +584,7 @@ static int claim_slot(void)
 		reclaim_slot(s, 1, reg_fd); /* A2: whatever a dead owner left */
 		struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
 		p->pid = (uint32_t)getpid();
-		p->start_ms = realtime_ms();
+		p->start_ms = gg_realtime_ms();
 		char comm[16] = {0};
 		prctl(PR_GET_NAME, comm, 0, 0, 0);
 		memcpy(p->comm, comm, sizeof p->comm);
@@ -756,7 +749,7 @@ static void write_fresh(const char *limit_text)
 	atomic_store_explicit((_Atomic uint64_t *)&h->magic, 0, memory_order_relaxed);
 	uint64_t gen = atomic_load_explicit(&h->limit_gen, memory_order_relaxed);
 	memset(reg, 0, GPUGUARD_REGION_SIZE);
-	gpuguard_region_layout(h, realtime_ms(), limit_text);
+	gpuguard_region_layout(h, gg_realtime_ms(), limit_text);
 	atomic_store_explicit(&h->limit_gen, gen + 1, memory_order_relaxed);
 	if (carry) {
 		memcpy(gpuguard_region_death(reg, 0), keep, sizeof keep);
