@@ -20,7 +20,7 @@ GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(v
 	 * up its interceptors that way before its own initialisation is done,
 	 * when none of our instrumented code may run. */
 	if (!gg_in_hook && handle != RTLD_DEFAULT)
-		gg_linkmap_follow();
+		gg_resolve_follow();
 	if (!real || !name || gg_in_hook)
 		return real;
 	if (name[0] == 'c' && name[1] == 'u')

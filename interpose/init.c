@@ -82,6 +82,10 @@ static void init_body(void)
 	gg_log_hold(1);
 	gg_options_load();
 	gg_ceiling_configure();
+	/* The layers above hand down what the ones below call up: the pod's
+	 * binder to the ceiling, the wait for room to the pools. */
+	gg_ceiling_set_binder(gg_shared_bind);
+	gg_pool_set_wait(gg_account_wait_reserve);
 	gg_table = gg_table_create(gg_opt.table_slots);
 	if (!gg_table)
 		gg_log(GG_LOG_WARN,

@@ -124,6 +124,17 @@ struct gg_budget {
 	 * falls back to books that already hold what we hold; else NULL */
 	_Atomic uint64_t *shadow;
 	unsigned entry;                 /* pod scope: the device entry in the region */
+	/* pod scope: the region's mapping and our slot in it, for the sums
+	 * over its slots (region.h), our slot's count of counted threads and
+	 * the entry's count of driver refusals; NULL in process scope */
+	void *region;
+	unsigned slot;
+	_Atomic uint32_t *threads;
+	_Atomic uint64_t *driver_oom;
+	/* pod scope: called after each change of our charge there (shared.c:
+	 * our slot still counted, the obituary kept fresh). The ceiling's one
+	 * call up, through the budget its binder filled in. */
+	void (*changed)(void);
 	int futex_private;              /* 0 when the words are shared with other processes */
 	/* nanoseconds spent waiting (pod scope: all processes'), and a count
 	 * bumped when nobody could free, at which every waiter gives up */
@@ -159,6 +170,13 @@ extern struct gg_device gg_devices[GG_MAX_DEVICES];
 /* The budget of dev, binding it (pod region, context reserve) on first use.
  * Call only from a hook, where the driver can be asked who the device is. */
 struct gg_budget *gg_ceiling_bind_slow(int dev);
+/* What binds a device to the pod (shared.c's gg_shared_bind, which sits
+ * above the ceiling): set by initialisation; none = process scope. */
+typedef int (*gg_ceiling_binder_fn)(int dev, struct gg_budget *b);
+void gg_ceiling_set_binder(gg_ceiling_binder_fn fn);
+/* The pod region was lost (shared.c): every device back to this process's
+ * books, and none bound to the pod from now on. */
+void gg_ceiling_lose_pod(void);
 static inline struct gg_budget *gg_ceiling_budget(int dev)
 {
 	/* acquire: pairs with the release in gg_ceiling_bind_slow, so the
@@ -215,6 +233,10 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes);
 void gg_ceiling_release(int dev, uint64_t bytes);
 /* Adds bytes with no ceiling check (pool growth the driver already made). */
 void gg_ceiling_force(int dev, uint64_t bytes);
+/* The same for growth nobody reserved (a pool's or the graph reserve's):
+ * how far it takes the budget past its limit (pod scope: what the whole
+ * pod uses against the pod's limit) is counted as pool overshoot. */
+void gg_ceiling_force_over(int dev, uint64_t bytes);
 /* The same two on a budget (binding and region reclaim use them). */
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes);
 void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
@@ -297,6 +319,10 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
  * with no room left under the ceiling: if the pool grew all the same
  * (gg_pool_grew against *reserve_before), the caller must undo it. */
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
+/* How gg_pool_begin waits for room past the ceiling (GPUGUARD_ON_LIMIT=wait):
+ * gg_account_wait_reserve, which sits above this file; set by init.c. */
+typedef int (*gg_pool_wait_fn)(int dev, uint64_t charge);
+void gg_pool_set_wait(gg_pool_wait_fn fn);
 int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
@@ -545,17 +571,13 @@ void gg_graph_reset(void);
 /* Points b at dev's entry in the pod region, attaching to the region on
  * first use; charges GPUGUARD_CONTEXT_RESERVE to this process's slot there.
  * 0, or -1 when dev stays in process scope (scope=process, region refused,
- * region full). Called once per device, by gg_ceiling_bind_slow. */
+ * region full). Called once per device, by gg_ceiling_bind_slow (init.c
+ * hands it to the ceiling: gg_ceiling_set_binder). */
 int gg_shared_bind(int dev, struct gg_budget *b);
 /* Returns the charges of pod processes that died to their devices (at most
  * every 10 ms; before a refusal and while waiting). */
 void gg_shared_reclaim(void);
-/* Whether the region was lost under us (truncated, or written afresh): the
- * process is on its own books since. */
-int gg_shared_lost(void);
-/* Pod-wide statistics for metrics: a driver out-of-memory on entry i, a
- * dump written. No-ops outside pod scope. */
-void gg_shared_count_driver_oom(unsigned i);
+/* A dump written, for the pod's metrics. No-op outside pod scope. */
 void gg_shared_count_dump(void);
 /* Memory info's rate-limited sweep of dead members (at most every 250 ms). */
 void gg_shared_probe(void);
@@ -565,20 +587,6 @@ void gg_shared_note_refusal(void);
 /* The pod's recent deaths (region.h's ring), oldest first; at most max. */
 struct gpuguard_region_death;
 size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max);
-/* Pod scope, device entry i: the sum of claim + used over the occupied
- * slots (step R2 of tests/model/pod.pml; seq_cst loads, claim before used),
- * saturating. */
-uint64_t gg_shared_pod_sum(unsigned i);
-/* The pod's charge on entry i (the slots' used), and publishing it into the
- * entry's `used` snapshot for readers of the file. */
-uint64_t gg_shared_pod_used(unsigned i);
-void gg_shared_publish(unsigned i);
-/* Pod scope, entry i: whether another live process could still free memory
- * there, i.e. holds or claims some and has a counted thread not asleep in a
- * wait (its slot's threads against the sum of its waiting). seq_cst loads. */
-int gg_shared_others_could_free(unsigned i);
-/* Raises our slot's published thread count to n (no-op before attaching). */
-void gg_shared_set_threads(uint32_t n);
 /* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
  * the physical total. One per runtime (GG_RT_CUDA, GG_RT_HIP): 0, -1 when
  * the runtime cannot say, 1 when it is not loaded in this process. */
@@ -644,9 +652,11 @@ struct gg_sym {
 /* Loads *slot, resolving name behind us (RTLD_NEXT, then the already-loaded
  * lib) on first use; never returns `ours`. NULL when there is no real one. */
 void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib);
-/* What gg_real_load calls at a slot's first resolution (linkmap.c's
- * gg_linkmap_follow, set by its constructor). */
+/* What gg_real_load calls at a slot's first resolution, and the dlsym
+ * override at a lookup in a plugin's handle: linkmap.c's gg_linkmap_follow,
+ * set by its constructor (nothing before it). */
 void gg_resolve_set_follow(void (*fn)(void));
+void gg_resolve_follow(void);
 /* Remembers real in *slot if it is still empty. */
 void gg_real_offer(void *_Atomic *slot, void *real);
 /* The dlsym override's answer for a name in table t (see hook_dlsym.c). */

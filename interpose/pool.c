@@ -123,17 +123,7 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 	if (target > held) {
 		/* Growth nobody reserved: a warm but fragmented reserve at the
 		 * ceiling. The memory is taken; count how far past we went. */
-		/* The budget the ceiling holds us to: in pod scope the pod's
-		 * limit and what the whole pod uses, not this process's books.
-		 * relaxed: a statistic. */
-		struct gg_budget *b = gg_ceiling_budget_peek(p->dev);
-		uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
-		uint64_t now =
-		    (b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed)) +
-		    (target - held);
-		if (now > lim && lim != GG_LIMIT_UNRESOLVED)
-			atomic_fetch_add_explicit(&g->pool_overshoot, now - lim, memory_order_relaxed);
-		gg_ceiling_force(p->dev, target - held);
+		gg_ceiling_force_over(p->dev, target - held);
 		atomic_fetch_add_explicit(&g->pool_reserved, target - p->charged, memory_order_relaxed);
 	} else {
 		gg_ceiling_release(p->dev, held - target);
@@ -187,6 +177,18 @@ void gg_pool_sync_point(void)
 	}
 }
 
+/* GPUGUARD_ON_LIMIT=wait's wait (account.c's gg_account_wait_reserve),
+ * handed down by initialisation: waiting retries through the accounting,
+ * which reconciles the pools, so this file cannot call it by name. None
+ * (unit tests) = fail at once. relaxed: a code pointer set once, before
+ * initialisation publishes itself; it points to code, not data. */
+static _Atomic gg_pool_wait_fn wait_for_room;
+
+void gg_pool_set_wait(gg_pool_wait_fn fn)
+{
+	atomic_store_explicit(&wait_for_room, fn, memory_order_relaxed);
+}
+
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	/* a thread that allocates may free (ceiling.c) */
@@ -223,7 +225,8 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 			 * this pool must not queue behind us), holding the
 			 * reservation once we have it. */
 			pthread_mutex_unlock(&p->lock);
-			if (gg_account_wait_reserve(p->dev, need) != 0) {
+			gg_pool_wait_fn wait = atomic_load_explicit(&wait_for_room, memory_order_relaxed);
+			if (!wait || wait(p->dev, need) != 0) {
 				gg_ceiling_count_refusal(p->dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG
 				                                                  : GPUGUARD_REFUSED_CEILING);
 				return GG_POOL_REFUSED;

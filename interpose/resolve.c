@@ -94,7 +94,8 @@ void *gg_resolve_next(const char *name, const char *lib)
 }
 
 /* gg_linkmap_follow, handed down by linkmap.c's constructor: linkmap.c
- * calls the hook files, which call us, so we cannot call it by name.
+ * calls the hook files and the dlsym trampoline, which call us, so we
+ * cannot call it by name.
  * relaxed: a code pointer set once to a function that is always there;
  * before it is set, following would do nothing (linkmap.c is not ready). */
 static void (*_Atomic follow)(void);
@@ -102,6 +103,13 @@ static void (*_Atomic follow)(void);
 void gg_resolve_set_follow(void (*fn)(void))
 {
 	atomic_store_explicit(&follow, fn, memory_order_relaxed);
+}
+
+GG_NO_SANITIZE void gg_resolve_follow(void)
+{
+	void (*fn)(void) = atomic_load_explicit(&follow, memory_order_relaxed);
+	if (fn)
+		fn();
 }
 
 void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib)
@@ -118,9 +126,7 @@ void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char
 		p = NULL; /* never call ourselves */
 	/* A first call through this hook: the process has reached the driver,
 	 * so look at what binds around us (linkmap.c). Once per slot. */
-	void (*fn)(void) = atomic_load_explicit(&follow, memory_order_relaxed);
-	if (fn)
-		fn();
+	gg_resolve_follow();
 	if (p) {
 		atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
 		gg_first_call(); /* what initialisation held back (log.c) */
