@@ -920,11 +920,15 @@ void gg_dump_read_test_knobs(void)
 		snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");
 }
 
-int gg_dump_armed(void)
+int gg_dump_host_sample_armed(struct gg_host_sample *h)
 {
+	gg_dump_arm(); /* reads the test knobs the host sample uses; once */
 	/* acquire: pairs with the release store of 2 in gg_dump_arm, after
 	 * which the test knobs are read and stay put. */
-	return atomic_load_explicit(&armed, memory_order_acquire) == 2;
+	if (atomic_load_explicit(&armed, memory_order_acquire) != 2)
+		return -1;
+	gg_dump_host_sample(h);
+	return 0;
 }
 
 /* One cgroup directory: v2 (memory.current) or v1 (memory.usage_in_bytes).

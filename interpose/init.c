@@ -83,9 +83,11 @@ static void init_body(void)
 	gg_options_load();
 	gg_ceiling_configure();
 	/* The layers above hand down what the ones below call up: the pod's
-	 * binder to the ceiling, the wait for room to the pools. */
+	 * binder to the ceiling, the wait for room to the pools, the host
+	 * sample to the pod's obituaries. */
 	gg_ceiling_set_binder(gg_shared_bind);
 	gg_pool_set_wait(gg_account_wait_reserve);
+	gg_shared_set_host_sample(gg_dump_host_sample_armed);
 	gg_table = gg_table_create(gg_opt.table_slots);
 	if (!gg_table)
 		gg_log(GG_LOG_WARN,

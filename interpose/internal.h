@@ -467,8 +467,10 @@ void gg_dump_host_sample(struct gg_host_sample *h);
 /* Reads GPUGUARD_TEST_CGROUP_DIR; called on application threads only (at
  * arming and at exit), never by the writer. */
 void gg_dump_read_test_knobs(void);
-/* Whether gg_dump_arm has finished (the knobs above are read). */
-int gg_dump_armed(void);
+/* Arms dumps (gg_dump_arm) and, once that has finished (the knobs above
+ * are read), takes the host sample: 0, or -1 while another thread arms. For
+ * the pod obituary (shared.c), on application threads. */
+int gg_dump_host_sample_armed(struct gg_host_sample *h);
 /* Pinned host memory, tracked for the dump's host record only. */
 void gg_dump_pinned(int64_t bytes, int64_t count);
 /* Fork child: no writer thread here; start again from nothing. */
@@ -599,6 +601,10 @@ void gg_shared_set_identity(int runtime, gg_identity_fn fn);
 void gg_shared_check_card(int dev, int runtime);
 /* Fork child: the parent's slot is not ours; attach afresh on first use. */
 void gg_shared_after_fork_child(void);
+/* How the obituary samples host memory: dump.c's gg_dump_host_sample_armed,
+ * which sits above this file; set by init.c (none: no host figures). */
+typedef int (*gg_host_sample_fn)(struct gg_host_sample *h);
+void gg_shared_set_host_sample(gg_host_sample_fn fn);
 /* For dumps: each process of the pod holding memory on a device this
  * process also uses (this process included). dev is the local ordinal. */
 struct gg_pod_use {

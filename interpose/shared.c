@@ -195,6 +195,16 @@ static _Atomic uint64_t *occupied_word(unsigned s)
  * the pod's deaths ring. */
 
 static _Atomic uint64_t obit_last_ms;
+/* The dump's host sample (gg_dump_host_sample_armed), handed down by
+ * initialisation: dump.c reads the pod, so this file cannot call it by
+ * name. relaxed: a code pointer set once, before initialisation publishes
+ * itself (gg_init_once's release), and it points to code, not data. */
+static _Atomic gg_host_sample_fn host_sample;
+
+void gg_shared_set_host_sample(gg_host_sample_fn fn)
+{
+	atomic_store_explicit(&host_sample, fn, memory_order_relaxed);
+}
 
 static void obit_refresh(void)
 {
@@ -214,16 +224,15 @@ static void obit_refresh(void)
 	                                             memory_order_relaxed))
 		return;
 	int saved = errno; /* arming and the host sample's reads must not show in errno */
-	gg_dump_arm();     /* reads the test knobs the host sample uses; once */
-	if (!gg_dump_armed()) {
+	struct gg_host_sample h;
+	gg_host_sample_fn sample = atomic_load_explicit(&host_sample, memory_order_relaxed);
+	if (!sample || sample(&h) != 0) {
 		/* another thread is arming: its knobs are not ours to read yet;
 		 * the next call tries again (relaxed: the rate limit's word) */
 		atomic_store_explicit(&obit_last_ms, last, memory_order_relaxed);
 		errno = saved;
 		return;
 	}
-	struct gg_host_sample h;
-	gg_dump_host_sample(&h);
 	uint64_t use = h.have_use ? h.use : 0;
 	uint64_t inactive = h.have_use && h.have_inactive ? h.inactive_file : 0;
 	uint32_t flags = (h.version == 1   ? GPUGUARD_OBIT_CGROUP_V1
