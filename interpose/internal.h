@@ -123,7 +123,7 @@ struct gg_budget {
 	 * *mine, so that losing the region (shared.c) or leaving it at exit
 	 * falls back to books that already hold what we hold; else NULL */
 	_Atomic uint64_t *shadow;
-	unsigned entry;                 /* pod scope: the device entry in the region */
+	unsigned entry; /* pod scope: the device entry in the region */
 	/* pod scope: the region's mapping and our slot in it, for the sums
 	 * over its slots (region.h), our slot's count of counted threads and
 	 * the entry's count of driver refusals; NULL in process scope */
@@ -135,7 +135,7 @@ struct gg_budget {
 	 * our slot still counted, the obituary kept fresh). The ceiling's one
 	 * call up, through the budget its binder filled in. */
 	void (*changed)(void);
-	int futex_private;              /* 0 when the words are shared with other processes */
+	int futex_private; /* 0 when the words are shared with other processes */
 	/* nanoseconds spent waiting (pod scope: all processes'), and a count
 	 * bumped when nobody could free, at which every waiter gives up */
 	_Atomic uint64_t *wait_ns;

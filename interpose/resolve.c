@@ -14,7 +14,6 @@ typedef void *(*dlsym_fn)(void *, const char *);
  * first (every resolver stores the same value). */
 __attribute__((visibility("hidden"))) void *_Atomic gg_real_dlsym_ptr;
 
-
 GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
 {
 	/* acquire: pairs with the release store below. */
@@ -129,7 +128,7 @@ void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char
 	gg_resolve_follow();
 	if (p) {
 		atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
-		gg_first_call(); /* what initialisation held back (log.c) */
+		gg_first_call();  /* what initialisation held back (log.c) */
 		pin_object_of(p); /* before anyone can use the pointer */
 		atomic_store_explicit(slot, p, memory_order_release);
 	}

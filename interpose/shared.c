@@ -364,7 +364,7 @@ static void pod_changed(void)
 	 * counted. relaxed: a word only we write, and the file's new owner's
 	 * memset; any stale read is caught at our next step. */
 	if (GG_UNLIKELY(me && !(atomic_load_explicit(occupied_word(my_slot), memory_order_relaxed) &
-	                  (1ull << (my_slot % 64)))) &&
+	                        (1ull << (my_slot % 64)))) &&
 	    !atomic_load_explicit(&detached, memory_order_relaxed))
 		lose_region();
 	obit_refresh();
