@@ -8,6 +8,7 @@
 
 #include "internal.h"
 
+/* Reached from the assembly below only, so declared here, not in internal.h. */
 void *gg_dlsym_hook(void *handle, const char *name);
 
 /* Everything but RTLD_NEXT arrives here from the trampoline. */

@@ -4,7 +4,9 @@
  * table and the history ring, nothing more: no CUDA, no NVML, no locks a
  * driver could hold, no library loaded (libunwind comes at the first stack
  * capture, stack.c) and nothing printed (held until the first GPU call,
- * log.c). */
+ * log.c). It only orchestrates: the words every layer reads are base.c's,
+ * and what a lower layer must call up (tests/layers.txt) is handed down
+ * from here. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>

@@ -10,8 +10,8 @@
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
-/* Read by the assembly trampoline (hook_dlsym.c); written once, by whoever resolves
- * first (every resolver stores the same value). */
+/* Read by the assembly trampoline (hook_dlsym.c); written once, by whoever
+ * resolves first (every resolver stores the same value). */
 __attribute__((visibility("hidden"))) void *_Atomic gg_real_dlsym_ptr;
 
 GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_resolve(void)
