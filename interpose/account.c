@@ -16,6 +16,33 @@ static int retry_reserve(int dev, uint64_t charge)
 	return gg_ceiling_try_reserve(dev, charge);
 }
 
+int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
+{
+	/* Asleep for room (ON_LIMIT=wait), a hook runs no driver code and
+	 * holds no lock of ours: a signal handler that allocates now is not
+	 * the driver re-entering us, so it must be governed, not passed
+	 * through (issue 10, finding 9). The hook's per-thread state is put
+	 * back afterwards: the handler's own hook sets and clears it. */
+	int active = gg_hook_active;
+	uint8_t runtime = gg_cur_runtime;
+	uint16_t ctx = gg_cur_ctx;
+	enum gpuguard_api req_api;
+	uint64_t req_size;
+	gg_dump_noted_request(&req_api, &req_size);
+	gg_hook_active = 0;
+	/* signal fences: a handler on this thread sees the stores above
+	 * before the sleep begins, and ours below happen after it ends (no
+	 * other thread reads these thread-local words). */
+	atomic_signal_fence(memory_order_seq_cst);
+	int rc = gg_ceiling_wait_sleep(dev, seen, deadline_ns);
+	atomic_signal_fence(memory_order_seq_cst);
+	gg_hook_active = active;
+	gg_cur_runtime = runtime;
+	gg_cur_ctx = ctx;
+	gg_dump_note_request(req_api, req_size);
+	return rc;
+}
+
 /* GPUGUARD_ON_LIMIT=wait: waits for room and reserves. 0 = reserved, -1 =
  * not waiting (fail mode) or the time ran out. */
 static int wait_reserve(int dev, uint64_t charge)

@@ -3,16 +3,31 @@
  * limit, so two threads racing for the last bytes can never both get them
  * (DESIGN.md §3); every subtraction saturates at zero. */
 #include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gpuguard/charge.h"
+#include "gpuguard/region.h"
 #include "internal.h"
 
 struct gg_device gg_devices[GG_MAX_DEVICES];
+
+/* relaxed: a code pointer set once by initialisation, before it publishes
+ * itself to the hooks that bind (gg_init_once's release). */
+static _Atomic gg_ceiling_binder_fn binder;
+/* The region was lost (gg_ceiling_lose_pod); seq_cst, see there. */
+static _Atomic int pod_lost;
+/* Our slot's count of counted threads, once a device is bound to the pod;
+ * NULL before and after (exit, loss). relaxed: the slot's mapping was
+ * published with the budget that carried it (release in bind_slow), and
+ * this thread or one that acquired that budget stored it. */
+static _Atomic uint32_t *_Atomic pod_threads;
+
+void gg_ceiling_set_binder(gg_ceiling_binder_fn fn)
+{
+	atomic_store_explicit(&binder, fn, memory_order_relaxed);
+}
 
 static void local_budget(struct gg_device *g)
 {
@@ -60,9 +75,11 @@ struct gg_budget *gg_ceiling_bind_slow(int dev)
 	if (atomic_compare_exchange_strong_explicit(&g->bind_state, &expect, 1, memory_order_acquire,
 	                                            memory_order_acquire)) {
 		struct gg_budget *b = &g->local;
-		if (gg_shared_bind(dev, &g->pod) == 0)
+		gg_ceiling_binder_fn bind = atomic_load_explicit(&binder, memory_order_relaxed);
+		if (bind && bind(dev, &g->pod) == 0) {
 			b = &g->pod;
-		else if (gg_opt.context_reserve)
+			atomic_store_explicit(&pod_threads, b->threads, memory_order_relaxed);
+		} else if (gg_opt.context_reserve)
 			gg_ceiling_force_budget(b, gg_opt.context_reserve);
 		/* release: pairs with the acquire in gg_ceiling_budget; whoever
 		 * sees the pointer sees the budget's words filled in.
@@ -71,7 +88,7 @@ struct gg_budget *gg_ceiling_bind_slow(int dev)
 		 * then its loads of the budgets (a Dekker pair): a region lost
 		 * while we bound is never kept. Once per device. */
 		atomic_store_explicit(&g->budget, b, memory_order_seq_cst);
-		if (b == &g->pod && gg_shared_lost()) {
+		if (b == &g->pod && atomic_load_explicit(&pod_lost, memory_order_seq_cst)) {
 			gg_ceiling_unbind_pod();
 			b = &g->local;
 		}
@@ -87,8 +104,21 @@ struct gg_budget *gg_ceiling_bind_slow(int dev)
 	return b;
 }
 
+void gg_ceiling_lose_pod(void)
+{
+	/* seq_cst, with the seq_cst loads of the budgets in
+	 * gg_ceiling_unbind_pod: a Dekker pair with a binder that publishes a
+	 * pod budget, then reads the flag (gg_ceiling_bind_slow): either we
+	 * see its budget and point it back, or it sees the flag. */
+	atomic_store_explicit(&pod_lost, 1, memory_order_seq_cst);
+	gg_ceiling_unbind_pod();
+}
+
 void gg_ceiling_unbind_pod(void)
 {
+	/* relaxed: see pod_threads; a thread that loaded it before this
+	 * publishes once more into our slot, as it could before. */
+	atomic_store_explicit(&pod_threads, NULL, memory_order_relaxed);
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
 		struct gg_device *g = &gg_devices[d];
 		struct gg_budget *pod = &g->pod;
@@ -135,8 +165,8 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 	struct gg_budget *b = gg_ceiling_budget_peek(dev);
 	if (why != GPUGUARD_REFUSED_DRIVER)
 		atomic_fetch_add_explicit(b->refused, 1, memory_order_relaxed);
-	else if (b->claim)
-		gg_shared_count_driver_oom(b->entry);
+	else if (b->driver_oom)
+		atomic_fetch_add_explicit(b->driver_oom, 1, memory_order_relaxed); /* the pod's, for metrics */
 }
 
 static struct gg_stripe *my_stripe(int dev)
@@ -160,6 +190,94 @@ void gg_ceiling_count_free(int dev, uint64_t size)
 	atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
 }
 
+/* ---- pod scope: sums over the region's slots (region.h) ------------------ */
+
+/* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot, claim
+ * before used, saturating. seq_cst: the loads of the Dekker pair with R1
+ * and R4 (pod_try_reserve). claim first: a request between R4 and R5 is
+ * then seen in one word or the other, never in neither. */
+static uint64_t pod_sum(const struct gg_budget *b)
+{
+	uint64_t sum = 0;
+	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
+		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[w],
+		                                     memory_order_seq_cst);
+		while (bits) {
+			struct gpuguard_region_proc *p =
+			    gpuguard_region_proc(b->region, w * 64 + (unsigned)__builtin_ctzll(bits));
+			bits &= bits - 1;
+			uint64_t c = atomic_load_explicit(&p->claim[b->entry], memory_order_seq_cst);
+			uint64_t u = atomic_load_explicit(&p->used[b->entry], memory_order_seq_cst);
+			if (__builtin_add_overflow(sum, c, &sum) || __builtin_add_overflow(sum, u, &sum))
+				return UINT64_MAX; /* a scribbled slot: refuse rather than wrap */
+		}
+	}
+	return sum;
+}
+
+/* What the budget holds: in pod scope the slots' used, summed. */
+static uint64_t budget_used(const struct gg_budget *b)
+{
+	return b->claim ? gpuguard_region_used(b->region, b->entry)
+	                : atomic_load_explicit(b->used, memory_order_relaxed);
+}
+
+/* After a change of our charge in the pod. */
+static void pod_publish(struct gg_budget *b)
+{
+	/* relaxed: a snapshot for readers of the file (top, metrics); the
+	 * books are the slots. */
+	atomic_store_explicit(b->used, gpuguard_region_used(b->region, b->entry), memory_order_relaxed);
+	b->changed();
+}
+
+/* Whether another live process could still free memory on b's entry:
+ * holds or claims some and has a counted thread not asleep in a wait (its
+ * slot's threads against the sum of its waiting). */
+static int pod_others_could_free(const struct gg_budget *b)
+{
+	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
+		/* seq_cst, as every load here: against a waiter's waiting++
+		 * then wake bump (gg_ceiling_wait_enter) and a holder's charge
+		 * (R4) then its reads; see wait_reserve in account.c. */
+		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[w],
+		                                     memory_order_seq_cst);
+		while (bits) {
+			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			if (s == b->slot)
+				continue; /* our own threads: gg_ceiling_nobody_frees */
+			struct gpuguard_region_proc *p = gpuguard_region_proc(b->region, s);
+			if (!atomic_load_explicit(&p->claim[b->entry], memory_order_seq_cst) &&
+			    !atomic_load_explicit(&p->used[b->entry], memory_order_seq_cst))
+				continue; /* holds nothing here: nothing to free */
+			/* Untrusted words: a scribbled count can only make us
+			 * wait (as before) or give up early (as fail would). */
+			uint32_t asleep = 0;
+			for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
+				asleep += atomic_load_explicit(&p->waiting[d], memory_order_seq_cst);
+			uint32_t threads = atomic_load_explicit(&p->threads, memory_order_seq_cst);
+			if (asleep == 0 || asleep < threads)
+				return 1; /* a thread of it is awake and may free */
+		}
+	}
+	return 0;
+}
+
+/* Raises our slot's published thread count to n (no-op outside the pod). */
+static void pod_set_threads(_Atomic uint32_t *threads, uint32_t n)
+{
+	if (!threads)
+		return;
+	uint32_t cur = atomic_load_explicit(threads, memory_order_relaxed);
+	/* seq_cst: before the caller's waiting++ (gg_ceiling_wait_enter), so
+	 * a reader that sees us asleep sees the count we sleep against.
+	 * Raise only: two threads publishing out of order keep the larger. */
+	while (cur < n &&
+	       !atomic_compare_exchange_weak_explicit(threads, &cur, n, memory_order_seq_cst, memory_order_relaxed))
+		;
+}
+
 void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
 {
 	struct gg_device *g = &gg_devices[dev];
@@ -167,7 +285,7 @@ void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
 	/* relaxed throughout: a snapshot of statistics, ordering nothing. */
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	out->limit = lim == GG_LIMIT_UNRESOLVED ? GG_UNLIMITED : lim;
-	out->used = b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed);
+	out->used = budget_used(b);
 	out->peak = atomic_load_explicit(b->peak, memory_order_relaxed);
 	out->pod = b->mine != NULL;
 	out->process_used = b->mine ? atomic_load_explicit(b->mine, memory_order_relaxed) : out->used;
@@ -223,7 +341,7 @@ static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 	 * passes the ceiling. */
 	atomic_fetch_add_explicit(b->claim, bytes, memory_order_seq_cst);
 	/* R2: claim then used of every occupied slot, our own included */
-	uint64_t sum = gg_shared_pod_sum(b->entry);
+	uint64_t sum = pod_sum(b);
 	if (sum > lim) {
 		/* R3: refused; the claim goes, nothing was charged */
 		sub_saturating(b->claim, bytes);
@@ -237,7 +355,7 @@ static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 	atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
 	sub_saturating(b->claim, bytes); /* R5 */
 	raise_peak(b->peak, sum);
-	gg_shared_publish(b->entry);
+	pod_publish(b);
 	return 0;
 }
 
@@ -273,11 +391,6 @@ int gg_ceiling_reserve(int dev, uint64_t bytes)
 	return -1;
 }
 
-static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts, int private_)
-{
-	return syscall(SYS_futex, (uint32_t *)w, op | (private_ ? FUTEX_PRIVATE_FLAG : 0), val, ts, NULL, 0);
-}
-
 /* Someone may be waiting for room: bump the word and wake them all (each
  * retries; those that still do not fit sleep again). */
 static void wake_waiters(struct gg_budget *b)
@@ -286,7 +399,7 @@ static void wake_waiters(struct gg_budget *b)
 	if (GG_LIKELY(atomic_load_explicit(b->waiters, memory_order_seq_cst) == 0))
 		return;
 	atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
-	futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+	gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 }
 
 void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
@@ -297,7 +410,7 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 		sub_saturating(b->mine, bytes);
 		if (b->shadow)
 			sub_saturating(b->shadow, bytes); /* the private copy, as in R4 */
-		gg_shared_publish(b->entry);
+		pod_publish(b);
 	} else {
 		sub_saturating(b->used, bytes);
 	}
@@ -323,8 +436,8 @@ void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 		atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
 		/* relaxed: the private copy, as in pod_try_reserve */
 		atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
-		raise_peak(b->peak, gg_shared_pod_used(b->entry));
-		gg_shared_publish(b->entry);
+		raise_peak(b->peak, budget_used(b));
+		pod_publish(b);
 		return;
 	}
 	/* relaxed: no check to make, so nothing to order; a racing reserve's
@@ -338,11 +451,17 @@ void gg_ceiling_force(int dev, uint64_t bytes)
 	gg_ceiling_force_budget(gg_ceiling_budget(dev), bytes);
 }
 
-uint64_t gg_mono_ns(void)
+void gg_ceiling_force_over(int dev, uint64_t bytes)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* The budget the ceiling holds us to: in pod scope the pod's limit
+	 * and what the whole pod uses, not this process's books. relaxed: a
+	 * statistic. */
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+	uint64_t now = budget_used(b) + bytes;
+	if (now > lim && lim != GG_LIMIT_UNRESOLVED)
+		atomic_fetch_add_explicit(&gg_devices[dev].pool_overshoot, now - lim, memory_order_relaxed);
+	gg_ceiling_force_budget(b, bytes);
 }
 
 /* Waiting for room (GPUGUARD_ON_LIMIT=wait). The caller does
@@ -394,7 +513,7 @@ void gg_ceiling_note_thread(void)
 	 * threads waits, and each waiter publishes it on entering; this keeps
 	 * it current for a thread that shows up while others wait. */
 	if (atomic_load_explicit(&waiting_threads, memory_order_seq_cst))
-		gg_shared_set_threads(n);
+		pod_set_threads(atomic_load_explicit(&pod_threads, memory_order_relaxed), n);
 }
 
 int gg_ceiling_nobody_frees(int dev)
@@ -404,7 +523,7 @@ int gg_ceiling_nobody_frees(int dev)
 	if (atomic_load_explicit(&waiting_threads, memory_order_seq_cst) <
 	    atomic_load_explicit(&gpu_threads, memory_order_seq_cst))
 		return 0; /* a thread of ours is awake and may free */
-	return !(b->claim && gg_shared_others_could_free(b->entry));
+	return !(b->claim && pod_others_could_free(b));
 }
 
 void gg_ceiling_count_wait(int dev, uint64_t ns)
@@ -436,9 +555,9 @@ uint32_t gg_ceiling_wait_enter(int dev)
 	 * that reclaiming takes off the pod's. The thread count is published
 	 * before the slot's waiting++, so a reader that sees us asleep sees
 	 * what we sleep against. seq_cst: against other processes' looks at
-	 * who could free (gg_shared_others_could_free), as the wake-up below. */
+	 * who could free (pod_others_could_free), as the wake-up below. */
 	if (b->mine_waiting) {
-		gg_shared_set_threads(atomic_load_explicit(&gpu_threads, memory_order_seq_cst));
+		pod_set_threads(b->threads, atomic_load_explicit(&gpu_threads, memory_order_seq_cst));
 		atomic_fetch_add_explicit(b->mine_waiting, 1, memory_order_seq_cst);
 	}
 	/* the Dekker pair above */
@@ -449,7 +568,7 @@ uint32_t gg_ceiling_wait_enter(int dev)
 	 * waiter that reads the new wake value also sees us asleep. */
 	if (before) {
 		atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
-		futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+		gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 	}
 	return since;
 }
@@ -472,7 +591,7 @@ int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since)
 	 * otherwise see it awake again and wait out their time for it). */
 	atomic_fetch_add_explicit(b->stalemate, 1, memory_order_seq_cst);
 	atomic_fetch_add_explicit(b->wake, 1, memory_order_seq_cst);
-	futex(b->wake, FUTEX_WAKE, INT_MAX, NULL, b->futex_private);
+	gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 	return 1;
 }
 
@@ -494,7 +613,7 @@ int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 		left = 100000000ull;
 	struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
 	struct gg_budget *b = gg_ceiling_budget(dev);
-	futex(b->wake, FUTEX_WAIT, seen, &ts, b->futex_private);
+	gg_futex_wait(b->wake, seen, &ts, b->futex_private);
 	return 0;
 }
 
@@ -530,7 +649,7 @@ void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64
 	 * never below zero, also when usage is over the ceiling (DESIGN.md §2). */
 	struct gg_budget *b = gg_ceiling_budget_peek(dev);
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
-	uint64_t used = b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed);
+	uint64_t used = budget_used(b);
 	if (lim == GG_LIMIT_UNRESOLVED)
 		lim = GG_UNLIMITED;
 	uint64_t total = real_total < lim ? real_total : lim;
@@ -564,6 +683,9 @@ void gg_ceiling_reset(void)
 		atomic_store_explicit(&g->budget, NULL, memory_order_relaxed);
 		atomic_store_explicit(&g->bind_state, 0, memory_order_relaxed);
 	}
+	/* relaxed: as above. The parent's region is not the child's yet. */
+	atomic_store_explicit(&pod_lost, 0, memory_order_relaxed);
+	atomic_store_explicit(&pod_threads, NULL, memory_order_relaxed);
 	/* The child's one thread is the forking one: counted if it was. */
 	atomic_store_explicit(&gpu_threads, thread_counted, memory_order_relaxed);
 	atomic_store_explicit(&waiting_threads, 0, memory_order_relaxed);

@@ -7,7 +7,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -73,26 +72,19 @@ static void refusal_body(int dev, enum gpuguard_refusal why);
 static GG_TLS enum gpuguard_api req_api;
 static GG_TLS uint64_t req_size;
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void wake_writer(void)
 {
 	/* release: the queued request (or signal count) is visible to the
 	 * writer that sees the new word. */
 	atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
-	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	gg_futex_wake(&wake_word, 1, 1);
 }
 
 /* Rate limit: GPUGUARD_DUMP_MAX per process, GPUGUARD_DUMP_INTERVAL apart.
  * 1 = go ahead (counted as started), 0 = suppressed (counted). */
 static int rate_ok(void)
 {
-	uint64_t now = mono_ms() + 1; /* never 0: 0 means "no dump yet" */
+	uint64_t now = gg_mono_ms() + 1; /* never 0: 0 means "no dump yet" */
 	uint64_t last = atomic_load_explicit(&last_ms, memory_order_relaxed);
 	if (atomic_load_explicit(&n_started, memory_order_relaxed) >= gg_opt.dump_max ||
 	    (last && now - last < gg_opt.dump_interval_ms) ||
@@ -303,13 +295,13 @@ static void refusal_body(int dev, enum gpuguard_refusal why)
 	 * until the live table is copied, at most 2 s: the writer needs
 	 * nothing this thread holds (no lock of ours, no driver call), so the
 	 * bound is only a guard against a stalled writer. */
-	uint64_t deadline = mono_ms() + 2000;
+	uint64_t deadline = gg_mono_ms() + 2000;
 	while (atomic_load_explicit(&snap_word, memory_order_acquire) == snap) {
-		uint64_t now = mono_ms();
+		uint64_t now = gg_mono_ms();
 		if (now >= deadline)
 			break;
 		struct timespec ts = {(time_t)((deadline - now) / 1000), (long)((deadline - now) % 1000) * 1000000};
-		syscall(SYS_futex, &snap_word, FUTEX_WAIT_PRIVATE, snap, &ts, NULL, 0);
+		gg_futex_wait(&snap_word, snap, &ts, 1);
 	}
 }
 
@@ -320,7 +312,7 @@ static void snapshot_done(void)
 	/* release: orders our reads of the table before the waiter's return
 	 * to an application that will then free. */
 	atomic_fetch_add_explicit(&snap_word, 1, memory_order_release);
-	syscall(SYS_futex, &snap_word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+	gg_futex_wake(&snap_word, INT32_MAX, 1);
 }
 
 /* ---- the signal handler: async-signal-safe, wakes the writer only ---- */
@@ -409,7 +401,7 @@ static void *writer_main(void *arg)
 		 * posted after write_queued looked); go round instead of sleeping. */
 		if (atomic_load_explicit(&slot_state, memory_order_acquire) == 2)
 			continue;
-		syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
+		gg_futex_wait(&wake_word, w, NULL, 1);
 	}
 	return NULL;
 }
@@ -459,11 +451,6 @@ void gg_dump_after_fork_child(void)
 	atomic_store_explicit(&pinned_count, 0, memory_order_relaxed);
 	pthread_mutex_init(&write_lock, NULL);
 }
-
-/* relaxed: a flag read once, by the exit destructor; it orders nothing. A
- * governed call racing with exit in another thread may be missed, which
- * costs one exit dump at most. */
-_Atomic int gg_gpu_touched; /* set in hook_dlsym.c */
 
 __attribute__((destructor)) static void dump_at_exit(void)
 {
@@ -933,11 +920,15 @@ void gg_dump_read_test_knobs(void)
 		snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");
 }
 
-int gg_dump_armed(void)
+int gg_dump_host_sample_armed(struct gg_host_sample *h)
 {
+	gg_dump_arm(); /* reads the test knobs the host sample uses; once */
 	/* acquire: pairs with the release store of 2 in gg_dump_arm, after
 	 * which the test knobs are read and stay put. */
-	return atomic_load_explicit(&armed, memory_order_acquire) == 2;
+	if (atomic_load_explicit(&armed, memory_order_acquire) != 2)
+		return -1;
+	gg_dump_host_sample(h);
+	return 0;
 }
 
 /* One cgroup directory: v2 (memory.current) or v1 (memory.usage_in_bytes).
@@ -1267,7 +1258,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 {
 	static void *buf, *hist, *bits;
 	pthread_mutex_lock(&write_lock);
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = gg_mono_ms();
 	struct out o = {.fd = -1};
 	o.buf = map_once(&buf, OUT_CAP);
 	uint64_t hcap = gg_history_capacity();
@@ -1359,7 +1350,7 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 		snprintf(path_out, path_len, "%s", final);
 	gg_log(GG_LOG_INFO, "wrote allocation dump %s (%s, %llu records, %llu bytes, %llu ms)", final,
 	       trigger_names[trig], (unsigned long long)o.records + 1, (unsigned long long)o.bytes,
-	       (unsigned long long)(mono_ms() - t0));
+	       (unsigned long long)(gg_mono_ms() - t0));
 	gg_shared_count_dump(); /* for the pod's metrics */
 	rc = 0;
 out:

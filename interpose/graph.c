@@ -146,12 +146,9 @@ void gg_graph_settle(int dev, uint64_t reserved, uint64_t credit)
 	if (reserved > held) {
 		/* Growth nobody reserved (a graph whose needs we did not know, or
 		 * the driver's own rounding): the memory is taken, so charge it
-		 * and count how far past the ceiling it went. */
-		uint64_t lim = atomic_load_explicit(&g->limit, memory_order_relaxed);
-		uint64_t now = atomic_load_explicit(&g->used, memory_order_relaxed) + (reserved - held);
-		if (now > lim && lim != GG_LIMIT_UNRESOLVED)
-			atomic_fetch_add_explicit(&g->pool_overshoot, now - lim, memory_order_relaxed);
-		gg_ceiling_force(dev, reserved - held);
+		 * and count how far past the ceiling it went (pod scope: the
+		 * pod's limit against what the whole pod uses). */
+		gg_ceiling_force_over(dev, reserved - held);
 	} else {
 		gg_ceiling_release(dev, held - reserved);
 	}

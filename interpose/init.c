@@ -4,53 +4,22 @@
  * table and the history ring, nothing more: no CUDA, no NVML, no locks a
  * driver could hold, no library loaded (libunwind comes at the first stack
  * capture, stack.c) and nothing printed (held until the first GPU call,
- * log.c). */
+ * log.c). It only orchestrates: the words every layer reads are base.c's,
+ * and what a lower layer must call up (tests/layers.txt) is handed down
+ * from here. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "internal.h"
-
-struct gg_table *gg_table;
-uint64_t gg_start_ms;
-GG_TLS int gg_hook_active;
-_Atomic int gg_inert;
-GG_TLS uint8_t gg_cur_runtime;
-
-static _Atomic int init_state; /* 0 = not started, 1 = running, 2 = done */
-static GG_TLS uint32_t cached_tid;
-
-static uint64_t mono_ms(void)
-{
-	/* COARSE: a few ns from the vDSO instead of ~20; a record's age only
-	 * needs milliseconds, and the coarse clock ticks every 1-4 ms. */
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-uint64_t gg_now_ms(void)
-{
-	return mono_ms() - gg_start_ms;
-}
-
-uint32_t gg_gettid(void)
-{
-	if (GG_UNLIKELY(cached_tid == 0))
-		cached_tid = (uint32_t)syscall(SYS_gettid);
-	return cached_tid;
-}
 
 static void after_fork_child(void)
 {
 	/* The child starts with its own zero books: it holds no device memory
 	 * (CUDA contexts do not survive fork) and shares no table with us. */
-	cached_tid = 0;
+	gg_base_after_fork_child();
 	gg_ceiling_reset();
 	gg_pool_reset();
 	if (gg_table)
@@ -74,7 +43,7 @@ static char inert_msg[1024];
 
 static int another_copy_governs(void)
 {
-	void *first = dlsym(RTLD_DEFAULT, "gpuguard_version"); /* RTLD_DEFAULT: not caller-relative */
+	void *first = gg_real_dlsym(RTLD_DEFAULT, "gpuguard_version"); /* RTLD_DEFAULT: not caller-relative */
 	if (!first || first == (void *)gg_version_self)
 		return 0;
 	Dl_info them, us;
@@ -100,7 +69,7 @@ int gg_inert_note(void)
 
 static void init_body(void)
 {
-	gg_start_ms = mono_ms();
+	gg_start_ms = gg_coarse_ms();
 	if (another_copy_governs()) {
 		/* relaxed: read by every hook's re-entry check (gg_in_hook);
 		 * nothing else of ours is set up to be published. */
@@ -115,6 +84,12 @@ static void init_body(void)
 	gg_log_hold(1);
 	gg_options_load();
 	gg_ceiling_configure();
+	/* The layers above hand down what the ones below call up: the pod's
+	 * binder to the ceiling, the admission path to the pools, the host
+	 * sample to the pod's obituaries. */
+	gg_ceiling_set_binder(gg_shared_bind);
+	gg_pool_set_admit(gg_account_begin);
+	gg_shared_set_host_sample(gg_dump_host_sample_armed);
 	gg_table = gg_table_create(gg_opt.table_slots);
 	if (!gg_table)
 		gg_log(GG_LOG_WARN,
@@ -131,66 +106,23 @@ static void init_body(void)
 	gg_log_hold(0);
 }
 
-_Atomic int gg_gpu_called;
-
-void gg_first_call_slow(void)
-{
-	/* A GPU entry resolved before initialisation finished (another
-	 * library's constructor) waits for a later call: the lines are not
-	 * held yet. acquire: pairs with init's release store, so the held
-	 * lines are seen whole. */
-	if (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
-		return;
-	/* relaxed: the exchange only elects the one caller that releases the
-	 * held lines; they were published by the acquire above. */
-	if (!atomic_exchange_explicit(&gg_gpu_called, 1, memory_order_relaxed))
-		gg_log_release();
-}
-
-int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
-{
-	/* Asleep for room (ON_LIMIT=wait), a hook runs no driver code and
-	 * holds no lock of ours: a signal handler that allocates now is not
-	 * the driver re-entering us, so it must be governed, not passed
-	 * through (issue 10, finding 9). The hook's per-thread state is put
-	 * back afterwards: the handler's own hook sets and clears it. */
-	int active = gg_hook_active;
-	uint8_t runtime = gg_cur_runtime;
-	uint16_t ctx = gg_cur_ctx;
-	enum gpuguard_api req_api;
-	uint64_t req_size;
-	gg_dump_noted_request(&req_api, &req_size);
-	gg_hook_active = 0;
-	/* signal fences: a handler on this thread sees the stores above
-	 * before the sleep begins, and ours below happen after it ends (no
-	 * other thread reads these thread-local words). */
-	atomic_signal_fence(memory_order_seq_cst);
-	int rc = gg_ceiling_wait_sleep(dev, seen, deadline_ns);
-	atomic_signal_fence(memory_order_seq_cst);
-	gg_hook_active = active;
-	gg_cur_runtime = runtime;
-	gg_cur_ctx = ctx;
-	gg_dump_note_request(req_api, req_size);
-	return rc;
-}
-
 void gg_init_once(void)
 {
 	/* acquire: pairs with the release below, so whoever sees 2 sees the
 	 * options, limits and table that init_body wrote. */
-	if (GG_LIKELY(atomic_load_explicit(&init_state, memory_order_acquire) == 2))
+	if (GG_LIKELY(atomic_load_explicit(&gg_init_state, memory_order_acquire) == 2))
 		return;
 	int expect = 0;
 	/* acquire: one thread wins the right to initialise; the others spin. */
-	if (atomic_compare_exchange_strong_explicit(&init_state, &expect, 1, memory_order_acquire,
+	if (atomic_compare_exchange_strong_explicit(&gg_init_state, &expect, 1, memory_order_acquire,
 	                                            memory_order_acquire)) {
 		init_body();
-		atomic_store_explicit(&init_state, 2, memory_order_release);
+		atomic_store_explicit(&gg_init_state, 2, memory_order_release);
 		return;
 	}
 	/* Another thread is initialising: it only parses the environment and
 	 * maps memory, so this wait is short and cannot depend on us. */
-	while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
+	while (atomic_load_explicit(&gg_init_state, memory_order_acquire) != 2)
 		sched_yield();
 }
 

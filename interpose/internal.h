@@ -9,15 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
 #include "gpuguard.h"
 #include "limit.h"
 
 #define GG_EXPORT __attribute__((visibility("default")))
 #define GG_MAX_DEVICES GPUGUARD_MAX_DEVICES
 #define GG_UNLIMITED UINT64_MAX
-#define GG_LIKELY(x) __builtin_expect(!!(x), 1)
-#define GG_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define GG_TLS __thread __attribute__((tls_model("initial-exec")))
 
 #define GG_MIB (1024ull * 1024ull)
 #define GG_PAGE (2 * GG_MIB) /* GPU page since Pascal (DESIGN.md §5) */
@@ -33,6 +31,17 @@ void gg_log_hold(int on);
 void gg_log_release(void);
 /* Formats a byte count as "20.0 GiB" into buf. Returns buf. */
 const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes);
+/* The first GPU call (the first hook to enter, or the first real entry
+ * point resolved or handed to the application) writes what initialisation
+ * held back, once. relaxed: a once-set flag; the slow path acquires
+ * initialisation before it reads the held lines. */
+extern _Atomic int gg_gpu_called;
+void gg_first_call_slow(void);
+static inline void gg_first_call(void)
+{
+	if (GG_UNLIKELY(!atomic_load_explicit(&gg_gpu_called, memory_order_relaxed)))
+		gg_first_call_slow();
+}
 
 /* ---- options.c ---- */
 /* GPUGUARD_LIMIT's types and parser: limit.h (shared with the command).
@@ -139,8 +148,19 @@ struct gg_budget {
 	 * *mine, so that losing the region (shared.c) or leaving it at exit
 	 * falls back to books that already hold what we hold; else NULL */
 	_Atomic uint64_t *shadow;
-	unsigned entry;                 /* pod scope: the device entry in the region */
-	int futex_private;              /* 0 when the words are shared with other processes */
+	unsigned entry; /* pod scope: the device entry in the region */
+	/* pod scope: the region's mapping and our slot in it, for the sums
+	 * over its slots (region.h), our slot's count of counted threads and
+	 * the entry's count of driver refusals; NULL in process scope */
+	void *region;
+	unsigned slot;
+	_Atomic uint32_t *threads;
+	_Atomic uint64_t *driver_oom;
+	/* pod scope: called after each change of our charge there (shared.c:
+	 * our slot still counted, the obituary kept fresh). The ceiling's one
+	 * call up, through the budget its binder filled in. */
+	void (*changed)(void);
+	int futex_private; /* 0 when the words are shared with other processes */
 	/* nanoseconds spent waiting (pod scope: all processes'), and a count
 	 * bumped when nobody could free, at which every waiter gives up */
 	_Atomic uint64_t *wait_ns;
@@ -175,6 +195,13 @@ extern struct gg_device gg_devices[GG_MAX_DEVICES];
 /* The budget of dev, binding it (pod region, context reserve) on first use.
  * Call only from a hook, where the driver can be asked who the device is. */
 struct gg_budget *gg_ceiling_bind_slow(int dev);
+/* What binds a device to the pod (shared.c's gg_shared_bind, which sits
+ * above the ceiling): set by initialisation; none = process scope. */
+typedef int (*gg_ceiling_binder_fn)(int dev, struct gg_budget *b);
+void gg_ceiling_set_binder(gg_ceiling_binder_fn fn);
+/* The pod region was lost (shared.c): every device back to this process's
+ * books, and none bound to the pod from now on. */
+void gg_ceiling_lose_pod(void);
 static inline struct gg_budget *gg_ceiling_budget(int dev)
 {
 	/* acquire: pairs with the release in gg_ceiling_bind_slow, so the
@@ -216,8 +243,6 @@ int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since);
 void gg_ceiling_count_wait(int dev, uint64_t ns);
 /* This process's nanoseconds spent waiting for room on dev. */
 uint64_t gg_ceiling_wait_ns(int dev);
-/* Monotonic nanoseconds, for wait deadlines. */
-uint64_t gg_mono_ns(void);
 /* Sets every device's limit from gg_opt (percent limits stay unresolved). */
 void gg_ceiling_configure(void);
 /* True when dev's limit is a percentage not yet turned into bytes. */
@@ -233,6 +258,10 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes);
 void gg_ceiling_release(int dev, uint64_t bytes);
 /* Adds bytes with no ceiling check (pool growth the driver already made). */
 void gg_ceiling_force(int dev, uint64_t bytes);
+/* The same for growth nobody reserved (a pool's or the graph reserve's):
+ * how far it takes the budget past its limit (pod scope: what the whole
+ * pod uses against the pod's limit) is counted as pool overshoot. */
+void gg_ceiling_force_over(int dev, uint64_t bytes);
 /* The same two on a budget (binding and region reclaim use them). */
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes);
 void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
@@ -315,6 +344,10 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
  * with no room left under the ceiling: if the pool grew all the same
  * (gg_pool_grew against *reserve_before), the caller must undo it. */
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
+/* How gg_pool_begin admits a request past the ceiling: gg_account_begin,
+ * which sits above this file; set by init.c. 0 = reserved. */
+typedef int (*gg_pool_admit_fn)(int dev, uint64_t charge);
+void gg_pool_set_admit(gg_pool_admit_fn fn);
 int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
@@ -459,8 +492,10 @@ void gg_dump_host_sample(struct gg_host_sample *h);
 /* Reads GPUGUARD_TEST_CGROUP_DIR; called on application threads only (at
  * arming and at exit), never by the writer. */
 void gg_dump_read_test_knobs(void);
-/* Whether gg_dump_arm has finished (the knobs above are read). */
-int gg_dump_armed(void);
+/* Arms dumps (gg_dump_arm) and, once that has finished (the knobs above
+ * are read), takes the host sample: 0, or -1 while another thread arms. For
+ * the pod obituary (shared.c), on application threads. */
+int gg_dump_host_sample_armed(struct gg_host_sample *h);
 /* Pinned host memory, tracked for the dump's host record only. */
 void gg_dump_pinned(int64_t bytes, int64_t count);
 /* Fork child: no writer thread here; start again from nothing. */
@@ -563,17 +598,13 @@ void gg_graph_reset(void);
 /* Points b at dev's entry in the pod region, attaching to the region on
  * first use; charges GPUGUARD_CONTEXT_RESERVE to this process's slot there.
  * 0, or -1 when dev stays in process scope (scope=process, region refused,
- * region full). Called once per device, by gg_ceiling_bind_slow. */
+ * region full). Called once per device, by gg_ceiling_bind_slow (init.c
+ * hands it to the ceiling: gg_ceiling_set_binder). */
 int gg_shared_bind(int dev, struct gg_budget *b);
 /* Returns the charges of pod processes that died to their devices (at most
  * every 10 ms; before a refusal and while waiting). */
 void gg_shared_reclaim(void);
-/* Whether the region was lost under us (truncated, or written afresh): the
- * process is on its own books since. */
-int gg_shared_lost(void);
-/* Pod-wide statistics for metrics: a driver out-of-memory on entry i, a
- * dump written. No-ops outside pod scope. */
-void gg_shared_count_driver_oom(unsigned i);
+/* A dump written, for the pod's metrics. No-op outside pod scope. */
 void gg_shared_count_dump(void);
 /* Memory info's rate-limited sweep of dead members (at most every 250 ms). */
 void gg_shared_probe(void);
@@ -586,20 +617,6 @@ void gg_shared_note_pinned(int64_t bytes);
 /* The pod's recent deaths (region.h's ring), oldest first; at most max. */
 struct gpuguard_region_death;
 size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max);
-/* Pod scope, device entry i: the sum of claim + used over the occupied
- * slots (step R2 of tests/model/pod.pml; seq_cst loads, claim before used),
- * saturating. */
-uint64_t gg_shared_pod_sum(unsigned i);
-/* The pod's charge on entry i (the slots' used), and publishing it into the
- * entry's `used` snapshot for readers of the file. */
-uint64_t gg_shared_pod_used(unsigned i);
-void gg_shared_publish(unsigned i);
-/* Pod scope, entry i: whether another live process could still free memory
- * there, i.e. holds or claims some and has a counted thread not asleep in a
- * wait (its slot's threads against the sum of its waiting). seq_cst loads. */
-int gg_shared_others_could_free(unsigned i);
-/* Raises our slot's published thread count to n (no-op before attaching). */
-void gg_shared_set_threads(uint32_t n);
 /* Who device dev is, asked of the runtime that owns it: 16 UUID bytes and
  * the physical total. One per runtime (GG_RT_CUDA, GG_RT_HIP): 0, -1 when
  * the runtime cannot say, 1 when it is not loaded in this process. */
@@ -612,6 +629,10 @@ void gg_shared_set_identity(int runtime, gg_identity_fn fn);
 void gg_shared_check_card(int dev, int runtime);
 /* Fork child: the parent's slot is not ours; attach afresh on first use. */
 void gg_shared_after_fork_child(void);
+/* How the obituary samples host memory: dump.c's gg_dump_host_sample_armed,
+ * which sits above this file; set by init.c (none: no host figures). */
+typedef int (*gg_host_sample_fn)(struct gg_host_sample *h);
+void gg_shared_set_host_sample(gg_host_sample_fn fn);
 /* For dumps: each process of the pod holding memory on a device this
  * process also uses (this process included). dev is the local ordinal. */
 struct gg_pod_use {
@@ -629,52 +650,29 @@ void gg_shared_foreach_use(void (*fn)(const struct gg_pod_use *, void *), void *
 void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* ---- init.c ---- */
-extern struct gg_table *gg_table;
-extern uint64_t gg_start_ms;
 /* Runs initialisation once; safe from any hook, constructor or thread. */
 void gg_init_once(void);
-uint64_t gg_now_ms(void);
-uint32_t gg_gettid(void);
-/* Re-entry guard: a call made while our hook runs on this thread passes
- * through; so does every call into a copy of the library that found another
- * copy governing the process (gg_inert: set once, at initialisation). */
-extern GG_TLS int gg_hook_active;
-extern _Atomic int gg_inert;
-/* relaxed: a once-set flag that orders nothing; a hook that reads 0 before
- * this copy's initialisation ran governs that one call. An inert copy says
- * so at the first call that passes through it (gg_inert_note, always 1). */
+/* relaxed: gg_inert is a once-set flag that orders nothing; a hook that
+ * reads 0 before this copy's initialisation ran governs that one call. An
+ * inert copy says so at the first call that passes through it
+ * (gg_inert_note, always 1). */
 int gg_inert_note(void);
 #define gg_in_hook \
 	(gg_hook_active || (GG_UNLIKELY(atomic_load_explicit(&gg_inert, memory_order_relaxed)) && gg_inert_note()))
-/* The first GPU call (the first hook to enter, or the first real entry
- * point resolved or handed to the application) writes what initialisation
- * held back (log.c), once. relaxed: a once-set flag; the slow path acquires
- * initialisation before it reads the held lines. */
-extern _Atomic int gg_gpu_called;
-void gg_first_call_slow(void);
-static inline void gg_first_call(void)
-{
-	if (GG_UNLIKELY(!atomic_load_explicit(&gg_gpu_called, memory_order_relaxed)))
-		gg_first_call_slow();
-}
-/* GPUGUARD_ON_LIMIT=wait's sleep (gg_ceiling_wait_sleep) as a hook makes
- * it: for its duration this thread counts as outside any hook, so that a
- * signal handler allocating meanwhile is charged or refused, never passed
- * through as re-entry (issue 10, finding 9). */
-int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
-/* The runtime whose hook runs on this thread (GG_RT_*, set by GG_ENTER):
- * a device bound for the pod is named by that runtime's UUID, since CUDA
- * device 0 and HIP device 0 can be different cards (issue 9, finding 6). */
-#define GG_RT_CUDA 0
-#define GG_RT_HIP 1
 #ifndef GG_HOOK_RUNTIME
 #define GG_HOOK_RUNTIME GG_RT_CUDA /* hook_hip.c defines GG_RT_HIP first */
 #endif
-extern GG_TLS uint8_t gg_cur_runtime;
 
-/* ---- hook_dlsym.c ---- */
-/* glibc's own dlsym, found with dlvsym. */
+/* ---- resolve.c ---- */
+/* A sanitizer runtime, preloaded ahead of us, calls dlsym(RTLD_NEXT, ...)
+ * while it initialises, before its shadow memory exists: the code on that
+ * path must not be instrumented, or it faults. */
+#define GG_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
+/* glibc's own dlsym, found with dlvsym; gg_dlsym_resolve finds it (the
+ * dlsym trampoline, hook_dlsym.c, calls it and reads gg_real_dlsym_ptr). */
 void *gg_real_dlsym(void *handle, const char *name);
+void *gg_dlsym_resolve(void);
+extern void *_Atomic gg_real_dlsym_ptr;
 /* Finds the next definition of name after our library: RTLD_NEXT, then
  * an already-loaded `lib` (dlopen RTLD_NOLOAD). NULL if none. */
 void *gg_resolve_next(const char *name, const char *lib);
@@ -688,12 +686,13 @@ struct gg_sym {
 /* Loads *slot, resolving name behind us (RTLD_NEXT, then the already-loaded
  * lib) on first use; never returns `ours`. NULL when there is no real one. */
 void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib);
+/* What gg_real_load calls at a slot's first resolution, and the dlsym
+ * override at a lookup in a plugin's handle: linkmap.c's gg_linkmap_follow,
+ * set by its constructor (nothing before it). */
+void gg_resolve_set_follow(void (*fn)(void));
+void gg_resolve_follow(void);
 /* Remembers real in *slot if it is still empty. */
 void gg_real_offer(void *_Atomic *slot, void *real);
-/* Set at the first real pointer resolved or offered for a governed name:
- * the process has reached a GPU runtime. Exit dumps come only from such
- * processes (issue 10, finding 12). */
-extern _Atomic int gg_gpu_touched;
 /* The dlsym override's answer for a name in table t (see hook_dlsym.c). */
 void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real);
 int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn);
@@ -743,6 +742,12 @@ void gg_account_untracked(int dev);
 void gg_account_host_alloc(uint64_t raw, uint64_t size);
 int gg_account_host_forget(uint64_t raw, struct gg_record *out);
 void gg_account_host_freed(const struct gg_record *rec, int ok);
+
+/* GPUGUARD_ON_LIMIT=wait's sleep (gg_ceiling_wait_sleep) as a hook makes
+ * it: for its duration this thread counts as outside any hook, so that a
+ * signal handler allocating meanwhile is charged or refused, never passed
+ * through as re-entry (issue 10, finding 9). */
+int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 
 /* Memory-info virtualisation for dev, in place (DESIGN.md §2). */
 void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes);

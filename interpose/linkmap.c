@@ -46,6 +46,7 @@ static _Atomic int ready;
 __attribute__((constructor)) static void linkmap_ready(void)
 {
 	atomic_store_explicit(&ready, 1, memory_order_relaxed);
+	gg_resolve_set_follow(gg_linkmap_follow);
 }
 
 struct scan {

@@ -41,11 +41,25 @@ void gg_log_release(void)
 	(void)w; /* nowhere to report a failed report */
 }
 
+_Atomic int gg_gpu_called;
+
+void gg_first_call_slow(void)
+{
+	/* A GPU entry resolved before initialisation finished (another
+	 * library's constructor) waits for a later call: the lines are not
+	 * held yet. acquire: pairs with init's release store, so the held
+	 * lines are seen whole. */
+	if (atomic_load_explicit(&gg_init_state, memory_order_acquire) != 2)
+		return;
+	/* relaxed: the exchange only elects the one caller that releases the
+	 * held lines; they were published by the acquire above. */
+	if (!atomic_exchange_explicit(&gg_gpu_called, 1, memory_order_relaxed))
+		gg_log_release();
+}
+
 static int log_admit(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec;
+	uint64_t now = gg_coarse_ms() / 1000;
 	uint64_t w = atomic_load_explicit(&log_window, memory_order_relaxed);
 	/* relaxed throughout: this is a heuristic counter, no data is published
 	 * through it; a race can only let a message or two more through. */

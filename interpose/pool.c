@@ -123,17 +123,7 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 	if (target > held) {
 		/* Growth nobody reserved: a warm but fragmented reserve at the
 		 * ceiling. The memory is taken; count how far past we went. */
-		/* The budget the ceiling holds us to: in pod scope the pod's
-		 * limit and what the whole pod uses, not this process's books.
-		 * relaxed: a statistic. */
-		struct gg_budget *b = gg_ceiling_budget_peek(p->dev);
-		uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
-		uint64_t now =
-		    (b->claim ? gg_shared_pod_used(b->entry) : atomic_load_explicit(b->used, memory_order_relaxed)) +
-		    (target - held);
-		if (now > lim && lim != GG_LIMIT_UNRESOLVED)
-			atomic_fetch_add_explicit(&g->pool_overshoot, now - lim, memory_order_relaxed);
-		gg_ceiling_force(p->dev, target - held);
+		gg_ceiling_force_over(p->dev, target - held);
 		atomic_fetch_add_explicit(&g->pool_reserved, target - p->charged, memory_order_relaxed);
 	} else {
 		gg_ceiling_release(p->dev, held - target);
@@ -187,6 +177,18 @@ void gg_pool_sync_point(void)
 	}
 }
 
+/* The admission path past the ceiling (account.c's gg_account_begin:
+ * reconcile, reclaim, wait, refuse with its count and dump), handed down by
+ * initialisation: it reconciles the pools, so this file cannot call it by
+ * name. relaxed: a code pointer set once, before initialisation publishes
+ * itself; it points to code, not data. */
+static _Atomic gg_pool_admit_fn admit_fn;
+
+void gg_pool_set_admit(gg_pool_admit_fn fn)
+{
+	atomic_store_explicit(&admit_fn, fn, memory_order_relaxed);
+}
+
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	/* a thread that allocates may free (ceiling.c) */
@@ -212,15 +214,22 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	}
 	if (gg_ceiling_try_reserve(p->dev, need) == 0)
 		return need;
-	/* Past the ceiling: the one admission path (account.c) decides, after
-	 * this pool gave back what it released at synchronisation points we did
-	 * not see (the device's reconcile there cannot take the lock we hold).
-	 * It runs without the lock, so that a free into this pool never queues
-	 * behind a wait (ON_LIMIT=wait); the reservation is held once we have
-	 * it. A refusal there is counted and dumped. */
+	/* Past the ceiling: the one admission path (account.c's
+	 * gg_account_begin, handed down as `admit`) decides, after this pool
+	 * gave back what it released at synchronisation points we did not see
+	 * (the device's reconcile there cannot take the lock we hold). It runs
+	 * without the lock, so that a free into this pool never queues behind
+	 * a wait (ON_LIMIT=wait); the reservation is held once we have it. A
+	 * refusal there is counted and dumped; with no admission path (unit
+	 * tests without initialisation) it is refused at once, and counted. */
 	settle_locked(p, 0);
 	pthread_mutex_unlock(&p->lock);
-	if (gg_account_begin(p->dev, need) != 0)
+	gg_pool_admit_fn admit = atomic_load_explicit(&admit_fn, memory_order_relaxed);
+	if (!admit) {
+		gg_ceiling_count_refusal(p->dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
+		return GG_POOL_REFUSED;
+	}
+	if (admit(p->dev, need) != 0)
 		return GG_POOL_REFUSED;
 	pthread_mutex_lock(&p->lock);
 	return need;

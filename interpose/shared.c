@@ -44,18 +44,12 @@ static _Atomic uint64_t last_reclaim_ms;
 static gg_identity_fn identity[2];
 static unsigned my_container; /* 1 + our container's index in the header's names; 0 = none */
 static void lose_region(void);
+static int region_lost(void);
 
 void gg_shared_set_identity(int runtime, gg_identity_fn fn)
 {
 	if (runtime == 0 || runtime == 1)
 		identity[runtime] = fn;
-}
-
-static uint64_t realtime_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ---- locks ------------------------------------------------------------- */
@@ -193,90 +187,25 @@ static _Atomic uint64_t *occupied_word(unsigned s)
 	return &((struct gpuguard_region_header *)reg)->occupied[s / 64];
 }
 
-uint64_t gg_shared_pod_sum(unsigned i)
-{
-	/* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot,
-	 * claim before used. seq_cst: the loads of the Dekker pair with R1
-	 * and R4 (ceiling.c). claim first: a request between R4 and R5 is
-	 * then seen in one word or the other, never in neither. */
-	uint64_t sum = 0;
-	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
-		uint64_t bits =
-		    atomic_load_explicit(&((struct gpuguard_region_header *)reg)->occupied[w], memory_order_seq_cst);
-		while (bits) {
-			struct gpuguard_region_proc *p =
-			    gpuguard_region_proc(reg, w * 64 + (unsigned)__builtin_ctzll(bits));
-			bits &= bits - 1;
-			uint64_t c = atomic_load_explicit(&p->claim[i], memory_order_seq_cst);
-			uint64_t u = atomic_load_explicit(&p->used[i], memory_order_seq_cst);
-			if (__builtin_add_overflow(sum, c, &sum) || __builtin_add_overflow(sum, u, &sum))
-				return UINT64_MAX; /* a scribbled slot: refuse rather than wrap */
-		}
-	}
-	return sum;
-}
-
-int gg_shared_others_could_free(unsigned i)
-{
-	/* acquire: pairs with the release in attached(), for reg and me. */
-	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me)
-		return 1; /* cannot tell: keep waiting, as before */
-	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
-		/* seq_cst, as every load here: against a waiter's waiting++
-		 * then wake bump (ceiling.c, gg_ceiling_wait_enter) and a
-		 * holder's charge (R4) then its reads; see wait_reserve in account.c. */
-		uint64_t bits =
-		    atomic_load_explicit(&((struct gpuguard_region_header *)reg)->occupied[w], memory_order_seq_cst);
-		while (bits) {
-			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
-			bits &= bits - 1;
-			if (s == my_slot)
-				continue; /* our own threads: gg_ceiling_nobody_frees */
-			struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
-			if (!atomic_load_explicit(&p->claim[i], memory_order_seq_cst) &&
-			    !atomic_load_explicit(&p->used[i], memory_order_seq_cst))
-				continue; /* holds nothing here: nothing to free */
-			/* Untrusted words: a scribbled count can only make us
-			 * wait (as before) or give up early (as fail would). */
-			uint32_t asleep = 0;
-			for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
-				asleep += atomic_load_explicit(&p->waiting[d], memory_order_seq_cst);
-			uint32_t threads = atomic_load_explicit(&p->threads, memory_order_seq_cst);
-			if (asleep == 0 || asleep < threads)
-				return 1; /* a thread of it is awake and may free */
-		}
-	}
-	return 0;
-}
-
-void gg_shared_set_threads(uint32_t n)
-{
-	/* acquire: as above */
-	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me)
-		return;
-	uint32_t cur = atomic_load_explicit(&me->threads, memory_order_relaxed);
-	/* seq_cst: before the caller's waiting++ (gg_ceiling_wait_enter), so
-	 * a reader that sees us asleep sees the count we sleep against.
-	 * Raise only: two threads publishing out of order keep the larger. */
-	while (cur < n && !atomic_compare_exchange_weak_explicit(&me->threads, &cur, n, memory_order_seq_cst,
-	                                                         memory_order_relaxed))
-		;
-}
-
-uint64_t gg_shared_pod_used(unsigned i)
-{
-	return gpuguard_region_used(reg, i);
-}
-
 /* ---- obituaries -------------------------------------------------------- *
  *
  * Our slot carries what a post-mortem needs (region.h): refreshed at most
- * every GPUGUARD_OBIT_MS, from gg_shared_publish (every charge change) and
+ * every GPUGUARD_OBIT_MS, from pod_changed (every charge change) and
  * refusals, so a process the kernel kills leaves its last GPU use, host
  * memory and refusals behind. The sweep that finds it dead moves them to
  * the pod's deaths ring. */
 
 static _Atomic uint64_t obit_last_ms;
+/* The dump's host sample (gg_dump_host_sample_armed), handed down by
+ * initialisation: dump.c reads the pod, so this file cannot call it by
+ * name. relaxed: a code pointer set once, before initialisation publishes
+ * itself (gg_init_once's release), and it points to code, not data. */
+static _Atomic gg_host_sample_fn host_sample;
+
+void gg_shared_set_host_sample(gg_host_sample_fn fn)
+{
+	atomic_store_explicit(&host_sample, fn, memory_order_relaxed);
+}
 
 static void obit_refresh(void)
 {
@@ -284,7 +213,7 @@ static void obit_refresh(void)
 	 * acquire (every caller got here through a bound budget); detached is
 	 * a flag read for a best-effort skip at exit. A region lost under us
 	 * may have given our slot to someone else: not a word into it. */
-	if (!me || atomic_load_explicit(&detached, memory_order_relaxed) || gg_shared_lost())
+	if (!me || atomic_load_explicit(&detached, memory_order_relaxed) || region_lost())
 		return;
 	/* the coarse monotonic clock for the rate limit (a few ns on every
 	 * charge change); the wall clock only for the record itself */
@@ -296,16 +225,15 @@ static void obit_refresh(void)
 	                                             memory_order_relaxed))
 		return;
 	int saved = errno; /* arming and the host sample's reads must not show in errno */
-	gg_dump_arm();     /* reads the test knobs the host sample uses; once */
-	if (!gg_dump_armed()) {
+	struct gg_host_sample h;
+	gg_host_sample_fn sample = atomic_load_explicit(&host_sample, memory_order_relaxed);
+	if (!sample || sample(&h) != 0) {
 		/* another thread is arming: its knobs are not ours to read yet;
 		 * the next call tries again (relaxed: the rate limit's word) */
 		atomic_store_explicit(&obit_last_ms, last, memory_order_relaxed);
 		errno = saved;
 		return;
 	}
-	struct gg_host_sample h;
-	gg_dump_host_sample(&h);
 	uint64_t use = h.have_use ? h.use : 0;
 	uint64_t inactive = h.have_use && h.have_inactive ? h.inactive_file : 0;
 	uint32_t flags = (h.version == 1   ? GPUGUARD_OBIT_CGROUP_V1
@@ -317,18 +245,18 @@ static void obit_refresh(void)
 	atomic_store_explicit(&me->host_ws, use > inactive ? use - inactive : 0, memory_order_relaxed);
 	atomic_store_explicit(&me->host_limit, h.have_lim ? h.lim : 0, memory_order_relaxed);
 	atomic_store_explicit(&me->host_flags, flags, memory_order_relaxed);
-	atomic_store_explicit(&me->obit_ms, realtime_ms(), memory_order_relaxed);
+	atomic_store_explicit(&me->obit_ms, gg_realtime_ms(), memory_order_relaxed);
 	errno = saved;
 }
 
 void gg_shared_note_refusal(void)
 {
 	/* acquire: pairs with the release in attached(), for reg and me. */
-	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me || gg_shared_lost())
+	if (atomic_load_explicit(&attach_state, memory_order_acquire) != ATTACH_OK || !me || region_lost())
 		return;
 	/* relaxed: statistics for our own obituary */
 	atomic_fetch_add_explicit(&me->refused, 1, memory_order_relaxed);
-	atomic_store_explicit(&me->refused_ms, realtime_ms(), memory_order_relaxed);
+	atomic_store_explicit(&me->refused_ms, gg_realtime_ms(), memory_order_relaxed);
 	obit_refresh();
 }
 
@@ -428,20 +356,27 @@ size_t gg_shared_deaths(struct gpuguard_region_death *out, size_t max)
 	return k;
 }
 
-void gg_shared_publish(unsigned i)
+/* After each change of our charge in the pod (the ceiling calls it through
+ * the budget, gg_ceiling_bind_slow's pod budget) and each sweep. */
+static void pod_changed(void)
 {
-	/* relaxed: a snapshot for readers of the file (top, metrics); the
-	 * books are the slots. */
-	atomic_store_explicit(&entry(i)->used, gpuguard_region_used(reg, i), memory_order_relaxed);
 	/* Truncated and written afresh by a process that started since (no
 	 * SIGBUS then: the file has its size again): our slot is no longer
 	 * counted. relaxed: a word only we write, and the file's new owner's
 	 * memset; any stale read is caught at our next step. */
 	if (GG_UNLIKELY(me && !(atomic_load_explicit(occupied_word(my_slot), memory_order_relaxed) &
-	                  (1ull << (my_slot % 64)))) &&
+	                        (1ull << (my_slot % 64)))) &&
 	    !atomic_load_explicit(&detached, memory_order_relaxed))
 		lose_region();
 	obit_refresh();
+}
+
+static void publish(unsigned i)
+{
+	/* relaxed: a snapshot for readers of the file (top, metrics); the
+	 * books are the slots. */
+	atomic_store_explicit(&entry(i)->used, gpuguard_region_used(reg, i), memory_order_relaxed);
+	pod_changed();
 }
 
 /* Sweep steps S2-S4 (tests/model/pod.pml) on slot s, whose lock the caller
@@ -458,7 +393,7 @@ static void reclaim_slot(unsigned s, int died, int fd)
 	 * frees its own slot): its obituary goes to the deaths ring, before
 	 * the books it reads are zeroed. relaxed: the owner is dead. */
 	if (died && fd >= 0 && atomic_load_explicit(&p->state, memory_order_relaxed) == GPUGUARD_RPROC_LIVE)
-		obit_write(fd, s, realtime_ms());
+		obit_write(fd, s, gg_realtime_ms());
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++) {
 		struct gpuguard_region_device *e = entry(d);
 		/* relaxed: the owner is dead (its stores are all in memory) or
@@ -479,7 +414,7 @@ static void reclaim_slot(unsigned s, int died, int fd)
 		struct gpuguard_region_device *e = entry(d);
 		if (atomic_load_explicit(&e->state, memory_order_acquire) != GPUGUARD_RDEV_READY)
 			continue;
-		gg_shared_publish(d);
+		publish(d);
 		struct gg_budget b = {.used = &e->used, .waiters = &e->waiters, .wake = &e->wake};
 		gg_ceiling_release_budget(&b, 0); /* wakes sleepers: room came back */
 	}
@@ -595,7 +530,7 @@ static int claim_slot(void)
 		reclaim_slot(s, 1, reg_fd); /* A2: whatever a dead owner left */
 		struct gpuguard_region_proc *p = gpuguard_region_proc(reg, s);
 		p->pid = (uint32_t)getpid();
-		p->start_ms = realtime_ms();
+		p->start_ms = gg_realtime_ms();
 		char comm[16] = {0};
 		prctl(PR_GET_NAME, comm, 0, 0, 0);
 		memcpy(p->comm, comm, sizeof p->comm);
@@ -644,16 +579,15 @@ static void say(const char *s)
  * the handler and in any thread; the first caller says so. */
 static void lose_region(void)
 {
-	/* seq_cst, with the seq_cst loads of the budgets in
-	 * gg_ceiling_unbind_pod: a Dekker pair with a binder that publishes a
-	 * pod budget, then reads the flag (gg_ceiling_bind_slow): either we
-	 * see its budget and point it back, or it sees the flag. */
+	/* seq_cst: elects the one caller that says so. The Dekker pair with a
+	 * binder that publishes a pod budget, then reads whether the pod was
+	 * lost, is gg_ceiling_lose_pod's (ceiling.c). */
 	if (atomic_exchange_explicit(&lost, 1, memory_order_seq_cst))
 		return;
 	/* release: later hooks acquire the state (attached()) and bind new
 	 * devices to their own books; nothing else is published. */
 	atomic_store_explicit(&attach_state, ATTACH_FAILED, memory_order_release);
-	gg_ceiling_unbind_pod();
+	gg_ceiling_lose_pod();
 	say("gpuguard: error: pod region ");
 	say(gg_opt.shared_path ? gg_opt.shared_path : "?");
 	say(": truncated, shrunk or written afresh while in use; this process stops using it and keeps a "
@@ -662,13 +596,6 @@ static void lose_region(void)
 
 /* Statistics for metrics, on the pod's words (relaxed: counters that order
  * nothing). Nothing once the region is lost or before we attached. */
-void gg_shared_count_driver_oom(unsigned i)
-{
-	/* acquire: as in gg_shared_reclaim, for reg */
-	if (atomic_load_explicit(&attach_state, memory_order_acquire) == ATTACH_OK && i < GPUGUARD_REGION_DEVICES)
-		atomic_fetch_add_explicit(&entry(i)->driver_oom, 1, memory_order_relaxed);
-}
-
 void gg_shared_count_dump(void)
 {
 	/* acquire: as above */
@@ -677,7 +604,7 @@ void gg_shared_count_dump(void)
 		                          memory_order_relaxed);
 }
 
-int gg_shared_lost(void)
+static int region_lost(void)
 {
 	/* seq_cst: the load half of the pair in lose_region */
 	return atomic_load_explicit(&lost, memory_order_seq_cst);
@@ -758,7 +685,7 @@ static _Atomic int pinned_live; /* our slot is attached: host_pinned follows pin
 static void pinned_publish(uint64_t t)
 {
 	/* relaxed: detached and lost are best-effort skips, as in obit_refresh */
-	if (atomic_load_explicit(&detached, memory_order_relaxed) || gg_shared_lost())
+	if (atomic_load_explicit(&detached, memory_order_relaxed) || region_lost())
 		return;
 	for (;;) {
 		atomic_store_explicit(&me->host_pinned, t, memory_order_seq_cst);
@@ -808,7 +735,7 @@ static void write_fresh(const char *limit_text)
 	atomic_store_explicit((_Atomic uint64_t *)&h->magic, 0, memory_order_relaxed);
 	uint64_t gen = atomic_load_explicit(&h->limit_gen, memory_order_relaxed);
 	memset(reg, 0, GPUGUARD_REGION_SIZE);
-	gpuguard_region_layout(h, realtime_ms(), limit_text);
+	gpuguard_region_layout(h, gg_realtime_ms(), limit_text);
 	atomic_store_explicit(&h->limit_gen, gen + 1, memory_order_relaxed);
 	if (carry) {
 		memcpy(gpuguard_region_death(reg, 0), keep, sizeof keep);
@@ -1168,6 +1095,11 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	    .shadow = &gg_devices[dev].used,
 	    .wait_ns = &e->wait_ns,
 	    .stalemate = &e->stalemate,
+	    .region = reg,
+	    .slot = my_slot,
+	    .driver_oom = &e->driver_oom,
+	    .threads = &me->threads,
+	    .changed = pod_changed,
 	    .entry = (unsigned)i,
 	    .futex_private = 0,
 	};

@@ -114,7 +114,7 @@ static void activate(void)
 #endif
 	void *h = use_fp ? NULL : open_libunwind();
 	if (h)
-		unw_backtrace_ptr = (unw_backtrace_fn)dlsym(h, "unw_backtrace");
+		unw_backtrace_ptr = (unw_backtrace_fn)gg_real_dlsym(h, "unw_backtrace");
 	unwinder = unw_backtrace_ptr ? "libunwind" : "frame-pointer";
 	depth = max_depth;
 }

@@ -17,6 +17,10 @@
  *   hip BYTES     -> "ok" | "err CODE"  (hipMalloc, HIP found with dlopen)
  *   fork BYTES    -> "child PROC_USED POD_USED POD" from a forked child that
  *                    allocates BYTES and exits, then "ok POD_USED" after it
+ *   graph BYTES   -> "ok POOL_OVERSHOOT" | "err CODE"  (a graph allocating
+ *                    BYTES, launched; instantiated through the legacy
+ *                    cuGraphInstantiate, which gpuguard does not govern, so
+ *                    the reserve's growth is charged after the launch)
  *   exit          -> exits 0 */
 #include "common.h" /* first: it defines _GNU_SOURCE */
 
@@ -37,6 +41,11 @@
 #include "gpuguard/region.h"
 
 /* ---- the worker --------------------------------------------------------- */
+
+/* The legacy instantiation (CUDA 10.0), exported by the driver but not in
+ * gpuguard/cuda_abi.h: gpuguard governs cuGraphInstantiateWithFlags only. */
+gg_CUresult cuGraphInstantiate(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize);
 
 static gg_CUdeviceptr held[4096];
 static int nheld;
@@ -208,6 +217,26 @@ static int worker(void)
 			}
 			waitpid(pid, NULL, 0);
 			printf("ok %llu\n", (unsigned long long)gg_stats(0).used);
+		} else if (sscanf(line, "graph %llu", &a) == 1) {
+			gg_CUgraph g;
+			gg_CUgraphNode n;
+			gg_CUgraphExec e;
+			gg_CUDA_MEM_ALLOC_NODE_PARAMS p;
+			memset(&p, 0, sizeof p);
+			p.poolProps.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED;
+			p.poolProps.location.type = GG_CU_MEM_LOCATION_TYPE_DEVICE;
+			p.bytesize = a;
+			gg_CUresult rc = cuGraphCreate(&g, 0);
+			if (rc == GG_CUDA_SUCCESS)
+				rc = cuGraphAddMemAllocNode(&n, g, NULL, 0, &p);
+			if (rc == GG_CUDA_SUCCESS)
+				rc = cuGraphInstantiate(&e, g, NULL, NULL, 0);
+			if (rc == GG_CUDA_SUCCESS)
+				rc = cuGraphLaunch(e, NULL);
+			if (rc == GG_CUDA_SUCCESS)
+				printf("ok %llu\n", (unsigned long long)gg_stats(0).pool_overshoot);
+			else
+				printf("err %d\n", rc);
 		} else if (strncmp(line, "exit", 4) == 0) {
 			return 0;
 		}
@@ -438,6 +467,26 @@ TEST(one_budget_for_two_processes)
 		CHECK_EQ_INT(live_slots(h), 0);
 		munmap(h, GPUGUARD_REGION_SIZE);
 	}
+}
+
+/* Growth nobody reserved (here a graph's reserve, learnt of after its
+ * launch) is charged, and how far it takes the budget past the ceiling is
+ * counted as pool overshoot: the pod's budget, not this process's books. */
+TEST(overshoot_is_counted_against_the_pods_ceiling)
+{
+	use_region("pod-overshoot");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 768 * MIB, NULL), 0);
+	/* b alone stays under 1 GiB with 512 MiB; the pod goes 256 MiB past */
+	unsigned long long over_b = 0;
+	CHECK_EQ_INT(sscanf(ask(&b, "graph 536870912"), "ok %llu", &over_b), 1);
+	CHECK_EQ_U64(over_b, 256 * MIB);
+	struct info i = ask_info(&b);
+	CHECK_EQ_U64(i.pod_used, 1280 * MIB);
+	CHECK_EQ_U64(i.proc_used, 512 * MIB);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
 
 static _Atomic int sampling;
@@ -1266,6 +1315,7 @@ int main(int argc, char **argv)
 		*slash = 0;
 	base_dir = dir;
 	RUN(one_budget_for_two_processes);
+	RUN(overshoot_is_counted_against_the_pods_ceiling);
 	RUN(hip_processes_share_a_budget_too);
 	RUN(a_percentage_is_resolved_once_for_the_pod);
 	RUN(a_refusal_dump_names_the_pods_other_holders);

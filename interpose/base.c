@@ -1,0 +1,79 @@
+/* gpuguard: the leaf layer (base.h). Clocks, the thread id, the futex and
+ * the words that say where a thread and the process stand. Nothing here
+ * calls another file of ours, so every other file may call it. */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base.h"
+
+struct gg_table *gg_table;
+uint64_t gg_start_ms;
+_Atomic int gg_init_state;
+GG_TLS int gg_hook_active;
+_Atomic int gg_inert;
+GG_TLS uint8_t gg_cur_runtime;
+/* relaxed: a flag read once, by the exit destructor (dump.c); it orders
+ * nothing. A governed call racing with exit in another thread may be
+ * missed, which costs one exit dump at most. */
+_Atomic int gg_gpu_touched;
+
+static GG_TLS uint32_t cached_tid;
+
+static uint64_t ms_of(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t gg_coarse_ms(void)
+{
+	return ms_of(CLOCK_MONOTONIC_COARSE);
+}
+
+uint64_t gg_now_ms(void)
+{
+	return gg_coarse_ms() - gg_start_ms;
+}
+
+uint64_t gg_mono_ms(void)
+{
+	return ms_of(CLOCK_MONOTONIC);
+}
+
+uint64_t gg_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t gg_realtime_ms(void)
+{
+	return ms_of(CLOCK_REALTIME);
+}
+
+uint32_t gg_gettid(void)
+{
+	if (GG_UNLIKELY(cached_tid == 0))
+		cached_tid = (uint32_t)syscall(SYS_gettid);
+	return cached_tid;
+}
+
+void gg_base_after_fork_child(void)
+{
+	cached_tid = 0;
+}
+
+void gg_futex_wait(_Atomic uint32_t *w, uint32_t val, const struct timespec *ts, int private_)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT | (private_ ? FUTEX_PRIVATE_FLAG : 0), val, ts, NULL, 0);
+}
+
+void gg_futex_wake(_Atomic uint32_t *w, int n, int private_)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE | (private_ ? FUTEX_PRIVATE_FLAG : 0), n, NULL, NULL, 0);
+}

@@ -1,0 +1,64 @@
+/* gpuguard: the leaf layer (base.c). The clock, the thread id, the futex
+ * and the per-thread hook state, with the process-wide words every layer
+ * reads: everything else calls down into these, and they call nothing of
+ * ours. Included by internal.h. */
+#ifndef GPUGUARD_BASE_H
+#define GPUGUARD_BASE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#define GG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define GG_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* The live allocation table (table.c), mapped by initialisation; NULL
+ * when that failed. */
+extern struct gg_table *gg_table;
+/* CLOCK_MONOTONIC_COARSE at initialisation, in ms: gg_now_ms's zero. */
+extern uint64_t gg_start_ms;
+/* Initialisation's progress (init.c writes it): 0 = not started,
+ * 1 = running, 2 = done. */
+extern _Atomic int gg_init_state;
+
+/* CLOCK_MONOTONIC_COARSE in ms: a few ns from the vDSO instead of ~20, for
+ * ages and rate limits that only need milliseconds (it ticks every 1-4 ms). */
+uint64_t gg_coarse_ms(void);
+/* Milliseconds since initialisation (the coarse clock). */
+uint64_t gg_now_ms(void);
+/* CLOCK_MONOTONIC in ms and ns, for deadlines. */
+uint64_t gg_mono_ms(void);
+uint64_t gg_mono_ns(void);
+/* CLOCK_REALTIME in ms (epoch), for what other processes read. */
+uint64_t gg_realtime_ms(void);
+
+/* The kernel thread id, cached per thread. */
+uint32_t gg_gettid(void);
+/* Fork child: the thread id cached on this thread is the parent's. */
+void gg_base_after_fork_child(void);
+
+/* The futex calls the library makes: wait while *w == val (at most ts, NULL
+ * = no limit) and wake up to n. private_: the word is not shared with
+ * other processes. Their results are not needed: every caller re-reads its
+ * word after waking. */
+void gg_futex_wait(_Atomic uint32_t *w, uint32_t val, const struct timespec *ts, int private_);
+void gg_futex_wake(_Atomic uint32_t *w, int n, int private_);
+
+/* Re-entry guard: a call made while our hook runs on this thread passes
+ * through; so does every call into a copy of the library that found another
+ * copy governing the process (gg_inert: set once, at initialisation). */
+extern GG_TLS int gg_hook_active;
+extern _Atomic int gg_inert;
+/* The runtime whose hook runs on this thread (GG_RT_*, set by GG_ENTER):
+ * a device bound for the pod is named by that runtime's UUID, since CUDA
+ * device 0 and HIP device 0 can be different cards (issue 9, finding 6). */
+#define GG_RT_CUDA 0
+#define GG_RT_HIP 1
+extern GG_TLS uint8_t gg_cur_runtime;
+/* Set at the first real pointer resolved or offered for a governed name
+ * (resolve.c): the process has reached a GPU runtime. Exit dumps come only
+ * from such processes (issue 10, finding 12). */
+extern _Atomic int gg_gpu_touched;
+
+#endif
