@@ -351,7 +351,7 @@ static void install_handler(void)
 	if (sig <= 0 || atomic_exchange_explicit(&handler_installed, 1, memory_order_relaxed))
 		return;
 	struct sigaction old;
-	if (sigaction(sig, NULL, &old) != 0)
+	if (gg_real_sigaction(sig, NULL, &old) != 0)
 		return;
 	int theirs = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != NULL : old.sa_handler != SIG_DFL;
 	if (theirs) {
@@ -366,7 +366,7 @@ static void install_handler(void)
 	sa.sa_sigaction = on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, &sa, NULL) != 0)
+	if (gg_real_sigaction(sig, &sa, NULL) != 0)
 		gg_log(GG_LOG_WARN, "could not install the dump signal handler for signal %d", sig);
 }
 

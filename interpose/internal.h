@@ -644,6 +644,29 @@ int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
 #endif
 extern GG_TLS uint8_t gg_cur_runtime;
 
+/* ---- signal.c: the application's handlers, through our dispatcher ---- */
+/* glibc's sigaction, bypassing ours: for our own handlers (dump signal,
+ * SIGBUS guard), which keep the kernel's view and chain as before. */
+struct sigaction;
+int gg_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/* Set while a signal handler runs that interrupted a hook on this thread
+ * (gg_hook_active was set): the interrupted hook may hold our locks or be
+ * inside the driver, so an allocation the handler makes is refused, never
+ * passed through uncharged (issue 10, finding 9). */
+extern GG_TLS int gg_sig_nested;
+/* Such refusals, process-wide. */
+extern _Atomic uint64_t gg_sig_refusals;
+/* Counts one refusal (an atomic add only) and returns oom. */
+int gg_sig_refused(int oom);
+/* First thing in every allocating hook, before the re-entry check: in a
+ * handler that interrupted a hook, answer the API's out-of-memory code
+ * without calling the driver. */
+#define GG_SIG_REFUSE(oom)                              \
+	do {                                            \
+		if (GG_UNLIKELY(gg_sig_nested))         \
+			return gg_sig_refused(oom);     \
+	} while (0)
+
 /* ---- hook_dlsym.c ---- */
 /* glibc's own dlsym, found with dlvsym. */
 void *gg_real_dlsym(void *handle, const char *name);
