@@ -58,6 +58,11 @@ sighandler_t bsd_signal(int sig, sighandler_t handler);
 static struct {
 	void *_Atomic fn;
 	_Atomic int siginfo;
+	/* Our last install of this signal gave the kernel a SA_SIGINFO the
+	 * application did not ask for: after a SA_RESETHAND delivery the
+	 * kernel's SIG_DFL entry still carries it (the kernel resets the
+	 * handler, not the flags). Under the install lock only. */
+	int added_info;
 } slots[NSIGS];
 
 /* glibc's _sigintr as siginterrupt leaves it, which signal() reads for
@@ -200,9 +205,15 @@ GG_NO_SANITIZE static int is_handler(const struct sigaction *a)
 /* The kernel's answer k, as the application would have had it without us:
  * where k names our dispatcher, the application's handler (prev_fn,
  * prev_info: the slot as it was before this call) and SA_SIGINFO bit. */
-GG_NO_SANITIZE static void answer(struct sigaction *k, void *prev_fn, int prev_info)
+GG_NO_SANITIZE static void answer(struct sigaction *k, void *prev_fn, int prev_info, int prev_added)
 {
-	if (!(k->sa_flags & SA_SIGINFO) || k->sa_sigaction != dispatch)
+	if (!(k->sa_flags & SA_SIGINFO))
+		return;
+	if (k->sa_handler == SIG_DFL && (k->sa_flags & SA_RESETHAND) && prev_added) {
+		k->sa_flags &= ~SA_SIGINFO; /* reset at a delivery: the flag was ours */
+		return;
+	}
+	if (k->sa_sigaction != dispatch)
 		return;
 	if (prev_info) {
 		k->sa_sigaction = (handler3_fn)prev_fn;
@@ -222,6 +233,7 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	/* relaxed: under the lock, which ordered the last writer's stores */
 	void *prev_fn = atomic_load_explicit(&slots[sig].fn, memory_order_relaxed);
 	int prev_info = atomic_load_explicit(&slots[sig].siginfo, memory_order_relaxed);
+	int prev_added = slots[sig].added_info;
 	struct sigaction k, mine;
 	const struct sigaction *give = act;
 	if (act && is_handler(act)) {
@@ -240,6 +252,8 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	}
 	int rc = gg_real_sigaction(sig, give, &k);
 	int err = errno;
+	if (rc == 0 && act)
+		slots[sig].added_info = give == &mine && !(act->sa_flags & SA_SIGINFO);
 	if (rc != 0 && give == &mine) {
 		/* The kernel kept its entry: so does the slot. */
 		atomic_store_explicit(&slots[sig].siginfo, prev_info, memory_order_relaxed);
@@ -247,7 +261,7 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	}
 	unlock(&saved);
 	if (rc == 0 && old) {
-		answer(&k, prev_fn, prev_info);
+		answer(&k, prev_fn, prev_info, prev_added);
 		*old = k;
 	}
 	errno = err;
