@@ -1332,6 +1332,9 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	out_u64(&o, atomic_load_explicit(&n_suppressed, memory_order_relaxed));
 	OUT_LIT(&o, ",\"write_errors\":");
 	out_u64(&o, atomic_load_explicit(&n_errors, memory_order_relaxed));
+	OUT_LIT(&o, ",\"signal_refused\":");
+	/* relaxed: a statistic (signal.c) */
+	out_u64(&o, atomic_load_explicit(&gg_sig_refusals, memory_order_relaxed));
 	out_end_record(&o);
 	out_flush(&o);
 	if (!o.err && fsync(o.fd) != 0)

@@ -13,6 +13,7 @@
  *    ucontext is the kernel's own (a change to its signal mask holds). */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -95,6 +96,59 @@ TEST(a_handler_inside_the_driver_call_is_refused_every_shape)
 		cuArrayDestroy(h_array);
 	CHECK_EQ_INT(cuMemFree_v2(big), GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+/* The trailer of this process's first dump, once it is written (a dump
+ * appears under its final name only when whole). */
+static int dump_trailer(char *out, size_t n)
+{
+	const char *dir = getenv("GPUGUARD_DUMP_DIR");
+	char pat[64];
+	snprintf(pat, sizeof pat, "-%d-", (int)getpid());
+	for (int tries = 0; dir && tries < 3000; tries++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (strncmp(e->d_name, "gpuguard-", 9) != 0 || !strstr(e->d_name, pat) ||
+			    strcmp(e->d_name + strlen(e->d_name) - 6, ".jsonl") != 0)
+				continue;
+			char path[4096];
+			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+			FILE *f = fopen(path, "r");
+			char line[4096];
+			int found = 0;
+			while (f && fgets(line, sizeof line, f))
+				if (strstr(line, "{\"t\":\"end\",") == line) {
+					snprintf(out, n, "%s", line);
+					found = 1;
+				}
+			if (f)
+				fclose(f);
+			if (found) {
+				closedir(d);
+				return 0;
+			}
+		}
+		if (d)
+			closedir(d);
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+TEST(the_refusals_are_counted_in_dumps)
+{
+	/* A refusal at the ceiling writes a dump; its trailer counts the five
+	 * handler refusals above. */
+	gg_CUdeviceptr p;
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 2 * GIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	char end[4096] = "";
+	CHECK_EQ_INT(dump_trailer(end, sizeof end), 0);
+	if (!strstr(end, "\"signal_refused\":5}")) {
+		fprintf(stderr, "trailer: %s\n", end);
+		CHECK(0);
+	}
 }
 
 TEST(a_handler_outside_any_hook_is_charged)
@@ -430,6 +484,7 @@ int main(int argc, char **argv)
 	if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx))
 		return 2;
 	RUN(a_handler_inside_the_driver_call_is_refused_every_shape);
+	RUN(the_refusals_are_counted_in_dumps);
 	RUN(a_handler_outside_any_hook_is_charged);
 	RUN(dispositions_read_as_without_the_preload);
 	RUN(the_kernel_gets_the_flags_and_mask_asked_for);
