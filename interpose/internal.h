@@ -661,10 +661,10 @@ int gg_sig_refused(int oom);
 /* First thing in every allocating hook, before the re-entry check: in a
  * handler that interrupted a hook, answer the API's out-of-memory code
  * without calling the driver. */
-#define GG_SIG_REFUSE(oom)                              \
-	do {                                            \
-		if (GG_UNLIKELY(gg_sig_nested))         \
-			return gg_sig_refused(oom);     \
+#define GG_SIG_REFUSE(oom)                          \
+	do {                                        \
+		if (GG_UNLIKELY(gg_sig_nested))     \
+			return gg_sig_refused(oom); \
 	} while (0)
 
 /* ---- hook_dlsym.c ---- */
