@@ -270,7 +270,10 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	return rc;
 }
 
-GG_NO_SANITIZE GG_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+/* Our sigaction, called directly by the installers below as glibc's call
+ * its internal one: an interposer ahead of us (a sanitizer runtime) sees
+ * them no more than it would without us. */
+GG_NO_SANITIZE static int ours(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	/* relaxed: a once-set flag (see gg_in_hook). An inert copy changes
 	 * nothing: the governing copy dispatches. */
@@ -279,15 +282,20 @@ GG_NO_SANITIZE GG_EXPORT int sigaction(int sig, const struct sigaction *act, str
 	return install(sig, act, old);
 }
 
+GG_NO_SANITIZE GG_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	return ours(sig, act, old);
+}
+
 GG_EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	return sigaction(sig, act, old);
+	return ours(sig, act, old);
 }
 
 /* glibc's signal(), bsd_signal() and ssignal() (one function there): the
  * signal itself blocked in its handler, SA_RESTART unless siginterrupt
  * said otherwise. */
-GG_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+static sighandler_t bsd(int sig, sighandler_t handler)
 {
 	if (handler == SIG_ERR || sig < 1 || sig >= NSIGS) {
 		errno = EINVAL;
@@ -300,24 +308,29 @@ GG_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 	sigaddset(&act.sa_mask, sig);
 	/* relaxed: siginterrupt's copy, ordered by the caller's own program */
 	act.sa_flags = (atomic_load_explicit(&intr_mask, memory_order_relaxed) >> (sig - 1)) & 1 ? 0 : SA_RESTART;
-	if (sigaction(sig, &act, &old) < 0)
+	if (ours(sig, &act, &old) < 0)
 		return SIG_ERR;
 	return old.sa_handler;
 }
 
+GG_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+	return bsd(sig, handler);
+}
+
 GG_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
 {
-	return signal(sig, handler);
+	return bsd(sig, handler);
 }
 
 GG_EXPORT sighandler_t ssignal(int sig, sighandler_t handler)
 {
-	return signal(sig, handler);
+	return bsd(sig, handler);
 }
 
 /* glibc's sysv_signal: reset to the default at delivery, not blocked in its
  * own handler, system calls interrupted. */
-GG_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
+static sighandler_t sysv(int sig, sighandler_t handler)
 {
 	if (handler == SIG_ERR || sig < 1 || sig >= NSIGS) {
 		errno = EINVAL;
@@ -328,14 +341,19 @@ GG_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
 	act.sa_handler = handler;
 	sigemptyset(&act.sa_mask);
 	act.sa_flags = SA_RESETHAND | SA_NODEFER;
-	if (sigaction(sig, &act, &old) < 0)
+	if (ours(sig, &act, &old) < 0)
 		return SIG_ERR;
 	return old.sa_handler;
 }
 
+GG_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
+{
+	return sysv(sig, handler);
+}
+
 GG_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler)
 {
-	return sysv_signal(sig, handler);
+	return sysv(sig, handler);
 }
 
 /* glibc's sigset, step by step: SIG_HOLD blocks, anything else installs
@@ -356,14 +374,14 @@ GG_EXPORT sighandler_t sigset(int sig, sighandler_t disp)
 			return SIG_ERR;
 		if (sigismember(&oset, sig))
 			return SIG_HOLD;
-		if (sigaction(sig, NULL, &old) < 0)
+		if (ours(sig, NULL, &old) < 0)
 			return SIG_ERR;
 		return old.sa_handler;
 	}
 	memset(&act, 0, sizeof act);
 	act.sa_handler = disp;
 	sigemptyset(&act.sa_mask);
-	if (sigaction(sig, &act, &old) < 0)
+	if (ours(sig, &act, &old) < 0)
 		return SIG_ERR;
 	if (sigprocmask(SIG_UNBLOCK, &set, &oset) < 0)
 		return SIG_ERR;
