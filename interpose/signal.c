@@ -50,11 +50,11 @@ sighandler_t bsd_signal(int sig, sighandler_t handler);
  * dispatcher. Written (under the install lock) before the kernel is given
  * the dispatcher, and never cleared: a delivery already under way when the
  * application changes its handler runs one or the other, as it would
- * without us. The SA_SIGINFO bit is read apart from the pointer; a torn
- * pair (another thread installing a handler of the other kind meanwhile)
- * only calls a one-argument handler with three arguments, which the
- * calling conventions of both architectures make harmless, as the kernel
- * itself does on x86-64. */
+ * without us. The dispatcher calls every handler with all three
+ * arguments, whichever kind it is: the calling conventions of both
+ * architectures make that harmless for a one-argument handler (the kernel
+ * itself does it on x86-64), and it leaves no pointer-and-kind pair that a
+ * concurrent install could tear. The kind (siginfo) serves the answers. */
 static struct {
 	void *_Atomic fn;
 	_Atomic int siginfo;
@@ -129,18 +129,14 @@ GG_NO_SANITIZE static void dispatch(int sig, siginfo_t *info, void *uc)
 	if (sig <= 0 || sig >= NSIGS)
 		return;
 	/* acquire: pairs with the release store in install(), so a handler
-	 * the kernel got us for is seen, and its siginfo bit with it. */
-	void *fn = atomic_load_explicit(&slots[sig].fn, memory_order_acquire);
-	int three = atomic_load_explicit(&slots[sig].siginfo, memory_order_relaxed);
+	 * the kernel got us for is seen. */
+	handler3_fn fn = (handler3_fn)atomic_load_explicit(&slots[sig].fn, memory_order_acquire);
 	if (!fn)
 		return; /* unreachable: the slot is filled before the kernel points here */
 	if (!gg_hook_active) {
 		/* Not inside a hook (a hook asleep for room counts as outside,
 		 * gg_hook_sleep): the handler's calls are governed as any. */
-		if (three)
-			((handler3_fn)fn)(sig, info, uc);
-		else
-			((handler1_fn)fn)(sig);
+		fn(sig, info, uc);
 		return;
 	}
 	/* Inside a hook. The re-entry flag stays set, so the handler's other
@@ -157,10 +153,7 @@ GG_NO_SANITIZE static void dispatch(int sig, siginfo_t *info, void *uc)
 	/* signal fences: the handler (this thread only) sees the mark before
 	 * it runs, and the state below is put back after it returns. */
 	atomic_signal_fence(memory_order_seq_cst);
-	if (three)
-		((handler3_fn)fn)(sig, info, uc);
-	else
-		((handler1_fn)fn)(sig);
+	fn(sig, info, uc);
 	atomic_signal_fence(memory_order_seq_cst);
 	gg_hook_active = 1;
 	gg_cur_runtime = runtime;
@@ -240,10 +233,11 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	const struct sigaction *give = act;
 	if (act && is_handler(act)) {
 		/* The slot first, then the kernel: a delivery that finds the
-		 * dispatcher finds this handler (or the one it replaces). */
+		 * dispatcher finds this handler (or the one it replaces).
+		 * relaxed: the kind is read under the lock only. */
 		atomic_store_explicit(&slots[sig].siginfo, (act->sa_flags & SA_SIGINFO) != 0, memory_order_relaxed);
-		/* release: pairs with the acquire in dispatch; the siginfo bit
-		 * above is seen with the pointer. */
+		/* release: pairs with the acquire in dispatch, for whatever the
+		 * handler's code reads that the installer wrote before. */
 		atomic_store_explicit(
 		    &slots[sig].fn, (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction : (void *)act->sa_handler,
 		    memory_order_release);
