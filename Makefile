@@ -41,7 +41,7 @@ EXPORTS := $(BUILD)/lib/exports.txt
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/base.c interpose/resolve.c interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
-	interpose/dump.c interpose/vmm.c interpose/shared.c interpose/limit.c
+	interpose/dump.c interpose/vmm.c interpose/shared.c interpose/limit.c interpose/signal.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
@@ -152,7 +152,7 @@ $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
 UNIT_CORE_test_table := table
 UNIT_CORE_test_history := base limit log options resolve stack history ceiling
 UNIT_CORE_test_options := base limit log options ceiling
-UNIT_CORE_test_dump := base compat limit log options resolve table vmm stack history ceiling shared dump
+UNIT_CORE_test_dump := base compat limit log options resolve signal table vmm stack history ceiling shared dump
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
 unit_core = $(if $(UNIT_CORE_$(1)),$(patsubst %,interpose/%.c,$(UNIT_CORE_$(1))),$(CORE_SRCS))
 $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)

@@ -343,7 +343,7 @@ static void install_handler(void)
 	if (sig <= 0 || atomic_exchange_explicit(&handler_installed, 1, memory_order_relaxed))
 		return;
 	struct sigaction old;
-	if (sigaction(sig, NULL, &old) != 0)
+	if (gg_real_sigaction(sig, NULL, &old) != 0)
 		return;
 	int theirs = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != NULL : old.sa_handler != SIG_DFL;
 	if (theirs) {
@@ -358,7 +358,7 @@ static void install_handler(void)
 	sa.sa_sigaction = on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, &sa, NULL) != 0)
+	if (gg_real_sigaction(sig, &sa, NULL) != 0)
 		gg_log(GG_LOG_WARN, "could not install the dump signal handler for signal %d", sig);
 }
 
@@ -1331,6 +1331,9 @@ static int write_req(enum gg_dump_trigger trig, const struct request *req, char 
 	out_u64(&o, atomic_load_explicit(&n_suppressed, memory_order_relaxed));
 	OUT_LIT(&o, ",\"write_errors\":");
 	out_u64(&o, atomic_load_explicit(&n_errors, memory_order_relaxed));
+	OUT_LIT(&o, ",\"signal_refused\":");
+	/* relaxed: a statistic (signal.c) */
+	out_u64(&o, atomic_load_explicit(&gg_sig_refusals, memory_order_relaxed));
 	out_end_record(&o);
 	out_flush(&o);
 	if (!o.err && fsync(o.fd) != 0)

@@ -197,6 +197,7 @@ GG_EXPORT gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
 	gg_pfn_cuMemAlloc_v2 real = REAL(cuMemAlloc_v2);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return real(dptr, bytesize); /* the driver's own answer to bad arguments */
 	GG_ENTER();
@@ -216,6 +217,7 @@ GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, u
 	gg_pfn_cuMemAllocManaged real = REAL(cuMemAllocManaged);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return real(dptr, bytesize, flags);
 	GG_ENTER();
@@ -238,6 +240,7 @@ GG_EXPORT gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, s
 	gg_pfn_cuMemAllocPitch_v2 real = REAL(cuMemAllocPitch_v2);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !dptr || !pPitch || WidthInBytes == 0 || Height == 0 || WidthInBytes > SIZE_MAX / 2 / Height)
 		return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	GG_ENTER();
@@ -558,6 +561,7 @@ static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgr
 static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream hStream, void *real, int ptsz)
 {
 	gg_pfn_cuMemAllocAsync f = (gg_pfn_cuMemAllocAsync)real;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !dptr || bytesize == 0)
 		return f(dptr, bytesize, hStream);
 	GG_ENTER();
@@ -589,6 +593,7 @@ static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg
                                        void *real, int ptsz)
 {
 	gg_pfn_cuMemAllocFromPoolAsync f = (gg_pfn_cuMemAllocFromPoolAsync)real;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !dptr || bytesize == 0 || !pool)
 		return f(dptr, bytesize, pool, hStream);
 	GG_ENTER();
@@ -703,6 +708,7 @@ GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_
 	/* Physical memory is charged here; address space (cuMemAddressReserve,
 	 * 1.125x the card under PyTorch) never is. The device comes from the
 	 * properties, checked (HAMi-core #187 read an uninitialised id). */
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !handle || !prop || size == 0 || prop->location.type != GG_CU_MEM_LOCATION_TYPE_DEVICE ||
 	    prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES)
 		return real(handle, size, prop, flags);
@@ -1058,6 +1064,7 @@ GG_EXPORT gg_CUresult cuArrayCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY_
 	gg_pfn_cuArrayCreate_v2 real = REAL(cuArrayCreate_v2);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !pHandle || !d)
 		return real(pHandle, d);
 	uint64_t bytes = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
@@ -1070,6 +1077,7 @@ GG_EXPORT gg_CUresult cuArray3DCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRA
 	gg_pfn_cuArray3DCreate_v2 real = REAL(cuArray3DCreate_v2);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !pHandle || !d)
 		return real(pHandle, d);
 	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
@@ -1083,6 +1091,7 @@ GG_EXPORT gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const
 	gg_pfn_cuMipmappedArrayCreate real = REAL(cuMipmappedArrayCreate);
 	if (!real)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook || !pHandle || !d)
 		return real(pHandle, d, numMipmapLevels);
 	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, numMipmapLevels);

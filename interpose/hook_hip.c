@@ -162,6 +162,7 @@ GG_EXPORT gg_hipError_t hipMalloc(void **ptr, size_t size)
 	gg_pfn_hipMalloc real = REAL(hipMalloc);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size); /* hipMalloc(&p, 0) succeeds with NULL: the runtime's answer */
 	GG_ENTER();
@@ -181,6 +182,7 @@ GG_EXPORT gg_hipError_t hipExtMallocWithFlags(void **ptr, size_t size, unsigned 
 	gg_pfn_hipExtMallocWithFlags real = REAL(hipExtMallocWithFlags);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, flags);
 	GG_ENTER();
@@ -200,6 +202,7 @@ GG_EXPORT gg_hipError_t hipMallocManaged(void **ptr, size_t size, unsigned int f
 	gg_pfn_hipMallocManaged real = REAL(hipMallocManaged);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, flags);
 	GG_ENTER();
@@ -219,6 +222,7 @@ GG_EXPORT gg_hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, 
 	gg_pfn_hipMallocPitch real = REAL(hipMallocPitch);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !ptr || !pitch || width == 0 || height == 0 || width > SIZE_MAX / 2 / height)
 		return real(ptr, pitch, width, height);
 	GG_ENTER();
@@ -340,6 +344,7 @@ GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t s
 	gg_pfn_hipMallocAsync real = REAL(hipMallocAsync);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !ptr || size == 0)
 		return real(ptr, size, stream);
 	GG_ENTER();
@@ -366,6 +371,7 @@ GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMe
 	gg_pfn_hipMallocFromPoolAsync real = REAL(hipMallocFromPoolAsync);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !ptr || size == 0 || !pool)
 		return real(ptr, size, pool, stream);
 	GG_ENTER();
@@ -489,6 +495,7 @@ GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle,
 	gg_pfn_hipMemCreate real = REAL(hipMemCreate);
 	if (!real)
 		return GG_hipErrorNotInitialized;
+	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !handle || !prop || size == 0)
 		return real(handle, size, prop, flags);
 	GG_ENTER();

@@ -663,6 +663,29 @@ int gg_inert_note(void);
 #define GG_HOOK_RUNTIME GG_RT_CUDA /* hook_hip.c defines GG_RT_HIP first */
 #endif
 
+/* ---- signal.c: the application's handlers, through our dispatcher ---- */
+/* glibc's sigaction, bypassing ours: for our own handlers (dump signal,
+ * SIGBUS guard), which keep the kernel's view and chain as before. */
+struct sigaction;
+int gg_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/* Set while a signal handler runs that interrupted a hook on this thread
+ * (gg_hook_active was set): the interrupted hook may hold our locks or be
+ * inside the driver, so an allocation the handler makes is refused, never
+ * passed through uncharged (issue 10, finding 9). */
+extern GG_TLS int gg_sig_nested;
+/* Such refusals, process-wide. */
+extern _Atomic uint64_t gg_sig_refusals;
+/* Counts one refusal (an atomic add only) and returns oom. */
+int gg_sig_refused(int oom);
+/* First thing in every allocating hook, before the re-entry check: in a
+ * handler that interrupted a hook, answer the API's out-of-memory code
+ * without calling the driver. */
+#define GG_SIG_REFUSE(oom)                          \
+	do {                                        \
+		if (GG_UNLIKELY(gg_sig_nested))     \
+			return gg_sig_refused(oom); \
+	} while (0)
+
 /* ---- resolve.c ---- */
 /* A sanitizer runtime, preloaded ahead of us, calls dlsym(RTLD_NEXT, ...)
  * while it initialises, before its shadow memory exists: the code on that

@@ -645,7 +645,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
-	sigaction(SIGBUS, &dfl, NULL);
+	gg_real_sigaction(SIGBUS, &dfl, NULL);
 	if (sent)
 		raise(sig);
 }
@@ -662,7 +662,7 @@ static int guard_install(void)
 	sa.sa_sigaction = on_sigbus;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGBUS, &sa, &prev_bus) != 0)
+	if (gg_real_sigaction(SIGBUS, &sa, &prev_bus) != 0)
 		return -1;
 	/* release: prev_bus, written by sigaction above, before anyone reads
 	 * the state as installed. */

@@ -97,9 +97,11 @@
  *  8 {"t":"h","ms":N,"op":"a"|"f"|"r","p":"...","s":N,"d":0,"api":N,"st":N}
  *     the last GPUGUARD_HISTORY events, oldest first: allocation, free, or
  *     refusal; ms since the process started.
- *  9 {"t":"end","records":N,"suppressed":N,"write_errors":N}
+ *  9 {"t":"end","records":N,"suppressed":N,"write_errors":N,"signal_refused":N}
  *     the trailer; its absence means the writer died mid-file. records
- *     counts every line before it.
+ *     counts every line before it. signal_refused: allocations refused so
+ *     far because a signal handler made them while its thread was inside
+ *     a hook (absent in older dumps).
  */
 #ifndef GPUGUARD_DUMP_H
 #define GPUGUARD_DUMP_H

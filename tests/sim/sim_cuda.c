@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -1231,11 +1232,28 @@ gg_CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 	return GG_CUDA_SUCCESS;
 }
 
+/* SIMGPU_ALLOC_SIGNAL=<sig>:<bytes>: a signal that arrives while the driver
+ * works on a large allocation, made deterministic: cuMemAlloc_v2 of at
+ * least <bytes> raises <sig> on the calling thread before it allocates.
+ * Smaller requests (a handler's own) raise nothing. */
+static void alloc_signal(size_t bytesize)
+{
+	const char *e = getenv("SIMGPU_ALLOC_SIGNAL");
+	char *end;
+	long sig = e ? strtol(e, &end, 10) : 0;
+	if (sig <= 0 || sig >= 65 || *end != ':')
+		return;
+	unsigned long long min = strtoull(end + 1, NULL, 10);
+	if (bytesize >= min)
+		raise((int)sig);
+}
+
 gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
 {
 	REQUIRE_CTX(dev);
 	if (!dptr || !bytesize)
 		return GG_CUDA_ERROR_INVALID_VALUE;
+	alloc_signal(bytesize);
 	uint64_t a;
 	int rc = sim_alloc_ctx(dev, cur_id(), bytesize, SIM_KIND_LINEAR, 0, &a);
 	if (rc == SIM_OK)
