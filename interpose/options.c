@@ -23,7 +23,8 @@ const struct gg_option_row gg_option_rows[] = {
      "per-device ceiling; unset = no ceiling (accounting only)"},
     {"GPUGUARD_VERBOSE", "0", "0 | 1", "print the effective configuration once, at the process's first GPU call"},
     {"GPUGUARD_TABLE_SLOTS", "1Mi", "a count, quantity suffixes allowed (64 .. 1Ti)",
-     "slots in the live-allocation table; more live allocations spill to a slower area"},
+     "slots in the live-allocation table's first generation; it adds generations of twice the size as it "
+     "fills, so this only sets where it starts"},
     {"GPUGUARD_CHARGE_MANAGED", "1", "0 | 1", "charge managed (unified) memory to the ceiling"},
     {"GPUGUARD_DUMP_DIR", ".", "a directory path", "where allocation dumps are written"},
     {"GPUGUARD_DUMP_SIGNAL", "SIGUSR2",
