@@ -171,7 +171,7 @@ void gg_table_destroy(struct gg_table *t)
 	munmap(t, sizeof(*t));
 }
 
-static void write_payload(struct slot *s, const struct gg_record *r)
+static inline __attribute__((always_inline)) void write_payload(struct slot *s, const struct gg_record *r)
 {
 	uint64_t meta = (r->t_ms & 0xffffffffffull) << 24 | (uint64_t)r->dev << 16 | (uint64_t)r->api << 8 | r->flags;
 	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
@@ -180,7 +180,7 @@ static void write_payload(struct slot *s, const struct gg_record *r)
 	atomic_store_explicit(&s->ids, (uint64_t)r->tid << 32 | (uint64_t)r->ctx << 16 | stack, memory_order_relaxed);
 }
 
-static void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
+static inline __attribute__((always_inline)) void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
 {
 	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
 	uint64_t ids = atomic_load_explicit(&s->ids, memory_order_relaxed);
@@ -196,7 +196,7 @@ static void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
 }
 
 /* Claims slot s (EMPTY or TOMB) and publishes rec in it. 1 on success. */
-static int try_fill(struct slot *s, uint64_t seen, const struct gg_record *rec)
+static inline __attribute__((always_inline)) int try_fill(struct slot *s, uint64_t seen, const struct gg_record *rec)
 {
 	/* acquire: if the slot was a tombstone, its remover's payload reads are
 	 * ordered before our payload writes (the remover's release store of TOMB). */
@@ -324,7 +324,7 @@ int gg_table_insert(struct gg_table *t, const struct gg_record *rec)
 }
 
 /* Takes key out of slot s if s holds it. 1 = removed (payload in *out). */
-static int try_take(struct slot *s, uint64_t key, struct gg_record *out)
+static inline __attribute__((always_inline)) int try_take(struct slot *s, uint64_t key, struct gg_record *out)
 {
 	uint64_t k = key;
 	/* acquire: pairs with the inserter's release store of the key, so the
