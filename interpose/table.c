@@ -44,7 +44,8 @@
 #define MAX_PROBE 128   /* inserts place a key within this many slots of home */
 #define GROW_PROBE 24   /* a probe run this long makes an insert check the fill */
 #define FILL_SAMPLE 512 /* slots sampled to tell a full generation from a long run */
-#define MAX_GENS 32     /* generations; 64 slots doubling 31 times is 2^37 */
+#define MAX_GENS 32     /* generations, never more than MAX_GEN_SLOTS each */
+#define MAX_GEN_SLOTS (1ull << 40)
 #define SPILL_BLOCK_SLOTS 4096
 
 /* 32 bytes, two to a cache line. Payload words are atomics only so that the
@@ -108,10 +109,10 @@ static struct gen *gen_map(uint64_t n)
 struct gg_table *gg_table_create_capped(uint64_t slots, uint64_t max_slots)
 {
 	uint64_t n = 64;
-	while (n < slots && n < (1ull << 40))
+	while (n < slots && n < MAX_GEN_SLOTS)
 		n <<= 1;
 	unsigned gens = 1;
-	for (uint64_t c = n; gens < MAX_GENS && c * 2 <= max_slots; c <<= 1)
+	for (uint64_t c = n; gens < MAX_GENS && c <= max_slots / 2; c <<= 1)
 		gens++;
 	struct gg_table *t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (t == MAP_FAILED)
@@ -265,7 +266,7 @@ static int half_full(const struct gen *g, uint64_t h)
  * thread did, and moves top to it. 0 when a newer generation exists. */
 static int grow(struct gg_table *t, unsigned top)
 {
-	if (top + 1 >= t->max_gens)
+	if (top + 1 >= t->max_gens || gen_at(t, top)->mask + 1 >= MAX_GEN_SLOTS)
 		return -1;
 	struct gen *expect = NULL;
 	if (!gen_at(t, top + 1)) {
@@ -314,7 +315,7 @@ int gg_table_insert(struct gg_table *t, const struct gg_record *rec)
 		if (d >= 0) {
 			/* Grow now, for the inserts after this one, when the run was
 			 * long because the generation is filling up. */
-			if (d > GROW_PROBE && half_full(g, h))
+			if (d > GROW_PROBE && top + 1 < t->max_gens && half_full(g, h))
 				grow(t, top);
 			return 0;
 		}
