@@ -294,13 +294,15 @@ check-aarch64: deps
 check-gpu: lib $(REALLIB_BINS)
 	REALLIB_NAMES="$(REALLIB_NAMES)" sh tests/gpu/run.sh
 
-# The product as shipped (stacks and history for dumps on), then the
-# accounting alone (both off) on the two busiest paths, the sync hook with a
-# pool charged and with none, the report, and pod scope against process scope.
+# Instruction counts per pair for the named variants (callgrind), then the
+# timed medians of the product as shipped (stacks and history for dumps on),
+# the accounting alone (both off) on the two busiest paths, the sync hook with
+# a pool charged and with none, the report, and pod scope against process scope.
 bench: lib sim $(BENCH) $(TOOL)
-	BUILD=$(BUILD) sh tests/bench/run.sh
-	BUILD=$(BUILD) GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0" PATHS="cuMemAlloc_v2 cudart" \
-		OUT=$(BUILD)/bench-core.txt sh tests/bench/run.sh
+	BUILD=$(BUILD) sh tests/bench/count.sh
+	BUILD=$(BUILD) REPS=3 PATHS="cuMemAlloc_v2 cudart async vmm hip" sh tests/bench/run.sh
+	BUILD=$(BUILD) REPS=3 GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0" VARIANT="accounting only" \
+		PATHS="cuMemAlloc_v2 cudart" OUT=$(BUILD)/bench-core.txt sh tests/bench/run.sh
 	BUILD=$(BUILD) PATHS=sync LIVES=1000 THREADS=1 OUT=$(BUILD)/bench-sync.txt sh tests/bench/run.sh
 	BUILD=$(BUILD) BENCH_NO_POOL=1 PATHS=sync LIVES=1000 THREADS=1 OUT=$(BUILD)/bench-sync-nopool.txt \
 		sh tests/bench/run.sh

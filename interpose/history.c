@@ -43,7 +43,7 @@ static struct peak_snap {
 	_Atomic uint64_t st[GG_PEAK_SITES], b[GG_PEAK_SITES];
 } psnap[GG_MAX_DEVICES];
 
-static void snap_peak(int dev, uint64_t v)
+__attribute__((noinline)) static void snap_peak(int dev, uint64_t v)
 {
 	struct peak_snap *ps = &psnap[dev];
 	uint64_t last = atomic_load_explicit(&ps->bytes, memory_order_relaxed);
@@ -86,7 +86,23 @@ static void snap_peak(int dev, uint64_t v)
 	atomic_store_explicit(&ps->seq, seq + 2, memory_order_release);
 }
 
-static void track_peak(enum gg_hist_op op, int dev, uint64_t s, uint32_t stack)
+/* Off the hot path: a new peak happens while usage climbs, not at each pair. */
+__attribute__((noinline)) static void raise_peak(int dev, uint64_t v, uint64_t pk)
+{
+	/* relaxed CAS: only the maximum matters. Its time is stored after the
+	 * value, so a reader may pair a new peak with the previous peak's time
+	 * for an instant; the report treats the time as approximate. */
+	while (v > pk)
+		if (atomic_compare_exchange_weak_explicit(&peak_by_dev[dev], &pk, v, memory_order_relaxed,
+		                                          memory_order_relaxed)) {
+			atomic_store_explicit(&peak_ms_by_dev[dev], gg_now_ms(), memory_order_relaxed);
+			if (site_live)
+				snap_peak(dev, v);
+			break;
+		}
+}
+
+static inline __attribute__((always_inline)) void track_peak(enum gg_hist_op op, int dev, uint64_t s, uint32_t stack)
 {
 	if (dev < 0 || dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
 		return;
@@ -101,19 +117,10 @@ static void track_peak(enum gg_hist_op op, int dev, uint64_t s, uint32_t stack)
 	int64_t now = atomic_fetch_add_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed) + (int64_t)s;
 	if (now <= 0)
 		return;
-	uint64_t v = (uint64_t)now;
+	/* relaxed: compared only; raise_peak's CAS settles races. */
 	uint64_t pk = atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed);
-	/* relaxed CAS: only the maximum matters. Its time is stored after the
-	 * value, so a reader may pair a new peak with the previous peak's time
-	 * for an instant; the report treats the time as approximate. */
-	while (v > pk)
-		if (atomic_compare_exchange_weak_explicit(&peak_by_dev[dev], &pk, v, memory_order_relaxed,
-		                                          memory_order_relaxed)) {
-			atomic_store_explicit(&peak_ms_by_dev[dev], gg_now_ms(), memory_order_relaxed);
-			if (site_live)
-				snap_peak(dev, v);
-			break;
-		}
+	if ((uint64_t)now > pk)
+		raise_peak(dev, (uint64_t)now, pk);
 }
 
 int gg_history_peak_sites(int dev, struct gg_peak_sites *out)
@@ -191,11 +198,11 @@ uint64_t gg_history_capacity(void)
 	return ring ? ring_mask + 1 : 0;
 }
 
-void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
+/* The ring's part of gg_history_add, apart so that the peak tracking every
+ * event does (also with the ring off) needs no stack frame. */
+__attribute__((noinline)) static void ring_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p,
+                                               uint64_t s, uint32_t stack)
 {
-	track_peak(op, dev, s, stack);
-	if (!ring)
-		return;
 	/* relaxed: the index only has to be unique; the slot's seq carries the
 	 * ordering with readers. */
 	uint64_t i = atomic_fetch_add_explicit(&ring_head, 1, memory_order_relaxed);
@@ -224,6 +231,13 @@ void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t
 	/* release: pairs with the reader's acquire load of seq, so whoever sees
 	 * 2i+2 sees this event's whole payload. */
 	atomic_store_explicit(&sl->seq, 2 * i + 2, memory_order_release);
+}
+
+void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
+{
+	track_peak(op, dev, s, stack);
+	if (ring)
+		ring_add(op, dev, api, p, s, stack);
 }
 
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)

@@ -308,9 +308,13 @@ struct gg_record {
 };
 
 struct gg_table;
-/* Maps a table of `slots` slots (rounded up to a power of two) once.
+/* Maps a table whose first generation has `slots` slots (rounded up to a
+ * power of two); it grows by doubling generations as it fills (table.c).
  * NULL if mmap fails. Lock-free for any number of threads. */
 struct gg_table *gg_table_create(uint64_t slots);
+/* The same, growing to at most max_slots in its newest generation: past
+ * that, records spill to the overflow area (tests). */
+struct gg_table *gg_table_create_capped(uint64_t slots, uint64_t max_slots);
 void gg_table_destroy(struct gg_table *t);
 /* 0 = inserted in the main table, 1 = spilled to the overflow area,
  * -1 = not recorded (no memory for the overflow area). */
@@ -322,7 +326,10 @@ int gg_table_remove(struct gg_table *t, uint64_t key, struct gg_record *out);
 void gg_table_foreach(struct gg_table *t, void (*fn)(const struct gg_record *, void *), void *arg);
 uint64_t gg_table_live(struct gg_table *t);
 uint64_t gg_table_spilled(struct gg_table *t);
-uint64_t gg_table_capacity(struct gg_table *t);
+uint64_t gg_table_capacity(struct gg_table *t); /* slots in all generations */
+unsigned gg_table_generations(struct gg_table *t);
+/* The farthest any live record sits from its home slot (tests). */
+uint64_t gg_table_max_probe(struct gg_table *t);
 /* Empties the table in a fork child, where no other thread exists. */
 void gg_table_clear_unlocked(struct gg_table *t);
 /* Appends r to an array grown with mmap (first entries, then doubling), for

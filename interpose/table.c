@@ -1,7 +1,36 @@
 /* gpuguard: the live-allocation table. Open addressing keyed by device address
- * (or handle), mapped once, lock-free for any number of threads: inserts and
- * removes never wait for each other and never call malloc. When a probe run is
- * full, records spill into an overflow area of mmap'd blocks, scanned linearly. */
+ * (or handle), lock-free for any number of threads: inserts and removes never
+ * wait for each other and never call malloc.
+ *
+ * The table grows. It is a chain of generations, each an mmap'd open-addressing
+ * array twice the size of the one before (the first has GPUGUARD_TABLE_SLOTS
+ * slots). Inserts go to the newest generation; when an insert finds its probe
+ * run long and a sample of that generation is at least half full, it maps the
+ * next generation and publishes it. Records are never moved: a record stays
+ * in the generation it was inserted into until it is removed, so removes and
+ * foreach probe every generation, newest first (new records die young).
+ *
+ * Why this stays lock-free for readers: a generation, once published, is
+ * never unmapped, resized or moved while the table lives, and the chain only
+ * grows at its end. A reader that loaded an older `top` simply misses
+ * generations published after it started, and those hold no record it can be
+ * looking for: an address is inserted before the driver's allocation returns,
+ * so its free (the only remove of it) happens after the insert, whose load of
+ * `top` the free's load then cannot precede (read-read coherence).
+ * An insert that raced with growth and landed in the generation just
+ * superseded is fine too, since every generation is probed. Growth itself is
+ * one mmap and two CASes; a thread that loses the race unmaps its copy.
+ *
+ * The probe length stays bounded: inserts place a key within MAX_PROBE slots
+ * of its home, so a remove reads at most MAX_PROBE slots per generation, and
+ * there are at most MAX_GENS generations (a new one only when the newest is
+ * half full of live records, so their number grows with the log of the peak
+ * live count: 64Ki doubling to 2Mi holds 1M at under half full). Tombstones
+ * are reused by inserts and do not trigger growth.
+ *
+ * When a probe run is full and growing fails (mapping refused, or the cap
+ * reached), records spill into an overflow area of mmap'd blocks, scanned
+ * linearly. */
 #include <string.h>
 #include <sys/mman.h>
 
@@ -12,7 +41,11 @@
 #define K_TOMB 1ull  /* removed: reusable by inserts, skipped by lookups */
 #define K_BUSY 2ull  /* claimed by one thread while it writes or reads the payload */
 
-#define MAX_PROBE 128 /* inserts place a key within this many slots of home */
+#define MAX_PROBE 128   /* inserts place a key within this many slots of home */
+#define GROW_PROBE 24   /* a probe run this long makes an insert check the fill */
+#define FILL_SAMPLE 512 /* slots sampled to tell a full generation from a long run */
+#define MAX_GENS 32     /* generations, never more than MAX_GEN_SLOTS each */
+#define MAX_GEN_SLOTS (1ull << 40)
 #define SPILL_BLOCK_SLOTS 4096
 
 /* 32 bytes, two to a cache line. Payload words are atomics only so that the
@@ -30,12 +63,20 @@ struct spill_block {
 	struct slot slots[SPILL_BLOCK_SLOTS];
 };
 
-struct gg_table {
+/* One generation: a page of header, then the page-aligned slot array. The
+ * header is written before the generation is published and never after. */
+struct gen {
 	uint64_t mask;
 	size_t map_bytes;
-	_Atomic uint64_t spilled;          /* live records in the overflow area */
-	struct spill_block *_Atomic spill; /* head of the overflow blocks */
 	struct slot *slots;
+};
+
+struct gg_table {
+	_Atomic unsigned top;               /* index of the newest generation */
+	unsigned max_gens;                  /* growth stops here (gg_table_create_capped) */
+	struct gen *_Atomic gens[MAX_GENS]; /* [0..top] published, never unpublished */
+	_Atomic uint64_t spilled;           /* live records in the overflow area */
+	struct spill_block *_Atomic spill;  /* head of the overflow blocks */
 };
 
 static uint64_t hash_key(uint64_t k)
@@ -50,24 +91,64 @@ static uint64_t hash_key(uint64_t k)
 	return k;
 }
 
-struct gg_table *gg_table_create(uint64_t slots)
+static struct gen *gen_map(uint64_t n)
 {
-	uint64_t n = 64;
-	while (n < slots && n < (1ull << 40))
-		n <<= 1;
 	size_t head = 4096; /* keep the slot array page-aligned */
 	size_t bytes = head + n * sizeof(struct slot);
 	/* MAP_NORESERVE: pages cost nothing until a slot on them is first used. */
 	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return NULL;
-	struct gg_table *t = m;
-	t->mask = n - 1;
-	t->map_bytes = bytes;
-	t->slots = (struct slot *)((char *)m + head);
+	struct gen *g = m;
+	g->mask = n - 1;
+	g->map_bytes = bytes;
+	g->slots = (struct slot *)((char *)m + head);
+	return g;
+}
+
+struct gg_table *gg_table_create_capped(uint64_t slots, uint64_t max_slots)
+{
+	uint64_t n = 64;
+	while (n < slots && n < MAX_GEN_SLOTS)
+		n <<= 1;
+	unsigned gens = 1;
+	for (uint64_t c = n; gens < MAX_GENS && c <= max_slots / 2; c <<= 1)
+		gens++;
+	struct gg_table *t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t == MAP_FAILED)
+		return NULL;
+	struct gen *g = gen_map(n);
+	if (!g) {
+		munmap(t, sizeof(*t));
+		return NULL;
+	}
+	/* Fresh anonymous memory is zero: every other gens[] entry is NULL. */
+	atomic_init(&t->gens[0], g);
+	atomic_init(&t->top, 0);
+	t->max_gens = gens;
 	atomic_init(&t->spilled, 0);
 	atomic_init(&t->spill, NULL);
 	return t;
+}
+
+struct gg_table *gg_table_create(uint64_t slots)
+{
+	return gg_table_create_capped(slots, UINT64_MAX);
+}
+
+/* The generations [0..top], for a reader. */
+static unsigned load_top(struct gg_table *t)
+{
+	/* acquire: pairs with the release CAS in grow, so gens[0..top] and each
+	 * generation's header are visible. */
+	return atomic_load_explicit(&t->top, memory_order_acquire);
+}
+
+static struct gen *gen_at(struct gg_table *t, unsigned i)
+{
+	/* relaxed: gens[i] for i <= top was stored before top's release and read
+	 * after top's acquire (load_top), and never changes afterwards. */
+	return atomic_load_explicit(&t->gens[i], memory_order_relaxed);
 }
 
 static void free_spill(struct spill_block *b)
@@ -85,10 +166,13 @@ void gg_table_destroy(struct gg_table *t)
 		return;
 	/* acquire: see the blocks' contents as published (destroy runs alone). */
 	free_spill(atomic_load_explicit(&t->spill, memory_order_acquire));
-	munmap(t, t->map_bytes);
+	unsigned top = load_top(t);
+	for (unsigned i = 0; i <= top; i++)
+		munmap(gen_at(t, i), gen_at(t, i)->map_bytes);
+	munmap(t, sizeof(*t));
 }
 
-static void write_payload(struct slot *s, const struct gg_record *r)
+static inline __attribute__((always_inline)) void write_payload(struct slot *s, const struct gg_record *r)
 {
 	uint64_t meta = (r->t_ms & 0xffffffffffull) << 24 | (uint64_t)r->dev << 16 | (uint64_t)r->api << 8 | r->flags;
 	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
@@ -97,7 +181,7 @@ static void write_payload(struct slot *s, const struct gg_record *r)
 	atomic_store_explicit(&s->ids, (uint64_t)r->tid << 32 | (uint64_t)r->ctx << 16 | stack, memory_order_relaxed);
 }
 
-static void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
+static inline __attribute__((always_inline)) void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
 {
 	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
 	uint64_t ids = atomic_load_explicit(&s->ids, memory_order_relaxed);
@@ -163,21 +247,81 @@ static int spill_insert(struct gg_table *t, const struct gg_record *rec)
 	}
 }
 
+/* Whether generation g is at least half full of live (or claimed) slots,
+ * judged from FILL_SAMPLE slots spread over it: a long probe run alone may
+ * be one unlucky cluster in a roomy generation. */
+static int half_full(const struct gen *g, uint64_t h)
+{
+	uint64_t n = g->mask + 1 < FILL_SAMPLE ? g->mask + 1 : FILL_SAMPLE;
+	uint64_t step = (g->mask + 1) / n, used = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		/* relaxed: an estimate; no payload is read. */
+		uint64_t k = atomic_load_explicit(&g->slots[(h + i * step) & g->mask].key, memory_order_relaxed);
+		used += k != K_EMPTY && k != K_TOMB;
+	}
+	return used * 2 >= n;
+}
+
+/* Publishes generation top + 1 (twice gens[top]'s size) unless another
+ * thread did, and moves top to it. 0 when a newer generation exists. */
+static int grow(struct gg_table *t, unsigned top)
+{
+	if (top + 1 >= t->max_gens || gen_at(t, top)->mask + 1 >= MAX_GEN_SLOTS)
+		return -1;
+	struct gen *expect = NULL;
+	if (!gen_at(t, top + 1)) {
+		struct gen *g = gen_map((gen_at(t, top)->mask + 1) * 2);
+		if (!g)
+			return -1;
+		/* release: the header written in gen_map is visible to whoever
+		 * reads this entry after an acquire of top. */
+		if (!atomic_compare_exchange_strong_explicit(&t->gens[top + 1], &expect, g, memory_order_release,
+		                                             memory_order_relaxed))
+			munmap(g, g->map_bytes); /* another thread grew first: use its generation */
+	}
+	unsigned seen = top;
+	/* release: gens[top + 1] (stored above, or by the thread whose store we
+	 * saw) happens before any acquire load that reads the new top. A failed
+	 * CAS means top already moved on. */
+	atomic_compare_exchange_strong_explicit(&t->top, &seen, top + 1, memory_order_release, memory_order_relaxed);
+	return 0;
+}
+
+/* Probes g for a free slot from h and fills it with rec: the probe distance,
+ * or -1 when no slot within MAX_PROBE is free. */
+static int gen_insert(struct gen *g, uint64_t h, const struct gg_record *rec)
+{
+	for (int i = 0; i < MAX_PROBE; i++) {
+		struct slot *s = &g->slots[(h + (uint64_t)i) & g->mask];
+		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (k == K_EMPTY || k == K_TOMB) {
+			if (try_fill(s, k, rec))
+				return i;
+			i--; /* lost the slot to another insert: look at it again */
+		}
+	}
+	return -1;
+}
+
 int gg_table_insert(struct gg_table *t, const struct gg_record *rec)
 {
 	if (rec->key <= K_BUSY)
 		return -1;
 	uint64_t h = hash_key(rec->key);
-	for (uint64_t i = 0; i < MAX_PROBE; i++) {
-		struct slot *s = &t->slots[(h + i) & t->mask];
-		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-		if (k == K_EMPTY || k == K_TOMB) {
-			if (try_fill(s, k, rec))
-				return 0;
-			i--; /* lost the slot to another insert: look at it again */
+	for (;;) {
+		unsigned top = load_top(t);
+		struct gen *g = gen_at(t, top);
+		int d = gen_insert(g, h, rec);
+		if (d >= 0) {
+			/* Grow now, for the inserts after this one, when the run was
+			 * long because the generation is filling up. */
+			if (d > GROW_PROBE && top + 1 < t->max_gens && half_full(g, h))
+				grow(t, top);
+			return 0;
 		}
+		if (grow(t, top) != 0)
+			return spill_insert(t, rec);
 	}
-	return spill_insert(t, rec);
 }
 
 /* Takes key out of slot s if s holds it. 1 = removed (payload in *out). */
@@ -196,18 +340,32 @@ static int try_take(struct slot *s, uint64_t key, struct gg_record *out)
 	return 1;
 }
 
+/* Removes key from generation g. 1 = removed, 0 = not there, -1 = found
+ * but taken by someone else first (a racing double free). */
+static int gen_remove(struct gen *g, uint64_t h, uint64_t key, struct gg_record *out)
+{
+	for (int i = 0; i < MAX_PROBE; i++) {
+		struct slot *s = &g->slots[(h + (uint64_t)i) & g->mask];
+		/* relaxed: try_take's acquire CAS is what orders the payload. */
+		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (k == K_EMPTY)
+			return 0; /* EMPTY never comes back, so the key is not further on */
+		if (k == key)
+			return try_take(s, key, out) ? 1 : -1;
+	}
+	return 0;
+}
+
 int gg_table_remove(struct gg_table *t, uint64_t key, struct gg_record *out)
 {
 	if (key <= K_BUSY)
 		return 0;
 	uint64_t h = hash_key(key);
-	for (uint64_t i = 0; i < MAX_PROBE; i++) {
-		struct slot *s = &t->slots[(h + i) & t->mask];
-		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-		if (k == K_EMPTY)
-			break; /* EMPTY never comes back, so the key is not further on */
-		if (k == key)
-			return try_take(s, key, out);
+	/* Newest first: most frees are of recent allocations. */
+	for (unsigned i = load_top(t) + 1; i-- > 0;) {
+		int rc = gen_remove(gen_at(t, i), h, key, out);
+		if (rc != 0)
+			return rc > 0;
 	}
 	if (atomic_load_explicit(&t->spilled, memory_order_relaxed) == 0)
 		return 0;
@@ -247,8 +405,12 @@ static void visit(struct slot *s, void (*fn)(const struct gg_record *, void *), 
 
 void gg_table_foreach(struct gg_table *t, void (*fn)(const struct gg_record *, void *), void *arg)
 {
-	for (uint64_t i = 0; i <= t->mask; i++)
-		visit(&t->slots[i], fn, arg);
+	unsigned top = load_top(t);
+	for (unsigned g = 0; g <= top; g++) {
+		struct gen *gen = gen_at(t, g);
+		for (uint64_t i = 0; i <= gen->mask; i++)
+			visit(&gen->slots[i], fn, arg);
+	}
 	/* acquire: pairs with the release CAS that published each block. */
 	for (struct spill_block *b = atomic_load_explicit(&t->spill, memory_order_acquire); b; b = b->next)
 		for (int i = 0; i < SPILL_BLOCK_SLOTS; i++)
@@ -275,16 +437,52 @@ uint64_t gg_table_spilled(struct gg_table *t)
 
 uint64_t gg_table_capacity(struct gg_table *t)
 {
-	return t->mask + 1;
+	uint64_t n = 0;
+	unsigned top = load_top(t);
+	for (unsigned i = 0; i <= top; i++)
+		n += gen_at(t, i)->mask + 1;
+	return n;
+}
+
+unsigned gg_table_generations(struct gg_table *t)
+{
+	return load_top(t) + 1;
+}
+
+uint64_t gg_table_max_probe(struct gg_table *t)
+{
+	uint64_t worst = 0;
+	unsigned top = load_top(t);
+	for (unsigned g = 0; g <= top; g++) {
+		struct gen *gen = gen_at(t, g);
+		for (uint64_t i = 0; i <= gen->mask; i++) {
+			/* relaxed: a statistic of a quiescent table (tests). */
+			uint64_t k = atomic_load_explicit(&gen->slots[i].key, memory_order_relaxed);
+			uint64_t d = (i - hash_key(k)) & gen->mask;
+			if (k > K_BUSY && d > worst)
+				worst = d;
+		}
+	}
+	return worst;
 }
 
 void gg_table_clear_unlocked(struct gg_table *t)
 {
-	/* Fork child: the mapping is private and anonymous, so MADV_DONTNEED
-	 * hands back zero pages, i.e. every slot EMPTY, without touching them. */
-	size_t bytes = (t->mask + 1) * sizeof(struct slot);
-	if (madvise(t->slots, bytes, MADV_DONTNEED) != 0)
-		memset(t->slots, 0, bytes);
+	/* Fork child, alone: the generations past the first go, and since the
+	 * mapping is private and anonymous, MADV_DONTNEED hands back zero pages,
+	 * i.e. every slot EMPTY, without touching them. Relaxed throughout:
+	 * no other thread exists to order against. */
+	unsigned top = atomic_load_explicit(&t->top, memory_order_relaxed);
+	for (unsigned i = top; i > 0; i--) {
+		struct gen *g = atomic_load_explicit(&t->gens[i], memory_order_relaxed);
+		atomic_store_explicit(&t->gens[i], NULL, memory_order_relaxed);
+		munmap(g, g->map_bytes);
+	}
+	atomic_store_explicit(&t->top, 0, memory_order_relaxed);
+	struct gen *g = atomic_load_explicit(&t->gens[0], memory_order_relaxed);
+	size_t bytes = (g->mask + 1) * sizeof(struct slot);
+	if (madvise(g->slots, bytes, MADV_DONTNEED) != 0)
+		memset(g->slots, 0, bytes);
 	free_spill(atomic_load_explicit(&t->spill, memory_order_relaxed));
 	atomic_store_explicit(&t->spill, NULL, memory_order_relaxed);
 	atomic_store_explicit(&t->spilled, 0, memory_order_relaxed);

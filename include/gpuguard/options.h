@@ -29,7 +29,8 @@
 	  "print the effective configuration once, at the process's first GPU call")                                   \
 	X(TABLE_SLOTS, table_slots, COUNT, "1Mi", 64, 1ull << 40, NULL, NULL, NULL,                                    \
 	  "a count, quantity suffixes allowed (64 .. 1Ti)",                                                            \
-	  "slots in the live-allocation table; more live allocations spill to a slower area")                          \
+	  "slots in the live-allocation table's first generation; it adds generations of twice the size as it "        \
+	  "fills, so this only sets where it starts")                                                                  \
 	X(CHARGE_MANAGED, charge_managed, BOOL, "1", 0, 1, NULL, NULL, NULL, "0 | 1",                                  \
 	  "charge managed (unified) memory to the ceiling")                                                            \
 	X(DUMP_DIR, dump_dir, PATH, ".", 1, 4096 - 128 - 1 /* room for a dump file name */, NULL, NULL, "D",           \

@@ -5,13 +5,15 @@
 # preloaded runs; the table compares medians. Also written to $BUILD/bench.txt.
 set -eu
 BUILD=${BUILD:-build}
-REPS=${REPS:-7}
+REPS=${REPS:-5}
 BENCH="$BUILD/tests/bench/bench"
 LIB="$BUILD/lib/libgpuguard.so"
 OUT=${OUT:-"$BUILD/bench.txt"}
 # Extra environment for the preloaded runs only, e.g. the dump instrumentation
 # off: GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0".
 GG_ENV=${GG_ENV:-}
+# The variant's name, for the table's title.
+if [ -n "$GG_ENV" ]; then VARIANT=${VARIANT:-"$GG_ENV"}; else VARIANT=${VARIANT:-"shipped defaults"}; fi
 PATHS=${PATHS:-"cuMemAlloc_v2 cudart async vmm hip"}
 LIVES=${LIVES:-"1000 1000000"}
 THREADS=${THREADS:-"1 2 8"}
@@ -27,18 +29,15 @@ done
 # (8 threads on a 2-core machine measure contention, not throughput).
 pairs_for() {
 	case $1 in
-	1) echo 600000 ;;
-	2) echo 300000 ;;
-	*) echo $((800000 / $1)) ;;
+	1) echo 300000 ;;
+	2) echo 150000 ;;
+	*) echo $((400000 / $1)) ;;
 	esac
 }
 
-# The 1M case needs a table with room (default 1Mi slots); the variable only
-# matters to the preloaded run but is set in both, so the runs differ only
-# by LD_PRELOAD. The ceiling is high enough never to refuse (bench checks).
-slots_for() {
-	if [ "$1" -gt 500000 ]; then echo 4Mi; else echo 1Mi; fi
-}
+# Every run uses the shipped defaults but for GG_ENV (the table's size
+# included: it grows, so the 1M case needs no larger GPUGUARD_TABLE_SLOTS).
+# The ceiling is high enough never to refuse (bench checks).
 
 raw=$(mktemp)
 # A pod region of the bench's own: never join a real pod's budget on this host.
@@ -50,15 +49,14 @@ trap 'rm -f "$raw" "$GPUGUARD_SHARED"' EXIT INT TERM
 bench_once() {
 	mode=$1 path=$2 live=$3 thr=$4
 	pairs=$(pairs_for "$thr")
-	slots=$(slots_for "$live")
 	if [ "$mode" = gg ]; then
 		# shellcheck disable=SC2086
 		line=$(env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti \
-			GPUGUARD_TABLE_SLOTS="$slots" $GG_ENV LD_PRELOAD="$LIB" "$BENCH" "$path" "$live" "$thr" "$pairs")
+			$GG_ENV LD_PRELOAD="$LIB" "$BENCH" "$path" "$live" "$thr" "$pairs")
 		want=preloaded
 	else
 		line=$(env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti \
-			GPUGUARD_TABLE_SLOTS="$slots" "$BENCH" "$path" "$live" "$thr" "$pairs")
+			"$BENCH" "$path" "$live" "$thr" "$pairs")
 		want=plain
 	fi
 	set -- $line
@@ -77,9 +75,10 @@ fi
 
 {
 	echo "gpuguard benchmark: added cost per allocate+free pair (median of $REPS runs each)"
-	echo "command: BUILD=$BUILD${GG_ENV:+ GG_ENV=\"$GG_ENV\"} PATHS=\"$PATHS\" sh $0${*:+ $*}  (REPS=$REPS)"
+	echo "variant: $VARIANT"
+	echo "command: BUILD=$BUILD${GG_ENV:+ GG_ENV=\"$GG_ENV\"} PATHS=\"$PATHS\" LIVES=\"$LIVES\" THREADS=\"$THREADS\" sh $0${*:+ $*}  (REPS=$REPS)"
 	echo "each run: env LD_LIBRARY_PATH=$BUILD/sim SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti" \
-		"GPUGUARD_TABLE_SLOTS=<1Mi|4Mi at 1M live> [${GG_ENV:+$GG_ENV }LD_PRELOAD=$LIB]" \
+		"[${GG_ENV:+$GG_ENV }LD_PRELOAD=$LIB]" \
 		"$BENCH PATH LIVE THREADS PAIRS"
 	echo "  PAIRS per thread: 1 thread $(pairs_for 1), 2 threads $(pairs_for 2), 8 threads $(pairs_for 8);" \
 		"4 KiB per pair (VMM: 2 MiB); LIVE x 512 B pre-filled with cuMemAlloc_v2"
@@ -158,7 +157,7 @@ END {
 # A dump of 1 million live allocations (the exit trigger, so the bench's
 # pre-filled allocations are all live): time and bytes per allocation.
 ddir=$(mktemp -d)
-msg=$(env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti GPUGUARD_TABLE_SLOTS=4Mi \
+msg=$(env LD_LIBRARY_PATH="$BUILD/sim" SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti \
 	GPUGUARD_DUMP_AT_EXIT=1 GPUGUARD_DUMP_DIR="$ddir" LD_PRELOAD="$LIB" "$BENCH" cuMemAlloc_v2 1000000 1 1000 2>&1 |
 	sed -n 's/.*wrote allocation dump .* (\(.*\))$/\1/p')
 f=$(ls "$ddir"/gpuguard-*.jsonl 2>/dev/null | head -n 1)

@@ -1,6 +1,8 @@
 /* gpuguard: unit tests for the lock-free live-allocation table (table.c):
- * record round trips, tombstone reuse, the overflow area, foreach, and races
- * between inserters, removers, double frees and a concurrent reader. */
+ * record round trips, tombstone reuse, the overflow area, foreach, races
+ * between inserters, removers, double frees and a concurrent reader, and a
+ * table that grows far past its first generation, alone and under the same
+ * races, with every record within a bounded probe of its home. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -37,6 +39,13 @@ static int rec_eq(const struct gg_record *a, const struct gg_record *b)
 	       a->stack == b->stack && a->ctx == b->ctx && a->dev == b->dev && a->api == b->api && a->flags == b->flags;
 }
 
+/* A table that never grows: the tests of the overflow area and of a full
+ * table need one (the shipped table grows instead, see the growth tests). */
+static struct gg_table *fixed(uint64_t slots)
+{
+	return gg_table_create_capped(slots, slots);
+}
+
 /* Cheap per-thread PRNG (xorshift64*). */
 static uint64_t rnd(uint64_t *s)
 {
@@ -48,7 +57,7 @@ static uint64_t rnd(uint64_t *s)
 
 TEST(roundtrip_every_field)
 {
-	struct gg_table *t = gg_table_create(1024);
+	struct gg_table *t = fixed(1024);
 	CHECK(t != NULL);
 	if (!t)
 		return;
@@ -113,7 +122,7 @@ TEST(roundtrip_every_field)
 
 TEST(remove_unknown_key)
 {
-	struct gg_table *t = gg_table_create(64);
+	struct gg_table *t = fixed(64);
 	struct gg_record out;
 	CHECK_EQ_INT(gg_table_remove(t, 12345, &out), 0);
 	for (uint64_t k = 1000; k < 1100; k++) { /* 64 in the main table, 36 spilled */
@@ -130,7 +139,7 @@ TEST(remove_unknown_key)
 
 TEST(reserved_keys_rejected)
 {
-	struct gg_table *t = gg_table_create(64);
+	struct gg_table *t = fixed(64);
 	struct gg_record out;
 	for (uint64_t k = 0; k <= 2; k++) {
 		struct gg_record r = make_rec(k);
@@ -145,7 +154,7 @@ TEST(reserved_keys_rejected)
 /* Churns `churn` fresh keys through a table of `slots` keeping `ws` live. */
 static void churn_run(uint64_t slots, unsigned ws, uint64_t churn, int never_spills)
 {
-	struct gg_table *t = gg_table_create(slots);
+	struct gg_table *t = fixed(slots);
 	uint64_t *live = calloc(ws, sizeof(uint64_t));
 	uint64_t next = 1000, seed = 88172645463325252ull;
 	struct gg_record out;
@@ -204,7 +213,7 @@ static void mark_seen(const struct gg_record *r, void *arg)
 TEST(spill_area_exact)
 {
 	enum { N = 10000, BASE = 5000 };
-	struct gg_table *t = gg_table_create(64);
+	struct gg_table *t = fixed(64);
 	uint8_t *seen = calloc(N + 1, 1);
 	int main_n = 0, spill_n = 0, other = 0;
 	for (uint64_t k = BASE; k < BASE + N; k++) {
@@ -256,7 +265,7 @@ TEST(spill_area_exact)
 TEST(foreach_sees_live_set)
 {
 	enum { N = 3000, BASE = 5000 };
-	struct gg_table *t = gg_table_create(2048);
+	struct gg_table *t = fixed(2048);
 	uint8_t *seen = calloc(10001, 1);
 	struct gg_record out;
 	for (uint64_t k = BASE; k < BASE + N; k++) {
@@ -280,7 +289,7 @@ TEST(foreach_sees_live_set)
 
 TEST(clear_unlocked_empties)
 {
-	struct gg_table *t = gg_table_create(64);
+	struct gg_table *t = fixed(64);
 	struct gg_record out;
 	for (uint64_t k = 100; k < 5000; k++) {
 		struct gg_record r = make_rec(k);
@@ -370,7 +379,7 @@ static void *worker_main(void *arg)
 
 static void hammer(uint64_t slots, int nthreads, unsigned ws, uint64_t ops)
 {
-	struct gg_table *t = gg_table_create(slots);
+	struct gg_table *t = fixed(slots);
 	pthread_t th[64];
 	struct worker w[64];
 	pthread_barrier_t filled;
@@ -441,7 +450,7 @@ static void *racer_main(void *arg)
 
 static void double_free_race(uint64_t slots, uint64_t prefill, int rounds)
 {
-	struct gg_table *t = gg_table_create(slots);
+	struct gg_table *t = fixed(slots);
 	for (uint64_t k = 1; k <= prefill; k++) { /* fills the main table so the raced keys spill */
 		struct gg_record rec = make_rec(k << 20);
 		CHECK(gg_table_insert(t, &rec) >= 0);
@@ -519,7 +528,7 @@ static void *reader_main(void *arg)
 static void reader_vs_writers(uint64_t slots, unsigned ws, uint64_t ops)
 {
 	enum { W = 8 };
-	struct gg_table *t = gg_table_create(slots);
+	struct gg_table *t = fixed(slots);
 	_Atomic int stop = 0;
 	struct reader rd = {.t = t, .stop = &stop};
 	pthread_t rth, th[W];
@@ -550,6 +559,84 @@ TEST(foreach_concurrent_reader_never_torn)
 	reader_vs_writers(128, 32, SLOW ? 5000 : 40000); /* overflow area too */
 }
 
+/* ---- growth ---- */
+
+/* Growth keeps a table roomy: inserting n keys into a 64-slot table never
+ * spills, and every record sits within a short probe of its home. Fails on
+ * a table that cannot grow (grown = 0): records spill, runs get long. */
+static void grow_far(uint64_t n, int grown)
+{
+	struct gg_table *t = grown ? gg_table_create(64) : fixed(64);
+	int spilled = 0, lost = 0, wrong = 0;
+	for (uint64_t k = 1; k <= n; k++) {
+		struct gg_record r = make_rec(k * 4096);
+		int rc = gg_table_insert(t, &r);
+		spilled += rc == 1;
+		lost += rc < 0;
+	}
+	CHECK_EQ_INT(spilled, 0);
+	CHECK_EQ_INT(lost, 0);
+	CHECK_EQ_U64(gg_table_spilled(t), 0);
+	CHECK_EQ_U64(gg_table_live(t), n);
+	CHECK(gg_table_generations(t) > 1);
+	/* About half full overall (the older generations stopped filling at
+	 * half), nor absurdly empty. */
+	CHECK(gg_table_capacity(t) >= n * 3 / 2);
+	CHECK(gg_table_capacity(t) <= 16 * n);
+	CHECK(gg_table_max_probe(t) <= 64);
+	struct gg_record out;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t k = (1 + (i * 7919) % n) * 4096; /* scrambled order */
+		struct gg_record want = make_rec(k);
+		wrong += gg_table_remove(t, k, &out) != 1 || !rec_eq(&out, &want);
+		wrong += gg_table_remove(t, k, &out) != 0;
+	}
+	CHECK_EQ_INT(wrong, 0);
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	gg_table_destroy(t);
+}
+
+TEST(grows_far_past_first_generation)
+{
+	grow_far(SLOW ? 50000 : 300000, 1);
+}
+
+/* 16 threads each hovering around 1024 live keys, starting from 64 slots:
+ * the table grows many times while other threads insert, remove and read
+ * their own records, and none is lost, duplicated or torn, none spills. */
+static void grow_hammer(int nthreads, unsigned ws, uint64_t ops)
+{
+	struct gg_table *t = gg_table_create(64);
+	_Atomic int stop = 0;
+	struct reader rd = {.t = t, .stop = &stop};
+	pthread_t rth, th[64];
+	struct worker w[64];
+	pthread_create(&rth, NULL, reader_main, &rd);
+	for (int i = 0; i < nthreads; i++) {
+		w[i] = (struct worker){.t = t, .id = i, .ws = ws, .ops = ops};
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	uint64_t errors = 0, spills = 0;
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(th[i], NULL);
+		errors += w[i].errors;
+		spills += w[i].spills;
+	}
+	atomic_store(&stop, 1);
+	pthread_join(rth, NULL);
+	CHECK_EQ_U64(errors, 0);
+	CHECK_EQ_U64(spills, 0);
+	CHECK_EQ_U64(rd.torn, 0);
+	CHECK(gg_table_generations(t) >= 6); /* 64 slots could not hold 16 x 512 */
+	CHECK_EQ_U64(gg_table_live(t), 0);
+	gg_table_destroy(t);
+}
+
+TEST(grows_under_concurrent_insert_remove_read)
+{
+	grow_hammer(16, 1024, SLOW ? 20000 : 200000);
+}
+
 int main(void)
 {
 	RUN(roundtrip_every_field);
@@ -563,5 +650,7 @@ int main(void)
 	RUN(concurrent_disjoint_small_table);
 	RUN(double_free_race_one_winner);
 	RUN(foreach_concurrent_reader_never_torn);
+	RUN(grows_far_past_first_generation);
+	RUN(grows_under_concurrent_insert_remove_read);
 	return harness_done();
 }
