@@ -37,7 +37,7 @@ LIB := $(BUILD)/lib/libgpuguard.so
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
-	interpose/dump.c interpose/vmm.c interpose/shared.c interpose/limit.c
+	interpose/dump.c interpose/vmm.c interpose/shared.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
@@ -72,8 +72,8 @@ SERVERS := $(patsubst tests/servers/%.c,$(BUILD)/tests/servers/%,$(filter-out te
 BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top, metrics. Needs uthash-dev.
 TOOL := $(BUILD)/bin/gpuguard
-# interpose/limit.c: GPUGUARD_LIMIT's one parser, shared with the library.
-TOOL_SRCS := $(wildcard tools/*.c) interpose/limit.c
+# The rules it shares with the library are headers (include/gpuguard/).
+TOOL_SRCS := $(wildcard tools/*.c)
 # The real-library programs (tests/reallib/): built by the CUDA toolkit's own
 # nvcc, found as tests/abi/check.sh finds the headers (NVCC, CUDA_HOME, PATH,
 # /usr/local/cuda). Host code only, never instrumented, so every build variant
@@ -186,11 +186,7 @@ $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
 	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
 		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
-	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $(TOOL_SRCS) -ldl
-
-$(BUILD)/tests/tools/signame: tests/tools/signame.c tools/signal.c tools/tool.h $(HEADERS)
-	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -Itools -o $@ tests/tools/signame.c tools/signal.c
+	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS) -ldl
 
 $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient: $(BUILD)/tests/tools/%: tests/tools/%.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)

@@ -5,8 +5,6 @@
  * preload ignores them as glibc ignores its own variables there (issue 10,
  * finding 15; tests/scripts/exports.sh checks getenv is not imported). */
 #define _GNU_SOURCE
-#include <ctype.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +29,7 @@ const struct gg_option_row gg_option_rows[] = {
      "signal that asks for a dump, where the application does not handle it itself"},
     {"GPUGUARD_DUMP_MAX", "10", "a count; 0 = no dumps",
      "dumps written per process at most; later ones are counted as suppressed"},
-    {"GPUGUARD_DUMP_INTERVAL", "10s", "a duration: 500ms, 10s, 2m, or plain seconds",
+    {"GPUGUARD_DUMP_INTERVAL", "10s", GPUGUARD_DURATION_SYNTAX,
      "minimum time between two dumps; dumps asked for sooner are counted as suppressed"},
     {"GPUGUARD_DUMP_AT_EXIT", "0", "0 | 1",
      "write a dump at exit (a leak report), from processes that reached a GPU only"},
@@ -75,37 +73,6 @@ enum {
 static const char *opt_source[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
 static const char *opt_value[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])];
 
-/* Multiplies with overflow check. */
-int gg_parse_signal(const char *s, int *out)
-{
-	/* One parser with the gpuguard command (gpuguard/signals.h), so that
-	 * `gpuguard dump` sends what the library listens on. */
-	return gpuguard_dump_signal_parse(s, out, NULL);
-}
-
-int gg_parse_duration_ms(const char *s, uint64_t *out)
-{
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	uint64_t mult;
-	if (strcmp(end, "ms") == 0)
-		mult = 1;
-	else if (*end == 0 || strcmp(end, "s") == 0)
-		mult = 1000;
-	else if (strcmp(end, "m") == 0)
-		mult = 60000;
-	else if (strcmp(end, "h") == 0)
-		mult = 3600000;
-	else
-		return -1;
-	return __builtin_mul_overflow((uint64_t)v, mult, out) ? -1 : 0;
-}
-
 static const char *env_value(int row)
 {
 	const char *v = secure_getenv(gg_option_rows[row].name);
@@ -139,7 +106,7 @@ int gg_parse_on_limit(const char *s, uint64_t *wait_ms)
 		return 0;
 	}
 	/* wait:0 would be "fail" spelt differently; a day is surely a typo */
-	if (strncmp(s, "wait:", 5) != 0 || gg_parse_duration_ms(s + 5, wait_ms) != 0 || *wait_ms == 0 ||
+	if (strncmp(s, "wait:", 5) != 0 || gpuguard_parse_duration_ms(s + 5, wait_ms) != 0 || *wait_ms == 0 ||
 	    *wait_ms > 86400000)
 		return -1;
 	return 0;
@@ -170,7 +137,7 @@ static void load_pod_options(void)
 		gg_opt.shared_mode = 0600;
 	}
 	v = env_value(OPT_CONTEXT_RESERVE);
-	if (gg_parse_quantity(v, &gg_opt.context_reserve) != 0 || gg_opt.context_reserve > (1ull << 40)) {
+	if (gpuguard_parse_quantity(v, &gg_opt.context_reserve) != 0 || gg_opt.context_reserve > (1ull << 40)) {
 		bad_value(OPT_CONTEXT_RESERVE, v, "using 0");
 		gg_opt.context_reserve = 0;
 	}
@@ -191,7 +158,7 @@ void gg_options_load(void)
 		snprintf(limit_text, sizeof limit_text, "%s", v);
 		gg_opt.limit_text = limit_text;
 		gg_opt.limit_len = strlen(v); /* shared.c refuses to share a cut copy */
-		if (gg_parse_limit(v, &gg_opt.limits) != 0) {
+		if (gpuguard_parse_limit(v, &gg_opt.limits) != 0) {
 			/* Fail closed: a typo in the ceiling must not silently mean
 			 * "no ceiling" on a shared GPU. */
 			gg_opt.limit_bad = 1;
@@ -201,7 +168,7 @@ void gg_options_load(void)
 	gg_opt.verbose = parse_bool(OPT_VERBOSE, 0);
 	gg_opt.charge_managed = parse_bool(OPT_CHARGE_MANAGED, 1);
 	v = env_value(OPT_TABLE_SLOTS);
-	if (gg_parse_quantity(v, &gg_opt.table_slots) != 0 || gg_opt.table_slots < 64 ||
+	if (gpuguard_parse_quantity(v, &gg_opt.table_slots) != 0 || gg_opt.table_slots < 64 ||
 	    gg_opt.table_slots > (1ull << 40)) {
 		bad_value(OPT_TABLE_SLOTS, v, "using 1Mi");
 		gg_opt.table_slots = 1ull << 20;
@@ -225,24 +192,24 @@ void gg_options_load(void)
 	}
 	uint64_t n;
 	v = env_value(OPT_DUMP_MAX);
-	if (gg_parse_quantity(v, &n) != 0 || n > 1000000) {
+	if (gpuguard_parse_quantity(v, &n) != 0 || n > 1000000) {
 		bad_value(OPT_DUMP_MAX, v, "using 10");
 		n = 10;
 	}
 	gg_opt.dump_max = n;
 	v = env_value(OPT_DUMP_INTERVAL);
-	if (gg_parse_duration_ms(v, &gg_opt.dump_interval_ms) != 0) {
+	if (gpuguard_parse_duration_ms(v, &gg_opt.dump_interval_ms) != 0) {
 		bad_value(OPT_DUMP_INTERVAL, v, "using 10s");
 		gg_opt.dump_interval_ms = 10000;
 	}
 	gg_opt.dump_at_exit = parse_bool(OPT_DUMP_AT_EXIT, 0);
 	v = env_value(OPT_HISTORY);
-	if (gg_parse_quantity(v, &gg_opt.history) != 0 || gg_opt.history > (64ull << 20)) {
+	if (gpuguard_parse_quantity(v, &gg_opt.history) != 0 || gg_opt.history > (64ull << 20)) {
 		bad_value(OPT_HISTORY, v, "using 65536");
 		gg_opt.history = 65536;
 	}
 	v = env_value(OPT_STACK_DEPTH);
-	if (gg_parse_quantity(v, &n) != 0 || n > GG_STACK_MAX_DEPTH) {
+	if (gpuguard_parse_quantity(v, &n) != 0 || n > GG_STACK_MAX_DEPTH) {
 		bad_value(OPT_STACK_DEPTH, v, "using 16");
 		n = 16;
 	}
@@ -283,12 +250,12 @@ void gg_options_print(void)
 	}
 	/* One line when every device has the same ceiling, else one per device
 	 * that differs from the last one (the "*=" default or none). */
-	const struct gg_limit_spec *dflt = &gg_opt.limits.dev[GG_MAX_DEVICES - 1];
+	const struct gpuguard_limit *dflt = &gg_opt.limits.dev[GG_MAX_DEVICES - 1];
 	int uniform = 1;
 	for (int d = 0; d < GG_MAX_DEVICES; d++)
 		uniform &= gg_opt.limits.dev[d].kind == dflt->kind && gg_opt.limits.dev[d].value == dflt->value;
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		const struct gg_limit_spec *sp = &gg_opt.limits.dev[d];
+		const struct gpuguard_limit *sp = &gg_opt.limits.dev[d];
 		if (d < GG_MAX_DEVICES - 1 && (uniform || (sp->kind == dflt->kind && sp->value == dflt->value)))
 			continue;
 		char who[32], what[64];
@@ -296,9 +263,9 @@ void gg_options_print(void)
 			snprintf(who, sizeof who, uniform ? "every device" : "other devices");
 		else
 			snprintf(who, sizeof who, "device %d", d);
-		if (sp->kind == GG_LIMIT_BYTES)
+		if (sp->kind == GPUGUARD_LIMIT_BYTES)
 			snprintf(what, sizeof what, "ceiling %s", gg_log_bytes((char[32]){0}, 32, sp->value));
-		else if (sp->kind == GG_LIMIT_PERCENT)
+		else if (sp->kind == GPUGUARD_LIMIT_PERCENT)
 			snprintf(what, sizeof what, "ceiling %llu.%02llu%% of physical memory",
 			         (unsigned long long)(sp->value / 100), (unsigned long long)(sp->value % 100));
 		else

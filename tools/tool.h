@@ -411,11 +411,6 @@ int gg_outfile_open(struct gg_outfile *o, const char *path, char *err, size_t er
 int gg_outfile_commit(struct gg_outfile *o, char *err, size_t errlen);
 void gg_outfile_abort(struct gg_outfile *o); /* removes the temporary */
 
-/* signal.c: GPUGUARD_DUMP_SIGNAL as the library reads it
- * (interpose/options.c, gg_parse_signal): the same names and numbers. 0 and
- * *out (0 = dumps on signal off), or -1: the library then uses SIGUSR2. */
-int gg_signal_parse(const char *s, int *out);
-
 /* live.c */
 void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms);
 void gg_metrics_render(FILE *f, const struct gg_region *r);
