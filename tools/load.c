@@ -161,10 +161,10 @@ static int rec_config(struct loader *l, const struct gg_jval *o)
 static int rec_device(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	struct gg_device v;
+	struct gg_dump_device v;
 	char *scope = NULL;
 	memset(&v, 0, sizeof v);
-	if (get_small(l, o, "dev", &v.dev, GG_MAX_DEVICES) || get_u64(l, o, "limit", &v.limit, &v.has_limit) ||
+	if (get_small(l, o, "dev", &v.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, "limit", &v.limit, &v.has_limit) ||
 	    get_u64(l, o, "used", &v.used, NULL) || get_u64(l, o, "peak", &v.peak, NULL) ||
 	    get_u64(l, o, "pool_reserved", &v.pool_reserved, NULL) ||
 	    get_u64(l, o, "live_bytes", &v.live_bytes, NULL) || get_u64(l, o, "allocs", &v.allocs, NULL) ||
@@ -194,7 +194,7 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	for (size_t i = 0; i < d->ndevices; i++)
 		if (d->devices[i].dev == v.dev)
 			return lfail(l, "device %u listed twice", v.dev);
-	if (!d->devices && !(d->devices = calloc(GG_MAX_DEVICES, sizeof *d->devices)))
+	if (!d->devices && !(d->devices = calloc(GPUGUARD_MAX_DEVICES, sizeof *d->devices)))
 		return lfail(l, "out of memory");
 	d->devices[d->ndevices++] = v;
 	return 0;
@@ -209,7 +209,7 @@ static int rec_request(struct loader *l, const struct gg_jval *o)
 	if (d->has_request)
 		return lfail(l, "a second request record");
 	if (get_str(l, o, "api", &d->req_api, 0) || get_u64(l, o, "size", &d->req_size, NULL) ||
-	    get_small(l, o, "dev", &d->req_dev, GG_MAX_DEVICES) || get_u64(l, o, "tid", &d->req_tid, NULL) ||
+	    get_small(l, o, "dev", &d->req_dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, "tid", &d->req_tid, NULL) ||
 	    get_u64(l, o, "stack", &d->req_stack, NULL) || get_str(l, o, "outcome", &d->req_outcome, 0))
 		return -1;
 	if (strcmp(d->req_outcome, "refused_ceiling") && strcmp(d->req_outcome, "driver_oom"))
@@ -241,7 +241,7 @@ static int rec_meminfo(struct loader *l, const struct gg_jval *o)
 	struct gg_meminfo m;
 	uint64_t of;
 	if (get_u64(l, o, "n", &m.n, NULL) || get_u64(l, o, "of", &of, NULL) || get_u64(l, o, "ms", &m.ms, NULL) ||
-	    get_small(l, o, "dev", &m.dev, GG_MAX_DEVICES) || get_u64(l, o, "free", &m.free, NULL) ||
+	    get_small(l, o, "dev", &m.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, "free", &m.free, NULL) ||
 	    get_u64(l, o, "total", &m.total, NULL) || get_u64(l, o, "used", &m.used, NULL))
 		return -1;
 	/* "via": absent for the runtime's own query; "nvml" (0.2 on). */
@@ -265,7 +265,7 @@ static int rec_peak(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_peak p;
-	if (get_small(l, o, "dev", &p.dev, GG_MAX_DEVICES) || get_u64(l, o, "bytes", &p.bytes, NULL) ||
+	if (get_small(l, o, "dev", &p.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, "bytes", &p.bytes, NULL) ||
 	    get_u64(l, o, "ms", &p.ms, NULL) || get_u64(l, o, "live", &p.live, NULL))
 		return -1;
 	for (size_t i = 0; i < d->npeaks; i++)
@@ -279,7 +279,7 @@ static int rec_peak_site(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_peak_site p;
-	if (get_small(l, o, "dev", &p.dev, GG_MAX_DEVICES) || get_u64(l, o, "st", &p.st, NULL) ||
+	if (get_small(l, o, "dev", &p.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, "st", &p.st, NULL) ||
 	    get_u64(l, o, "bytes", &p.bytes, NULL) || get_u64(l, o, "at", &p.at, NULL) ||
 	    get_u64(l, o, "ms", &p.ms, NULL))
 		return -1;
@@ -345,13 +345,13 @@ static int rec_vmm(struct loader *l, const struct gg_jval *o)
 static int rec_pod(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	struct gg_pod_use u = {0};
+	struct gg_dump_pod u = {0};
 	uint32_t self = 0, alive = 0;
 	if (d->npod >= GG_MAX_POD)
 		return lfail(l, "more than %d pod records", GG_MAX_POD);
 	if (get_small(l, o, "slot", &u.slot, 1u << 16) || get_u64(l, o, "pid", &u.pid, NULL) ||
 	    get_small(l, o, "self", &self, 2) || get_small(l, o, "alive", &alive, 2) ||
-	    get_small(l, o, "dev", &u.dev, GG_MAX_DEVICES) || get_u64(l, o, "used", &u.used, NULL) ||
+	    get_small(l, o, "dev", &u.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, "used", &u.used, NULL) ||
 	    get_str(l, o, "comm", &u.comm, 0)) {
 		free(u.comm);
 		return -1;
@@ -404,7 +404,7 @@ static int rec_alloc(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_alloc a;
-	if (hex_field(l, o, "p") || get_u64(l, o, "s", &a.size, NULL) || get_small(l, o, "d", &a.dev, GG_MAX_DEVICES) ||
+	if (hex_field(l, o, "p") || get_u64(l, o, "s", &a.size, NULL) || get_small(l, o, "d", &a.dev, GPUGUARD_MAX_DEVICES) ||
 	    get_small(l, o, "api", &a.api, 1u << 16) || get_u64(l, o, "age", &a.age, NULL) ||
 	    get_u64(l, o, "tid", &a.tid, NULL) || get_u64(l, o, "st", &a.st, NULL))
 		return -1;
@@ -433,7 +433,7 @@ static int rec_hist(struct loader *l, const struct gg_jval *o)
 	}
 	h.op = op[0];
 	free(op);
-	if (hex_field(l, o, "p") || get_u64(l, o, "s", &h.size, NULL) || get_small(l, o, "d", &h.dev, GG_MAX_DEVICES) ||
+	if (hex_field(l, o, "p") || get_u64(l, o, "s", &h.size, NULL) || get_small(l, o, "d", &h.dev, GPUGUARD_MAX_DEVICES) ||
 	    get_small(l, o, "api", &h.api, 1u << 16) || get_u64(l, o, "st", &h.st, NULL))
 		return -1;
 	if (d->nhist == d->hist_cap) {
