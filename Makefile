@@ -37,7 +37,7 @@ LIB := $(BUILD)/lib/libgpuguard.so
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
-	interpose/dump.c interpose/vmm.c interpose/shared.c
+	interpose/dump.c interpose/dump_json.c interpose/dump_records.c interpose/dump_host.c interpose/vmm.c interpose/shared.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1

@@ -1,0 +1,482 @@
+/* gpuguard: the dump's records (include/gpuguard/dump.h), each written
+ * from the library's books by the writer thread: header, config, devices,
+ * the pod, the failing request, host, memory-info queries, peaks, VMM
+ * reservations, live allocations, stacks, history, and the trailer. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dump_write.h"
+#include "gpuguard/dump.h"
+#include "gpuguard/region.h"
+
+static const char *const trigger_names[] = {GPUGUARD_DUMP_TRIGGERS};
+static const char *const api_names[] = {GPUGUARD_API_NAMES};
+
+const char *gg_dump_trigger_name(enum gg_dump_trigger trig)
+{
+	return trigger_names[trig];
+}
+
+/* since_start is the clock reading every age in the dump is taken from, so
+ * that start_unix_ms + (since_start - age) is when a record was made: an
+ * age read later (after the host files, slow under load) would place an
+ * allocation before the query that sized it. */
+void gg_dump_rec_header(struct gg_out *o, enum gg_dump_trigger trig, uint64_t unix_ms, uint64_t since_start,
+                        const char *host)
+{
+	time_t secs = (time_t)(unix_ms / 1000);
+	struct tm tm;
+	char iso[32];
+	gmtime_r(&secs, &tm);
+	strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	GG_OUT_LIT(o, "{\"t\":\"header\",\"format\":");
+	gg_out_u64(o, GPUGUARD_DUMP_FORMAT);
+	GG_OUT_LIT(o, ",\"lib\":");
+	gg_out_json(o, GPUGUARD_VERSION);
+	GG_OUT_LIT(o, ",\"time\":");
+	gg_out_json(o, iso);
+	GG_OUT_LIT(o, ",\"unix_ms\":");
+	gg_out_u64(o, unix_ms);
+	GG_OUT_LIT(o, ",\"start_unix_ms\":");
+	gg_out_u64(o, unix_ms > since_start ? unix_ms - since_start : 0);
+	GG_OUT_LIT(o, ",\"host\":");
+	gg_out_json(o, host);
+	GG_OUT_LIT(o, ",\"pid\":");
+	gg_out_u64(o, (uint64_t)getpid());
+	GG_OUT_LIT(o, ",\"cmdline\":[");
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		static char cmd[65536];
+		ssize_t n = read(fd, cmd, sizeof cmd);
+		close(fd);
+		size_t start = 0;
+		int first = 1;
+		for (ssize_t i = 0; i < n; i++) {
+			if (cmd[i] != 0 && i + 1 < n)
+				continue;
+			size_t end = cmd[i] == 0 ? (size_t)i : (size_t)i + 1;
+			if (!first)
+				GG_OUT_LIT(o, ",");
+			first = 0;
+			gg_out_json_n(o, cmd + start, end - start);
+			start = (size_t)i + 1;
+		}
+	}
+	GG_OUT_LIT(o, "],\"trigger\":");
+	gg_out_json(o, gg_dump_trigger_name(trig));
+	GG_OUT_LIT(o, ",\"unwinder\":");
+	gg_out_json(o, gg_stack_unwinder());
+	GG_OUT_LIT(o, ",\"stack_depth\":");
+	gg_out_u64(o, (uint64_t)gg_stack_depth());
+	GG_OUT_LIT(o, ",\"history_capacity\":");
+	gg_out_u64(o, gg_history_capacity());
+	gg_out_end_record(o);
+}
+
+void gg_dump_rec_config(struct gg_out *o)
+{
+	for (size_t i = 0; i < gg_option_nrows; i++) {
+		const char *src;
+		const char *v = gg_options_value(i, &src);
+		GG_OUT_LIT(o, "{\"t\":\"config\",\"name\":");
+		gg_out_json(o, gg_option_rows[i].name);
+		GG_OUT_LIT(o, ",\"value\":");
+		gg_out_json(o, v);
+		GG_OUT_LIT(o, ",\"source\":");
+		gg_out_json(o, src);
+		gg_out_end_record(o);
+	}
+}
+
+void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req)
+{
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		struct gpuguard_device_stats s;
+		gg_ceiling_read(d, &s);
+		if (!s.allocs && !s.frees && !s.used && !s.peak && !s.untracked_frees && !s.pool_reserved &&
+		    !s.refused[0] && !s.refused[1] && !s.refused[2])
+			continue;
+		GG_OUT_LIT(o, "{\"t\":\"device\",\"dev\":");
+		gg_out_u64(o, (uint64_t)d);
+		GG_OUT_LIT(o, ",\"limit\":");
+		gg_out_u64_or_null(o, s.limit != GG_UNLIMITED, s.limit);
+		GG_OUT_LIT(o, ",\"used\":");
+		gg_out_u64(o, s.used);
+		GG_OUT_LIT(o, ",\"peak\":");
+		gg_out_u64(o, s.peak);
+		GG_OUT_LIT(o, ",\"pool_reserved\":");
+		gg_out_u64(o, s.pool_reserved);
+		GG_OUT_LIT(o, ",\"live_bytes\":");
+		gg_out_u64(o, s.live_bytes);
+		GG_OUT_LIT(o, ",\"allocs\":");
+		gg_out_u64(o, s.allocs);
+		GG_OUT_LIT(o, ",\"frees\":");
+		gg_out_u64(o, s.frees);
+		GG_OUT_LIT(o, ",\"untracked_frees\":");
+		gg_out_u64(o, s.untracked_frees);
+		GG_OUT_LIT(o, ",\"refused_ceiling\":");
+		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_CEILING]);
+		GG_OUT_LIT(o, ",\"refused_config\":");
+		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_CONFIG]);
+		GG_OUT_LIT(o, ",\"refused_driver\":");
+		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_DRIVER]);
+		GG_OUT_LIT(o, ",\"pool_overshoot\":");
+		gg_out_u64(o, s.pool_overshoot);
+		/* Known for the failing request's device only: the writer
+		 * thread has no context to ask the driver with. */
+		int mi = req && req->valid && req->have_meminfo && req->dev == d;
+		GG_OUT_LIT(o, ",\"driver_free\":");
+		gg_out_u64_or_null(o, mi, mi ? req->driver_free : 0);
+		GG_OUT_LIT(o, ",\"driver_total\":");
+		gg_out_u64_or_null(o, mi, mi ? req->driver_total : 0);
+		if (s.pod)
+			GG_OUT_LIT(o, ",\"scope\":\"pod\",\"process_used\":");
+		else
+			GG_OUT_LIT(o, ",\"scope\":\"process\",\"process_used\":");
+		gg_out_u64(o, s.process_used);
+		GG_OUT_LIT(o, ",\"wait_ms\":");
+		gg_out_u64(o, gg_ceiling_wait_ns(d) / 1000000u);
+		gg_out_end_record(o);
+	}
+}
+
+const char *gg_dump_api_name(unsigned api)
+{
+	return api < sizeof(api_names) / sizeof(api_names[0]) ? api_names[api] : "none";
+}
+
+void gg_dump_rec_vmm_one(const struct gg_vmm_info *v, void *arg)
+{
+	struct gg_out *o = arg;
+	GG_OUT_LIT(o, "{\"t\":\"vmm\",\"base\":\"");
+	gg_out_hex(o, v->base);
+	GG_OUT_LIT(o, "\",\"size\":");
+	gg_out_u64(o, v->size);
+	GG_OUT_LIT(o, ",\"mapped\":");
+	gg_out_u64(o, v->mapped);
+	GG_OUT_LIT(o, ",\"holes\":");
+	gg_out_u64(o, v->holes);
+	GG_OUT_LIT(o, ",\"largest_hole\":");
+	gg_out_u64(o, v->largest_hole);
+	gg_out_end_record(o);
+}
+
+void gg_dump_rec_pod_one(const struct gg_pod_use *u, void *arg)
+{
+	struct gg_out *o = arg;
+	GG_OUT_LIT(o, "{\"t\":\"pod\",\"slot\":");
+	gg_out_u64(o, u->slot);
+	GG_OUT_LIT(o, ",\"pid\":");
+	gg_out_u64(o, u->pid);
+	GG_OUT_LIT(o, ",\"comm\":");
+	gg_out_json(o, u->comm);
+	GG_OUT_LIT(o, ",\"self\":");
+	gg_out_u64(o, (uint64_t)u->self);
+	GG_OUT_LIT(o, ",\"alive\":");
+	gg_out_u64(o, (uint64_t)u->alive);
+	GG_OUT_LIT(o, ",\"dev\":");
+	gg_out_u64(o, (uint64_t)u->dev);
+	GG_OUT_LIT(o, ",\"used\":");
+	gg_out_u64(o, u->used);
+	gg_out_end_record(o);
+}
+
+/* The pod's recent deaths (region.h): what each process that died without
+ * exiting last showed; the report gives the verdict. */
+void gg_dump_rec_deaths(struct gg_out *o)
+{
+	struct gpuguard_region_death d[GPUGUARD_REGION_DEATHS];
+	size_t n = gg_shared_deaths(d, GPUGUARD_REGION_DEATHS);
+	for (size_t i = 0; i < n; i++) {
+		GG_OUT_LIT(o, "{\"t\":\"death\",\"n\":");
+		gg_out_u64(o, d[i].seq);
+		GG_OUT_LIT(o, ",\"pid\":");
+		gg_out_u64(o, d[i].pid);
+		GG_OUT_LIT(o, ",\"comm\":");
+		gg_out_json(o, d[i].comm);
+		GG_OUT_LIT(o, ",\"start_ms\":");
+		gg_out_u64(o, d[i].start_ms);
+		GG_OUT_LIT(o, ",\"last_ms\":");
+		gg_out_u64(o, d[i].last_ms);
+		GG_OUT_LIT(o, ",\"found_ms\":");
+		gg_out_u64(o, d[i].found_ms);
+		GG_OUT_LIT(o, ",\"gpu_entry\":");
+		gg_out_u64(o, d[i].gpu_entry);
+		GG_OUT_LIT(o, ",\"gpu_used\":");
+		gg_out_u64(o, d[i].gpu_used);
+		GG_OUT_LIT(o, ",\"gpu_limit\":");
+		gg_out_u64_or_null(o, d[i].gpu_limit < GG_LIMIT_UNRESOLVED, d[i].gpu_limit);
+		GG_OUT_LIT(o, ",\"refused\":");
+		gg_out_u64(o, d[i].refused);
+		GG_OUT_LIT(o, ",\"refused_age_ms\":");
+		gg_out_u64_or_null(o, d[i].refused_age_ms != UINT32_MAX, d[i].refused_age_ms);
+		GG_OUT_LIT(o, ",\"cgroup_version\":");
+		gg_out_u64(o, d[i].host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
+		           : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
+		                                                       : 0);
+		GG_OUT_LIT(o, ",\"working_set\":");
+		gg_out_u64(o, d[i].host_ws);
+		GG_OUT_LIT(o, ",\"working_set_known\":");
+		gg_out_u64(o, (d[i].host_flags & GPUGUARD_OBIT_WS_KNOWN) != 0);
+		GG_OUT_LIT(o, ",\"host_limit\":");
+		gg_out_u64_or_null(o, d[i].host_limit != 0, d[i].host_limit);
+		gg_out_end_record(o);
+	}
+}
+
+void gg_dump_rec_request(struct gg_out *o, const struct gg_dump_req *r)
+{
+	GG_OUT_LIT(o, "{\"t\":\"request\",\"api\":");
+	gg_out_json(o, gg_dump_api_name(r->api));
+	GG_OUT_LIT(o, ",\"size\":");
+	gg_out_u64(o, r->size);
+	GG_OUT_LIT(o, ",\"dev\":");
+	gg_out_i64(o, r->dev);
+	GG_OUT_LIT(o, ",\"tid\":");
+	gg_out_u64(o, r->tid);
+	GG_OUT_LIT(o, ",\"stack\":");
+	gg_out_u64(o, r->stack);
+	GG_OUT_LIT(o, ",\"outcome\":");
+	gg_out_json(o, r->driver_oom ? "driver_oom" : "refused_ceiling");
+	gg_out_end_record(o);
+}
+
+void gg_dump_rec_host(struct gg_out *o, _Atomic int64_t *pinned_bytes, _Atomic int64_t *pinned_count)
+{
+	struct gg_host_sample h;
+	gg_dump_host_sample(&h);
+	int64_t pb = atomic_load_explicit(pinned_bytes, memory_order_relaxed);
+	int64_t pc = atomic_load_explicit(pinned_count, memory_order_relaxed);
+	GG_OUT_LIT(o, "{\"t\":\"host\",\"rss\":");
+	gg_out_u64(o, h.rss);
+	GG_OUT_LIT(o, ",\"cgroup_version\":");
+	gg_out_u64(o, (uint64_t)h.version);
+	GG_OUT_LIT(o, ",\"cgroup_limit\":");
+	gg_out_u64_or_null(o, h.have_lim, h.lim);
+	GG_OUT_LIT(o, ",\"cgroup_usage\":");
+	gg_out_u64_or_null(o, h.have_use, h.use);
+	GG_OUT_LIT(o, ",\"cgroup_oom_kill\":");
+	gg_out_u64_or_null(o, h.have_oom, h.oom);
+	GG_OUT_LIT(o, ",\"cgroup_inactive_file\":");
+	gg_out_u64_or_null(o, h.have_use && h.have_inactive, h.inactive_file);
+	GG_OUT_LIT(o, ",\"pinned_bytes\":");
+	gg_out_u64(o, pb > 0 ? (uint64_t)pb : 0);
+	GG_OUT_LIT(o, ",\"pinned_allocs\":");
+	gg_out_u64(o, pc > 0 ? (uint64_t)pc : 0);
+	gg_out_end_record(o);
+}
+
+void gg_dump_rec_meminfo(struct gg_out *o)
+{
+	struct gg_meminfo_q q[GG_MI_FIRST + GG_MI_LAST];
+	uint64_t count;
+	size_t n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
+	for (size_t i = 0; i < n; i++) {
+		GG_OUT_LIT(o, "{\"t\":\"meminfo\",\"n\":");
+		gg_out_u64(o, q[i].n);
+		GG_OUT_LIT(o, ",\"of\":");
+		gg_out_u64(o, count);
+		GG_OUT_LIT(o, ",\"ms\":");
+		gg_out_u64(o, q[i].ms);
+		GG_OUT_LIT(o, ",\"dev\":");
+		gg_out_u64(o, (uint64_t)(q[i].dev < 0 ? 0 : q[i].dev));
+		GG_OUT_LIT(o, ",\"free\":");
+		gg_out_u64(o, q[i].free);
+		GG_OUT_LIT(o, ",\"total\":");
+		gg_out_u64(o, q[i].total);
+		GG_OUT_LIT(o, ",\"used\":");
+		gg_out_u64(o, q[i].used);
+		if (q[i].nvml)
+			GG_OUT_LIT(o, ",\"via\":\"nvml\"");
+		gg_out_end_record(o);
+	}
+}
+
+/* Stack ids referenced by this dump, one bit each. */
+static uint64_t *stack_bits;
+static size_t stack_bits_words;
+
+void gg_dump_stacks_reset(void)
+{
+	static void *bits;
+	size_t words = (size_t)(1u << 15) / 64 + 1;
+	stack_bits = gg_dump_map_once(&bits, words * 8);
+	/* No set, no stacks: the stack records are left out. */
+	stack_bits_words = stack_bits ? words : 0;
+	if (stack_bits)
+		memset(stack_bits, 0, stack_bits_words * 8);
+}
+
+void gg_dump_mark_stack(uint32_t id)
+{
+	if (id && stack_bits && id / 64 < stack_bits_words)
+		stack_bits[id / 64] |= 1ull << (id % 64);
+}
+
+void gg_dump_rec_peaks(struct gg_out *o)
+{
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		uint64_t bytes, ms;
+		gg_history_peak(d, &bytes, &ms);
+		if (!bytes)
+			continue;
+		GG_OUT_LIT(o, "{\"t\":\"peak\",\"dev\":");
+		gg_out_u64(o, (uint64_t)d);
+		GG_OUT_LIT(o, ",\"bytes\":");
+		gg_out_u64(o, bytes);
+		GG_OUT_LIT(o, ",\"ms\":");
+		gg_out_u64(o, ms);
+		GG_OUT_LIT(o, ",\"live\":");
+		gg_out_u64(o, gg_history_live(d));
+		gg_out_end_record(o);
+		struct gg_peak_sites ps;
+		if (gg_history_peak_sites(d, &ps) != 0)
+			continue;
+		for (unsigned k = 0; k < ps.n; k++) {
+			GG_OUT_LIT(o, "{\"t\":\"peak_site\",\"dev\":");
+			gg_out_u64(o, (uint64_t)d);
+			GG_OUT_LIT(o, ",\"st\":");
+			gg_out_u64(o, ps.st[k]);
+			GG_OUT_LIT(o, ",\"bytes\":");
+			gg_out_u64(o, ps.b[k]);
+			GG_OUT_LIT(o, ",\"at\":");
+			gg_out_u64(o, ps.bytes);
+			GG_OUT_LIT(o, ",\"ms\":");
+			gg_out_u64(o, ps.ms);
+			gg_out_end_record(o);
+			gg_dump_mark_stack(ps.st[k]);
+		}
+	}
+}
+
+struct alloc_ctx {
+	struct gg_out *o;
+	uint64_t now;
+};
+
+static uint64_t raw_of(const struct gg_record *r)
+{
+	enum gg_key_ns ns = GG_NS_PTR;
+	if (r->api == GPUGUARD_API_CU_MEM_CREATE || r->api == GPUGUARD_API_HIP_MEM_CREATE)
+		ns = GG_NS_VMM;
+	else if (r->api == GPUGUARD_API_CU_ARRAY)
+		ns = GG_NS_ARRAY;
+	else if (r->api == GPUGUARD_API_CU_MIPMAPPED_ARRAY)
+		ns = GG_NS_MIPMAP;
+	return r->key ^ ((uint64_t)ns << 62);
+}
+
+static void rec_alloc(const struct gg_record *r, void *arg)
+{
+	struct alloc_ctx *c = arg;
+	struct gg_out *o = c->o;
+	if (r->flags & GG_REC_HOST)
+		return; /* pinned host memory: summed in the host record */
+	gg_dump_mark_stack(r->stack);
+	gg_out_need(o, 160);
+	GG_OUT_LIT(o, "{\"t\":\"a\",\"p\":\"");
+	gg_out_hex(o, raw_of(r));
+	GG_OUT_LIT(o, "\",\"s\":");
+	gg_out_u64(o, r->size);
+	GG_OUT_LIT(o, ",\"d\":");
+	gg_out_u64(o, r->dev);
+	GG_OUT_LIT(o, ",\"api\":");
+	gg_out_u64(o, r->api);
+	GG_OUT_LIT(o, ",\"age\":");
+	gg_out_u64(o, c->now > r->t_ms ? c->now - r->t_ms : 0);
+	GG_OUT_LIT(o, ",\"tid\":");
+	gg_out_u64(o, r->tid);
+	GG_OUT_LIT(o, ",\"st\":");
+	gg_out_u64(o, r->stack);
+	gg_out_end_record(o);
+}
+
+void gg_dump_rec_allocs(struct gg_out *o, uint64_t now)
+{
+	struct alloc_ctx c = {o, now};
+	if (gg_table)
+		gg_table_foreach(gg_table, rec_alloc, &c);
+}
+
+void gg_dump_rec_stacks(struct gg_out *o)
+{
+	for (size_t w = 0; w < stack_bits_words; w++) {
+		for (uint64_t bits = stack_bits[w]; bits; bits &= bits - 1) {
+			uint32_t id = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
+			const uintptr_t *fr;
+			int n = gg_stack_frames(id, &fr);
+			if (n <= 0)
+				continue;
+			GG_OUT_LIT(o, "{\"t\":\"stack\",\"id\":");
+			gg_out_u64(o, id);
+			GG_OUT_LIT(o, ",\"frames\":[");
+			for (int i = 0; i < n; i++) {
+				Dl_info info;
+				/* A return address points after the call: look up
+				 * the byte before it, so the frame names the caller. */
+				uintptr_t pc = fr[i] - 1;
+				if (i)
+					GG_OUT_LIT(o, ",");
+				if (dladdr((void *)pc, &info) && info.dli_fname) {
+					const char *base = strrchr(info.dli_fname, '/');
+					base = base ? base + 1 : info.dli_fname;
+					GG_OUT_LIT(o, "{\"m\":");
+					gg_out_json(o, *base ? base : "?");
+					GG_OUT_LIT(o, ",\"o\":\"");
+					gg_out_hex(o, fr[i] - (uintptr_t)info.dli_fbase);
+					GG_OUT_LIT(o, "\"");
+					if (info.dli_sname) {
+						GG_OUT_LIT(o, ",\"s\":");
+						gg_out_json(o, info.dli_sname);
+					}
+					GG_OUT_LIT(o, "}");
+				} else {
+					GG_OUT_LIT(o, "{\"m\":\"?\",\"o\":\"");
+					gg_out_hex(o, fr[i]);
+					GG_OUT_LIT(o, "\"}");
+				}
+			}
+			GG_OUT_LIT(o, "]");
+			gg_out_end_record(o);
+		}
+	}
+}
+
+void gg_dump_rec_history(struct gg_out *o, const struct gg_hist_event *ev, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		const struct gg_hist_event *e = &ev[i];
+		gg_out_need(o, 160);
+		GG_OUT_LIT(o, "{\"t\":\"h\",\"ms\":");
+		gg_out_u64(o, e->ms);
+		GG_OUT_LIT(o, ",\"op\":\"");
+		char op = (char)e->op;
+		gg_out_mem(o, &op, 1);
+		GG_OUT_LIT(o, "\",\"p\":\"");
+		gg_out_hex(o, e->p);
+		GG_OUT_LIT(o, "\",\"s\":");
+		gg_out_u64(o, e->s);
+		GG_OUT_LIT(o, ",\"d\":");
+		gg_out_u64(o, e->dev);
+		GG_OUT_LIT(o, ",\"api\":");
+		gg_out_u64(o, e->api);
+		GG_OUT_LIT(o, ",\"st\":");
+		gg_out_u64(o, e->stack);
+		gg_out_end_record(o);
+	}
+}
+
+void gg_dump_rec_end(struct gg_out *o, uint64_t suppressed, uint64_t write_errors)
+{
+	uint64_t before_end = o->records;
+	GG_OUT_LIT(o, "{\"t\":\"end\",\"records\":");
+	gg_out_u64(o, before_end);
+	GG_OUT_LIT(o, ",\"suppressed\":");
+	gg_out_u64(o, suppressed);
+	GG_OUT_LIT(o, ",\"write_errors\":");
+	gg_out_u64(o, write_errors);
+	gg_out_end_record(o);
+}
