@@ -62,7 +62,7 @@ SIM_TEST := $(BUILD)/tests/sim_test
 # (tests/scripts/soak.sh, `make soak`).
 TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/tests/tools/flood \
 	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient \
-	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so
+	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so $(BUILD)/tests/tools/schemacheck
 EXAMPLES := $(BUILD)/examples/kvcache
 # Programs that behave as vLLM, JAX, TensorRT-LLM, PyTorch (through a
 # stand-in libc10_cuda.so) and a plain C program do towards the driver
@@ -187,6 +187,12 @@ $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
 		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
 	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS) -ldl
+
+# Dumps against the one list of keys (tests/scripts/schema.sh), read with
+# the command's own JSON reader.
+$(BUILD)/tests/tools/schemacheck: tests/tools/schemacheck.c tools/jsonl.c tools/text.c tools/tool.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Itools -o $@ tests/tools/schemacheck.c tools/jsonl.c tools/text.c
 
 $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient: $(BUILD)/tests/tools/%: tests/tools/%.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)

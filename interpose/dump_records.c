@@ -11,6 +11,7 @@
 #include "dump_write.h"
 #include "gpuguard/dump.h"
 #include "gpuguard/region.h"
+#include "gpuguard/schema.h"
 
 static const char *const trigger_names[] = {GPUGUARD_DUMP_TRIGGERS};
 static const char *const api_names[] = {GPUGUARD_API_NAMES};
@@ -32,21 +33,23 @@ void gg_dump_rec_header(struct gg_out *o, enum gg_dump_trigger trig, uint64_t un
 	char iso[32];
 	gmtime_r(&secs, &tm);
 	strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	GG_OUT_LIT(o, "{\"t\":\"header\",\"format\":");
+	GG_OUT_REC(o, header);
+	GG_OUT_KEY(o, header, format);
 	gg_out_u64(o, GPUGUARD_DUMP_FORMAT);
-	GG_OUT_LIT(o, ",\"lib\":");
+	GG_OUT_KEY(o, header, lib);
 	gg_out_json(o, GPUGUARD_VERSION);
-	GG_OUT_LIT(o, ",\"time\":");
+	GG_OUT_KEY(o, header, time);
 	gg_out_json(o, iso);
-	GG_OUT_LIT(o, ",\"unix_ms\":");
+	GG_OUT_KEY(o, header, unix_ms);
 	gg_out_u64(o, unix_ms);
-	GG_OUT_LIT(o, ",\"start_unix_ms\":");
+	GG_OUT_KEY(o, header, start_unix_ms);
 	gg_out_u64(o, unix_ms > since_start ? unix_ms - since_start : 0);
-	GG_OUT_LIT(o, ",\"host\":");
+	GG_OUT_KEY(o, header, host);
 	gg_out_json(o, host);
-	GG_OUT_LIT(o, ",\"pid\":");
+	GG_OUT_KEY(o, header, pid);
 	gg_out_u64(o, (uint64_t)getpid());
-	GG_OUT_LIT(o, ",\"cmdline\":[");
+	GG_OUT_KEY(o, header, cmdline);
+	GG_OUT_LIT(o, "[");
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		static char cmd[65536];
@@ -65,13 +68,14 @@ void gg_dump_rec_header(struct gg_out *o, enum gg_dump_trigger trig, uint64_t un
 			start = (size_t)i + 1;
 		}
 	}
-	GG_OUT_LIT(o, "],\"trigger\":");
+	GG_OUT_LIT(o, "]");
+	GG_OUT_KEY(o, header, trigger);
 	gg_out_json(o, gg_dump_trigger_name(trig));
-	GG_OUT_LIT(o, ",\"unwinder\":");
+	GG_OUT_KEY(o, header, unwinder);
 	gg_out_json(o, gg_stack_unwinder());
-	GG_OUT_LIT(o, ",\"stack_depth\":");
+	GG_OUT_KEY(o, header, stack_depth);
 	gg_out_u64(o, (uint64_t)gg_stack_depth());
-	GG_OUT_LIT(o, ",\"history_capacity\":");
+	GG_OUT_KEY(o, header, history_capacity);
 	gg_out_u64(o, gg_history_capacity());
 	gg_out_end_record(o);
 }
@@ -81,11 +85,12 @@ void gg_dump_rec_config(struct gg_out *o)
 	for (size_t i = 0; i < gg_option_nrows; i++) {
 		const char *src;
 		const char *v = gg_options_value(i, &src);
-		GG_OUT_LIT(o, "{\"t\":\"config\",\"name\":");
+		GG_OUT_REC(o, config);
+		GG_OUT_KEY(o, config, name);
 		gg_out_json(o, gg_option_rows[i].name);
-		GG_OUT_LIT(o, ",\"value\":");
+		GG_OUT_KEY(o, config, value);
 		gg_out_json(o, v);
-		GG_OUT_LIT(o, ",\"source\":");
+		GG_OUT_KEY(o, config, source);
 		gg_out_json(o, src);
 		gg_out_end_record(o);
 	}
@@ -99,45 +104,48 @@ void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req)
 		if (!s.allocs && !s.frees && !s.used && !s.peak && !s.untracked_frees && !s.pool_reserved &&
 		    !s.refused[0] && !s.refused[1] && !s.refused[2])
 			continue;
-		GG_OUT_LIT(o, "{\"t\":\"device\",\"dev\":");
+		GG_OUT_REC(o, device);
+		GG_OUT_KEY(o, device, dev);
 		gg_out_u64(o, (uint64_t)d);
-		GG_OUT_LIT(o, ",\"limit\":");
+		GG_OUT_KEY(o, device, limit);
 		gg_out_u64_or_null(o, s.limit != GG_UNLIMITED, s.limit);
-		GG_OUT_LIT(o, ",\"used\":");
+		GG_OUT_KEY(o, device, used);
 		gg_out_u64(o, s.used);
-		GG_OUT_LIT(o, ",\"peak\":");
+		GG_OUT_KEY(o, device, peak);
 		gg_out_u64(o, s.peak);
-		GG_OUT_LIT(o, ",\"pool_reserved\":");
+		GG_OUT_KEY(o, device, pool_reserved);
 		gg_out_u64(o, s.pool_reserved);
-		GG_OUT_LIT(o, ",\"live_bytes\":");
+		GG_OUT_KEY(o, device, live_bytes);
 		gg_out_u64(o, s.live_bytes);
-		GG_OUT_LIT(o, ",\"allocs\":");
+		GG_OUT_KEY(o, device, allocs);
 		gg_out_u64(o, s.allocs);
-		GG_OUT_LIT(o, ",\"frees\":");
+		GG_OUT_KEY(o, device, frees);
 		gg_out_u64(o, s.frees);
-		GG_OUT_LIT(o, ",\"untracked_frees\":");
+		GG_OUT_KEY(o, device, untracked_frees);
 		gg_out_u64(o, s.untracked_frees);
-		GG_OUT_LIT(o, ",\"refused_ceiling\":");
+		GG_OUT_KEY(o, device, refused_ceiling);
 		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_CEILING]);
-		GG_OUT_LIT(o, ",\"refused_config\":");
+		GG_OUT_KEY(o, device, refused_config);
 		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_CONFIG]);
-		GG_OUT_LIT(o, ",\"refused_driver\":");
+		GG_OUT_KEY(o, device, refused_driver);
 		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_DRIVER]);
-		GG_OUT_LIT(o, ",\"pool_overshoot\":");
+		GG_OUT_KEY(o, device, pool_overshoot);
 		gg_out_u64(o, s.pool_overshoot);
 		/* Known for the failing request's device only: the writer
 		 * thread has no context to ask the driver with. */
 		int mi = req && req->valid && req->have_meminfo && req->dev == d;
-		GG_OUT_LIT(o, ",\"driver_free\":");
+		GG_OUT_KEY(o, device, driver_free);
 		gg_out_u64_or_null(o, mi, mi ? req->driver_free : 0);
-		GG_OUT_LIT(o, ",\"driver_total\":");
+		GG_OUT_KEY(o, device, driver_total);
 		gg_out_u64_or_null(o, mi, mi ? req->driver_total : 0);
+		GG_OUT_KEY(o, device, scope);
 		if (s.pod)
-			GG_OUT_LIT(o, ",\"scope\":\"pod\",\"process_used\":");
+			GG_OUT_LIT(o, "\"pod\"");
 		else
-			GG_OUT_LIT(o, ",\"scope\":\"process\",\"process_used\":");
+			GG_OUT_LIT(o, "\"process\"");
+		GG_OUT_KEY(o, device, process_used);
 		gg_out_u64(o, s.process_used);
-		GG_OUT_LIT(o, ",\"wait_ms\":");
+		GG_OUT_KEY(o, device, wait_ms);
 		gg_out_u64(o, gg_ceiling_wait_ns(d) / 1000000u);
 		gg_out_end_record(o);
 	}
@@ -151,15 +159,16 @@ const char *gg_dump_api_name(unsigned api)
 void gg_dump_rec_vmm_one(const struct gg_vmm_info *v, void *arg)
 {
 	struct gg_out *o = arg;
-	GG_OUT_LIT(o, "{\"t\":\"vmm\",\"base\":\"");
-	gg_out_hex(o, v->base);
-	GG_OUT_LIT(o, "\",\"size\":");
+	GG_OUT_REC(o, vmm);
+	GG_OUT_KEY(o, vmm, base);
+	gg_out_hex_str(o, v->base);
+	GG_OUT_KEY(o, vmm, size);
 	gg_out_u64(o, v->size);
-	GG_OUT_LIT(o, ",\"mapped\":");
+	GG_OUT_KEY(o, vmm, mapped);
 	gg_out_u64(o, v->mapped);
-	GG_OUT_LIT(o, ",\"holes\":");
+	GG_OUT_KEY(o, vmm, holes);
 	gg_out_u64(o, v->holes);
-	GG_OUT_LIT(o, ",\"largest_hole\":");
+	GG_OUT_KEY(o, vmm, largest_hole);
 	gg_out_u64(o, v->largest_hole);
 	gg_out_end_record(o);
 }
@@ -167,19 +176,20 @@ void gg_dump_rec_vmm_one(const struct gg_vmm_info *v, void *arg)
 void gg_dump_rec_pod_one(const struct gg_pod_use *u, void *arg)
 {
 	struct gg_out *o = arg;
-	GG_OUT_LIT(o, "{\"t\":\"pod\",\"slot\":");
+	GG_OUT_REC(o, pod);
+	GG_OUT_KEY(o, pod, slot);
 	gg_out_u64(o, u->slot);
-	GG_OUT_LIT(o, ",\"pid\":");
+	GG_OUT_KEY(o, pod, pid);
 	gg_out_u64(o, u->pid);
-	GG_OUT_LIT(o, ",\"comm\":");
+	GG_OUT_KEY(o, pod, comm);
 	gg_out_json(o, u->comm);
-	GG_OUT_LIT(o, ",\"self\":");
+	GG_OUT_KEY(o, pod, self);
 	gg_out_u64(o, (uint64_t)u->self);
-	GG_OUT_LIT(o, ",\"alive\":");
+	GG_OUT_KEY(o, pod, alive);
 	gg_out_u64(o, (uint64_t)u->alive);
-	GG_OUT_LIT(o, ",\"dev\":");
+	GG_OUT_KEY(o, pod, dev);
 	gg_out_u64(o, (uint64_t)u->dev);
-	GG_OUT_LIT(o, ",\"used\":");
+	GG_OUT_KEY(o, pod, used);
 	gg_out_u64(o, u->used);
 	gg_out_end_record(o);
 }
@@ -191,37 +201,38 @@ void gg_dump_rec_deaths(struct gg_out *o)
 	struct gpuguard_region_death d[GPUGUARD_REGION_DEATHS];
 	size_t n = gg_shared_deaths(d, GPUGUARD_REGION_DEATHS);
 	for (size_t i = 0; i < n; i++) {
-		GG_OUT_LIT(o, "{\"t\":\"death\",\"n\":");
+		GG_OUT_REC(o, death);
+		GG_OUT_KEY(o, death, n);
 		gg_out_u64(o, d[i].seq);
-		GG_OUT_LIT(o, ",\"pid\":");
+		GG_OUT_KEY(o, death, pid);
 		gg_out_u64(o, d[i].pid);
-		GG_OUT_LIT(o, ",\"comm\":");
+		GG_OUT_KEY(o, death, comm);
 		gg_out_json(o, d[i].comm);
-		GG_OUT_LIT(o, ",\"start_ms\":");
+		GG_OUT_KEY(o, death, start_ms);
 		gg_out_u64(o, d[i].start_ms);
-		GG_OUT_LIT(o, ",\"last_ms\":");
+		GG_OUT_KEY(o, death, last_ms);
 		gg_out_u64(o, d[i].last_ms);
-		GG_OUT_LIT(o, ",\"found_ms\":");
+		GG_OUT_KEY(o, death, found_ms);
 		gg_out_u64(o, d[i].found_ms);
-		GG_OUT_LIT(o, ",\"gpu_entry\":");
+		GG_OUT_KEY(o, death, gpu_entry);
 		gg_out_u64(o, d[i].gpu_entry);
-		GG_OUT_LIT(o, ",\"gpu_used\":");
+		GG_OUT_KEY(o, death, gpu_used);
 		gg_out_u64(o, d[i].gpu_used);
-		GG_OUT_LIT(o, ",\"gpu_limit\":");
+		GG_OUT_KEY(o, death, gpu_limit);
 		gg_out_u64_or_null(o, d[i].gpu_limit < GG_LIMIT_UNRESOLVED, d[i].gpu_limit);
-		GG_OUT_LIT(o, ",\"refused\":");
+		GG_OUT_KEY(o, death, refused);
 		gg_out_u64(o, d[i].refused);
-		GG_OUT_LIT(o, ",\"refused_age_ms\":");
+		GG_OUT_KEY(o, death, refused_age_ms);
 		gg_out_u64_or_null(o, d[i].refused_age_ms != UINT32_MAX, d[i].refused_age_ms);
-		GG_OUT_LIT(o, ",\"cgroup_version\":");
+		GG_OUT_KEY(o, death, cgroup_version);
 		gg_out_u64(o, d[i].host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
-		           : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
-		                                                       : 0);
-		GG_OUT_LIT(o, ",\"working_set\":");
+		              : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
+		                                                          : 0);
+		GG_OUT_KEY(o, death, working_set);
 		gg_out_u64(o, d[i].host_ws);
-		GG_OUT_LIT(o, ",\"working_set_known\":");
+		GG_OUT_KEY(o, death, working_set_known);
 		gg_out_u64(o, (d[i].host_flags & GPUGUARD_OBIT_WS_KNOWN) != 0);
-		GG_OUT_LIT(o, ",\"host_limit\":");
+		GG_OUT_KEY(o, death, host_limit);
 		gg_out_u64_or_null(o, d[i].host_limit != 0, d[i].host_limit);
 		gg_out_end_record(o);
 	}
@@ -229,17 +240,18 @@ void gg_dump_rec_deaths(struct gg_out *o)
 
 void gg_dump_rec_request(struct gg_out *o, const struct gg_dump_req *r)
 {
-	GG_OUT_LIT(o, "{\"t\":\"request\",\"api\":");
+	GG_OUT_REC(o, request);
+	GG_OUT_KEY(o, request, api);
 	gg_out_json(o, gg_dump_api_name(r->api));
-	GG_OUT_LIT(o, ",\"size\":");
+	GG_OUT_KEY(o, request, size);
 	gg_out_u64(o, r->size);
-	GG_OUT_LIT(o, ",\"dev\":");
+	GG_OUT_KEY(o, request, dev);
 	gg_out_i64(o, r->dev);
-	GG_OUT_LIT(o, ",\"tid\":");
+	GG_OUT_KEY(o, request, tid);
 	gg_out_u64(o, r->tid);
-	GG_OUT_LIT(o, ",\"stack\":");
+	GG_OUT_KEY(o, request, stack);
 	gg_out_u64(o, r->stack);
-	GG_OUT_LIT(o, ",\"outcome\":");
+	GG_OUT_KEY(o, request, outcome);
 	gg_out_json(o, r->driver_oom ? "driver_oom" : "refused_ceiling");
 	gg_out_end_record(o);
 }
@@ -250,21 +262,22 @@ void gg_dump_rec_host(struct gg_out *o, _Atomic int64_t *pinned_bytes, _Atomic i
 	gg_dump_host_sample(&h);
 	int64_t pb = atomic_load_explicit(pinned_bytes, memory_order_relaxed);
 	int64_t pc = atomic_load_explicit(pinned_count, memory_order_relaxed);
-	GG_OUT_LIT(o, "{\"t\":\"host\",\"rss\":");
+	GG_OUT_REC(o, host);
+	GG_OUT_KEY(o, host, rss);
 	gg_out_u64(o, h.rss);
-	GG_OUT_LIT(o, ",\"cgroup_version\":");
+	GG_OUT_KEY(o, host, cgroup_version);
 	gg_out_u64(o, (uint64_t)h.version);
-	GG_OUT_LIT(o, ",\"cgroup_limit\":");
+	GG_OUT_KEY(o, host, cgroup_limit);
 	gg_out_u64_or_null(o, h.have_lim, h.lim);
-	GG_OUT_LIT(o, ",\"cgroup_usage\":");
+	GG_OUT_KEY(o, host, cgroup_usage);
 	gg_out_u64_or_null(o, h.have_use, h.use);
-	GG_OUT_LIT(o, ",\"cgroup_oom_kill\":");
+	GG_OUT_KEY(o, host, cgroup_oom_kill);
 	gg_out_u64_or_null(o, h.have_oom, h.oom);
-	GG_OUT_LIT(o, ",\"cgroup_inactive_file\":");
+	GG_OUT_KEY(o, host, cgroup_inactive_file);
 	gg_out_u64_or_null(o, h.have_use && h.have_inactive, h.inactive_file);
-	GG_OUT_LIT(o, ",\"pinned_bytes\":");
+	GG_OUT_KEY(o, host, pinned_bytes);
 	gg_out_u64(o, pb > 0 ? (uint64_t)pb : 0);
-	GG_OUT_LIT(o, ",\"pinned_allocs\":");
+	GG_OUT_KEY(o, host, pinned_allocs);
 	gg_out_u64(o, pc > 0 ? (uint64_t)pc : 0);
 	gg_out_end_record(o);
 }
@@ -275,22 +288,25 @@ void gg_dump_rec_meminfo(struct gg_out *o)
 	uint64_t count;
 	size_t n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
 	for (size_t i = 0; i < n; i++) {
-		GG_OUT_LIT(o, "{\"t\":\"meminfo\",\"n\":");
+		GG_OUT_REC(o, meminfo);
+		GG_OUT_KEY(o, meminfo, n);
 		gg_out_u64(o, q[i].n);
-		GG_OUT_LIT(o, ",\"of\":");
+		GG_OUT_KEY(o, meminfo, of);
 		gg_out_u64(o, count);
-		GG_OUT_LIT(o, ",\"ms\":");
+		GG_OUT_KEY(o, meminfo, ms);
 		gg_out_u64(o, q[i].ms);
-		GG_OUT_LIT(o, ",\"dev\":");
+		GG_OUT_KEY(o, meminfo, dev);
 		gg_out_u64(o, (uint64_t)(q[i].dev < 0 ? 0 : q[i].dev));
-		GG_OUT_LIT(o, ",\"free\":");
+		GG_OUT_KEY(o, meminfo, free);
 		gg_out_u64(o, q[i].free);
-		GG_OUT_LIT(o, ",\"total\":");
+		GG_OUT_KEY(o, meminfo, total);
 		gg_out_u64(o, q[i].total);
-		GG_OUT_LIT(o, ",\"used\":");
+		GG_OUT_KEY(o, meminfo, used);
 		gg_out_u64(o, q[i].used);
-		if (q[i].nvml)
-			GG_OUT_LIT(o, ",\"via\":\"nvml\"");
+		if (q[i].nvml) {
+			GG_OUT_KEY(o, meminfo, via);
+			GG_OUT_LIT(o, "\"nvml\"");
+		}
 		gg_out_end_record(o);
 	}
 }
@@ -323,28 +339,30 @@ void gg_dump_rec_peaks(struct gg_out *o)
 		gg_history_peak(d, &bytes, &ms);
 		if (!bytes)
 			continue;
-		GG_OUT_LIT(o, "{\"t\":\"peak\",\"dev\":");
+		GG_OUT_REC(o, peak);
+		GG_OUT_KEY(o, peak, dev);
 		gg_out_u64(o, (uint64_t)d);
-		GG_OUT_LIT(o, ",\"bytes\":");
+		GG_OUT_KEY(o, peak, bytes);
 		gg_out_u64(o, bytes);
-		GG_OUT_LIT(o, ",\"ms\":");
+		GG_OUT_KEY(o, peak, ms);
 		gg_out_u64(o, ms);
-		GG_OUT_LIT(o, ",\"live\":");
+		GG_OUT_KEY(o, peak, live);
 		gg_out_u64(o, gg_history_live(d));
 		gg_out_end_record(o);
 		struct gg_peak_sites ps;
 		if (gg_history_peak_sites(d, &ps) != 0)
 			continue;
 		for (unsigned k = 0; k < ps.n; k++) {
-			GG_OUT_LIT(o, "{\"t\":\"peak_site\",\"dev\":");
+			GG_OUT_REC(o, peak_site);
+			GG_OUT_KEY(o, peak_site, dev);
 			gg_out_u64(o, (uint64_t)d);
-			GG_OUT_LIT(o, ",\"st\":");
+			GG_OUT_KEY(o, peak_site, st);
 			gg_out_u64(o, ps.st[k]);
-			GG_OUT_LIT(o, ",\"bytes\":");
+			GG_OUT_KEY(o, peak_site, bytes);
 			gg_out_u64(o, ps.b[k]);
-			GG_OUT_LIT(o, ",\"at\":");
+			GG_OUT_KEY(o, peak_site, at);
 			gg_out_u64(o, ps.bytes);
-			GG_OUT_LIT(o, ",\"ms\":");
+			GG_OUT_KEY(o, peak_site, ms);
 			gg_out_u64(o, ps.ms);
 			gg_out_end_record(o);
 			gg_dump_mark_stack(ps.st[k]);
@@ -377,19 +395,20 @@ static void rec_alloc(const struct gg_record *r, void *arg)
 		return; /* pinned host memory: summed in the host record */
 	gg_dump_mark_stack(r->stack);
 	gg_out_need(o, 160);
-	GG_OUT_LIT(o, "{\"t\":\"a\",\"p\":\"");
-	gg_out_hex(o, raw_of(r));
-	GG_OUT_LIT(o, "\",\"s\":");
+	GG_OUT_REC(o, a);
+	GG_OUT_KEY(o, a, p);
+	gg_out_hex_str(o, raw_of(r));
+	GG_OUT_KEY(o, a, s);
 	gg_out_u64(o, r->size);
-	GG_OUT_LIT(o, ",\"d\":");
+	GG_OUT_KEY(o, a, d);
 	gg_out_u64(o, r->dev);
-	GG_OUT_LIT(o, ",\"api\":");
+	GG_OUT_KEY(o, a, api);
 	gg_out_u64(o, r->api);
-	GG_OUT_LIT(o, ",\"age\":");
+	GG_OUT_KEY(o, a, age);
 	gg_out_u64(o, c->now > r->t_ms ? c->now - r->t_ms : 0);
-	GG_OUT_LIT(o, ",\"tid\":");
+	GG_OUT_KEY(o, a, tid);
 	gg_out_u64(o, r->tid);
-	GG_OUT_LIT(o, ",\"st\":");
+	GG_OUT_KEY(o, a, st);
 	gg_out_u64(o, r->stack);
 	gg_out_end_record(o);
 }
@@ -410,9 +429,11 @@ void gg_dump_rec_stacks(struct gg_out *o)
 			int n = gg_stack_frames(id, &fr);
 			if (n <= 0)
 				continue;
-			GG_OUT_LIT(o, "{\"t\":\"stack\",\"id\":");
+			GG_OUT_REC(o, stack);
+			GG_OUT_KEY(o, stack, id);
 			gg_out_u64(o, id);
-			GG_OUT_LIT(o, ",\"frames\":[");
+			GG_OUT_KEY(o, stack, frames);
+			GG_OUT_LIT(o, "[");
 			for (int i = 0; i < n; i++) {
 				Dl_info info;
 				/* A return address points after the call: look up
@@ -423,20 +444,23 @@ void gg_dump_rec_stacks(struct gg_out *o)
 				if (dladdr((void *)pc, &info) && info.dli_fname) {
 					const char *base = strrchr(info.dli_fname, '/');
 					base = base ? base + 1 : info.dli_fname;
-					GG_OUT_LIT(o, "{\"m\":");
+					GG_OUT_LIT(o, "{");
+					GG_OUT_KEY_FIRST(o, frame, m);
 					gg_out_json(o, *base ? base : "?");
-					GG_OUT_LIT(o, ",\"o\":\"");
-					gg_out_hex(o, fr[i] - (uintptr_t)info.dli_fbase);
-					GG_OUT_LIT(o, "\"");
+					GG_OUT_KEY(o, frame, o);
+					gg_out_hex_str(o, fr[i] - (uintptr_t)info.dli_fbase);
 					if (info.dli_sname) {
-						GG_OUT_LIT(o, ",\"s\":");
+						GG_OUT_KEY(o, frame, s);
 						gg_out_json(o, info.dli_sname);
 					}
 					GG_OUT_LIT(o, "}");
 				} else {
-					GG_OUT_LIT(o, "{\"m\":\"?\",\"o\":\"");
-					gg_out_hex(o, fr[i]);
-					GG_OUT_LIT(o, "\"}");
+					GG_OUT_LIT(o, "{");
+					GG_OUT_KEY_FIRST(o, frame, m);
+					GG_OUT_LIT(o, "\"?\"");
+					GG_OUT_KEY(o, frame, o);
+					gg_out_hex_str(o, fr[i]);
+					GG_OUT_LIT(o, "}");
 				}
 			}
 			GG_OUT_LIT(o, "]");
@@ -450,20 +474,21 @@ void gg_dump_rec_history(struct gg_out *o, const struct gg_hist_event *ev, uint6
 	for (uint64_t i = 0; i < n; i++) {
 		const struct gg_hist_event *e = &ev[i];
 		gg_out_need(o, 160);
-		GG_OUT_LIT(o, "{\"t\":\"h\",\"ms\":");
+		GG_OUT_REC(o, h);
+		GG_OUT_KEY(o, h, ms);
 		gg_out_u64(o, e->ms);
-		GG_OUT_LIT(o, ",\"op\":\"");
-		char op = (char)e->op;
-		gg_out_mem(o, &op, 1);
-		GG_OUT_LIT(o, "\",\"p\":\"");
-		gg_out_hex(o, e->p);
-		GG_OUT_LIT(o, "\",\"s\":");
+		GG_OUT_KEY(o, h, op);
+		char op[3] = {'"', (char)e->op, '"'};
+		gg_out_mem(o, op, 3);
+		GG_OUT_KEY(o, h, p);
+		gg_out_hex_str(o, e->p);
+		GG_OUT_KEY(o, h, s);
 		gg_out_u64(o, e->s);
-		GG_OUT_LIT(o, ",\"d\":");
+		GG_OUT_KEY(o, h, d);
 		gg_out_u64(o, e->dev);
-		GG_OUT_LIT(o, ",\"api\":");
+		GG_OUT_KEY(o, h, api);
 		gg_out_u64(o, e->api);
-		GG_OUT_LIT(o, ",\"st\":");
+		GG_OUT_KEY(o, h, st);
 		gg_out_u64(o, e->stack);
 		gg_out_end_record(o);
 	}
@@ -472,11 +497,12 @@ void gg_dump_rec_history(struct gg_out *o, const struct gg_hist_event *ev, uint6
 void gg_dump_rec_end(struct gg_out *o, uint64_t suppressed, uint64_t write_errors)
 {
 	uint64_t before_end = o->records;
-	GG_OUT_LIT(o, "{\"t\":\"end\",\"records\":");
+	GG_OUT_REC(o, end);
+	GG_OUT_KEY(o, end, records);
 	gg_out_u64(o, before_end);
-	GG_OUT_LIT(o, ",\"suppressed\":");
+	GG_OUT_KEY(o, end, suppressed);
 	gg_out_u64(o, suppressed);
-	GG_OUT_LIT(o, ",\"write_errors\":");
+	GG_OUT_KEY(o, end, write_errors);
 	gg_out_u64(o, write_errors);
 	gg_out_end_record(o);
 }

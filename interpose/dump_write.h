@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "gpuguard/schema.h"
 #include "internal.h"
 
 /* A failure dump's request, filled on the failing thread. */
@@ -60,11 +61,6 @@ static inline void gg_out_mem(struct gg_out *o, const char *s, size_t n)
 
 #define GG_OUT_LIT(o, s) gg_out_mem(o, s, sizeof(s) - 1)
 
-static inline void gg_out_str(struct gg_out *o, const char *s)
-{
-	gg_out_mem(o, s, strlen(s));
-}
-
 static inline void gg_out_u64(struct gg_out *o, uint64_t v)
 {
 	char tmp[24];
@@ -86,17 +82,34 @@ static inline void gg_out_i64(struct gg_out *o, int64_t v)
 	}
 }
 
-static inline void gg_out_hex(struct gg_out *o, uint64_t v)
+/* v in hex, quoted: an address or handle ("7f0000200000"), as a string so
+ * that readers parsing numbers as doubles keep all 64 bits. */
+static inline void gg_out_hex_str(struct gg_out *o, uint64_t v)
 {
 	static const char dig[] = "0123456789abcdef";
-	char tmp[16];
+	char tmp[18];
 	int n = 0;
+	tmp[17] = '"';
 	do {
-		tmp[15 - n++] = dig[v & 15];
+		tmp[16 - n++] = dig[v & 15];
 		v >>= 4;
 	} while (v);
-	gg_out_mem(o, tmp + 16 - n, (size_t)n);
+	tmp[16 - n] = '"';
+	gg_out_mem(o, tmp + 16 - n, (size_t)n + 2);
 }
+
+/* {"t":"name" opening record t, and ,"key": before key k's value: the
+ * text comes from the one list (gpuguard/schema.h), and a key that is not
+ * in it for that record does not compile. KEY_FIRST: a key opening an
+ * object of its own (a stack's frame), without the comma. */
+#define GG_OUT_REC(o, t) \
+	gg_out_mem(o, gpuguard_dump_records[GPUGUARD_DR_##t].open, gpuguard_dump_records[GPUGUARD_DR_##t].open_len)
+#define GG_OUT_KEY(o, t, k)                                           \
+	gg_out_mem(o, gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json, \
+	           gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json_len)
+#define GG_OUT_KEY_FIRST(o, t, k)                                         \
+	gg_out_mem(o, gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json + 1, \
+	           gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json_len - 1u)
 
 static inline void gg_out_u64_or_null(struct gg_out *o, int known, uint64_t v)
 {
@@ -117,7 +130,6 @@ static inline void gg_out_end_record(struct gg_out *o)
 	o->records++;
 }
 
-
 static inline void *gg_dump_map_once(void **slot, size_t size)
 {
 	if (!*slot) {
@@ -126,7 +138,6 @@ static inline void *gg_dump_map_once(void **slot, size_t size)
 	}
 	return *slot;
 }
-
 
 /* ---- dump_records.c: one function per record type, in file order ---- */
 const char *gg_dump_trigger_name(enum gg_dump_trigger trig);

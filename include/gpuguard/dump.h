@@ -2,7 +2,9 @@
  * `gpuguard report` (reader). JSON Lines: one JSON object per line, each with
  * a "t" field naming the record type, in the order listed below. jq and
  * Python read it as is. The reader rejects a newer format version with a
- * clear message and keeps reading older ones.
+ * clear message and keeps reading older ones. The record types and their
+ * keys are listed once, for the writer, the reader and the tests, in
+ * schema.h.
  *
  * Format version 1. Numbers are JSON integers (bytes, ms, ids) unless noted;
  * addresses and handles are hex strings without 0x ("7f0000200000") so that

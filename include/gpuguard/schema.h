@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+/* clang-format off */
 /* The record types, in the order they appear in a dump (peak and
  * peak_site alternate, one peak then its sites, per device). */
 #define GPUGUARD_DUMP_RECORDS(R)                                                                                   \
@@ -53,6 +54,8 @@
 	K(frame, m, 1) K(frame, o, 1) K(frame, s, 0)                                                                  \
 	K(h, ms, 1) K(h, op, 1) K(h, p, 1) K(h, s, 1) K(h, d, 1) K(h, api, 1) K(h, st, 1)                             \
 	K(end, records, 1) K(end, suppressed, 1) K(end, write_errors, 1)
+
+/* clang-format on */
 
 #define GPUGUARD_DR_ENUM_(t) GPUGUARD_DR_##t,
 enum gpuguard_dump_record { GPUGUARD_DUMP_RECORDS(GPUGUARD_DR_ENUM_) GPUGUARD_DR_COUNT, GPUGUARD_DR_frame };
