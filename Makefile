@@ -59,10 +59,12 @@ SIM_TEST := $(BUILD)/tests/sim_test
 # sigprobe: the command's and the library's reading of GPUGUARD_DUMP_SIGNAL
 # (tests/scripts/dump_target.sh). podclient: a pod member driven from stdin
 # (tests/scripts/region_fault.sh). podsoak and its shim: the kill soak
-# (tests/scripts/soak.sh, `make soak`).
+# (tests/scripts/soak.sh, `make soak`). schemacheck and the generated dump:
+# tests/scripts/schema.sh.
 TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/tests/tools/flood \
 	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient \
-	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so $(BUILD)/tests/tools/schemacheck
+	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so $(BUILD)/tests/tools/schemacheck \
+	$(BUILD)/tests/bench/gen_dump
 EXAMPLES := $(BUILD)/examples/kvcache
 # Programs that behave as vLLM, JAX, TensorRT-LLM, PyTorch (through a
 # stand-in libc10_cuda.so) and a plain C program do towards the driver
@@ -193,6 +195,10 @@ $(TOOL): $(TOOL_SRCS) tools/tool.h $(HEADERS)
 $(BUILD)/tests/tools/schemacheck: tests/tools/schemacheck.c tools/jsonl.c tools/text.c tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Itools -o $@ tests/tools/schemacheck.c tools/jsonl.c tools/text.c
+
+$(BUILD)/tests/bench/gen_dump: tests/bench/gen_dump.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $<
 
 $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient: $(BUILD)/tests/tools/%: tests/tools/%.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)

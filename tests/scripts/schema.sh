@@ -36,8 +36,7 @@ for s in vllm_like torch_like jax_like trtllm_like nvml_sized plain_c; do
 	done
 	if [ $n -ge 2 ]; then ok; else echo "    $s wrote $n dumps" >"$TMP/out" && bad "dumps-$s" "$TMP/out"; fi
 done
-${CC:-cc} -O2 -Iinclude -o "$TMP/gen_dump" tests/bench/gen_dump.c 2>"$TMP/out" || bad gen-build "$TMP/out"
-"$TMP/gen_dump" 300 >"$TMP/gen.jsonl"
+"$GG_TEST_BUILD/tests/bench/gen_dump" 300 >"$TMP/gen.jsonl"
 if "$CHECK" "$TMP/gen.jsonl" >"$TMP/out" 2>&1; then ok; else bad generator "$TMP/out"; fi
 if "$GG" report "$TMP/gen.jsonl" >/dev/null 2>"$TMP/err" && [ ! -s "$TMP/err" ]; then ok; else bad gen-load "$TMP/err"; fi
 for g in tests/golden/*.jsonl; do
