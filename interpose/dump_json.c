@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "dump_write.h"
+#include "gpuguard/utf8.h"
 
 void gg_out_flush(struct gg_out *o)
 {
@@ -25,36 +26,6 @@ void gg_out_flush(struct gg_out *o)
 	o->len = 0;
 }
 
-/* Length of a valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	unsigned lo = 0x80, hi = 0xbf;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef) {
-		len = 3;
-		if (c == 0xe0)
-			lo = 0xa0;
-		if (c == 0xed)
-			hi = 0x9f; /* no surrogates */
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4;
-		if (c == 0xf0)
-			lo = 0x90;
-		if (c == 0xf4)
-			hi = 0x8f;
-	} else
-		return 0;
-	if (len > n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return len;
-}
-
 void gg_out_json_n(struct gg_out *o, const char *s, size_t n)
 {
 	static const char dig[] = "0123456789abcdef";
@@ -70,8 +41,8 @@ void gg_out_json_n(struct gg_out *o, const char *s, size_t n)
 			char e[2] = {'\\', (char)c};
 			gg_out_mem(o, e, 2);
 			i++;
-		} else if (c >= 0x80 && utf8_len(p + i, n - i)) {
-			size_t l = utf8_len(p + i, n - i);
+		} else if (c >= 0x80 && gpuguard_utf8_len(p + i, n - i)) {
+			size_t l = gpuguard_utf8_len(p + i, n - i);
 			gg_out_mem(o, (const char *)p + i, l);
 			i += l;
 		} else {

@@ -390,7 +390,6 @@ void gg_escape_bytes(char *out, const char *s, size_t max);
  * message) passes printable ASCII and well-formed UTF-8 above U+009F; C0
  * controls, DEL, C1 controls (U+0080..U+009F) and bytes that are not UTF-8
  * print as '?', one per character. */
-size_t gg_utf8_len(const char *p, const char *end); /* well-formed sequence at p, or 0 */
 /* The character at p (p < end): its length, *safe = 0 for one of the above. */
 size_t gg_text_next(const char *p, const char *end, int *safe);
 void gg_put_text(FILE *f, const char *s);
