@@ -41,7 +41,8 @@ EXPORTS := $(BUILD)/lib/exports.txt
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/base.c interpose/resolve.c interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
-	interpose/dump.c interpose/vmm.c interpose/shared.c interpose/limit.c interpose/signal.c
+	interpose/dump.c interpose/dump_json.c interpose/dump_records.c interpose/dump_host.c interpose/meminfo.c interpose/vmm.c \
+	interpose/shared.c interpose/signal.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
@@ -63,10 +64,12 @@ SIM_TEST := $(BUILD)/tests/sim_test
 # sigprobe: the command's and the library's reading of GPUGUARD_DUMP_SIGNAL
 # (tests/scripts/dump_target.sh). podclient: a pod member driven from stdin
 # (tests/scripts/region_fault.sh). podsoak and its shim: the kill soak
-# (tests/scripts/soak.sh, `make soak`).
+# (tests/scripts/soak.sh, `make soak`). schemacheck and the generated dump:
+# tests/scripts/schema.sh.
 TEST_TOOLS := $(BUILD)/tests/tools/mkregion $(BUILD)/tests/tools/httpc $(BUILD)/tests/tools/flood \
 	$(BUILD)/tests/tools/signame $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient \
-	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so
+	$(BUILD)/tests/tools/podsoak $(BUILD)/tests/tools/libpodsoak_shim.so $(BUILD)/tests/tools/schemacheck \
+	$(BUILD)/tests/bench/gen_dump
 EXAMPLES := $(BUILD)/examples/kvcache
 # Programs that behave as vLLM, JAX, TensorRT-LLM, PyTorch (through a
 # stand-in libc10_cuda.so) and a plain C program do towards the driver
@@ -77,8 +80,8 @@ BENCH := $(BUILD)/tests/bench/bench
 # The gpuguard command (tools/): report, run, dump, top (top.c), metrics (metrics.c,
 # served by http.c, node-wide by discover.c). Needs uthash-dev.
 TOOL := $(BUILD)/bin/gpuguard
-# interpose/limit.c: GPUGUARD_LIMIT's one parser, shared with the library.
-TOOL_SRCS := $(wildcard tools/*.c) interpose/limit.c
+# The rules it shares with the library are headers (include/gpuguard/).
+TOOL_SRCS := $(wildcard tools/*.c)
 # The real-library programs (tests/reallib/): built by the CUDA toolkit's own
 # nvcc, found as tests/abi/check.sh finds the headers (NVCC, CUDA_HOME, PATH,
 # /usr/local/cuda). Host code only, never instrumented, so every build variant
@@ -150,9 +153,9 @@ $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
 # timed differently, and pool.c's remove-then-reinsert window in
 # gg_pool_destroy_end shows under ThreadSanitizer).
 UNIT_CORE_test_table := table
-UNIT_CORE_test_history := base limit log options resolve stack history ceiling
-UNIT_CORE_test_options := base limit log options ceiling
-UNIT_CORE_test_dump := base compat limit log options resolve signal table vmm stack history ceiling shared dump
+UNIT_CORE_test_history := base log options resolve stack history ceiling
+UNIT_CORE_test_options := base log options ceiling
+UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack history ceiling shared dump dump_json dump_records dump_host meminfo
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
 unit_core = $(if $(UNIT_CORE_$(1)),$(patsubst %,interpose/%.c,$(UNIT_CORE_$(1))),$(CORE_SRCS))
 $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
@@ -213,11 +216,17 @@ $(TOOL): $(TOOL_SRCS) tools/tool.h tools/live.h $(HEADERS)
 	@mkdir -p $(@D)
 	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
 		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
-	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $(TOOL_SRCS) -ldl
+	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS) -ldl
 
-$(BUILD)/tests/tools/signame: tests/tools/signame.c tools/signal.c tools/tool.h $(HEADERS)
+# Dumps against the one list of keys (tests/scripts/schema.sh), read with
+# the command's own JSON reader.
+$(BUILD)/tests/tools/schemacheck: tests/tools/schemacheck.c tools/jsonl.c tools/text.c tools/tool.h $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -Itools -o $@ tests/tools/signame.c tools/signal.c
+	$(CC) $(BASE_CFLAGS) -Itools -o $@ tests/tools/schemacheck.c tools/jsonl.c tools/text.c
+
+$(BUILD)/tests/bench/gen_dump: tests/bench/gen_dump.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $<
 
 $(BUILD)/tests/tools/sigprobe $(BUILD)/tests/tools/podclient: $(BUILD)/tests/tools/%: tests/tools/%.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)

@@ -48,13 +48,13 @@ static void local_budget(struct gg_device *g)
 void gg_ceiling_configure(void)
 {
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		const struct gg_limit_spec *s = &gg_opt.limits.dev[d];
+		const struct gpuguard_limit *s = &gg_opt.limits.dev[d];
 		uint64_t lim = GG_UNLIMITED;
 		if (gg_opt.limit_bad)
 			lim = 0;
-		else if (s->kind == GG_LIMIT_BYTES)
+		else if (s->kind == GPUGUARD_LIMIT_BYTES)
 			lim = s->value;
-		else if (s->kind == GG_LIMIT_PERCENT)
+		else if (s->kind == GPUGUARD_LIMIT_PERCENT)
 			lim = GG_LIMIT_UNRESOLVED;
 		/* relaxed: configure runs during initialisation, before any hook
 		 * reads the limit (gg_init_once publishes it with release). */
@@ -147,8 +147,8 @@ int gg_ceiling_unresolved(int dev)
 
 void gg_ceiling_resolve(int dev, uint64_t physical_total)
 {
-	const struct gg_limit_spec *s = &gg_opt.limits.dev[dev];
-	if (s->kind != GG_LIMIT_PERCENT)
+	const struct gpuguard_limit *s = &gg_opt.limits.dev[dev];
+	if (s->kind != GPUGUARD_LIMIT_PERCENT)
 		return;
 	unsigned __int128 v = (unsigned __int128)physical_total * s->value / 10000;
 	uint64_t expect = GG_LIMIT_UNRESOLVED;

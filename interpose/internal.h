@@ -11,7 +11,7 @@
 
 #include "base.h"
 #include "gpuguard.h"
-#include "limit.h"
+#include "gpuguard/parse.h"
 
 #define GG_EXPORT __attribute__((visibility("default")))
 #define GG_MAX_DEVICES GPUGUARD_MAX_DEVICES
@@ -29,6 +29,8 @@ void gg_log(enum gg_log_level level, const char *fmt, ...) __attribute__((format
  * once, at the process's first GPU call (issue 10, finding 14). */
 void gg_log_hold(int on);
 void gg_log_release(void);
+/* Lines the rate limit dropped (for the dump's end record). */
+uint64_t gg_log_dropped(void);
 /* Formats a byte count as "20.0 GiB" into buf. Returns buf. */
 const char *gg_log_bytes(char *buf, size_t len, uint64_t bytes);
 /* The first GPU call (the first hook to enter, or the first real entry
@@ -44,12 +46,13 @@ static inline void gg_first_call(void)
 }
 
 /* ---- options.c ---- */
-/* GPUGUARD_LIMIT's types and parser: limit.h (shared with the command).
+/* The value syntaxes (quantities, durations, GPUGUARD_LIMIT) are
+ * gpuguard/parse.h, signals gpuguard/signals.h: shared with the command.
  * The options themselves, one row each: gpuguard/options.h. */
 struct gg_options {
 	int limit_set; /* GPUGUARD_LIMIT was given */
 	int limit_bad; /* ... and could not be parsed: fail closed */
-	struct gg_limits limits;
+	struct gpuguard_limits limits;
 	int verbose;
 	uint64_t table_slots;
 	int charge_managed;
@@ -81,10 +84,6 @@ extern struct gg_options gg_opt;
 void gg_options_load(void);
 /* The value row had (its default when unset) and where it came from. */
 const char *gg_options_value(size_t row, const char **source);
-/* "SIGUSR2", "USR2", "12", "0" (off). 0 or -1. */
-int gg_parse_signal(const char *s, int *out);
-/* "500ms", "10s", "2m", "1h"; a plain number is seconds. 0 or -1. */
-int gg_parse_duration_ms(const char *s, uint64_t *out);
 /* Prints every option with its value and source (GPUGUARD_VERBOSE=1). */
 void gg_options_print(void);
 /* "fail" (0) or "wait:<duration>" (ms). 0 or -1. */

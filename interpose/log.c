@@ -72,6 +72,11 @@ static int log_admit(void)
 	return 0;
 }
 
+uint64_t gg_log_dropped(void)
+{
+	return atomic_load_explicit(&log_dropped, memory_order_relaxed); /* a statistic */
+}
+
 void gg_log(enum gg_log_level level, const char *fmt, ...)
 {
 	if (!holding && !log_admit())

@@ -7,8 +7,6 @@
  * variables there (issue 10, finding 15; tests/scripts/exports.sh checks
  * getenv is not imported). */
 #define _GNU_SOURCE
-#include <ctype.h>
-#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -48,36 +46,6 @@ static const char *opt_value[sizeof(gg_option_rows) / sizeof(gg_option_rows[0])]
 #define GG_OPTION_PATH_BYTES(id, field, type, def, lo, hi, ...) +(GG_OPTION_IS_TEXT(type) ? (hi) + 1 : 0)
 static char path_store[0 GPUGUARD_OPTIONS(GG_OPTION_PATH_BYTES) GPUGUARD_TEST_OPTIONS(GG_OPTION_PATH_BYTES)];
 
-int gg_parse_signal(const char *s, int *out)
-{
-	/* One parser with the gpuguard command (gpuguard/signals.h), so that
-	 * `gpuguard dump` sends what the library listens on. */
-	return gpuguard_dump_signal_parse(s, out, NULL);
-}
-
-int gg_parse_duration_ms(const char *s, uint64_t *out)
-{
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	uint64_t mult;
-	if (strcmp(end, "ms") == 0)
-		mult = 1;
-	else if (*end == 0 || strcmp(end, "s") == 0)
-		mult = 1000;
-	else if (strcmp(end, "m") == 0)
-		mult = 60000;
-	else if (strcmp(end, "h") == 0)
-		mult = 3600000;
-	else
-		return -1;
-	return __builtin_mul_overflow((uint64_t)v, mult, out) ? -1 : 0;
-}
-
 int gg_parse_on_limit(const char *s, uint64_t *wait_ms)
 {
 	if (strcmp(s, "fail") == 0) {
@@ -85,7 +53,7 @@ int gg_parse_on_limit(const char *s, uint64_t *wait_ms)
 		return 0;
 	}
 	/* wait:0 would be "fail" spelt differently; a day is surely a typo */
-	if (strncmp(s, "wait:", 5) != 0 || gg_parse_duration_ms(s + 5, wait_ms) != 0 || *wait_ms == 0 ||
+	if (strncmp(s, "wait:", 5) != 0 || gpuguard_parse_duration_ms(s + 5, wait_ms) != 0 || *wait_ms == 0 ||
 	    *wait_ms > 86400000)
 		return -1;
 	return 0;
@@ -142,7 +110,7 @@ static int parse_count(const struct gg_option_row *r, const char *v, void *field
 {
 	(void)why;
 	uint64_t n;
-	if (gg_parse_quantity(v, &n) != 0 || n < r->lo || n > r->hi)
+	if (gpuguard_parse_quantity(v, &n) != 0 || n < r->lo || n > r->hi)
 		return -1;
 	store_number(field, r->size, n);
 	return 0;
@@ -152,7 +120,7 @@ static int parse_duration(const struct gg_option_row *r, const char *v, void *fi
 {
 	(void)why;
 	uint64_t ms;
-	if (gg_parse_duration_ms(v, &ms) != 0 || ms < r->lo || ms > r->hi)
+	if (gpuguard_parse_duration_ms(v, &ms) != 0 || ms < r->lo || ms > r->hi)
 		return -1;
 	store_number(field, r->size, ms);
 	return 0;
@@ -224,7 +192,7 @@ static int parse_limit(const struct gg_option_row *r, const char *v, void *field
 	snprintf(limit_text, sizeof limit_text, "%s", v);
 	gg_opt.limit_text = limit_text;
 	gg_opt.limit_len = strlen(v); /* shared.c refuses to share a cut copy */
-	if (gg_parse_limit(v, field) != 0) {
+	if (gpuguard_parse_limit(v, field) != 0) {
 		gg_opt.limit_bad = 1;
 		return -1;
 	}
@@ -309,12 +277,12 @@ void gg_options_print(void)
 	}
 	/* One line when every device has the same ceiling, else one per device
 	 * that differs from the last one (the "*=" default or none). */
-	const struct gg_limit_spec *dflt = &gg_opt.limits.dev[GG_MAX_DEVICES - 1];
+	const struct gpuguard_limit *dflt = &gg_opt.limits.dev[GG_MAX_DEVICES - 1];
 	int uniform = 1;
 	for (int d = 0; d < GG_MAX_DEVICES; d++)
 		uniform &= gg_opt.limits.dev[d].kind == dflt->kind && gg_opt.limits.dev[d].value == dflt->value;
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		const struct gg_limit_spec *sp = &gg_opt.limits.dev[d];
+		const struct gpuguard_limit *sp = &gg_opt.limits.dev[d];
 		if (d < GG_MAX_DEVICES - 1 && (uniform || (sp->kind == dflt->kind && sp->value == dflt->value)))
 			continue;
 		char who[32], what[64];
@@ -322,9 +290,9 @@ void gg_options_print(void)
 			snprintf(who, sizeof who, uniform ? "every device" : "other devices");
 		else
 			snprintf(who, sizeof who, "device %d", d);
-		if (sp->kind == GG_LIMIT_BYTES)
+		if (sp->kind == GPUGUARD_LIMIT_BYTES)
 			snprintf(what, sizeof what, "ceiling %s", gg_log_bytes((char[32]){0}, 32, sp->value));
-		else if (sp->kind == GG_LIMIT_PERCENT)
+		else if (sp->kind == GPUGUARD_LIMIT_PERCENT)
 			snprintf(what, sizeof what, "ceiling %llu.%02llu%% of physical memory",
 			         (unsigned long long)(sp->value / 100), (unsigned long long)(sp->value % 100));
 		else

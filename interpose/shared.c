@@ -756,8 +756,8 @@ static int adopt_limit(const char *mine_text)
 	char theirs[GPUGUARD_REGION_LIMIT_TEXT];
 	memcpy(theirs, h->limit_text, sizeof theirs);
 	theirs[sizeof theirs - 1] = 0; /* checked once, but others can write it since */
-	struct gg_limits l;
-	if (theirs[0] && gg_parse_limit(theirs, &l) != 0) {
+	struct gpuguard_limits l;
+	if (theirs[0] && gpuguard_parse_limit(theirs, &l) != 0) {
 		refuse("holds a GPUGUARD_LIMIT that does not parse (corrupted)", 0);
 		return -1;
 	}
@@ -993,10 +993,10 @@ static int find_entry(uint32_t kind, const uint8_t uuid[16])
 
 static uint64_t limit_for(int dev, uint64_t physical)
 {
-	const struct gg_limit_spec *s = &gg_opt.limits.dev[dev];
-	if (s->kind == GG_LIMIT_BYTES)
+	const struct gpuguard_limit *s = &gg_opt.limits.dev[dev];
+	if (s->kind == GPUGUARD_LIMIT_BYTES)
 		return s->value;
-	if (s->kind == GG_LIMIT_PERCENT)
+	if (s->kind == GPUGUARD_LIMIT_PERCENT)
 		return physical ? (uint64_t)((unsigned __int128)physical * s->value / 10000) : GG_LIMIT_UNRESOLVED;
 	return GG_UNLIMITED;
 }

@@ -156,7 +156,7 @@ void gg_stack_label(const struct gg_dump *d, uint64_t st, char *out, size_t outl
 		snprintf(out, outlen, "%.80s+0x%.20s", f->m, f->o);
 }
 
-static const struct gg_device *find_dev(const struct gg_dump *d, uint32_t dev)
+static const struct gg_dump_device *find_dev(const struct gg_dump *d, uint32_t dev)
 {
 	for (size_t i = 0; i < d->ndevices; i++)
 		if (d->devices[i].dev == dev)
@@ -557,7 +557,7 @@ static void self_sizing(struct gg_analysis *a)
 {
 	const struct gg_dump *d = a->d;
 	uint32_t dv = a->pv_dev;
-	const struct gg_device *dev = NULL;
+	const struct gg_dump_device *dev = NULL;
 	for (size_t i = 0; i < d->ndevices; i++)
 		if (d->devices[i].dev == dv)
 			dev = &d->devices[i];
@@ -763,9 +763,9 @@ static void pod_evidence(struct gg_diag *g, const struct gg_dump *d, uint32_t dv
 	         "the ceiling is the pod's budget (GPUGUARD_SCOPE=pod): this process held %s of the %s charged, the "
 	         "pod's other processes %s",
 	         gg_bytes(mine, b1), gg_bytes(used, b2), gg_bytes(used - mine, b3));
-	const struct gg_pod_use *top[3] = {NULL, NULL, NULL};
+	const struct gg_dump_pod *top[3] = {NULL, NULL, NULL};
 	for (size_t i = 0; i < d->npod; i++) {
-		const struct gg_pod_use *u = &d->pod[i];
+		const struct gg_dump_pod *u = &d->pod[i];
 		if (u->self || u->dev != dv)
 			continue;
 		for (int k = 0; k < 3; k++)
@@ -804,7 +804,7 @@ static void peak_suggestion(struct gg_analysis *a)
 {
 	const struct gg_dump *d = a->d;
 	uint64_t p = a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
-	const struct gg_device *dev = find_dev(d, a->pv_dev);
+	const struct gg_dump_device *dev = find_dev(d, a->pv_dev);
 	if (dev && !dev->pod && dev->peak > p)
 		p = dev->peak;
 	a->pv_suggest_gib = p ? headroom_gib(p) : 0;
@@ -900,7 +900,7 @@ static void diagnose(struct gg_analysis *a)
 				dv = d->devices[i].dev;
 				break;
 			}
-	const struct gg_device *dev = find_dev(d, dv);
+	const struct gg_dump_device *dev = find_dev(d, dv);
 	/* An exit or on-demand dump of a process that was refused along the
 	 * way: the ceiling was reached, though no request is in the dump. */
 	if (!outcome && !driver && dev && dev->refused_ceiling)
@@ -1152,7 +1152,7 @@ static void diagnose(struct gg_analysis *a)
 		sizing_advice(a, g, 0);
 	} else if (a->ndiags == 0 && a->pv_suggest_gib) {
 		struct gg_diag *g = diag_new(a, GG_D_SIZING, "no failure; sizing a ceiling");
-		const struct gg_device *pd = find_dev(d, a->pv_dev);
+		const struct gg_dump_device *pd = find_dev(d, a->pv_dev);
 		uint64_t p = a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
 		if (pd && !pd->pod && pd->peak > p)
 			p = pd->peak;

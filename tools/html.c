@@ -324,7 +324,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 	fprintf(f, "<svg width=\"1100\" height=\"%zu\" font-size=\"12\" font-family=\"sans-serif\">\n",
 	        d->ndevices * 30 + 10);
 	for (size_t i = 0; i < d->ndevices; i++) {
-		const struct gg_device *v = &d->devices[i];
+		const struct gg_dump_device *v = &d->devices[i];
 		uint64_t scale = v->has_limit && v->limit ? v->limit : (v->peak ? v->peak : 1);
 		if (v->has_driver_total && !v->has_limit && v->driver_total)
 			scale = v->driver_total;
@@ -348,7 +348,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		      "<th>name</th><th>used</th><th>state</th></tr>\n",
 		      f);
 		for (size_t i = 0; i < d->npod; i++) {
-			const struct gg_pod_use *u = &d->pod[i];
+			const struct gg_dump_pod *u = &d->pod[i];
 			fprintf(f, "<tr><td>%u</td><td>%u</td><td>%llu</td><td>", u->dev, u->slot,
 			        (unsigned long long)u->pid);
 			esc(f, u->comm);
@@ -365,7 +365,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		/* The ceiling and, in pod scope, the pod's total on the same
 		 * scale: a refusal under a budget with room to spare reads as
 		 * what it is (issue 11, finding 6). */
-		const struct gg_device *cd = NULL;
+		const struct gg_dump_device *cd = NULL;
 		for (size_t i = 0; i < d->ndevices; i++)
 			if (d->devices[i].dev == a->pv_dev)
 				cd = &d->devices[i];

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gpuguard/utf8.h>
+
 #include "tool.h"
 
 struct cursor {
@@ -109,7 +111,7 @@ static const char *parse_string(struct cursor *c, size_t *lenp)
 			return NULL;
 		}
 		if (ch >= 0x80) {
-			size_t n = gg_utf8_len(c->p, c->end);
+			size_t n = gpuguard_utf8_len((const unsigned char *)c->p, (size_t)(c->end - c->p));
 			if (!n) {
 				fail(c, "invalid UTF-8 in string");
 				return NULL;

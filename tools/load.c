@@ -13,6 +13,7 @@
 
 #include <gpuguard.h>
 #include <gpuguard/dump.h>
+#include <gpuguard/schema.h>
 
 #include "tool.h"
 
@@ -105,7 +106,7 @@ static int get_str(struct loader *l, const struct gg_jval *o, const char *name, 
 static int rec_header(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	if (get_u64(l, o, "format", &d->format, NULL))
+	if (get_u64(l, o, GPUGUARD_KEY(header, format), &d->format, NULL))
 		return -1;
 	if (d->format > GPUGUARD_DUMP_FORMAT)
 		return lfail(l,
@@ -114,14 +115,14 @@ static int rec_header(struct loader *l, const struct gg_jval *o)
 		             (unsigned long long)d->format, GPUGUARD_DUMP_FORMAT);
 	if (d->format == 0)
 		return lfail(l, "dump format 0 does not exist");
-	if (get_str(l, o, "lib", &d->lib, 0) || get_str(l, o, "time", &d->time, 0) ||
-	    get_u64(l, o, "unix_ms", &d->unix_ms, NULL) || get_u64(l, o, "start_unix_ms", &d->start_unix_ms, NULL) ||
-	    get_str(l, o, "host", &d->host, 0) || get_u64(l, o, "pid", &d->pid, NULL) ||
-	    get_str(l, o, "trigger", &d->trigger, 0) || get_str(l, o, "unwinder", &d->unwinder, 0) ||
-	    get_u64(l, o, "stack_depth", &d->stack_depth, NULL) ||
-	    get_u64(l, o, "history_capacity", &d->history_capacity, NULL))
+	if (get_str(l, o, GPUGUARD_KEY(header, lib), &d->lib, 0) || get_str(l, o, GPUGUARD_KEY(header, time), &d->time, 0) ||
+	    get_u64(l, o, GPUGUARD_KEY(header, unix_ms), &d->unix_ms, NULL) || get_u64(l, o, GPUGUARD_KEY(header, start_unix_ms), &d->start_unix_ms, NULL) ||
+	    get_str(l, o, GPUGUARD_KEY(header, host), &d->host, 0) || get_u64(l, o, GPUGUARD_KEY(header, pid), &d->pid, NULL) ||
+	    get_str(l, o, GPUGUARD_KEY(header, trigger), &d->trigger, 0) || get_str(l, o, GPUGUARD_KEY(header, unwinder), &d->unwinder, 0) ||
+	    get_u64(l, o, GPUGUARD_KEY(header, stack_depth), &d->stack_depth, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(header, history_capacity), &d->history_capacity, NULL))
 		return -1;
-	const struct gg_jval *cl = gg_json_get(&l->j, o, "cmdline");
+	const struct gg_jval *cl = gg_json_get(&l->j, o, GPUGUARD_KEY(header, cmdline));
 	if (!cl || cl->type != GG_J_ARR)
 		return lfail(l, "field \"cmdline\": expected an array of strings");
 	size_t total = 1;
@@ -152,8 +153,8 @@ static int rec_config(struct loader *l, const struct gg_jval *o)
 	if (!d->config && !(d->config = calloc(GG_MAX_CONFIG, sizeof *d->config)))
 		return lfail(l, "out of memory");
 	struct gg_config *c = &d->config[d->nconfig++];
-	return get_str(l, o, "name", &c->name, 0) || get_str(l, o, "value", &c->value, 0) ||
-	               get_str(l, o, "source", &c->source, 0)
+	return get_str(l, o, GPUGUARD_KEY(config, name), &c->name, 0) || get_str(l, o, GPUGUARD_KEY(config, value), &c->value, 0) ||
+	               get_str(l, o, GPUGUARD_KEY(config, source), &c->source, 0)
 	           ? -1
 	           : 0;
 }
@@ -161,27 +162,27 @@ static int rec_config(struct loader *l, const struct gg_jval *o)
 static int rec_device(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	struct gg_device v;
+	struct gg_dump_device v;
 	char *scope = NULL;
 	memset(&v, 0, sizeof v);
-	if (get_small(l, o, "dev", &v.dev, GG_MAX_DEVICES) || get_u64(l, o, "limit", &v.limit, &v.has_limit) ||
-	    get_u64(l, o, "used", &v.used, NULL) || get_u64(l, o, "peak", &v.peak, NULL) ||
-	    get_u64(l, o, "pool_reserved", &v.pool_reserved, NULL) ||
-	    get_u64(l, o, "live_bytes", &v.live_bytes, NULL) || get_u64(l, o, "allocs", &v.allocs, NULL) ||
-	    get_u64(l, o, "frees", &v.frees, NULL) || get_u64(l, o, "untracked_frees", &v.untracked_frees, NULL) ||
-	    get_u64(l, o, "refused_ceiling", &v.refused_ceiling, NULL) ||
-	    get_u64(l, o, "refused_config", &v.refused_config, NULL) ||
-	    get_u64(l, o, "refused_driver", &v.refused_driver, NULL) ||
-	    get_u64(l, o, "pool_overshoot", &v.pool_overshoot, NULL) ||
-	    get_u64(l, o, "driver_free", &v.driver_free, &v.has_driver_free) ||
-	    get_u64(l, o, "driver_total", &v.driver_total, &v.has_driver_total) || get_str(l, o, "scope", &scope, 1))
+	if (get_small(l, o, GPUGUARD_KEY(device, dev), &v.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(device, limit), &v.limit, &v.has_limit) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, used), &v.used, NULL) || get_u64(l, o, GPUGUARD_KEY(device, peak), &v.peak, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, pool_reserved), &v.pool_reserved, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, live_bytes), &v.live_bytes, NULL) || get_u64(l, o, GPUGUARD_KEY(device, allocs), &v.allocs, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, frees), &v.frees, NULL) || get_u64(l, o, GPUGUARD_KEY(device, untracked_frees), &v.untracked_frees, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, refused_ceiling), &v.refused_ceiling, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, refused_config), &v.refused_config, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, refused_driver), &v.refused_driver, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, pool_overshoot), &v.pool_overshoot, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, driver_free), &v.driver_free, &v.has_driver_free) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, driver_total), &v.driver_total, &v.has_driver_total) || get_str(l, o, GPUGUARD_KEY(device, scope), &scope, 1))
 		goto bad;
 	/* both absent from dumps written before pod scope */
-	int has_pu = gg_json_get(&l->j, o, "process_used") != NULL;
-	if (has_pu && get_u64(l, o, "process_used", &v.process_used, NULL))
+	int has_pu = gg_json_get(&l->j, o, GPUGUARD_KEY(device, process_used)) != NULL;
+	if (has_pu && get_u64(l, o, GPUGUARD_KEY(device, process_used), &v.process_used, NULL))
 		goto bad;
-	v.has_wait_ms = gg_json_get(&l->j, o, "wait_ms") != NULL;
-	if (v.has_wait_ms && get_u64(l, o, "wait_ms", &v.wait_ms, NULL))
+	v.has_wait_ms = gg_json_get(&l->j, o, GPUGUARD_KEY(device, wait_ms)) != NULL;
+	if (v.has_wait_ms && get_u64(l, o, GPUGUARD_KEY(device, wait_ms), &v.wait_ms, NULL))
 		goto bad;
 	if (scope && strcmp(scope, "pod") && strcmp(scope, "process")) {
 		lfail(l, "field \"scope\": expected \"pod\" or \"process\"");
@@ -194,7 +195,7 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	for (size_t i = 0; i < d->ndevices; i++)
 		if (d->devices[i].dev == v.dev)
 			return lfail(l, "device %u listed twice", v.dev);
-	if (!d->devices && !(d->devices = calloc(GG_MAX_DEVICES, sizeof *d->devices)))
+	if (!d->devices && !(d->devices = calloc(GPUGUARD_MAX_DEVICES, sizeof *d->devices)))
 		return lfail(l, "out of memory");
 	d->devices[d->ndevices++] = v;
 	return 0;
@@ -208,9 +209,9 @@ static int rec_request(struct loader *l, const struct gg_jval *o)
 	struct gg_dump *d = l->d;
 	if (d->has_request)
 		return lfail(l, "a second request record");
-	if (get_str(l, o, "api", &d->req_api, 0) || get_u64(l, o, "size", &d->req_size, NULL) ||
-	    get_small(l, o, "dev", &d->req_dev, GG_MAX_DEVICES) || get_u64(l, o, "tid", &d->req_tid, NULL) ||
-	    get_u64(l, o, "stack", &d->req_stack, NULL) || get_str(l, o, "outcome", &d->req_outcome, 0))
+	if (get_str(l, o, GPUGUARD_KEY(request, api), &d->req_api, 0) || get_u64(l, o, GPUGUARD_KEY(request, size), &d->req_size, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(request, dev), &d->req_dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(request, tid), &d->req_tid, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(request, stack), &d->req_stack, NULL) || get_str(l, o, GPUGUARD_KEY(request, outcome), &d->req_outcome, 0))
 		return -1;
 	if (strcmp(d->req_outcome, "refused_ceiling") && strcmp(d->req_outcome, "driver_oom"))
 		return lfail(l, "field \"outcome\": unknown value \"%.64s\"", d->req_outcome);
@@ -221,15 +222,15 @@ static int rec_request(struct loader *l, const struct gg_jval *o)
 static int rec_host(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	if (get_u64(l, o, "rss", &d->rss, NULL) || get_u64(l, o, "cgroup_version", &d->cg_version, NULL) ||
-	    get_u64(l, o, "cgroup_limit", &d->cg_limit, &d->has_cg_limit) ||
-	    get_u64(l, o, "cgroup_usage", &d->cg_usage, &d->has_cg_usage) ||
-	    get_u64(l, o, "cgroup_oom_kill", &d->cg_oom_kill, &d->has_cg_oom) ||
-	    get_u64(l, o, "pinned_bytes", &d->pinned_bytes, NULL) ||
-	    get_u64(l, o, "pinned_allocs", &d->pinned_allocs, NULL))
+	if (get_u64(l, o, GPUGUARD_KEY(host, rss), &d->rss, NULL) || get_u64(l, o, GPUGUARD_KEY(host, cgroup_version), &d->cg_version, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_limit), &d->cg_limit, &d->has_cg_limit) ||
+	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_usage), &d->cg_usage, &d->has_cg_usage) ||
+	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_oom_kill), &d->cg_oom_kill, &d->has_cg_oom) ||
+	    get_u64(l, o, GPUGUARD_KEY(host, pinned_bytes), &d->pinned_bytes, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(host, pinned_allocs), &d->pinned_allocs, NULL))
 		return -1;
-	if (gg_json_get(&l->j, o, "cgroup_inactive_file") &&
-	    get_u64(l, o, "cgroup_inactive_file", &d->cg_inactive_file, &d->has_cg_inactive))
+	if (gg_json_get(&l->j, o, GPUGUARD_KEY(host, cgroup_inactive_file)) &&
+	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_inactive_file), &d->cg_inactive_file, &d->has_cg_inactive))
 		return -1;
 	d->has_host = 1;
 	return 0;
@@ -240,12 +241,12 @@ static int rec_meminfo(struct loader *l, const struct gg_jval *o)
 	struct gg_dump *d = l->d;
 	struct gg_meminfo m;
 	uint64_t of;
-	if (get_u64(l, o, "n", &m.n, NULL) || get_u64(l, o, "of", &of, NULL) || get_u64(l, o, "ms", &m.ms, NULL) ||
-	    get_small(l, o, "dev", &m.dev, GG_MAX_DEVICES) || get_u64(l, o, "free", &m.free, NULL) ||
-	    get_u64(l, o, "total", &m.total, NULL) || get_u64(l, o, "used", &m.used, NULL))
+	if (get_u64(l, o, GPUGUARD_KEY(meminfo, n), &m.n, NULL) || get_u64(l, o, GPUGUARD_KEY(meminfo, of), &of, NULL) || get_u64(l, o, GPUGUARD_KEY(meminfo, ms), &m.ms, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(meminfo, dev), &m.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(meminfo, free), &m.free, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(meminfo, total), &m.total, NULL) || get_u64(l, o, GPUGUARD_KEY(meminfo, used), &m.used, NULL))
 		return -1;
 	/* "via": absent for the runtime's own query; "nvml" (0.2 on). */
-	const struct gg_jval *via = gg_json_get(&l->j, o, "via");
+	const struct gg_jval *via = gg_json_get(&l->j, o, GPUGUARD_KEY(meminfo, via));
 	if (via && (via->type != GG_J_STR || strcmp(via->s, "nvml")))
 		return lfail(l, "field \"via\": expected \"nvml\"");
 	m.nvml = via != NULL;
@@ -265,8 +266,8 @@ static int rec_peak(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_peak p;
-	if (get_small(l, o, "dev", &p.dev, GG_MAX_DEVICES) || get_u64(l, o, "bytes", &p.bytes, NULL) ||
-	    get_u64(l, o, "ms", &p.ms, NULL) || get_u64(l, o, "live", &p.live, NULL))
+	if (get_small(l, o, GPUGUARD_KEY(peak, dev), &p.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(peak, bytes), &p.bytes, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak, ms), &p.ms, NULL) || get_u64(l, o, GPUGUARD_KEY(peak, live), &p.live, NULL))
 		return -1;
 	for (size_t i = 0; i < d->npeaks; i++)
 		if (d->peaks[i].dev == p.dev)
@@ -279,9 +280,9 @@ static int rec_peak_site(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_peak_site p;
-	if (get_small(l, o, "dev", &p.dev, GG_MAX_DEVICES) || get_u64(l, o, "st", &p.st, NULL) ||
-	    get_u64(l, o, "bytes", &p.bytes, NULL) || get_u64(l, o, "at", &p.at, NULL) ||
-	    get_u64(l, o, "ms", &p.ms, NULL))
+	if (get_small(l, o, GPUGUARD_KEY(peak_site, dev), &p.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(peak_site, st), &p.st, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak_site, bytes), &p.bytes, NULL) || get_u64(l, o, GPUGUARD_KEY(peak_site, at), &p.at, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak_site, ms), &p.ms, NULL))
 		return -1;
 	if (d->npeak_sites >= GG_MAX_PEAK_SITES)
 		return lfail(l, "more than %d peak_site records", GG_MAX_PEAK_SITES);
@@ -311,11 +312,11 @@ static int rec_vmm(struct loader *l, const struct gg_jval *o)
 	struct gg_vmm v;
 	if (d->nvmm >= GG_MAX_VMM)
 		return lfail(l, "more than %d vmm records", GG_MAX_VMM);
-	if (hex_field(l, o, "base") || get_u64(l, o, "size", &v.size, NULL) ||
-	    get_u64(l, o, "mapped", &v.mapped, NULL) || get_u64(l, o, "holes", &v.holes, NULL) ||
-	    get_u64(l, o, "largest_hole", &v.largest_hole, NULL))
+	if (hex_field(l, o, GPUGUARD_KEY(vmm, base)) || get_u64(l, o, GPUGUARD_KEY(vmm, size), &v.size, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(vmm, mapped), &v.mapped, NULL) || get_u64(l, o, GPUGUARD_KEY(vmm, holes), &v.holes, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(vmm, largest_hole), &v.largest_hole, NULL))
 		return -1;
-	v.base = strtoull(gg_json_get(&l->j, o, "base")->s, NULL, 16); /* checked: 1-16 hex digits */
+	v.base = strtoull(gg_json_get(&l->j, o, GPUGUARD_KEY(vmm, base))->s, NULL, 16); /* checked: 1-16 hex digits */
 	if (v.mapped > v.size)
 		return lfail(l, "vmm record: mapped %llu is more than the reserved size %llu",
 		             (unsigned long long)v.mapped, (unsigned long long)v.size);
@@ -345,14 +346,14 @@ static int rec_vmm(struct loader *l, const struct gg_jval *o)
 static int rec_pod(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	struct gg_pod_use u = {0};
+	struct gg_dump_pod u = {0};
 	uint32_t self = 0, alive = 0;
 	if (d->npod >= GG_MAX_POD)
 		return lfail(l, "more than %d pod records", GG_MAX_POD);
-	if (get_small(l, o, "slot", &u.slot, 1u << 16) || get_u64(l, o, "pid", &u.pid, NULL) ||
-	    get_small(l, o, "self", &self, 2) || get_small(l, o, "alive", &alive, 2) ||
-	    get_small(l, o, "dev", &u.dev, GG_MAX_DEVICES) || get_u64(l, o, "used", &u.used, NULL) ||
-	    get_str(l, o, "comm", &u.comm, 0)) {
+	if (get_small(l, o, GPUGUARD_KEY(pod, slot), &u.slot, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(pod, pid), &u.pid, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(pod, self), &self, 2) || get_small(l, o, GPUGUARD_KEY(pod, alive), &alive, 2) ||
+	    get_small(l, o, GPUGUARD_KEY(pod, dev), &u.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(pod, used), &u.used, NULL) ||
+	    get_str(l, o, GPUGUARD_KEY(pod, comm), &u.comm, 0)) {
 		free(u.comm);
 		return -1;
 	}
@@ -377,14 +378,14 @@ static int rec_death(struct loader *l, const struct gg_jval *o)
 	uint32_t known = 0;
 	int has_glim = 0, has_hlim = 0, has_age = 0;
 	uint64_t age = 0;
-	if (get_u64(l, o, "n", &x.n, NULL) || get_small(l, o, "pid", &x.pid, UINT32_MAX) ||
-	    get_str(l, o, "comm", &comm, 0) || get_u64(l, o, "start_ms", &x.start_ms, NULL) ||
-	    get_u64(l, o, "last_ms", &x.last_ms, NULL) || get_u64(l, o, "found_ms", &x.found_ms, NULL) ||
-	    get_small(l, o, "gpu_entry", &x.gpu_entry, GG_REGION_DEVICES) ||
-	    get_u64(l, o, "gpu_used", &x.gpu_used, NULL) || get_u64(l, o, "gpu_limit", &x.gpu_limit, &has_glim) ||
-	    get_small(l, o, "refused", &x.refused, UINT32_MAX) || get_u64(l, o, "refused_age_ms", &age, &has_age) ||
-	    get_small(l, o, "cgroup_version", &x.cg_version, 3) || get_u64(l, o, "working_set", &x.working_set, NULL) ||
-	    get_small(l, o, "working_set_known", &known, 2) || get_u64(l, o, "host_limit", &x.host_limit, &has_hlim)) {
+	if (get_u64(l, o, GPUGUARD_KEY(death, n), &x.n, NULL) || get_small(l, o, GPUGUARD_KEY(death, pid), &x.pid, UINT32_MAX) ||
+	    get_str(l, o, GPUGUARD_KEY(death, comm), &comm, 0) || get_u64(l, o, GPUGUARD_KEY(death, start_ms), &x.start_ms, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, last_ms), &x.last_ms, NULL) || get_u64(l, o, GPUGUARD_KEY(death, found_ms), &x.found_ms, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(death, gpu_entry), &x.gpu_entry, GG_REGION_DEVICES) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, gpu_used), &x.gpu_used, NULL) || get_u64(l, o, GPUGUARD_KEY(death, gpu_limit), &x.gpu_limit, &has_glim) ||
+	    get_small(l, o, GPUGUARD_KEY(death, refused), &x.refused, UINT32_MAX) || get_u64(l, o, GPUGUARD_KEY(death, refused_age_ms), &age, &has_age) ||
+	    get_small(l, o, GPUGUARD_KEY(death, cgroup_version), &x.cg_version, 3) || get_u64(l, o, GPUGUARD_KEY(death, working_set), &x.working_set, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(death, working_set_known), &known, 2) || get_u64(l, o, GPUGUARD_KEY(death, host_limit), &x.host_limit, &has_hlim)) {
 		free(comm);
 		return -1;
 	}
@@ -404,9 +405,9 @@ static int rec_alloc(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_alloc a;
-	if (hex_field(l, o, "p") || get_u64(l, o, "s", &a.size, NULL) || get_small(l, o, "d", &a.dev, GG_MAX_DEVICES) ||
-	    get_small(l, o, "api", &a.api, 1u << 16) || get_u64(l, o, "age", &a.age, NULL) ||
-	    get_u64(l, o, "tid", &a.tid, NULL) || get_u64(l, o, "st", &a.st, NULL))
+	if (hex_field(l, o, GPUGUARD_KEY(a, p)) || get_u64(l, o, GPUGUARD_KEY(a, s), &a.size, NULL) || get_small(l, o, GPUGUARD_KEY(a, d), &a.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_small(l, o, GPUGUARD_KEY(a, api), &a.api, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(a, age), &a.age, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(a, tid), &a.tid, NULL) || get_u64(l, o, GPUGUARD_KEY(a, st), &a.st, NULL))
 		return -1;
 	if (d->nallocs == d->allocs_cap) {
 		size_t ncap = d->allocs_cap ? d->allocs_cap * 2 : 1024;
@@ -425,7 +426,7 @@ static int rec_hist(struct loader *l, const struct gg_jval *o)
 	struct gg_dump *d = l->d;
 	struct gg_hist h;
 	char *op = NULL;
-	if (get_u64(l, o, "ms", &h.ms, NULL) || get_str(l, o, "op", &op, 0))
+	if (get_u64(l, o, GPUGUARD_KEY(h, ms), &h.ms, NULL) || get_str(l, o, GPUGUARD_KEY(h, op), &op, 0))
 		return -1;
 	if (strcmp(op, "a") && strcmp(op, "f") && strcmp(op, "r")) {
 		free(op);
@@ -433,8 +434,8 @@ static int rec_hist(struct loader *l, const struct gg_jval *o)
 	}
 	h.op = op[0];
 	free(op);
-	if (hex_field(l, o, "p") || get_u64(l, o, "s", &h.size, NULL) || get_small(l, o, "d", &h.dev, GG_MAX_DEVICES) ||
-	    get_small(l, o, "api", &h.api, 1u << 16) || get_u64(l, o, "st", &h.st, NULL))
+	if (hex_field(l, o, GPUGUARD_KEY(h, p)) || get_u64(l, o, GPUGUARD_KEY(h, s), &h.size, NULL) || get_small(l, o, GPUGUARD_KEY(h, d), &h.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_small(l, o, GPUGUARD_KEY(h, api), &h.api, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(h, st), &h.st, NULL))
 		return -1;
 	if (d->nhist == d->hist_cap) {
 		size_t ncap = d->hist_cap ? d->hist_cap * 2 : 1024;
@@ -498,13 +499,13 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	uint64_t id;
-	if (get_u64(l, o, "id", &id, NULL))
+	if (get_u64(l, o, GPUGUARD_KEY(stack, id), &id, NULL))
 		return -1;
 	if (id == 0)
 		return lfail(l, "stack id 0 is reserved for \"no stack\"");
 	if (gg_dump_stack(d, id))
 		return lfail(l, "stack %llu listed twice", (unsigned long long)id);
-	const struct gg_jval *fr = gg_json_get(&l->j, o, "frames");
+	const struct gg_jval *fr = gg_json_get(&l->j, o, GPUGUARD_KEY(stack, frames));
 	if (!fr || fr->type != GG_J_ARR)
 		return lfail(l, "field \"frames\": expected an array of frames");
 	if (fr->len > GG_MAX_FRAMES)
@@ -524,7 +525,7 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 			free_stack(s);
 			return lfail(l, "frame %u: expected an object", n);
 		}
-		if (get_str(l, f, "m", &g->m, 0) || get_str(l, f, "o", &g->o, 0) || get_str(l, f, "s", &g->s, 1)) {
+		if (get_str(l, f, GPUGUARD_KEY(frame, m), &g->m, 0) || get_str(l, f, GPUGUARD_KEY(frame, o), &g->o, 0) || get_str(l, f, GPUGUARD_KEY(frame, s), &g->s, 1)) {
 			free_stack(s);
 			return -1;
 		}
@@ -538,8 +539,8 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 static int rec_end(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	if (get_u64(l, o, "records", &d->end_records, NULL) || get_u64(l, o, "suppressed", &d->suppressed, NULL) ||
-	    get_u64(l, o, "write_errors", &d->write_errors, NULL))
+	if (get_u64(l, o, GPUGUARD_KEY(end, records), &d->end_records, NULL) || get_u64(l, o, GPUGUARD_KEY(end, suppressed), &d->suppressed, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(end, write_errors), &d->write_errors, NULL))
 		return -1;
 	d->has_end = 1;
 	return 0;
@@ -566,7 +567,7 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 	if (!t || t->type != GG_J_STR)
 		return lfail(l, "%srecord has no \"t\" string", l->lineno == 1 ? "not a gpuguard dump: " : "");
 	if (!l->seen_header) {
-		if (strcmp(t->s, "header"))
+		if (gpuguard_dump_record_of(t->s) != GPUGUARD_DR_header)
 			return lfail(l, "not a gpuguard dump: the first record is \"%.32s\", not a header", t->s);
 		l->seen_header = 1;
 		l->d->lines++;
@@ -575,41 +576,57 @@ static int feed_line(struct loader *l, const char *line, size_t len, int last_pa
 	if (l->seen_end)
 		return lfail(l, "record after the end trailer");
 	int rc;
-	const char *ts = t->s;
-	if (!strcmp(ts, "a"))
+	switch (gpuguard_dump_record_of(t->s)) {
+	case GPUGUARD_DR_a:
 		rc = rec_alloc(l, o);
-	else if (!strcmp(ts, "h"))
+		break;
+	case GPUGUARD_DR_h:
 		rc = rec_hist(l, o);
-	else if (!strcmp(ts, "stack"))
+		break;
+	case GPUGUARD_DR_stack:
 		rc = rec_stack(l, o);
-	else if (!strcmp(ts, "device"))
+		break;
+	case GPUGUARD_DR_device:
 		rc = rec_device(l, o);
-	else if (!strcmp(ts, "config"))
+		break;
+	case GPUGUARD_DR_config:
 		rc = rec_config(l, o);
-	else if (!strcmp(ts, "request"))
+		break;
+	case GPUGUARD_DR_request:
 		rc = rec_request(l, o);
-	else if (!strcmp(ts, "host"))
+		break;
+	case GPUGUARD_DR_host:
 		rc = rec_host(l, o);
-	else if (!strcmp(ts, "vmm"))
+		break;
+	case GPUGUARD_DR_vmm:
 		rc = rec_vmm(l, o);
-	else if (!strcmp(ts, "pod"))
+		break;
+	case GPUGUARD_DR_pod:
 		rc = rec_pod(l, o);
-	else if (!strcmp(ts, "death"))
+		break;
+	case GPUGUARD_DR_death:
 		rc = rec_death(l, o);
-	else if (!strcmp(ts, "meminfo"))
+		break;
+	case GPUGUARD_DR_meminfo:
 		rc = rec_meminfo(l, o);
-	else if (!strcmp(ts, "peak_site"))
+		break;
+	case GPUGUARD_DR_peak_site:
 		rc = rec_peak_site(l, o);
-	else if (!strcmp(ts, "peak"))
+		break;
+	case GPUGUARD_DR_peak:
 		rc = rec_peak(l, o);
-	else if (!strcmp(ts, "end")) {
+		break;
+	case GPUGUARD_DR_end:
 		rc = rec_end(l, o);
 		l->seen_end = 1;
-	} else if (!strcmp(ts, "header")) {
+		break;
+	case GPUGUARD_DR_header:
 		rc = lfail(l, "a second header");
-	} else {
+		break;
+	default: /* a newer writer's record */
 		l->d->skipped_unknown++;
 		rc = 0;
+		break;
 	}
 	if (rc == 0)
 		l->d->lines++;

@@ -16,9 +16,10 @@
 #include <gpuguard.h>
 #include <gpuguard/dump.h>
 #include <gpuguard/options.h>
+#include <gpuguard/parse.h>
 #include <gpuguard/region.h>
+#include <gpuguard/signals.h>
 
-#include "limit.h" /* the library's GPUGUARD_LIMIT parser (interpose/limit.c) */
 #include "tool.h"
 
 static const char help_main[] =
@@ -214,7 +215,7 @@ static const char help_top[] = "NAME\n"
                                "OPTIONS\n"
                                "    --region PATH        the region file (default: $GPUGUARD_SHARED, else\n"
                                "                         " GPUGUARD_REGION_DEFAULT_PATH ")\n"
-                               "    --interval DURATION  time between redraws: 500ms, 2s, 1m or plain seconds\n"
+                               "    --interval DURATION  time between redraws: 500ms, 1.5s, 1m or plain seconds\n"
                                "                         (default 1s; 10ms to 1h)\n"
                                "    --once               print one table, without terminal control codes, and exit\n"
                                "\n"
@@ -341,26 +342,14 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 	return argv[++*i];
 }
 
-/* A duration as GPUGUARD_DUMP_INTERVAL takes it: 500ms, 10s, 2m, 1.5s or
- * plain seconds. Milliseconds in [min, max] into *out; -1 otherwise. */
+/* A duration in the library's syntax (gpuguard/parse.h), in
+ * milliseconds in [min, max] into *out; -1 otherwise. */
 static int parse_duration_ms(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || !(v >= 0) || *s == '-' || *s == '+')
+	uint64_t ms;
+	if (gpuguard_parse_duration_ms(s, &ms) != 0 || ms < min || ms > max)
 		return -1;
-	double scale = 1000;
-	if (!strcmp(end, "ms"))
-		scale = 1;
-	else if (!strcmp(end, "m"))
-		scale = 60000;
-	else if (*end && strcmp(end, "s"))
-		return -1;
-	double ms = v * scale;
-	if (!(ms >= (double)min && ms <= (double)max))
-		return -1;
-	*out = (uint64_t)ms;
+	*out = ms;
 	return 0;
 }
 
@@ -932,28 +921,6 @@ static int signal_caught(long pid, int sig)
 	return rc;
 }
 
-/* A duration as the library reads GPUGUARD_DUMP_INTERVAL (digits, then ms,
- * s, m, h or nothing for seconds), for the rate-limit message; -1 if not. */
-static int64_t lib_duration_ms(const char *s)
-{
-	char *end;
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || v > 1000000000ull)
-		return -1;
-	if (!strcmp(end, "ms"))
-		return (int64_t)v;
-	if (!*end || !strcmp(end, "s"))
-		return (int64_t)v * 1000;
-	if (!strcmp(end, "m"))
-		return (int64_t)v * 60000;
-	if (!strcmp(end, "h"))
-		return (int64_t)v * 3600000;
-	return -1;
-}
-
 /* The library caught the signal and no dump came: say whether its rate
  * limit explains that, from the dumps of pid already in dir. */
 static void explain_no_dump(long pid, const char *comm, const char *dir, int timeout, int sig)
@@ -969,7 +936,9 @@ static void explain_no_dump(long pid, const char *comm, const char *dir, int tim
 	char *end;
 	unsigned long long max = strtoull(maxv, &end, 10);
 	int max_ok = maxv[0] >= '0' && maxv[0] <= '9' && !*end;
-	int64_t interval = lib_duration_ms(ivv);
+	/* Read as the library reads it; past a day it explains nothing. */
+	uint64_t iv;
+	int64_t interval = gpuguard_parse_duration_ms(ivv, &iv) == 0 && iv <= 86400000 ? (int64_t)iv : -1;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	int64_t age_ms = (int64_t)(now.tv_sec - newest.tv_sec) * 1000 + (now.tv_nsec - newest.tv_nsec) / 1000000;
@@ -1050,7 +1019,7 @@ static int cmd_dump(int argc, char **argv)
 	}
 	int sig = SIGUSR2;
 	if (!proc_env(pid, "GPUGUARD_DUMP_SIGNAL", val, sizeof val)) {
-		if (gg_signal_parse(val, &sig)) {
+		if (gpuguard_dump_signal_parse(val, &sig, NULL)) {
 			/* The library says so on its stderr and falls back, as here. */
 			gg_warning("process %ld has GPUGUARD_DUMP_SIGNAL=%s, which the library does not accept; it "
 			           "listens on SIGUSR2 instead",
@@ -1184,8 +1153,8 @@ static int cmd_check(int argc, char **argv)
 		         target, text_safe(comm) ? comm : "?");
 		return GG_EXIT_BADINPUT;
 	}
-	struct gg_limits l;
-	if (gg_parse_limit(limit, &l) != 0) {
+	struct gpuguard_limits l;
+	if (gpuguard_parse_limit(limit, &l) != 0) {
 		gg_error("check: process %ld (%s): GPUGUARD_LIMIT=\"%.128s\" is not valid (accepted: a quantity such "
 		         "as 20Gi, a percentage such as 90%%, or a list such as 0=20Gi,1=8Gi,*=4Gi); the library "
 		         "refuses every allocation",
@@ -1212,7 +1181,7 @@ static int cmd_top(int argc, char **argv)
 			region = v;
 		} else if ((v = opt_value(argc, argv, &i, "--interval"))) {
 			if (parse_duration_ms(v, 10, 3600000, &interval))
-				return usage_err("top: --interval takes a duration from 10ms to 1h (500ms, 2s, 1m)",
+				return usage_err("top: --interval takes a duration from 10ms to 1h (500ms, 1.5s, 1m)",
 				                 help_top);
 		} else {
 			char m[128];

@@ -86,7 +86,7 @@ static const char *const spark[] = {"_",
 /* Pod records by device, then largest use first. */
 static int pod_cmp(const void *x, const void *y)
 {
-	const struct gg_pod_use *a = *(const struct gg_pod_use *const *)x, *b = *(const struct gg_pod_use *const *)y;
+	const struct gg_dump_pod *a = *(const struct gg_dump_pod *const *)x, *b = *(const struct gg_dump_pod *const *)y;
 	if (a->dev != b->dev)
 		return a->dev < b->dev ? -1 : 1;
 	return a->used > b->used ? -1 : a->used < b->used;
@@ -97,7 +97,7 @@ static void text_pod(FILE *f, const struct gg_dump *d)
 {
 	if (!d->npod)
 		return;
-	const struct gg_pod_use **v = malloc(d->npod * sizeof *v);
+	const struct gg_dump_pod **v = malloc(d->npod * sizeof *v);
 	if (!v)
 		return;
 	for (size_t i = 0; i < d->npod; i++)
@@ -179,7 +179,7 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	fprintf(f, "  %-4s %-12s %-12s %-12s %-12s %-12s %-25s %s\n", "dev", "ceiling", "charged", "peak", "live",
 	        "pool", "driver free / total", "refused ceil/cfg/drv");
 	for (size_t i = 0; i < d->ndevices; i++) {
-		const struct gg_device *v = &d->devices[i];
+		const struct gg_dump_device *v = &d->devices[i];
 		char drv[64];
 		if (v->has_driver_free && v->has_driver_total)
 			snprintf(drv, sizeof drv, "%s / %s", gg_bytes(v->driver_free, b1),
@@ -467,7 +467,7 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	}
 	fputs("],\n\"devices\":[", f);
 	for (size_t i = 0; i < d->ndevices; i++) {
-		const struct gg_device *v = &d->devices[i];
+		const struct gg_dump_device *v = &d->devices[i];
 		fprintf(f, "%s{\"dev\":%u,", i ? "," : "", v->dev);
 		json_opt_u(f, "limit", v->has_limit, v->limit);
 		json_kv_u(f, "used", v->used, 1);
@@ -495,7 +495,7 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	}
 	fputs("],\n\"pod\":[", f);
 	for (size_t i = 0; i < d->npod; i++) {
-		const struct gg_pod_use *u = &d->pod[i];
+		const struct gg_dump_pod *u = &d->pod[i];
 		fprintf(f, "%s{", i ? "," : "");
 		json_kv_u(f, "dev", u->dev, 1);
 		json_kv_u(f, "slot", u->slot, 1);

@@ -15,38 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tool.h"
+#include <gpuguard/utf8.h>
 
-size_t gg_utf8_len(const char *p, const char *end)
-{
-	const unsigned char *u = (const unsigned char *)p;
-	size_t avail = (size_t)(end - p);
-	unsigned c0 = u[0];
-	size_t n;
-	unsigned lo = 0x80, hi = 0xBF;
-	if (c0 >= 0xC2 && c0 <= 0xDF)
-		n = 2;
-	else if (c0 >= 0xE0 && c0 <= 0xEF) {
-		n = 3;
-		if (c0 == 0xE0)
-			lo = 0xA0;
-		if (c0 == 0xED)
-			hi = 0x9F;
-	} else if (c0 >= 0xF0 && c0 <= 0xF4) {
-		n = 4;
-		if (c0 == 0xF0)
-			lo = 0x90;
-		if (c0 == 0xF4)
-			hi = 0x8F;
-	} else
-		return 0;
-	if (avail < n || u[1] < lo || u[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (u[i] < 0x80 || u[i] > 0xBF)
-			return 0;
-	return n;
-}
+#include "tool.h"
 
 size_t gg_text_next(const char *p, const char *end, int *safe)
 {
@@ -55,7 +26,7 @@ size_t gg_text_next(const char *p, const char *end, int *safe)
 		*safe = c >= 0x20 && c != 0x7f;
 		return 1;
 	}
-	size_t n = gg_utf8_len(p, end);
+	size_t n = gpuguard_utf8_len((const unsigned char *)p, (size_t)(end - p));
 	if (!n) { /* a raw 0x9B is CSI to a terminal in 8-bit mode */
 		*safe = 0;
 		return 1;

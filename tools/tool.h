@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <gpuguard.h>
 #include <uthash.h>
 
 /* Exit codes of every subcommand. */
@@ -22,7 +23,6 @@
 #define GG_MAX_LINE (1u << 20) /* bytes in one record */
 #define GG_MAX_DEPTH 3         /* object > array > object (stack frames) */
 #define GG_MAX_FRAMES 256      /* frames in one stack */
-#define GG_MAX_DEVICES 64
 #define GG_MAX_CONFIG 256
 #define GG_MAX_VMM 65536 /* vmm records (address-space reservations) */
 #define GG_MAX_ERR 512
@@ -84,7 +84,9 @@ struct gg_hist {
 	char op; /* 'a', 'f', 'r' */
 };
 
-struct gg_device {
+/* A "device" record as read: the library's books on one ordinal at the
+ * dump's moment (the library's own struct gg_device holds the live ones). */
+struct gg_dump_device {
 	uint32_t dev;
 	int has_limit, has_driver_free, has_driver_total;
 	uint64_t limit, used, peak, pool_reserved, live_bytes, allocs, frees, untracked_frees;
@@ -106,8 +108,9 @@ struct gg_vmm {
 	uint64_t base, size, mapped, holes, largest_hole;
 };
 
-/* One process of the pod holding memory on one of the dump's devices. */
-struct gg_pod_use {
+/* A "pod" record as read: one process of the pod holding memory on one of
+ * the dump's devices. */
+struct gg_dump_pod {
 	uint32_t slot, dev;
 	uint64_t pid, used;
 	int self, alive;
@@ -163,7 +166,7 @@ struct gg_dump {
 	char *lib, *time, *host, *cmdline, *trigger, *unwinder;
 	struct gg_config *config;
 	size_t nconfig;
-	struct gg_device *devices;
+	struct gg_dump_device *devices;
 	size_t ndevices;
 	/* the failing request */
 	int has_request;
@@ -178,13 +181,13 @@ struct gg_dump {
 	struct gg_meminfo meminfo[GG_MAX_MEMINFO];
 	size_t nmeminfo;
 	uint64_t meminfo_count; /* queries in all ("of") */
-	struct gg_peak peaks[GG_MAX_DEVICES];
+	struct gg_peak peaks[GPUGUARD_MAX_DEVICES];
 	size_t npeaks;
 	struct gg_peak_site peak_sites[GG_MAX_PEAK_SITES];
 	size_t npeak_sites;
 	struct gg_vmm *vmm;
 	size_t nvmm, vmm_cap;
-	struct gg_pod_use *pod; /* pod scope: who else holds the budget */
+	struct gg_dump_pod *pod; /* pod scope: who else holds the budget */
 	size_t npod;
 	struct gg_death deaths[GG_MAX_DEATHS]; /* the pod's recent deaths, oldest first */
 	size_t ndeaths;
@@ -248,7 +251,7 @@ struct gg_analysis {
 	size_t nsites;
 	uint64_t live_bytes, live_count, granted;
 	uint64_t hist_count[GG_HIST_BUCKETS], hist_bytes[GG_HIST_BUCKETS];
-	struct gg_devstat dev[GG_MAX_DEVICES];
+	struct gg_devstat dev[GPUGUARD_MAX_DEVICES];
 	/* timeline, from the history */
 	int has_timeline;
 	uint64_t t_start, t_end, baseline, t_peak, t_final;
@@ -395,7 +398,6 @@ void gg_escape_bytes(char *out, const char *s, size_t max);
  * message) passes printable ASCII and well-formed UTF-8 above U+009F; C0
  * controls, DEL, C1 controls (U+0080..U+009F) and bytes that are not UTF-8
  * print as '?', one per character. */
-size_t gg_utf8_len(const char *p, const char *end); /* well-formed sequence at p, or 0 */
 /* The character at p (p < end): its length, *safe = 0 for one of the above. */
 size_t gg_text_next(const char *p, const char *end, int *safe);
 void gg_put_text(FILE *f, const char *s);
@@ -418,11 +420,6 @@ struct gg_outfile {
 int gg_outfile_open(struct gg_outfile *o, const char *path, char *err, size_t errlen);
 int gg_outfile_commit(struct gg_outfile *o, char *err, size_t errlen);
 void gg_outfile_abort(struct gg_outfile *o); /* removes the temporary */
-
-/* signal.c: GPUGUARD_DUMP_SIGNAL as the library reads it
- * (interpose/options.c, gg_parse_signal): the same names and numbers. 0 and
- * *out (0 = dumps on signal off), or -1: the library then uses SIGUSR2. */
-int gg_signal_parse(const char *s, int *out);
 
 /* top.c */
 void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms);

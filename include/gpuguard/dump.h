@@ -2,7 +2,9 @@
  * `gpuguard report` (reader). JSON Lines: one JSON object per line, each with
  * a "t" field naming the record type, in the order listed below. jq and
  * Python read it as is. The reader rejects a newer format version with a
- * clear message and keeps reading older ones.
+ * clear message and keeps reading older ones. The record types and their
+ * keys are listed once, for the writer, the reader and the tests, in
+ * schema.h.
  *
  * Format version 1. Numbers are JSON integers (bytes, ms, ids) unless noted;
  * addresses and handles are hex strings without 0x ("7f0000200000") so that
@@ -97,11 +99,14 @@
  *  8 {"t":"h","ms":N,"op":"a"|"f"|"r","p":"...","s":N,"d":0,"api":N,"st":N}
  *     the last GPUGUARD_HISTORY events, oldest first: allocation, free, or
  *     refusal; ms since the process started.
- *  9 {"t":"end","records":N,"suppressed":N,"write_errors":N,"signal_refused":N}
+ *  9 {"t":"end","records":N,"suppressed":N,"write_errors":N,"signal_refused":N,
+ *     "history_dropped":N,"log_dropped":N}
  *     the trailer; its absence means the writer died mid-file. records
  *     counts every line before it. signal_refused: allocations refused so
  *     far because a signal handler made them while its thread was inside
- *     a hook (absent in older dumps).
+ *     a hook; history_dropped: history events overwritten before this dump
+ *     could read them; log_dropped: log lines over the rate limit (these
+ *     three absent in older dumps).
  */
 #ifndef GPUGUARD_DUMP_H
 #define GPUGUARD_DUMP_H

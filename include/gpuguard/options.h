@@ -19,6 +19,7 @@
 #ifndef GPUGUARD_OPTIONS_H
 #define GPUGUARD_OPTIONS_H
 
+#include "gpuguard/parse.h"
 #include "gpuguard/region.h"
 
 #define GPUGUARD_OPTIONS(X)                                                                                            \
@@ -41,7 +42,7 @@
 	X(DUMP_MAX, dump_max, COUNT, "10", 0, 1000000, NULL, NULL, NULL, "a count; 0 = no dumps",                      \
 	  "dumps written per process at most; later ones are counted as suppressed")                                   \
 	X(DUMP_INTERVAL, dump_interval_ms, DURATION, "10s", 0, UINT64_MAX, NULL, NULL, NULL,                           \
-	  "a duration: 500ms, 10s, 2m, or plain seconds",                                                              \
+	  GPUGUARD_DURATION_SYNTAX,                                                                                    \
 	  "minimum time between two dumps; dumps asked for sooner are counted as suppressed")                          \
 	X(DUMP_AT_EXIT, dump_at_exit, BOOL, "0", 0, 1, NULL, NULL, NULL, "0 | 1",                                      \
 	  "write a dump at exit (a leak report), from processes that reached a GPU only")                              \

@@ -13,7 +13,7 @@ OUT="$BUILD/bench.txt"
 DUMP="$BUILD/tests/bench/bench_dump.jsonl"
 [ -x "$GG" ] || { echo "report_bench: $GG is missing; run 'make bench'" >&2; exit 1; }
 mkdir -p "$(dirname "$GEN")"
-${CC:-cc} -O2 -o "$GEN" tests/bench/gen_dump.c
+${CC:-cc} -O2 -Iinclude -o "$GEN" tests/bench/gen_dump.c
 [ -f "$DUMP" ] && [ "$(head -c 300 "$DUMP" | grep -c "\"history_capacity\":$N}")" -eq 1 ] || "$GEN" "$N" >"$DUMP"
 
 now() { date +%s.%N; }

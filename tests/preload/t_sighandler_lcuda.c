@@ -145,7 +145,7 @@ TEST(the_refusals_are_counted_in_dumps)
 	CHECK_EQ_INT(cuMemAlloc_v2(&p, 2 * GIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
 	char end[4096] = "";
 	CHECK_EQ_INT(dump_trailer(end, sizeof end), 0);
-	if (!strstr(end, "\"signal_refused\":5}")) {
+	if (!strstr(end, "\"signal_refused\":5,")) {
 		fprintf(stderr, "trailer: %s\n", end);
 		CHECK(0);
 	}

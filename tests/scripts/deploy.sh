@@ -237,7 +237,7 @@ IC="$TMP/image-context"
 if ! env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s image-context IMAGE_CONTEXT="$IC" >"$TMP/ic.log" 2>&1; then
 	fail "make image-context: $(tail -n 3 "$TMP/ic.log")"
 else
-	for f in Dockerfile install.sh src/Makefile src/LICENSE src/interpose/limit.c src/tools/main.c \
+	for f in Dockerfile install.sh src/Makefile src/LICENSE src/include/gpuguard/parse.h src/tools/main.c \
 		src/include/gpuguard.h src/interpose/exports.map; do
 		if [ -f "$IC/$f" ]; then pass; else fail "image context lacks $f"; fi
 	done

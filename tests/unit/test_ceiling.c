@@ -131,9 +131,9 @@ TEST(percent_limits_resolve)
 {
 	setup(0, GG_UNLIMITED);
 	gg_opt.limit_set = 1;
-	gg_opt.limits.dev[2] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 9000};
-	gg_opt.limits.dev[3] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 1250};
-	gg_opt.limits.dev[4] = (struct gg_limit_spec){GG_LIMIT_BYTES, 5 * GI};
+	gg_opt.limits.dev[2] = (struct gpuguard_limit){GPUGUARD_LIMIT_PERCENT, 9000};
+	gg_opt.limits.dev[3] = (struct gpuguard_limit){GPUGUARD_LIMIT_PERCENT, 1250};
+	gg_opt.limits.dev[4] = (struct gpuguard_limit){GPUGUARD_LIMIT_BYTES, 5 * GI};
 	gg_ceiling_configure();
 	CHECK(gg_ceiling_unresolved(2));
 	CHECK(gg_ceiling_unresolved(3));
@@ -160,15 +160,15 @@ TEST(percent_limits_resolve)
 	CHECK_EQ_INT(gg_ceiling_reserve(2, 1), -1);
 
 	/* 100 % of an odd size, and a tiny percentage, round down to bytes. */
-	gg_opt.limits.dev[5] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 10000};
-	gg_opt.limits.dev[6] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 1};
+	gg_opt.limits.dev[5] = (struct gpuguard_limit){GPUGUARD_LIMIT_PERCENT, 10000};
+	gg_opt.limits.dev[6] = (struct gpuguard_limit){GPUGUARD_LIMIT_PERCENT, 1};
 	gg_ceiling_configure();
 	gg_ceiling_resolve(5, 81 * GI + 7);
 	gg_ceiling_resolve(6, 10001);
 	CHECK_EQ_U64(atomic_load(&gg_devices[5].limit), 81 * GI + 7);
 	CHECK_EQ_U64(atomic_load(&gg_devices[6].limit), 1);
 	/* Huge physical sizes do not overflow the multiplication. */
-	gg_opt.limits.dev[7] = (struct gg_limit_spec){GG_LIMIT_PERCENT, 5000};
+	gg_opt.limits.dev[7] = (struct gpuguard_limit){GPUGUARD_LIMIT_PERCENT, 5000};
 	gg_ceiling_configure();
 	gg_ceiling_resolve(7, UINT64_MAX - 1);
 	CHECK_EQ_U64(atomic_load(&gg_devices[7].limit), (UINT64_MAX - 1) / 2);
