@@ -3,6 +3,7 @@
 # missing, so `make demo` and `make check` work on a fresh machine. Run as
 # root (as CI is); otherwise it says what to install and carries on.
 #   build-essential  gcc, make, binutils (nm, readelf for the exports test)
+#   clang-format     the format check of `make check-all` (make format-check)
 #   libamdhip64-dev  HIP headers the ABI conformance test checks against
 #   libunwind8       the unwinder dumps dlopen (runtime only: no headers, no
 #                    link; without it stacks fall back to frame pointers)
@@ -19,7 +20,7 @@
 #                    conflicts with Debian's npm package) count as installed.
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
-PKGS="build-essential libamdhip64-dev uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin nodejs npm"
+PKGS="build-essential clang-format libamdhip64-dev libunwind8 uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin nodejs npm"
 missing=
 for p in $PKGS; do
 	case $p in
