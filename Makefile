@@ -157,6 +157,7 @@ UNIT_CORE_test_history := base log options resolve stack history ceiling
 UNIT_CORE_test_options := base log options ceiling
 UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack history ceiling shared dump dump_json dump_records dump_host meminfo
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
+UNIT_CORE_test_vmm := vmm
 unit_core = $(if $(UNIT_CORE_$(1)),$(patsubst %,interpose/%.c,$(UNIT_CORE_$(1))),$(CORE_SRCS))
 $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
 	@mkdir -p $(@D)
