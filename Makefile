@@ -160,10 +160,25 @@ UNIT_CORE_test_history := base log options resolve stack history ceiling
 UNIT_CORE_test_options := base log options ceiling
 UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack history ceiling shared dump dump_json dump_records dump_host meminfo
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
+UNIT_CORE_test_vmm := vmm
+UNIT_CORE_test_stack := base log options resolve stack
+# test_writer reads back what the writer wrote with the command's loader.
+UNIT_CORE_test_writer := $(UNIT_CORE_test_dump)
+UNIT_TOOLS_test_writer := load jsonl text region analyze
+$(BUILD)/tests/unit/test_writer: $(patsubst %,tools/%.c,$(UNIT_TOOLS_test_writer)) tools/tool.h
+# test_stack unwinds a known chain, which lies in a library of its own (a
+# capture skips the frames of the object it is in), built like the test with
+# frame pointers so that the frame-pointer walk can follow it.
+$(BUILD)/tests/unit/test_stack: BASE_CFLAGS += -fno-omit-frame-pointer
+$(BUILD)/tests/unit/test_stack: LDLIBS += -L$(BUILD)/tests/unit -lstackchain -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/tests/unit/test_stack: $(BUILD)/tests/unit/libstackchain.so
+$(BUILD)/tests/unit/libstackchain.so: tests/unit/stack_chain.c tests/unit/stack_chain.h
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $<
 unit_core = $(if $(UNIT_CORE_$(1)),$(patsubst %,interpose/%.c,$(UNIT_CORE_$(1))),$(CORE_SRCS))
 $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $< $(call unit_core,$*) $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $< $(call unit_core,$*) $(patsubst %,tools/%.c,$(UNIT_TOOLS_$*)) $(LDLIBS)
 
 LNEXT := -Wl,--no-as-needed -lnextuser -lnextbase -Wl,--as-needed
 # Programs run under LD_PRELOAD. *_lcuda links the driver, *_lhip HIP, *_lnvml NVML,

@@ -120,8 +120,10 @@ else
 	skip reallib/exit_report "no CUDA toolkit (nvcc) on this machine"
 fi
 
-# (group "exports" is tests/scripts/exports.sh alone: the library's face)
+# (group "exports" is tests/scripts/exports.sh alone: the library's face;
+# lib.sh is what the scripts source, not a test)
 for t in tests/scripts/*.sh; do
+	[ "$t" = tests/scripts/lib.sh ] && continue
 	want scripts || { [ "$t" = tests/scripts/exports.sh ] && want exports; } || continue
 	[ -f "$t" ] && run "scripts/$(basename "$t")" sh "$t"
 done

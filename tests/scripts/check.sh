@@ -3,11 +3,9 @@
 # exit 0 only for a process that runs with the library and a valid
 # GPUGUARD_LIMIT; otherwise exit 2 with one line saying why. Each case is a
 # `sleep` started the way a container's main process would be.
-passed=0
-failed=0
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 PIDS=
-trap 'for p in $PIDS; do kill $p 2>/dev/null; done; rm -rf "$TMP"' EXIT
+on_exit() { for p in $PIDS; do kill $p 2>/dev/null; done; }
 TOOL="$GG_TEST_BUILD/bin/gpuguard"
 # The sanitizer runtime, where there is one, stays first in the preload.
 RUNTIME=${GG_TEST_PRELOAD%"$GG_TEST_LIB"}
@@ -32,10 +30,9 @@ case_() {
 	rc=$?
 	kill $pid 2>/dev/null
 	if [ $rc -eq "$want" ] && grep -qF "$text" "$TMP/$name.out" && [ "$(wc -l <"$TMP/$name.out")" -eq 1 ]; then
-		passed=$((passed + 1))
+		ok
 	else
-		failed=$((failed + 1))
-		echo "FAIL check-$name: exit $rc (want $want), wanted one line with: $text"
+		bad "check-$name: exit $rc (want $want), wanted one line with: $text"
 		sed 's/^/    /' "$TMP/$name.out"
 	fi
 }
@@ -56,14 +53,12 @@ while ! "$TOOL" check $pid >"$TMP/init.out" 2>&1 && [ $i -lt 100 ]; do
 	i=$((i + 1))
 done
 if grep -q "runs with libgpuguard, GPUGUARD_LIMIT=4Gi" "$TMP/init.out"; then
-	passed=$((passed + 1))
+	ok
 else
-	failed=$((failed + 1))
-	echo "FAIL check-behind-init: the shell's child with the library was not found"
+	bad "check-behind-init: the shell's child with the library was not found"
 	sed 's/^/    /' "$TMP/init.out"
 fi
 pkill -P $pid 2>/dev/null
 "$TOOL" check 1 2 >"$TMP/usage.out" 2>&1
-if [ $? -eq 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)) && echo "FAIL check-usage: two PIDs not a usage error"; fi
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+if [ $? -eq 1 ]; then ok; else bad "check-usage: two PIDs not a usage error"; fi
+finish

@@ -3,10 +3,8 @@
 # other members are shown (issue 9, finding 4): within 1 s cuMemGetInfo and
 # NVML give its memory back as free, without any allocation to trigger the
 # sweep (the old books kept it "used" for as long as nobody allocated).
-passed=0
-failed=0
-TMP=$(mktemp -d)
-trap 'kill -9 $pa 2>/dev/null; rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
+on_exit() { kill -9 $pa 2>/dev/null; }
 CLIENT="$GG_TEST_BUILD/tests/tools/podclient"
 member() { # always run with &: exec makes $! the member itself
 	exec env LD_PRELOAD="$GG_TEST_PRELOAD" LD_LIBRARY_PATH="$GG_TEST_SIMDIR" GPUGUARD_SHARED="$TMP/pod" \
@@ -57,22 +55,19 @@ check() {
 	exec 4>&-
 	wait $pb
 	if [ "$before" = $HELD ]; then
-		passed=$((passed + 1))
+		ok
 	else
-		failed=$((failed + 1))
-		echo "FAIL dead-$what-before: with 500 MiB held by another member, free was $before, wanted $HELD"
+		bad "dead-$what-before: with 500 MiB held by another member, free was $before, wanted $HELD"
 	fi
 	# t counts 100 ms sleeps after the kill: 10 is 1 s (plus the queries)
 	if [ "$free" = $GIB ] && [ $t -le 10 ]; then
-		passed=$((passed + 1))
+		ok
 		echo "    $what: the dead member's 500 MiB was free after $t x 100 ms"
 	else
-		failed=$((failed + 1))
-		echo "FAIL dead-$what: 2 s after the kill $what still says free $free, wanted $GIB"
+		bad "dead-$what: 2 s after the kill $what still says free $free, wanted $GIB"
 		sed 's/^/    /' "$TMP/b.$cmd.out" | head -5
 	fi
 }
 check cuMemGetInfo i
 check nvml n
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

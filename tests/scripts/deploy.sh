@@ -25,22 +25,10 @@ MKREGION="$BUILD/tests/tools/mkregion"
 CRD="$ROOT/../shared/data/kyverno/kyverno.io_clusterpolicies.yaml"
 NODE_DIR="$ROOT/build/deploy-node"
 V="$ROOT/tests/deploy/validate.cjs"
-passed=0
-failed=0
-skipped=0
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 PIDS=
-trap 'for p in $PIDS; do kill $p 2>/dev/null; done; rm -rf "$TMP"' EXIT
+on_exit() { for p in $PIDS; do kill $p 2>/dev/null; done; }
 
-pass() { passed=$((passed + 1)); }
-fail() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
-skip() {
-	skipped=$((skipped + 1))
-	echo "skip $1: $2"
-}
 # counts validate.cjs's lines: WANT ok = each must be ok; WANT fail = at
 # least one must be FAIL (a broken copy)
 count() {
@@ -48,7 +36,7 @@ count() {
 	if [ "$want" = ok ]; then
 		while IFS= read -r l; do
 			case $l in
-			ok\ *) pass ;;
+			ok\ *) ok ;;
 			skip\ *)
 				skipped=$((skipped + 1))
 				echo "$l"
@@ -59,11 +47,11 @@ count() {
 				;;
 			esac
 		done <"$file"
-		grep -q . "$file" || fail "$what: the checker printed nothing"
+		grep -q . "$file" || bad "$what: the checker printed nothing"
 	elif grep -q '^FAIL ' "$file"; then
-		pass
+		ok
 	else
-		fail "$what: the checker passed a broken copy"
+		bad "$what: the checker passed a broken copy"
 		sed 's/^/    /' "$file"
 	fi
 }
@@ -76,22 +64,20 @@ for f in $(find deploy -name '*.yaml' | sort); do
 	# shellcheck disable=SC2086,SC2116 # one line of words
 	case " $(echo $MANIFESTS) deploy/monitoring/rules-test.yaml " in
 	*" $f "*) ;;
-	*) fail "$f is not checked by tests/scripts/deploy.sh (add it to MANIFESTS)" ;;
+	*) bad "$f is not checked by tests/scripts/deploy.sh (add it to MANIFESTS)" ;;
 	esac
 done
 
 # The manifests do not change with a sanitizer: the plain run checks them.
 if [ -n "${SAN:-}" ]; then
-	echo "skip deploy: under SAN=$SAN (the plain run checks deploy/)"
-	echo "harness: $passed passed, $failed failed, 1 skipped"
-	[ "$failed" -eq 0 ]
-	exit
+	skip "deploy: under SAN=$SAN (the plain run checks deploy/)"
+	finish
 fi
 
 # --- node: the schemas, PSS, the policy, rules, metrics, README -------------
 have_node=
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-	skip deploy-schemas "no node and npm on this machine (tests/deps.sh installs nodejs and npm)"
+	skip "deploy-schemas: no node and npm on this machine (tests/deps.sh installs nodejs and npm)"
 elif ! cmp -s tests/deploy/package-lock.json "$NODE_DIR/package-lock.json" || [ ! -d "$NODE_DIR/node_modules" ]; then
 	rm -rf "$NODE_DIR"
 	mkdir -p "$NODE_DIR"
@@ -100,7 +86,7 @@ elif ! cmp -s tests/deploy/package-lock.json "$NODE_DIR/package-lock.json" || [ 
 		have_node=1
 	else
 		rm -f "$NODE_DIR/package-lock.json"
-		skip deploy-schemas "npm ci of tests/deploy/package-lock.json failed (no registry?): $(tail -n 1 "$TMP/npm.log")"
+		skip "deploy-schemas: npm ci of tests/deploy/package-lock.json failed (no registry?): $(tail -n 1 "$TMP/npm.log")"
 	fi
 else
 	have_node=1
@@ -177,7 +163,7 @@ if [ -n "$have_node" ]; then
 	count fail "pss of what a broken policy injects" "$TMP/out"
 	sed 's/^      image: my-inference-image$/      image: another-image/' README.md >"$TMP/bad/README.md"
 	(cd "$ROOT" && val readme "$TMP/bad/README.md") >"$TMP/out" 2>&1
-	grep -q 'image: my-inference-image' README.md || fail "README's snippet names no image line to break"
+	grep -q 'image: my-inference-image' README.md || bad "README's snippet names no image line to break"
 	count fail "a README snippet that is not an excerpt" "$TMP/out"
 
 	# the metrics the rules and the dashboard read, against a sample region
@@ -185,8 +171,8 @@ if [ -n "$have_node" ]; then
 		"$MKREGION" "$TMP/region" limit=20Gi proc=0:42:python3:1700000000000:0=4096 proc=1:43:python3:1700000000000 \
 			procstate=1:free dev=0:cuda:00112233445566778899aabbccddeeff:21474836480:4096:8192:85899345920:1:2:3 \
 			death=0:1:4242:vllm:1700000090000:1700000089600:1048576000:1073741824:0:none:16965120819:17179869184:6 \
-			>"$TMP/mk.log" 2>&1 || fail "mkregion: $(cat "$TMP/mk.log")"
-		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || fail "gpuguard metrics: $(cat "$TMP/metrics.txt")"
+			>"$TMP/mk.log" 2>&1 || bad "mkregion: $(cat "$TMP/mk.log")"
+		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || bad "gpuguard metrics: $(cat "$TMP/metrics.txt")"
 		val metrics "$TMP/metrics.txt" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
 		count ok metrics "$TMP/out"
 		sed 's/gpuguard_device_waiters/gpuguard_device_waiting/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard.json"
@@ -200,7 +186,7 @@ if [ -n "$have_node" ]; then
 		grep -q '^FAIL labels.*: modelName' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 		count fail "a dashboard grouping by a label not exported" "$TMP/out"
 	else
-		skip deploy-metrics "needs $TOOL and $MKREGION (make all)"
+		skip "deploy-metrics: needs $TOOL and $MKREGION (make all)"
 	fi
 
 	# the alerts
@@ -211,9 +197,9 @@ if [ -n "$have_node" ]; then
 		cp deploy/monitoring/rules-test.yaml "$TMP/rules/"
 		if promtool check rules "$TMP/rules/rules.yaml" >"$TMP/out" 2>&1 &&
 			promtool test rules "$TMP/rules/rules-test.yaml" >>"$TMP/out" 2>&1; then
-			pass
+			ok
 		else
-			fail "promtool test rules deploy/monitoring/rules-test.yaml"
+			bad "promtool test rules deploy/monitoring/rules-test.yaml"
 			sed 's/^/    /' "$TMP/out" | tail -n 40
 		fi
 		# an alert that no longer fires as tested must fail it
@@ -222,12 +208,12 @@ if [ -n "$have_node" ]; then
 		val rules "$TMP/bad/rule.yaml" "$TMP/badrules/rules.yaml" >/dev/null 2>&1
 		cp deploy/monitoring/rules-test.yaml "$TMP/badrules/"
 		if promtool test rules "$TMP/badrules/rules-test.yaml" >/dev/null 2>&1; then
-			fail "promtool test rules passed an alert changed from 0.9 to 0.99"
+			bad "promtool test rules passed an alert changed from 0.9 to 0.99"
 		else
-			pass
+			ok
 		fi
 	else
-		skip promtool-test-rules "no promtool on this machine (Debian package prometheus)"
+		skip "promtool-test-rules: no promtool on this machine (Debian package prometheus)"
 	fi
 fi
 
@@ -235,43 +221,43 @@ fi
 # staged into this run's own directory (another run may be staging too)
 IC="$TMP/image-context"
 if ! env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s image-context IMAGE_CONTEXT="$IC" >"$TMP/ic.log" 2>&1; then
-	fail "make image-context: $(tail -n 3 "$TMP/ic.log")"
+	bad "make image-context: $(tail -n 3 "$TMP/ic.log")"
 else
 	for f in Dockerfile install.sh src/Makefile src/LICENSE src/include/gpuguard/parse.h src/tools/main.c \
 		src/include/gpuguard.h src/interpose/exports.map; do
-		if [ -f "$IC/$f" ]; then pass; else fail "image context lacks $f"; fi
+		if [ -f "$IC/$f" ]; then ok; else bad "image context lacks $f"; fi
 	done
 	# each COPY source of the Dockerfile's stages is in the context
 	for s in $(sed -n 's/^COPY \([^-][^ ]*\) .*/\1/p' "$IC/Dockerfile"); do
-		if [ -e "$IC/$s" ]; then pass; else fail "the Dockerfile copies $s, not in the image context"; fi
+		if [ -e "$IC/$s" ]; then ok; else bad "the Dockerfile copies $s, not in the image context"; fi
 	done
 	# the build stage, as the Dockerfile runs it (no sanitizer: the shipped build)
 	grep -q '^RUN make -C /src image-stage DESTDIR=/stage$' "$IC/Dockerfile" ||
-		fail "the Dockerfile's build stage is not make image-stage: this test no longer builds what it builds"
+		bad "the Dockerfile's build stage is not make image-stage: this test no longer builds what it builds"
 	if ! (cd "$IC/src" && env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u SAN -u CFLAGS \
 		nice -n 10 make -s -j2 BUILD="$TMP/img-build" image-stage DESTDIR="$TMP/stage") >"$TMP/img.log" 2>&1; then
-		fail "building the image context: $(tail -n 5 "$TMP/img.log")"
+		bad "building the image context: $(tail -n 5 "$TMP/img.log")"
 	else
 		root="$TMP/stage/opt/gpuguard"
 		for f in lib/libgpuguard.so bin/gpuguard; do
-			if [ -f "$root/$f" ]; then pass; else fail "the image would lack /opt/gpuguard/$f"; fi
+			if [ -f "$root/$f" ]; then ok; else bad "the image would lack /opt/gpuguard/$f"; fi
 		done
 		# the command runs in any image: no program interpreter (static)
 		if readelf -l "$root/bin/gpuguard" 2>/dev/null | grep -q 'Requesting program interpreter'; then
-			fail "the image's gpuguard is dynamically linked: the probe would need the application image's glibc to be as new as the build's"
+			bad "the image's gpuguard is dynamically linked: the probe would need the application image's glibc to be as new as the build's"
 		else
-			pass
+			ok
 		fi
-		[ -d "$root/include" ] && fail "the image would carry the headers"
+		[ -d "$root/include" ] && bad "the image would carry the headers"
 		# the library loads as staged
 		out=$(LD_PRELOAD="$root/lib/libgpuguard.so" true 2>&1)
-		if [ -z "$out" ]; then pass; else fail "LD_PRELOAD of the staged library: $out"; fi
+		if [ -z "$out" ]; then ok; else bad "LD_PRELOAD of the staged library: $out"; fi
 		# the init container's copy step into an emptyDir, then the probe
 		if GPUGUARD_IMAGE_ROOT="$root" sh "$IC/install.sh" "$TMP/emptydir" >"$TMP/inst.log" 2>&1 &&
 			grep -q '^gpuguard install: gpuguard .* into ' "$TMP/inst.log"; then
-			pass
+			ok
 		else
-			fail "install.sh: $(cat "$TMP/inst.log")"
+			bad "install.sh: $(cat "$TMP/inst.log")"
 		fi
 		env LD_PRELOAD="$TMP/emptydir/lib/libgpuguard.so" GPUGUARD_LIMIT=20Gi sleep 30 >/dev/null 2>&1 &
 		pid=$!
@@ -282,9 +268,9 @@ else
 			i=$((i + 1))
 		done
 		if grep -q 'runs with libgpuguard, GPUGUARD_LIMIT=20Gi' "$TMP/check.out"; then
-			pass
+			ok
 		else
-			fail "the copied gpuguard check on a process with the copied library: $(cat "$TMP/check.out")"
+			bad "the copied gpuguard check on a process with the copied library: $(cat "$TMP/check.out")"
 		fi
 		kill $pid 2>/dev/null
 		# the copy step fails closed on a library that does not load
@@ -292,16 +278,16 @@ else
 		head -c 100 "$root/lib/libgpuguard.so" >"$TMP/broken/lib/libgpuguard.so"
 		cp "$root/bin/gpuguard" "$TMP/broken/bin/"
 		if GPUGUARD_IMAGE_ROOT="$TMP/broken" sh "$IC/install.sh" "$TMP/emptydir2" >"$TMP/inst2.log" 2>&1; then
-			fail "install.sh copied a library that does not load and exited 0"
+			bad "install.sh copied a library that does not load and exited 0"
 		elif grep -q 'does not load' "$TMP/inst2.log"; then
-			pass
+			ok
 		else
-			fail "install.sh on a broken library: $(cat "$TMP/inst2.log")"
+			bad "install.sh on a broken library: $(cat "$TMP/inst2.log")"
 		fi
 		if GPUGUARD_IMAGE_ROOT="$TMP/nothing" sh "$IC/install.sh" "$TMP/emptydir3" >/dev/null 2>&1; then
-			fail "install.sh with nothing to copy exited 0"
+			bad "install.sh with nothing to copy exited 0"
 		else
-			pass
+			ok
 		fi
 	fi
 fi
@@ -313,17 +299,16 @@ if [ -x "$TOOL" ]; then
 	refs=$(grep -ho 'registry\.example\.com/gpuguard[^ ]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml \
 		deploy/image/Dockerfile Makefile README.md | sort | uniq -c)
 	if [ "$(echo "$refs" | wc -l)" -eq 1 ] && echo "$refs" | grep -q " $image\$"; then
-		pass
+		ok
 	else
-		fail "the image is not $image everywhere: $(echo "$refs" | tr '\n' ' ')"
+		bad "the image is not $image everywhere: $(echo "$refs" | tr '\n' ' ')"
 	fi
 fi
 
 # every GPUGUARD_* variable the manifests set is one README documents
 for v in $(grep -ho 'GPUGUARD_[A-Z][A-Z_]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml | sort -u); do
 	case $v in GPUGUARD_IMAGE_ROOT) continue ;; esac
-	if grep -q "^| \`$v\` |" README.md; then pass; else fail "the manifests set $v, which README's options table does not document"; fi
+	if grep -q "^| \`$v\` |" README.md; then ok; else bad "the manifests set $v, which README's options table does not document"; fi
 done
 
-echo "harness: $passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+finish

@@ -5,18 +5,10 @@
 # here two pods whose two containers each have a process attached, plus
 # files that are not regions (a dump, a symlink to a region). Each series
 # gets pod_uid; every family appears once; promtool accepts the text.
-passed=0
-failed=0
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
 TOOL="$GG_TEST_BUILD/bin/gpuguard"
 MK="$GG_TEST_BUILD/tests/tools/mkregion"
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL discover-$1"
-	[ -n "$2" ] && sed 's/^/    /' "$2" | head -12
-}
+FAIL_PREFIX=discover- BAD_LINES=12
 ROOT="$TMP/pods"
 U1=0c1d2e3f-1111-4a4a-8b8b-000000000001
 U2=0c1d2e3f-2222-4a4a-8b8b-000000000002
@@ -79,5 +71,4 @@ head -n 1 "$TMP/served.resp" | grep -q "^HTTP/1.1 200 " && grep -qx 'gpuguard_di
 serve gone "$TMP/none"
 head -n 1 "$TMP/gone.resp" | grep -q "^HTTP/1.1 200 " && grep -qx 'gpuguard_up 0' "$TMP/gone.resp" &&
 	ok || bad "served-missing-root: want 200 with gpuguard_up 0" "$TMP/gone.resp"
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -11,24 +11,10 @@ GG="$B/bin/gpuguard"
 SN="$B/tests/tools/signame"
 SP="$B/tests/tools/sigprobe"
 LIBSO="${GG_TEST_LIB:-$B/lib/libgpuguard.so}"
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 pids=
-cleanup() {
+on_exit() {
 	for p in $pids; do kill "$p" 2>/dev/null; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
-finish() {
-	echo "harness: $passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit
 }
 for x in "$GG" "$SN" "$SP" "$LIBSO"; do
 	[ -e "$x" ] || {

@@ -7,15 +7,13 @@
 LIB=${GG_TEST_LIB:-build/lib/libgpuguard.so}
 EXPECTED=$(dirname "$LIB")/exports.txt
 
-passed=0
-failed=0
-got=$(mktemp)
-trap 'rm -f "$got"' EXIT
+. "$(dirname "$0")/lib.sh"
+got="$TMP/got"
 
 if [ ! -f "$LIB" ] || [ ! -s "$EXPECTED" ]; then
 	echo "tests/scripts/exports.sh: no library at $LIB or no list at $EXPECTED (make all)"
-	echo "harness: 0 passed, 2 failed"
-	exit 1
+	failed=2
+	finish
 fi
 
 # 1. exported symbols (names only; nm may append @VERSION)
@@ -23,10 +21,9 @@ nm -D --defined-only "$LIB" | awk 'NF >= 3 { print $NF }' | sed 's/@.*//' |
 	grep -v -x -e _init -e _fini | LC_ALL=C sort -u >"$got"
 if diff -u "$EXPECTED" "$got"; then
 	echo "ok   exports: $(wc -l <"$got") symbols match interpose/hooks.h's rows"
-	passed=$((passed + 1))
+	ok
 else
-	echo "FAIL exports: $LIB differs from interpose/hooks.h's rows (- a row's name not exported, + exported without a row)"
-	failed=$((failed + 1))
+	bad "exports: $LIB differs from interpose/hooks.h's rows (- a row's name not exported, + exported without a row)"
 fi
 
 # 2. NEEDED: glibc only; a sanitizer build (make check SAN=...) adds its runtime.
@@ -40,10 +37,9 @@ for lib in $(readelf -d "$LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p'); do
 done
 if [ -z "$bad" ]; then
 	echo "ok   needed: $(readelf -d "$LIB" | grep -c '(NEEDED)') libraries, all allowed"
-	passed=$((passed + 1))
+	ok
 else
-	echo "FAIL needed: $LIB depends on$bad (only libc, libdl, libpthread, ld-linux allowed)"
-	failed=$((failed + 1))
+	bad "needed: $LIB depends on$bad (only libc, libdl, libpthread, ld-linux allowed)"
 fi
 
 # 3. Symbol versions: nothing newer than glibc 2.17, so the library loads into
@@ -53,32 +49,29 @@ fi
 # needs come on top, so only the plain build is held to this.
 if [ -n "$SAN" ]; then
 	echo "ok   glibc: not checked under SAN=$SAN"
-	passed=$((passed + 1))
+	ok
 else
 	vers=$(readelf -V --wide "$LIB" | sed -n 's/.*Name: \(GLIBC_[0-9.]*\).*/\1/p' | sort -u)
 	newest=$(printf '%s\n' $vers | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n -k3,3n | tail -n 1)
 	too_new=$(printf '%s\n' $vers | sed 's/GLIBC_//' | awk -F. '$1 > 2 || ($1 == 2 && $2 > 17)')
 	if [ -n "$newest" ] && [ -z "$too_new" ]; then
 		echo "ok   glibc: highest symbol version needed is GLIBC_$newest (<= 2.17)"
-		passed=$((passed + 1))
+		ok
 	else
-		echo "FAIL glibc: needs GLIBC_$(echo $too_new | tr ' ' ','), newer than 2.17:"
+		bad "glibc: needs GLIBC_$(echo $too_new | tr ' ' ','), newer than 2.17:"
 		for v in $too_new; do
 			objdump -T "$LIB" | grep -F "(GLIBC_$v)" | awk '{ print "    " $NF " (GLIBC_'"$v"')" }'
 		done
-		failed=$((failed + 1))
 	fi
 fi
 
 # 4. The environment is read with secure_getenv only: a program running with
 # AT_SECURE (setuid, file capabilities) gets no options from its caller.
 if nm -D --undefined-only "$LIB" | awk '{ print $NF }' | sed 's/@.*//' | grep -q -x getenv; then
-	echo "FAIL getenv: $LIB imports getenv; read options with secure_getenv"
-	failed=$((failed + 1))
+	bad "getenv: $LIB imports getenv; read options with secure_getenv"
 else
 	echo "ok   getenv: not imported (options come through secure_getenv)"
-	passed=$((passed + 1))
+	ok
 fi
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -7,19 +7,10 @@
 ROOT=$(pwd)
 GG="${GG_TEST_BUILD:-$ROOT/build}/bin/gpuguard"
 DIR="$ROOT/tests/golden"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
+. "$(dirname "$0")/lib.sh"
 if [ ! -x "$GG" ]; then
 	bad "$GG is missing (make all)"
-	echo "harness: $passed passed, $failed failed"
-	exit 1
+	finish
 fi
 
 # expect NAME EXPECTED_FILE ACTUAL_FILE
@@ -221,5 +212,4 @@ wait "$pid" 2>/dev/null
 check_rc 2 "$GG" dump 999999999
 check_rc 1 "$GG" dump notapid
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

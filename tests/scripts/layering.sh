@@ -10,15 +10,12 @@
 OBJ=${GG_LAYERS_OBJ:-${GG_TEST_BUILD:-build}/obj}
 LAYERS=${GG_LAYERS_FILE:-tests/layers.txt}
 
-passed=0
-failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 if ! ls "$OBJ"/*.o >/dev/null 2>&1; then
 	echo "tests/scripts/layering.sh: no objects in $OBJ (make lib)"
-	echo "harness: 0 passed, 3 failed"
-	exit 1
+	failed=3
+	finish
 fi
 
 # symbol object: who defines what (global symbols, code and data alike),
@@ -29,18 +26,18 @@ for o in "$OBJ"/*.o; do
 	n=$(basename "$o" .o)
 	[ -f "interpose/$n.c" ] || continue
 	nm --defined-only "$o" | awk -v o="$n" 'NF == 3 && $2 ~ /^[A-Z]$/ { print $3, o }'
-done | LC_ALL=C sort >"$tmp/defs"
+done | LC_ALL=C sort >"$TMP/defs"
 for o in "$OBJ"/*.o; do
 	n=$(basename "$o" .o)
 	[ -f "interpose/$n.c" ] || continue
 	nm -u "$o" | awk -v o="$n" '{ print $NF, o }'
-done | LC_ALL=C sort >"$tmp/uses"
-LC_ALL=C join "$tmp/uses" "$tmp/defs" | awk '$2 != $3 { print $2, $3, $1 }' | LC_ALL=C sort -u >"$tmp/edges"
+done | LC_ALL=C sort >"$TMP/uses"
+LC_ALL=C join "$TMP/uses" "$TMP/defs" | awk '$2 != $3 { print $2, $3, $1 }' | LC_ALL=C sort -u >"$TMP/edges"
 if [ -n "$GG_LAYERS_GRAPH" ]; then
-	cat "$tmp/edges"
+	cat "$TMP/edges"
 	exit 0
 fi
-awk '{ print $1, $2 }' "$tmp/edges" | LC_ALL=C sort -u >"$tmp/pairs"
+awk '{ print $1, $2 }' "$TMP/edges" | LC_ALL=C sort -u >"$TMP/pairs"
 
 # 1. No circle. Tarjan's algorithm gives the groups of objects that reach
 # each other (each group one or more circles); then one circle in each.
@@ -70,10 +67,10 @@ groups=$(awk '
 			if (c > 1) print substr(g, 2)
 		}
 	}
-	END { for (v in node) if (!(v in index_)) connect(v) }' "$tmp/pairs")
+	END { for (v in node) if (!(v in index_)) connect(v) }' "$TMP/pairs")
 if [ -z "$groups" ]; then
-	echo "ok   acyclic: $(wc -l <"$tmp/pairs") calls between $(ls interpose/*.c | wc -l) objects, no circle"
-	passed=$((passed + 1))
+	echo "ok   acyclic: $(wc -l <"$TMP/pairs") calls between $(ls interpose/*.c | wc -l) objects, no circle"
+	ok
 else
 	echo "FAIL acyclic: objects that call each other round a circle, by group:"
 	echo "$groups" | while read -r g; do
@@ -96,25 +93,25 @@ else
 						if (!seen[w[i]]) { seen[w[i]] = 1; from[w[i]] = v; q[++t] = w[i] }
 					}
 				}
-			}' "$tmp/pairs"
+			}' "$TMP/pairs"
 	done
 	failed=$((failed + 1))
 fi
 
 # 2. Every object has a layer, and every layer's object exists.
-awk '!/^#/ && NF >= 2 { for (i = 2; i <= NF; i++) print $i, NR, $1 }' "$LAYERS" | LC_ALL=C sort >"$tmp/rank"
+awk '!/^#/ && NF >= 2 { for (i = 2; i <= NF; i++) print $i, NR, $1 }' "$LAYERS" | LC_ALL=C sort >"$TMP/rank"
 missing=
 for c in interpose/*.c; do
 	n=$(basename "$c" .c)
-	grep -q "^$n " "$tmp/rank" || missing="$missing $n"
+	grep -q "^$n " "$TMP/rank" || missing="$missing $n"
 done
 stale=
-for n in $(awk '{ print $1 }' "$tmp/rank"); do
+for n in $(awk '{ print $1 }' "$TMP/rank"); do
 	[ -f "$OBJ/$n.o" ] || stale="$stale $n"
 done
 if [ -z "$missing$stale" ]; then
 	echo "ok   placed: every object has one layer in $LAYERS"
-	passed=$((passed + 1))
+	ok
 else
 	[ -n "$missing" ] && echo "FAIL placed: no layer in $LAYERS for:$missing (add each to the layer it belongs to)"
 	[ -n "$stale" ] && echo "FAIL placed: $LAYERS names objects that are not built:$stale"
@@ -122,18 +119,17 @@ else
 fi
 
 # 3. Calls go down only: a caller's layer is above its callee's.
-up=$(LC_ALL=C join "$tmp/edges" "$tmp/rank" | awk '{ print $2, $1, $3, $4, $5 }' | LC_ALL=C sort |
-	LC_ALL=C join - "$tmp/rank" |
+up=$(LC_ALL=C join "$TMP/edges" "$TMP/rank" | awk '{ print $2, $1, $3, $4, $5 }' | LC_ALL=C sort |
+	LC_ALL=C join - "$TMP/rank" |
 	awk '$6 >= $4 { k = $2 " (" $5 ") -> " $1 " (" $7 ")"; n[k]++; if (n[k] <= 3) s[k] = s[k] " " $3 }
 		END { for (k in n) print "    " k ":" s[k] (n[k] > 3 ? " and " n[k] - 3 " more" : "") }' | LC_ALL=C sort)
 if [ -z "$up" ]; then
 	echo "ok   downward: every call goes to a lower layer"
-	passed=$((passed + 1))
+	ok
 else
 	echo "FAIL downward: calls to the caller's own layer or one above it ($LAYERS):"
 	echo "$up"
 	failed=$((failed + 1))
 fi
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -11,29 +11,10 @@ GG="$B/bin/gpuguard"
 MK="$B/tests/tools/mkregion"
 FL="$B/tests/tools/flood"
 HC="$B/tests/tools/httpc"
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 srv=
-cleanup() {
+on_exit() {
 	[ -n "$srv" ] && kill "$srv" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-passed=0
-failed=0
-skipped=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
-finish() {
-	if [ "$skipped" -gt 0 ]; then
-		echo "harness: $passed passed, $failed failed, $skipped skipped"
-	else
-		echo "harness: $passed passed, $failed failed"
-	fi
-	[ "$failed" -eq 0 ]
-	exit
 }
 for x in "$GG" "$MK" "$FL" "$HC"; do
 	[ -x "$x" ] || {
@@ -46,8 +27,7 @@ IDLE=1000
 SLOW=20
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt $((IDLE + SLOW + 100)) ]; then
-	skipped=$((skipped + 1))
-	echo "skip the flood: the hard descriptor limit is $hard, under $((IDLE + SLOW + 100))"
+	skip "the flood: the hard descriptor limit is $hard, under $((IDLE + SLOW + 100))"
 	finish
 fi
 

@@ -12,10 +12,7 @@ if ! command -v spin >/dev/null 2>&1; then
 	exit 0
 fi
 CC=${CC:-cc}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
+. "$(dirname "$0")/lib.sh"
 # check NAME WANT(pass|fail) PANFLAGS CCFLAGS DEFINES...
 check() {
 	name=$1 want=$2 panflags=$3 ccflags=$4
@@ -31,15 +28,13 @@ check() {
 	errs=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$d/pan.out")
 	states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$d/pan.out")
 	if [ -z "$errs" ]; then
-		failed=$((failed + 1))
-		echo "FAIL $name: spin did not finish"
+		bad "$name: spin did not finish"
 		cat "$d/spin.out" "$d/cc.out" "$d/pan.out" | tail -n 20
 	elif { [ "$want" = pass ] && [ "$errs" = 0 ]; } || { [ "$want" = fail ] && [ "$errs" != 0 ]; }; then
-		passed=$((passed + 1))
+		ok
 		echo "ok   $name: $states states, errors: $errs (want $want)"
 	else
-		failed=$((failed + 1))
-		echo "FAIL $name: errors: $errs, want $want"
+		bad "$name: errors: $errs, want $want"
 		grep -E "assertion violated|invalid end" "$d/pan.out" | head -n 3
 	fi
 }
@@ -50,5 +45,4 @@ check old-protocol-over-reclaims fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" OLD_PR
 check read-used-first-passes-ceiling fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" READ_USED_FIRST
 check commit-claim-first-passes-ceiling fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" COMMIT_CLAIM_FIRST
 check three-procs-supertrace pass "-w${GG_MODEL_BITS:-23} -m200000" "-DBITSTATE" "LIMIT 2"
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

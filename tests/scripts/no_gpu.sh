@@ -1,8 +1,7 @@
 #!/bin/sh
 # gpuguard: a process that never touches a GPU is unaffected by the preload:
 # same output, same exit status, nothing on stderr, also with a ceiling set.
-passed=0
-failed=0
+. "$(dirname "$0")/lib.sh"
 # check NAME [VAR=value...] -- COMMAND...: COMMAND's output, status and
 # silence on stderr under the preload with those options (GPUGUARD_LIMIT=4Gi
 # when none are given).
@@ -26,10 +25,9 @@ check() {
 	err=$(cat /tmp/gg-nogpu-err.$$)
 	rm -f /tmp/gg-nogpu-err.$$
 	if [ "$want_out" = "$got_out" ] && [ "$want_rc" = "$got_rc" ] && [ -z "$err" ]; then
-		passed=$((passed + 1))
+		ok
 	else
-		failed=$((failed + 1))
-		echo "FAIL $name: rc $want_rc vs $got_rc, stderr: $err"
+		bad "$name: rc $want_rc vs $got_rc, stderr: $err"
 	fi
 }
 check ls ls -1 /
@@ -51,20 +49,18 @@ err=$(cat /tmp/gg-nogpu-err.$$)
 rm -f /tmp/gg-nogpu-err.$$
 n=$(printf '%s\n' "$err" | grep -c 'GPUGUARD_LIMIT="20GB" is not valid')
 if [ "$n" -eq 1 ] && printf '%s\n' "$out" | grep -q 'do not fit: CUDA_ERROR_OUT_OF_MEMORY'; then
-	passed=$((passed + 1))
+	ok
 else
-	failed=$((failed + 1))
-	echo "FAIL bad-limit-gpu: wanted the message once and a refusal, got $n messages:"
+	bad "bad-limit-gpu: wanted the message once and a refusal, got $n messages:"
 	printf '%s\n%s\n' "$err" "$out" | head -8 | sed 's/^/    /'
 fi
 # Nothing loaded at start-up (issue 10, finding 13): libunwind and liblzma,
 # which the dump's stacks use, come in at the first governed allocation only.
 maps=$(env LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=4Gi cat /proc/self/maps)
 if echo "$maps" | grep -q libgpuguard && ! echo "$maps" | grep -q -E 'libunwind|liblzma'; then
-	passed=$((passed + 1))
+	ok
 else
-	failed=$((failed + 1))
-	echo "FAIL nothing-loaded: a process without a GPU has libunwind or liblzma mapped (or no libgpuguard):"
+	bad "nothing-loaded: a process without a GPU has libunwind or liblzma mapped (or no libgpuguard):"
 	echo "$maps" | grep -E 'libunwind|liblzma|libgpuguard' | sed 's/^/    /'
 fi
 # No exit dump from a process that never reached a GPU (issue 10, finding
@@ -73,10 +69,9 @@ dir=$(mktemp -d)
 env LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_DUMP_AT_EXIT=1 GPUGUARD_DUMP_DIR="$dir" sh -c 'ls / >/dev/null; cat /dev/null'
 n=$(find "$dir" -type f | wc -l)
 if [ "$n" -eq 0 ]; then
-	passed=$((passed + 1))
+	ok
 else
-	failed=$((failed + 1))
-	echo "FAIL exit-dump-no-gpu: $n files written by processes without a GPU:"
+	bad "exit-dump-no-gpu: $n files written by processes without a GPU:"
 	find "$dir" -type f | sed 's/^/    /'
 fi
 rm -rf "$dir"
@@ -85,11 +80,9 @@ env LD_PRELOAD="$GG_TEST_PRELOAD" LD_LIBRARY_PATH="$GG_TEST_SIMDIR" GPUGUARD_DUM
 	"$GG_TEST_BUILD/examples/kvcache" >/dev/null 2>&1
 n=$(find "$dir" -type f -name '*.json*' | wc -l)
 if [ "$n" -ge 1 ]; then
-	passed=$((passed + 1))
+	ok
 else
-	failed=$((failed + 1))
-	echo "FAIL exit-dump-gpu: a process that used the GPU wrote no exit dump in $dir ($(ls "$dir"))"
+	bad "exit-dump-gpu: a process that used the GPU wrote no exit dump in $dir ($(ls "$dir"))"
 fi
 rm -rf "$dir"
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

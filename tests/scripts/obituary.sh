@@ -14,21 +14,12 @@ GG="$B/bin/gpuguard"
 CLIENT="$B/tests/tools/podclient"
 GG_TEST_PRELOAD="${GG_TEST_PRELOAD:-$B/lib/libgpuguard.so}"
 GG_TEST_SIMDIR="${GG_TEST_SIMDIR:-$B/sim}"
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 pids=
-cleanup() {
+on_exit() {
 	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	rm -rf "$TMP"
 }
-trap cleanup EXIT
 trap '' PIPE # a member that died early fails its checks, not the script
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
 POD="$TMP/pod"
 GIB=1073741824
 
@@ -203,5 +194,4 @@ if [ -n "$dump" ]; then
 else
 	bad "the fresh member wrote no exit dump: $(cat "$TMP/fresh.out")"
 fi
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -10,20 +10,11 @@ B="${GG_TEST_BUILD:-$ROOT/build}"
 GG="$B/bin/gpuguard"
 MK="$B/tests/tools/mkregion"
 G="$ROOT/tests/golden"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
+. "$(dirname "$0")/lib.sh"
 for x in "$GG" "$MK"; do
 	[ -x "$x" ] || {
 		bad "$x is missing (make all)"
-		echo "harness: $passed passed, $failed failed"
-		exit 1
+		finish
 	}
 done
 unset GPUGUARD_SHARED
@@ -196,5 +187,4 @@ exec 3>&-
 [ "$rc" -eq 143 ] && ok || bad "report stopped by SIGTERM: exit $rc, want 143"
 only "$W" page.html rel.html victim
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -2,10 +2,7 @@
 # gpuguard: the pod region counts what metrics export beside the books
 # (issue 13): requests the driver refused below the ceiling (the card was
 # full) and the dumps the pod's processes wrote.
-passed=0
-failed=0
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
 mkdir "$TMP/dumps"
 # A member on a 1 GiB card under a 4 GiB ceiling, kept alive while the
 # region is read (a region nobody is attached to starts afresh): 2000 MiB
@@ -30,15 +27,13 @@ exec 3>&-
 wait $pid
 check() { # WHAT LINE-REGEX
 	if grep -q "$2" "$TMP/m"; then
-		passed=$((passed + 1))
+		ok
 	else
-		failed=$((failed + 1))
-		echo "FAIL pod-counters-$1: no line matching $2"
+		bad "pod-counters-$1: no line matching $2"
 		grep -v '^#' "$TMP/m" | head -8 | sed 's/^/    /'
 		sed 's/^/    /' "$TMP/out" | head -6
 	fi
 }
 check driver-oom '^gpuguard_device_driver_oom_total{device="0",.*} 1$'
 check dumps "^gpuguard_dumps_written_total 1$"
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -9,20 +9,13 @@
 # included. A region as an older library leaves it (mkregion without pod=,
 # container= or pinned=) is still read, without those labels and series;
 # a name that is not a Kubernetes name is refused with one line.
-passed=0
-failed=0
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 PIDS=
-trap 'for p in $PIDS; do kill -9 $p 2>/dev/null; done; rm -rf "$TMP"' EXIT
+on_exit() { for p in $PIDS; do kill -9 $p 2>/dev/null; done; }
 TOOL="$GG_TEST_BUILD/bin/gpuguard"
 MK="$GG_TEST_BUILD/tests/tools/mkregion"
 CLIENT="$GG_TEST_BUILD/tests/tools/podclient"
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL pod_labels-$1"
-	[ -n "$2" ] && sed 's/^/    /' "$2" | head -20
-}
+FAIL_PREFIX=pod_labels- BAD_LINES=20
 lines() { # FILE N: waits (10 s at most) for N lines
 	i=0
 	while [ "$(wc -l <"$1")" -lt "$2" ] && [ $i -lt 200 ]; do
@@ -122,5 +115,4 @@ n=$(grep -c "^gpuguard_process_info{pod_uid=\"$U\",namespace=\"ml\",pod=\"a\",sl
 n=$(grep -c '^gpuguard_process_host_pinned_bytes{' "$TMP/d4")
 [ "$n" -eq 1 ] && ok || bad "mkregion: $n pinned series, want 1 (slot 0 does not say)" "$TMP/d4"
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -7,26 +7,14 @@
 #   one message and a per-process ceiling, no SIGBUS, and no sparse file
 #   left for the next process to write into.
 # The members are tests/tools/podclient, driven line by line through a FIFO.
-passed=0
-failed=0
-skipped=0
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 MNT=
-cleanup() {
+on_exit() {
 	[ -n "$MNT" ] && umount "$MNT" 2>/dev/null
-	rm -rf "$TMP"
 }
-trap cleanup EXIT
 CLIENT="$GG_TEST_BUILD/tests/tools/podclient"
 MSG="truncated, shrunk or written afresh while in use"
-
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $1"
-	shift
-	for f in "$@"; do sed 's/^/    /' "$f" | head -8; done
-}
+BAD_LINES=8
 
 member() { # DIR: a member of the pod in DIR, 1 GiB ceiling
 	env LD_PRELOAD="$GG_TEST_PRELOAD" LD_LIBRARY_PATH="$GG_TEST_SIMDIR" GPUGUARD_SHARED="$1/pod" \
@@ -121,8 +109,6 @@ if [ "$(id -u)" = 0 ] && mkdir "$TMP/mnt" && mount -t tmpfs -o size=1m,mode=0755
 	fi
 	under "$MNT" tmpfs-truncate truncate
 else
-	skipped=$((skipped + 1))
-	echo "skip region-full: needs root to mount a tmpfs of its own"
+	skip "region-full: needs root to mount a tmpfs of its own"
 fi
-echo "harness: $passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+finish

@@ -6,15 +6,7 @@
 ROOT=$(pwd)
 B="${GG_TEST_BUILD:-$ROOT/build}"
 GG="$B/bin/gpuguard"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
+. "$(dirname "$0")/lib.sh"
 export LD_LIBRARY_PATH="$B/sim"
 export SIMGPU_MEMORY=16Gi
 unset GPUGUARD_LIMIT LD_PRELOAD
@@ -107,5 +99,4 @@ else
 	cat "$TMP/cc.log"
 fi
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -6,19 +6,10 @@
 # has (issue 12 step 4).
 ROOT=$(pwd)
 GG="${GG_TEST_BUILD:-$ROOT/build}/bin/gpuguard"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
+. "$(dirname "$0")/lib.sh"
 if [ ! -x "$GG" ]; then
 	bad "$GG is missing (make all)"
-	echo "harness: $passed passed, $failed failed"
-	exit 1
+	finish
 fi
 # The child runs with the library preloaded; under a sanitizer the
 # (instrumented) library needs its runtime preloaded too (golden.sh).
@@ -54,5 +45,4 @@ fi
 sed -n '/^SYNOPSIS/,/^$/p' "$TMP/help" | tr '\n' ' ' | grep -o '\[--[a-z-]* [A-Z]*\]' >"$TMP/synopsis"
 cmp -s "$TMP/want" "$TMP/synopsis" && ok || bad "run --help's synopsis and OPTIONS list different flags"
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -5,18 +5,10 @@
 # keys in order); the golden dumps, written by hand, must use only its keys.
 # Writer -> loader round trip: `gpuguard report` reads each library dump
 # with no warning (no skipped record, the trailer's count agreeing).
-passed=0
-failed=0
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
 CHECK="$GG_TEST_BUILD/tests/tools/schemacheck"
 GG="$GG_TEST_BUILD/bin/gpuguard"
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL schema-$1"
-	sed 's/^/    /' "$2" | head -5
-}
+FAIL_PREFIX=schema-
 # A ceiling the servers pass, so each writes a refusal dump and an exit dump.
 for s in vllm_like torch_like jax_like trtllm_like nvml_sized plain_c; do
 	mkdir "$TMP/$s"
@@ -43,5 +35,4 @@ for g in tests/golden/*.jsonl; do
 	case $g in */bad_* | */truncated.jsonl) continue ;; esac
 	if "$CHECK" -u "$g" >"$TMP/out" 2>&1; then ok; else bad "golden-$(basename "$g" .jsonl)" "$TMP/out"; fi
 done
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

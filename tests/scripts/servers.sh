@@ -13,15 +13,7 @@ ROOT=$(pwd)
 B="${GG_TEST_BUILD:-$ROOT/build}"
 GG="$B/bin/gpuguard"
 S="$B/tests/servers"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
+. "$(dirname "$0")/lib.sh"
 export LD_LIBRARY_PATH="$B/sim"
 export SIMGPU_MEMORY=16Gi
 unset GPUGUARD_LIMIT LD_PRELOAD GPUGUARD_DUMP_AT_EXIT GPUGUARD_VERBOSE
@@ -67,8 +59,7 @@ fewer() { [ "$2" -ge 0 ] && [ "$2" -lt "$3" ] && ok || bad "$1: $2 rejected with
 
 if [ ! -x "$S/vllm_like" ] || [ ! -x "$GG" ]; then
 	bad "$S or $GG missing (make all)"
-	echo "harness: $passed passed, $failed failed"
-	exit 1
+	finish
 fi
 
 # vLLM-like: the fraction, not a higher ceiling; no PyTorch without frames.
@@ -228,5 +219,4 @@ grep -q "it keeps 3\.[89][0-9] GiB (0\.9[0-9] of the total) in call sites that d
 	bad "kvcache_exit: what it keeps is not about 3.9 GiB: $(grep 'it keeps' "$TMP/kvcache_exit.txt")"
 has kvcache_exit "=> lower the fraction of the total it sizes itself to by 0.05 (e.g. 0.90 -> 0.85)"
 
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

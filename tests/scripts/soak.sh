@@ -15,13 +15,11 @@ PRE="${GG_TEST_PRELOAD:-$B/lib/libgpuguard.so}"
 SOAK="$B/tests/tools/podsoak"
 SHIM="$B/tests/tools/libpodsoak_shim.so"
 GG="$B/bin/gpuguard"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
 for x in "$SOAK" "$SHIM" "$GG"; do
 	if [ ! -e "$x" ]; then
-		echo "FAIL $x is missing (make all)"
-		echo "harness: 0 passed, 1 failed"
-		exit 1
+		bad "$x is missing (make all)"
+		finish
 	fi
 done
 SECONDS_=${SOAK_SECONDS:-20}
@@ -81,5 +79,4 @@ if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
 	echo "FAIL the soak exited $rc without naming a failed check"
 	failed=1
 fi
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

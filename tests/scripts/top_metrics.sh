@@ -9,33 +9,10 @@ B="${GG_TEST_BUILD:-$ROOT/build}"
 GG="$B/bin/gpuguard"
 MK="$B/tests/tools/mkregion"
 HC="$B/tests/tools/httpc"
-TMP=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 pids=
-cleanup() {
+on_exit() {
 	for p in $pids; do kill "$p" 2>/dev/null; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-passed=0
-failed=0
-skipped=0
-ok() { passed=$((passed + 1)); }
-bad() {
-	failed=$((failed + 1))
-	echo "FAIL $*"
-}
-skip() {
-	skipped=$((skipped + 1))
-	echo "skip $*"
-}
-finish() {
-	if [ "$skipped" -gt 0 ]; then
-		echo "harness: $passed passed, $failed failed, $skipped skipped"
-	else
-		echo "harness: $passed passed, $failed failed"
-	fi
-	[ "$failed" -eq 0 ]
-	exit
 }
 for x in "$GG" "$MK" "$HC"; do
 	[ -x "$x" ] || {

@@ -4,10 +4,7 @@
 # finds the first and stays inert: nothing is charged twice, it says so
 # once, and unloading it leaves no handler behind (the old copy's dump
 # handler stayed installed and the next dump signal crashed the process).
-passed=0
-failed=0
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
 mkdir "$TMP/a" "$TMP/b" "$TMP/dumps"
 cp "$GG_TEST_LIB" "$TMP/a/libgpuguard.so"
 cp "$GG_TEST_LIB" "$TMP/b/libgpuguard.so"
@@ -20,10 +17,9 @@ client() { # PRELOAD: a pod member with a 1 GiB ceiling (charged twice, the pod 
 }
 check() { # NAME CONDITION-RESULT FILE
 	if [ "$2" = yes ]; then
-		passed=$((passed + 1))
+		ok
 	else
-		failed=$((failed + 1))
-		echo "FAIL $1"
+		bad "$1"
 		sed 's/^/    /' "$3" | head -8
 	fi
 }
@@ -78,5 +74,4 @@ n=$(grep -c "two copies of libgpuguard are loaded" "$TMP/plugin.err")
 # it speaks only if a call passes through it (here the preload's calls
 # reach the driver without it): at most once
 check "plugin-said: the plugin's copy said so $n times, wanted at most once" "$(yes_if [ "$n" -le 1 ])" "$TMP/plugin.err"
-echo "harness: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

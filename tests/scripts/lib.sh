@@ -1,0 +1,43 @@
+# gpuguard: what the shell suites share, sourced (never run by tests/run.sh:
+# it prints no harness line of its own). Sets passed, failed and skipped to 0
+# and TMP to a fresh directory that goes at exit; a script with more to undo
+# (servers to stop, a mount) defines on_exit, which runs first. Each script
+# ends with finish, whose "harness: N passed, N failed[, N skipped]" line
+# tests/run.sh parses.
+passed=0
+failed=0
+skipped=0
+TMP=$(mktemp -d)
+on_exit() { :; }
+trap 'on_exit; rm -rf "$TMP"' EXIT
+
+ok() { passed=$((passed + 1)); }
+
+# bad MESSAGE [FILE...]: one failure, its message after FAIL and $FAIL_PREFIX,
+# then the first $BAD_LINES (5) lines of each file given, indented.
+bad() {
+	failed=$((failed + 1))
+	echo "FAIL ${FAIL_PREFIX:-}$1"
+	shift
+	for f in "$@"; do
+		[ -n "$f" ] && sed 's/^/    /' "$f" | head -n "${BAD_LINES:-5}"
+	done
+	return 0
+}
+
+# skip WHY: a check this machine cannot make, counted and said.
+skip() {
+	skipped=$((skipped + 1))
+	echo "skip $*"
+}
+
+# The harness line, then exit 0 only if nothing failed.
+finish() {
+	if [ "$skipped" -gt 0 ]; then
+		echo "harness: $passed passed, $failed failed, $skipped skipped"
+	else
+		echo "harness: $passed passed, $failed failed"
+	fi
+	[ "$failed" -eq 0 ]
+	exit
+}

@@ -1,0 +1,14 @@
+/* gpuguard: a known call chain for test_stack, in a library of its own:
+ * stack capture skips the frames of the object it is linked into (for the
+ * library, its own), so the chain must lie outside the test program.
+ * chain_top calls chain_mid calls chain_leaf calls fn. */
+#ifndef GPUGUARD_TEST_STACK_CHAIN_H
+#define GPUGUARD_TEST_STACK_CHAIN_H
+
+#include <stdint.h>
+
+uint32_t chain_top(uint32_t (*fn)(void));
+uint32_t chain_mid(uint32_t (*fn)(void));
+uint32_t chain_leaf(uint32_t (*fn)(void));
+
+#endif

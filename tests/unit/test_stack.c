@@ -1,0 +1,152 @@
+/* gpuguard: unit tests for stack capture (stack.c): depth 0 is off, the
+ * depth bounds what is kept, identical call stacks give one id, and the two
+ * unwinders, libunwind and the frame-pointer walk (GPUGUARD_TEST_UNWINDER,
+ * also what runs where libunwind is missing), agree on a known chain. The
+ * unwinder and depth are fixed at the first capture, so each case runs in a
+ * child of its own; interning itself is test_history's. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../harness.h"
+#include "internal.h"
+#include "stack_chain.h"
+
+struct capture {
+	char unwinder[16];
+	uint32_t id, again, other;
+	int n;
+	uintptr_t f[GG_STACK_MAX_DEPTH];
+};
+
+static uint32_t capture(void)
+{
+	return gg_stack_capture();
+}
+
+/* In a fresh child: init at depth, the chain captured twice from one call
+ * site and once from another (chain_mid directly), sent back whole. */
+static int run_child(int depth, int use_fp, struct capture *c)
+{
+	int p[2];
+	memset(c, 0, sizeof *c);
+	if (pipe(p) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct capture r;
+		memset(&r, 0, sizeof r);
+		gg_opt.unwinder_fp = use_fp;
+		gg_stack_init(depth);
+		/* volatile: the loop stays one call site, never unrolled */
+		uint32_t ids[2];
+		for (volatile int i = 0; i < 2; i++)
+			ids[i] = chain_top(capture);
+		r.id = ids[0];
+		r.again = ids[1];
+		r.other = chain_mid(capture);
+		const uintptr_t *f;
+		r.n = gg_stack_frames(r.id, &f);
+		if (r.n > 0)
+			memcpy(r.f, f, (size_t)r.n * sizeof *f);
+		strncpy(r.unwinder, gg_stack_unwinder(), sizeof r.unwinder - 1);
+		ssize_t w = write(p[1], &r, sizeof r);
+		_exit(w == (ssize_t)sizeof r ? 0 : 1);
+	}
+	close(p[1]);
+	ssize_t got = read(p[0], c, sizeof *c);
+	close(p[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	return got == (ssize_t)sizeof *c && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static const char *fn_of(uintptr_t a)
+{
+	Dl_info info;
+	/* a return address: the call is the byte before it */
+	if (!dladdr((void *)(a - 1), &info) || !info.dli_sname)
+		return "?";
+	return info.dli_sname;
+}
+
+/* The first three frames are the chain, innermost first. */
+static void check_chain(const struct capture *c)
+{
+	CHECK(c->n >= 3);
+	if (c->n < 3)
+		return;
+	CHECK(strcmp(fn_of(c->f[0]), "chain_leaf") == 0);
+	CHECK(strcmp(fn_of(c->f[1]), "chain_mid") == 0);
+	CHECK(strcmp(fn_of(c->f[2]), "chain_top") == 0);
+}
+
+TEST(depth_0_is_off)
+{
+	struct capture c;
+	CHECK_EQ_INT(run_child(0, 0, &c), 0);
+	CHECK_EQ_INT(c.id, 0);
+	CHECK_EQ_INT(c.again, 0);
+	CHECK_EQ_INT(c.n, 0);
+	CHECK(strcmp(c.unwinder, "none") == 0);
+}
+
+TEST(libunwind_captures_the_chain)
+{
+	struct capture c;
+	CHECK_EQ_INT(run_child(16, 0, &c), 0);
+	CHECK(c.id != 0);
+	CHECK_EQ_INT(c.again, c.id); /* one call site, one stack, one id */
+	CHECK(c.other != 0 && c.other != c.id);
+	check_chain(&c);
+}
+
+TEST(frame_pointer_walk_captures_the_chain)
+{
+	struct capture c;
+	CHECK_EQ_INT(run_child(16, 1, &c), 0);
+	CHECK(strcmp(c.unwinder, "frame-pointer") == 0);
+	CHECK(c.id != 0);
+	CHECK_EQ_INT(c.again, c.id);
+	CHECK(c.other != 0 && c.other != c.id);
+	check_chain(&c);
+}
+
+/* Forked from one parent, both children have the chain at one address: the
+ * unwinders must give the same return addresses, frame for frame. */
+TEST(unwinders_agree)
+{
+	struct capture u, f;
+	CHECK_EQ_INT(run_child(16, 0, &u), 0);
+	CHECK_EQ_INT(run_child(16, 1, &f), 0);
+	if (strcmp(u.unwinder, "libunwind") != 0)
+		SKIP("no libunwind here (or a ThreadSanitizer build, which walks frame pointers)");
+	CHECK(u.n >= 3 && f.n >= 3);
+	for (int i = 0; i < 3 && i < u.n && i < f.n; i++)
+		CHECK_EQ_U64(u.f[i], f.f[i]);
+}
+
+TEST(depth_bounds_the_frames_kept)
+{
+	struct capture c;
+	CHECK_EQ_INT(run_child(2, 1, &c), 0);
+	CHECK_EQ_INT(c.n, 2);
+	CHECK(strcmp(fn_of(c.f[0]), "chain_leaf") == 0);
+	CHECK(strcmp(fn_of(c.f[1]), "chain_mid") == 0);
+	/* cut to two frames, chain_mid's own call of chain_leaf is the same stack */
+	CHECK_EQ_INT(c.other, c.id);
+	CHECK_EQ_INT(run_child(GG_STACK_MAX_DEPTH + 100, 0, &c), 0);
+	CHECK(c.n >= 3 && c.n <= GG_STACK_MAX_DEPTH);
+}
+
+int main(void)
+{
+	RUN(depth_0_is_off);
+	RUN(libunwind_captures_the_chain);
+	RUN(frame_pointer_walk_captures_the_chain);
+	RUN(unwinders_agree);
+	RUN(depth_bounds_the_frames_kept);
+	return harness_done();
+}
