@@ -269,14 +269,19 @@ static int grow(struct gg_table *t, unsigned top)
 	if (top + 1 >= t->max_gens || gen_at(t, top)->mask + 1 >= MAX_GEN_SLOTS)
 		return -1;
 	struct gen *expect = NULL;
-	if (!gen_at(t, top + 1)) {
+	/* acquire, here and in the CAS's failure order: when another thread
+	 * published gens[top + 1], its mapping and header happen before our
+	 * release of top below, so that a reader who acquires top from us (not
+	 * from that thread) sees them too. Relaxed, the chain broke: TSan saw a
+	 * reader's probe race the other thread's mmap. */
+	if (!atomic_load_explicit(&t->gens[top + 1], memory_order_acquire)) {
 		struct gen *g = gen_map((gen_at(t, top)->mask + 1) * 2);
 		if (!g)
 			return -1;
 		/* release: the header written in gen_map is visible to whoever
 		 * reads this entry after an acquire of top. */
 		if (!atomic_compare_exchange_strong_explicit(&t->gens[top + 1], &expect, g, memory_order_release,
-		                                             memory_order_relaxed))
+		                                             memory_order_acquire))
 			munmap(g, g->map_bytes); /* another thread grew first: use its generation */
 	}
 	unsigned seen = top;
