@@ -232,9 +232,8 @@ uint32_t gg_stack_capture(void)
 		skip = own_prefix(raw, n);
 		int seen = skip < OWN_ROOM ? skip : OWN_ROOM;
 		/* relaxed CAS: raises the hint to its maximum; nothing hangs on it. */
-		while (room < seen &&
-		       !atomic_compare_exchange_weak_explicit(&own_seen, &room, seen, memory_order_relaxed,
-		                                              memory_order_relaxed))
+		while (room < seen && !atomic_compare_exchange_weak_explicit(
+		                          &own_seen, &room, seen, memory_order_relaxed, memory_order_relaxed))
 			;
 	}
 	n -= skip;
