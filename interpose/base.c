@@ -20,23 +20,13 @@ GG_TLS uint8_t gg_cur_runtime;
  * missed, which costs one exit dump at most. */
 _Atomic int gg_gpu_touched;
 
-static GG_TLS uint32_t cached_tid;
+GG_TLS uint32_t gg_tid_cache;
 
 static uint64_t ms_of(clockid_t clock)
 {
 	struct timespec ts;
 	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-uint64_t gg_coarse_ms(void)
-{
-	return ms_of(CLOCK_MONOTONIC_COARSE);
-}
-
-uint64_t gg_now_ms(void)
-{
-	return gg_coarse_ms() - gg_start_ms;
 }
 
 uint64_t gg_mono_ms(void)
@@ -56,16 +46,15 @@ uint64_t gg_realtime_ms(void)
 	return ms_of(CLOCK_REALTIME);
 }
 
-uint32_t gg_gettid(void)
+uint32_t gg_gettid_slow(void)
 {
-	if (GG_UNLIKELY(cached_tid == 0))
-		cached_tid = (uint32_t)syscall(SYS_gettid);
-	return cached_tid;
+	gg_tid_cache = (uint32_t)syscall(SYS_gettid);
+	return gg_tid_cache;
 }
 
 void gg_base_after_fork_child(void)
 {
-	cached_tid = 0;
+	gg_tid_cache = 0;
 }
 
 void gg_futex_wait(_Atomic uint32_t *w, uint32_t val, const struct timespec *ts, int private_)

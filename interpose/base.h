@@ -23,18 +23,35 @@ extern uint64_t gg_start_ms;
 extern _Atomic int gg_init_state;
 
 /* CLOCK_MONOTONIC_COARSE in ms: a few ns from the vDSO instead of ~20, for
- * ages and rate limits that only need milliseconds (it ticks every 1-4 ms). */
-uint64_t gg_coarse_ms(void);
+ * ages and rate limits that only need milliseconds (it ticks every 1-4 ms).
+ * Inline, as gg_now_ms: the hot path reads it several times per pair. */
+static inline uint64_t gg_coarse_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 /* Milliseconds since initialisation (the coarse clock). */
-uint64_t gg_now_ms(void);
+static inline uint64_t gg_now_ms(void)
+{
+	return gg_coarse_ms() - gg_start_ms;
+}
 /* CLOCK_MONOTONIC in ms and ns, for deadlines. */
 uint64_t gg_mono_ms(void);
 uint64_t gg_mono_ns(void);
 /* CLOCK_REALTIME in ms (epoch), for what other processes read. */
 uint64_t gg_realtime_ms(void);
 
-/* The kernel thread id, cached per thread. */
-uint32_t gg_gettid(void);
+/* The kernel thread id, cached per thread (0 = not asked yet; the slow
+ * path asks the kernel). Inline: the hot path wants it several times per
+ * pair. */
+extern GG_TLS uint32_t gg_tid_cache;
+uint32_t gg_gettid_slow(void);
+static inline uint32_t gg_gettid(void)
+{
+	uint32_t t = gg_tid_cache;
+	return GG_LIKELY(t != 0) ? t : gg_gettid_slow();
+}
 /* Fork child: the thread id cached on this thread is the parent's. */
 void gg_base_after_fork_child(void);
 

@@ -102,25 +102,28 @@ __attribute__((noinline)) static void raise_peak(int dev, uint64_t v, uint64_t p
 		}
 }
 
-static inline __attribute__((always_inline)) void track_peak(enum gg_hist_op op, int dev, uint64_t s, uint32_t stack)
+/* Moves the live counts by one event; returns the device's new live bytes
+ * when they pass its peak (raise_peak's business), else 0. Calls nothing,
+ * so gg_history_add needs no stack frame on the way through. */
+static inline __attribute__((always_inline)) uint64_t track_peak(enum gg_hist_op op, int dev, uint64_t s,
+                                                                 uint32_t stack)
 {
 	if (dev < 0 || dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
-		return;
+		return 0;
 	/* relaxed: a sum of independent deltas; no other memory hangs on it. */
 	if (site_live && stack < SITE_IDS)
 		atomic_fetch_add_explicit(&site_live[(size_t)dev * SITE_IDS + stack],
 		                          op == GG_HIST_FREE ? -(int64_t)s : (int64_t)s, memory_order_relaxed);
 	if (op == GG_HIST_FREE) {
 		atomic_fetch_sub_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed);
-		return;
+		return 0;
 	}
 	int64_t now = atomic_fetch_add_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed) + (int64_t)s;
 	if (now <= 0)
-		return;
+		return 0;
 	/* relaxed: compared only; raise_peak's CAS settles races. */
 	uint64_t pk = atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed);
-	if ((uint64_t)now > pk)
-		raise_peak(dev, (uint64_t)now, pk);
+	return (uint64_t)now > pk ? (uint64_t)now : 0;
 }
 
 int gg_history_peak_sites(int dev, struct gg_peak_sites *out)
@@ -233,9 +236,23 @@ __attribute__((noinline)) static void ring_add(enum gg_hist_op op, int dev, enum
 	atomic_store_explicit(&sl->seq, 2 * i + 2, memory_order_release);
 }
 
+/* gg_history_add at a new peak: the peak first, then the event, as there. */
+__attribute__((noinline)) static void add_at_peak(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p,
+                                                  uint64_t s, uint32_t stack, uint64_t live)
+{
+	/* relaxed: compared only, as in track_peak */
+	raise_peak(dev, live, atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed));
+	if (ring)
+		ring_add(op, dev, api, p, s, stack);
+}
+
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
 {
-	track_peak(op, dev, s, stack);
+	uint64_t live = track_peak(op, dev, s, stack);
+	if (GG_UNLIKELY(live)) {
+		add_at_peak(op, dev, api, p, s, stack, live);
+		return;
+	}
 	if (ring)
 		ring_add(op, dev, api, p, s, stack);
 }

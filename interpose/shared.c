@@ -207,20 +207,12 @@ void gg_shared_set_host_sample(gg_host_sample_fn fn)
 	atomic_store_explicit(&host_sample, fn, memory_order_relaxed);
 }
 
-static void obit_refresh(void)
+/* obit_refresh once the rate limit has let it through: apart, so that the
+ * check on every charge change inlines into pod_changed with no stack frame
+ * (issue 12, step 7). */
+__attribute__((noinline)) static void obit_sample(uint64_t now, uint64_t last)
 {
-	/* relaxed: me is ours, published to this thread by attached()'s
-	 * acquire (every caller got here through a bound budget); detached is
-	 * a flag read for a best-effort skip at exit. A region lost under us
-	 * may have given our slot to someone else: not a word into it. */
-	if (!me || atomic_load_explicit(&detached, memory_order_relaxed) || region_lost())
-		return;
-	/* the coarse monotonic clock for the rate limit (a few ns on every
-	 * charge change); the wall clock only for the record itself */
-	uint64_t now = gg_now_ms(), last = atomic_load_explicit(&obit_last_ms, memory_order_relaxed);
 	/* relaxed: a rate limit; only the CAS winner samples. */
-	if (last && now >= last && now - last < GPUGUARD_OBIT_MS)
-		return;
 	if (!atomic_compare_exchange_strong_explicit(&obit_last_ms, &last, now ? now : 1, memory_order_relaxed,
 	                                             memory_order_relaxed))
 		return;
@@ -247,6 +239,23 @@ static void obit_refresh(void)
 	atomic_store_explicit(&me->host_flags, flags, memory_order_relaxed);
 	atomic_store_explicit(&me->obit_ms, gg_realtime_ms(), memory_order_relaxed);
 	errno = saved;
+}
+
+static inline __attribute__((always_inline)) void obit_refresh(void)
+{
+	/* relaxed: me is ours, published to this thread by attached()'s
+	 * acquire (every caller got here through a bound budget); detached is
+	 * a flag read for a best-effort skip at exit. A region lost under us
+	 * may have given our slot to someone else: not a word into it. */
+	if (!me || atomic_load_explicit(&detached, memory_order_relaxed) || region_lost())
+		return;
+	/* the coarse monotonic clock for the rate limit (a few ns on every
+	 * charge change); the wall clock only for the record itself */
+	uint64_t now = gg_now_ms(), last = atomic_load_explicit(&obit_last_ms, memory_order_relaxed);
+	/* relaxed: a rate limit; the CAS in obit_sample picks one sampler. */
+	if (last && now >= last && now - last < GPUGUARD_OBIT_MS)
+		return;
+	obit_sample(now, last);
 }
 
 void gg_shared_note_refusal(void)

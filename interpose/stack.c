@@ -184,6 +184,32 @@ static uint64_t hash_frames(const uintptr_t *f, int n)
 	return h ? h : 1;
 }
 
+/* Room for our own frames above the caller's: at most OWN_ROOM are walked
+ * and skipped. */
+#define OWN_ROOM 8
+/* The most of our own frames a capture has found so far (at most
+ * OWN_ROOM). A capture walks depth + this many frames, not depth +
+ * OWN_ROOM, sparing the unwinder the frames it would walk only to drop
+ * (issue 12, step 7); one that finds more of ours walks again with the
+ * whole room, so every stack is the one the full walk gives. relaxed: a
+ * hint; any value yields the same frames, a stale one a second walk. */
+static _Atomic int own_seen;
+
+static int walk(void **raw, int want)
+{
+	return unw_backtrace_ptr ? unw_backtrace_ptr(raw, want) : fp_walk((uintptr_t *)raw, want);
+}
+
+static int own_prefix(void *const *raw, int n)
+{
+	int skip = 0;
+	while (skip < n && (uintptr_t)raw[skip] >= self_lo && (uintptr_t)raw[skip] < self_hi)
+		skip++;
+	return skip;
+}
+
+static uint32_t intern(const uintptr_t *fr, int n);
+
 uint32_t gg_stack_capture(void)
 {
 	if (!want_depth)
@@ -191,25 +217,45 @@ uint32_t gg_stack_capture(void)
 	pthread_once(&activate_once, activate);
 	if (!depth)
 		return 0;
-	void *raw[GG_STACK_MAX_DEPTH + 8];
-	int want = depth + 8; /* room for our own frames, skipped below */
-	int n = unw_backtrace_ptr ? unw_backtrace_ptr(raw, want) : fp_walk((uintptr_t *)raw, want);
-	int skip = 0;
-	while (skip < n && (uintptr_t)raw[skip] >= self_lo && (uintptr_t)raw[skip] < self_hi)
-		skip++;
+	void *raw[GG_STACK_MAX_DEPTH + OWN_ROOM];
+	int room = atomic_load_explicit(&own_seen, memory_order_relaxed);
+	int want = depth + room;
+	int n = walk(raw, want);
+	int skip = own_prefix(raw, n);
+	/* A walk that ended before want frames saw the whole stack, and one
+	 * with no more than room frames of ours holds depth of the caller's:
+	 * either way the longer walk would keep the same frames (a walk of
+	 * fewer frames is a prefix of a longer one). Otherwise walk again. */
+	if (n == want && skip > room && room < OWN_ROOM) {
+		want = depth + OWN_ROOM;
+		n = walk(raw, want);
+		skip = own_prefix(raw, n);
+		int seen = skip < OWN_ROOM ? skip : OWN_ROOM;
+		/* relaxed CAS: raises the hint to its maximum; nothing hangs on it. */
+		while (room < seen && !atomic_compare_exchange_weak_explicit(
+		                          &own_seen, &room, seen, memory_order_relaxed, memory_order_relaxed))
+			;
+	}
 	n -= skip;
 	if (n > depth)
 		n = depth;
 	if (n <= 0)
 		return 0;
 	const uintptr_t *fr = (const uintptr_t *)raw + skip;
-	return gg_stack_intern(fr, n);
+	return intern(fr, n);
 }
 
 uint32_t gg_stack_intern(const uintptr_t *fr, int n)
 {
 	if (want_depth)
 		pthread_once(&activate_once, activate); /* callers may intern frames they walked themselves */
+	return intern(fr, n);
+}
+
+/* gg_stack_intern once activated (gg_stack_capture has been through the
+ * pthread_once already). */
+static uint32_t intern(const uintptr_t *fr, int n)
+{
 	if (!slots || n <= 0)
 		return 0;
 	if (n > depth)
