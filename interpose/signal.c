@@ -329,7 +329,10 @@ static sighandler_t sysv(int sig, sighandler_t handler)
 	memset(&act, 0, sizeof act);
 	act.sa_handler = handler;
 	sigemptyset(&act.sa_mask);
-	act.sa_flags = SA_RESETHAND | SA_NODEFER;
+	/* SA_INTERRUPT (no meaning to Linux, which clears it on
+	 * x86-64 but not under every emulator) as glibc sets it, so that the
+	 * answers read back as they would without us. */
+	act.sa_flags = SA_RESETHAND | SA_NODEFER | SA_INTERRUPT;
 	if (ours(sig, &act, &old) < 0)
 		return SIG_ERR;
 	return old.sa_handler;
