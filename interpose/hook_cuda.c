@@ -57,6 +57,7 @@ CU_HELPERS(DECLARE_REAL)
 
 #define GG_VENEER_RESULT gg_CUresult
 #define GG_VENEER_RT cuda
+#define GG_VENEER_OK GG_CUDA_SUCCESS
 #define GG_VENEER_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
 #define GG_VENEER_MISSING GG_CUDA_ERROR_NOT_INITIALIZED
 #include "veneer.h"
@@ -205,9 +206,10 @@ GG_VENEER_ALLOC(cuMemAlloc_v2, (gg_CUdeviceptr * dptr, size_t bytesize), (dptr, 
 
 /* Managed memory can live on the host until touched, but a server that
  * touches it on the GPU holds it there: charged unless told otherwise. */
-GG_VENEER_ALLOC(cuMemAllocManaged, (gg_CUdeviceptr * dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags),
-                !dptr || bytesize == 0, .dev = current_device(), .api = GPUGUARD_API_CU_MEM_ALLOC_MANAGED,
-                .ns = GG_NS_PTR, .charged = gg_opt.charge_managed, .size = bytesize, .out = dptr)
+GG_VENEER_ALLOC(cuMemAllocManaged, (gg_CUdeviceptr * dptr, size_t bytesize, unsigned int flags),
+                (dptr, bytesize, flags), !dptr || bytesize == 0, .dev = current_device(),
+                .api = GPUGUARD_API_CU_MEM_ALLOC_MANAGED, .ns = GG_NS_PTR, .charged = gg_opt.charge_managed,
+                .size = bytesize, .out = dptr)
 
 /* The driver picks the pitch; reserve for a 512-byte-aligned one and settle
  * to the real figure afterwards. */
@@ -289,26 +291,26 @@ static int device_accepted(int dev)
 
 /* cudart, PyTorch and JAX all make their context here. The device is bound
  * (its pod-region entry found) and its context reserve charged once. */
-GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
+static void primary_retained(const gg_CUcontext *pctx, int dev)
 {
-	gg_pfn_cuDevicePrimaryCtxRetain real = REAL(cuDevicePrimaryCtxRetain);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(pctx, dev);
-	if (rc != GG_CUDA_SUCCESS || gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
-		return rc;
-	GG_ENTER();
 	gg_ceiling_budget(dev);
 	gg_shared_check_card(dev, GG_RT_CUDA); /* bound by HIP's dev, another card? */
 	if (pctx)
 		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
-	GG_LEAVE();
-	return rc;
 }
 
-/* After the driver freed what a context held (ctx; NULL for a primary
- * reset), or failed to. */
-static gg_CUresult dropped(struct gg_ctx_drop *d, gg_CUresult rc, int dev, gg_CUcontext ctx)
+GG_VENEER_AFTER(cuDevicePrimaryCtxRetain, (gg_CUcontext * pctx, gg_CUdevice dev), (pctx, dev),
+                !gg_in_hook && dev >= 0 && dev < GG_MAX_DEVICES, primary_retained(pctx, dev);)
+
+/* Around the driver call that frees what a context of dev held (ctx; NULL
+ * for its primary): the hook's GG_ENTER and GG_LEAVE, and the books. */
+static void drop_begin(struct gg_ctx_drop *d, int dev, gg_CUcontext ctx)
+{
+	GG_ENTER();
+	gg_ctx_drop_begin(d, dev, ctx);
+}
+
+static gg_CUresult drop_end(struct gg_ctx_drop *d, gg_CUresult rc, int dev, gg_CUcontext ctx)
 {
 	gg_ctx_drop_end(d, rc == GG_CUDA_SUCCESS);
 	if (rc == GG_CUDA_SUCCESS) {
@@ -317,6 +319,7 @@ static gg_CUresult dropped(struct gg_ctx_drop *d, gg_CUresult rc, int dev, gg_CU
 		gg_pool_after_reset(dev);
 		graph_reconcile(dev, 0);
 	}
+	GG_LEAVE();
 	return rc;
 }
 
@@ -327,12 +330,9 @@ static gg_CUresult primary_reset(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxReset
 {
 	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
 		return real(dev);
-	GG_ENTER();
 	struct gg_ctx_drop d;
-	gg_ctx_drop_begin(&d, dev, NULL);
-	gg_CUresult rc = dropped(&d, real(dev), dev, NULL);
-	GG_LEAVE();
-	return rc;
+	drop_begin(&d, dev, NULL);
+	return drop_end(&d, real(dev), dev, NULL);
 }
 
 GG_VENEER_TO(cuDevicePrimaryCtxReset, (gg_CUdevice dev), primary_reset, (dev, real))
@@ -345,12 +345,9 @@ static gg_CUresult ctx_destroy(gg_CUcontext ctx, gg_pfn_cuCtxDestroy_v2 real)
 	int dev = -1;
 	if (gg_in_hook || !ctx || !gg_ctx_find(ctx, &dev))
 		return real(ctx); /* a context that never allocated through us */
-	GG_ENTER();
 	struct gg_ctx_drop d;
-	gg_ctx_drop_begin(&d, dev, ctx);
-	gg_CUresult rc = dropped(&d, real(ctx), dev, ctx);
-	GG_LEAVE();
-	return rc;
+	drop_begin(&d, dev, ctx);
+	return drop_end(&d, real(ctx), dev, ctx);
 }
 
 GG_VENEER_TO(cuCtxDestroy, (gg_CUcontext ctx), ctx_destroy, (ctx, real))
@@ -535,7 +532,8 @@ static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void
 
 #define ASYNC_HOOK(name, impl, params, args) GG_VENEER_TO(name, params, impl, args)
 ASYNC_HOOK(cuMemAllocAsync, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, (void *)real, 0))
-ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, (void *)real, 1))
+ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s),
+           (d, n, s, (void *)real, 1))
 ASYNC_HOOK(cuMemAllocFromPoolAsync, mem_alloc_from_pool,
            (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, (void *)real, 0))
 ASYNC_HOOK(cuMemAllocFromPoolAsync_ptsz, mem_alloc_from_pool,
@@ -543,7 +541,8 @@ ASYNC_HOOK(cuMemAllocFromPoolAsync_ptsz, mem_alloc_from_pool,
 ASYNC_HOOK(cuMemFreeAsync, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, (void *)real, 0))
 ASYNC_HOOK(cuMemFreeAsync_ptsz, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, (void *)real, 1))
 
-#define POOL_DEV(props) ((props) && (props)->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE ? (props)->location.id : -1)
+#define POOL_DEV(props) \
+	((props) && (props)->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE ? (props)->location.id : -1)
 GG_VENEER_NOTE(cuMemPoolCreate, (gg_CUmemoryPool * pool, const gg_CUmemPoolProps *props), (pool, props),
                gg_pool_created, pool, POOL_DEV(props))
 
@@ -556,23 +555,29 @@ GG_VENEER_POOL_TRIM(cuMemPoolTrimTo, (gg_CUmemoryPool pool, size_t minBytesToKee
 /* Physical memory is charged here; address space (cuMemAddressReserve,
  * 1.125x the card under PyTorch) never is. The device comes from the
  * properties, checked (HAMi-core #187 read an uninitialised id). */
+/* Inline: the record's stack is unwound from the hook itself. */
+static inline gg_CUresult mem_create(gg_pfn_cuMemCreate real, gg_CUmemGenericAllocationHandle *handle, size_t size,
+                                     const gg_CUmemAllocationProp *prop, unsigned long long flags)
+{
+	if (!device_accepted(prop->location.id))
+		return real(handle, size, prop, flags); /* the driver's own INVALID_DEVICE */
+	current_device();                               /* the handle belongs to the current context (gg_cur_ctx) */
+	struct gg_alloc a = {.dev = prop->location.id,
+	                     .api = GPUGUARD_API_CU_MEM_CREATE,
+	                     .ns = GG_NS_VMM,
+	                     .charged = 1,
+	                     .size = size,
+	                     .out = handle};
+	return GG_ALLOC(&cuda, &a, real(handle, size, prop, flags));
+}
+
 GG_VENEER(cuMemCreate,
           (gg_CUmemGenericAllocationHandle * handle, size_t size, const gg_CUmemAllocationProp *prop,
            unsigned long long flags),
           (handle, size, prop, flags), 1,
           !handle || !prop || size == 0 || prop->location.type != GG_CU_MEM_LOCATION_TYPE_DEVICE ||
               prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES,
-          if (!device_accepted(prop->location.id)) rc = real(handle, size, prop, flags); /* its INVALID_DEVICE */
-          else {
-                  current_device(); /* the handle belongs to the current context (gg_cur_ctx) */
-                  struct gg_alloc a = {.dev = prop->location.id,
-                                       .api = GPUGUARD_API_CU_MEM_CREATE,
-                                       .ns = GG_NS_VMM,
-                                       .charged = 1,
-                                       .size = size,
-                                       .out = handle};
-                  rc = GG_ALLOC(&cuda, &a, real(handle, size, prop, flags));
-          })
+          rc = mem_create(real, handle, size, prop, flags);)
 
 /* A mapped or retained handle outlives this release (handles.c); only the
  * last of its references and mappings refunds it. */
@@ -633,44 +638,33 @@ static void graph_reconcile(int dev, uint64_t credit)
 		gg_ceiling_release(dev, credit);
 }
 
-GG_EXPORT gg_CUresult cuGraphAddMemAllocNode(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph,
-                                             const gg_CUgraphNode *dependencies, size_t numDependencies,
-                                             gg_CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+/* Nothing is allocated until the graph runs: only its needs grow. */
+static void alloc_node_added(gg_CUgraph graph, const gg_CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-	gg_pfn_cuGraphAddMemAllocNode real = REAL(cuGraphAddMemAllocNode);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-	/* Nothing is allocated until the graph runs: only its needs grow. */
-	if (rc == GG_CUDA_SUCCESS && nodeParams && !gg_in_hook &&
-	    nodeParams->poolProps.location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE) {
-		GG_ENTER();
-		gg_graph_add_bytes(hGraph, nodeParams->poolProps.location.id, nodeParams->bytesize);
-		gg_graph_va_add(nodeParams->dptr);
-		GG_LEAVE();
-	}
-	return rc;
+	gg_graph_add_bytes(graph, p->poolProps.location.id, p->bytesize);
+	gg_graph_va_add(p->dptr);
 }
 
-GG_EXPORT gg_CUresult cuGraphInstantiateWithFlags(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph,
-                                                  unsigned long long flags)
+GG_VENEER_AFTER(cuGraphAddMemAllocNode,
+                (gg_CUgraphNode * phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                 size_t numDependencies, gg_CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams),
+                (phGraphNode, hGraph, dependencies, numDependencies, nodeParams),
+                nodeParams && !gg_in_hook && nodeParams->poolProps.location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE,
+                alloc_node_added(hGraph, nodeParams);)
+
+static void instantiated(gg_CUgraphExec exec, gg_CUgraph graph)
 {
-	gg_pfn_cuGraphInstantiateWithFlags real = REAL(cuGraphInstantiateWithFlags);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(phGraphExec, hGraph, flags);
-	if (rc == GG_CUDA_SUCCESS && phGraphExec && !gg_in_hook) {
-		GG_ENTER();
-		gg_graph_instantiated(*phGraphExec, hGraph);
-		/* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD may have reserved already */
-		int dev;
-		uint64_t need;
-		if (gg_graph_exec_bytes(*phGraphExec, &dev, &need) == 0)
-			graph_reconcile(dev, 0);
-		GG_LEAVE();
-	}
-	return rc;
+	gg_graph_instantiated(exec, graph);
+	/* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD may have reserved already */
+	int dev;
+	uint64_t need;
+	if (gg_graph_exec_bytes(exec, &dev, &need) == 0)
+		graph_reconcile(dev, 0);
 }
+
+GG_VENEER_AFTER(cuGraphInstantiateWithFlags,
+                (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, unsigned long long flags),
+                (phGraphExec, hGraph, flags), phGraphExec && !gg_in_hook, instantiated(*phGraphExec, hGraph);)
 
 /* Launch and upload: a graph whose allocation nodes could grow the reserve
  * past the ceiling is refused before the driver call. The need is the
@@ -707,11 +701,13 @@ static gg_CUresult graph_run(gg_CUgraphExec exec, gg_CUstream stream, gg_CUresul
 
 GG_VENEER_TO(cuGraphLaunch, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run, (hGraphExec, hStream, real))
 
-GG_VENEER_TO(cuGraphLaunch_ptsz, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run, (hGraphExec, hStream, real))
+GG_VENEER_TO(cuGraphLaunch_ptsz, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run,
+             (hGraphExec, hStream, real))
 
 GG_VENEER_TO(cuGraphUpload, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run, (hGraphExec, hStream, real))
 
-GG_VENEER_TO(cuGraphUpload_ptsz, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run, (hGraphExec, hStream, real))
+GG_VENEER_TO(cuGraphUpload_ptsz, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run,
+             (hGraphExec, hStream, real))
 
 GG_EXPORT gg_CUresult cuGraphExecDestroy(gg_CUgraphExec hGraphExec)
 {
@@ -734,34 +730,11 @@ GG_EXPORT gg_CUresult cuGraphExecDestroy(gg_CUgraphExec hGraphExec)
 	return rc;
 }
 
-GG_EXPORT gg_CUresult cuGraphDestroy(gg_CUgraph hGraph)
-{
-	gg_pfn_cuGraphDestroy real = REAL(cuGraphDestroy);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(hGraph);
-	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
-		GG_ENTER();
-		gg_graph_forget(hGraph, 0);
-		GG_LEAVE();
-	}
-	return rc;
-}
+GG_VENEER_AFTER(cuGraphDestroy, (gg_CUgraph hGraph), (hGraph), !gg_in_hook, gg_graph_forget(hGraph, 0);)
 
 /* The driver gives the unused part of the reserve back: so do we. */
-GG_EXPORT gg_CUresult cuDeviceGraphMemTrim(gg_CUdevice device)
-{
-	gg_pfn_cuDeviceGraphMemTrim real = REAL(cuDeviceGraphMemTrim);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(device);
-	if (rc == GG_CUDA_SUCCESS && !gg_in_hook && device >= 0 && device < GG_MAX_DEVICES) {
-		GG_ENTER();
-		graph_reconcile(device, 0);
-		GG_LEAVE();
-	}
-	return rc;
-}
+GG_VENEER_AFTER(cuDeviceGraphMemTrim, (gg_CUdevice device), (device),
+                !gg_in_hook && device >= 0 && device < GG_MAX_DEVICES, graph_reconcile(device, 0);)
 
 /* ---- arrays ------------------------------------------------------------ */
 

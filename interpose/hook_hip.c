@@ -38,6 +38,7 @@ HIP_HELPERS(DECLARE_REAL)
 
 #define GG_VENEER_RESULT gg_hipError_t
 #define GG_VENEER_RT hip
+#define GG_VENEER_OK GG_hipSuccess
 #define GG_VENEER_OOM GG_hipErrorOutOfMemory
 #define GG_VENEER_MISSING GG_hipErrorNotInitialized
 #include "veneer.h"
@@ -242,32 +243,32 @@ static int stream_device(gg_hipStream_t s)
 	return d;
 }
 
-GG_VENEER(hipMallocAsync, (void **ptr, size_t size, gg_hipStream_t stream), (ptr, size, stream), 1, !ptr || size == 0,
-          int dev = stream_device(stream); /* its pool is that device's current one */
-          gg_hipMemPool_t pool = NULL; gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
-          if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess)) pool = NULL;
-          struct gg_pool_alloc pa = {.a = {.dev = dev,
-                                           .api = GPUGUARD_API_HIP_MALLOC_ASYNC,
-                                           .ns = GG_NS_PTR,
-                                           .charged = 1,
-                                           .size = size,
-                                           .out = ptr},
-                                     .pool = pool,
-                                     .stream = stream};
-          rc = GG_POOL_ALLOC(&hip, &pa, real(ptr, size, stream));)
+/* dev's current pool, or NULL. */
+static gg_hipMemPool_t device_pool(int dev)
+{
+	gg_hipMemPool_t pool = NULL;
+	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
+	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
+		pool = NULL;
+	return pool;
+}
 
-GG_VENEER(hipMallocFromPoolAsync, (void **ptr, size_t size, gg_hipMemPool_t pool, gg_hipStream_t stream),
-          (ptr, size, pool, stream), 1, !ptr || size == 0 || !pool, int dev = gg_pool_device(pool);
-          if (dev < 0) dev = stream_device(stream); /* a pool we did not see created */
-          struct gg_pool_alloc pa = {.a = {.dev = dev,
-                                           .api = GPUGUARD_API_HIP_MALLOC_FROM_POOL,
-                                           .ns = GG_NS_PTR,
-                                           .charged = 1,
-                                           .size = size,
-                                           .out = ptr},
-                                     .pool = pool,
-                                     .stream = stream};
-          rc = GG_POOL_ALLOC(&hip, &pa, real(ptr, size, pool, stream));)
+/* The device pool's blocks are charged to; a pool we did not see created
+ * goes with its stream's. */
+static int pool_device(gg_hipMemPool_t pool, gg_hipStream_t stream)
+{
+	int dev = gg_pool_device(pool);
+	return dev < 0 ? stream_device(stream) : dev;
+}
+
+/* Its pool is the current one of the stream's device. */
+GG_VENEER_POOL_ALLOC(hipMallocAsync, (void **ptr, size_t size, gg_hipStream_t stream), (ptr, size, stream),
+                     !ptr || size == 0, GPUGUARD_API_HIP_MALLOC_ASYNC, stream_device(stream), device_pool(dev), size,
+                     ptr, stream)
+
+GG_VENEER_POOL_ALLOC(hipMallocFromPoolAsync, (void **ptr, size_t size, gg_hipMemPool_t pool, gg_hipStream_t stream),
+                     (ptr, size, pool, stream), !ptr || size == 0 || !pool, GPUGUARD_API_HIP_MALLOC_FROM_POOL,
+                     pool_device(pool, stream), pool, size, ptr, stream)
 
 GG_VENEER_FREE(hipFreeAsync, (void *ptr, gg_hipStream_t stream), (ptr, stream), GG_NS_PTR, ptr)
 
@@ -283,9 +284,20 @@ GG_VENEER_POOL_TRIM(hipMemPoolTrimTo, (gg_hipMemPool_t pool, size_t keep), (pool
 
 /* hipDeviceReset frees every allocation of the current device (ROCm: "destroy
  * all resources ... on the current device"): the books follow. */
-GG_VENEER(hipDeviceReset, (void), (), 0, 0, int dev = current_device(); struct gg_ctx_drop d = {0};
-          if (dev >= 0) gg_ctx_drop_begin(&d, dev, GG_CTX_HIP_KEY(dev)); rc = real();
-          gg_ctx_drop_end(&d, rc == GG_hipSuccess); if (rc == GG_hipSuccess && dev >= 0) gg_pool_after_reset(dev);)
+static gg_hipError_t device_reset(gg_pfn_hipDeviceReset real)
+{
+	int dev = current_device();
+	struct gg_ctx_drop d = {0};
+	if (dev >= 0)
+		gg_ctx_drop_begin(&d, dev, GG_CTX_HIP_KEY(dev));
+	gg_hipError_t rc = real();
+	gg_ctx_drop_end(&d, rc == GG_hipSuccess);
+	if (rc == GG_hipSuccess && dev >= 0)
+		gg_pool_after_reset(dev);
+	return rc;
+}
+
+GG_VENEER(hipDeviceReset, (void), (), 0, 0, rc = device_reset(real);)
 
 /* ---- virtual memory management ---------------------------------------- */
 
@@ -334,7 +346,8 @@ GG_VENEER_NOTE(hipMemRetainAllocationHandle, (gg_hipMemGenericAllocationHandle_t
 
 /* Imported memory is its exporter's charge (see hook_cuda.c). */
 GG_VENEER_NOTE(hipMemImportFromShareableHandle,
-               (gg_hipMemGenericAllocationHandle_t * handle, void *osHandle, gg_hipMemAllocationHandleType shHandleType),
+               (gg_hipMemGenericAllocationHandle_t * handle, void *osHandle,
+                gg_hipMemAllocationHandleType shHandleType),
                (handle, osHandle, shHandleType), gg_note_imported, handle)
 
 /* Reservations and mappings, for dumps (see hook_cuda.c, vmm.c). */
@@ -344,7 +357,8 @@ GG_VENEER_NOTE(hipMemAddressReserve, (void **ptr, size_t size, size_t alignment,
 GG_VENEER_UNMAP(hipMemAddressFree, (void *ptr, size_t size), (ptr, size), ptr, size, 1)
 
 GG_VENEER_NOTE(hipMemMap,
-               (void *ptr, size_t size, size_t offset, gg_hipMemGenericAllocationHandle_t handle, unsigned long long flags),
+               (void *ptr, size_t size, size_t offset, gg_hipMemGenericAllocationHandle_t handle,
+                unsigned long long flags),
                (ptr, size, offset, handle, flags), gg_note_mapped, (uint64_t)(uintptr_t)ptr, size,
                (uint64_t)(uintptr_t)handle)
 
