@@ -444,102 +444,75 @@ static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgr
 	return rc;
 }
 
-/* cuMemAllocAsync draws from the current pool of the stream's device. */
-static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream hStream, void *real, int ptsz)
+/* dev's current pool, or NULL. */
+static gg_CUmemoryPool device_pool(int dev)
 {
-	gg_pfn_cuMemAllocAsync f = (gg_pfn_cuMemAllocAsync)real;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !dptr || bytesize == 0)
-		return f(dptr, bytesize, hStream);
-	GG_ENTER();
-	gg_CUgraph graph = capture_graph(hStream, ptsz);
-	if (graph) {
-		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, hStream, f(dptr, bytesize, hStream));
-		GG_LEAVE();
-		return rc;
-	}
-	int dev = stream_device(hStream); /* its pool is that device's current one */
 	gg_CUmemoryPool pool = NULL;
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS))
 		pool = NULL;
-	struct gg_pool_alloc pa = {.a = {.dev = dev,
-	                                 .api = GPUGUARD_API_CU_MEM_ALLOC_ASYNC,
-	                                 .ns = GG_NS_PTR,
-	                                 .charged = 1,
-	                                 .size = bytesize,
-	                                 .out = dptr},
-	                           .pool = pool,
-	                           .stream = hStream};
-	gg_CUresult rc = GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, hStream));
-	GG_LEAVE();
-	return rc;
+	return pool;
 }
 
-static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUmemoryPool pool, gg_CUstream hStream,
-                                       void *real, int ptsz)
+/* The bodies each default-stream variant of a name shares (ptsz: the
+ * per-thread one). Inline: the record's stack is unwound from the hook. */
+
+/* cuMemAllocAsync draws from the current pool of the stream's device. */
+static inline gg_CUresult alloc_async(gg_pfn_cuMemAllocAsync f, gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream s,
+                                      int ptsz)
 {
-	gg_pfn_cuMemAllocFromPoolAsync f = (gg_pfn_cuMemAllocFromPoolAsync)real;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !dptr || bytesize == 0 || !pool)
-		return f(dptr, bytesize, pool, hStream);
-	GG_ENTER();
-	gg_CUgraph graph = capture_graph(hStream, ptsz);
-	if (graph) {
-		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, hStream, f(dptr, bytesize, pool, hStream));
-		GG_LEAVE();
-		return rc;
-	}
+	gg_CUgraph graph = capture_graph(s, ptsz);
+	if (graph)
+		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, s));
+	int dev = stream_device(s); /* its pool is that device's current one */
+	struct gg_pool_alloc pa =
+	    GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_ASYNC, dev, device_pool(dev), bytesize, dptr, s);
+	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, s));
+}
+
+static inline gg_CUresult alloc_from_pool(gg_pfn_cuMemAllocFromPoolAsync f, gg_CUdeviceptr *dptr, size_t bytesize,
+                                          gg_CUmemoryPool pool, gg_CUstream s, int ptsz)
+{
+	gg_CUgraph graph = capture_graph(s, ptsz);
+	if (graph)
+		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, pool, s));
 	int dev = gg_pool_device(pool);
-	int sdev = stream_device(hStream); /* and gg_cur_ctx, for the record */
+	int sdev = stream_device(s); /* and gg_cur_ctx, for the record */
 	if (dev < 0)
 		dev = sdev; /* a pool we did not see created */
-	struct gg_pool_alloc pa = {.a = {.dev = dev,
-	                                 .api = GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL,
-	                                 .ns = GG_NS_PTR,
-	                                 .charged = 1,
-	                                 .size = bytesize,
-	                                 .out = dptr},
-	                           .pool = pool,
-	                           .stream = hStream};
-	gg_CUresult rc = GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, hStream));
-	GG_LEAVE();
-	return rc;
+	struct gg_pool_alloc pa = GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, dev, pool, bytesize, dptr, s);
+	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, s));
 }
 
-static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void *real, int ptsz)
+static inline gg_CUresult free_async(gg_pfn_cuMemFreeAsync f, gg_CUdeviceptr dptr, gg_CUstream s, int ptsz)
 {
-	gg_pfn_cuMemFreeAsync f = (gg_pfn_cuMemFreeAsync)real;
-	if (gg_in_hook || dptr == 0)
-		return f(dptr, hStream);
-	GG_ENTER();
-	gg_CUresult rc;
-	if (capture_graph(hStream, ptsz)) {
-		/* A free node of the graph: nothing is freed now, and nothing
-		 * of ours (a captured allocation was never recorded). */
-		rc = f(dptr, hStream);
-		GG_LEAVE();
-		return rc;
-	}
+	/* A free node of the graph: nothing is freed now, and nothing of ours
+	 * (a captured allocation was never recorded). */
+	if (capture_graph(s, ptsz))
+		return f(dptr, s);
 	/* The block goes back to its pool, which keeps the reserve: nothing is
 	 * refunded here unless the allocation was charged directly. */
 	struct gg_free fr;
 	gg_free_begin(&fr, GG_NS_PTR, dptr);
-	rc = gg_free_end(&cuda, &fr, f(dptr, hStream));
-	GG_LEAVE();
-	return rc;
+	return gg_free_end(&cuda, &fr, f(dptr, s));
 }
 
-#define ASYNC_HOOK(name, impl, params, args) GG_VENEER_TO(name, params, impl, args)
-ASYNC_HOOK(cuMemAllocAsync, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, (void *)real, 0))
-ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s),
-           (d, n, s, (void *)real, 1))
-ASYNC_HOOK(cuMemAllocFromPoolAsync, mem_alloc_from_pool,
-           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, (void *)real, 0))
-ASYNC_HOOK(cuMemAllocFromPoolAsync_ptsz, mem_alloc_from_pool,
-           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, (void *)real, 1))
-ASYNC_HOOK(cuMemFreeAsync, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, (void *)real, 0))
-ASYNC_HOOK(cuMemFreeAsync_ptsz, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, (void *)real, 1))
+#define ALLOC_ASYNC(name, ptsz)                                                                                      \
+	GG_VENEER(name, (gg_CUdeviceptr * dptr, size_t bytesize, gg_CUstream hStream), (dptr, bytesize, hStream), 1, \
+	          !dptr || bytesize == 0, rc = alloc_async(real, dptr, bytesize, hStream, ptsz);)
+#define ALLOC_FROM_POOL(name, ptsz)                                                                          \
+	GG_VENEER(name, (gg_CUdeviceptr * dptr, size_t bytesize, gg_CUmemoryPool pool, gg_CUstream hStream), \
+	          (dptr, bytesize, pool, hStream), 1, !dptr || bytesize == 0 || !pool,                       \
+	          rc = alloc_from_pool(real, dptr, bytesize, pool, hStream, ptsz);)
+#define FREE_ASYNC(name, ptsz)                                                                     \
+	GG_VENEER(name, (gg_CUdeviceptr dptr, gg_CUstream hStream), (dptr, hStream), 0, dptr == 0, \
+	          rc = free_async(real, dptr, hStream, ptsz);)
+ALLOC_ASYNC(cuMemAllocAsync, 0)
+ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1)
+ALLOC_FROM_POOL(cuMemAllocFromPoolAsync, 0)
+ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, 1)
+FREE_ASYNC(cuMemFreeAsync, 0)
+FREE_ASYNC(cuMemFreeAsync_ptsz, 1)
 
 #define POOL_DEV(props) \
 	((props) && (props)->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE ? (props)->location.id : -1)
