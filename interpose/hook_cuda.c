@@ -162,23 +162,9 @@ static int pool_trim(void *pool)
 }
 
 /* Undoing a pool's growth (shape.c). */
-static int pool_free_async(uint64_t ptr, void *stream)
-{
-	gg_pfn_cuMemFreeAsync f = REAL(cuMemFreeAsync);
-	return f && f(ptr, stream) == GG_CUDA_SUCCESS ? 0 : -1;
-}
-
-static int pool_sync(void)
-{
-	gg_pfn_cuCtxSynchronize f = REAL(cuCtxSynchronize);
-	return f && f() == GG_CUDA_SUCCESS ? 0 : -1;
-}
-
-static int pool_trim_to(void *pool, uint64_t keep)
-{
-	gg_pfn_cuMemPoolTrimTo f = REAL(cuMemPoolTrimTo);
-	return f && f(pool, keep) == GG_CUDA_SUCCESS ? 0 : -1;
-}
+GG_VENEER_CALL(pool_free_async, cuMemFreeAsync, (uint64_t ptr, void *stream), (ptr, stream))
+GG_VENEER_CALL(pool_sync, cuCtxSynchronize, (void), ())
+GG_VENEER_CALL(pool_trim_to, cuMemPoolTrimTo, (void *pool, uint64_t keep), (pool, keep))
 
 /* What the shapes (shape.c) need of the driver. A refusal is
  * CUDA_ERROR_OUT_OF_MEMORY; pinned memory goes with its context. */

@@ -129,23 +129,9 @@ static int pool_trim(void *pool)
 }
 
 /* Undoing a pool's growth (shape.c). */
-static int pool_free_async(uint64_t ptr, void *stream)
-{
-	gg_pfn_hipFreeAsync f = REAL(hipFreeAsync);
-	return f && f((void *)(uintptr_t)ptr, stream) == GG_hipSuccess ? 0 : -1;
-}
-
-static int pool_sync(void)
-{
-	gg_pfn_hipDeviceSynchronize f = REAL(hipDeviceSynchronize);
-	return f && f() == GG_hipSuccess ? 0 : -1;
-}
-
-static int pool_trim_to(void *pool, uint64_t keep)
-{
-	gg_pfn_hipMemPoolTrimTo f = REAL(hipMemPoolTrimTo);
-	return f && f(pool, keep) == GG_hipSuccess ? 0 : -1;
-}
+GG_VENEER_CALL(pool_free_async, hipFreeAsync, (uint64_t ptr, void *stream), ((void *)(uintptr_t)ptr, stream))
+GG_VENEER_CALL(pool_sync, hipDeviceSynchronize, (void), ())
+GG_VENEER_CALL(pool_trim_to, hipMemPoolTrimTo, (void *pool, uint64_t keep), (pool, keep))
 
 /* What the shapes (shape.c) need of the runtime. A refusal is
  * hipErrorOutOfMemory; each device is one context of the books, and pinned

@@ -2,9 +2,10 @@
  * A hook file defines GG_VENEER_RESULT (its runtime's result type),
  * GG_VENEER_RT (its struct gg_runtime), GG_VENEER_OK and GG_VENEER_OOM (its
  * codes), GG_VENEER_MISSING (the answer when the real function cannot be
- * found) and REAL(name), then includes this. Each hook is then its signature, when it passes straight
- * through, and the shape (shape.c) it runs: the compiler holds the signature
- * to the ABI's prototype (gpuguard/cuda_abi_funcs.h, hip_abi_funcs.h). */
+ * found) and REAL(name), then includes this. Each hook is then its
+ * signature, when it passes straight through, and the shape (shape.c) it
+ * runs; the compiler holds the signature to the ABI's prototype
+ * (gpuguard/cuda_abi_funcs.h, hip_abi_funcs.h, nvml_abi.h). */
 #ifndef GG_VENEER_H
 #define GG_VENEER_H
 
@@ -129,6 +130,15 @@
 	          rc = gg_pool_destroy_leave(&GG_VENEER_RT, pool, &d, real args);)
 #define GG_VENEER_POOL_TRIM(name, params, args, pool) \
 	GG_VENEER(name, params, args, 0, 0, rc = gg_pool_trimmed(&GG_VENEER_RT, real args, pool);)
+
+/* A runtime call the shapes make (struct gg_runtime): 0 when fn answered
+ * GG_VENEER_OK, -1 when it failed or cannot be found. */
+#define GG_VENEER_CALL(self, fn, params, args)               \
+	static int self params                               \
+	{                                                    \
+		gg_pfn_##fn f = REAL(fn);                    \
+		return f && f args == GG_VENEER_OK ? 0 : -1; \
+	}
 
 /* The dlsym override's table of a runtime's hooks (rows: one GG_*_HOOKS
  * expansion of {name, ours, real slot}), and its two questions. */
