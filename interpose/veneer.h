@@ -9,6 +9,14 @@
 #ifndef GG_VENEER_H
 #define GG_VENEER_H
 
+/* The real function, or the runtime's answer that it is not there. */
+#define GG_VENEER_REAL(name)              \
+	gg_pfn_##name real = REAL(name);  \
+	if (!real) {                      \
+		return GG_VENEER_MISSING; \
+	}                                 \
+	(void)0
+
 /* Resolves the real function; if refuse, answers GG_VENEER_OOM in a signal
  * handler that interrupted a hook (GG_SIG_REFUSE, before the re-entry
  * check); re-entered, or where pass holds (arguments the runtime answers
@@ -17,9 +25,7 @@
 #define GG_VENEER(name, params, args, refuse, pass, ...) \
 	GG_EXPORT GG_VENEER_RESULT name params           \
 	{                                                \
-		gg_pfn_##name real = REAL(name);         \
-		if (!real)                               \
-			return GG_VENEER_MISSING;        \
+		GG_VENEER_REAL(name);                    \
 		if (refuse)                              \
 			GG_SIG_REFUSE(GG_VENEER_OOM);    \
 		if (gg_in_hook || (pass))                \
@@ -36,9 +42,7 @@
 #define GG_VENEER_NOTE(name, params, args, note, ...)                 \
 	GG_EXPORT GG_VENEER_RESULT name params                        \
 	{                                                             \
-		gg_pfn_##name real = REAL(name);                      \
-		if (!real)                                            \
-			return GG_VENEER_MISSING;                     \
+		GG_VENEER_REAL(name);                                 \
 		return note(&GG_VENEER_RT, real args, ##__VA_ARGS__); \
 	}
 
@@ -48,9 +52,7 @@
 #define GG_VENEER_AFTER(name, params, args, when, ...) \
 	GG_EXPORT GG_VENEER_RESULT name params         \
 	{                                              \
-		gg_pfn_##name real = REAL(name);       \
-		if (!real)                             \
-			return GG_VENEER_MISSING;      \
+		GG_VENEER_REAL(name);                  \
 		GG_VENEER_RESULT rc = real args;       \
 		if (rc == GG_VENEER_OK && (when)) {    \
 			GG_ENTER();                    \
@@ -62,13 +64,11 @@
 
 /* Hands the real function, with args, to impl, whose frame is its own (a
  * body that serves several variants of a name). */
-#define GG_VENEER_TO(name, params, impl, args)    \
-	GG_EXPORT GG_VENEER_RESULT name params    \
-	{                                         \
-		gg_pfn_##name real = REAL(name);  \
-		if (!real)                        \
-			return GG_VENEER_MISSING; \
-		return impl args;                 \
+#define GG_VENEER_TO(name, params, impl, args) \
+	GG_EXPORT GG_VENEER_RESULT name params \
+	{                                      \
+		GG_VENEER_REAL(name);          \
+		return impl args;              \
 	}
 
 /* An allocation: the rest of the arguments initialise its struct gg_alloc. */
