@@ -55,6 +55,13 @@ CU_HELPERS(DECLARE_REAL)
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
 
+#define GG_VENEER_RESULT gg_CUresult
+#define GG_VENEER_RT cuda
+#define GG_VENEER_OK GG_CUDA_SUCCESS
+#define GG_VENEER_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
+#define GG_VENEER_MISSING GG_CUDA_ERROR_NOT_INITIALIZED
+#include "veneer.h"
+
 /* ---- helpers ----------------------------------------------------------- */
 
 static void graph_reconcile(int dev, uint64_t credit);
@@ -155,23 +162,9 @@ static int pool_trim(void *pool)
 }
 
 /* Undoing a pool's growth (shape.c). */
-static int pool_free_async(uint64_t ptr, void *stream)
-{
-	gg_pfn_cuMemFreeAsync f = REAL(cuMemFreeAsync);
-	return f && f(ptr, stream) == GG_CUDA_SUCCESS ? 0 : -1;
-}
-
-static int pool_sync(void)
-{
-	gg_pfn_cuCtxSynchronize f = REAL(cuCtxSynchronize);
-	return f && f() == GG_CUDA_SUCCESS ? 0 : -1;
-}
-
-static int pool_trim_to(void *pool, uint64_t keep)
-{
-	gg_pfn_cuMemPoolTrimTo f = REAL(cuMemPoolTrimTo);
-	return f && f(pool, keep) == GG_CUDA_SUCCESS ? 0 : -1;
-}
+GG_VENEER_CALL(pool_free_async, cuMemFreeAsync, (uint64_t ptr, void *stream), (ptr, stream))
+GG_VENEER_CALL(pool_sync, cuCtxSynchronize, (void), ())
+GG_VENEER_CALL(pool_trim_to, cuMemPoolTrimTo, (void *pool, uint64_t keep), (pool, keep))
 
 /* What the shapes (shape.c) need of the driver. A refusal is
  * CUDA_ERROR_OUT_OF_MEMORY; pinned memory goes with its context. */
@@ -192,87 +185,29 @@ static const struct gg_runtime cuda = {
 
 /* ---- linear allocations ------------------------------------------------ */
 
-GG_EXPORT gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
-{
-	gg_pfn_cuMemAlloc_v2 real = REAL(cuMemAlloc_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !dptr || bytesize == 0)
-		return real(dptr, bytesize); /* the driver's own answer to bad arguments */
-	GG_ENTER();
-	struct gg_alloc a = {.dev = current_device(),
-	                     .api = GPUGUARD_API_CU_MEM_ALLOC,
-	                     .ns = GG_NS_PTR,
-	                     .charged = 1,
-	                     .size = bytesize,
-	                     .out = dptr};
-	gg_CUresult rc = GG_ALLOC(&cuda, &a, real(dptr, bytesize));
-	GG_LEAVE();
-	return rc;
-}
+/* Bad arguments get the driver's own answer. */
+GG_VENEER_ALLOC(cuMemAlloc_v2, (gg_CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize), !dptr || bytesize == 0,
+                .dev = current_device(), .api = GPUGUARD_API_CU_MEM_ALLOC, .ns = GG_NS_PTR, .charged = 1,
+                .size = bytesize, .out = dptr)
 
-GG_EXPORT gg_CUresult cuMemAllocManaged(gg_CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-{
-	gg_pfn_cuMemAllocManaged real = REAL(cuMemAllocManaged);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !dptr || bytesize == 0)
-		return real(dptr, bytesize, flags);
-	GG_ENTER();
-	/* Managed memory can live on the host until touched, but a server that
-	 * touches it on the GPU holds it there: charged unless told otherwise. */
-	struct gg_alloc a = {.dev = current_device(),
-	                     .api = GPUGUARD_API_CU_MEM_ALLOC_MANAGED,
-	                     .ns = GG_NS_PTR,
-	                     .charged = gg_opt.charge_managed,
-	                     .size = bytesize,
-	                     .out = dptr};
-	gg_CUresult rc = GG_ALLOC(&cuda, &a, real(dptr, bytesize, flags));
-	GG_LEAVE();
-	return rc;
-}
+/* Managed memory can live on the host until touched, but a server that
+ * touches it on the GPU holds it there: charged unless told otherwise. */
+GG_VENEER_ALLOC(cuMemAllocManaged, (gg_CUdeviceptr * dptr, size_t bytesize, unsigned int flags),
+                (dptr, bytesize, flags), !dptr || bytesize == 0, .dev = current_device(),
+                .api = GPUGUARD_API_CU_MEM_ALLOC_MANAGED, .ns = GG_NS_PTR, .charged = gg_opt.charge_managed,
+                .size = bytesize, .out = dptr)
 
-GG_EXPORT gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                                         unsigned int ElementSizeBytes)
-{
-	gg_pfn_cuMemAllocPitch_v2 real = REAL(cuMemAllocPitch_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !dptr || !pPitch || WidthInBytes == 0 || Height == 0 || WidthInBytes > SIZE_MAX / 2 / Height)
-		return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	GG_ENTER();
-	/* The driver picks the pitch; reserve for a 512-byte-aligned one and
-	 * settle to the real figure afterwards. */
-	struct gg_alloc a = {.dev = current_device(),
-	                     .api = GPUGUARD_API_CU_MEM_ALLOC_PITCH,
-	                     .ns = GG_NS_PTR,
-	                     .charged = 1,
-	                     .size = (WidthInBytes + 511) / 512 * 512 * Height,
-	                     .out = dptr,
-	                     .pitch = pPitch,
-	                     .rows = Height};
-	gg_CUresult rc = GG_ALLOC(&cuda, &a, real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-	GG_LEAVE();
-	return rc;
-}
+/* The driver picks the pitch; reserve for a 512-byte-aligned one and settle
+ * to the real figure afterwards. */
+GG_VENEER_ALLOC(cuMemAllocPitch_v2,
+                (gg_CUdeviceptr * dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                 unsigned int ElementSizeBytes),
+                (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes),
+                !dptr || !pPitch || WidthInBytes == 0 || Height == 0 || WidthInBytes > SIZE_MAX / 2 / Height,
+                .dev = current_device(), .api = GPUGUARD_API_CU_MEM_ALLOC_PITCH, .ns = GG_NS_PTR, .charged = 1,
+                .size = (WidthInBytes + 511) / 512 * 512 * Height, .out = dptr, .pitch = pPitch, .rows = Height)
 
-GG_EXPORT gg_CUresult cuMemFree_v2(gg_CUdeviceptr dptr)
-{
-	gg_pfn_cuMemFree_v2 real = REAL(cuMemFree_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || dptr == 0)
-		return real(dptr);
-	GG_ENTER();
-	struct gg_free f;
-	gg_free_begin(&f, GG_NS_PTR, dptr);
-	gg_CUresult rc = gg_free_end(&cuda, &f, real(dptr));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_FREE(cuMemFree_v2, (gg_CUdeviceptr dptr), (dptr), GG_NS_PTR, dptr)
 
 /* For a dump on a failure: the driver's free/total, on the failing thread
  * (its context is current there), our cuMemGetInfo bypassed. */
@@ -342,19 +277,34 @@ static int device_accepted(int dev)
 
 /* cudart, PyTorch and JAX all make their context here. The device is bound
  * (its pod-region entry found) and its context reserve charged once. */
-GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
+static void primary_retained(const gg_CUcontext *pctx, int dev)
 {
-	gg_pfn_cuDevicePrimaryCtxRetain real = REAL(cuDevicePrimaryCtxRetain);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(pctx, dev);
-	if (rc != GG_CUDA_SUCCESS || gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
-		return rc;
-	GG_ENTER();
 	gg_ceiling_budget(dev);
 	gg_shared_check_card(dev, GG_RT_CUDA); /* bound by HIP's dev, another card? */
 	if (pctx)
 		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
+}
+
+GG_VENEER_AFTER(cuDevicePrimaryCtxRetain, (gg_CUcontext * pctx, gg_CUdevice dev), (pctx, dev),
+                !gg_in_hook && dev >= 0 && dev < GG_MAX_DEVICES, primary_retained(pctx, dev);)
+
+/* Around the driver call that frees what a context of dev held (ctx; NULL
+ * for its primary): the hook's GG_ENTER and GG_LEAVE, and the books. */
+static void drop_begin(struct gg_ctx_drop *d, int dev, gg_CUcontext ctx)
+{
+	GG_ENTER();
+	gg_ctx_drop_begin(d, dev, ctx);
+}
+
+static gg_CUresult drop_end(struct gg_ctx_drop *d, gg_CUresult rc, int dev, gg_CUcontext ctx)
+{
+	gg_ctx_drop_end(d, rc == GG_CUDA_SUCCESS);
+	if (rc == GG_CUDA_SUCCESS) {
+		if (ctx)
+			gg_ctx_forget(ctx);
+		gg_pool_after_reset(dev);
+		graph_reconcile(dev, 0);
+	}
 	GG_LEAVE();
 	return rc;
 }
@@ -366,34 +316,14 @@ static gg_CUresult primary_reset(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxReset
 {
 	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
 		return real(dev);
-	GG_ENTER();
 	struct gg_ctx_drop d;
-	gg_ctx_drop_begin(&d, dev, NULL);
-	gg_CUresult rc = real(dev);
-	gg_ctx_drop_end(&d, rc == GG_CUDA_SUCCESS);
-	if (rc == GG_CUDA_SUCCESS) {
-		gg_pool_after_reset(dev);
-		graph_reconcile(dev, 0);
-	}
-	GG_LEAVE();
-	return rc;
+	drop_begin(&d, dev, NULL);
+	return drop_end(&d, real(dev), dev, NULL);
 }
 
-GG_EXPORT gg_CUresult cuDevicePrimaryCtxReset(gg_CUdevice dev)
-{
-	gg_pfn_cuDevicePrimaryCtxReset real = REAL(cuDevicePrimaryCtxReset);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return primary_reset(dev, real);
-}
+GG_VENEER_TO(cuDevicePrimaryCtxReset, (gg_CUdevice dev), primary_reset, (dev, real))
 
-GG_EXPORT gg_CUresult cuDevicePrimaryCtxReset_v2(gg_CUdevice dev)
-{
-	gg_pfn_cuDevicePrimaryCtxReset_v2 real = REAL(cuDevicePrimaryCtxReset_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return primary_reset(dev, real);
-}
+GG_VENEER_TO(cuDevicePrimaryCtxReset_v2, (gg_CUdevice dev), primary_reset, (dev, real))
 
 /* cuCtxDestroy frees everything made in ctx. */
 static gg_CUresult ctx_destroy(gg_CUcontext ctx, gg_pfn_cuCtxDestroy_v2 real)
@@ -401,80 +331,23 @@ static gg_CUresult ctx_destroy(gg_CUcontext ctx, gg_pfn_cuCtxDestroy_v2 real)
 	int dev = -1;
 	if (gg_in_hook || !ctx || !gg_ctx_find(ctx, &dev))
 		return real(ctx); /* a context that never allocated through us */
-	GG_ENTER();
 	struct gg_ctx_drop d;
-	gg_ctx_drop_begin(&d, dev, ctx);
-	gg_CUresult rc = real(ctx);
-	gg_ctx_drop_end(&d, rc == GG_CUDA_SUCCESS);
-	if (rc == GG_CUDA_SUCCESS) {
-		gg_ctx_forget(ctx);
-		gg_pool_after_reset(dev);
-		graph_reconcile(dev, 0);
-	}
-	GG_LEAVE();
-	return rc;
+	drop_begin(&d, dev, ctx);
+	return drop_end(&d, real(ctx), dev, ctx);
 }
 
-GG_EXPORT gg_CUresult cuCtxDestroy(gg_CUcontext ctx)
-{
-	gg_pfn_cuCtxDestroy real = REAL(cuCtxDestroy);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return ctx_destroy(ctx, real);
-}
+GG_VENEER_TO(cuCtxDestroy, (gg_CUcontext ctx), ctx_destroy, (ctx, real))
 
-GG_EXPORT gg_CUresult cuCtxDestroy_v2(gg_CUcontext ctx)
-{
-	gg_pfn_cuCtxDestroy_v2 real = REAL(cuCtxDestroy_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return ctx_destroy(ctx, real);
-}
+GG_VENEER_TO(cuCtxDestroy_v2, (gg_CUcontext ctx), ctx_destroy, (ctx, real))
 
 /* ---- pinned host memory: tracked for dumps, never charged ------------- */
 
-GG_EXPORT gg_CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-	gg_pfn_cuMemAllocHost_v2 real = REAL(cuMemAllocHost_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || !pp || bytesize == 0)
-		return real(pp, bytesize);
-	GG_ENTER();
-	gg_host_alloc_begin(&cuda);
-	gg_CUresult rc = gg_host_alloc_end(&cuda, real(pp, bytesize), pp, bytesize);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_HOST_ALLOC(cuMemAllocHost_v2, (void **pp, size_t bytesize), (pp, bytesize), pp, bytesize)
 
-GG_EXPORT gg_CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
-{
-	gg_pfn_cuMemHostAlloc real = REAL(cuMemHostAlloc);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || !pp || bytesize == 0)
-		return real(pp, bytesize, Flags);
-	GG_ENTER();
-	gg_host_alloc_begin(&cuda);
-	gg_CUresult rc = gg_host_alloc_end(&cuda, real(pp, bytesize, Flags), pp, bytesize);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_HOST_ALLOC(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags), (pp, bytesize, Flags), pp,
+                     bytesize)
 
-GG_EXPORT gg_CUresult cuMemFreeHost(void *p)
-{
-	gg_pfn_cuMemFreeHost real = REAL(cuMemFreeHost);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || !p)
-		return real(p);
-	GG_ENTER();
-	struct gg_free f;
-	gg_host_free_begin(&f, (uint64_t)(uintptr_t)p);
-	gg_CUresult rc = gg_host_free_end(&cuda, &f, real(p));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_HOST_FREE(cuMemFreeHost, (void *p), (p), p)
 
 /* ---- stream-ordered allocations ---------------------------------------- */
 
@@ -557,268 +430,144 @@ static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgr
 	return rc;
 }
 
-/* cuMemAllocAsync draws from the current pool of the stream's device. */
-static gg_CUresult mem_alloc_async(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream hStream, void *real, int ptsz)
+/* dev's current pool, or NULL. */
+static gg_CUmemoryPool device_pool(int dev)
 {
-	gg_pfn_cuMemAllocAsync f = (gg_pfn_cuMemAllocAsync)real;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !dptr || bytesize == 0)
-		return f(dptr, bytesize, hStream);
-	GG_ENTER();
-	gg_CUgraph graph = capture_graph(hStream, ptsz);
-	if (graph) {
-		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, hStream, f(dptr, bytesize, hStream));
-		GG_LEAVE();
-		return rc;
-	}
-	int dev = stream_device(hStream); /* its pool is that device's current one */
 	gg_CUmemoryPool pool = NULL;
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS))
 		pool = NULL;
-	struct gg_pool_alloc pa = {.a = {.dev = dev,
-	                                 .api = GPUGUARD_API_CU_MEM_ALLOC_ASYNC,
-	                                 .ns = GG_NS_PTR,
-	                                 .charged = 1,
-	                                 .size = bytesize,
-	                                 .out = dptr},
-	                           .pool = pool,
-	                           .stream = hStream};
-	gg_CUresult rc = GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, hStream));
-	GG_LEAVE();
-	return rc;
+	return pool;
 }
 
-static gg_CUresult mem_alloc_from_pool(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUmemoryPool pool, gg_CUstream hStream,
-                                       void *real, int ptsz)
+/* The bodies each default-stream variant of a name shares (ptsz: the
+ * per-thread one). Inline: the record's stack is unwound from the hook. */
+
+/* cuMemAllocAsync draws from the current pool of the stream's device. */
+static inline gg_CUresult alloc_async(gg_pfn_cuMemAllocAsync f, gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream s,
+                                      int ptsz)
 {
-	gg_pfn_cuMemAllocFromPoolAsync f = (gg_pfn_cuMemAllocFromPoolAsync)real;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !dptr || bytesize == 0 || !pool)
-		return f(dptr, bytesize, pool, hStream);
-	GG_ENTER();
-	gg_CUgraph graph = capture_graph(hStream, ptsz);
-	if (graph) {
-		gg_CUresult rc = captured_alloc(dptr, bytesize, graph, hStream, f(dptr, bytesize, pool, hStream));
-		GG_LEAVE();
-		return rc;
-	}
+	gg_CUgraph graph = capture_graph(s, ptsz);
+	if (graph)
+		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, s));
+	int dev = stream_device(s); /* its pool is that device's current one */
+	struct gg_pool_alloc pa =
+	    GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_ASYNC, dev, device_pool(dev), bytesize, dptr, s);
+	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, s));
+}
+
+static inline gg_CUresult alloc_from_pool(gg_pfn_cuMemAllocFromPoolAsync f, gg_CUdeviceptr *dptr, size_t bytesize,
+                                          gg_CUmemoryPool pool, gg_CUstream s, int ptsz)
+{
+	gg_CUgraph graph = capture_graph(s, ptsz);
+	if (graph)
+		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, pool, s));
 	int dev = gg_pool_device(pool);
-	int sdev = stream_device(hStream); /* and gg_cur_ctx, for the record */
+	int sdev = stream_device(s); /* and gg_cur_ctx, for the record */
 	if (dev < 0)
 		dev = sdev; /* a pool we did not see created */
-	struct gg_pool_alloc pa = {.a = {.dev = dev,
-	                                 .api = GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL,
-	                                 .ns = GG_NS_PTR,
-	                                 .charged = 1,
-	                                 .size = bytesize,
-	                                 .out = dptr},
-	                           .pool = pool,
-	                           .stream = hStream};
-	gg_CUresult rc = GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, hStream));
-	GG_LEAVE();
-	return rc;
+	struct gg_pool_alloc pa = GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, dev, pool, bytesize, dptr, s);
+	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, s));
 }
 
-static gg_CUresult mem_free_async(gg_CUdeviceptr dptr, gg_CUstream hStream, void *real, int ptsz)
+static inline gg_CUresult free_async(gg_pfn_cuMemFreeAsync f, gg_CUdeviceptr dptr, gg_CUstream s, int ptsz)
 {
-	gg_pfn_cuMemFreeAsync f = (gg_pfn_cuMemFreeAsync)real;
-	if (gg_in_hook || dptr == 0)
-		return f(dptr, hStream);
-	GG_ENTER();
-	gg_CUresult rc;
-	if (capture_graph(hStream, ptsz)) {
-		/* A free node of the graph: nothing is freed now, and nothing
-		 * of ours (a captured allocation was never recorded). */
-		rc = f(dptr, hStream);
-		GG_LEAVE();
-		return rc;
-	}
+	/* A free node of the graph: nothing is freed now, and nothing of ours
+	 * (a captured allocation was never recorded). */
+	if (capture_graph(s, ptsz))
+		return f(dptr, s);
 	/* The block goes back to its pool, which keeps the reserve: nothing is
 	 * refunded here unless the allocation was charged directly. */
 	struct gg_free fr;
 	gg_free_begin(&fr, GG_NS_PTR, dptr);
-	rc = gg_free_end(&cuda, &fr, f(dptr, hStream));
-	GG_LEAVE();
-	return rc;
+	return gg_free_end(&cuda, &fr, f(dptr, s));
 }
 
-#define ASYNC_HOOK(name, impl, params, args)                  \
-	GG_EXPORT gg_CUresult name params                     \
-	{                                                     \
-		void *real = (void *)REAL(name);              \
-		if (!real)                                    \
-			return GG_CUDA_ERROR_NOT_INITIALIZED; \
-		return impl args;                             \
-	}
-ASYNC_HOOK(cuMemAllocAsync, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real, 0))
-ASYNC_HOOK(cuMemAllocAsync_ptsz, mem_alloc_async, (gg_CUdeviceptr * d, size_t n, gg_CUstream s), (d, n, s, real, 1))
-ASYNC_HOOK(cuMemAllocFromPoolAsync, mem_alloc_from_pool,
-           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real, 0))
-ASYNC_HOOK(cuMemAllocFromPoolAsync_ptsz, mem_alloc_from_pool,
-           (gg_CUdeviceptr * d, size_t n, gg_CUmemoryPool p, gg_CUstream s), (d, n, p, s, real, 1))
-ASYNC_HOOK(cuMemFreeAsync, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real, 0))
-ASYNC_HOOK(cuMemFreeAsync_ptsz, mem_free_async, (gg_CUdeviceptr d, gg_CUstream s), (d, s, real, 1))
+#define ALLOC_ASYNC(name, ptsz)                                                                                      \
+	GG_VENEER(name, (gg_CUdeviceptr * dptr, size_t bytesize, gg_CUstream hStream), (dptr, bytesize, hStream), 1, \
+	          !dptr || bytesize == 0, rc = alloc_async(real, dptr, bytesize, hStream, ptsz);)
+#define ALLOC_FROM_POOL(name, ptsz)                                                                          \
+	GG_VENEER(name, (gg_CUdeviceptr * dptr, size_t bytesize, gg_CUmemoryPool pool, gg_CUstream hStream), \
+	          (dptr, bytesize, pool, hStream), 1, !dptr || bytesize == 0 || !pool,                       \
+	          rc = alloc_from_pool(real, dptr, bytesize, pool, hStream, ptsz);)
+#define FREE_ASYNC(name, ptsz)                                                                     \
+	GG_VENEER(name, (gg_CUdeviceptr dptr, gg_CUstream hStream), (dptr, hStream), 0, dptr == 0, \
+	          rc = free_async(real, dptr, hStream, ptsz);)
+ALLOC_ASYNC(cuMemAllocAsync, 0)
+ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1)
+ALLOC_FROM_POOL(cuMemAllocFromPoolAsync, 0)
+ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, 1)
+FREE_ASYNC(cuMemFreeAsync, 0)
+FREE_ASYNC(cuMemFreeAsync_ptsz, 1)
 
-GG_EXPORT gg_CUresult cuMemPoolCreate(gg_CUmemoryPool *pool, const gg_CUmemPoolProps *props)
-{
-	gg_pfn_cuMemPoolCreate real = REAL(cuMemPoolCreate);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	int dev = props && props->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE ? props->location.id : -1;
-	return gg_pool_created(&cuda, real(pool, props), pool, dev);
-}
+#define POOL_DEV(props) \
+	((props) && (props)->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE ? (props)->location.id : -1)
+GG_VENEER_NOTE(cuMemPoolCreate, (gg_CUmemoryPool * pool, const gg_CUmemPoolProps *props), (pool, props),
+               gg_pool_created, pool, POOL_DEV(props))
 
-GG_EXPORT gg_CUresult cuMemPoolDestroy(gg_CUmemoryPool pool)
-{
-	gg_pfn_cuMemPoolDestroy real = REAL(cuMemPoolDestroy);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook)
-		return real(pool);
-	GG_ENTER();
-	struct gg_pool_doom d;
-	gg_pool_destroy_enter(&cuda, pool, &d);
-	gg_CUresult rc = gg_pool_destroy_leave(&cuda, pool, &d, real(pool));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_POOL_DESTROY(cuMemPoolDestroy, (gg_CUmemoryPool pool), (pool), pool)
 
-GG_EXPORT gg_CUresult cuMemPoolTrimTo(gg_CUmemoryPool pool, size_t minBytesToKeep)
-{
-	gg_pfn_cuMemPoolTrimTo real = REAL(cuMemPoolTrimTo);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook)
-		return real(pool, minBytesToKeep);
-	GG_ENTER();
-	gg_CUresult rc = gg_pool_trimmed(&cuda, real(pool, minBytesToKeep), pool);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_POOL_TRIM(cuMemPoolTrimTo, (gg_CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep), pool)
 
 /* ---- virtual memory management ---------------------------------------- */
 
-GG_EXPORT gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_t size,
-                                  const gg_CUmemAllocationProp *prop, unsigned long long flags)
+/* Physical memory is charged here; address space (cuMemAddressReserve,
+ * 1.125x the card under PyTorch) never is. The device comes from the
+ * properties, checked (HAMi-core #187 read an uninitialised id). */
+/* Inline: the record's stack is unwound from the hook itself. */
+static inline gg_CUresult mem_create(gg_pfn_cuMemCreate real, gg_CUmemGenericAllocationHandle *handle, size_t size,
+                                     const gg_CUmemAllocationProp *prop, unsigned long long flags)
 {
-	gg_pfn_cuMemCreate real = REAL(cuMemCreate);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	/* Physical memory is charged here; address space (cuMemAddressReserve,
-	 * 1.125x the card under PyTorch) never is. The device comes from the
-	 * properties, checked (HAMi-core #187 read an uninitialised id). */
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !handle || !prop || size == 0 || prop->location.type != GG_CU_MEM_LOCATION_TYPE_DEVICE ||
-	    prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES)
-		return real(handle, size, prop, flags);
-	GG_ENTER();
-	gg_CUresult rc = GG_CUDA_ERROR_OUT_OF_MEMORY;
-	if (!device_accepted(prop->location.id)) {
-		rc = real(handle, size, prop, flags); /* the driver's own INVALID_DEVICE */
-		GG_LEAVE();
-		return rc;
-	}
-	current_device(); /* the handle belongs to the current context (gg_cur_ctx) */
+	if (!device_accepted(prop->location.id))
+		return real(handle, size, prop, flags); /* the driver's own INVALID_DEVICE */
+	current_device();                               /* the handle belongs to the current context (gg_cur_ctx) */
 	struct gg_alloc a = {.dev = prop->location.id,
 	                     .api = GPUGUARD_API_CU_MEM_CREATE,
 	                     .ns = GG_NS_VMM,
 	                     .charged = 1,
 	                     .size = size,
 	                     .out = handle};
-	rc = GG_ALLOC(&cuda, &a, real(handle, size, prop, flags));
-	GG_LEAVE();
-	return rc;
+	return GG_ALLOC(&cuda, &a, real(handle, size, prop, flags));
 }
 
-GG_EXPORT gg_CUresult cuMemRelease(gg_CUmemGenericAllocationHandle handle)
-{
-	gg_pfn_cuMemRelease real = REAL(cuMemRelease);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook)
-		return real(handle);
-	GG_ENTER();
-	/* A mapped or retained handle outlives this release (handles.c); only
-	 * the last of its references and mappings refunds it. */
-	struct gg_release r;
-	gg_release_begin(&r, handle);
-	gg_CUresult rc = gg_release_end(&cuda, &r, real(handle));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER(cuMemCreate,
+          (gg_CUmemGenericAllocationHandle * handle, size_t size, const gg_CUmemAllocationProp *prop,
+           unsigned long long flags),
+          (handle, size, prop, flags), 1,
+          !handle || !prop || size == 0 || prop->location.type != GG_CU_MEM_LOCATION_TYPE_DEVICE ||
+              prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES,
+          rc = mem_create(real, handle, size, prop, flags);)
+
+/* A mapped or retained handle outlives this release (handles.c); only the
+ * last of its references and mappings refunds it. */
+GG_VENEER_RELEASE(cuMemRelease, (gg_CUmemGenericAllocationHandle handle), (handle), 0, handle)
 
 /* Another reference to the handle mapped at addr (NCCL's free path:
  * retain, release, unmap, release). */
-GG_EXPORT gg_CUresult cuMemRetainAllocationHandle(gg_CUmemGenericAllocationHandle *handle, void *addr)
-{
-	gg_pfn_cuMemRetainAllocationHandle real = REAL(cuMemRetainAllocationHandle);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return gg_note_retained(&cuda, real(handle, addr), handle);
-}
+GG_VENEER_NOTE(cuMemRetainAllocationHandle, (gg_CUmemGenericAllocationHandle * handle, void *addr), (handle, addr),
+               gg_note_retained, handle)
 
 /* Memory another process exported stays that process's charge (its
  * cuMemCreate): the importer is never charged, and its release and unmaps
  * are no untracked frees (handles.c knows the handle as imported). */
-GG_EXPORT gg_CUresult cuMemImportFromShareableHandle(gg_CUmemGenericAllocationHandle *handle, void *osHandle,
-                                                     gg_CUmemAllocationHandleType shHandleType)
-{
-	gg_pfn_cuMemImportFromShareableHandle real = REAL(cuMemImportFromShareableHandle);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return gg_note_imported(&cuda, real(handle, osHandle, shHandleType), handle);
-}
+GG_VENEER_NOTE(cuMemImportFromShareableHandle,
+               (gg_CUmemGenericAllocationHandle * handle, void *osHandle, gg_CUmemAllocationHandleType shHandleType),
+               (handle, osHandle, shHandleType), gg_note_imported, handle)
 
 /* Address space is free, but what is mapped where goes into dumps: holes
  * between mapped chunks are VMM fragmentation (vmm.c). */
-GG_EXPORT gg_CUresult cuMemAddressReserve(gg_CUdeviceptr *ptr, size_t size, size_t alignment, gg_CUdeviceptr addr,
-                                          unsigned long long flags)
-{
-	gg_pfn_cuMemAddressReserve real = REAL(cuMemAddressReserve);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return gg_note_reserved(&cuda, real(ptr, size, alignment, addr, flags), ptr, size);
-}
+GG_VENEER_NOTE(cuMemAddressReserve,
+               (gg_CUdeviceptr * ptr, size_t size, size_t alignment, gg_CUdeviceptr addr, unsigned long long flags),
+               (ptr, size, alignment, addr, flags), gg_note_reserved, ptr, size)
 
-GG_EXPORT gg_CUresult cuMemAddressFree(gg_CUdeviceptr ptr, size_t size)
-{
-	gg_pfn_cuMemAddressFree real = REAL(cuMemAddressFree);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook)
-		return real(ptr, size);
-	GG_ENTER();
-	struct gg_vmm_op op;
-	gg_unmap_begin(&op, ptr, size);
-	gg_CUresult rc = gg_unmap_end(&cuda, &op, real(ptr, size), ptr, size, 1);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_UNMAP(cuMemAddressFree, (gg_CUdeviceptr ptr, size_t size), (ptr, size), ptr, size, 1)
 
-GG_EXPORT gg_CUresult cuMemMap(gg_CUdeviceptr ptr, size_t size, size_t offset, gg_CUmemGenericAllocationHandle handle,
-                               unsigned long long flags)
-{
-	gg_pfn_cuMemMap real = REAL(cuMemMap);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	return gg_note_mapped(&cuda, real(ptr, size, offset, handle, flags), ptr, size, handle);
-}
+GG_VENEER_NOTE(cuMemMap,
+               (gg_CUdeviceptr ptr, size_t size, size_t offset, gg_CUmemGenericAllocationHandle handle,
+                unsigned long long flags),
+               (ptr, size, offset, handle, flags), gg_note_mapped, ptr, size, handle)
 
-GG_EXPORT gg_CUresult cuMemUnmap(gg_CUdeviceptr ptr, size_t size)
-{
-	gg_pfn_cuMemUnmap real = REAL(cuMemUnmap);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook)
-		return real(ptr, size);
-	GG_ENTER();
-	struct gg_vmm_op op;
-	gg_unmap_begin(&op, ptr, size);
-	gg_CUresult rc = gg_unmap_end(&cuda, &op, real(ptr, size), ptr, size, 0);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_UNMAP(cuMemUnmap, (gg_CUdeviceptr ptr, size_t size), (ptr, size), ptr, size, 0)
 
 /* ---- graph memory (graph.c) ---------------------------------------------- */
 
@@ -848,44 +597,33 @@ static void graph_reconcile(int dev, uint64_t credit)
 		gg_ceiling_release(dev, credit);
 }
 
-GG_EXPORT gg_CUresult cuGraphAddMemAllocNode(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph,
-                                             const gg_CUgraphNode *dependencies, size_t numDependencies,
-                                             gg_CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+/* Nothing is allocated until the graph runs: only its needs grow. */
+static void alloc_node_added(gg_CUgraph graph, const gg_CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-	gg_pfn_cuGraphAddMemAllocNode real = REAL(cuGraphAddMemAllocNode);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-	/* Nothing is allocated until the graph runs: only its needs grow. */
-	if (rc == GG_CUDA_SUCCESS && nodeParams && !gg_in_hook &&
-	    nodeParams->poolProps.location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE) {
-		GG_ENTER();
-		gg_graph_add_bytes(hGraph, nodeParams->poolProps.location.id, nodeParams->bytesize);
-		gg_graph_va_add(nodeParams->dptr);
-		GG_LEAVE();
-	}
-	return rc;
+	gg_graph_add_bytes(graph, p->poolProps.location.id, p->bytesize);
+	gg_graph_va_add(p->dptr);
 }
 
-GG_EXPORT gg_CUresult cuGraphInstantiateWithFlags(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph,
-                                                  unsigned long long flags)
+GG_VENEER_AFTER(cuGraphAddMemAllocNode,
+                (gg_CUgraphNode * phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                 size_t numDependencies, gg_CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams),
+                (phGraphNode, hGraph, dependencies, numDependencies, nodeParams),
+                nodeParams && !gg_in_hook && nodeParams->poolProps.location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE,
+                alloc_node_added(hGraph, nodeParams);)
+
+static void instantiated(gg_CUgraphExec exec, gg_CUgraph graph)
 {
-	gg_pfn_cuGraphInstantiateWithFlags real = REAL(cuGraphInstantiateWithFlags);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(phGraphExec, hGraph, flags);
-	if (rc == GG_CUDA_SUCCESS && phGraphExec && !gg_in_hook) {
-		GG_ENTER();
-		gg_graph_instantiated(*phGraphExec, hGraph);
-		/* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD may have reserved already */
-		int dev;
-		uint64_t need;
-		if (gg_graph_exec_bytes(*phGraphExec, &dev, &need) == 0)
-			graph_reconcile(dev, 0);
-		GG_LEAVE();
-	}
-	return rc;
+	gg_graph_instantiated(exec, graph);
+	/* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD may have reserved already */
+	int dev;
+	uint64_t need;
+	if (gg_graph_exec_bytes(exec, &dev, &need) == 0)
+		graph_reconcile(dev, 0);
 }
+
+GG_VENEER_AFTER(cuGraphInstantiateWithFlags,
+                (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, unsigned long long flags),
+                (phGraphExec, hGraph, flags), phGraphExec && !gg_in_hook, instantiated(*phGraphExec, hGraph);)
 
 /* Launch and upload: a graph whose allocation nodes could grow the reserve
  * past the ceiling is refused before the driver call. The need is the
@@ -920,29 +658,15 @@ static gg_CUresult graph_run(gg_CUgraphExec exec, gg_CUstream stream, gg_CUresul
 	return rc;
 }
 
-GG_EXPORT gg_CUresult cuGraphLaunch(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
-{
-	gg_pfn_cuGraphLaunch real = REAL(cuGraphLaunch);
-	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
-}
+GG_VENEER_TO(cuGraphLaunch, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run, (hGraphExec, hStream, real))
 
-GG_EXPORT gg_CUresult cuGraphLaunch_ptsz(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
-{
-	gg_pfn_cuGraphLaunch_ptsz real = REAL(cuGraphLaunch_ptsz);
-	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
-}
+GG_VENEER_TO(cuGraphLaunch_ptsz, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run,
+             (hGraphExec, hStream, real))
 
-GG_EXPORT gg_CUresult cuGraphUpload(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
-{
-	gg_pfn_cuGraphUpload real = REAL(cuGraphUpload);
-	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
-}
+GG_VENEER_TO(cuGraphUpload, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run, (hGraphExec, hStream, real))
 
-GG_EXPORT gg_CUresult cuGraphUpload_ptsz(gg_CUgraphExec hGraphExec, gg_CUstream hStream)
-{
-	gg_pfn_cuGraphUpload_ptsz real = REAL(cuGraphUpload_ptsz);
-	return real ? graph_run(hGraphExec, hStream, real) : GG_CUDA_ERROR_NOT_INITIALIZED;
-}
+GG_VENEER_TO(cuGraphUpload_ptsz, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run,
+             (hGraphExec, hStream, real))
 
 GG_EXPORT gg_CUresult cuGraphExecDestroy(gg_CUgraphExec hGraphExec)
 {
@@ -965,34 +689,11 @@ GG_EXPORT gg_CUresult cuGraphExecDestroy(gg_CUgraphExec hGraphExec)
 	return rc;
 }
 
-GG_EXPORT gg_CUresult cuGraphDestroy(gg_CUgraph hGraph)
-{
-	gg_pfn_cuGraphDestroy real = REAL(cuGraphDestroy);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(hGraph);
-	if (rc == GG_CUDA_SUCCESS && !gg_in_hook) {
-		GG_ENTER();
-		gg_graph_forget(hGraph, 0);
-		GG_LEAVE();
-	}
-	return rc;
-}
+GG_VENEER_AFTER(cuGraphDestroy, (gg_CUgraph hGraph), (hGraph), !gg_in_hook, gg_graph_forget(hGraph, 0);)
 
 /* The driver gives the unused part of the reserve back: so do we. */
-GG_EXPORT gg_CUresult cuDeviceGraphMemTrim(gg_CUdevice device)
-{
-	gg_pfn_cuDeviceGraphMemTrim real = REAL(cuDeviceGraphMemTrim);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	gg_CUresult rc = real(device);
-	if (rc == GG_CUDA_SUCCESS && !gg_in_hook && device >= 0 && device < GG_MAX_DEVICES) {
-		GG_ENTER();
-		graph_reconcile(device, 0);
-		GG_LEAVE();
-	}
-	return rc;
-}
+GG_VENEER_AFTER(cuDeviceGraphMemTrim, (gg_CUdevice device), (device),
+                !gg_in_hook && device >= 0 && device < GG_MAX_DEVICES, graph_reconcile(device, 0);)
 
 /* ---- arrays ------------------------------------------------------------ */
 
@@ -1031,133 +732,30 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, gg_CUarray_format f, u
 	return total;
 }
 
-static gg_CUresult array_create(void **out, uint64_t bytes, enum gg_key_ns ns, enum gpuguard_api api,
-                                gg_CUresult (*call)(void **, const void *, unsigned, void *), const void *desc,
-                                unsigned levels, void *real)
-{
-	GG_ENTER();
-	struct gg_alloc a = {.dev = current_device(), .api = api, .ns = ns, .charged = 1, .size = bytes, .out = out};
-	gg_CUresult rc = GG_ALLOC(&cuda, &a, call(out, desc, levels, real));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_ALLOC(cuArrayCreate_v2, (gg_CUarray * pHandle, const gg_CUDA_ARRAY_DESCRIPTOR *d), (pHandle, d),
+                !pHandle || !d, .dev = current_device(), .api = GPUGUARD_API_CU_ARRAY, .ns = GG_NS_ARRAY, .charged = 1,
+                .size = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1), .out = pHandle)
 
-static gg_CUresult call_array(void **out, const void *desc, unsigned levels, void *real)
-{
-	(void)levels;
-	return ((gg_pfn_cuArrayCreate_v2)real)((gg_CUarray *)out, desc);
-}
+GG_VENEER_ALLOC(cuArray3DCreate_v2, (gg_CUarray * pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d), (pHandle, d),
+                !pHandle || !d, .dev = current_device(), .api = GPUGUARD_API_CU_ARRAY, .ns = GG_NS_ARRAY, .charged = 1,
+                .size = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1), .out = pHandle)
 
-static gg_CUresult call_array3d(void **out, const void *desc, unsigned levels, void *real)
-{
-	(void)levels;
-	return ((gg_pfn_cuArray3DCreate_v2)real)((gg_CUarray *)out, desc);
-}
+GG_VENEER_ALLOC(cuMipmappedArrayCreate,
+                (gg_CUmipmappedArray * pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int numMipmapLevels),
+                (pHandle, d, numMipmapLevels), !pHandle || !d, .dev = current_device(),
+                .api = GPUGUARD_API_CU_MIPMAPPED_ARRAY, .ns = GG_NS_MIPMAP, .charged = 1,
+                .size = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, numMipmapLevels),
+                .out = pHandle)
 
-static gg_CUresult call_mipmapped(void **out, const void *desc, unsigned levels, void *real)
-{
-	return ((gg_pfn_cuMipmappedArrayCreate)real)((gg_CUmipmappedArray *)out, desc, levels);
-}
+GG_VENEER_FREE(cuArrayDestroy, (gg_CUarray hArray), (hArray), GG_NS_ARRAY, hArray)
 
-GG_EXPORT gg_CUresult cuArrayCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY_DESCRIPTOR *d)
-{
-	gg_pfn_cuArrayCreate_v2 real = REAL(cuArrayCreate_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !pHandle || !d)
-		return real(pHandle, d);
-	uint64_t bytes = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
-	return array_create((void **)pHandle, bytes, GG_NS_ARRAY, GPUGUARD_API_CU_ARRAY, call_array, d, 1,
-	                    (void *)real);
-}
-
-GG_EXPORT gg_CUresult cuArray3DCreate_v2(gg_CUarray *pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d)
-{
-	gg_pfn_cuArray3DCreate_v2 real = REAL(cuArray3DCreate_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !pHandle || !d)
-		return real(pHandle, d);
-	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
-	return array_create((void **)pHandle, bytes, GG_NS_ARRAY, GPUGUARD_API_CU_ARRAY, call_array3d, d, 1,
-	                    (void *)real);
-}
-
-GG_EXPORT gg_CUresult cuMipmappedArrayCreate(gg_CUmipmappedArray *pHandle, const gg_CUDA_ARRAY3D_DESCRIPTOR *d,
-                                             unsigned int numMipmapLevels)
-{
-	gg_pfn_cuMipmappedArrayCreate real = REAL(cuMipmappedArrayCreate);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
-	if (gg_in_hook || !pHandle || !d)
-		return real(pHandle, d, numMipmapLevels);
-	uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, numMipmapLevels);
-	return array_create((void **)pHandle, bytes, GG_NS_MIPMAP, GPUGUARD_API_CU_MIPMAPPED_ARRAY, call_mipmapped, d,
-	                    numMipmapLevels, (void *)real);
-}
-
-GG_EXPORT gg_CUresult cuArrayDestroy(gg_CUarray hArray)
-{
-	gg_pfn_cuArrayDestroy real = REAL(cuArrayDestroy);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || !hArray)
-		return real(hArray);
-	GG_ENTER();
-	struct gg_free f;
-	gg_free_begin(&f, GG_NS_ARRAY, (uint64_t)(uintptr_t)hArray);
-	gg_CUresult rc = gg_free_end(&cuda, &f, real(hArray));
-	GG_LEAVE();
-	return rc;
-}
-
-GG_EXPORT gg_CUresult cuMipmappedArrayDestroy(gg_CUmipmappedArray h)
-{
-	gg_pfn_cuMipmappedArrayDestroy real = REAL(cuMipmappedArrayDestroy);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || !h)
-		return real(h);
-	GG_ENTER();
-	struct gg_free f;
-	gg_free_begin(&f, GG_NS_MIPMAP, (uint64_t)(uintptr_t)h);
-	gg_CUresult rc = gg_free_end(&cuda, &f, real(h));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_FREE(cuMipmappedArrayDestroy, (gg_CUmipmappedArray h), (h), GG_NS_MIPMAP, h)
 
 /* ---- memory info ------------------------------------------------------- */
 
-GG_EXPORT gg_CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-	gg_pfn_cuMemGetInfo_v2 real = REAL(cuMemGetInfo_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook)
-		return real(free, total);
-	GG_ENTER();
-	size_t f = 0, t = 0;
-	gg_CUresult rc = real(&f, &t);
-	rc = gg_meminfo_end(&cuda, rc, f, t, free, total);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_MEMINFO(cuMemGetInfo_v2)
 
-GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
-{
-	gg_pfn_cuDeviceTotalMem_v2 real = REAL(cuDeviceTotalMem_v2);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
-		return real(bytes, dev);
-	GG_ENTER();
-	gg_CUresult rc = gg_total_end(&cuda, real(bytes, dev), bytes, dev);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_TOTAL(cuDeviceTotalMem_v2, (size_t * bytes, gg_CUdevice dev), (bytes, dev), bytes, dev)
 
 /* ---- synchronisation points ------------------------------------------- */
 
@@ -1165,14 +763,7 @@ GG_EXPORT gg_CUresult cuDeviceTotalMem_v2(size_t *bytes, gg_CUdevice dev)
  * synchronisation; credit it there, so no process of the pod is refused for
  * memory already given back (issue 9, finding 3). The driver's result is
  * returned untouched; with no pool ever seen this costs one load. */
-#define SYNC_HOOK(name, params, args)                         \
-	GG_EXPORT gg_CUresult name params                     \
-	{                                                     \
-		gg_pfn_##name real = REAL(name);              \
-		if (!real)                                    \
-			return GG_CUDA_ERROR_NOT_INITIALIZED; \
-		return gg_note_synced(&cuda, real args);      \
-	}
+#define SYNC_HOOK(name, params, args) GG_VENEER_NOTE(name, params, args, gg_note_synced)
 SYNC_HOOK(cuStreamSynchronize, (gg_CUstream s), (s))
 SYNC_HOOK(cuStreamSynchronize_ptsz, (gg_CUstream s), (s))
 SYNC_HOOK(cuCtxSynchronize, (void), ())
@@ -1260,16 +851,4 @@ GG_EXPORT gg_CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaV
 #define SYM_ROW_HOOK(n, ...) SYM_ROW(n)
 #define SYM_ROW_PTSZ(n, ptsz, ...) SYM_ROW(n) SYM_ROW(ptsz)
 #define SYM_ROW_ELSEWHERE(n, ...) {#n, (void *)n, SLOT_ELSEWHERE(n)},
-static const struct gg_sym sym_table[] = {GG_CUDA_HOOKS(SYM_ROW_HOOK, SYM_ROW_PTSZ)
-                                              GG_CUDA_HOOKS_ELSEWHERE(SYM_ROW_ELSEWHERE)};
-#define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
-
-int gg_cuda_is_ours(void *fn)
-{
-	return gg_sym_is_ours(sym_table, NSYMS, fn);
-}
-
-void *gg_cuda_wrap_symbol(const char *name, void *real)
-{
-	return gg_sym_wrap(sym_table, NSYMS, name, real);
-}
+GG_VENEER_SYMS(cuda, GG_CUDA_HOOKS(SYM_ROW_HOOK, SYM_ROW_PTSZ) GG_CUDA_HOOKS_ELSEWHERE(SYM_ROW_ELSEWHERE))

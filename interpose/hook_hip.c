@@ -36,6 +36,13 @@ HIP_HELPERS(DECLARE_REAL)
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBHIP))
 #define SLOT(n) ((void *_Atomic *)&real_##n)
 
+#define GG_VENEER_RESULT gg_hipError_t
+#define GG_VENEER_RT hip
+#define GG_VENEER_OK GG_hipSuccess
+#define GG_VENEER_OOM GG_hipErrorOutOfMemory
+#define GG_VENEER_MISSING GG_hipErrorNotInitialized
+#include "veneer.h"
+
 static int current_device(void)
 {
 	gg_pfn_hipGetDevice f = HELPER(hipGetDevice);
@@ -122,23 +129,9 @@ static int pool_trim(void *pool)
 }
 
 /* Undoing a pool's growth (shape.c). */
-static int pool_free_async(uint64_t ptr, void *stream)
-{
-	gg_pfn_hipFreeAsync f = REAL(hipFreeAsync);
-	return f && f((void *)(uintptr_t)ptr, stream) == GG_hipSuccess ? 0 : -1;
-}
-
-static int pool_sync(void)
-{
-	gg_pfn_hipDeviceSynchronize f = REAL(hipDeviceSynchronize);
-	return f && f() == GG_hipSuccess ? 0 : -1;
-}
-
-static int pool_trim_to(void *pool, uint64_t keep)
-{
-	gg_pfn_hipMemPoolTrimTo f = REAL(hipMemPoolTrimTo);
-	return f && f(pool, keep) == GG_hipSuccess ? 0 : -1;
-}
+GG_VENEER_CALL(pool_free_async, hipFreeAsync, (uint64_t ptr, void *stream), ((void *)(uintptr_t)ptr, stream))
+GG_VENEER_CALL(pool_sync, hipDeviceSynchronize, (void), ())
+GG_VENEER_CALL(pool_trim_to, hipMemPoolTrimTo, (void *pool, uint64_t keep), (pool, keep))
 
 /* What the shapes (shape.c) need of the runtime. A refusal is
  * hipErrorOutOfMemory; each device is one context of the books, and pinned
@@ -157,103 +150,25 @@ static const struct gg_runtime hip = {
     .trim = pool_trim_to,
 };
 
-GG_EXPORT gg_hipError_t hipMalloc(void **ptr, size_t size)
-{
-	gg_pfn_hipMalloc real = REAL(hipMalloc);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
-	if (gg_in_hook || !ptr || size == 0)
-		return real(ptr, size); /* hipMalloc(&p, 0) succeeds with NULL: the runtime's answer */
-	GG_ENTER();
-	struct gg_alloc a = {.dev = current_device(),
-	                     .api = GPUGUARD_API_HIP_MALLOC,
-	                     .ns = GG_NS_PTR,
-	                     .charged = 1,
-	                     .size = size,
-	                     .out = ptr};
-	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, size));
-	GG_LEAVE();
-	return rc;
-}
+/* hipMalloc(&p, 0) succeeds with NULL: the runtime's answer. */
+GG_VENEER_ALLOC(hipMalloc, (void **ptr, size_t size), (ptr, size), !ptr || size == 0, .dev = current_device(),
+                .api = GPUGUARD_API_HIP_MALLOC, .ns = GG_NS_PTR, .charged = 1, .size = size, .out = ptr)
 
-GG_EXPORT gg_hipError_t hipExtMallocWithFlags(void **ptr, size_t size, unsigned int flags)
-{
-	gg_pfn_hipExtMallocWithFlags real = REAL(hipExtMallocWithFlags);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
-	if (gg_in_hook || !ptr || size == 0)
-		return real(ptr, size, flags);
-	GG_ENTER();
-	struct gg_alloc a = {.dev = current_device(),
-	                     .api = GPUGUARD_API_HIP_EXT_MALLOC,
-	                     .ns = GG_NS_PTR,
-	                     .charged = 1,
-	                     .size = size,
-	                     .out = ptr};
-	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, size, flags));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_ALLOC(hipExtMallocWithFlags, (void **ptr, size_t size, unsigned int flags), (ptr, size, flags),
+                !ptr || size == 0, .dev = current_device(), .api = GPUGUARD_API_HIP_EXT_MALLOC, .ns = GG_NS_PTR,
+                .charged = 1, .size = size, .out = ptr)
 
-GG_EXPORT gg_hipError_t hipMallocManaged(void **ptr, size_t size, unsigned int flags)
-{
-	gg_pfn_hipMallocManaged real = REAL(hipMallocManaged);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
-	if (gg_in_hook || !ptr || size == 0)
-		return real(ptr, size, flags);
-	GG_ENTER();
-	struct gg_alloc a = {.dev = current_device(),
-	                     .api = GPUGUARD_API_HIP_MALLOC_MANAGED,
-	                     .ns = GG_NS_PTR,
-	                     .charged = gg_opt.charge_managed,
-	                     .size = size,
-	                     .out = ptr};
-	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, size, flags));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_ALLOC(hipMallocManaged, (void **ptr, size_t size, unsigned int flags), (ptr, size, flags), !ptr || size == 0,
+                .dev = current_device(), .api = GPUGUARD_API_HIP_MALLOC_MANAGED, .ns = GG_NS_PTR,
+                .charged = gg_opt.charge_managed, .size = size, .out = ptr)
 
-GG_EXPORT gg_hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height)
-{
-	gg_pfn_hipMallocPitch real = REAL(hipMallocPitch);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
-	if (gg_in_hook || !ptr || !pitch || width == 0 || height == 0 || width > SIZE_MAX / 2 / height)
-		return real(ptr, pitch, width, height);
-	GG_ENTER();
-	/* reserved for a 512-byte-aligned pitch, settled to the runtime's */
-	struct gg_alloc a = {.dev = current_device(),
-	                     .api = GPUGUARD_API_HIP_MALLOC_PITCH,
-	                     .ns = GG_NS_PTR,
-	                     .charged = 1,
-	                     .size = (width + 511) / 512 * 512 * height,
-	                     .out = ptr,
-	                     .pitch = pitch,
-	                     .rows = height};
-	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(ptr, pitch, width, height));
-	GG_LEAVE();
-	return rc;
-}
+/* reserved for a 512-byte-aligned pitch, settled to the runtime's */
+GG_VENEER_ALLOC(hipMallocPitch, (void **ptr, size_t *pitch, size_t width, size_t height), (ptr, pitch, width, height),
+                !ptr || !pitch || width == 0 || height == 0 || width > SIZE_MAX / 2 / height, .dev = current_device(),
+                .api = GPUGUARD_API_HIP_MALLOC_PITCH, .ns = GG_NS_PTR, .charged = 1,
+                .size = (width + 511) / 512 * 512 * height, .out = ptr, .pitch = pitch, .rows = height)
 
-GG_EXPORT gg_hipError_t hipFree(void *ptr)
-{
-	gg_pfn_hipFree real = REAL(hipFree);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook || !ptr)
-		return real(ptr);
-	GG_ENTER();
-	struct gg_free f;
-	gg_free_begin(&f, GG_NS_PTR, (uint64_t)(uintptr_t)ptr);
-	gg_hipError_t rc = gg_free_end(&hip, &f, real(ptr));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_FREE(hipFree, (void *ptr), (ptr), GG_NS_PTR, ptr)
 
 /* For a dump on a failure: the runtime's free/total on the failing thread. */
 static int runtime_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
@@ -293,34 +208,9 @@ __attribute__((constructor)) static void register_meminfo(void)
 
 /* ---- pinned host memory: tracked for dumps, never charged ------------- */
 
-GG_EXPORT gg_hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
-{
-	gg_pfn_hipHostMalloc real = REAL(hipHostMalloc);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook || !ptr || size == 0)
-		return real(ptr, size, flags);
-	GG_ENTER();
-	gg_host_alloc_begin(&hip);
-	gg_hipError_t rc = gg_host_alloc_end(&hip, real(ptr, size, flags), ptr, size);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_HOST_ALLOC(hipHostMalloc, (void **ptr, size_t size, unsigned int flags), (ptr, size, flags), ptr, size)
 
-GG_EXPORT gg_hipError_t hipHostFree(void *ptr)
-{
-	gg_pfn_hipHostFree real = REAL(hipHostFree);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook || !ptr)
-		return real(ptr);
-	GG_ENTER();
-	struct gg_free f;
-	gg_host_free_begin(&f, (uint64_t)(uintptr_t)ptr);
-	gg_hipError_t rc = gg_host_free_end(&hip, &f, real(ptr));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_HOST_FREE(hipHostFree, (void *ptr), (ptr), ptr)
 
 /* ---- stream-ordered ---------------------------------------------------- */
 
@@ -339,122 +229,49 @@ static int stream_device(gg_hipStream_t s)
 	return d;
 }
 
-GG_EXPORT gg_hipError_t hipMallocAsync(void **ptr, size_t size, gg_hipStream_t stream)
+/* dev's current pool, or NULL. */
+static gg_hipMemPool_t device_pool(int dev)
 {
-	gg_pfn_hipMallocAsync real = REAL(hipMallocAsync);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
-	if (gg_in_hook || !ptr || size == 0)
-		return real(ptr, size, stream);
-	GG_ENTER();
-	int dev = stream_device(stream); /* its pool is that device's current one */
 	gg_hipMemPool_t pool = NULL;
 	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
 	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
 		pool = NULL;
-	struct gg_pool_alloc pa = {.a = {.dev = dev,
-	                                 .api = GPUGUARD_API_HIP_MALLOC_ASYNC,
-	                                 .ns = GG_NS_PTR,
-	                                 .charged = 1,
-	                                 .size = size,
-	                                 .out = ptr},
-	                           .pool = pool,
-	                           .stream = stream};
-	gg_hipError_t rc = GG_POOL_ALLOC(&hip, &pa, real(ptr, size, stream));
-	GG_LEAVE();
-	return rc;
+	return pool;
 }
 
-GG_EXPORT gg_hipError_t hipMallocFromPoolAsync(void **ptr, size_t size, gg_hipMemPool_t pool, gg_hipStream_t stream)
+/* The device pool's blocks are charged to; a pool we did not see created
+ * goes with its stream's. */
+static int pool_device(gg_hipMemPool_t pool, gg_hipStream_t stream)
 {
-	gg_pfn_hipMallocFromPoolAsync real = REAL(hipMallocFromPoolAsync);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
-	if (gg_in_hook || !ptr || size == 0 || !pool)
-		return real(ptr, size, pool, stream);
-	GG_ENTER();
 	int dev = gg_pool_device(pool);
-	if (dev < 0)
-		dev = stream_device(stream); /* a pool we did not see created */
-	struct gg_pool_alloc pa = {.a = {.dev = dev,
-	                                 .api = GPUGUARD_API_HIP_MALLOC_FROM_POOL,
-	                                 .ns = GG_NS_PTR,
-	                                 .charged = 1,
-	                                 .size = size,
-	                                 .out = ptr},
-	                           .pool = pool,
-	                           .stream = stream};
-	gg_hipError_t rc = GG_POOL_ALLOC(&hip, &pa, real(ptr, size, pool, stream));
-	GG_LEAVE();
-	return rc;
+	return dev < 0 ? stream_device(stream) : dev;
 }
 
-GG_EXPORT gg_hipError_t hipFreeAsync(void *ptr, gg_hipStream_t stream)
-{
-	gg_pfn_hipFreeAsync real = REAL(hipFreeAsync);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook || !ptr)
-		return real(ptr, stream);
-	GG_ENTER();
-	struct gg_free f;
-	gg_free_begin(&f, GG_NS_PTR, (uint64_t)(uintptr_t)ptr);
-	gg_hipError_t rc = gg_free_end(&hip, &f, real(ptr, stream));
-	GG_LEAVE();
-	return rc;
-}
+/* Its pool is the current one of the stream's device. */
+GG_VENEER_POOL_ALLOC(hipMallocAsync, (void **ptr, size_t size, gg_hipStream_t stream), (ptr, size, stream),
+                     !ptr || size == 0, GPUGUARD_API_HIP_MALLOC_ASYNC, stream_device(stream), device_pool(dev), size,
+                     ptr, stream)
 
-GG_EXPORT gg_hipError_t hipMemPoolCreate(gg_hipMemPool_t *pool, const gg_hipMemPoolProps *props)
-{
-	gg_pfn_hipMemPoolCreate real = REAL(hipMemPoolCreate);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	int dev = props && props->location.type == GG_hipMemLocationTypeDevice ? props->location.id : -1;
-	return gg_pool_created(&hip, real(pool, props), pool, dev);
-}
+GG_VENEER_POOL_ALLOC(hipMallocFromPoolAsync, (void **ptr, size_t size, gg_hipMemPool_t pool, gg_hipStream_t stream),
+                     (ptr, size, pool, stream), !ptr || size == 0 || !pool, GPUGUARD_API_HIP_MALLOC_FROM_POOL,
+                     pool_device(pool, stream), pool, size, ptr, stream)
 
-GG_EXPORT gg_hipError_t hipMemPoolDestroy(gg_hipMemPool_t pool)
-{
-	gg_pfn_hipMemPoolDestroy real = REAL(hipMemPoolDestroy);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook)
-		return real(pool);
-	GG_ENTER();
-	struct gg_pool_doom d;
-	gg_pool_destroy_enter(&hip, pool, &d);
-	gg_hipError_t rc = gg_pool_destroy_leave(&hip, pool, &d, real(pool));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_FREE(hipFreeAsync, (void *ptr, gg_hipStream_t stream), (ptr, stream), GG_NS_PTR, ptr)
 
-GG_EXPORT gg_hipError_t hipMemPoolTrimTo(gg_hipMemPool_t pool, size_t keep)
-{
-	gg_pfn_hipMemPoolTrimTo real = REAL(hipMemPoolTrimTo);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook)
-		return real(pool, keep);
-	GG_ENTER();
-	gg_hipError_t rc = gg_pool_trimmed(&hip, real(pool, keep), pool);
-	GG_LEAVE();
-	return rc;
-}
+#define POOL_DEV(props) ((props) && (props)->location.type == GG_hipMemLocationTypeDevice ? (props)->location.id : -1)
+GG_VENEER_NOTE(hipMemPoolCreate, (gg_hipMemPool_t * pool, const gg_hipMemPoolProps *props), (pool, props),
+               gg_pool_created, pool, POOL_DEV(props))
+
+GG_VENEER_POOL_DESTROY(hipMemPoolDestroy, (gg_hipMemPool_t pool), (pool), pool)
+
+GG_VENEER_POOL_TRIM(hipMemPoolTrimTo, (gg_hipMemPool_t pool, size_t keep), (pool, keep), pool)
 
 /* ---- reset --------------------------------------------------------------- */
 
 /* hipDeviceReset frees every allocation of the current device (ROCm: "destroy
  * all resources ... on the current device"): the books follow. */
-GG_EXPORT gg_hipError_t hipDeviceReset(void)
+static gg_hipError_t device_reset(gg_pfn_hipDeviceReset real)
 {
-	gg_pfn_hipDeviceReset real = REAL(hipDeviceReset);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook)
-		return real();
-	GG_ENTER();
 	int dev = current_device();
 	struct gg_ctx_drop d = {0};
 	if (dev >= 0)
@@ -463,9 +280,10 @@ GG_EXPORT gg_hipError_t hipDeviceReset(void)
 	gg_ctx_drop_end(&d, rc == GG_hipSuccess);
 	if (rc == GG_hipSuccess && dev >= 0)
 		gg_pool_after_reset(dev);
-	GG_LEAVE();
 	return rc;
 }
+
+GG_VENEER(hipDeviceReset, (void), (), 0, 0, rc = device_reset(real);)
 
 /* ---- virtual memory management ---------------------------------------- */
 
@@ -507,151 +325,46 @@ GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle,
 	return rc;
 }
 
-GG_EXPORT gg_hipError_t hipMemRelease(gg_hipMemGenericAllocationHandle_t handle)
-{
-	gg_pfn_hipMemRelease real = REAL(hipMemRelease);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook || !handle)
-		return real(handle);
-	GG_ENTER();
-	struct gg_release r; /* only the last reference or mapping refunds */
-	gg_release_begin(&r, (uint64_t)(uintptr_t)handle);
-	gg_hipError_t rc = gg_release_end(&hip, &r, real(handle));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_RELEASE(hipMemRelease, (gg_hipMemGenericAllocationHandle_t handle), (handle), !handle, handle)
 
-GG_EXPORT gg_hipError_t hipMemRetainAllocationHandle(gg_hipMemGenericAllocationHandle_t *handle, void *addr)
-{
-	gg_pfn_hipMemRetainAllocationHandle real = REAL(hipMemRetainAllocationHandle);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	return gg_note_retained(&hip, real(handle, addr), handle);
-}
+GG_VENEER_NOTE(hipMemRetainAllocationHandle, (gg_hipMemGenericAllocationHandle_t * handle, void *addr), (handle, addr),
+               gg_note_retained, handle)
 
 /* Imported memory is its exporter's charge (see hook_cuda.c). */
-GG_EXPORT gg_hipError_t hipMemImportFromShareableHandle(gg_hipMemGenericAllocationHandle_t *handle, void *osHandle,
-                                                        gg_hipMemAllocationHandleType shHandleType)
-{
-	gg_pfn_hipMemImportFromShareableHandle real = REAL(hipMemImportFromShareableHandle);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	return gg_note_imported(&hip, real(handle, osHandle, shHandleType), handle);
-}
+GG_VENEER_NOTE(hipMemImportFromShareableHandle,
+               (gg_hipMemGenericAllocationHandle_t * handle, void *osHandle,
+                gg_hipMemAllocationHandleType shHandleType),
+               (handle, osHandle, shHandleType), gg_note_imported, handle)
 
 /* Reservations and mappings, for dumps (see hook_cuda.c, vmm.c). */
-GG_EXPORT gg_hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
-                                             unsigned long long flags)
-{
-	gg_pfn_hipMemAddressReserve real = REAL(hipMemAddressReserve);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	return gg_note_reserved(&hip, real(ptr, size, alignment, addr, flags), ptr, size);
-}
+GG_VENEER_NOTE(hipMemAddressReserve, (void **ptr, size_t size, size_t alignment, void *addr, unsigned long long flags),
+               (ptr, size, alignment, addr, flags), gg_note_reserved, ptr, size)
 
-GG_EXPORT gg_hipError_t hipMemAddressFree(void *ptr, size_t size)
-{
-	gg_pfn_hipMemAddressFree real = REAL(hipMemAddressFree);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook)
-		return real(ptr, size);
-	GG_ENTER();
-	struct gg_vmm_op op;
-	gg_unmap_begin(&op, (uint64_t)(uintptr_t)ptr, size);
-	gg_hipError_t rc = gg_unmap_end(&hip, &op, real(ptr, size), (uint64_t)(uintptr_t)ptr, size, 1);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_UNMAP(hipMemAddressFree, (void *ptr, size_t size), (ptr, size), ptr, size, 1)
 
-GG_EXPORT gg_hipError_t hipMemMap(void *ptr, size_t size, size_t offset, gg_hipMemGenericAllocationHandle_t handle,
-                                  unsigned long long flags)
-{
-	gg_pfn_hipMemMap real = REAL(hipMemMap);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	gg_hipError_t rc = real(ptr, size, offset, handle, flags);
-	return gg_note_mapped(&hip, rc, (uint64_t)(uintptr_t)ptr, size, (uint64_t)(uintptr_t)handle);
-}
+GG_VENEER_NOTE(hipMemMap,
+               (void *ptr, size_t size, size_t offset, gg_hipMemGenericAllocationHandle_t handle,
+                unsigned long long flags),
+               (ptr, size, offset, handle, flags), gg_note_mapped, (uint64_t)(uintptr_t)ptr, size,
+               (uint64_t)(uintptr_t)handle)
 
-GG_EXPORT gg_hipError_t hipMemUnmap(void *ptr, size_t size)
-{
-	gg_pfn_hipMemUnmap real = REAL(hipMemUnmap);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook)
-		return real(ptr, size);
-	GG_ENTER();
-	struct gg_vmm_op op;
-	gg_unmap_begin(&op, (uint64_t)(uintptr_t)ptr, size);
-	gg_hipError_t rc = gg_unmap_end(&hip, &op, real(ptr, size), (uint64_t)(uintptr_t)ptr, size, 0);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_UNMAP(hipMemUnmap, (void *ptr, size_t size), (ptr, size), ptr, size, 0)
 
 /* ---- memory info ------------------------------------------------------- */
 
-GG_EXPORT gg_hipError_t hipMemGetInfo(size_t *free, size_t *total)
-{
-	gg_pfn_hipMemGetInfo real = REAL(hipMemGetInfo);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook)
-		return real(free, total);
-	GG_ENTER();
-	size_t f = 0, t = 0;
-	gg_hipError_t rc = real(&f, &t);
-	rc = gg_meminfo_end(&hip, rc, f, t, free, total);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_MEMINFO(hipMemGetInfo)
 
-GG_EXPORT gg_hipError_t hipDeviceTotalMem(size_t *bytes, gg_hipDevice_t dev)
-{
-	gg_pfn_hipDeviceTotalMem real = REAL(hipDeviceTotalMem);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	if (gg_in_hook || !bytes || dev < 0 || dev >= GG_MAX_DEVICES)
-		return real(bytes, dev);
-	GG_ENTER();
-	gg_hipError_t rc = gg_total_end(&hip, real(bytes, dev), bytes, dev);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_TOTAL(hipDeviceTotalMem, (size_t * bytes, gg_hipDevice_t dev), (bytes, dev), bytes, dev)
 
 /* ---- synchronisation points ------------------------------------------- */
 
 /* As in hook_cuda.c: pools give reserve back at a synchronisation; credit it
  * there (issue 9, finding 3). The runtime's result is returned untouched. */
-GG_EXPORT gg_hipError_t hipStreamSynchronize(gg_hipStream_t stream)
-{
-	gg_pfn_hipStreamSynchronize real = REAL(hipStreamSynchronize);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	return gg_note_synced(&hip, real(stream));
-}
+GG_VENEER_NOTE(hipStreamSynchronize, (gg_hipStream_t stream), (stream), gg_note_synced)
 
-GG_EXPORT gg_hipError_t hipDeviceSynchronize(void)
-{
-	gg_pfn_hipDeviceSynchronize real = REAL(hipDeviceSynchronize);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	return gg_note_synced(&hip, real());
-}
+GG_VENEER_NOTE(hipDeviceSynchronize, (void), (), gg_note_synced)
 
 /* ---- for the dlsym override -------------------------------------------- */
 
 #define SYM_ROW(n, ...) {#n, (void *)n, SLOT(n)},
-static const struct gg_sym sym_table[] = {GG_HIP_HOOKS(SYM_ROW)};
-#define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
-
-int gg_hip_is_ours(void *fn)
-{
-	return gg_sym_is_ours(sym_table, NSYMS, fn);
-}
-
-void *gg_hip_wrap_symbol(const char *name, void *real)
-{
-	return gg_sym_wrap(sym_table, NSYMS, name, real);
-}
+GG_VENEER_SYMS(hip, GG_HIP_HOOKS(SYM_ROW))

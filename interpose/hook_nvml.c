@@ -29,6 +29,11 @@ NVML_HELPERS(DECLARE_REAL)
 #define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBNVML))
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBNVML))
 
+#define GG_VENEER_RESULT gg_nvmlReturn_t
+#define GG_VENEER_OOM GG_NVML_ERROR_UNKNOWN /* never answered: no NVML hook allocates */
+#define GG_VENEER_MISSING GG_NVML_ERROR_UNINITIALIZED
+#include "veneer.h"
+
 /* ---- helpers ----------------------------------------------------------- */
 
 static int hex_digit(char c)
@@ -101,49 +106,16 @@ static void rewrite(gg_nvmlDevice_t device, unsigned long long *total, unsigned 
 
 /* ---- memory info ------------------------------------------------------- */
 
-GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo(gg_nvmlDevice_t device, gg_nvmlMemory_t *memory)
-{
-	gg_pfn_nvmlDeviceGetMemoryInfo real = REAL(nvmlDeviceGetMemoryInfo);
-	if (!real)
-		return GG_NVML_ERROR_UNINITIALIZED;
-	if (gg_in_hook)
-		return real(device, memory);
-	GG_ENTER();
-	gg_nvmlReturn_t rc = real(device, memory);
-	if (rc == GG_NVML_SUCCESS && memory) /* v1's used includes what the driver reserves */
-		rewrite(device, &memory->total, &memory->free, &memory->used, NULL);
-	GG_LEAVE();
-	return rc;
-}
-
-GG_EXPORT gg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(gg_nvmlDevice_t device, gg_nvmlMemory_v2_t *memory)
-{
-	gg_pfn_nvmlDeviceGetMemoryInfo_v2 real = REAL(nvmlDeviceGetMemoryInfo_v2);
-	if (!real)
-		return GG_NVML_ERROR_UNINITIALIZED;
-	if (gg_in_hook)
-		return real(device, memory);
-	GG_ENTER();
-	gg_nvmlReturn_t rc = real(device, memory); /* checks memory->version */
-	if (rc == GG_NVML_SUCCESS && memory)
-		rewrite(device, &memory->total, &memory->free, &memory->used, &memory->reserved);
-	GG_LEAVE();
-	return rc;
-}
+/* reserved: the struct's field for what the driver reserves, or NULL. */
+#define MEMINFO_HOOK(name, type, reserved)                                                                          \
+	GG_VENEER(name, (gg_nvmlDevice_t device, type * memory), (device, memory), 0, 0, rc = real(device, memory); \
+	          if (rc == GG_NVML_SUCCESS && memory)                                                              \
+	              rewrite(device, &memory->total, &memory->free, &memory->used, reserved);)
+MEMINFO_HOOK(nvmlDeviceGetMemoryInfo, gg_nvmlMemory_t, NULL) /* v1's used includes what the driver reserves */
+MEMINFO_HOOK(nvmlDeviceGetMemoryInfo_v2, gg_nvmlMemory_v2_t, &memory->reserved) /* the real one checks the version */
 
 /* ---- for the dlsym override -------------------------------------------- */
 
 #define SLOT(n) ((void *_Atomic *)&real_##n)
 #define SYM_ROW(n, ...) {#n, (void *)n, SLOT(n)},
-static const struct gg_sym sym_table[] = {GG_NVML_HOOKS(SYM_ROW)};
-#define NSYMS (sizeof(sym_table) / sizeof(sym_table[0]))
-
-int gg_nvml_is_ours(void *fn)
-{
-	return gg_sym_is_ours(sym_table, NSYMS, fn);
-}
-
-void *gg_nvml_wrap_symbol(const char *name, void *real)
-{
-	return gg_sym_wrap(sym_table, NSYMS, name, real);
-}
+GG_VENEER_SYMS(nvml, GG_NVML_HOOKS(SYM_ROW))

@@ -3,7 +3,8 @@
  * table, the cuGetProcAddress substitutions (hook_cuda.c, hook_hip.c,
  * hook_nvml.c) and the export list tests/scripts/exports.sh holds the library
  * to (the Makefile's exports.txt). Adding a hook is one row here and its
- * body; the prototype is the runtime's ABI list (gpuguard/cuda_abi_funcs.h). */
+ * body, a veneer (veneer.h); the prototype is the runtime's ABI list
+ * (gpuguard/cuda_abi_funcs.h). */
 #ifndef GG_HOOKS_H
 #define GG_HOOKS_H
 

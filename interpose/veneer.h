@@ -1,0 +1,156 @@
+/* gpuguard: the frame every hook shares, written once for every runtime.
+ * A hook file defines GG_VENEER_RESULT (its runtime's result type),
+ * GG_VENEER_RT (its struct gg_runtime), GG_VENEER_OK and GG_VENEER_OOM (its
+ * codes), GG_VENEER_MISSING (the answer when the real function cannot be
+ * found) and REAL(name), then includes this. Each hook is then its
+ * signature, when it passes straight through, and the shape (shape.c) it
+ * runs; the compiler holds the signature to the ABI's prototype
+ * (gpuguard/cuda_abi_funcs.h, hip_abi_funcs.h, nvml_abi.h). */
+#ifndef GG_VENEER_H
+#define GG_VENEER_H
+
+/* The real function, or the runtime's answer that it is not there. */
+#define GG_VENEER_REAL(name)              \
+	gg_pfn_##name real = REAL(name);  \
+	if (!real) {                      \
+		return GG_VENEER_MISSING; \
+	}                                 \
+	(void)0
+
+/* Resolves the real function; if refuse, answers GG_VENEER_OOM in a signal
+ * handler that interrupted a hook (GG_SIG_REFUSE, before the re-entry
+ * check); re-entered, or where pass holds (arguments the runtime answers
+ * for itself), goes straight to the runtime; else runs the body, which sets
+ * rc, between GG_ENTER and GG_LEAVE. */
+#define GG_VENEER(name, params, args, refuse, pass, ...) \
+	GG_EXPORT GG_VENEER_RESULT name params           \
+	{                                                \
+		GG_VENEER_REAL(name);                    \
+		if (refuse)                              \
+			GG_SIG_REFUSE(GG_VENEER_OOM);    \
+		if (gg_in_hook || (pass))                \
+			return real args;                \
+		GG_ENTER();                              \
+		GG_VENEER_RESULT rc;                     \
+		__VA_ARGS__                              \
+		GG_LEAVE();                              \
+		return rc;                               \
+	}
+
+/* Notes what a successful call did: the real call, then note(rt, rc, ...),
+ * which enters the books itself only when there is something to note. */
+#define GG_VENEER_NOTE(name, params, args, note, ...)                 \
+	GG_EXPORT GG_VENEER_RESULT name params                        \
+	{                                                             \
+		GG_VENEER_REAL(name);                                 \
+		return note(&GG_VENEER_RT, real args, ##__VA_ARGS__); \
+	}
+
+/* Notes what a successful call did, where when holds (when names
+ * gg_in_hook itself, so that the order of its tests is the hook's): the
+ * body runs between GG_ENTER and GG_LEAVE after the real call. */
+#define GG_VENEER_AFTER(name, params, args, when, ...) \
+	GG_EXPORT GG_VENEER_RESULT name params         \
+	{                                              \
+		GG_VENEER_REAL(name);                  \
+		GG_VENEER_RESULT rc = real args;       \
+		if (rc == GG_VENEER_OK && (when)) {    \
+			GG_ENTER();                    \
+			__VA_ARGS__                    \
+			GG_LEAVE();                    \
+		}                                      \
+		return rc;                             \
+	}
+
+/* Hands the real function, with args, to impl, whose frame is its own (a
+ * body that serves several variants of a name). */
+#define GG_VENEER_TO(name, params, impl, args) \
+	GG_EXPORT GG_VENEER_RESULT name params \
+	{                                      \
+		GG_VENEER_REAL(name);          \
+		return impl args;              \
+	}
+
+/* An allocation: the rest of the arguments initialise its struct gg_alloc. */
+#define GG_VENEER_ALLOC(name, params, args, pass, ...)                            \
+	GG_VENEER(name, params, args, 1, pass, struct gg_alloc a = {__VA_ARGS__}; \
+	          rc = GG_ALLOC(&GG_VENEER_RT, &a, real args);)
+
+/* A stream-ordered allocation of size bytes from pool on dev (an
+ * expression that may use dev), for stream. */
+#define GG_VENEER_POOL_ALLOC(name, params, args, pass, api, dev_, pool, size, out, stream)       \
+	GG_VENEER(name, params, args, 1, pass, int dev = dev_;                                   \
+	          struct gg_pool_alloc pa = GG_POOL_ALLOC_OF(api, dev, pool, size, out, stream); \
+	          rc = GG_POOL_ALLOC(&GG_VENEER_RT, &pa, real args);)
+/* The struct gg_pool_alloc of such a request. */
+#define GG_POOL_ALLOC_OF(api_, dev_, pool_, size_, out_, stream_)                                           \
+	(struct gg_pool_alloc)                                                                              \
+	{                                                                                                   \
+		.a = {.dev = dev_, .api = api_, .ns = GG_NS_PTR, .charged = 1, .size = size_, .out = out_}, \
+		.pool = pool_, .stream = stream_                                                            \
+	}
+
+/* A free of raw in namespace ns; a null raw goes to the runtime. */
+#define GG_VENEER_FREE(name, params, args, ns, raw)                                                                   \
+	GG_VENEER(name, params, args, 0, !(raw), struct gg_free f; gg_free_begin(&f, ns, (uint64_t)(uintptr_t)(raw)); \
+	          rc = gg_free_end(&GG_VENEER_RT, &f, real args);)
+
+/* A VMM handle's release: only its last reference or mapping refunds it. */
+#define GG_VENEER_RELEASE(name, params, args, pass, handle)            \
+	GG_VENEER(name, params, args, 0, pass, struct gg_release r;    \
+	          gg_release_begin(&r, (uint64_t)(uintptr_t)(handle)); \
+	          rc = gg_release_end(&GG_VENEER_RT, &r, real args);)
+
+/* An unmap of [ptr, ptr + size); range: the reservation itself goes. */
+#define GG_VENEER_UNMAP(name, params, args, ptr, size, range)            \
+	GG_VENEER(name, params, args, 0, 0, struct gg_vmm_op op;         \
+	          gg_unmap_begin(&op, (uint64_t)(uintptr_t)(ptr), size); \
+	          rc = gg_unmap_end(&GG_VENEER_RT, &op, real args, (uint64_t)(uintptr_t)(ptr), size, range);)
+
+/* Pinned host memory: tracked for dumps, never charged. */
+#define GG_VENEER_HOST_ALLOC(name, params, args, ptr, size)                                         \
+	GG_VENEER(name, params, args, 0, !(ptr) || (size) == 0, gg_host_alloc_begin(&GG_VENEER_RT); \
+	          rc = gg_host_alloc_end(&GG_VENEER_RT, real args, ptr, size);)
+#define GG_VENEER_HOST_FREE(name, params, args, ptr)                                                                   \
+	GG_VENEER(name, params, args, 0, !(ptr), struct gg_free f; gg_host_free_begin(&f, (uint64_t)(uintptr_t)(ptr)); \
+	          rc = gg_host_free_end(&GG_VENEER_RT, &f, real args);)
+
+/* Free and total memory, answered under the ceiling. */
+#define GG_VENEER_MEMINFO(name)                                                                                       \
+	GG_VENEER(name, (size_t * free, size_t * total), (free, total), 0, 0, size_t f = 0, t = 0; rc = real(&f, &t); \
+	          rc = gg_meminfo_end(&GG_VENEER_RT, rc, f, t, free, total);)
+/* A device's total, answered under the ceiling. */
+#define GG_VENEER_TOTAL(name, params, args, bytes, dev)                                    \
+	GG_VENEER(name, params, args, 0, !(bytes) || (dev) < 0 || (dev) >= GG_MAX_DEVICES, \
+	          rc = gg_total_end(&GG_VENEER_RT, real args, bytes, dev);)
+
+/* Pool management. */
+#define GG_VENEER_POOL_DESTROY(name, params, args, pool)                                                           \
+	GG_VENEER(name, params, args, 0, 0, struct gg_pool_doom d; gg_pool_destroy_enter(&GG_VENEER_RT, pool, &d); \
+	          rc = gg_pool_destroy_leave(&GG_VENEER_RT, pool, &d, real args);)
+#define GG_VENEER_POOL_TRIM(name, params, args, pool) \
+	GG_VENEER(name, params, args, 0, 0, rc = gg_pool_trimmed(&GG_VENEER_RT, real args, pool);)
+
+/* A runtime call the shapes make (struct gg_runtime): 0 when fn answered
+ * GG_VENEER_OK, -1 when it failed or cannot be found. */
+#define GG_VENEER_CALL(self, fn, params, args)               \
+	static int self params                               \
+	{                                                    \
+		gg_pfn_##fn f = REAL(fn);                    \
+		return f && f args == GG_VENEER_OK ? 0 : -1; \
+	}
+
+/* The dlsym override's table of a runtime's hooks (rows: one GG_*_HOOKS
+ * expansion of {name, ours, real slot}), and its two questions. */
+#define GG_VENEER_SYMS(prefix, ...)                                                                  \
+	static const struct gg_sym sym_table[] = {__VA_ARGS__};                                      \
+	int gg_##prefix##_is_ours(void *fn)                                                          \
+	{                                                                                            \
+		return gg_sym_is_ours(sym_table, sizeof(sym_table) / sizeof(sym_table[0]), fn);      \
+	}                                                                                            \
+	void *gg_##prefix##_wrap_symbol(const char *name, void *real)                                \
+	{                                                                                            \
+		return gg_sym_wrap(sym_table, sizeof(sym_table) / sizeof(sym_table[0]), name, real); \
+	}
+
+#endif
