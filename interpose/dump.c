@@ -353,7 +353,6 @@ void gg_dump_after_fork_child(void)
 	pthread_mutex_init(&write_lock, NULL);
 }
 
-
 __attribute__((destructor)) static void dump_at_exit(void)
 {
 	/* Let a dump in flight finish (bounded): the process is exiting and the

@@ -131,15 +131,15 @@
 	X(gpuguard_device_stats) \
 	X(gpuguard_table_stats)
 #define GG_LIBC_EXPORTS(X) \
-	X(dlsym)            \
-	X(sigaction)        \
-	X(__sigaction)      \
-	X(signal)           \
-	X(bsd_signal)       \
-	X(ssignal)          \
-	X(sysv_signal)      \
-	X(__sysv_signal)    \
-	X(sigset)           \
+	X(dlsym)           \
+	X(sigaction)       \
+	X(__sigaction)     \
+	X(signal)          \
+	X(bsd_signal)      \
+	X(ssignal)         \
+	X(sysv_signal)     \
+	X(__sysv_signal)   \
+	X(sigset)          \
 	X(siginterrupt)
 
 #endif

@@ -286,8 +286,8 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 	return raw ^ ((uint64_t)ns << 62);
 }
 
-#define GG_REC_CHARGED 0x1 /* the record's charge was added to its device's `used` */
-#define GG_REC_HOST 0x2    /* pinned host memory: never charged, not a device allocation */
+#define GG_REC_CHARGED 0x1   /* the record's charge was added to its device's `used` */
+#define GG_REC_HOST 0x2      /* pinned host memory: never charged, not a device allocation */
 #define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
 /* Pinned host pointers share the table under GG_NS_PTR with this bit set:
  * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
@@ -834,12 +834,12 @@ struct gg_alloc {
 	int dev;
 	enum gpuguard_api api;
 	enum gg_key_ns ns;
-	int charged;         /* 0: recorded, never charged (managed memory, if told) */
+	int charged; /* 0: recorded, never charged (managed memory, if told) */
 	uint64_t size;
 	void *out;           /* the runtime's out slot: 8 bytes, pointer or handle */
 	const size_t *pitch; /* when the runtime picks a pitch: size = *pitch * rows */
 	uint64_t rows;
-	uint64_t charge;     /* set by begin */
+	uint64_t charge; /* set by begin */
 };
 int gg_alloc_begin(const struct gg_runtime *rt, struct gg_alloc *a);
 /* end's uncommon paths: a failure to roll back (raw 0), or a pitch. */

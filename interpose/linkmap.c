@@ -137,9 +137,9 @@ static void patch_relocs(struct dl_phdr_info *info, const ElfW(Rela) * rel, size
 		uintptr_t c = (uintptr_t)cur;
 		int unbound = c >= lo && c < hi; /* a lazy PLT stub of the object itself */
 		if (!unbound) {
-			if (!cur || (strcmp(name, "dlsym") == 0 ? cur == (void *)gg_dlsym_trampoline
-			                                         : gg_cuda_is_ours(cur) || gg_hip_is_ours(cur) ||
-			                                               gg_nvml_is_ours(cur)))
+			if (!cur || (strcmp(name, "dlsym") == 0
+			                 ? cur == (void *)gg_dlsym_trampoline
+			                 : gg_cuda_is_ours(cur) || gg_hip_is_ours(cur) || gg_nvml_is_ours(cur)))
 				continue; /* already ours */
 			const char *owner = object_name(cur);
 			if (!real_provider(name, owner)) {
@@ -148,7 +148,8 @@ static void patch_relocs(struct dl_phdr_info *info, const ElfW(Rela) * rel, size
 					gg_log(GG_LOG_WARN,
 					       "%s binds dlsym to %s, ahead of gpuguard: driver lookups through it are "
 					       "not governed",
-					       *info->dlpi_name ? info->dlpi_name : "the program", *owner ? owner : "?");
+					       *info->dlpi_name ? info->dlpi_name : "the program",
+					       *owner ? owner : "?");
 				continue;
 			}
 		}
@@ -252,7 +253,8 @@ static int generation_of(struct dl_phdr_info *info, size_t size, void *arg)
 void gg_linkmap_follow(void)
 {
 	/* relaxed: as in gg_in_hook; an inert copy binds nothing */
-	if (!atomic_load_explicit(&ready, memory_order_relaxed) || atomic_load_explicit(&gg_inert, memory_order_relaxed))
+	if (!atomic_load_explicit(&ready, memory_order_relaxed) ||
+	    atomic_load_explicit(&gg_inert, memory_order_relaxed))
 		return;
 	unsigned long long gen = 0;
 	dl_iterate_phdr(generation_of, &gen);

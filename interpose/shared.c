@@ -626,8 +626,8 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	char *a = si ? (char *)si->si_addr : NULL;
 	if (base && si && si->si_code > 0 && a >= base && a < base + GPUGUARD_REGION_SIZE) {
 		int saved = errno;
-		void *m = mmap(base, GPUGUARD_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-		               -1, 0);
+		void *m = mmap(base, GPUGUARD_REGION_SIZE, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		if (m == base) {
 			lose_region();
 			errno = saved;

@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer and ThreadSanitizer (each its own build in
 # build/san-<name>/), then the unit, simulator and preload tests cross-built
 # for aarch64 and run under qemu-user (tests/aarch64.sh, build/aarch64/),
-# closing on one "N passed, N failed" line for all five.
+# closing on one "N passed, N failed" line for all five and the format check.
 MAKE=${MAKE:-make}
 total_p=0
 total_f=0
@@ -21,6 +21,18 @@ count() {
 	total_f=$((total_f + ${f:-0}))
 	total_s=$((total_s + ${s:-0}))
 }
+
+# The format check first (make format-check, clang-format's --dry-run of
+# every C file): one test, passed or failed, in the totals.
+echo "=== format"
+if out=$($MAKE --no-print-directory -s format-check 2>&1); then
+	echo "ok   format-check: every C file is as clang-format writes it"
+	total_p=$((total_p + 1))
+else
+	echo "$out" | head -n 40
+	echo "FAIL format-check: run make format"
+	total_f=$((total_f + 1))
+fi
 
 for san in "" address undefined thread; do
 	label=${san:-plain}
@@ -42,7 +54,7 @@ echo "$out" | grep -v '^make'
 count "$out"
 
 echo
-echo "all variants (plain, address, undefined, thread, aarch64):"
+echo "all variants (format check, plain, address, undefined, thread, aarch64):"
 if [ "$total_s" -gt 0 ]; then
 	echo "$total_p passed, $total_f failed, $total_s skipped"
 else

@@ -21,8 +21,8 @@
 
 #include "tool.h"
 
-#define MAX_PODS 1024      /* pod directories looked at */
-#define MAX_REGIONS 256    /* regions rendered */
+#define MAX_PODS 1024       /* pod directories looked at */
+#define MAX_REGIONS 256     /* regions rendered */
 #define MAX_FILES_PER_VOL 8 /* files tried at the top of one volume */
 /* pod_uid, namespace, pod and Hostname, each escaped twice at worst */
 #define GG_POD_LABELS (64 + 4 * GG_REGION_NAME_TEXT + 2 * (4 * 255 + 1) + 64)
@@ -164,7 +164,8 @@ static void merge_text(struct merge *m, const char *text, const char *pod_labels
 			                  has_labels ? (p[nlen + 1] == '}' ? "" : ",") : "}");
 			append(m, &cur->samples, &len, cap, p, nlen + (size_t)has_labels);
 			append(m, &cur->samples, &len, cap, lab, (size_t)ll);
-			append(m, &cur->samples, &len, cap, p + nlen + (size_t)has_labels, n - nlen - (size_t)has_labels);
+			append(m, &cur->samples, &len, cap, p + nlen + (size_t)has_labels,
+			       n - nlen - (size_t)has_labels);
 			cur->nsamples = len;
 		}
 		p += n;

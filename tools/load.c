@@ -115,10 +115,14 @@ static int rec_header(struct loader *l, const struct gg_jval *o)
 		             (unsigned long long)d->format, GPUGUARD_DUMP_FORMAT);
 	if (d->format == 0)
 		return lfail(l, "dump format 0 does not exist");
-	if (get_str(l, o, GPUGUARD_KEY(header, lib), &d->lib, 0) || get_str(l, o, GPUGUARD_KEY(header, time), &d->time, 0) ||
-	    get_u64(l, o, GPUGUARD_KEY(header, unix_ms), &d->unix_ms, NULL) || get_u64(l, o, GPUGUARD_KEY(header, start_unix_ms), &d->start_unix_ms, NULL) ||
-	    get_str(l, o, GPUGUARD_KEY(header, host), &d->host, 0) || get_u64(l, o, GPUGUARD_KEY(header, pid), &d->pid, NULL) ||
-	    get_str(l, o, GPUGUARD_KEY(header, trigger), &d->trigger, 0) || get_str(l, o, GPUGUARD_KEY(header, unwinder), &d->unwinder, 0) ||
+	if (get_str(l, o, GPUGUARD_KEY(header, lib), &d->lib, 0) ||
+	    get_str(l, o, GPUGUARD_KEY(header, time), &d->time, 0) ||
+	    get_u64(l, o, GPUGUARD_KEY(header, unix_ms), &d->unix_ms, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(header, start_unix_ms), &d->start_unix_ms, NULL) ||
+	    get_str(l, o, GPUGUARD_KEY(header, host), &d->host, 0) ||
+	    get_u64(l, o, GPUGUARD_KEY(header, pid), &d->pid, NULL) ||
+	    get_str(l, o, GPUGUARD_KEY(header, trigger), &d->trigger, 0) ||
+	    get_str(l, o, GPUGUARD_KEY(header, unwinder), &d->unwinder, 0) ||
 	    get_u64(l, o, GPUGUARD_KEY(header, stack_depth), &d->stack_depth, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(header, history_capacity), &d->history_capacity, NULL))
 		return -1;
@@ -153,7 +157,8 @@ static int rec_config(struct loader *l, const struct gg_jval *o)
 	if (!d->config && !(d->config = calloc(GG_MAX_CONFIG, sizeof *d->config)))
 		return lfail(l, "out of memory");
 	struct gg_config *c = &d->config[d->nconfig++];
-	return get_str(l, o, GPUGUARD_KEY(config, name), &c->name, 0) || get_str(l, o, GPUGUARD_KEY(config, value), &c->value, 0) ||
+	return get_str(l, o, GPUGUARD_KEY(config, name), &c->name, 0) ||
+	               get_str(l, o, GPUGUARD_KEY(config, value), &c->value, 0) ||
 	               get_str(l, o, GPUGUARD_KEY(config, source), &c->source, 0)
 	           ? -1
 	           : 0;
@@ -165,17 +170,22 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	struct gg_dump_device v;
 	char *scope = NULL;
 	memset(&v, 0, sizeof v);
-	if (get_small(l, o, GPUGUARD_KEY(device, dev), &v.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(device, limit), &v.limit, &v.has_limit) ||
-	    get_u64(l, o, GPUGUARD_KEY(device, used), &v.used, NULL) || get_u64(l, o, GPUGUARD_KEY(device, peak), &v.peak, NULL) ||
+	if (get_small(l, o, GPUGUARD_KEY(device, dev), &v.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, limit), &v.limit, &v.has_limit) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, used), &v.used, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, peak), &v.peak, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(device, pool_reserved), &v.pool_reserved, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(device, live_bytes), &v.live_bytes, NULL) || get_u64(l, o, GPUGUARD_KEY(device, allocs), &v.allocs, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(device, frees), &v.frees, NULL) || get_u64(l, o, GPUGUARD_KEY(device, untracked_frees), &v.untracked_frees, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, live_bytes), &v.live_bytes, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, allocs), &v.allocs, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, frees), &v.frees, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(device, untracked_frees), &v.untracked_frees, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(device, refused_ceiling), &v.refused_ceiling, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(device, refused_config), &v.refused_config, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(device, refused_driver), &v.refused_driver, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(device, pool_overshoot), &v.pool_overshoot, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(device, driver_free), &v.driver_free, &v.has_driver_free) ||
-	    get_u64(l, o, GPUGUARD_KEY(device, driver_total), &v.driver_total, &v.has_driver_total) || get_str(l, o, GPUGUARD_KEY(device, scope), &scope, 1))
+	    get_u64(l, o, GPUGUARD_KEY(device, driver_total), &v.driver_total, &v.has_driver_total) ||
+	    get_str(l, o, GPUGUARD_KEY(device, scope), &scope, 1))
 		goto bad;
 	/* both absent from dumps written before pod scope */
 	int has_pu = gg_json_get(&l->j, o, GPUGUARD_KEY(device, process_used)) != NULL;
@@ -209,9 +219,12 @@ static int rec_request(struct loader *l, const struct gg_jval *o)
 	struct gg_dump *d = l->d;
 	if (d->has_request)
 		return lfail(l, "a second request record");
-	if (get_str(l, o, GPUGUARD_KEY(request, api), &d->req_api, 0) || get_u64(l, o, GPUGUARD_KEY(request, size), &d->req_size, NULL) ||
-	    get_small(l, o, GPUGUARD_KEY(request, dev), &d->req_dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(request, tid), &d->req_tid, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(request, stack), &d->req_stack, NULL) || get_str(l, o, GPUGUARD_KEY(request, outcome), &d->req_outcome, 0))
+	if (get_str(l, o, GPUGUARD_KEY(request, api), &d->req_api, 0) ||
+	    get_u64(l, o, GPUGUARD_KEY(request, size), &d->req_size, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(request, dev), &d->req_dev, GPUGUARD_MAX_DEVICES) ||
+	    get_u64(l, o, GPUGUARD_KEY(request, tid), &d->req_tid, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(request, stack), &d->req_stack, NULL) ||
+	    get_str(l, o, GPUGUARD_KEY(request, outcome), &d->req_outcome, 0))
 		return -1;
 	if (strcmp(d->req_outcome, "refused_ceiling") && strcmp(d->req_outcome, "driver_oom"))
 		return lfail(l, "field \"outcome\": unknown value \"%.64s\"", d->req_outcome);
@@ -222,7 +235,8 @@ static int rec_request(struct loader *l, const struct gg_jval *o)
 static int rec_host(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	if (get_u64(l, o, GPUGUARD_KEY(host, rss), &d->rss, NULL) || get_u64(l, o, GPUGUARD_KEY(host, cgroup_version), &d->cg_version, NULL) ||
+	if (get_u64(l, o, GPUGUARD_KEY(host, rss), &d->rss, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_version), &d->cg_version, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_limit), &d->cg_limit, &d->has_cg_limit) ||
 	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_usage), &d->cg_usage, &d->has_cg_usage) ||
 	    get_u64(l, o, GPUGUARD_KEY(host, cgroup_oom_kill), &d->cg_oom_kill, &d->has_cg_oom) ||
@@ -241,9 +255,13 @@ static int rec_meminfo(struct loader *l, const struct gg_jval *o)
 	struct gg_dump *d = l->d;
 	struct gg_meminfo m;
 	uint64_t of;
-	if (get_u64(l, o, GPUGUARD_KEY(meminfo, n), &m.n, NULL) || get_u64(l, o, GPUGUARD_KEY(meminfo, of), &of, NULL) || get_u64(l, o, GPUGUARD_KEY(meminfo, ms), &m.ms, NULL) ||
-	    get_small(l, o, GPUGUARD_KEY(meminfo, dev), &m.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(meminfo, free), &m.free, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(meminfo, total), &m.total, NULL) || get_u64(l, o, GPUGUARD_KEY(meminfo, used), &m.used, NULL))
+	if (get_u64(l, o, GPUGUARD_KEY(meminfo, n), &m.n, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(meminfo, of), &of, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(meminfo, ms), &m.ms, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(meminfo, dev), &m.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_u64(l, o, GPUGUARD_KEY(meminfo, free), &m.free, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(meminfo, total), &m.total, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(meminfo, used), &m.used, NULL))
 		return -1;
 	/* "via": absent for the runtime's own query; "nvml" (0.2 on). */
 	const struct gg_jval *via = gg_json_get(&l->j, o, GPUGUARD_KEY(meminfo, via));
@@ -266,8 +284,10 @@ static int rec_peak(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_peak p;
-	if (get_small(l, o, GPUGUARD_KEY(peak, dev), &p.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(peak, bytes), &p.bytes, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(peak, ms), &p.ms, NULL) || get_u64(l, o, GPUGUARD_KEY(peak, live), &p.live, NULL))
+	if (get_small(l, o, GPUGUARD_KEY(peak, dev), &p.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak, bytes), &p.bytes, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak, ms), &p.ms, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak, live), &p.live, NULL))
 		return -1;
 	for (size_t i = 0; i < d->npeaks; i++)
 		if (d->peaks[i].dev == p.dev)
@@ -280,8 +300,10 @@ static int rec_peak_site(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_peak_site p;
-	if (get_small(l, o, GPUGUARD_KEY(peak_site, dev), &p.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(peak_site, st), &p.st, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(peak_site, bytes), &p.bytes, NULL) || get_u64(l, o, GPUGUARD_KEY(peak_site, at), &p.at, NULL) ||
+	if (get_small(l, o, GPUGUARD_KEY(peak_site, dev), &p.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak_site, st), &p.st, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak_site, bytes), &p.bytes, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(peak_site, at), &p.at, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(peak_site, ms), &p.ms, NULL))
 		return -1;
 	if (d->npeak_sites >= GG_MAX_PEAK_SITES)
@@ -313,7 +335,8 @@ static int rec_vmm(struct loader *l, const struct gg_jval *o)
 	if (d->nvmm >= GG_MAX_VMM)
 		return lfail(l, "more than %d vmm records", GG_MAX_VMM);
 	if (hex_field(l, o, GPUGUARD_KEY(vmm, base)) || get_u64(l, o, GPUGUARD_KEY(vmm, size), &v.size, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(vmm, mapped), &v.mapped, NULL) || get_u64(l, o, GPUGUARD_KEY(vmm, holes), &v.holes, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(vmm, mapped), &v.mapped, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(vmm, holes), &v.holes, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(vmm, largest_hole), &v.largest_hole, NULL))
 		return -1;
 	v.base = strtoull(gg_json_get(&l->j, o, GPUGUARD_KEY(vmm, base))->s, NULL, 16); /* checked: 1-16 hex digits */
@@ -350,9 +373,11 @@ static int rec_pod(struct loader *l, const struct gg_jval *o)
 	uint32_t self = 0, alive = 0;
 	if (d->npod >= GG_MAX_POD)
 		return lfail(l, "more than %d pod records", GG_MAX_POD);
-	if (get_small(l, o, GPUGUARD_KEY(pod, slot), &u.slot, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(pod, pid), &u.pid, NULL) ||
-	    get_small(l, o, GPUGUARD_KEY(pod, self), &self, 2) || get_small(l, o, GPUGUARD_KEY(pod, alive), &alive, 2) ||
-	    get_small(l, o, GPUGUARD_KEY(pod, dev), &u.dev, GPUGUARD_MAX_DEVICES) || get_u64(l, o, GPUGUARD_KEY(pod, used), &u.used, NULL) ||
+	if (get_small(l, o, GPUGUARD_KEY(pod, slot), &u.slot, 1u << 16) ||
+	    get_u64(l, o, GPUGUARD_KEY(pod, pid), &u.pid, NULL) || get_small(l, o, GPUGUARD_KEY(pod, self), &self, 2) ||
+	    get_small(l, o, GPUGUARD_KEY(pod, alive), &alive, 2) ||
+	    get_small(l, o, GPUGUARD_KEY(pod, dev), &u.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_u64(l, o, GPUGUARD_KEY(pod, used), &u.used, NULL) ||
 	    get_str(l, o, GPUGUARD_KEY(pod, comm), &u.comm, 0)) {
 		free(u.comm);
 		return -1;
@@ -378,14 +403,21 @@ static int rec_death(struct loader *l, const struct gg_jval *o)
 	uint32_t known = 0;
 	int has_glim = 0, has_hlim = 0, has_age = 0;
 	uint64_t age = 0;
-	if (get_u64(l, o, GPUGUARD_KEY(death, n), &x.n, NULL) || get_small(l, o, GPUGUARD_KEY(death, pid), &x.pid, UINT32_MAX) ||
-	    get_str(l, o, GPUGUARD_KEY(death, comm), &comm, 0) || get_u64(l, o, GPUGUARD_KEY(death, start_ms), &x.start_ms, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(death, last_ms), &x.last_ms, NULL) || get_u64(l, o, GPUGUARD_KEY(death, found_ms), &x.found_ms, NULL) ||
+	if (get_u64(l, o, GPUGUARD_KEY(death, n), &x.n, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(death, pid), &x.pid, UINT32_MAX) ||
+	    get_str(l, o, GPUGUARD_KEY(death, comm), &comm, 0) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, start_ms), &x.start_ms, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, last_ms), &x.last_ms, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, found_ms), &x.found_ms, NULL) ||
 	    get_small(l, o, GPUGUARD_KEY(death, gpu_entry), &x.gpu_entry, GG_REGION_DEVICES) ||
-	    get_u64(l, o, GPUGUARD_KEY(death, gpu_used), &x.gpu_used, NULL) || get_u64(l, o, GPUGUARD_KEY(death, gpu_limit), &x.gpu_limit, &has_glim) ||
-	    get_small(l, o, GPUGUARD_KEY(death, refused), &x.refused, UINT32_MAX) || get_u64(l, o, GPUGUARD_KEY(death, refused_age_ms), &age, &has_age) ||
-	    get_small(l, o, GPUGUARD_KEY(death, cgroup_version), &x.cg_version, 3) || get_u64(l, o, GPUGUARD_KEY(death, working_set), &x.working_set, NULL) ||
-	    get_small(l, o, GPUGUARD_KEY(death, working_set_known), &known, 2) || get_u64(l, o, GPUGUARD_KEY(death, host_limit), &x.host_limit, &has_hlim)) {
+	    get_u64(l, o, GPUGUARD_KEY(death, gpu_used), &x.gpu_used, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, gpu_limit), &x.gpu_limit, &has_glim) ||
+	    get_small(l, o, GPUGUARD_KEY(death, refused), &x.refused, UINT32_MAX) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, refused_age_ms), &age, &has_age) ||
+	    get_small(l, o, GPUGUARD_KEY(death, cgroup_version), &x.cg_version, 3) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, working_set), &x.working_set, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(death, working_set_known), &known, 2) ||
+	    get_u64(l, o, GPUGUARD_KEY(death, host_limit), &x.host_limit, &has_hlim)) {
 		free(comm);
 		return -1;
 	}
@@ -405,9 +437,11 @@ static int rec_alloc(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
 	struct gg_alloc a;
-	if (hex_field(l, o, GPUGUARD_KEY(a, p)) || get_u64(l, o, GPUGUARD_KEY(a, s), &a.size, NULL) || get_small(l, o, GPUGUARD_KEY(a, d), &a.dev, GPUGUARD_MAX_DEVICES) ||
-	    get_small(l, o, GPUGUARD_KEY(a, api), &a.api, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(a, age), &a.age, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(a, tid), &a.tid, NULL) || get_u64(l, o, GPUGUARD_KEY(a, st), &a.st, NULL))
+	if (hex_field(l, o, GPUGUARD_KEY(a, p)) || get_u64(l, o, GPUGUARD_KEY(a, s), &a.size, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(a, d), &a.dev, GPUGUARD_MAX_DEVICES) ||
+	    get_small(l, o, GPUGUARD_KEY(a, api), &a.api, 1u << 16) ||
+	    get_u64(l, o, GPUGUARD_KEY(a, age), &a.age, NULL) || get_u64(l, o, GPUGUARD_KEY(a, tid), &a.tid, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(a, st), &a.st, NULL))
 		return -1;
 	if (d->nallocs == d->allocs_cap) {
 		size_t ncap = d->allocs_cap ? d->allocs_cap * 2 : 1024;
@@ -434,7 +468,8 @@ static int rec_hist(struct loader *l, const struct gg_jval *o)
 	}
 	h.op = op[0];
 	free(op);
-	if (hex_field(l, o, GPUGUARD_KEY(h, p)) || get_u64(l, o, GPUGUARD_KEY(h, s), &h.size, NULL) || get_small(l, o, GPUGUARD_KEY(h, d), &h.dev, GPUGUARD_MAX_DEVICES) ||
+	if (hex_field(l, o, GPUGUARD_KEY(h, p)) || get_u64(l, o, GPUGUARD_KEY(h, s), &h.size, NULL) ||
+	    get_small(l, o, GPUGUARD_KEY(h, d), &h.dev, GPUGUARD_MAX_DEVICES) ||
 	    get_small(l, o, GPUGUARD_KEY(h, api), &h.api, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(h, st), &h.st, NULL))
 		return -1;
 	if (d->nhist == d->hist_cap) {
@@ -525,7 +560,9 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 			free_stack(s);
 			return lfail(l, "frame %u: expected an object", n);
 		}
-		if (get_str(l, f, GPUGUARD_KEY(frame, m), &g->m, 0) || get_str(l, f, GPUGUARD_KEY(frame, o), &g->o, 0) || get_str(l, f, GPUGUARD_KEY(frame, s), &g->s, 1)) {
+		if (get_str(l, f, GPUGUARD_KEY(frame, m), &g->m, 0) ||
+		    get_str(l, f, GPUGUARD_KEY(frame, o), &g->o, 0) ||
+		    get_str(l, f, GPUGUARD_KEY(frame, s), &g->s, 1)) {
 			free_stack(s);
 			return -1;
 		}
@@ -539,7 +576,8 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 static int rec_end(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
-	if (get_u64(l, o, GPUGUARD_KEY(end, records), &d->end_records, NULL) || get_u64(l, o, GPUGUARD_KEY(end, suppressed), &d->suppressed, NULL) ||
+	if (get_u64(l, o, GPUGUARD_KEY(end, records), &d->end_records, NULL) ||
+	    get_u64(l, o, GPUGUARD_KEY(end, suppressed), &d->suppressed, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(end, write_errors), &d->write_errors, NULL))
 		return -1;
 	d->has_end = 1;

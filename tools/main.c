@@ -157,27 +157,26 @@ static const char help_dump[] = "NAME\n"
                                 "    no library or no handler in it (not signalled), dumps disabled in it,\n"
                                 "    or no dump appeared in time.\n";
 
-static const char help_check[] =
-    "NAME\n"
-    "    gpuguard check - does a process really run under gpuguard's ceiling?\n"
-    "\n"
-    "SYNOPSIS\n"
-    "    gpuguard check [PID]\n"
-    "\n"
-    "DESCRIPTION\n"
-    "    For a container's startup probe, so that a pod whose GPU process does not\n"
-    "    run with the library never becomes Ready (failing closed). Checks that\n"
-    "    PID (default 1, the container's main process) has libgpuguard mapped\n"
-    "    (/proc/PID/maps; behind an init such as tini or a shell, a process under\n"
-    "    it that has the library counts) and that its GPUGUARD_LIMIT is set and\n"
-    "    valid, read with the library's own parser. Prints one line either way:\n"
-    "    what was found, or what is wrong (LD_PRELOAD unset or naming a file that\n"
-    "    does not exist, which the loader ignores; the library not mapped; the\n"
-    "    limit missing or invalid).\n"
-    "\n"
-    "EXIT STATUS\n"
-    "    0 the process runs with the library and a valid ceiling; 1 usage error;\n"
-    "    2 it does not (the line says why), or it cannot be read.\n";
+static const char help_check[] = "NAME\n"
+                                 "    gpuguard check - does a process really run under gpuguard's ceiling?\n"
+                                 "\n"
+                                 "SYNOPSIS\n"
+                                 "    gpuguard check [PID]\n"
+                                 "\n"
+                                 "DESCRIPTION\n"
+                                 "    For a container's startup probe, so that a pod whose GPU process does not\n"
+                                 "    run with the library never becomes Ready (failing closed). Checks that\n"
+                                 "    PID (default 1, the container's main process) has libgpuguard mapped\n"
+                                 "    (/proc/PID/maps; behind an init such as tini or a shell, a process under\n"
+                                 "    it that has the library counts) and that its GPUGUARD_LIMIT is set and\n"
+                                 "    valid, read with the library's own parser. Prints one line either way:\n"
+                                 "    what was found, or what is wrong (LD_PRELOAD unset or naming a file that\n"
+                                 "    does not exist, which the loader ignores; the library not mapped; the\n"
+                                 "    limit missing or invalid).\n"
+                                 "\n"
+                                 "EXIT STATUS\n"
+                                 "    0 the process runs with the library and a valid ceiling; 1 usage error;\n"
+                                 "    2 it does not (the line says why), or it cannot be read.\n";
 
 static const char help_top[] = "NAME\n"
                                "    gpuguard top - live view of a pod's GPU memory budget\n"
@@ -664,8 +663,8 @@ static int cmd_run(int argc, char **argv)
 		for (const char *q = old; q < old + first; q++)
 			if (*q == '/')
 				base = q + 1;
-		int san = !strncmp(base, "libasan", 7) || !strncmp(base, "libtsan", 7) || !strncmp(base, "libubsan", 8) ||
-		          !strncmp(base, "libclang_rt.", 12);
+		int san = !strncmp(base, "libasan", 7) || !strncmp(base, "libtsan", 7) ||
+		          !strncmp(base, "libubsan", 8) || !strncmp(base, "libclang_rt.", 12);
 		if (san && old[first])
 			snprintf(pre, n, "%.*s:%s:%s", (int)first, old, lib, old + first + 1);
 		else if (san)
@@ -1101,8 +1100,9 @@ static void why_not_loaded(long pid, char *out, size_t n)
 			         errno == ENOENT ? "does not exist" : "cannot be read");
 			return;
 		}
-		snprintf(out, n, "LD_PRELOAD names %.256s, but it is not mapped (a setuid program, or the loader "
-		                 "refused it: see the process's stderr)",
+		snprintf(out, n,
+		         "LD_PRELOAD names %.256s, but it is not mapped (a setuid program, or the loader "
+		         "refused it: see the process's stderr)",
 		         t);
 		return;
 	}

@@ -159,7 +159,8 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 			proc_labels(f, "gpuguard_process_host_usage_bytes", &r->proc[i]);
 			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].host_usage);
 		}
-	family(f, "gpuguard_process_host_limit_bytes", "gauge", "The process's cgroup memory limit (absent: none known).");
+	family(f, "gpuguard_process_host_limit_bytes", "gauge",
+	       "The process's cgroup memory limit (absent: none known).");
 	for (unsigned i = 0; i < r->nproc; i++)
 		if (r->proc[i].has_host && r->proc[i].host_limit) {
 			proc_labels(f, "gpuguard_process_host_limit_bytes", &r->proc[i]);

@@ -219,7 +219,8 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 			p->used[d] = atomic_load_explicit(&e->used[d], memory_order_relaxed);
 		p->live = probe(lock_fd, i);
 		p->has_host = atomic_load_explicit(&e->obit_ms, memory_order_relaxed) != 0;
-		p->ws_known = (atomic_load_explicit(&e->host_flags, memory_order_relaxed) & GPUGUARD_OBIT_WS_KNOWN) != 0;
+		p->ws_known =
+		    (atomic_load_explicit(&e->host_flags, memory_order_relaxed) & GPUGUARD_OBIT_WS_KNOWN) != 0;
 		p->host_ws = atomic_load_explicit(&e->host_ws, memory_order_relaxed);
 		p->host_usage = atomic_load_explicit(&e->host_usage, memory_order_relaxed);
 		p->host_limit = atomic_load_explicit(&e->host_limit, memory_order_relaxed);

@@ -338,7 +338,7 @@ struct gg_rdev {
 	int has_limit;    /* limit != UINT64_MAX */
 	uint64_t limit, used, peak, physical, refused, reclaimed;
 	uint32_t waiters;
-	uint64_t wait_ns; /* time requests of the pod spent waiting for memory */
+	uint64_t wait_ns;    /* time requests of the pod spent waiting for memory */
 	uint64_t driver_oom; /* requests the driver refused below the ceiling */
 };
 

@@ -9,7 +9,7 @@
 
 #include "../gpuguard.h"
 
-#define GPUGUARD_PAGE (2ull * 1024 * 1024)    /* GPU page, VMM granularity */
+#define GPUGUARD_PAGE (2ull * 1024 * 1024)      /* GPU page, VMM granularity */
 #define GPUGUARD_SMALL_MAX (1ull * 1024 * 1024) /* <= this is packed */
 #define GPUGUARD_SMALL_ALIGN 512ull
 

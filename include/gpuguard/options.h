@@ -41,8 +41,7 @@
 	  "signal that asks for a dump, where the application does not handle it itself")                              \
 	X(DUMP_MAX, dump_max, COUNT, "10", 0, 1000000, NULL, NULL, NULL, "a count; 0 = no dumps",                      \
 	  "dumps written per process at most; later ones are counted as suppressed")                                   \
-	X(DUMP_INTERVAL, dump_interval_ms, DURATION, "10s", 0, UINT64_MAX, NULL, NULL, NULL,                           \
-	  GPUGUARD_DURATION_SYNTAX,                                                                                    \
+	X(DUMP_INTERVAL, dump_interval_ms, DURATION, "10s", 0, UINT64_MAX, NULL, NULL, NULL, GPUGUARD_DURATION_SYNTAX, \
 	  "minimum time between two dumps; dumps asked for sooner are counted as suppressed")                          \
 	X(DUMP_AT_EXIT, dump_at_exit, BOOL, "0", 0, 1, NULL, NULL, NULL, "0 | 1",                                      \
 	  "write a dump at exit (a leak report), from processes that reached a GPU only")                              \

@@ -23,19 +23,19 @@ struct gpuguard_signal_name {
 /* Every standard Linux signal, so that a refused one is named as refused,
  * not as unknown. */
 static const struct gpuguard_signal_name gpuguard_signal_names[] = {
-    {"HUP", SIGHUP},       {"INT", SIGINT},       {"QUIT", SIGQUIT}, {"ILL", SIGILL},     {"TRAP", SIGTRAP},
-    {"ABRT", SIGABRT},     {"IOT", SIGIOT},       {"BUS", SIGBUS},   {"FPE", SIGFPE},     {"KILL", SIGKILL},
-    {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},     {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM},
-    {"TERM", SIGTERM},     {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},   {"STOP", SIGSTOP},
-    {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU}, {"URG", SIGURG},     {"XCPU", SIGXCPU},
-    {"XFSZ", SIGXFSZ},     {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-    {"POLL", SIGPOLL},     {"PWR", SIGPWR},       {"SYS", SIGSYS},
+    {"HUP", SIGHUP},   {"INT", SIGINT},       {"QUIT", SIGQUIT}, {"ILL", SIGILL},     {"TRAP", SIGTRAP},
+    {"ABRT", SIGABRT}, {"IOT", SIGIOT},       {"BUS", SIGBUS},   {"FPE", SIGFPE},     {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},     {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM},
+    {"TERM", SIGTERM}, {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},   {"STOP", SIGSTOP},
+    {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU}, {"URG", SIGURG},     {"XCPU", SIGXCPU},
+    {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+    {"POLL", SIGPOLL}, {"PWR", SIGPWR},       {"SYS", SIGSYS},
 };
 
 /* The syntax, as option messages and help show it. */
-#define GPUGUARD_SIGNAL_SYNTAX                                                                                     \
+#define GPUGUARD_SIGNAL_SYNTAX                                                                                      \
 	"a signal name or number the application does not use (SIGUSR2, USR1, SIGRTMIN+3, 40); 0 = off; never one " \
-	"that crashes or stops the process (SEGV BUS ILL FPE ABRT TRAP SYS TERM INT QUIT HUP PIPE ALRM XCPU XFSZ "   \
+	"that crashes or stops the process (SEGV BUS ILL FPE ABRT TRAP SYS TERM INT QUIT HUP PIPE ALRM XCPU XFSZ "  \
 	"TSTP TTIN TTOU KILL STOP) or has no handler slot (32, 33)"
 
 /* A decimal number of at most 4 digits, the whole string; -1 otherwise. */

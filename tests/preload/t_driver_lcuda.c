@@ -139,7 +139,8 @@ TEST(small_arrays_are_charged_by_the_page)
 {
 	enum { N = 3000 };
 	static gg_CUarray arrs[N];
-	gg_CUDA_ARRAY_DESCRIPTOR d = {.Width = 16, .Height = 16, .Format = GG_CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+	gg_CUDA_ARRAY_DESCRIPTOR d = {
+	    .Width = 16, .Height = 16, .Format = GG_CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
 	int made = 0, refused = 0;
 	for (int i = 0; i < N; i++) {
 		gg_CUresult rc = cuArrayCreate_v2(&arrs[made], &d);

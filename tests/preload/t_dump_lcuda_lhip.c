@@ -472,8 +472,9 @@ TEST(dump_at_exit_lists_leaks_and_pinned_memory)
 	CHECK_EQ_INT(count_str(b, "{\"t\":\"a\","), 3);
 	CHECK(strstr(b, ",\"exit\\\"\\\\\\u000a\\u00ff\xe2\x82\xac\"],\"trigger\":\"exit\","));
 	CHECK(strstr(b, "\"pinned_bytes\":11534336,\"pinned_allocs\":3}")); /* 1 + 2 + 8 MiB */
-	CHECK(strstr(b, "\"driver_free\":null,\"driver_total\":null,\"scope\":\"pod\","));    /* not a failure: not asked */
-	CHECK(strstr(b, "\"used\":7340032,"));                              /* never charged */
+	CHECK(
+	    strstr(b, "\"driver_free\":null,\"driver_total\":null,\"scope\":\"pod\",")); /* not a failure: not asked */
+	CHECK(strstr(b, "\"used\":7340032,"));                                           /* never charged */
 	free(b);
 }
 

@@ -131,7 +131,8 @@ TEST(libnvidia_ml_closed_and_opened_again)
 		gg_pfn_nvmlShutdown shut = SYM(h, gg_pfn_nvmlShutdown, "nvmlShutdown");
 		gg_pfn_nvmlDeviceGetHandleByIndex_v2 byidx =
 		    SYM(h, gg_pfn_nvmlDeviceGetHandleByIndex_v2, "nvmlDeviceGetHandleByIndex_v2");
-		gg_pfn_nvmlDeviceGetMemoryInfo meminfo = SYM(h, gg_pfn_nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo");
+		gg_pfn_nvmlDeviceGetMemoryInfo meminfo =
+		    SYM(h, gg_pfn_nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo");
 		CHECK(init && shut && byidx && meminfo);
 		if (!(init && shut && byidx && meminfo))
 			return;

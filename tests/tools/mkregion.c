@@ -320,7 +320,8 @@ int main(int argc, char **argv)
 			char *f[2];
 			if (fields(v, f, 2) != 2)
 				die("want devoom=I:N:", spec);
-			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->driver_oom = num(f[1], spec);
+			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->driver_oom =
+			    num(f[1], spec);
 		} else if (!strcmp(arg, "pod")) {
 			char *f[2];
 			if (fields(v, f, 2) != 2 || strlen(f[0]) >= sizeof h->pod_namespace ||
@@ -372,7 +373,8 @@ int main(int argc, char **argv)
 			char *f[7];
 			if (fields(v, f, 7) != 7)
 				die("want prochost=S:OBIT_MS:WORKING_SET:USAGE:HOST_LIMIT:REFUSED:FLAGS:", spec);
-			struct gpuguard_region_proc *p = gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
+			struct gpuguard_region_proc *p =
+			    gpuguard_region_proc(buf, index_in(f[0], GPUGUARD_REGION_PROCS, spec));
 			p->obit_ms = num(f[1], spec);
 			p->host_ws = num(f[2], spec);
 			p->host_usage = num(f[3], spec);
