@@ -34,20 +34,16 @@ void gg_dump_rec_header(struct gg_out *o, enum gg_dump_trigger trig, uint64_t un
 	gmtime_r(&secs, &tm);
 	strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	GG_OUT_REC(o, header);
-	GG_OUT_KEY(o, header, format);
-	gg_out_u64(o, GPUGUARD_DUMP_FORMAT);
+	GG_OUT_U64(o, header, format, GPUGUARD_DUMP_FORMAT);
 	GG_OUT_KEY(o, header, lib);
 	gg_out_json(o, GPUGUARD_VERSION);
 	GG_OUT_KEY(o, header, time);
 	gg_out_json(o, iso);
-	GG_OUT_KEY(o, header, unix_ms);
-	gg_out_u64(o, unix_ms);
-	GG_OUT_KEY(o, header, start_unix_ms);
-	gg_out_u64(o, unix_ms > since_start ? unix_ms - since_start : 0);
+	GG_OUT_U64(o, header, unix_ms, unix_ms);
+	GG_OUT_U64(o, header, start_unix_ms, unix_ms > since_start ? unix_ms - since_start : 0);
 	GG_OUT_KEY(o, header, host);
 	gg_out_json(o, host);
-	GG_OUT_KEY(o, header, pid);
-	gg_out_u64(o, (uint64_t)getpid());
+	GG_OUT_U64(o, header, pid, (uint64_t)getpid());
 	GG_OUT_KEY(o, header, cmdline);
 	GG_OUT_LIT(o, "[");
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -73,10 +69,8 @@ void gg_dump_rec_header(struct gg_out *o, enum gg_dump_trigger trig, uint64_t un
 	gg_out_json(o, gg_dump_trigger_name(trig));
 	GG_OUT_KEY(o, header, unwinder);
 	gg_out_json(o, gg_stack_unwinder());
-	GG_OUT_KEY(o, header, stack_depth);
-	gg_out_u64(o, (uint64_t)gg_stack_depth());
-	GG_OUT_KEY(o, header, history_capacity);
-	gg_out_u64(o, gg_history_capacity());
+	GG_OUT_U64(o, header, stack_depth, (uint64_t)gg_stack_depth());
+	GG_OUT_U64(o, header, history_capacity, gg_history_capacity());
 	gg_out_end_record(o);
 }
 
@@ -105,32 +99,20 @@ void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req)
 		    !s.refused[0] && !s.refused[1] && !s.refused[2])
 			continue;
 		GG_OUT_REC(o, device);
-		GG_OUT_KEY(o, device, dev);
-		gg_out_u64(o, (uint64_t)d);
+		GG_OUT_U64(o, device, dev, (uint64_t)d);
 		GG_OUT_KEY(o, device, limit);
 		gg_out_u64_or_null(o, s.limit != GG_UNLIMITED, s.limit);
-		GG_OUT_KEY(o, device, used);
-		gg_out_u64(o, s.used);
-		GG_OUT_KEY(o, device, peak);
-		gg_out_u64(o, s.peak);
-		GG_OUT_KEY(o, device, pool_reserved);
-		gg_out_u64(o, s.pool_reserved);
-		GG_OUT_KEY(o, device, live_bytes);
-		gg_out_u64(o, s.live_bytes);
-		GG_OUT_KEY(o, device, allocs);
-		gg_out_u64(o, s.allocs);
-		GG_OUT_KEY(o, device, frees);
-		gg_out_u64(o, s.frees);
-		GG_OUT_KEY(o, device, untracked_frees);
-		gg_out_u64(o, s.untracked_frees);
-		GG_OUT_KEY(o, device, refused_ceiling);
-		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_CEILING]);
-		GG_OUT_KEY(o, device, refused_config);
-		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_CONFIG]);
-		GG_OUT_KEY(o, device, refused_driver);
-		gg_out_u64(o, s.refused[GPUGUARD_REFUSED_DRIVER]);
-		GG_OUT_KEY(o, device, pool_overshoot);
-		gg_out_u64(o, s.pool_overshoot);
+		GG_OUT_U64(o, device, used, s.used);
+		GG_OUT_U64(o, device, peak, s.peak);
+		GG_OUT_U64(o, device, pool_reserved, s.pool_reserved);
+		GG_OUT_U64(o, device, live_bytes, s.live_bytes);
+		GG_OUT_U64(o, device, allocs, s.allocs);
+		GG_OUT_U64(o, device, frees, s.frees);
+		GG_OUT_U64(o, device, untracked_frees, s.untracked_frees);
+		GG_OUT_U64(o, device, refused_ceiling, s.refused[GPUGUARD_REFUSED_CEILING]);
+		GG_OUT_U64(o, device, refused_config, s.refused[GPUGUARD_REFUSED_CONFIG]);
+		GG_OUT_U64(o, device, refused_driver, s.refused[GPUGUARD_REFUSED_DRIVER]);
+		GG_OUT_U64(o, device, pool_overshoot, s.pool_overshoot);
 		/* Known for the failing request's device only: the writer
 		 * thread has no context to ask the driver with. */
 		int mi = req && req->valid && req->have_meminfo && req->dev == d;
@@ -143,10 +125,8 @@ void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req)
 			GG_OUT_LIT(o, "\"pod\"");
 		else
 			GG_OUT_LIT(o, "\"process\"");
-		GG_OUT_KEY(o, device, process_used);
-		gg_out_u64(o, s.process_used);
-		GG_OUT_KEY(o, device, wait_ms);
-		gg_out_u64(o, gg_ceiling_wait_ns(d) / 1000000u);
+		GG_OUT_U64(o, device, process_used, s.process_used);
+		GG_OUT_U64(o, device, wait_ms, gg_ceiling_wait_ns(d) / 1000000u);
 		gg_out_end_record(o);
 	}
 }
@@ -162,14 +142,10 @@ void gg_dump_rec_vmm_one(const struct gg_vmm_info *v, void *arg)
 	GG_OUT_REC(o, vmm);
 	GG_OUT_KEY(o, vmm, base);
 	gg_out_hex_str(o, v->base);
-	GG_OUT_KEY(o, vmm, size);
-	gg_out_u64(o, v->size);
-	GG_OUT_KEY(o, vmm, mapped);
-	gg_out_u64(o, v->mapped);
-	GG_OUT_KEY(o, vmm, holes);
-	gg_out_u64(o, v->holes);
-	GG_OUT_KEY(o, vmm, largest_hole);
-	gg_out_u64(o, v->largest_hole);
+	GG_OUT_U64(o, vmm, size, v->size);
+	GG_OUT_U64(o, vmm, mapped, v->mapped);
+	GG_OUT_U64(o, vmm, holes, v->holes);
+	GG_OUT_U64(o, vmm, largest_hole, v->largest_hole);
 	gg_out_end_record(o);
 }
 
@@ -177,20 +153,14 @@ void gg_dump_rec_pod_one(const struct gg_pod_use *u, void *arg)
 {
 	struct gg_out *o = arg;
 	GG_OUT_REC(o, pod);
-	GG_OUT_KEY(o, pod, slot);
-	gg_out_u64(o, u->slot);
-	GG_OUT_KEY(o, pod, pid);
-	gg_out_u64(o, u->pid);
+	GG_OUT_U64(o, pod, slot, u->slot);
+	GG_OUT_U64(o, pod, pid, u->pid);
 	GG_OUT_KEY(o, pod, comm);
 	gg_out_json(o, u->comm);
-	GG_OUT_KEY(o, pod, self);
-	gg_out_u64(o, (uint64_t)u->self);
-	GG_OUT_KEY(o, pod, alive);
-	gg_out_u64(o, (uint64_t)u->alive);
-	GG_OUT_KEY(o, pod, dev);
-	gg_out_u64(o, (uint64_t)u->dev);
-	GG_OUT_KEY(o, pod, used);
-	gg_out_u64(o, u->used);
+	GG_OUT_U64(o, pod, self, (uint64_t)u->self);
+	GG_OUT_U64(o, pod, alive, (uint64_t)u->alive);
+	GG_OUT_U64(o, pod, dev, (uint64_t)u->dev);
+	GG_OUT_U64(o, pod, used, u->used);
 	gg_out_end_record(o);
 }
 
@@ -202,36 +172,26 @@ void gg_dump_rec_deaths(struct gg_out *o)
 	size_t n = gg_shared_deaths(d, GPUGUARD_REGION_DEATHS);
 	for (size_t i = 0; i < n; i++) {
 		GG_OUT_REC(o, death);
-		GG_OUT_KEY(o, death, n);
-		gg_out_u64(o, d[i].seq);
-		GG_OUT_KEY(o, death, pid);
-		gg_out_u64(o, d[i].pid);
+		GG_OUT_U64(o, death, n, d[i].seq);
+		GG_OUT_U64(o, death, pid, d[i].pid);
 		GG_OUT_KEY(o, death, comm);
 		gg_out_json(o, d[i].comm);
-		GG_OUT_KEY(o, death, start_ms);
-		gg_out_u64(o, d[i].start_ms);
-		GG_OUT_KEY(o, death, last_ms);
-		gg_out_u64(o, d[i].last_ms);
-		GG_OUT_KEY(o, death, found_ms);
-		gg_out_u64(o, d[i].found_ms);
-		GG_OUT_KEY(o, death, gpu_entry);
-		gg_out_u64(o, d[i].gpu_entry);
-		GG_OUT_KEY(o, death, gpu_used);
-		gg_out_u64(o, d[i].gpu_used);
+		GG_OUT_U64(o, death, start_ms, d[i].start_ms);
+		GG_OUT_U64(o, death, last_ms, d[i].last_ms);
+		GG_OUT_U64(o, death, found_ms, d[i].found_ms);
+		GG_OUT_U64(o, death, gpu_entry, d[i].gpu_entry);
+		GG_OUT_U64(o, death, gpu_used, d[i].gpu_used);
 		GG_OUT_KEY(o, death, gpu_limit);
 		gg_out_u64_or_null(o, d[i].gpu_limit < GG_LIMIT_UNRESOLVED, d[i].gpu_limit);
-		GG_OUT_KEY(o, death, refused);
-		gg_out_u64(o, d[i].refused);
+		GG_OUT_U64(o, death, refused, d[i].refused);
 		GG_OUT_KEY(o, death, refused_age_ms);
 		gg_out_u64_or_null(o, d[i].refused_age_ms != UINT32_MAX, d[i].refused_age_ms);
-		GG_OUT_KEY(o, death, cgroup_version);
-		gg_out_u64(o, d[i].host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
-		              : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
-		                                                          : 0);
-		GG_OUT_KEY(o, death, working_set);
-		gg_out_u64(o, d[i].host_ws);
-		GG_OUT_KEY(o, death, working_set_known);
-		gg_out_u64(o, (d[i].host_flags & GPUGUARD_OBIT_WS_KNOWN) != 0);
+		GG_OUT_U64(o, death, cgroup_version,
+		           d[i].host_flags & GPUGUARD_OBIT_CGROUP_V2   ? 2
+		           : d[i].host_flags & GPUGUARD_OBIT_CGROUP_V1 ? 1
+		                                                       : 0);
+		GG_OUT_U64(o, death, working_set, d[i].host_ws);
+		GG_OUT_U64(o, death, working_set_known, (d[i].host_flags & GPUGUARD_OBIT_WS_KNOWN) != 0);
 		GG_OUT_KEY(o, death, host_limit);
 		gg_out_u64_or_null(o, d[i].host_limit != 0, d[i].host_limit);
 		gg_out_end_record(o);
@@ -243,14 +203,11 @@ void gg_dump_rec_request(struct gg_out *o, const struct gg_dump_req *r)
 	GG_OUT_REC(o, request);
 	GG_OUT_KEY(o, request, api);
 	gg_out_json(o, gg_dump_api_name(r->api));
-	GG_OUT_KEY(o, request, size);
-	gg_out_u64(o, r->size);
+	GG_OUT_U64(o, request, size, r->size);
 	GG_OUT_KEY(o, request, dev);
 	gg_out_i64(o, r->dev);
-	GG_OUT_KEY(o, request, tid);
-	gg_out_u64(o, r->tid);
-	GG_OUT_KEY(o, request, stack);
-	gg_out_u64(o, r->stack);
+	GG_OUT_U64(o, request, tid, r->tid);
+	GG_OUT_U64(o, request, stack, r->stack);
 	GG_OUT_KEY(o, request, outcome);
 	gg_out_json(o, r->driver_oom ? "driver_oom" : "refused_ceiling");
 	gg_out_end_record(o);
@@ -263,10 +220,8 @@ void gg_dump_rec_host(struct gg_out *o, _Atomic int64_t *pinned_bytes, _Atomic i
 	int64_t pb = atomic_load_explicit(pinned_bytes, memory_order_relaxed);
 	int64_t pc = atomic_load_explicit(pinned_count, memory_order_relaxed);
 	GG_OUT_REC(o, host);
-	GG_OUT_KEY(o, host, rss);
-	gg_out_u64(o, h.rss);
-	GG_OUT_KEY(o, host, cgroup_version);
-	gg_out_u64(o, (uint64_t)h.version);
+	GG_OUT_U64(o, host, rss, h.rss);
+	GG_OUT_U64(o, host, cgroup_version, (uint64_t)h.version);
 	GG_OUT_KEY(o, host, cgroup_limit);
 	gg_out_u64_or_null(o, h.have_lim, h.lim);
 	GG_OUT_KEY(o, host, cgroup_usage);
@@ -275,10 +230,8 @@ void gg_dump_rec_host(struct gg_out *o, _Atomic int64_t *pinned_bytes, _Atomic i
 	gg_out_u64_or_null(o, h.have_oom, h.oom);
 	GG_OUT_KEY(o, host, cgroup_inactive_file);
 	gg_out_u64_or_null(o, h.have_use && h.have_inactive, h.inactive_file);
-	GG_OUT_KEY(o, host, pinned_bytes);
-	gg_out_u64(o, pb > 0 ? (uint64_t)pb : 0);
-	GG_OUT_KEY(o, host, pinned_allocs);
-	gg_out_u64(o, pc > 0 ? (uint64_t)pc : 0);
+	GG_OUT_U64(o, host, pinned_bytes, pb > 0 ? (uint64_t)pb : 0);
+	GG_OUT_U64(o, host, pinned_allocs, pc > 0 ? (uint64_t)pc : 0);
 	gg_out_end_record(o);
 }
 
@@ -289,20 +242,13 @@ void gg_dump_rec_meminfo(struct gg_out *o)
 	size_t n = gg_dump_meminfo_snapshot(q, GG_MI_FIRST + GG_MI_LAST, &count);
 	for (size_t i = 0; i < n; i++) {
 		GG_OUT_REC(o, meminfo);
-		GG_OUT_KEY(o, meminfo, n);
-		gg_out_u64(o, q[i].n);
-		GG_OUT_KEY(o, meminfo, of);
-		gg_out_u64(o, count);
-		GG_OUT_KEY(o, meminfo, ms);
-		gg_out_u64(o, q[i].ms);
-		GG_OUT_KEY(o, meminfo, dev);
-		gg_out_u64(o, (uint64_t)(q[i].dev < 0 ? 0 : q[i].dev));
-		GG_OUT_KEY(o, meminfo, free);
-		gg_out_u64(o, q[i].free);
-		GG_OUT_KEY(o, meminfo, total);
-		gg_out_u64(o, q[i].total);
-		GG_OUT_KEY(o, meminfo, used);
-		gg_out_u64(o, q[i].used);
+		GG_OUT_U64(o, meminfo, n, q[i].n);
+		GG_OUT_U64(o, meminfo, of, count);
+		GG_OUT_U64(o, meminfo, ms, q[i].ms);
+		GG_OUT_U64(o, meminfo, dev, (uint64_t)(q[i].dev < 0 ? 0 : q[i].dev));
+		GG_OUT_U64(o, meminfo, free, q[i].free);
+		GG_OUT_U64(o, meminfo, total, q[i].total);
+		GG_OUT_U64(o, meminfo, used, q[i].used);
 		if (q[i].nvml) {
 			GG_OUT_KEY(o, meminfo, via);
 			GG_OUT_LIT(o, "\"nvml\"");
@@ -340,30 +286,21 @@ void gg_dump_rec_peaks(struct gg_out *o)
 		if (!bytes)
 			continue;
 		GG_OUT_REC(o, peak);
-		GG_OUT_KEY(o, peak, dev);
-		gg_out_u64(o, (uint64_t)d);
-		GG_OUT_KEY(o, peak, bytes);
-		gg_out_u64(o, bytes);
-		GG_OUT_KEY(o, peak, ms);
-		gg_out_u64(o, ms);
-		GG_OUT_KEY(o, peak, live);
-		gg_out_u64(o, gg_history_live(d));
+		GG_OUT_U64(o, peak, dev, (uint64_t)d);
+		GG_OUT_U64(o, peak, bytes, bytes);
+		GG_OUT_U64(o, peak, ms, ms);
+		GG_OUT_U64(o, peak, live, gg_history_live(d));
 		gg_out_end_record(o);
 		struct gg_peak_sites ps;
 		if (gg_history_peak_sites(d, &ps) != 0)
 			continue;
 		for (unsigned k = 0; k < ps.n; k++) {
 			GG_OUT_REC(o, peak_site);
-			GG_OUT_KEY(o, peak_site, dev);
-			gg_out_u64(o, (uint64_t)d);
-			GG_OUT_KEY(o, peak_site, st);
-			gg_out_u64(o, ps.st[k]);
-			GG_OUT_KEY(o, peak_site, bytes);
-			gg_out_u64(o, ps.b[k]);
-			GG_OUT_KEY(o, peak_site, at);
-			gg_out_u64(o, ps.bytes);
-			GG_OUT_KEY(o, peak_site, ms);
-			gg_out_u64(o, ps.ms);
+			GG_OUT_U64(o, peak_site, dev, (uint64_t)d);
+			GG_OUT_U64(o, peak_site, st, ps.st[k]);
+			GG_OUT_U64(o, peak_site, bytes, ps.b[k]);
+			GG_OUT_U64(o, peak_site, at, ps.bytes);
+			GG_OUT_U64(o, peak_site, ms, ps.ms);
 			gg_out_end_record(o);
 			gg_dump_mark_stack(ps.st[k]);
 		}
@@ -406,18 +343,12 @@ static void rec_alloc(const struct gg_record *r, void *arg)
 	GG_OUT_REC(o, a);
 	GG_OUT_KEY(o, a, p);
 	gg_out_hex_str(o, raw_of(r));
-	GG_OUT_KEY(o, a, s);
-	gg_out_u64(o, r->size);
-	GG_OUT_KEY(o, a, d);
-	gg_out_u64(o, r->dev);
-	GG_OUT_KEY(o, a, api);
-	gg_out_u64(o, r->api);
-	GG_OUT_KEY(o, a, age);
-	gg_out_u64(o, c->now > r->t_ms ? c->now - r->t_ms : 0);
-	GG_OUT_KEY(o, a, tid);
-	gg_out_u64(o, r->tid);
-	GG_OUT_KEY(o, a, st);
-	gg_out_u64(o, r->stack);
+	GG_OUT_U64(o, a, s, r->size);
+	GG_OUT_U64(o, a, d, r->dev);
+	GG_OUT_U64(o, a, api, r->api);
+	GG_OUT_U64(o, a, age, c->now > r->t_ms ? c->now - r->t_ms : 0);
+	GG_OUT_U64(o, a, tid, r->tid);
+	GG_OUT_U64(o, a, st, r->stack);
 	gg_out_end_record(o);
 }
 
@@ -438,8 +369,7 @@ void gg_dump_rec_stacks(struct gg_out *o)
 			if (n <= 0)
 				continue;
 			GG_OUT_REC(o, stack);
-			GG_OUT_KEY(o, stack, id);
-			gg_out_u64(o, id);
+			GG_OUT_U64(o, stack, id, id);
 			GG_OUT_KEY(o, stack, frames);
 			GG_OUT_LIT(o, "[");
 			for (int i = 0; i < n; i++) {
@@ -483,21 +413,16 @@ void gg_dump_rec_history(struct gg_out *o, const struct gg_hist_event *ev, uint6
 		const struct gg_hist_event *e = &ev[i];
 		gg_out_need(o, 160);
 		GG_OUT_REC(o, h);
-		GG_OUT_KEY(o, h, ms);
-		gg_out_u64(o, e->ms);
+		GG_OUT_U64(o, h, ms, e->ms);
 		GG_OUT_KEY(o, h, op);
 		char op[3] = {'"', (char)e->op, '"'};
 		gg_out_mem(o, op, 3);
 		GG_OUT_KEY(o, h, p);
 		gg_out_hex_str(o, e->p);
-		GG_OUT_KEY(o, h, s);
-		gg_out_u64(o, e->s);
-		GG_OUT_KEY(o, h, d);
-		gg_out_u64(o, e->dev);
-		GG_OUT_KEY(o, h, api);
-		gg_out_u64(o, e->api);
-		GG_OUT_KEY(o, h, st);
-		gg_out_u64(o, e->stack);
+		GG_OUT_U64(o, h, s, e->s);
+		GG_OUT_U64(o, h, d, e->dev);
+		GG_OUT_U64(o, h, api, e->api);
+		GG_OUT_U64(o, h, st, e->stack);
 		gg_out_end_record(o);
 	}
 }
@@ -506,21 +431,15 @@ void gg_dump_rec_end(struct gg_out *o, uint64_t suppressed, uint64_t write_error
 {
 	uint64_t before_end = o->records;
 	GG_OUT_REC(o, end);
-	GG_OUT_KEY(o, end, records);
-	gg_out_u64(o, before_end);
-	GG_OUT_KEY(o, end, suppressed);
-	gg_out_u64(o, suppressed);
-	GG_OUT_KEY(o, end, write_errors);
-	gg_out_u64(o, write_errors);
+	GG_OUT_U64(o, end, records, before_end);
+	GG_OUT_U64(o, end, suppressed, suppressed);
+	GG_OUT_U64(o, end, write_errors, write_errors);
 	/* What the dump and the log could not hold: allocations refused in a
 	 * handler that interrupted a hook (signal.c), history events
 	 * overwritten before they were read, log lines over the rate limit.
 	 * relaxed: statistics. */
-	GG_OUT_KEY(o, end, signal_refused);
-	gg_out_u64(o, atomic_load_explicit(&gg_sig_refusals, memory_order_relaxed));
-	GG_OUT_KEY(o, end, history_dropped);
-	gg_out_u64(o, gg_history_dropped());
-	GG_OUT_KEY(o, end, log_dropped);
-	gg_out_u64(o, gg_log_dropped());
+	GG_OUT_U64(o, end, signal_refused, atomic_load_explicit(&gg_sig_refusals, memory_order_relaxed));
+	GG_OUT_U64(o, end, history_dropped, gg_history_dropped());
+	GG_OUT_U64(o, end, log_dropped, gg_log_dropped());
 	gg_out_end_record(o);
 }

@@ -107,6 +107,12 @@ static inline void gg_out_hex_str(struct gg_out *o, uint64_t v)
 #define GG_OUT_KEY(o, t, k)                                           \
 	gg_out_mem(o, gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json, \
 	           gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json_len)
+/* Key k of record t and its number: the pair most records are made of. */
+#define GG_OUT_U64(o, t, k, v)       \
+	do {                         \
+		GG_OUT_KEY(o, t, k); \
+		gg_out_u64(o, v);    \
+	} while (0)
 #define GG_OUT_KEY_FIRST(o, t, k)                                         \
 	gg_out_mem(o, gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json + 1, \
 	           gpuguard_dump_keys[GPUGUARD_DK_##t##_##k].json_len - 1u)
