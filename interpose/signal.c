@@ -281,10 +281,10 @@ GG_EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigaction
 	return ours(sig, act, old);
 }
 
-/* glibc's signal(), bsd_signal() and ssignal() (one function there): the
- * signal itself blocked in its handler, SA_RESTART unless siginterrupt
- * said otherwise. */
-static sighandler_t bsd(int sig, sighandler_t handler)
+/* What signal() and sysv_signal() share: handler for sig with flags, the
+ * signal itself blocked in its handler where block_self, through our
+ * sigaction; the old handler, or SIG_ERR. */
+static sighandler_t simple(int sig, sighandler_t handler, int flags, int block_self)
 {
 	if (handler == SIG_ERR || sig < 1 || sig >= NSIGS) {
 		errno = EINVAL;
@@ -294,12 +294,22 @@ static sighandler_t bsd(int sig, sighandler_t handler)
 	memset(&act, 0, sizeof act);
 	act.sa_handler = handler;
 	sigemptyset(&act.sa_mask);
-	sigaddset(&act.sa_mask, sig);
-	/* relaxed: siginterrupt's copy, ordered by the caller's own program */
-	act.sa_flags = (atomic_load_explicit(&intr_mask, memory_order_relaxed) >> (sig - 1)) & 1 ? 0 : SA_RESTART;
+	if (block_self)
+		sigaddset(&act.sa_mask, sig);
+	act.sa_flags = flags;
 	if (ours(sig, &act, &old) < 0)
 		return SIG_ERR;
 	return old.sa_handler;
+}
+
+/* glibc's signal(), bsd_signal() and ssignal() (one function there): the
+ * signal itself blocked in its handler, SA_RESTART unless siginterrupt
+ * said otherwise. */
+static sighandler_t bsd(int sig, sighandler_t handler)
+{
+	/* relaxed: siginterrupt's copy, ordered by the caller's own program */
+	int intr = sig >= 1 && sig < NSIGS && (atomic_load_explicit(&intr_mask, memory_order_relaxed) >> (sig - 1)) & 1;
+	return simple(sig, handler, intr ? 0 : SA_RESTART, 1);
 }
 
 GG_EXPORT sighandler_t signal(int sig, sighandler_t handler)
@@ -318,24 +328,12 @@ GG_EXPORT sighandler_t ssignal(int sig, sighandler_t handler)
 }
 
 /* glibc's sysv_signal: reset to the default at delivery, not blocked in its
- * own handler, system calls interrupted. */
+ * own handler, system calls interrupted. SA_INTERRUPT (no meaning to Linux,
+ * which clears it on x86-64 but not under every emulator) as glibc sets it,
+ * so that the answers read back as they would without us. */
 static sighandler_t sysv(int sig, sighandler_t handler)
 {
-	if (handler == SIG_ERR || sig < 1 || sig >= NSIGS) {
-		errno = EINVAL;
-		return SIG_ERR;
-	}
-	struct sigaction act, old;
-	memset(&act, 0, sizeof act);
-	act.sa_handler = handler;
-	sigemptyset(&act.sa_mask);
-	/* SA_INTERRUPT (no meaning to Linux, which clears it on
-	 * x86-64 but not under every emulator) as glibc sets it, so that the
-	 * answers read back as they would without us. */
-	act.sa_flags = SA_RESETHAND | SA_NODEFER | SA_INTERRUPT;
-	if (ours(sig, &act, &old) < 0)
-		return SIG_ERR;
-	return old.sa_handler;
+	return simple(sig, handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT, 0);
 }
 
 GG_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
