@@ -229,11 +229,18 @@ $(BUILD)/examples/%: examples/%.c $(HEADERS)
 	$(CC) $(BASE_CFLAGS) -rdynamic -o $@ $< $(LDLIBS)
 
 # A fresh machine without uthash gets one line naming the package, not a
-# compiler error (README's two commands install it themselves).
-$(TOOL): $(TOOL_SRCS) tools/tool.h tools/live.h $(HEADERS)
+# compiler error (README's two commands install it themselves). Everything
+# that includes tools/tool.h waits on this check (order-only, so it runs
+# before the first compile even under make -j).
+UTHASH_OK := $(BUILD)/obj/uthash.ok
+$(UTHASH_OK):
 	@mkdir -p $(@D)
 	@echo '#include <uthash.h>' | $(CC) $(BASE_CFLAGS) -E -x c - >/dev/null 2>&1 || \
-		{ echo "gpuguard: the gpuguard command needs uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
+		{ echo "gpuguard: the gpuguard command and its tests need uthash.h: install the Debian package uthash-dev (or run make deps)" >&2; exit 1; }
+	@touch $@
+$(BUILD)/tests/unit/test_writer $(BUILD)/tests/tools/schemacheck: | $(UTHASH_OK)
+$(TOOL): $(TOOL_SRCS) tools/tool.h tools/live.h $(HEADERS) | $(UTHASH_OK)
+	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $(TOOL_SRCS) -ldl
 
 # Dumps against the one list of keys (tests/scripts/schema.sh), read with
