@@ -222,12 +222,27 @@ static uint64_t budget_used(const struct gg_budget *b)
 	                : atomic_load_explicit(b->used, memory_order_relaxed);
 }
 
-/* After a change of our charge in the pod. */
-static void pod_publish(struct gg_budget *b)
+/* After a change of our charge in the pod: the entry's snapshot (region.h)
+ * set to now, the pod's charge as the caller already knows it, then the
+ * region's own upkeep. relaxed: a snapshot for readers of the file; the
+ * books are the slots, and nothing decides by it. No re-sum of the slots
+ * here: the hot path has the sum in hand (R2) or a delta (L1), and the
+ * sweep republishes the exact sum (shared.c, publish). */
+static void pod_publish(struct gg_budget *b, uint64_t now)
 {
-	/* relaxed: a snapshot for readers of the file (top, metrics); the
-	 * books are the slots. */
-	atomic_store_explicit(b->used, gpuguard_region_used(b->region, b->entry), memory_order_relaxed);
+	atomic_store_explicit(b->used, now, memory_order_relaxed);
+	b->changed();
+}
+
+/* After a release in the pod: the snapshot less bytes, saturating, as one
+ * atomic step so that our own threads' frees never lose each other's
+ * (relaxed: the snapshot, as in pod_publish). */
+static void pod_publish_less(struct gg_budget *b, uint64_t bytes)
+{
+	uint64_t cur = atomic_load_explicit(b->used, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(b->used, &cur, cur > bytes ? cur - bytes : 0,
+	                                              memory_order_relaxed, memory_order_relaxed))
+		;
 	b->changed();
 }
 
@@ -355,7 +370,7 @@ static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 	atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
 	sub_saturating(b->claim, bytes); /* R5 */
 	raise_peak(b->peak, sum);
-	pod_publish(b);
+	pod_publish(b, sum); /* R2's sum held our claim, now our charge */
 	return 0;
 }
 
@@ -410,7 +425,7 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 		sub_saturating(b->mine, bytes);
 		if (b->shadow)
 			sub_saturating(b->shadow, bytes); /* the private copy, as in R4 */
-		pod_publish(b);
+		pod_publish_less(b, bytes);
 	} else {
 		sub_saturating(b->used, bytes);
 	}
@@ -436,8 +451,9 @@ void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 		atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
 		/* relaxed: the private copy, as in pod_try_reserve */
 		atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
-		raise_peak(b->peak, budget_used(b));
-		pod_publish(b);
+		uint64_t now = budget_used(b);
+		raise_peak(b->peak, now);
+		pod_publish(b, now);
 		return;
 	}
 	/* relaxed: no check to make, so nothing to order; a racing reserve's

@@ -122,10 +122,11 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		close(fd);
 		return;
 	}
-	struct gg_budget *b = gg_ceiling_budget_peek(dev);
-	/* relaxed: numbers for a message */
-	uint64_t lim = b && b->limit ? atomic_load_explicit(b->limit, memory_order_relaxed) : GG_UNLIMITED;
-	uint64_t used = b && b->used ? atomic_load_explicit(b->used, memory_order_relaxed) : 0;
+	/* the budget's figures (the pod's sum of its slots in pod scope, not
+	 * the file's snapshot) */
+	struct gpuguard_device_stats ds;
+	gg_ceiling_read(dev, &ds);
+	uint64_t lim = ds.limit, used = ds.used;
 	char rq[32], us[32], li[32], line[512];
 	gg_log_bytes(rq, sizeof rq, req_size);
 	gg_log_bytes(us, sizeof us, used);
@@ -146,8 +147,8 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		             "dumps in %s\n",
 		             gg_dump_api_name(req_api), rq, dev, us,
 		             lim >= GG_LIMIT_UNRESOLVED ? "?" : gg_log_bytes(li, sizeof li, lim),
-		             b && b->claim ? " (the pod's budget)" : "", gg_opt.wait_ms ? " after waiting" : "",
-		             (int)getpid(), gg_opt.dump_dir);
+		             ds.pod ? " (the pod's budget)" : "", gg_opt.wait_ms ? " after waiting" : "", (int)getpid(),
+		             gg_opt.dump_dir);
 	if (n > 0) {
 		ssize_t w = write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 		(void)w; /* nowhere to report a failed report */

@@ -196,6 +196,29 @@ int gg_history_init(uint64_t capacity)
 	return 0;
 }
 
+/* The fork child holds none of the parent's device memory (init.c), so
+ * its history starts empty too: otherwise its live and peak figures, the
+ * sites live at its peak and the events in its dumps would be the
+ * parent's. Called from the atfork child handler, where the forking thread
+ * is the only one: nothing writes meanwhile, so plain stores do. The
+ * mappings are private and anonymous: MADV_DONTNEED gives them back as
+ * zero pages, which is the state init leaves (seq 0 is "never written"). */
+void gg_history_after_fork_child(void)
+{
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		atomic_store_explicit(&live_by_dev[d], 0, memory_order_relaxed);
+		atomic_store_explicit(&peak_by_dev[d], 0, memory_order_relaxed);
+		atomic_store_explicit(&peak_ms_by_dev[d], 0, memory_order_relaxed);
+		memset(&psnap[d], 0, sizeof psnap[d]);
+	}
+	if (site_live)
+		madvise(site_live, (size_t)GG_MAX_DEVICES * SITE_IDS * sizeof(int64_t), MADV_DONTNEED);
+	if (ring)
+		madvise(ring, (ring_mask + 1) * sizeof(struct gg_hist_slot), MADV_DONTNEED);
+	atomic_store_explicit(&ring_head, 0, memory_order_relaxed);
+	atomic_store_explicit(&ring_dropped, 0, memory_order_relaxed);
+}
+
 uint64_t gg_history_capacity(void)
 {
 	return ring ? ring_mask + 1 : 0;

@@ -52,7 +52,7 @@ typedef gg_CUresult (*gg_pfn_cuPointerGetAttribute)(void *data, gg_CUpointer_att
 GG_CUDA_HOOKS(DECLARE_HOOK, DECLARE_HOOK_PTSZ)
 CU_HELPERS(DECLARE_REAL)
 
-#define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
+#define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
 
 #define GG_VENEER_RESULT gg_CUresult

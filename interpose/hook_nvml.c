@@ -26,7 +26,7 @@
 GG_NVML_HOOKS(DECLARE_HOOK)
 NVML_HELPERS(DECLARE_REAL)
 
-#define REAL(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, (void *)name, LIBNVML))
+#define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, LIBNVML))
 #define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBNVML))
 
 #define GG_VENEER_RESULT gg_nvmlReturn_t

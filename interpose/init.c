@@ -26,6 +26,7 @@ static void after_fork_child(void)
 		gg_table_clear_unlocked(gg_table);
 	gg_dump_after_fork_child();
 	gg_vmm_reset();
+	gg_history_after_fork_child();
 	gg_shared_after_fork_child();
 }
 

@@ -409,6 +409,7 @@ struct gg_hist_event {
 /* Maps the ring once (capacity rounded up to a power of two). 0 or -1. */
 int gg_history_init(uint64_t capacity);
 uint64_t gg_history_capacity(void);
+void gg_history_after_fork_child(void);
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack);
 /* Copies up to max whole events, oldest first. Returns how many. */
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max);
@@ -658,6 +659,14 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 /* ---- init.c ---- */
 /* Runs initialisation once; safe from any hook, constructor or thread. */
 void gg_init_once(void);
+/* gg_init_once's common case inline: once initialisation is done, one
+ * acquire load (the same that gg_init_once makes, pairing with its
+ * release) and no call. */
+static inline void gg_init_done(void)
+{
+	if (GG_UNLIKELY(atomic_load_explicit(&gg_init_state, memory_order_acquire) != 2))
+		gg_init_once();
+}
 /* relaxed: gg_inert is a once-set flag that orders nothing; a hook that
  * reads 0 before this copy's initialisation ran governs that one call. An
  * inert copy says so at the first call that passes through it
@@ -715,6 +724,13 @@ struct gg_sym {
 /* Loads *slot, resolving name behind us (RTLD_NEXT, then the already-loaded
  * lib) on first use; never returns `ours`. NULL when there is no real one. */
 void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char *lib);
+/* gg_real_load's common case inline: a slot already filled costs one load
+ * (acquire, as there) and no call; the REAL() of every hook file. */
+static inline void *gg_real_get(void *_Atomic *slot, const char *name, void *ours, const char *lib)
+{
+	void *p = atomic_load_explicit(slot, memory_order_acquire);
+	return GG_LIKELY(p != NULL) ? p : gg_real_load(slot, name, ours, lib);
+}
 /* What gg_real_load calls at a slot's first resolution, and the dlsym
  * override at a lookup in a plugin's handle: linkmap.c's gg_linkmap_follow,
  * set by its constructor (nothing before it). */
@@ -790,7 +806,7 @@ size_t gg_account_total(int dev, size_t physical);
 	do {                                      \
 		gg_hook_active = 1;               \
 		gg_cur_runtime = GG_HOOK_RUNTIME; \
-		gg_init_once();                   \
+		gg_init_done();                   \
 		gg_first_call();                  \
 	} while (0)
 #define GG_LEAVE() (gg_hook_active = 0)

@@ -14,7 +14,7 @@ static void enter(const struct gg_runtime *rt)
 {
 	gg_hook_active = 1;
 	gg_cur_runtime = rt->runtime;
-	gg_init_once();
+	gg_init_done();
 	gg_first_call();
 }
 

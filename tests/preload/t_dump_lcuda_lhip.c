@@ -178,6 +178,29 @@ static int child_exit(void)
 	return 0; /* leaks: the exit dump lists them */
 }
 
+/* A fork child's books start empty (init.c), its history with them: its
+ * exit dump's peak, live figure and events are its own, not the parent's
+ * 512 MiB. The parent leaves by _exit, so the child's is the only dump. */
+static int child_forkpeak(void)
+{
+	setup();
+	gg_CUdeviceptr a;
+	if (cuMemAlloc_v2(&a, 512 * MIB))
+		return 3;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setup();
+		if (cuMemAlloc_v2(&a, 1 * MIB))
+			_exit(4);
+		exit(0); /* the exit dump */
+	}
+	int st;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		_exit(5);
+	_exit(WEXITSTATUS(st));
+}
+
 static int child_rate(void)
 {
 	setup();
@@ -457,6 +480,23 @@ TEST(dump_describes_vmm_reservations_and_their_holes)
 	free(b);
 }
 
+TEST(fork_child_dump_holds_its_own_peak_and_history)
+{
+	const char *dir = new_dir("forkpeak");
+	const char *env[] = {"GPUGUARD_DUMP_AT_EXIT=1", NULL};
+	CHECK_EQ_INT(run_child("forkpeak", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 1);
+	char *b = l.finals ? check_whole(l.first, "exit") : NULL;
+	if (!b)
+		return;
+	CHECK(strstr(b, "{\"t\":\"peak\",\"dev\":0,\"bytes\":1048576,"));
+	CHECK(strstr(b, ",\"live\":1048576}"));
+	CHECK(!strstr(b, "\"s\":536870912,")); /* no event of the parent's */
+	CHECK_EQ_INT(count_str(b, "{\"t\":\"h\","), 1);
+	free(b);
+}
+
 TEST(dump_at_exit_lists_leaks_and_pinned_memory)
 {
 	const char *dir = new_dir("exit");
@@ -606,6 +646,8 @@ int main(int argc, char **argv)
 			return child_exit();
 		if (strcmp(argv[1], "rate") == 0)
 			return child_rate();
+		if (strcmp(argv[1], "forkpeak") == 0)
+			return child_forkpeak();
 		if (strcmp(argv[1], "many") == 0)
 			return child_many();
 		if (strcmp(argv[1], "fsize") == 0)
@@ -626,6 +668,7 @@ int main(int argc, char **argv)
 	RUN(dump_on_driver_out_of_memory);
 	RUN(a_signal_the_application_handles_stays_its_own);
 	RUN(dump_at_exit_lists_leaks_and_pinned_memory);
+	RUN(fork_child_dump_holds_its_own_peak_and_history);
 	RUN(rate_limit_suppresses_and_counts);
 	RUN(kill_9_while_writing_leaves_no_partial_final_file);
 	RUN(full_disk_gives_one_message_and_no_file);
