@@ -300,6 +300,19 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 	fputs("</code>", f);
 	if (d->truncated)
 		fputs("<br><b>Truncated dump</b>: figures cover the records read.", f);
+	/* the trailer's counters, as the text report's header gives them */
+	if (d->suppressed || d->write_errors)
+		fprintf(f, "<br>%llu later dumps suppressed, %llu write errors", (unsigned long long)d->suppressed,
+		        (unsigned long long)d->write_errors);
+	if (d->signal_refused)
+		fprintf(f, "<br>%llu allocations refused inside signal handlers that interrupted a GPU call",
+		        (unsigned long long)d->signal_refused);
+	if (d->history_dropped)
+		fprintf(f, "<br>%llu history events lost: the timeline has gaps",
+		        (unsigned long long)d->history_dropped);
+	if (d->log_dropped)
+		fprintf(f, "<br>%llu log lines dropped over the library's rate limit",
+		        (unsigned long long)d->log_dropped);
 	fputs("</p>\n<h2>Diagnosis</h2>\n", f);
 	for (int i = 0; i < a->ndiags; i++) {
 		const struct gg_diag *g = &a->diags[i];

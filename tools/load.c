@@ -74,6 +74,13 @@ static int get_u64(struct loader *l, const struct gg_jval *o, const char *name, 
 	return 0;
 }
 
+/* A number a newer writer added: absent reads as 0, present must be one. */
+static int get_u64_opt(struct loader *l, const struct gg_jval *o, const char *name, uint64_t *out)
+{
+	*out = 0;
+	return gg_json_get(&l->j, o, name) ? get_u64(l, o, name, out, NULL) : 0;
+}
+
 static int get_small(struct loader *l, const struct gg_jval *o, const char *name, uint32_t *out, uint32_t max)
 {
 	uint64_t v = 0;
@@ -578,7 +585,10 @@ static int rec_end(struct loader *l, const struct gg_jval *o)
 	struct gg_dump *d = l->d;
 	if (get_u64(l, o, GPUGUARD_KEY(end, records), &d->end_records, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(end, suppressed), &d->suppressed, NULL) ||
-	    get_u64(l, o, GPUGUARD_KEY(end, write_errors), &d->write_errors, NULL))
+	    get_u64(l, o, GPUGUARD_KEY(end, write_errors), &d->write_errors, NULL) ||
+	    get_u64_opt(l, o, GPUGUARD_KEY(end, signal_refused), &d->signal_refused) ||
+	    get_u64_opt(l, o, GPUGUARD_KEY(end, history_dropped), &d->history_dropped) ||
+	    get_u64_opt(l, o, GPUGUARD_KEY(end, log_dropped), &d->log_dropped))
 		return -1;
 	d->has_end = 1;
 	return 0;

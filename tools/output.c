@@ -158,6 +158,17 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	if (d->has_end && (d->suppressed || d->write_errors))
 		fprintf(f, "  %llu later dumps suppressed, %llu write errors\n", (unsigned long long)d->suppressed,
 		        (unsigned long long)d->write_errors);
+	if (d->signal_refused)
+		fprintf(f,
+		        "  %llu allocations refused inside signal handlers that interrupted a GPU call (README "
+		        "\"What is charged\")\n",
+		        (unsigned long long)d->signal_refused);
+	if (d->history_dropped)
+		fprintf(f, "  %llu history events lost to writers a lap behind: the timeline has gaps\n",
+		        (unsigned long long)d->history_dropped);
+	if (d->log_dropped)
+		fprintf(f, "  %llu log lines dropped over the library's rate limit (see the process's stderr)\n",
+		        (unsigned long long)d->log_dropped);
 
 	fprintf(f, "\nDIAGNOSIS\n");
 	for (int i = 0; i < a->ndiags; i++) {
@@ -445,7 +456,10 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	json_kv_u(f, "records", d->lines, 1);
 	fprintf(f, "\"truncated\":%s,", d->truncated ? "true" : "false");
 	json_kv_u(f, "suppressed", d->suppressed, 1);
-	json_kv_u(f, "write_errors", d->write_errors, 0);
+	json_kv_u(f, "write_errors", d->write_errors, 1);
+	json_kv_u(f, "signal_refused", d->signal_refused, 1);
+	json_kv_u(f, "history_dropped", d->history_dropped, 1);
+	json_kv_u(f, "log_dropped", d->log_dropped, 0);
 	fputs("},\n\"diagnoses\":[", f);
 	for (int i = 0; i < a->ndiags; i++) {
 		const struct gg_diag *g = &a->diags[i];

@@ -200,8 +200,9 @@ struct gg_dump {
 	/* trailer */
 	int has_end;
 	uint64_t end_records, suppressed, write_errors;
-	uint64_t lines; /* whole records read */
-	int truncated;  /* no trailer, or a partial last line */
+	uint64_t signal_refused, history_dropped, log_dropped; /* 0 in dumps from before they were written */
+	uint64_t lines;                                        /* whole records read */
+	int truncated;                                         /* no trailer, or a partial last line */
 	uint64_t skipped_unknown;
 };
 

@@ -65,6 +65,24 @@ done
 grep -q 'ceiling 4.00 GiB</text>' "$TMP/ceiling_steady.html" && grep -q '08:2[0-9]:[0-9.]*Z</text>' "$TMP/ceiling_steady.html" &&
 	ok || bad "ceiling_steady: --html timeline lacks the ceiling line or wall-clock time"
 
+# The trailer's loss counters are reported when not zero, and a bad one is
+# an error like any field's.
+sed 's/^{"t":"end",\(.*\)}$/{"t":"end",\1,"signal_refused":3,"history_dropped":7,"log_dropped":2}/' \
+	ceiling_steady.jsonl >"$TMP/lossy.jsonl"
+"$GG" report "$TMP/lossy.jsonl" >"$TMP/lossy.txt" 2>&1
+grep -q '^  3 allocations refused inside signal handlers' "$TMP/lossy.txt" &&
+	grep -q '^  7 history events lost' "$TMP/lossy.txt" && grep -q '^  2 log lines dropped' "$TMP/lossy.txt" &&
+	! grep -q 'refused inside signal handlers' "$TMP/ceiling_steady.txt" &&
+	ok || bad "ceiling_steady with loss counters: the report does not show them"
+"$GG" report --json "$TMP/lossy.jsonl" | grep -q '"signal_refused":3,"history_dropped":7,"log_dropped":2}' &&
+	ok || bad "ceiling_steady with loss counters: --json lacks them"
+"$GG" report --html "$TMP/lossy.html" "$TMP/lossy.jsonl" 2>/dev/null && grep -q '<br>7 history events lost' "$TMP/lossy.html" &&
+	ok || bad "ceiling_steady with loss counters: --html lacks them"
+sed 's/"log_dropped":2/"log_dropped":-2/' "$TMP/lossy.jsonl" >"$TMP/lossy_bad.jsonl"
+"$GG" report "$TMP/lossy_bad.jsonl" >/dev/null 2>"$TMP/lossy_bad.err"
+[ $? -eq 2 ] && grep -q 'field "log_dropped": expected a non-negative integer' "$TMP/lossy_bad.err" &&
+	ok || bad "a negative log_dropped: want exit 2 naming the field, got: $(cat "$TMP/lossy_bad.err")"
+
 # Folded stacks also in speedscope's JSON format, with a bytes unit.
 "$GG" report --speedscope leak.jsonl >"$TMP/leak.speedscope" 2>&1
 expect "leak (speedscope)" "leak.speedscope" "$TMP/leak.speedscope"
