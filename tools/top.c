@@ -84,7 +84,15 @@ void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 		return;
 	}
 	const char *statefmt = r->ndev ? " %-8s" : " %s"; /* no trailing blanks */
-	fprintf(f, "  %-5s %-10s %-16s %-8s", "slot", "pid", "comm", "age");
+	/* The container column only where a member names one (the pod
+	 * snippets inject GPUGUARD_CONTAINER_NAME; README "In Kubernetes"). */
+	int containers = 0;
+	for (unsigned i = 0; i < r->nproc; i++)
+		containers |= r->proc[i].container[0] != 0;
+	fprintf(f, "  %-5s %-10s %-16s", "slot", "pid", "comm");
+	if (containers)
+		fprintf(f, " %-16s", "container");
+	fprintf(f, " %-8s", "age");
 	fprintf(f, statefmt, "state");
 	/* Per-device columns; the last one unpadded: no trailing blanks. */
 	for (unsigned i = 0; i < r->ndev; i++) {
@@ -94,7 +102,10 @@ void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 	fputc('\n', f);
 	for (unsigned i = 0; i < r->nproc; i++) {
 		const struct gg_rproc *p = &r->proc[i];
-		fprintf(f, "  %-5u %-10u %-16s %-8s", p->slot, p->pid, p->comm, age_text(p->start_ms, now_ms, b1));
+		fprintf(f, "  %-5u %-10u %-16s", p->slot, p->pid, p->comm);
+		if (containers)
+			fprintf(f, " %-16s", p->container[0] ? p->container : "-");
+		fprintf(f, " %-8s", age_text(p->start_ms, now_ms, b1));
 		fprintf(f, statefmt, live_text(p->live));
 		for (unsigned d = 0; d < r->ndev; d++)
 			fprintf(f, d + 1 < r->ndev ? " %-11s" : " %s", gg_bytes(p->used[r->dev[d].index], b2));

@@ -60,6 +60,12 @@ grep -q '^gpuguard_process_host_pinned_bytes{slot="[0-9]*",pid="[0-9]*",comm="po
 grep -q '^gpuguard_process_host_pinned_bytes{.*container="worker"} 0$' "$TMP/m1" && ok || bad "pinned-worker: want 0" "$TMP/m1"
 n=$(grep -c '^gpuguard_process_used_bytes{.*container="\(server\|worker\)",device="0",' "$TMP/m1")
 [ "$n" -eq 2 ] && ok || bad "container: $n process series with container=, want 2" "$TMP/m1"
+# top names each member's container, in a column of its own
+"$TOOL" top --once --region "$REGION" >"$TMP/top1" 2>&1 || bad "top: exit $?" "$TMP/top1"
+grep -q '^  slot  *pid  *comm  *container  *age  *state' "$TMP/top1" &&
+	grep -q '^  [0-9]*  *[0-9]*  *podclient  *server  ' "$TMP/top1" &&
+	grep -q '^  [0-9]*  *[0-9]*  *podclient  *worker  ' "$TMP/top1" &&
+	ok || bad "top: want a container column naming server and worker" "$TMP/top1"
 # the sidecar's series leave namespace and pod to the target's labels
 grep -q 'namespace=\|pod=' "$TMP/m1" && bad "sidecar: namespace= or pod= in gpuguard metrics --region" "$TMP/m1" || ok
 echo "H" >&3
