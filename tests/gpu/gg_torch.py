@@ -54,3 +54,42 @@ def preflight(programs, paths):
             print(result_line(p, reason="missing " + " ".join(missing)))
         return 1
     return None
+
+
+# This tree's public header: the layout of struct gpuguard_device_stats.
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "gpuguard.h")
+
+
+def stats_fields(header=HEADER):
+    """The fields of struct gpuguard_device_stats as ctypes wants them, read
+    from the header: a list typed here by hand went stale when the struct
+    grew (pod, process_used), and the library then wrote past the end of
+    the Python object. Raises ValueError when the header reads otherwise."""
+    import ctypes
+    import re
+
+    with open(header) as f:
+        text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    enum = re.search(r"enum\s+gpuguard_refusal\s*{(.*?)}", text, re.S)
+    body = re.search(r"struct\s+gpuguard_device_stats\s*{(.*?)}\s*;", text, re.S)
+    if not enum or not body:
+        raise ValueError("%s: no enum gpuguard_refusal or struct gpuguard_device_stats" % header)
+    names = [n.split("=")[0].strip() for n in enum.group(1).split(",") if n.strip()]
+    consts = {n: i for i, n in enumerate(names)}  # GPUGUARD_REFUSED_COUNT is the last
+    fields = []
+    for decl in body.group(1).split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        m = re.fullmatch(r"uint64_t\s+(\w+)(?:\s*\[\s*(\w+)\s*\])?", decl)
+        if not m:
+            raise ValueError("%s: unexpected field %r in struct gpuguard_device_stats" % (header, decl))
+        n = m.group(2)
+        if n is None:
+            fields.append((m.group(1), ctypes.c_uint64))
+        else:
+            count = int(n) if n.isdigit() else consts.get(n)
+            if count is None:
+                raise ValueError("%s: unknown array size %s" % (header, n))
+            fields.append((m.group(1), ctypes.c_uint64 * count))
+    return fields

@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 
-from gg_torch import built, child_env, preflight, result_line  # tests/gpu/gg_torch.py, beside this script
+from gg_torch import built, child_env, preflight, result_line, stats_fields  # tests/gpu/gg_torch.py, beside this script
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -73,9 +73,7 @@ def gpuguard_stats_fn():
     import ctypes
 
     class Stats(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint64) for n in (
-            "limit", "used", "peak", "pool_reserved", "live_bytes", "allocs", "frees",
-            "untracked_frees")] + [("refused", ctypes.c_uint64 * 3), ("pool_overshoot", ctypes.c_uint64)]
+        _fields_ = stats_fields()  # from include/gpuguard.h, so it cannot drift
 
     try:
         fn = ctypes.CDLL(None).gpuguard_device_stats
