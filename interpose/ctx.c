@@ -178,13 +178,16 @@ void gg_ctx_drop_begin(struct gg_ctx_drop *d, int dev, const void *ctx)
 		gg_table_foreach(gg_table, take, &s);
 }
 
-void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok)
+void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok, int (*survived)(const struct gg_record *))
 {
 	for (size_t i = 0; i < d->n; i++) {
 		struct gg_record *r = &d->recs[i];
-		if (ok && (r->key >> 62) == GG_NS_VMM)
+		/* Kept by the driver: back into the table as it was (a failed
+		 * free's path), its address not yet reusable by anyone. */
+		int kept = !ok || (survived && survived(r));
+		if (!kept && (r->key >> 62) == GG_NS_VMM)
 			gg_handle_forget(r->key ^ ((uint64_t)GG_NS_VMM << 62));
-		gg_account_freed(r, ok);
+		gg_account_freed(r, !kept);
 	}
 	if (d->recs)
 		munmap(d->recs, d->cap * sizeof(*d->recs));

@@ -296,9 +296,26 @@ static void drop_begin(struct gg_ctx_drop *d, int dev, gg_CUcontext ctx)
 	gg_ctx_drop_begin(d, dev, ctx);
 }
 
+/* A stream-ordered block the driver still knows after a reset or destroy:
+ * the device's default pool keeps its blocks over cudaDeviceReset (seen on
+ * an H200, driver 580: still in use by the pool's figures and by
+ * cudaMemGetInfo), and they are freed later as any other. Only uncharged
+ * device-pointer records are pool blocks (the pool carries their charge). */
+static int block_survived(const struct gg_record *r)
+{
+	if ((r->key >> 62) != GG_NS_PTR || (r->flags & (GG_REC_CHARGED | GG_REC_HOST)))
+		return 0;
+	gg_pfn_cuPointerGetAttribute f = HELPER(cuPointerGetAttribute);
+	gg_CUmemoryPool owner = NULL;
+	return f &&
+	       f(&owner, GG_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, r->key ^ ((uint64_t)GG_NS_PTR << 62)) ==
+	           GG_CUDA_SUCCESS &&
+	       owner != NULL;
+}
+
 static gg_CUresult drop_end(struct gg_ctx_drop *d, gg_CUresult rc, int dev, gg_CUcontext ctx)
 {
-	gg_ctx_drop_end(d, rc == GG_CUDA_SUCCESS);
+	gg_ctx_drop_end(d, rc == GG_CUDA_SUCCESS, block_survived);
 	if (rc == GG_CUDA_SUCCESS) {
 		if (ctx)
 			gg_ctx_forget(ctx);

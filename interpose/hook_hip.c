@@ -277,7 +277,7 @@ static gg_hipError_t device_reset(gg_pfn_hipDeviceReset real)
 	if (dev >= 0)
 		gg_ctx_drop_begin(&d, dev, GG_CTX_HIP_KEY(dev));
 	gg_hipError_t rc = real();
-	gg_ctx_drop_end(&d, rc == GG_hipSuccess);
+	gg_ctx_drop_end(&d, rc == GG_hipSuccess, NULL); /* ROCm: not seen; as the simulator */
 	if (rc == GG_hipSuccess && dev >= 0)
 		gg_pool_after_reset(dev);
 	return rc;

@@ -575,13 +575,16 @@ uint16_t gg_ctx_id(const void *ctx, int dev, int primary);
 void gg_ctx_forget(const void *ctx);
 /* Around the driver's reset of dev's primary context (ctx NULL) or the
  * destroy of ctx: begin takes every record of it out of the table, end
- * settles them (refunds) or, when the driver failed, puts them back. */
+ * settles them (refunds) or, when the driver failed, puts them back. A
+ * record for which survived() says 1 after a successful call is put back
+ * too: the driver kept that memory (CUDA's default pool keeps its blocks
+ * over a reset). survived may be NULL: every record went. */
 struct gg_ctx_drop {
 	struct gg_record *recs;
 	size_t n, cap;
 };
 void gg_ctx_drop_begin(struct gg_ctx_drop *d, int dev, const void *ctx);
-void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok);
+void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok, int (*survived)(const struct gg_record *));
 void gg_ctx_reset(void);
 
 /* ---- graph.c: graph memory (allocation nodes) ---- */

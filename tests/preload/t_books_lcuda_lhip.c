@@ -232,24 +232,24 @@ TEST(hip_vmm_nccl_free_path_balances_to_zero)
 
 /* ---- reset and destroy free the context's memory ------------------------ */
 
-/* Allocates through every family the primary context owns. */
-static void fill_primary(gg_CUdeviceptr *a, gg_CUmemGenericAllocationHandle *h, gg_CUdeviceptr *va)
+/* Allocates through every family the primary context owns; *p is a block
+ * of the default pool, which outlives a reset (tests/sim/README.md). */
+static void fill_primary(gg_CUdeviceptr *a, gg_CUmemGenericAllocationHandle *h, gg_CUdeviceptr *va, gg_CUdeviceptr *p)
 {
 	CHECK_EQ_INT(cuMemAlloc_v2(a, 1024 * MIB), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemAddressReserve(va, GIB, 0, 0, 0), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemCreate(h, 256 * MIB, &cu_prop, 0), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemMap(*va, 256 * MIB, 0, *h, 0), GG_CUDA_SUCCESS);
-	gg_CUdeviceptr p;
-	CHECK_EQ_INT(cuMemAllocAsync(&p, 128 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocAsync(p, 128 * MIB, NULL), GG_CUDA_SUCCESS);
 }
 
 static void reset_and_check(reset_fn reset, const char *how)
 {
 	struct gpuguard_device_stats s0 = gg_stats(0);
 	uint64_t live0 = live_records();
-	gg_CUdeviceptr a, va, big;
+	gg_CUdeviceptr a, va, big, p;
 	gg_CUmemGenericAllocationHandle h;
-	fill_primary(&a, &h, &va);
+	fill_primary(&a, &h, &va, &p);
 	CHECK(gg_stats(0).used >= s0.used + 1408 * MIB);
 	CHECK(live_records() >= live0 + 3);
 	if (!reset) {
@@ -259,10 +259,12 @@ static void reset_and_check(reset_fn reset, const char *how)
 	}
 	CHECK_EQ_INT(reset(0), GG_CUDA_SUCCESS);
 	struct gpuguard_device_stats s = gg_stats(0);
-	/* everything the driver freed is refunded, and no record is left */
-	CHECK_EQ_U64(s.used, s0.used);
-	CHECK_EQ_U64(s.live_bytes, s0.live_bytes);
-	CHECK_EQ_U64(live_records(), live0);
+	/* everything the driver freed is refunded and its records gone; the
+	 * default pool's block, which the driver keeps, stays charged (its
+	 * pool's 128 MiB) and recorded */
+	CHECK_EQ_U64(s.used, s0.used + 128 * MIB);
+	CHECK_EQ_U64(s.live_bytes, s0.live_bytes + 128 * MIB);
+	CHECK_EQ_U64(live_records(), live0 + 1);
 	CHECK_EQ_U64(s.untracked_frees, s0.untracked_frees);
 	/* the context comes back (cudart retains it again); 1.5 GiB fits */
 	gg_CUcontext c;
@@ -271,7 +273,14 @@ static void reset_and_check(reset_fn reset, const char *how)
 	CHECK_EQ_INT(cuMemAlloc_v2(&big, 3 * GIB / 2), GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(cuMemFree_v2(big), GG_CUDA_SUCCESS);
 	cuMemAddressFree(va, GIB);
-	CHECK_EQ_U64(gg_stats(0).used, s0.used);
+	/* the kept block frees as any other: a tracked free, all refunded */
+	CHECK_EQ_INT(cuMemFreeAsync(p, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSynchronize(), GG_CUDA_SUCCESS);
+	s = gg_stats(0);
+	CHECK_EQ_U64(s.used, s0.used);
+	CHECK_EQ_U64(s.live_bytes, s0.live_bytes);
+	CHECK_EQ_U64(live_records(), live0);
+	CHECK_EQ_U64(s.untracked_frees, s0.untracked_frees);
 }
 
 TEST(primary_reset_v2_refunds_the_context)

@@ -545,7 +545,7 @@ gg_hipError_t hipMemUnmap(void *ptr, size_t size)
 gg_hipError_t hipDeviceReset(void)
 {
 	REQUIRE_DEV(dev);
-	return to_hip(sim_free_context(dev, SIM_CTX_PRIMARY));
+	return to_hip(sim_free_context(dev, SIM_CTX_PRIMARY, 0));
 }
 
 /* The handle of the VMM allocation mapped at addr, with one more reference
