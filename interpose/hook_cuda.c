@@ -535,15 +535,15 @@ GG_VENEER_POOL_TRIM(cuMemPoolTrimTo, (gg_CUmemoryPool pool, size_t minBytesToKee
 static inline gg_CUresult mem_create(gg_pfn_cuMemCreate real, gg_CUmemGenericAllocationHandle *handle, size_t size,
                                      const gg_CUmemAllocationProp *prop, unsigned long long flags)
 {
-	if (!device_accepted(prop->location.id))
+	/* Any other location is host memory (HOST, HOST_NUMA: NCCL's host
+	 * buffers), never charged: dev -1 (GG_ALLOC notes its handle). */
+	int dev = prop->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+	if (dev >= 0 && !device_accepted(dev))
 		return real(handle, size, prop, flags); /* the driver's own INVALID_DEVICE */
-	current_device();                               /* the handle belongs to the current context (gg_cur_ctx) */
-	struct gg_alloc a = {.dev = prop->location.id,
-	                     .api = GPUGUARD_API_CU_MEM_CREATE,
-	                     .ns = GG_NS_VMM,
-	                     .charged = 1,
-	                     .size = size,
-	                     .out = handle};
+	if (dev >= 0)
+		current_device(); /* the handle belongs to the current context (gg_cur_ctx) */
+	struct gg_alloc a = {
+	    .dev = dev, .api = GPUGUARD_API_CU_MEM_CREATE, .ns = GG_NS_VMM, .charged = 1, .size = size, .out = handle};
 	return GG_ALLOC(&cuda, &a, real(handle, size, prop, flags));
 }
 
@@ -551,8 +551,9 @@ GG_VENEER(cuMemCreate,
           (gg_CUmemGenericAllocationHandle * handle, size_t size, const gg_CUmemAllocationProp *prop,
            unsigned long long flags),
           (handle, size, prop, flags), 1,
-          !handle || !prop || size == 0 || prop->location.type != GG_CU_MEM_LOCATION_TYPE_DEVICE ||
-              prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES,
+          !handle || !prop || size == 0 ||
+              (prop->location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE &&
+               (prop->location.id < 0 || prop->location.id >= GG_MAX_DEVICES)),
           rc = mem_create(real, handle, size, prop, flags);)
 
 /* A mapped or retained handle outlives this release (handles.c); only the

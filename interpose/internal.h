@@ -527,6 +527,7 @@ void gg_vmm_reset(void);
  * the last one goes, before the driver call (begin), settling after (end). */
 #define GG_HANDLE_CHARGED 0x1  /* made by a governed create: it has a charged record */
 #define GG_HANDLE_IMPORTED 0x2 /* imported from another process: never charged here */
+#define GG_HANDLE_HOST 0x4     /* host memory (a HOST or HOST_NUMA location): never charged */
 struct gg_vmm_item {
 	uint64_t va, size, h;
 	int dying, known, dropped;
@@ -867,8 +868,18 @@ int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uin
  * frame more costs the unwinder a step on every allocation. */
 static inline int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, int rc)
 {
-	if (a->dev < 0)
+	if (a->dev < 0) {
+		/* Not device memory. A VMM handle of host memory (NCCL 2.28's
+		 * host buffers, cuMemCreate at a HOST_NUMA location) is never
+		 * charged, but known, so that its release and unmaps are not
+		 * counted as frees of memory we never saw. */
+		uint64_t h = 0;
+		if (a->ns == GG_NS_VMM && rc == rt->ok)
+			__builtin_memcpy(&h, a->out, sizeof(h));
+		if (h)
+			gg_handle_created(h, GG_HANDLE_HOST);
 		return rc;
+	}
 	uint64_t raw = 0;
 	if (rc == rt->ok)
 		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer, a void * or a handle */

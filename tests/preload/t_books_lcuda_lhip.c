@@ -101,6 +101,61 @@ TEST(vmm_retained_reference_is_counted)
 	CHECK_EQ_INT(cuMemAddressFree(va, GIB), GG_CUDA_SUCCESS);
 }
 
+/* NCCL 2.28 makes its host buffers with cuMemCreate at a HOST_NUMA location
+ * where the card supports it (an H200 does: attribute 141; the simulator
+ * with SIMGPU_HOST_NUMA_VMM=1, this test's .env). Host memory is never
+ * charged, and its release is no free of memory gpuguard never saw: on the
+ * card, each NCCL init counted one untracked free. */
+TEST(vmm_host_memory_is_never_charged_nor_an_untracked_free)
+{
+	typedef gg_CUresult (*attr_fn)(int *, int, gg_CUdevice);
+	typedef gg_CUresult (*gran_fn)(size_t *, const gg_CUmemAllocationProp *, int);
+	attr_fn attr = (attr_fn)need("cuDeviceGetAttribute");
+	gran_fn gran = (gran_fn)need("cuMemGetAllocationGranularity");
+	retain_fn retain = (retain_fn)need("cuMemRetainAllocationHandle");
+	CHECK(attr && gran && retain);
+	if (!attr || !gran || !retain)
+		return;
+	int numa_vmm = 0;
+	CHECK_EQ_INT(attr(&numa_vmm, 141, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(numa_vmm, 1);
+	struct gpuguard_device_stats s0 = gg_stats(0);
+	uint64_t live0 = live_records();
+	const int types[] = {3 /* HOST_NUMA */, GG_CU_MEM_LOCATION_TYPE_HOST, 4 /* HOST_NUMA_CURRENT */};
+	for (unsigned i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		gg_CUmemAllocationProp hp = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
+		                             .location = {.type = types[i], .id = 0}};
+		size_t g = 0;
+		CHECK_EQ_INT(gran(&g, &hp, GG_CU_MEM_ALLOC_GRANULARITY_MINIMUM), GG_CUDA_SUCCESS);
+		CHECK(g > 0);
+		/* 3 GiB of host memory under a 2 GiB device ceiling: not ours to govern */
+		gg_CUdeviceptr va;
+		gg_CUmemGenericAllocationHandle h, h2 = 0;
+		CHECK_EQ_INT(cuMemAddressReserve(&va, 3 * GIB, 0, 0, 0), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(cuMemCreate(&h, 3 * GIB, &hp, 0), GG_CUDA_SUCCESS);
+		CHECK_EQ_U64(gg_stats(0).used, s0.used);
+		/* NCCL's free path: retain, release, unmap, release */
+		CHECK_EQ_INT(cuMemMap(va, 3 * GIB, 0, h, 0), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(retain(&h2, (void *)(uintptr_t)va), GG_CUDA_SUCCESS);
+		CHECK_EQ_U64(h2, h);
+		CHECK_EQ_INT(cuMemRelease(h2), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(cuMemUnmap(va, 3 * GIB), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(cuMemRelease(h), GG_CUDA_SUCCESS);
+		CHECK_EQ_INT(cuMemAddressFree(va, 3 * GIB), GG_CUDA_SUCCESS);
+		struct gpuguard_device_stats s = gg_stats(0);
+		CHECK_EQ_U64(s.used, s0.used);
+		CHECK_EQ_U64(s.untracked_frees, s0.untracked_frees);
+		CHECK_EQ_U64(live_records(), live0);
+	}
+	/* device memory beside it is governed as ever */
+	gg_CUmemGenericAllocationHandle d;
+	CHECK_EQ_INT(cuMemCreate(&d, 512 * MIB, &cu_prop, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, s0.used + 512 * MIB);
+	CHECK_EQ_INT(cuMemRelease(d), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, s0.used);
+	CHECK_EQ_U64(gg_stats(0).untracked_frees, s0.untracked_frees);
+}
+
 /* NCCL frees each of its 2 MiB blocks with: retain, release, unmap, release. */
 TEST(vmm_nccl_free_path_balances_to_zero)
 {
@@ -435,6 +490,7 @@ int main(void)
 	RUN(vmm_mapped_after_release_stays_charged_until_unmap);
 	RUN(vmm_retained_reference_is_counted);
 	RUN(vmm_nccl_free_path_balances_to_zero);
+	RUN(vmm_host_memory_is_never_charged_nor_an_untracked_free);
 	RUN(vmm_unmap_of_a_range_and_address_free);
 	RUN(vmm_double_release_of_a_mapped_handle);
 	RUN(hip_vmm_mapped_after_release_stays_charged_until_unmap);

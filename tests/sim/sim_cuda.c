@@ -1503,10 +1503,44 @@ static gg_CUresult check_location(const gg_CUmemLocation *loc, int *dev)
 	return GG_CUDA_SUCCESS;
 }
 
+/* SIMGPU_HOST_NUMA_VMM=1: the card reports
+ * HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (141) as an H200 does, and
+ * cuMemCreate makes host memory at a HOST, HOST_NUMA (node 0, the
+ * HOST_NUMA_ID it reports) or HOST_NUMA_CURRENT location. NCCL 2.28 then
+ * allocates its host buffers so. Off by default: NCCL would also touch
+ * such memory from the CPU, and the simulator's addresses are not host
+ * memory. */
+static int host_numa_vmm(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		const char *e = getenv("SIMGPU_HOST_NUMA_VMM");
+		v = e && strcmp(e, "1") == 0;
+	}
+	return v;
+}
+
+/* 1 when prop asks for host memory the card can make (dev is then -1). */
+static int host_location(const gg_CUmemAllocationProp *prop)
+{
+	int t = (int)prop->location.type;
+	if (!host_numa_vmm())
+		return 0;
+	return t == GG_CU_MEM_LOCATION_TYPE_HOST || t == 4 /* HOST_NUMA_CURRENT */ ||
+	       (t == 3 /* HOST_NUMA */ && prop->location.id == 0);
+}
+
 static gg_CUresult check_prop(const gg_CUmemAllocationProp *prop, int *dev)
 {
 	if (!prop || prop->type != GG_CU_MEM_ALLOCATION_TYPE_PINNED)
 		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (host_location(prop)) {
+		*dev = -1;
+		/* HOST memory cannot be exported (the driver's documented rule) */
+		return prop->location.type == GG_CU_MEM_LOCATION_TYPE_HOST && prop->requestedHandleTypes
+		           ? GG_CUDA_ERROR_INVALID_VALUE
+		           : GG_CUDA_SUCCESS;
+	}
 	return check_location(&prop->location, dev);
 }
 
@@ -1538,7 +1572,8 @@ gg_CUresult cuMemCreate(gg_CUmemGenericAllocationHandle *handle, size_t size, co
 	if (!size || size % SIM_PAGE)
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	uint64_t h;
-	int rc = sim_vmm_create_ctx(dev, cur_id(), size, prop, sizeof(*prop), &h);
+	int rc = dev < 0 ? sim_vmm_create_host(cur_id(), size, prop, sizeof(*prop), &h)
+	                 : sim_vmm_create_ctx(dev, cur_id(), size, prop, sizeof(*prop), &h);
 	if (rc == SIM_OK)
 		*handle = h;
 	return to_cu(rc);
@@ -4300,6 +4335,9 @@ static int sim_cuda_attr_value(int attrib, int dev, int *value)
 		break;
 	case 85:
 		*value = dev;
+		break;
+	case 141: /* HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+		*value = host_numa_vmm();
 		break;
 	default:
 		*value = g_attr[attrib];

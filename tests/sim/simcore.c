@@ -1274,6 +1274,34 @@ int sim_vmm_create_ctx(int dev, uint32_t ctx, uint64_t size, const void *prop, u
 	return SIM_OK;
 }
 
+/* Host memory behind a VMM handle (cuMemCreate at a HOST or HOST_NUMA
+ * location): no device page, so no device memory is used; it lives in
+ * device 0's handle table (any table would do: host memory has none). */
+int sim_vmm_create_host(uint32_t ctx, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle)
+{
+	if (!size || size % SIM_PAGE || prop_len > SIM_PROP_MAX || g_ndev == 0)
+		return SIM_EINVAL;
+	struct vmm *v = calloc(1, sizeof(*v));
+	if (!v)
+		return SIM_ENOMEM;
+	v->ctx = ctx;
+	v->refs = 1;
+	v->size = size;
+	memcpy(v->prop, prop, prop_len);
+	struct sim_dev *d = &g_dev[0];
+	pthread_mutex_lock(&d->mu);
+	v->handle = st_add(&d->vmms, v, TAG_VMM, 0);
+	if (v->handle)
+		d->live_vmm++;
+	pthread_mutex_unlock(&d->mu);
+	if (!v->handle) {
+		free(v);
+		return SIM_ENOMEM;
+	}
+	*handle = v->handle;
+	return SIM_OK;
+}
+
 static void vmm_destroy(struct sim_dev *d, struct vmm *v)
 {
 	st_del(&d->vmms, v->handle);

@@ -113,6 +113,8 @@ void sim_device_sync(int dev); /* releases each pool's reserve above its thresho
 /* Virtual memory management. The prop blob is stored and returned verbatim. */
 #define SIM_PROP_MAX 96
 int sim_vmm_create(int dev, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle);
+/* The same for host memory (no device page used). */
+int sim_vmm_create_host(uint32_t ctx, uint64_t size, const void *prop, unsigned prop_len, uint64_t *handle);
 /* create gives one reference, sim_vmm_retain (the handle mapped at addr) adds
  * one, each release drops one; pages go at refs == 0 and mapped nowhere. */
 int sim_vmm_release(uint64_t handle);
