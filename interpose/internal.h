@@ -578,8 +578,8 @@ void gg_ctx_forget(const void *ctx);
  * destroy of ctx: begin takes every record of it out of the table, end
  * settles them (refunds) or, when the driver failed, puts them back. A
  * record for which survived() says 1 after a successful call is put back
- * too: the driver kept that memory (CUDA's default pool keeps its blocks
- * over a reset). survived may be NULL: every record went. */
+ * too: the driver kept that memory (CUDA's pools keep their blocks over a
+ * reset). survived may be NULL: every record went. */
 struct gg_ctx_drop {
 	struct gg_record *recs;
 	size_t n, cap;

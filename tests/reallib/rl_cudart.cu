@@ -351,44 +351,59 @@ TEST(captured_malloc_async_in_a_graph)
 	CUDA_OK(cudaStreamDestroy(s));
 }
 
-/* What the device's default pool holds, by its own figures. */
-static uint64_t default_pool_reserved(void)
+/* What a pool holds, by its own figures. */
+static uint64_t pool_reserved(cudaMemPool_t pool)
 {
-	cudaMemPool_t pool;
 	uint64_t r = 0;
-	CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, 0));
 	CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &r));
 	return r;
 }
 
-TEST(device_reset_frees_all_but_the_default_pools_blocks)
+static uint64_t default_pool_reserved(void)
 {
-	void *a = NULL, *m = NULL, *as = NULL;
+	cudaMemPool_t pool;
+	CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, 0));
+	return pool_reserved(pool);
+}
+
+TEST(device_reset_frees_all_but_the_pools_blocks)
+{
+	void *a = NULL, *m = NULL, *as = NULL, *ps = NULL;
 	uint64_t untracked = rl_gg().untracked_frees;
+	cudaMemPoolProps pp = {};
+	pp.allocType = cudaMemAllocationTypePinned;
+	pp.location.type = cudaMemLocationTypeDevice;
+	pp.location.id = 0;
+	cudaMemPool_t pool;
+	CUDA_OK(cudaMemPoolCreate(&pool, &pp));
 	CUDA_OK(cudaMalloc(&a, 1 * GIB));
 	CUDA_OK(cudaMallocManaged(&m, 256 * MIB, cudaMemAttachGlobal));
 	CUDA_OK(cudaMallocAsync(&as, 256 * MIB, 0));
+	CUDA_OK(cudaMallocFromPoolAsync(&ps, 256 * MIB, pool, 0));
 	CUDA_OK(cudaDeviceSynchronize());
-	/* The driver frees the context's memory, but the default pool keeps
-	 * its blocks (seen on an H200, driver 580: 256 MiB still in use by
-	 * cudaMemGetInfo and the pool). The books follow both. */
+	/* The driver frees the context's memory, but pools keep their blocks
+	 * (seen on an H200, driver 580: the default pool's and a created
+	 * pool's 256 MiB still in use by cudaMemGetInfo and the pools). The
+	 * books follow both. */
 	CUDA_OK(cudaDeviceReset());
 	CUDA_OK(cudaSetDevice(0));
-	uint64_t kept = default_pool_reserved();
-	CHECK(kept >= 256 * MIB);
+	uint64_t kept = default_pool_reserved() + pool_reserved(pool);
+	CHECK(kept >= 512 * MIB);
 	if (rl_governed()) {
 		CHECK_EQ_U64(used(), kept);
-		CHECK_EQ_U64(rl_gg().live_bytes, 256 * MIB);
+		CHECK_EQ_U64(rl_gg().live_bytes, 512 * MIB);
 	}
 	if (rl_sim_used() != UINT64_MAX)
 		CHECK_EQ_U64(rl_sim_used(), kept);
 	/* nothing is refused falsely afterwards */
 	void *b = NULL;
-	CUDA_OK(cudaMalloc(&b, 1536 * MIB));
+	CUDA_OK(cudaMalloc(&b, 1 * GIB));
 	CUDA_OK(cudaFree(b));
-	/* and the kept block frees as any other: a tracked free, all refunded */
+	/* and the kept blocks free as any other: tracked frees, all refunded */
 	CUDA_OK(cudaFreeAsync(as, 0));
+	CUDA_OK(cudaFreeAsync(ps, 0));
 	CUDA_OK(cudaDeviceSynchronize());
+	CUDA_OK(cudaMemPoolDestroy(pool));
 	CHECK_EQ_U64(default_pool_reserved(), 0);
 	CHECK_EQ_U64(used(), 0);
 	if (rl_governed()) {
@@ -444,7 +459,7 @@ int main(int argc, char **argv)
 	RUN(vmm_retain_then_release);
 	RUN(vmm_nccl_free_path);
 	RUN(captured_malloc_async_in_a_graph);
-	RUN(device_reset_frees_all_but_the_default_pools_blocks);
+	RUN(device_reset_frees_all_but_the_pools_blocks);
 	RUN(books_end_exact);
 	return harness_done();
 }

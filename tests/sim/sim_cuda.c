@@ -199,7 +199,7 @@ static void ctx_teardown(gg_CUcontext c)
 		if (ents[i].dtor)
 			ents[i].dtor(c, ents[i].key, ents[i].value);
 	free(ents);
-	sim_free_context(c->dev, c->id, 1);
+	sim_free_context(c->dev, c->id, c->id == SIM_CTX_PRIMARY); /* a reset keeps pools */
 	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
 }
 

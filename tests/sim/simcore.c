@@ -1635,7 +1635,7 @@ int sim_va_range(uint64_t addr, uint64_t *base, uint64_t *size, int *dev)
  * primary context's default pool loses its blocks, its reserve and its
  * attributes, as a fresh one would have. Reservations are process-wide and
  * stay. Lock order: g_vamu, then the device. */
-int sim_free_context(int dev, uint32_t ctx, int keep_default_pool)
+int sim_free_context(int dev, uint32_t ctx, int keep_pools)
 {
 	if (!sim_device_valid(dev))
 		return SIM_EDEVICE;
@@ -1672,16 +1672,17 @@ int sim_free_context(int dev, uint32_t ctx, int keep_default_pool)
 		int hit = e->ctx == ctx;
 		if (e->kind == SIM_KIND_POOL) {
 			/* A stream-ordered block lives in its pool, not in the
-			 * context that asked for it. The device's default pool
-			 * and its blocks outlive a reset: on an H200 (driver
-			 * 580), 256 MiB from cudaMallocAsync stayed in use after
-			 * cudaDeviceReset and a new context, by the pool's
-			 * figures and by cudaMemGetInfo alike. A pool made in
-			 * the context goes with it (not yet seen on a card). How
-			 * ROCm treats hipDeviceReset was not seen: HIP keeps the
-			 * old model, every block of the context freed. */
+			 * context that asked for it, and pools outlive a reset
+			 * of the primary context: on an H200 (driver 580), 256
+			 * MiB from cudaMallocAsync (default pool) and 256 MiB
+			 * from cudaMallocFromPoolAsync (a created pool) stayed
+			 * in use after cudaDeviceReset, by the pools' figures
+			 * and by cudaMemGetInfo, and freed later as any block.
+			 * cuCtxDestroy and hipDeviceReset were not seen: they
+			 * keep the old model, the context's pools and blocks
+			 * freed with it. */
 			const struct chunk *c = d->pptr[(e->addr - dev_base(dev)) / SIM_PAGE];
-			hit = c->pool->is_default && keep_default_pool ? 0 : (hit || c->pool->ctx == ctx);
+			hit = keep_pools ? 0 : (hit || c->pool->ctx == ctx);
 		}
 		if (hit)
 			victims[n++] = e->addr;
@@ -1694,7 +1695,7 @@ int sim_free_context(int dev, uint32_t ctx, int keep_default_pool)
 	free(victims);
 	for (uint32_t s = 0; s < d->pools.n; s++) {
 		struct pool *p = d->pools.ptr[s];
-		if (!p || p->ctx != ctx)
+		if (!p || p->ctx != ctx || (keep_pools && !p->is_default))
 			continue;
 		if (p->is_default) {
 			pool_trim_unlocked(d, p, 0);

@@ -76,10 +76,10 @@ void sim_device_pci(int dev, int *domain, int *bus, int *device);
 /* Contexts. Every allocation, pool and VMM handle carries the id of the
  * context it was made in; the plain functions use the primary context (0).
  * sim_free_context frees all of a context's memory, as cuDevicePrimaryCtxReset,
- * cuCtxDestroy and hipDeviceReset do; with keep_default_pool, blocks of the
- * device's default pool stay, as CUDA's do (simcore.c). */
+ * cuCtxDestroy and hipDeviceReset do; with keep_pools (CUDA's primary
+ * reset), stream-ordered pools and their blocks stay (simcore.c). */
 #define SIM_CTX_PRIMARY 0u
-int sim_free_context(int dev, uint32_t ctx, int keep_default_pool);
+int sim_free_context(int dev, uint32_t ctx, int keep_pools);
 int sim_alloc_ctx(int dev, uint32_t ctx, uint64_t size, int kind, int whole_pages, uint64_t *addr);
 int sim_pool_create_ctx(int dev, uint32_t ctx, uint64_t *pool);
 int sim_pool_alloc_ctx(uint64_t pool, uint32_t ctx, uint64_t size, uint64_t *addr);
