@@ -299,8 +299,9 @@ static void drop_begin(struct gg_ctx_drop *d, int dev, gg_CUcontext ctx)
 /* A stream-ordered block the driver still knows after a reset or destroy:
  * pools, the default one and created ones, keep their blocks over
  * cudaDeviceReset (seen on an H200, driver 580: still in use by the pools'
- * figures and by cudaMemGetInfo), and they are freed later as any other. Only uncharged
- * device-pointer records are pool blocks (the pool carries their charge). */
+ * figures and by cudaMemGetInfo), and they are freed later as any other.
+ * Only uncharged device-pointer records are pool blocks (the pool carries
+ * their charge). */
 static int block_survived(const struct gg_record *r)
 {
 	if ((r->key >> 62) != GG_NS_PTR || (r->flags & (GG_REC_CHARGED | GG_REC_HOST)))

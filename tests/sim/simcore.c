@@ -1630,11 +1630,13 @@ int sim_va_range(uint64_t addr, uint64_t *base, uint64_t *size, int *dev)
 /* --------------------------------------------------------- context teardown */
 
 /* What cuDevicePrimaryCtxReset / cuCtxDestroy do to memory: every allocation
- * the context made, every pool it created (with all its blocks), every VMM
- * handle it created (its mappings are removed, all references dropped). The
- * primary context's default pool loses its blocks, its reserve and its
- * attributes, as a fresh one would have. Reservations are process-wide and
- * stay. Lock order: g_vamu, then the device. */
+ * the context made, every VMM handle it created (its mappings are removed,
+ * all references dropped), and, without keep_pools, every pool it created
+ * (with all its blocks) and the default pool's blocks. The primary
+ * context's default pool loses its free reserve and its attributes, as a
+ * fresh one would have. With keep_pools (a primary reset, as CUDA's) the
+ * pools and their live blocks stay. Reservations are process-wide and stay.
+ * Lock order: g_vamu, then the device. */
 int sim_free_context(int dev, uint32_t ctx, int keep_pools)
 {
 	if (!sim_device_valid(dev))
