@@ -117,11 +117,13 @@ TEST(vmm_host_memory_is_never_charged_nor_an_untracked_free)
 	if (!attr || !gran || !retain)
 		return;
 	int numa_vmm = 0;
-	CHECK_EQ_INT(attr(&numa_vmm, 141, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(attr(&numa_vmm, GG_CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+	             GG_CUDA_SUCCESS);
 	CHECK_EQ_INT(numa_vmm, 1);
 	struct gpuguard_device_stats s0 = gg_stats(0);
 	uint64_t live0 = live_records();
-	const int types[] = {3 /* HOST_NUMA */, GG_CU_MEM_LOCATION_TYPE_HOST, 4 /* HOST_NUMA_CURRENT */};
+	const int types[] = {GG_CU_MEM_LOCATION_TYPE_HOST_NUMA, GG_CU_MEM_LOCATION_TYPE_HOST,
+	                     GG_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT};
 	for (unsigned i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		gg_CUmemAllocationProp hp = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
 		                             .location = {.type = types[i], .id = 0}};

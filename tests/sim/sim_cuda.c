@@ -1510,14 +1510,19 @@ static gg_CUresult check_location(const gg_CUmemLocation *loc, int *dev)
  * allocates its host buffers so. Off by default: NCCL would also touch
  * such memory from the CPU, and the simulator's addresses are not host
  * memory. */
+static int host_numa_on;
+static pthread_once_t host_numa_once = PTHREAD_ONCE_INIT;
+
+static void host_numa_read(void)
+{
+	const char *e = getenv("SIMGPU_HOST_NUMA_VMM");
+	host_numa_on = e && strcmp(e, "1") == 0;
+}
+
 static int host_numa_vmm(void)
 {
-	static int v = -1;
-	if (v < 0) {
-		const char *e = getenv("SIMGPU_HOST_NUMA_VMM");
-		v = e && strcmp(e, "1") == 0;
-	}
-	return v;
+	pthread_once(&host_numa_once, host_numa_read); /* orders host_numa_on for every reader */
+	return host_numa_on;
 }
 
 /* 1 when prop asks for host memory the card can make (dev is then -1). */
@@ -1526,8 +1531,8 @@ static int host_location(const gg_CUmemAllocationProp *prop)
 	int t = (int)prop->location.type;
 	if (!host_numa_vmm())
 		return 0;
-	return t == GG_CU_MEM_LOCATION_TYPE_HOST || t == 4 /* HOST_NUMA_CURRENT */ ||
-	       (t == 3 /* HOST_NUMA */ && prop->location.id == 0);
+	return t == GG_CU_MEM_LOCATION_TYPE_HOST || t == GG_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT ||
+	       (t == GG_CU_MEM_LOCATION_TYPE_HOST_NUMA && prop->location.id == 0);
 }
 
 static gg_CUresult check_prop(const gg_CUmemAllocationProp *prop, int *dev)
@@ -3329,10 +3334,6 @@ gg_CUresult cuStreamBatchMemOp_v2_ptsz(gg_CUstream stream, unsigned int count, v
  * migrates); the range must lie inside one managed allocation, the
  * destination be a device or the host. Captured, it is a memcpy-like node. */
 #define SIM_CU_DEVICE_CPU (-1)
-#define LOC_DEVICE 1            /* CU_MEM_LOCATION_TYPE_DEVICE */
-#define LOC_HOST 2              /* CU_MEM_LOCATION_TYPE_HOST */
-#define LOC_HOST_NUMA 3         /* CU_MEM_LOCATION_TYPE_HOST_NUMA */
-#define LOC_HOST_NUMA_CURRENT 4 /* CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT */
 
 static gg_CUresult prefetch(gg_CUdeviceptr devPtr, size_t count, int dst_ok, gg_CUstream hStream)
 {
@@ -3367,8 +3368,9 @@ gg_CUresult cuMemPrefetchAsync_v2(gg_CUdeviceptr devPtr, size_t count, gg_CUmemL
 	if (flags)
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	int t = (int)location.type;
-	int ok = (t == LOC_DEVICE && sim_device_valid(location.id)) || t == LOC_HOST || t == LOC_HOST_NUMA_CURRENT ||
-	         (t == LOC_HOST_NUMA && location.id == 0);
+	int ok = (t == GG_CU_MEM_LOCATION_TYPE_DEVICE && sim_device_valid(location.id)) ||
+	         t == GG_CU_MEM_LOCATION_TYPE_HOST || t == GG_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT ||
+	         (t == GG_CU_MEM_LOCATION_TYPE_HOST_NUMA && location.id == 0);
 	return prefetch(devPtr, count, ok, hStream);
 }
 
@@ -4336,7 +4338,7 @@ static int sim_cuda_attr_value(int attrib, int dev, int *value)
 	case 85:
 		*value = dev;
 		break;
-	case 141: /* HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+	case GG_CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
 		*value = host_numa_vmm();
 		break;
 	default:
