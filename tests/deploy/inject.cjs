@@ -545,6 +545,37 @@ function preview(nsFile, files) {
 	process.stdout.write(out.map((d) => `---\n${d}`).join(""));
 }
 
+// Every copy of the GPU resource list in FILES (CEL `k in [...]` and
+// startsWith, JMESPath contains(`[...]`, @) and starts_with) is the list of
+// the MutatingAdmissionPolicy's variables gpuResources and gpuResourcePrefixes
+function gpuLists(files) {
+	const map = loadWay("MutatingAdmissionPolicy").policy;
+	const v = Object.fromEntries(map.spec.variables.map((x) => [x.name, x.expression]));
+	const names = cel.run(v.gpuResources, {}), prefixes = cel.run(v.gpuResourcePrefixes, {});
+	const want = JSON.stringify([[...names].sort(), [...prefixes].sort()]);
+	for (const f of files) {
+		const text = fs.readFileSync(f, "utf8").replace(/\n\s*/g, " ");
+		const lists = [...text.matchAll(/\bk in (\[[^\]]*\])/g)].map((x) => cel.run(x[1], {}))
+			.concat([...text.matchAll(/contains\(`(\[[^\]]*\])`, @\)/g)].map((x) => JSON.parse(x[1])));
+		const pre = [...text.matchAll(/(?:k\.startsWith\(|starts_with\(@, )'{1,2}([^']*)'{1,2}\)/g)].map((x) => x[1]);
+		const n = `the GPU resources of ${f} are the MutatingAdmissionPolicy's variables`;
+		if (!lists.length || !pre.length) { console.log(`FAIL ${n}: no copy found`); continue; }
+		const bad = lists.map((l) => JSON.stringify([[...l].sort(), [...new Set(pre)].sort()])).filter((x) => x !== want);
+		console.log(bad.length ? `FAIL ${n}: ${bad[0]}, not ${want}` : `ok ${n} (${lists.length} copies)`);
+	}
+}
+
+// The MutatingPolicy A and the MutatingAdmissionPolicy B say the same: the
+// same match conditions, variables, mutations, failure and reinvocation
+// policies, to the text
+function sameCel(a, b) {
+	const pa = docs(a).find((d) => /Policy$/.test(d.kind)), pb = docs(b).find((d) => /Policy$/.test(d.kind));
+	const pick = (p) => ["matchConditions", "variables", "mutations", "failurePolicy", "reinvocationPolicy"].map((k) => p.spec[k]);
+	const d = diff(pick(pa), pick(pb));
+	const n = `${a} and ${b} have the same CEL`;
+	console.log(d ? `FAIL ${n}: ${d.slice(0, 300)}` : `ok ${n}`);
+}
+
 // The referee's input: a kustomization applying B.patch.json to B.pod.json as
 // a strategic merge patch (what Kyverno's patchStrategicMerge runs)
 function kustomizeDir(b, dir) {
@@ -579,6 +610,8 @@ if (require.main === module) {
 		else if (cmd === "kyverno-cases") require("./kyverno-cases.cjs").main(args);
 		else if (cmd === "kustomize-dir") kustomizeDir(args[0], args[1]);
 		else if (cmd === "same") same(args[0], args[1], args[2]);
+		else if (cmd === "gpu-lists") gpuLists(args);
+		else if (cmd === "same-cel") sameCel(args[0], args[1]);
 		else {
 			console.error("usage: inject.cjs preview NAMESPACES|- POD.yaml... | corpus NAMESPACES PATCHDIR POD.yaml... | kyverno-cases DIR");
 			process.exit(2);

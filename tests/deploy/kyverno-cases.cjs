@@ -148,12 +148,12 @@ function main([dir]) {
 	const cases = walk(dir).sort().flatMap((f) => (path.basename(f) === "chainsaw-test.yaml" ? chainsawCases(f) : cliCases(f)));
 	const agree = {}, unsupported = [];
 	for (const c of cases) {
-		if (c.unsupported) { unsupported.push(`${c.name}: ${c.unsupported}`); continue; }
+		if (c.unsupported) { unsupported.push(`${c.name}\t${c.unsupported}`); continue; }
 		let r;
 		try {
 			r = runCase(c);
 		} catch (e) {
-			if (e instanceof m.Unsupported || e instanceof m.cel.Unsupported) { unsupported.push(`${c.name}: ${e.message}`); continue; }
+			if (e instanceof m.Unsupported || e instanceof m.cel.Unsupported) { unsupported.push(`${c.name}\t${e.message}`); continue; }
 			out.push(`FAIL case ${c.name}: the model: ${e.message}`);
 			continue;
 		}
@@ -171,7 +171,13 @@ function main([dir]) {
 			agree[way] = (agree[way] || 0) + 1;
 		}
 	}
-	for (const u of unsupported) note(`unsupported ${u}`);
+	// not modelled, by reason
+	const why = new Map();
+	for (const u of unsupported) {
+		const [name, reason] = u.split("\t");
+		why.set(reason, [...(why.get(reason) || []), name.replace(/ on .*/, "")]);
+	}
+	for (const [reason, names] of why) note(`not modelled, ${reason}: ${[...new Set(names)].join("; ")}`);
 	for (const [way, n] of Object.entries(MIN_AGREE)) {
 		if ((agree[way] || 0) >= n) out.push(`ok the model agrees with Kyverno on ${agree[way]} ${way} cases (at least ${n})`);
 		else out.push(`FAIL the model agrees with Kyverno on ${agree[way] || 0} ${way} cases, fewer than ${n}`);

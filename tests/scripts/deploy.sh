@@ -119,6 +119,16 @@ if [ -n "$have_node" ]; then
 	# shellcheck disable=SC2086
 	inj corpus tests/deploy/corpus/namespaces.yaml "$TMP/corpus" $CORPUS >"$TMP/corpus.out" 2>&1
 	count ok corpus "$TMP/corpus.out"
+	# shellcheck disable=SC2086
+	inj gpu-lists $POLICIES >"$TMP/lists" 2>&1
+	inj same-cel deploy/policy/mutatingpolicy.yaml deploy/policy/mutatingadmissionpolicy.yaml >>"$TMP/lists" 2>&1
+	count ok "the policies' GPU lists and CEL" "$TMP/lists"
+	sed "s/'amd.com\/gpu', 'nvidia.com\/gpu.shared'\] || k.startsWith/'amd.com\/gpu'] || k.startsWith/" deploy/policy/mutatingpolicy.yaml >"$TMP/mp-list.yaml"
+	inj gpu-lists "$TMP/mp-list.yaml" >"$TMP/out" 2>&1
+	count fail "a policy whose match condition lost a GPU resource" "$TMP/out"
+	sed 's/periodSeconds: 2, timeoutSeconds: 5/periodSeconds: 3, timeoutSeconds: 5/' deploy/policy/mutatingpolicy.yaml >"$TMP/mp-cel.yaml"
+	inj same-cel "$TMP/mp-cel.yaml" deploy/policy/mutatingadmissionpolicy.yaml >"$TMP/out" 2>&1
+	count fail "a MutatingPolicy whose CEL drifted from the MutatingAdmissionPolicy's" "$TMP/out"
 	# what each way made of each pod, against the real schema
 	val schema "$TMP"/corpus/*.yaml >"$TMP/schema2" 2>&1
 	count ok "schema of the injected corpus" "$TMP/schema2"
@@ -129,13 +139,19 @@ if [ -n "$have_node" ]; then
 		if grep -q -- "$form" $CORPUS; then ok; else bad "no pod of the corpus has $form"; fi
 	done
 
+	# kubectl with kustomize 5 (replacements, patches) is what the referee and
+	# the install need
+	kz_major=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9]*\).*/\1/p')
+	if ! command -v kubectl >/dev/null 2>&1; then kubectl_ok=; kubectl_why="no kubectl on this machine"
+	elif [ "${kz_major:-0}" -lt 5 ]; then kubectl_ok=; kubectl_why="kubectl's kustomize is older than v5 ($(kubectl version --client 2>&1 | tr '\n' ' '))"
+	else kubectl_ok=1; fi
 	# The referee: each strategic merge the ClusterPolicy model made, by
 	# Kubernetes' own code: the API server's (kubectl patch --type strategic;
 	# lists of named objects compared in any order, as its merge puts the
 	# patch's first) and the kustomize filter Kyverno's patchStrategicMerge
 	# runs (kubectl kustomize; exactly).
-	if ! command -v kubectl >/dev/null 2>&1; then
-		skip "deploy-referee: no kubectl on this machine"
+	if [ -z "$kubectl_ok" ]; then
+		skip "deploy-referee: $kubectl_why"
 	else
 		n=0
 		for p in "$TMP"/corpus/merge-*.pod.json; do
@@ -178,8 +194,8 @@ if [ -n "$have_node" ]; then
 	else bad "deploy/preview of a missing file: $(cat "$TMP/out")"; fi
 
 	# the one-command install, rendered with each policy; the image set once
-	if ! command -v kubectl >/dev/null 2>&1; then
-		skip "deploy-kustomize: no kubectl on this machine"
+	if [ -z "$kubectl_ok" ]; then
+		skip "deploy-kustomize: $kubectl_why"
 	else
 		for pol in mutatingpolicy clusterpolicy mutatingadmissionpolicy; do
 			rm -rf "$TMP/kz"
@@ -389,6 +405,14 @@ else
 		else
 			bad "install.sh: $(cat "$TMP/inst.log")"
 		fi
+		# the file each GPU container mounts at /etc/ld.so.preload names the
+		# library where the container mounts the copy
+		if [ "$(cat "$TMP/emptydir/ld.so.preload" 2>&1)" = /opt/gpuguard/lib/libgpuguard.so ]; then ok; else bad "install.sh wrote ld.so.preload: $(cat "$TMP/emptydir/ld.so.preload" 2>&1)"; fi
+		GPUGUARD_IMAGE_ROOT="$root" sh "$IC/install.sh" "$TMP/emptydir4" /mnt/gg >/dev/null 2>&1
+		if [ "$(cat "$TMP/emptydir4/ld.so.preload" 2>&1)" = /mnt/gg/lib/libgpuguard.so ]; then ok; else bad "install.sh DEST /mnt/gg wrote ld.so.preload: $(cat "$TMP/emptydir4/ld.so.preload" 2>&1)"; fi
+		if GPUGUARD_IMAGE_ROOT="$root" sh "$IC/install.sh" "$TMP/emptydir5" relative/path >"$TMP/out" 2>&1; then bad "install.sh with a relative MOUNT exited 0"
+		elif grep -q 'MOUNT must be an absolute path, not "relative/path"' "$TMP/out"; then ok
+		else bad "install.sh with a relative MOUNT: $(cat "$TMP/out")"; fi
 		env LD_PRELOAD="$TMP/emptydir/lib/libgpuguard.so" GPUGUARD_LIMIT=20Gi sleep 30 >/dev/null 2>&1 &
 		pid=$!
 		PIDS="$PIDS $pid"
