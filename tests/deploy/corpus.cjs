@@ -111,9 +111,10 @@ function author(orig, pod, ns) {
 	kept(so.initContainers || [], (sp.initContainers || []).slice(0, (so.initContainers || []).length), "spec.initContainers", e);
 	const psc = so.securityContext || {};
 	kept(psc, sp.securityContext || {}, "spec.securityContext", e);
-	if (psc.fsGroup !== undefined && (sp.securityContext.fsGroupChangePolicy || null) !== (psc.fsGroupChangePolicy || null)) e.push("fsGroupChangePolicy added to the pod's own fsGroup");
-	if (psc.fsGroup === undefined && (sp.securityContext.fsGroup !== 65532 || sp.securityContext.fsGroupChangePolicy !== (psc.fsGroupChangePolicy || "OnRootMismatch"))) {
-		e.push(`fsGroup ${sp.securityContext.fsGroup} with fsGroupChangePolicy ${sp.securityContext.fsGroupChangePolicy}: not 65532 with OnRootMismatch`);
+	const rsc = sp.securityContext || {};
+	if (psc.fsGroup !== undefined && (rsc.fsGroupChangePolicy || null) !== (psc.fsGroupChangePolicy || null)) e.push("fsGroupChangePolicy added to the pod's own fsGroup");
+	if (psc.fsGroup === undefined && (rsc.fsGroup !== 65532 || rsc.fsGroupChangePolicy !== (psc.fsGroupChangePolicy || "OnRootMismatch"))) {
+		e.push(`fsGroup ${rsc.fsGroup} with fsGroupChangePolicy ${rsc.fsGroupChangePolicy}: not 65532 with OnRootMismatch`);
 	}
 	if (so.containers.length !== sp.containers.length) e.push("containers added or removed");
 	for (const [i, c] of so.containers.entries()) {

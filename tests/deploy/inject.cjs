@@ -612,6 +612,17 @@ if (require.main === module) {
 		else if (cmd === "same") same(args[0], args[1], args[2]);
 		else if (cmd === "gpu-lists") gpuLists(args);
 		else if (cmd === "same-cel") sameCel(args[0], args[1]);
+		else if (cmd === "api-rules") {
+			// the API server's rules on every Pod and pod template of the files
+			const { apiRules } = require("./corpus.cjs");
+			for (const f of args) for (const d of docs(f)) {
+				const pod = d.kind === "Pod" ? d : d.spec && d.spec.template ? d.spec.template : null;
+				if (!pod) continue;
+				const e = apiRules(pod);
+				const n = `the API server's rules on ${f} (${d.kind} ${d.metadata.name})`;
+				console.log(e.length ? `FAIL ${n}: ${e.join("; ")}` : `ok ${n}`);
+			}
+		}
 		else {
 			console.error("usage: inject.cjs preview NAMESPACES|- POD.yaml... | corpus NAMESPACES PATCHDIR POD.yaml... | kyverno-cases DIR");
 			process.exit(2);

@@ -114,6 +114,12 @@ if [ -n "$have_node" ]; then
 
 	# --- the three ways in, on the corpus of real pods (tests/deploy/corpus.cjs)
 	inj() { node tests/deploy/inject.cjs "$@"; }
+	# shellcheck disable=SC2086
+	inj api-rules $MANIFESTS $CORPUS >"$TMP/api" 2>&1
+	count ok "the API server's rules" "$TMP/api"
+	sed 's/- name: gpuguard-prom/- name: gpuguard-metrics/' deploy/plain/pod.yaml >"$TMP/port.yaml"
+	inj api-rules "$TMP/port.yaml" >"$TMP/out" 2>&1
+	count fail "the API server's rules on a port name of 16 characters" "$TMP/out"
 	inj plain tests/deploy/default-ns.yaml tests/deploy/app-pod.yaml deploy/plain/pod.yaml >"$TMP/plain" 2>&1
 	count ok "the policies on app-pod.yaml" "$TMP/plain"
 	# shellcheck disable=SC2086
@@ -303,6 +309,17 @@ if [ -n "$have_node" ]; then
 	sed "s/, 'nvidia.com\/gpu.shared'\]/]/; s/|| k.startsWith('nvidia.com\/mig-')//; s/(has(c.resources.claims) \&\& size(c.resources.claims) > 0) ||//" \
 		deploy/policy/mutatingpolicy.yaml >"$TMP/bad/mp-gpus.yaml"
 	brk gpus MutatingPolicy "$TMP/bad/mp-gpus.yaml" "gives what"
+	# issue 13's policy, as issue 23 found it on real pods
+	inj corpus --policy ClusterPolicy=tests/deploy/issue13-clusterpolicy.yaml tests/deploy/corpus/namespaces.yaml "$TMP/bad/c-13" $CORPUS >"$TMP/out" 2>&1
+	for finding in 'vllm by ClusterPolicy: .*startupProbe has 2 handlers (exec, httpGet)' \
+		'vllm by ClusterPolicy: .*startupProbe.failureThreshold: 60 became 30' \
+		'vllm: ClusterPolicy gives .*libtcmalloc_minimal.so.4' \
+		'.*port name gpuguard-metrics is not IANA_SVC_NAME' \
+		'tgi by ClusterPolicy: .*fsGroup 65532 with fsGroupChangePolicy undefined' \
+		'kserve by ClusterPolicy: .*GPUGUARD_LIMIT undefined' 'triton by ClusterPolicy: .*GPUGUARD_LIMIT undefined' \
+		'ray by ClusterPolicy: .*GPUGUARD_LIMIT undefined'; do
+		if grep -q "^FAIL $finding" "$TMP/out"; then ok; else bad "issue 13's policy on the corpus: no failure $finding"; fi
+	done
 	# a container's own postStart hook replaced
 	sed "s/- key: '{{ element.startupProbe != \`null\` \&\& element.lifecycle != \`null\` \&\& element.lifecycle.postStart == \`null\` }}'/- key: '{{ element.startupProbe != \`null\` }}'/" \
 		deploy/policy/clusterpolicy.yaml >"$TMP/bad/cp-hook.yaml"
