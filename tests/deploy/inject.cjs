@@ -576,6 +576,38 @@ function sameCel(a, b) {
 	console.log(d ? `FAIL ${n}: ${d.slice(0, 300)}` : `ok ${n}`);
 }
 
+// The webhook's match conditions of each policy file: true for a pod that
+// asks for a GPU in any of the ways, false (never an error, which
+// failurePolicy Fail would turn into a refusal) for everything else
+function matchConditions(files) {
+	const pod = (res, extra = {}) => ({ apiVersion: "v1", kind: "Pod", metadata: { name: "p" },
+		spec: { containers: [{ name: "a", image: "x" }, { name: "b", image: "x", ...(res ? { resources: res } : {}) }], ...extra } });
+	const shapes = [
+		["no object (a DELETE)", null, false], ["a pods/binding Binding", { apiVersion: "v1", kind: "Binding", target: { name: "n" } }, false],
+		["a pod without containers", { apiVersion: "v1", kind: "Pod", metadata: { name: "p" }, spec: {} }, false],
+		["a pod with no resources", pod(undefined), false], ["a pod asking for cpu only", pod({ limits: { cpu: "1" } }), false],
+		["a pod asking for example.com/fpga", pod({ limits: { "example.com/fpga": 1 } }), false],
+		["nvidia.com/gpu", pod({ limits: { "nvidia.com/gpu": 1 } }), true], ["amd.com/gpu", pod({ limits: { "amd.com/gpu": 1 } }), true],
+		["nvidia.com/gpu.shared", pod({ limits: { "nvidia.com/gpu.shared": 1 } }), true],
+		["nvidia.com/mig-3g.40gb", pod({ limits: { "nvidia.com/mig-3g.40gb": 1 } }), true],
+		["a DRA claim", pod({ claims: [{ name: "gpu" }] }, { resourceClaims: [{ name: "gpu", resourceClaimTemplateName: "t" }] }), true],
+	];
+	for (const f of files) {
+		const p = docs(f).find((d) => /Policy$/.test(d.kind));
+		const mcs = p.spec.matchConditions || (p.spec.webhookConfiguration || {}).matchConditions || [];
+		if (!mcs.length) { console.log(`FAIL match conditions of ${f}: none`); continue; }
+		for (const [what, object, want] of shapes) {
+			const n = `match conditions of ${f} on ${what}: ${want}`;
+			try {
+				const got = mcs.every((mc) => cel.run(mc.expression, { object, oldObject: null, request: { operation: "CREATE" } }) === true);
+				console.log(got === want ? `ok ${n}` : `FAIL ${n}: ${got}`);
+			} catch (e) {
+				console.log(`FAIL ${n}: an error (${e.message}), which refuses the request`);
+			}
+		}
+	}
+}
+
 // The referee's input: a kustomization applying B.patch.json to B.pod.json as
 // a strategic merge patch (what Kyverno's patchStrategicMerge runs)
 function kustomizeDir(b, dir) {
@@ -612,6 +644,7 @@ if (require.main === module) {
 		else if (cmd === "same") same(args[0], args[1], args[2]);
 		else if (cmd === "gpu-lists") gpuLists(args);
 		else if (cmd === "same-cel") sameCel(args[0], args[1]);
+		else if (cmd === "match-conditions") matchConditions(args);
 		else if (cmd === "api-rules") {
 			// the API server's rules on every Pod and pod template of the files
 			const { apiRules } = require("./corpus.cjs");

@@ -128,10 +128,16 @@ if [ -n "$have_node" ]; then
 	# shellcheck disable=SC2086
 	inj gpu-lists $POLICIES >"$TMP/lists" 2>&1
 	inj same-cel deploy/policy/mutatingpolicy.yaml deploy/policy/mutatingadmissionpolicy.yaml >>"$TMP/lists" 2>&1
+	# shellcheck disable=SC2086
+	inj match-conditions $POLICIES >>"$TMP/lists" 2>&1
 	count ok "the policies' GPU lists and CEL" "$TMP/lists"
 	sed "s/'amd.com\/gpu', 'nvidia.com\/gpu.shared'\] || k.startsWith/'amd.com\/gpu'] || k.startsWith/" deploy/policy/mutatingpolicy.yaml >"$TMP/mp-list.yaml"
 	inj gpu-lists "$TMP/mp-list.yaml" >"$TMP/out" 2>&1
 	count fail "a policy whose match condition lost a GPU resource" "$TMP/out"
+	sed 's/object != null \&\& has(object.spec) \&\& has(object.spec.containers) \&\&//' deploy/policy/clusterpolicy.yaml >"$TMP/cp-mc.yaml"
+	inj match-conditions "$TMP/cp-mc.yaml" >"$TMP/out" 2>&1
+	grep -q '^FAIL .*Binding.*an error' "$TMP/out" || sed -i 's/^FAIL /not that failure: /' "$TMP/out"
+	count fail "a match condition that errs on a Binding" "$TMP/out"
 	sed 's/periodSeconds: 2, timeoutSeconds: 5/periodSeconds: 3, timeoutSeconds: 5/' deploy/policy/mutatingpolicy.yaml >"$TMP/mp-cel.yaml"
 	inj same-cel "$TMP/mp-cel.yaml" deploy/policy/mutatingadmissionpolicy.yaml >"$TMP/out" 2>&1
 	count fail "a MutatingPolicy whose CEL drifted from the MutatingAdmissionPolicy's" "$TMP/out"
