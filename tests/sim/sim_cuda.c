@@ -3764,10 +3764,33 @@ static uint64_t fnv(const char *s)
 	return h;
 }
 
-/* takes a library's image charge once, while its context lives */
+/* A library loaded with no current context (context-independent loading,
+ * as cudart's under EAGER) belongs to the context current at its first use;
+ * its owner, or NULL while it has none and none is current. */
+static gg_CUcontext library_owner(struct library *l)
+{
+	pthread_mutex_lock(&g_fp_mu);
+	if (!l->owner) {
+		gg_CUcontext c = cur_ctx();
+		if (c && atomic_load_explicit(&c->alive, memory_order_acquire)) {
+			l->owner = c;
+			l->ctx = c->id;
+			l->o.dev = c->dev;
+			l->epoch = atomic_load_explicit(&c->epoch, memory_order_relaxed);
+		}
+	}
+	gg_CUcontext o = l->owner;
+	pthread_mutex_unlock(&g_fp_mu);
+	return o;
+}
+
+/* takes a library's image charge once, while its context lives (none yet:
+ * at its first use in one) */
 static gg_CUresult library_load(struct library *l)
 {
 	gg_CUresult r = GG_CUDA_SUCCESS;
+	if (!library_owner(l))
+		return r;
 	pthread_mutex_lock(&g_fp_mu);
 	if (!l->loaded && l->charge && atomic_load_explicit(&l->owner->epoch, memory_order_relaxed) == l->epoch) {
 		r = fp_take_unlocked(l->owner, SIM_USE_MODULE, l->charge);
@@ -3777,10 +3800,16 @@ static gg_CUresult library_load(struct library *l)
 	return r;
 }
 
-/* code: the image in memory, or NULL and file: its path */
-static gg_CUresult library_new(gg_CUlibrary *out, const void *code, const char *file)
+/* code: the image in memory, or NULL and file: its path. A module needs a
+ * current context; a library may have none yet (library_owner). */
+static gg_CUresult library_new(gg_CUlibrary *out, const void *code, const char *file, int is_module)
 {
-	REQUIRE_CTX(dev);
+	REQUIRE_INIT();
+	int dev = 0;
+	if (is_module || cur_ctx()) {
+		REQUIRE_CTX(d);
+		dev = d;
+	}
 	fp_init();
 	uint64_t bytes = 0;
 	if (g_fp_on) {
@@ -3795,7 +3824,8 @@ static gg_CUresult library_new(gg_CUlibrary *out, const void *code, const char *
 		return GG_CUDA_ERROR_OUT_OF_MEMORY;
 	l->ctx = cur_id();
 	l->owner = cur_ctx();
-	l->epoch = atomic_load_explicit(&l->owner->epoch, memory_order_relaxed);
+	if (l->owner)
+		l->epoch = atomic_load_explicit(&l->owner->epoch, memory_order_relaxed);
 	l->charge = bytes ? module_charge(bytes) : 0;
 	if (!g_lazy) {
 		gg_CUresult r = library_load(l);
@@ -3816,7 +3846,7 @@ gg_CUresult cuLibraryLoadData(gg_CUlibrary *library, const void *code, gg_CUjit_
 	if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
 	    (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	return library_new(library, code, NULL);
+	return library_new(library, code, NULL, 0);
 }
 
 gg_CUresult cuLibraryLoadFromFile(gg_CUlibrary *library, const char *fileName, gg_CUjit_option *jitOptions,
@@ -3830,7 +3860,7 @@ gg_CUresult cuLibraryLoadFromFile(gg_CUlibrary *library, const char *fileName, g
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	if (access(fileName, R_OK))
 		return GG_CUDA_ERROR_FILE_NOT_FOUND;
-	return library_new(library, NULL, fileName);
+	return library_new(library, NULL, fileName, 0);
 }
 
 gg_CUresult cuLibraryUnload(gg_CUlibrary library)
@@ -3839,6 +3869,13 @@ gg_CUresult cuLibraryUnload(gg_CUlibrary library)
 	struct library *l = obj_get(library, OBJ_LIBRARY);
 	if (!l)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&g_fp_mu);
+	gg_CUcontext owner = l->owner;
+	pthread_mutex_unlock(&g_fp_mu);
+	if (!owner) { /* never used in a context: nothing to give back */
+		obj_free(l);
+		return GG_CUDA_SUCCESS;
+	}
 	/* after a reset of its context the globals are gone, and their
 	 * addresses may belong to someone else by now */
 	if (atomic_load_explicit(&l->owner->epoch, memory_order_relaxed) == l->epoch)
@@ -3944,6 +3981,8 @@ static gg_CUresult library_global(gg_CUdeviceptr *dptr, size_t *bytes, const voi
 	struct library *l = obj_get(library, OBJ_LIBRARY);
 	if (!l)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
+	if (!library_owner(l))
+		return GG_CUDA_ERROR_INVALID_CONTEXT;
 	uint64_t hn = fnv(name), a = 0;
 	for (size_t i = 0; i < l->nglob && !a; i++)
 		if (l->globname[i] == hn)
@@ -3998,7 +4037,7 @@ gg_CUresult cuModuleLoadData(gg_CUmodule *module, const void *image)
 	REQUIRE_INIT();
 	if (!module || !image)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	return library_new((gg_CUlibrary *)(void *)module, image, NULL);
+	return library_new((gg_CUlibrary *)(void *)module, image, NULL, 1);
 }
 
 gg_CUresult cuModuleLoadDataEx(gg_CUmodule *module, const void *image, unsigned int numOptions,
@@ -4021,7 +4060,7 @@ gg_CUresult cuModuleLoad(gg_CUmodule *module, const char *fname)
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	if (access(fname, R_OK))
 		return GG_CUDA_ERROR_FILE_NOT_FOUND;
-	return library_new((gg_CUlibrary *)(void *)module, NULL, fname);
+	return library_new((gg_CUlibrary *)(void *)module, NULL, fname, 1);
 }
 
 gg_CUresult cuModuleUnload(gg_CUmodule hmod)

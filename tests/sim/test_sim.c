@@ -2058,6 +2058,14 @@ static int agent_main(void)
 			memcpy(img + 8, &fat, 8);
 			rc = cuModuleLoadData(&mod, img);
 			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "libload")) { /* the same, as a library, current context or not */
+			unsigned char img[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
+			uint64_t fat = a - 16;
+			memcpy(img + 8, &fat, 8);
+			gg_CUlibrary lib;
+			if (!(rc = cuInit(0)) && !(rc = cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0)))
+				mod = (gg_CUmodule)(void *)lib;
+			printf(rc ? "err %d\n" : "ok\n", rc);
 		} else if (!strcmp(cmd, "unload")) {
 			rc = cuModuleUnload(mod);
 			printf(rc ? "err %d\n" : "ok\n", rc);
@@ -2396,6 +2404,18 @@ TEST(shared_card_module_loading)
 	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "modload 17179869184"), -1);
 	agent_stop(&a);
 	agent_stop(&b);
+	/* a library loaded before any context (cudart does so under EAGER)
+	 * is charged in the context current at its first use */
+	struct agent c;
+	CHECK_EQ_INT(agent_start(&c, eager, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "libload 4194304"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 0, 2), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "getfn"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 0, 2), 4 * MiB);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "unload"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 0, 2), 0);
+	agent_stop(&c);
 	card_gone();
 }
 
