@@ -1933,6 +1933,7 @@ gg_CUresult cuFuncGetAttribute(int *pi, gg_CUfunction_attribute attrib, gg_CUfun
 gg_CUresult cuLaunchKernel(gg_CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                            unsigned int sharedMemBytes, gg_CUstream hStream, void **kernelParams, void **extra);
+gg_CUresult cuLaunchKernelEx(const void *config, gg_CUfunction f, void **kernelParams, void **extra);
 gg_CUresult simgpu_cuda_func_set_footprint(gg_CUfunction f, size_t local_bytes, unsigned int flags);
 int simgpu_cuda_debug_footprint(int dev, unsigned long long *out, int n);
 void simgpu_cuda_debug_card_hold(void);
@@ -1962,10 +1963,28 @@ static int agent_main(void)
 			if (!(rc = cuInit(0)) && !(rc = cuDevicePrimaryCtxRetain(&c, (int)a)))
 				rc = cuCtxSetCurrent(c);
 			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "etretain")) { /* as cudart: the export table's retain */
+			void *const *rt = NULL;
+			gg_CUcontext c;
+			if (!(rc = cuInit(0)) && !(rc = cuGetExportTable((const void **)&rt, &ET_CUDART)) &&
+			    !(rc = ((gg_CUresult(*)(gg_CUcontext *, int))rt[2])(&c, (int)a)))
+				rc = cuCtxSetCurrent(c);
+			printf(rc ? "err %d\n" : "ok\n", rc);
 		} else if (!strcmp(cmd, "alloc")) {
 			rc = nptr < 256 ? cuMemAlloc_v2(&ptrs[nptr], a) : 1;
 			nptr += !rc;
 			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "hipalloc")) { /* HIP's card: another one, shared the same way */
+			void *hp = NULL;
+			rc = hipMalloc(&hp, a);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "hipinfo")) {
+			size_t f = 0, t = 0;
+			rc = hipMemGetInfo(&f, &t);
+			if (rc)
+				printf("err %d\n", rc);
+			else
+				printf("ok %zu %zu\n", f, t);
 		} else if (!strcmp(cmd, "freeall")) {
 			while (nptr)
 				cuMemFree_v2(ptrs[--nptr]);
@@ -2017,6 +2036,22 @@ static int agent_main(void)
 					rc = 98;
 				}
 			}
+			if (rc) {
+				printf("err %d\n", rc);
+			} else {
+				printf("ok %u", n);
+				for (unsigned i = 0; i < n; i++)
+					printf(" %u %llu", info[i].pid, info[i].usedGpuMemory);
+				printf("\n");
+			}
+		} else if (!strcmp(cmd, "nvml1")) { /* the v1 layout: ok n pid used ... */
+			unsigned n = 16;
+			gg_nvmlProcessInfo_v1_t info[16];
+			gg_nvmlDevice_t h;
+			if (!nvml_up && !(rc = nvmlInit_v2()))
+				nvml_up = 1;
+			if (!rc && !(rc = nvmlDeviceGetHandleByIndex_v2(0, &h)))
+				rc = nvmlDeviceGetComputeRunningProcesses(h, &n, info);
 			if (rc) {
 				printf("err %d\n", rc);
 			} else {
@@ -2079,6 +2114,15 @@ static int agent_main(void)
 			printf(rc ? "err %d\n" : "ok %d\n", rc ? rc : got);
 		} else if (!strcmp(cmd, "launch")) {
 			rc = cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "launchex")) { /* CUlaunchConfig: dims, shared bytes, stream, attrs */
+			struct {
+				unsigned dims[7];
+				gg_CUstream stream;
+				void *attrs;
+				unsigned nattrs;
+			} cfg = {{1, 1, 1, 128, 1, 1, 0}, NULL, NULL, 0};
+			rc = cuLaunchKernelEx(&cfg, fn, NULL, NULL);
 			printf(rc ? "err %d\n" : "ok\n", rc);
 		} else if (!strcmp(cmd, "setlimit")) {
 			rc = cuCtxSetLimit((gg_CUlimit)a, b);
@@ -2222,6 +2266,8 @@ static void card_gone(void)
 	char path[128];
 	snprintf(path, sizeof(path), "/simgpu-cuda-%s", g_card_name);
 	shm_unlink(path);
+	snprintf(path, sizeof(path), "/simgpu-hip-%s", g_card_name);
+	shm_unlink(path);
 }
 
 #define CARD_ENV(name, ctx)                                                                                  \
@@ -2274,6 +2320,11 @@ TEST(shared_card_two_processes)
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 1073741824"), 0);
 	/* its own card: only its context */
 	CHECK_EQ_U64(agent_num(&c, "info"), 8 * GiB - 64 * MiB);
+	/* HIP's card is shared too, and apart from CUDA's */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "hipalloc 1073741824"), 0);
+	CHECK_EQ_U64(agent_num(&b, "hipinfo"), 7 * GiB);
+	CHECK_EQ_U64(agent_num(&c, "hipinfo"), 8 * GiB);
+	CHECK_EQ_U64(agent_num(&b, "info"), 1 * GiB - 128 * MiB);
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "freeall"), 0);
 	CHECK_EQ_U64(agent_num(&b, "info"), 5 * GiB - 128 * MiB);
 	agent_stop(&a);
@@ -2366,6 +2417,14 @@ TEST(shared_card_context_cost)
 	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 526 * MiB);
 	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
 	CHECK_EQ_U64(agent_fp(&b, 0, 1), 526 * MiB);
+	/* cudart retains through its export table: the same cost, once */
+	struct agent c;
+	CHECK_EQ_INT(agent_start(&c, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "etretain 1"), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "etretain 1"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 1, 1), 526 * MiB);
+	CHECK_EQ_U64(agent_fp(&c, 0, 1), 0);
+	agent_stop(&c);
 	agent_stop(&a);
 	agent_stop(&b);
 	card_gone();
@@ -2449,6 +2508,13 @@ TEST(shared_card_local_memory_heap_fifo)
 	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "setlimit 0 131072"), -1); /* 33 GiB */
 	CHECK(!strcmp(r, "err 2"));
 	CHECK_EQ_U64(agent_fp(&a, 0, 3), (16384 - 1024) * LOCAL_PER_BYTE);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 20480 0"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launchex"), 0); /* cuLaunchKernelEx grows it too */
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (20480 - 1024) * LOCAL_PER_BYTE);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 131072 0"), 0);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "launch"), -1); /* 33 GiB: the card's own refusal */
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (20480 - 1024) * LOCAL_PER_BYTE);
 	CHECK_EQ_U64(agent_fp(&a, 0, 4), 0);
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setlimit 1 4194304"), 0); /* a 4 MiB FIFO */
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 0 1"), 0);          /* uses malloc */
@@ -2463,7 +2529,7 @@ TEST(shared_card_local_memory_heap_fifo)
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launch"), 0);
 	CHECK_EQ_U64(agent_fp(&a, 0, 5), 4 * MiB);
 	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "setlimit 1 1048576"), -1);
-	unsigned long long want = 16 * GiB - 64 * MiB - 4096 - (16384 - 1024) * LOCAL_PER_BYTE - 8388608 - 4 * MiB;
+	unsigned long long want = 16 * GiB - 64 * MiB - 4096 - (20480 - 1024) * LOCAL_PER_BYTE - 8388608 - 4 * MiB;
 	CHECK_EQ_U64(agent_num(&a, "info"), want);
 	/* the reset gives it all back */
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "reset 0"), 0);
@@ -2504,6 +2570,11 @@ TEST(shared_card_nvml_whole_card)
 	CHECK_EQ_U64(p[!ia], pb + 100000);
 	CHECK_EQ_U64(u[ia], 1 * GiB + 64 * MiB);
 	CHECK_EQ_U64(u[!ia], 2 * GiB + 64 * MiB + 8 * MiB);
+	unsigned n1 = 0, q[2] = {0, 0};
+	unsigned long long v[2] = {0, 0};
+	CHECK_EQ_INT(agent_ask(&w, r, sizeof(r), "nvml1"), 0); /* the v1 layout says the same */
+	CHECK_EQ_INT(sscanf(r, "%u %u %llu %u %llu", &n1, &q[0], &v[0], &q[1], &v[1]), 5);
+	CHECK(n1 == 2 && q[0] == p[0] && v[0] == u[0] && q[1] == p[1] && v[1] == u[1]);
 	unsigned long long t, res, fr, us, us1, fr1;
 	CHECK_EQ_INT(agent_ask(&w, r, sizeof(r), "nvmem"), 0);
 	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu %llu %llu %llu", &t, &res, &fr, &us, &us1, &fr1), 6);
