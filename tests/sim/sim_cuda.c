@@ -38,7 +38,8 @@
 
 #define SIM_DRIVER_VERSION 13000 /* also hashed by the integrity check */
 #define SIM_SM_COUNT 132
-#define SIM_ATTR_MAX 147 /* the last CUdevice_attribute of CUDA 13.0 */
+#define SIM_THREADS_PER_SM 2048 /* attribute 39; also local memory's formula (the footprint) */
+#define SIM_ATTR_MAX 147        /* the last CUdevice_attribute of CUDA 13.0 */
 
 static int graph_free_addr(uint64_t va);
 static int graph_addr_range(uint64_t addr, uint64_t *base, uint64_t *size);
@@ -3559,7 +3560,6 @@ gg_CUresult cuPointerGetAttributes(unsigned int numAttributes, gg_CUpointer_attr
  * printf FIFO. On by default on a shared card (SIMGPU_SHARED), where NVML
  * shows it; SIMGPU_FOOTPRINT=1 turns it on for a card of one process.
  * SIMGPU_CONTEXT alone charges contexts either way. */
-#define SIM_THREADS_PER_SM 2048           /* CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR */
 #define SIM_STACK_DEFAULT 1024ull         /* CU_LIMIT_STACK_SIZE's default, held by every context */
 #define SIM_STACK_ALIGN 16ull             /* a thread's stack is kept in 16-byte units */
 #define SIM_CONTEXT_SHARED (526ull << 20) /* a bare context on an H200 (REAL-CUDA.md 7) */

@@ -2491,6 +2491,10 @@ TEST(shared_card_local_memory_heap_fifo)
 	e[1].value = "16Gi";
 	struct agent a;
 	char r[64];
+	int sms = 0, threads = 0; /* the formula is the card's own attributes' */
+	CHECK_EQ_INT(cuDeviceGetAttribute(&sms, 16, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDeviceGetAttribute(&threads, 39, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64((unsigned long long)sms * (unsigned)threads, LOCAL_PER_BYTE);
 	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
 	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "modload 4096"), 0);
@@ -2623,7 +2627,8 @@ TEST(shared_card_pid_namespace)
 }
 
 /* Without SIMGPU_SHARED nothing of the footprint is charged unless asked
- * for, and a launch succeeds (it runs nothing). */
+ * for (SIMGPU_CONTEXT, SIMGPU_FOOTPRINT=1), and a launch succeeds (it runs
+ * nothing). */
 TEST(footprint_off_by_default)
 {
 	struct env_set e[] = {CARD_ENV(NULL, NULL)};
@@ -2638,6 +2643,21 @@ TEST(footprint_off_by_default)
 	for (int i = 1; i < FP_N; i++)
 		CHECK_EQ_U64(agent_fp(&a, 0, i), 0);
 	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB);
+	agent_stop(&a);
+	/* asked for on a card of one process: NVML shows it as this process's */
+	e[3].value = "100Mi";
+	e[7].value = "1";
+	char r[128];
+	unsigned n = 0, pid = 0;
+	unsigned long long used = 0;
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "modload 8388608"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "getfn"), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 108 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "nvml"), 0);
+	CHECK_EQ_INT(sscanf(r, "%u %u %llu", &n, &pid, &used), 3);
+	CHECK(n == 1 && (long long)pid == agent_num(&a, "pid") && used == 108 * MiB);
 	agent_stop(&a);
 }
 
