@@ -3562,7 +3562,7 @@ gg_CUresult cuPointerGetAttributes(unsigned int numAttributes, gg_CUpointer_attr
  * SIMGPU_CONTEXT alone charges contexts either way. */
 #define SIM_STACK_DEFAULT 1024ull         /* CU_LIMIT_STACK_SIZE's default, held by every context */
 #define SIM_STACK_ALIGN 16ull             /* a thread's stack is kept in 16-byte units */
-#define SIM_CONTEXT_SHARED (526ull << 20) /* a bare context on an H200 (REAL-CUDA.md 7) */
+#define SIM_CONTEXT_SHARED (526ull << 20) /* a bare context on an H200 (REAL-CUDA.md §7) */
 #define SIM_MODULE_ALIGN 4096ull
 
 static pthread_once_t g_fp_once = PTHREAD_ONCE_INIT;
