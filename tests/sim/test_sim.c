@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -2735,6 +2736,46 @@ TEST(nvml_watch_records_peaks)
 	card_gone();
 }
 
+/* Eight processes start on a new card at once: one makes it, the others
+ * wait for it to be ready, and all share it (a second card would show in
+ * the free memory). A card file that never got ready (its maker died) is
+ * waited for boundedly, then the process runs on a card of its own. */
+TEST(shared_card_made_once_under_a_race)
+{
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	struct agent a[8];
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ_INT(agent_start(&a[i], e, CARD_NENV), 0);
+	for (int i = 0; i < 8; i++) /* all asked before any answer is read */
+		fprintf(a[i].to, "init\nalloc 536870912\n");
+	char r[64];
+	for (int i = 0; i < 8; i++) {
+		CHECK(fgets(r, sizeof(r), a[i].from) && !strcmp(r, "ok\n"));
+		CHECK(fgets(r, sizeof(r), a[i].from) && !strcmp(r, "ok\n"));
+	}
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ_U64(agent_num(&a[i], "info"), 8 * GiB - 8 * (64 + 512) * MiB);
+	for (int i = 0; i < 8; i++)
+		agent_stop(&a[i]);
+	card_gone();
+
+	name = card_new();
+	char path[128];
+	snprintf(path, sizeof(path), "/simgpu-cuda-%s", name);
+	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600); /* a maker that died at once */
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	struct env_set e2[] = {CARD_ENV(name, "64Mi")};
+	struct agent b;
+	CHECK_EQ_INT(agent_start(&b, e2, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_num(&b, "info"), 8 * GiB - 64 * MiB);
+	agent_stop(&b);
+	card_gone();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -2786,6 +2827,7 @@ int main(int argc, char **argv)
 	RUN(shared_card_two_processes);
 	RUN(shared_card_kill9_gives_memory_back);
 	RUN(shared_card_lock_holder_killed);
+	RUN(shared_card_made_once_under_a_race);
 	RUN(shared_card_context_cost);
 	RUN(shared_card_module_loading);
 	RUN(shared_card_local_memory_heap_fifo);
