@@ -2028,8 +2028,8 @@ static int agent_main(void)
 			if (!nvml_up && !(rc = nvmlInit_v2()))
 				nvml_up = 1;
 			if (!rc && !(rc = nvmlDeviceGetHandleByIndex_v2(0, &h))) {
-				rc = nvmlDeviceGetComputeRunningProcesses_v3(h, &n, NULL);
-				if (rc == GG_NVML_ERROR_INSUFFICIENT_SIZE || rc == GG_NVML_SUCCESS) {
+				rc = nvmlDeviceGetComputeRunningProcesses_v3(h, &n, NULL); /* count 0 sizes it */
+				if (rc == (n ? GG_NVML_ERROR_INSUFFICIENT_SIZE : GG_NVML_SUCCESS)) {
 					unsigned want = n;
 					n = 16;
 					rc = n >= want ? nvmlDeviceGetComputeRunningProcesses_v3(h, &n, info) : 99;
