@@ -47,9 +47,13 @@ struct card {
 
 static struct card *g_card; /* NULL: this library's cards are its own */
 /* this process's entry, under the card's lock; g_slot_pid is getpid() when
- * it was taken, so a forked child takes one of its own */
+ * it was taken, so a forked child takes one of its own; the entry's pid and
+ * start time, to see it was swept (a process that could not read our /proc
+ * took us for dead) */
 static int g_slot = -1;
 static pid_t g_slot_pid;
+static int32_t g_slot_pp;
+static uint64_t g_slot_start;
 static pthread_once_t g_pid_once = PTHREAD_ONCE_INIT;
 static int32_t g_pid_offset; /* SIMGPU_NVML_PID_OFFSET */
 
@@ -77,16 +81,18 @@ static void pid_env(void)
 	}
 }
 
-/* a small file read whole into buf (NUL-terminated); -1 on failure */
+/* a small file read whole into buf (NUL-terminated); -1 if it does not
+ * exist, -2 on any other failure */
 static int read_small(const char *path, char *buf, size_t n)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
+		return errno == ENOENT || errno == ESRCH ? -1 : -2;
 	ssize_t k = read(fd, buf, n - 1);
+	int err = errno;
 	close(fd);
 	if (k < 0)
-		return -1;
+		return err == ESRCH ? -1 : -2;
 	buf[k] = 0;
 	return 0;
 }
@@ -97,7 +103,7 @@ static int read_small(const char *path, char *buf, size_t n)
 static int32_t proc_pid_self(void)
 {
 	char buf[4096];
-	if (read_small("/proc/self/status", buf, sizeof(buf)) == 0) {
+	if (!read_small("/proc/self/status", buf, sizeof(buf))) {
 		const char *p = strstr(buf, "\nNSpid:");
 		if (p) {
 			long v = strtol(p + 7, NULL, 10);
@@ -114,22 +120,24 @@ uint32_t sim_nvml_pid_self(void)
 	return (uint32_t)(proc_pid_self() + g_pid_offset);
 }
 
-/* state and starttime (fields 3 and 22) of /proc/<pid>/stat; -1 if gone */
+/* state and starttime (fields 3 and 22) of /proc/<pid>/stat; -1 if gone,
+ * -2 if it cannot be read or understood */
 static int proc_stat(int32_t pid, char *state, uint64_t *start)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_small(path, buf, sizeof(buf)))
-		return -1;
+	int rc = read_small(path, buf, sizeof(buf));
+	if (rc)
+		return rc;
 	const char *p = strrchr(buf, ')'); /* the command may hold spaces and ')' */
 	if (!p || p[1] != ' ')
-		return -1;
+		return -2;
 	*state = p[2];
 	p += 2;
 	for (int field = 3; field < 22; field++) {
 		p = strchr(p, ' ');
 		if (!p)
-			return -1;
+			return -2;
 		p++;
 	}
 	*start = strtoull(p, NULL, 10);
@@ -137,13 +145,15 @@ static int proc_stat(int32_t pid, char *state, uint64_t *start)
 }
 
 /* A dead process, a zombie (its files, and so its GPU memory, are gone before
- * it is reaped) and a pid reused by another process are all gone. */
+ * it is reaped) and a pid reused by another process are all gone. One whose
+ * /proc entry cannot be read (hidepid) is taken to live. */
 static int proc_alive(const struct card_proc *e)
 {
-	char st;
-	uint64_t start;
-	if (proc_stat(e->pid, &st, &start))
-		return 0;
+	char st = 0;
+	uint64_t start = 0;
+	int rc = proc_stat(e->pid, &st, &start);
+	if (rc)
+		return rc == -2;
 	return st != 'Z' && st != 'X' && start == e->start;
 }
 
@@ -183,7 +193,7 @@ static void card_sweep_unlocked(void)
 	pid_t me = getpid();
 	for (int i = 0; i < CARD_PROCS; i++) {
 		struct card_proc *e = &g_card->proc[i];
-		if (!e->pid || (i == g_slot && g_slot_pid == me) || proc_alive(e))
+		if (!e->pid || (i == g_slot && g_slot_pid == me && e->pid == g_slot_pp) || proc_alive(e))
 			continue;
 		for (int d = 0; d < SIM_MAX_DEVICES; d++)
 			for (int u = 0; u < SIM_USE_N; u++)
@@ -197,7 +207,8 @@ static void card_sweep_unlocked(void)
 static int card_slot_unlocked(void)
 {
 	pid_t me = getpid();
-	if (g_slot >= 0 && g_slot_pid == me)
+	if (g_slot >= 0 && g_slot_pid == me && g_card->proc[g_slot].pid == g_slot_pp &&
+	    g_card->proc[g_slot].start == g_slot_start)
 		return g_slot;
 	g_slot = -1;
 	int32_t pp = proc_pid_self();
@@ -217,6 +228,8 @@ static int card_slot_unlocked(void)
 				e->start = start;
 				g_slot = i;
 				g_slot_pid = me;
+				g_slot_pp = pp;
+				g_slot_start = start;
 				break;
 			}
 		}
@@ -254,7 +267,8 @@ int sim_card_take(int dev, int use, uint64_t bytes)
 void sim_card_give(int dev, int use, uint64_t bytes)
 {
 	card_lock();
-	if (g_slot >= 0 && g_slot_pid == getpid()) {
+	if (g_slot >= 0 && g_slot_pid == getpid() && g_card->proc[g_slot].pid == g_slot_pp &&
+	    g_card->proc[g_slot].start == g_slot_start) {
 		uint64_t *u = &g_card->proc[g_slot].use[dev][use];
 		if (bytes > *u)
 			bytes = *u;
