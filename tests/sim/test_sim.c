@@ -2254,6 +2254,25 @@ static void agent_kill(struct agent *a)
 
 static char g_card_name[64];
 
+/* POSIX shared memory works here (a container may lack /dev/shm) */
+static int shm_usable(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/simgpu-probe-%d", (int)getpid());
+	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	shm_unlink(path);
+	return 1;
+}
+
+#define REQUIRE_SHM()                                                   \
+	do {                                                            \
+		if (!shm_usable())                                      \
+			SKIP("no POSIX shared memory (/dev/shm) here"); \
+	} while (0)
+
 /* a fresh card name for a test, and its object gone afterwards */
 static const char *card_new(void)
 {
@@ -2285,6 +2304,7 @@ static void card_gone(void)
  * without SIMGPU_SHARED still has a card of its own. */
 TEST(shared_card_two_processes)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set ea[] = {CARD_ENV(name, "64Mi")}, eb[] = {CARD_ENV(name, "64Mi")},
 	               ec[] = {CARD_ENV(NULL, "64Mi")};
@@ -2339,6 +2359,7 @@ TEST(shared_card_two_processes)
  * exits normally likewise. */
 TEST(shared_card_kill9_gives_memory_back)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set e[] = {CARD_ENV(name, "64Mi")};
 	struct agent a, b, w;
@@ -2369,6 +2390,7 @@ TEST(shared_card_kill9_gives_memory_back)
  * agent that hung would die of its alarm and answer nothing). */
 TEST(shared_card_lock_holder_killed)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set e[] = {CARD_ENV(name, "64Mi")};
 	struct agent a, b;
@@ -2393,6 +2415,7 @@ TEST(shared_card_lock_holder_killed)
  * taken again at the retain after a reset. */
 TEST(shared_card_context_cost)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set e[] = {CARD_ENV(name, NULL)};
 	e[2].value = "2";
@@ -2435,6 +2458,7 @@ TEST(shared_card_context_cost)
  * first use of a function under LAZY (the default); unload gives it back. */
 TEST(shared_card_module_loading)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set lazy[] = {CARD_ENV(name, "64Mi")}, eager[] = {CARD_ENV(name, "64Mi")};
 	eager[6].value = "EAGER";
@@ -2487,6 +2511,7 @@ TEST(shared_card_module_loading)
  * fixed from then on. */
 TEST(shared_card_local_memory_heap_fifo)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set e[] = {CARD_ENV(name, "64Mi")};
 	e[1].value = "16Gi";
@@ -2549,6 +2574,7 @@ TEST(shared_card_local_memory_heap_fifo)
  * array; memory info is the whole card's, the reserve taken once. */
 TEST(shared_card_nvml_whole_card)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set ea[] = {CARD_ENV(name, "64Mi")}, eb[] = {CARD_ENV(name, "64Mi")}, ew[] = {CARD_ENV(name, "1Mi")};
 	ea[4].value = "512Mi"; /* the maker's reserve is the card's */
@@ -2600,9 +2626,9 @@ TEST(shared_card_nvml_whole_card)
  * itself as 1, NVML lists it under the host's PID. */
 TEST(shared_card_pid_namespace)
 {
+	REQUIRE_SHM();
 	if (access("/usr/bin/unshare", X_OK) || system("unshare -p -f --kill-child true >/dev/null 2>&1") != 0) {
 		SKIP("unshare -p is not allowed here");
-		return;
 	}
 	const char *name = card_new();
 	struct env_set e[] = {CARD_ENV(name, "64Mi")};
@@ -2667,6 +2693,7 @@ TEST(footprint_off_by_default)
  * is in its summary, written at SIGTERM. */
 TEST(nvml_watch_records_peaks)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set e[] = {CARD_ENV(name, "64Mi")};
 	char watch[4200], outf[256], line[256];
@@ -2742,6 +2769,7 @@ TEST(nvml_watch_records_peaks)
  * waited for boundedly, then the process runs on a card of its own. */
 TEST(shared_card_made_once_under_a_race)
 {
+	REQUIRE_SHM();
 	const char *name = card_new();
 	struct env_set e[] = {CARD_ENV(name, "64Mi")};
 	struct agent a[8];
