@@ -211,8 +211,7 @@ static void ctx_teardown(gg_CUcontext c)
 			ents[i].dtor(c, ents[i].key, ents[i].value);
 	free(ents);
 	sim_free_context(c->dev, c->id, c->id == SIM_CTX_PRIMARY); /* a reset keeps pools */
-	ctx_uncharge(c);
-	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
+	ctx_uncharge(c);                                           /* and the teardown counted */
 }
 
 /* -------------------------------------------------- init, devices, contexts */
@@ -3655,10 +3654,13 @@ static gg_CUresult ctx_charge(gg_CUcontext c)
 	return r;
 }
 
-/* a reset or destroy gives everything back */
+/* A reset or destroy gives everything back and counts the teardown, both
+ * under g_fp_mu: a library's first use (library_load) checks the epoch under
+ * it, so it never charges a context whose charges are already gone. */
 static void ctx_uncharge(gg_CUcontext c)
 {
 	pthread_mutex_lock(&g_fp_mu);
+	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
 	for (int u = 0; u < SIM_USE_N; u++) {
 		sim_uncharge(c->dev, u, c->fpu[u]);
 		c->fpu[u] = 0;
