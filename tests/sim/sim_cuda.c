@@ -76,7 +76,7 @@ struct CUctx_st {
 	/* contexts whose memory this one may access (cuCtxEnablePeerAccess), under g_ctx_mu */
 	struct CUctx_st *peer[SIM_MAX_PEERS];
 	int npeer;
-	/* its footprint (footprint.h below), under g_fp_mu: bytes charged per
+	/* its footprint (the footprint section below), under g_fp_mu: bytes per
 	 * sim_use, the per-thread local memory it holds, whether its context
 	 * cost, heap and printf FIFO are taken */
 	uint64_t fpu[SIM_USE_N];
@@ -211,7 +211,7 @@ static void ctx_teardown(gg_CUcontext c)
 			ents[i].dtor(c, ents[i].key, ents[i].value);
 	free(ents);
 	sim_free_context(c->dev, c->id, c->id == SIM_CTX_PRIMARY); /* a reset keeps pools */
-	ctx_uncharge(c);                                           /* and the teardown counted */
+	ctx_uncharge(c);                                           /* its footprint back; its epoch moves on */
 }
 
 /* -------------------------------------------------- init, devices, contexts */
@@ -3774,6 +3774,7 @@ static gg_CUcontext library_owner(struct library *l)
 	pthread_mutex_lock(&g_fp_mu);
 	if (!l->owner) {
 		gg_CUcontext c = cur_ctx();
+		/* acquire: pairs with ctx_create's release, as REQUIRE_CTX's */
 		if (c && atomic_load_explicit(&c->alive, memory_order_acquire)) {
 			l->owner = c;
 			l->ctx = c->id;
