@@ -2685,6 +2685,11 @@ TEST(shared_card_pid_namespace)
 	CHECK_EQ_INT(sscanf(r, "%u %u", &n, &p), 2);
 	CHECK_EQ_INT(n, 1);
 	CHECK_EQ_U64(p, host);
+	/* and so it is listed for the process itself, which says 1 */
+	n = p = 0;
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "nvml"), 0);
+	CHECK_EQ_INT(sscanf(r, "%u %u", &n, &p), 2);
+	CHECK(n == 1 && p == host);
 	agent_stop(&a);
 	agent_stop(&w);
 	card_gone();
