@@ -2870,6 +2870,46 @@ TEST(shared_card_concurrent)
 	card_gone();
 }
 
+/* nvml_watch's exit status for argv and env; its stderr to /dev/null */
+static int watch_status(const char *devices, const char *a1, const char *a2)
+{
+	char watch[4200];
+	snprintf(watch, sizeof(watch), "%s", g_exe);
+	char *slash = strrchr(watch, '/');
+	if (!slash)
+		return -1;
+	snprintf(slash, sizeof(watch) - (size_t)(slash - watch), "/../sim/nvml_watch");
+	pid_t w = fork();
+	if (w == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("SIMGPU_DEVICES", devices, 1);
+		unsetenv("SIMGPU_SHARED");
+		execl(watch, "nvml_watch", a1, a2, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(w, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Bad options: exit 2 (each named on stderr); NVML that will not start:
+ * exit 1; a bounded run: 0. */
+TEST(nvml_watch_bad_input)
+{
+	if (!g_exe[0] && readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1) < 0)
+		return;
+	CHECK_EQ_INT(watch_status("1", "-i", "0"), 2);
+	CHECK_EQ_INT(watch_status("1", "-t", "soon"), 2);
+	CHECK_EQ_INT(watch_status("1", "-n", "-3"), 2);
+	CHECK_EQ_INT(watch_status("1", "-d", "5"), 2);
+	CHECK_EQ_INT(watch_status("1", "-q", NULL), 2);
+	CHECK_EQ_INT(watch_status("1", "stray", NULL), 2);
+	CHECK_EQ_INT(watch_status("0", "-n", "1"), 1);
+	CHECK_EQ_INT(watch_status("1", "-n", "2"), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -2930,5 +2970,6 @@ int main(int argc, char **argv)
 	RUN(shared_card_pid_namespace);
 	RUN(footprint_off_by_default);
 	RUN(nvml_watch_records_peaks);
+	RUN(nvml_watch_bad_input);
 	return harness_done();
 }
