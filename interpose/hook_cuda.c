@@ -458,6 +458,30 @@ static gg_CUmemoryPool device_pool(int dev)
 	return pool;
 }
 
+/* The device pool belongs to. A pool we did not see created is a default
+ * or current one, asked for by ordinal (cuDeviceGetDefaultMemPool(&p, 1)),
+ * and it belongs to that device whatever stream it is used from (issue 25,
+ * item 2: device 1's pool on a stream of device 0 was charged to device 0):
+ * ask the driver each device's pools until one matches. Once: the first
+ * allocation registers the pool with its device (pool.c). If none matches
+ * (a pool made before we loaded), the stream's device `fallback`. */
+static int pool_home(gg_CUmemoryPool pool, int fallback)
+{
+	int dev = gg_pool_device(pool);
+	if (dev >= 0)
+		return dev;
+	gg_pfn_cuDeviceGetDefaultMemPool gd = HELPER(cuDeviceGetDefaultMemPool);
+	gg_pfn_cuDeviceGetMemPool gc = HELPER(cuDeviceGetMemPool);
+	for (int d = 0; gd && d < GG_MAX_DEVICES; d++) {
+		gg_CUmemoryPool p = NULL;
+		if (gd(&p, d) != GG_CUDA_SUCCESS)
+			break; /* past the last device */
+		if (p == pool || (gc && gc(&p, d) == GG_CUDA_SUCCESS && p == pool))
+			return d;
+	}
+	return fallback;
+}
+
 /* The bodies each default-stream variant of a name shares (ptsz: the
  * per-thread one). Inline: the record's stack is unwound from the hook. */
 
@@ -480,10 +504,8 @@ static inline gg_CUresult alloc_from_pool(gg_pfn_cuMemAllocFromPoolAsync f, gg_C
 	gg_CUgraph graph = capture_graph(s, ptsz);
 	if (graph)
 		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, pool, s));
-	int dev = gg_pool_device(pool);
 	int sdev = stream_device(s); /* and gg_cur_ctx, for the record */
-	if (dev < 0)
-		dev = sdev; /* a pool we did not see created */
+	int dev = pool_home(pool, sdev);
 	struct gg_pool_alloc pa = GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, dev, pool, bytesize, dptr, s);
 	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, s));
 }
