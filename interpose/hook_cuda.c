@@ -418,6 +418,13 @@ BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, (gg_CUstream s), (s))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, (gg_CUstream s), (s))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
+/* Capture into a graph the caller made (CUDA 12.3): its captured allocations
+ * are that graph's (issue 25, item 3). */
+#define CAPTURE_TO_GRAPH_PARAMS                                                                              \
+	(gg_CUstream s, gg_CUgraph g, const gg_CUgraphNode *deps, const gg_CUgraphEdgeData *edges, size_t n, \
+	 gg_CUstreamCaptureMode m)
+BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph, CAPTURE_TO_GRAPH_PARAMS, (s, g, deps, edges, n, m))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz, CAPTURE_TO_GRAPH_PARAMS, (s, g, deps, edges, n, m))
 
 /* The graph hStream is capturing into, or NULL when it is not capturing.
  * A capturing stream allocates nothing: the request becomes a node of that
@@ -665,6 +672,57 @@ static void instantiated(gg_CUgraphExec exec, gg_CUgraph graph)
 GG_VENEER_AFTER(cuGraphInstantiateWithFlags,
                 (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, unsigned long long flags),
                 (phGraphExec, hGraph, flags), phGraphExec && !gg_in_hook, instantiated(*phGraphExec, hGraph);)
+
+/* Every other way to instantiate: CUDA 10's and 11's (cuGraphInstantiate,
+ * _v2: what cuGraphInstantiate means in CUDA 11 headers and at 11000 and
+ * 12000 through cuGetProcAddress) and CUDA 12's with parameters. Without
+ * them the exec's needs were unknown and its launch unchecked (issue 25,
+ * item 3: a 1,536 MiB node launched under 1 GiB). */
+#define INSTANTIATE_LEGACY_PARAMS                                                                        \
+	(gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUgraphNode * phErrorNode, char *logBuffer, \
+	 size_t bufferSize)
+GG_VENEER_AFTER(cuGraphInstantiate, INSTANTIATE_LEGACY_PARAMS,
+                (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), phGraphExec && !gg_in_hook,
+                instantiated(*phGraphExec, hGraph);)
+
+GG_VENEER_AFTER(cuGraphInstantiate_v2, INSTANTIATE_LEGACY_PARAMS,
+                (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), phGraphExec && !gg_in_hook,
+                instantiated(*phGraphExec, hGraph);)
+
+#define INSTANTIATE_WITH_PARAMS(name)                                                                                  \
+	GG_VENEER_AFTER(name, (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUDA_GRAPH_INSTANTIATE_PARAMS * p), \
+	                (phGraphExec, hGraph, p), phGraphExec && !gg_in_hook, instantiated(*phGraphExec, hGraph);)
+INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams)
+INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams_ptsz)
+
+/* An update gives the exec the node parameters of a topologically identical
+ * graph: its needs become that graph's. */
+GG_VENEER_AFTER(cuGraphExecUpdate,
+                (gg_CUgraphExec hGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *hErrorNode_out,
+                 gg_CUgraphExecUpdateResult *updateResult_out),
+                (hGraphExec, hGraph, hErrorNode_out, updateResult_out), !gg_in_hook,
+                gg_graph_instantiated(hGraphExec, hGraph);)
+
+GG_VENEER_AFTER(cuGraphExecUpdate_v2,
+                (gg_CUgraphExec hGraphExec, gg_CUgraph hGraph, gg_CUgraphExecUpdateResultInfo *resultInfo),
+                (hGraphExec, hGraph, resultInfo), !gg_in_hook, gg_graph_instantiated(hGraphExec, hGraph);)
+
+/* The generic node add (CUDA 12.2; edge data from 12.3) makes allocation
+ * nodes too: counted as cuGraphAddMemAllocNode's. */
+#define ALLOC_NODE_OF(p)                                        \
+	((p) && (p)->type == GG_CU_GRAPH_NODE_TYPE_MEM_ALLOC && \
+	 (p)->alloc.poolProps.location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE)
+GG_VENEER_AFTER(cuGraphAddNode,
+                (gg_CUgraphNode * phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                 size_t numDependencies, gg_CUgraphNodeParams *nodeParams),
+                (phGraphNode, hGraph, dependencies, numDependencies, nodeParams),
+                !gg_in_hook && ALLOC_NODE_OF(nodeParams), alloc_node_added(hGraph, &nodeParams->alloc);)
+
+GG_VENEER_AFTER(cuGraphAddNode_v2,
+                (gg_CUgraphNode * phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                 const gg_CUgraphEdgeData *dependencyData, size_t numDependencies, gg_CUgraphNodeParams *nodeParams),
+                (phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams),
+                !gg_in_hook && ALLOC_NODE_OF(nodeParams), alloc_node_added(hGraph, &nodeParams->alloc);)
 
 /* Launch and upload: a graph whose allocation nodes could grow the reserve
  * past the ceiling is refused before the driver call. The need is the

@@ -77,6 +77,125 @@ TEST(another_devices_current_pool_is_charged_to_that_device)
 	other_devices_pool(1);
 }
 
+/* Item 3: a graph of one 1,536 MiB allocation node on device 1 (1 GiB),
+ * instantiated every way there is, then launched: refused before the
+ * driver runs it, whatever the instantiate. The old library had no row
+ * for cuGraphInstantiate, its _v2, WithParams or cuGraphAddNode: the exec's
+ * needs were unknown and the launch took 1,536 MiB under 1 GiB. */
+enum how { LEGACY, V2, GPA_11000, GPA_12000, WITH_PARAMS, ADD_NODE };
+
+typedef gg_CUresult (*instantiate_fn)(gg_CUgraphExec *, gg_CUgraph, gg_CUgraphNode *, char *, size_t);
+
+static void graph_node_launch_is_refused(enum how how)
+{
+	gg_CUstream s1 = NULL;
+	gg_CUgraph g = NULL;
+	gg_CUgraphExec e = NULL;
+	gg_CUgraphNode n = NULL;
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamCreate(&s1, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphCreate(&g, 0), GG_CUDA_SUCCESS);
+	gg_CUDA_MEM_ALLOC_NODE_PARAMS p = {.poolProps = {.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
+	                                                 .location = {.type = GG_CU_MEM_LOCATION_TYPE_DEVICE, .id = 1}},
+	                                   .bytesize = 1536 * MIB};
+	if (how == ADD_NODE) {
+		gg_CUgraphNodeParams np = {.type = GG_CU_GRAPH_NODE_TYPE_MEM_ALLOC, .alloc = p};
+		CHECK_EQ_INT(cuGraphAddNode_v2(&n, g, NULL, NULL, 0, &np), GG_CUDA_SUCCESS);
+	} else {
+		CHECK_EQ_INT(cuGraphAddMemAllocNode(&n, g, NULL, 0, &p), GG_CUDA_SUCCESS);
+	}
+	instantiate_fn f = NULL;
+	gg_CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+	switch (how) {
+	case LEGACY:
+		CHECK_EQ_INT(cuGraphInstantiate(&e, g, NULL, NULL, 0), GG_CUDA_SUCCESS);
+		break;
+	case V2:
+		CHECK_EQ_INT(cuGraphInstantiate_v2(&e, g, NULL, NULL, 0), GG_CUDA_SUCCESS);
+		break;
+	case GPA_11000:
+	case GPA_12000:
+		CHECK_EQ_INT(
+		    cuGetProcAddress_v2("cuGraphInstantiate", (void **)&f, how == GPA_11000 ? 11000 : 12000, 0, NULL),
+		    GG_CUDA_SUCCESS);
+		CHECK(f != NULL && f(&e, g, NULL, NULL, 0) == GG_CUDA_SUCCESS);
+		break;
+	case WITH_PARAMS:
+		CHECK_EQ_INT(cuGraphInstantiateWithParams(&e, g, &ip), GG_CUDA_SUCCESS);
+		break;
+	case ADD_NODE:
+		CHECK_EQ_INT(cuGraphInstantiateWithFlags(&e, g, 0), GG_CUDA_SUCCESS);
+		break;
+	}
+	CHECK_EQ_INT(cuGraphLaunch(e, s1), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(1) <= 1 * GIB);
+	CHECK(gg_stats(1).used <= 1 * GIB);
+	CHECK_EQ_INT(cuGraphExecDestroy(e), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphDestroy(g), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDeviceGraphMemTrim(1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamDestroy(s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(1).used, 0);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+}
+
+TEST(graph_instantiate_legacy_launch_is_refused)
+{
+	graph_node_launch_is_refused(LEGACY);
+}
+
+TEST(graph_instantiate_v2_launch_is_refused)
+{
+	graph_node_launch_is_refused(V2);
+}
+
+TEST(graph_instantiate_by_proc_address_11000_launch_is_refused)
+{
+	graph_node_launch_is_refused(GPA_11000);
+}
+
+TEST(graph_instantiate_by_proc_address_12000_launch_is_refused)
+{
+	graph_node_launch_is_refused(GPA_12000);
+}
+
+TEST(graph_instantiate_with_params_launch_is_refused)
+{
+	graph_node_launch_is_refused(WITH_PARAMS);
+}
+
+TEST(graph_add_node_alloc_launch_is_refused)
+{
+	graph_node_launch_is_refused(ADD_NODE);
+}
+
+/* Capture into the caller's own graph (cuStreamBeginCaptureToGraph): the
+ * allocation is captured, not made, and the launch is refused. The old
+ * library did not know the stream was capturing. */
+TEST(capture_to_graph_alloc_is_captured_and_its_launch_refused)
+{
+	gg_CUstream s1 = NULL;
+	gg_CUgraph g = NULL, got = NULL;
+	gg_CUgraphExec e = NULL;
+	gg_CUdeviceptr d = 0;
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamCreate(&s1, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphCreate(&g, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamBeginCaptureToGraph(s1, g, NULL, NULL, 0, GG_CU_STREAM_CAPTURE_MODE_GLOBAL),
+	             GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocAsync(&d, 1536 * MIB, s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamEndCapture(s1, &got), GG_CUDA_SUCCESS);
+	CHECK(got == g);
+	CHECK_EQ_U64(gg_stats(1).used, 0);
+	CHECK_EQ_INT(cuGraphInstantiateWithFlags(&e, g, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphLaunch(e, s1), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(1) <= 1 * GIB);
+	CHECK_EQ_INT(cuGraphExecDestroy(e), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuGraphDestroy(g), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDeviceGraphMemTrim(1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamDestroy(s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+}
+
 /* `t_escapes_lcuda NAME` runs that test alone (each must fail on its own
  * without its fix, not only after another's leftovers). */
 #define RUN_ONE(name)                                        \
@@ -90,5 +209,12 @@ int main(int argc, char **argv)
 	setup();
 	RUN_ONE(another_devices_default_pool_is_charged_to_that_device);
 	RUN_ONE(another_devices_current_pool_is_charged_to_that_device);
+	RUN_ONE(graph_instantiate_legacy_launch_is_refused);
+	RUN_ONE(graph_instantiate_v2_launch_is_refused);
+	RUN_ONE(graph_instantiate_by_proc_address_11000_launch_is_refused);
+	RUN_ONE(graph_instantiate_by_proc_address_12000_launch_is_refused);
+	RUN_ONE(graph_instantiate_with_params_launch_is_refused);
+	RUN_ONE(graph_add_node_alloc_launch_is_refused);
+	RUN_ONE(capture_to_graph_alloc_is_captured_and_its_launch_refused);
 	return harness_done();
 }
