@@ -11,6 +11,42 @@
 /* Reached from the assembly below only, so declared here, not in internal.h. */
 void *gg_dlsym_hook(void *handle, const char *name);
 
+/* Whether we govern name (a row of hooks.h): wrap_symbol with no real
+ * pointer offers nothing and answers ours or NULL. */
+static int governed(const char *name)
+{
+	if (name[0] == 'c' && name[1] == 'u')
+		return gg_cuda_wrap_symbol(name, NULL) != NULL;
+	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')
+		return gg_hip_wrap_symbol(name, NULL) != NULL;
+	if (name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
+		return gg_nvml_wrap_symbol(name, NULL) != NULL;
+	return 0;
+}
+
+static _Atomic int warned_namespace;
+
+/* A driver loaded by dlmopen into another link-map namespace is a second
+ * copy, with its own contexts and memory; our wrappers call the base
+ * namespace's copy and cannot stand in front of it (issue 25, item 1: 8 GiB
+ * through such a handle under a 1 GiB ceiling). So its governed entry
+ * points are not handed out: the lookup fails as for a missing symbol, and
+ * the first refusal says why. Its other entry points are its own. */
+static int refused_in_namespace(void *handle, const char *name)
+{
+	Lmid_t lmid = LM_ID_BASE;
+	if (!governed(name) || dlinfo(handle, RTLD_DI_LMID, &lmid) != 0 || lmid == LM_ID_BASE)
+		return 0;
+	/* relaxed: only decides who prints the one line */
+	if (!atomic_exchange_explicit(&warned_namespace, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN,
+		       "%s looked up in a library loaded by dlmopen into link-map namespace %ld: not handed out "
+		       "(gpuguard governs the driver of the base namespace only; every governed entry point of "
+		       "another namespace's copy is refused)",
+		       name, (long)lmid);
+	return 1;
+}
+
 /* Everything but RTLD_NEXT arrives here from the trampoline. */
 GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(void *handle, const char *name)
 {
@@ -24,6 +60,8 @@ GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(v
 		gg_resolve_follow();
 	if (!real || !name || gg_in_hook)
 		return real;
+	if (handle != RTLD_DEFAULT && refused_in_namespace(handle, name))
+		return NULL;
 	if (name[0] == 'c' && name[1] == 'u')
 		return gg_cuda_wrap_symbol(name, real);
 	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')
