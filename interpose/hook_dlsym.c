@@ -112,7 +112,30 @@ __asm__(".text\n"
         "2:\n"
         "	ret\n" /* no real dlsym: behave as a failed lookup (NULL) */
         "	.cfi_endproc\n"
-        ".size dlsym, .-dlsym\n");
+        ".size dlsym, .-dlsym\n"
+        /* For objects of other link-map namespaces (linkmap.c): RTLD_NEXT
+         * and RTLD_DEFAULT leave by a tail jump, so glibc resolves them in
+         * the caller's own namespace; a handle goes to the hook. Installed
+         * only after the real dlsym was resolved (the fallback is the
+         * plain trampoline). */
+        ".globl gg_dlsym_foreign\n"
+        ".hidden gg_dlsym_foreign\n"
+        ".type gg_dlsym_foreign, @function\n"
+        ".p2align 4\n"
+        "gg_dlsym_foreign:\n"
+        "	.cfi_startproc\n"
+        "	endbr64\n"
+        "	cmpq $-1, %rdi\n"
+        "	je 1f\n"
+        "	testq %rdi, %rdi\n"
+        "	jne gg_dlsym_hook\n"
+        "1:\n"
+        "	movq gg_real_dlsym_ptr(%rip), %rax\n"
+        "	testq %rax, %rax\n"
+        "	jz gg_dlsym_trampoline\n"
+        "	jmp *%rax\n"
+        "	.cfi_endproc\n"
+        ".size gg_dlsym_foreign, .-gg_dlsym_foreign\n");
 #elif defined(__aarch64__)
 __asm__(".text\n"
         ".globl dlsym\n"
@@ -146,7 +169,27 @@ __asm__(".text\n"
         "	mov x0, #0\n"
         "	ret\n"
         "	.cfi_endproc\n"
-        ".size dlsym, .-dlsym\n");
+        ".size dlsym, .-dlsym\n"
+        /* as on x86-64: RTLD_NEXT (-1) and RTLD_DEFAULT (0) tail-jump */
+        ".globl gg_dlsym_foreign\n"
+        ".hidden gg_dlsym_foreign\n"
+        ".type gg_dlsym_foreign, %function\n"
+        ".p2align 2\n"
+        "gg_dlsym_foreign:\n"
+        "	.cfi_startproc\n"
+        "	cmn x0, #1\n"
+        "	b.eq 1f\n"
+        "	cbz x0, 1f\n"
+        "	b gg_dlsym_hook\n"
+        "1:\n"
+        "	adrp x16, gg_real_dlsym_ptr\n"
+        "	ldr x16, [x16, :lo12:gg_real_dlsym_ptr]\n"
+        "	cbz x16, 2f\n"
+        "	br x16\n"
+        "2:\n"
+        "	b gg_dlsym_trampoline\n"
+        "	.cfi_endproc\n"
+        ".size gg_dlsym_foreign, .-gg_dlsym_foreign\n");
 #else
 #error "gpuguard's dlsym trampoline supports x86-64 and aarch64"
 #endif

@@ -99,6 +99,35 @@ TEST(base_driver_beside_a_second_copy_is_governed)
 	dlclose(h0);
 }
 
+/* A plugin loaded by dlmopen brings its own copy of the driver into the
+ * new namespace, reached both by its own link (an import the loader binds
+ * in that namespace) and by its own dlopen + dlsym. Neither may allocate
+ * past the ceiling. */
+TEST(plugin_in_a_new_namespace_is_not_an_escape)
+{
+	void *h = dlmopen(LM_ID_NEWLM, "libdeepplugin.so", RTLD_NOW | RTLD_LOCAL);
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	int (*setup)(void) = (int (*)(void))dlsym(h, "plugin_setup");
+	int (*direct)(gg_CUdeviceptr *, size_t) = (int (*)(gg_CUdeviceptr *, size_t))dlsym(h, "plugin_direct_alloc");
+	int (*viadlsym)(gg_CUdeviceptr *, size_t) = (int (*)(gg_CUdeviceptr *, size_t))dlsym(h, "plugin_dlsym_alloc");
+	CHECK(setup && direct && viadlsym);
+	if (!setup || !direct || !viadlsym)
+		return;
+	setup(); /* may be refused: its context is made through a governed entry point */
+	gg_CUdeviceptr p;
+	int n = 0, m = 0;
+	while (n < 8 && direct(&p, 1 * GIB - 64 * MIB) == 0)
+		n++;
+	while (m < 8 && viadlsym(&p, 1 * GIB - 64 * MIB) == 0)
+		m++;
+	CHECK(n <= 1);
+	CHECK(m <= 1);
+	CHECK(n + m <= 1);
+	dlclose(h);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "lookups") == 0) {
@@ -111,5 +140,6 @@ int main(int argc, char **argv)
 	RUN(driver_in_a_new_namespace_is_not_an_escape);
 	RUN(the_refusal_is_said_once);
 	RUN(base_driver_beside_a_second_copy_is_governed);
+	RUN(plugin_in_a_new_namespace_is_not_an_escape);
 	return harness_done();
 }
