@@ -196,6 +196,40 @@ TEST(capture_to_graph_alloc_is_captured_and_its_launch_refused)
 	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
 }
 
+/* Item 5: a fragmented warm reserve at the ceiling. Five 200 MiB blocks
+ * on device 1 (1 GiB) fill its pool to 1,000 MiB; three are freed, so the
+ * free reserve (600 MiB) adds up to a 300 MiB request that no free extent
+ * can hold. The driver grows the pool to 1,300 MiB, past the ceiling, and
+ * gpuguard hands the growth back and refuses. The card held it all the
+ * same: the old library reported pool_overshoot 0 and a peak of 1,000 MiB. */
+TEST(fragmented_reserve_overshoot_is_counted)
+{
+	gg_CUstream s1 = NULL;
+	gg_CUdeviceptr b[5] = {0}, big = 0;
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamCreate(&s1, 0), GG_CUDA_SUCCESS);
+	uint64_t over0 = gg_stats(1).pool_overshoot;
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_INT(cuMemAllocAsync(&b[i], 200 * MIB, s1), GG_CUDA_SUCCESS);
+	for (int i = 0; i < 5; i += 2)
+		CHECK_EQ_INT(cuMemFreeAsync(b[i], s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(1), 1000 * MIB);
+	CHECK_EQ_INT(cuMemAllocAsync(&big, 300 * MIB, s1), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(1) <= 1 * GIB); /* handed back */
+	struct gpuguard_device_stats st = gg_stats(1);
+	/* 1,300 MiB held for a moment under 1,024: 276 MiB past the ceiling */
+	CHECK_EQ_U64(st.pool_overshoot - over0, 276 * MIB);
+	CHECK(st.peak >= 1300 * MIB);
+	CHECK(st.used <= 1 * GIB);
+	for (int i = 1; i < 5; i += 2)
+		CHECK_EQ_INT(cuMemFreeAsync(b[i], s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamSynchronize(s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(1), 0);
+	CHECK_EQ_U64(gg_stats(1).used, 0);
+	CHECK_EQ_INT(cuStreamDestroy(s1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+}
+
 /* `t_escapes_lcuda NAME` runs that test alone (each must fail on its own
  * without its fix, not only after another's leftovers). */
 #define RUN_ONE(name)                                        \
@@ -216,5 +250,6 @@ int main(int argc, char **argv)
 	RUN_ONE(graph_instantiate_with_params_launch_is_refused);
 	RUN_ONE(graph_add_node_alloc_launch_is_refused);
 	RUN_ONE(capture_to_graph_alloc_is_captured_and_its_launch_refused);
+	RUN_ONE(fragmented_reserve_overshoot_is_counted);
 	return harness_done();
 }
