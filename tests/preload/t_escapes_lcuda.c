@@ -230,6 +230,47 @@ TEST(fragmented_reserve_overshoot_is_counted)
 	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
 }
 
+/* Item 4: runs of one size through cuMemAlloc_v2 on device 1 (1 GiB)
+ * until refused. The books must hold what the card holds (less than one
+ * page short: the last page is partly filled), and the card no more than
+ * the ceiling. The old rule charged anything up to 1 MiB
+ * at 512-byte granularity, as if blocks packed perfectly: 700 KiB blocks,
+ * two to a 2 MiB page, were granted 1,497 times, the card holding 1,498 MiB
+ * for 1,023 on the books. */
+static void run_of(uint64_t size)
+{
+	enum { MAX = 300000 };
+	static gg_CUdeviceptr p[MAX];
+	int n = 0;
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
+	uint64_t used0 = gg_stats(1).used, held0 = sim_held(1);
+	while (n < MAX && cuMemAlloc_v2(&p[n], size) == GG_CUDA_SUCCESS)
+		n++;
+	uint64_t books = gg_stats(1).used - used0, card = sim_held(1) - held0;
+	printf("%llu-byte blocks: %d granted, books %llu MiB, card %llu MiB\n", (unsigned long long)size, n,
+	       (unsigned long long)(books / MIB), (unsigned long long)(card / MIB));
+	CHECK(n > 0 && n < MAX);
+	CHECK(card <= 1 * GIB);
+	/* a per-block share leaves the last, partly filled page short by less
+	 * than a page; nothing more */
+	CHECK(books + 2 * MIB > card);
+	for (int i = 0; i < n; i++)
+		CHECK_EQ_INT(cuMemFree_v2(p[i]), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(1).used, used0);
+	CHECK_EQ_U64(sim_held(1), held0);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+}
+
+TEST(small_blocks_cost_what_the_card_holds)
+{
+	run_of(4 * 1024);
+	run_of(64 * 1024);
+	run_of(600 * 1024);
+	run_of(700 * 1024);
+	run_of(1 * MIB);
+	run_of(1536 * 1024);
+}
+
 /* `t_escapes_lcuda NAME` runs that test alone (each must fail on its own
  * without its fix, not only after another's leftovers). */
 #define RUN_ONE(name)                                        \
@@ -251,5 +292,6 @@ int main(int argc, char **argv)
 	RUN_ONE(graph_add_node_alloc_launch_is_refused);
 	RUN_ONE(capture_to_graph_alloc_is_captured_and_its_launch_refused);
 	RUN_ONE(fragmented_reserve_overshoot_is_counted);
+	RUN_ONE(small_blocks_cost_what_the_card_holds);
 	return harness_done();
 }
