@@ -336,7 +336,7 @@ static int scan_other_namespaces(struct dl_phdr_info *info, size_t size, void *a
 	(void)info;
 	struct scan *sc = arg;
 	if (_r_debug.r_version < 2)
-		return 1; /* before glibc 2.35: not reachable (README "Limits") */
+		return 1; /* before glibc 2.35: not reachable (README "Not governed") */
 	/* _r_debug is declared as the shorter struct r_debug: launder the
 	 * pointer, or the compiler holds r_next to be out of its bounds */
 	const struct r_debug_chain *base = (const struct r_debug_chain *)&_r_debug;

@@ -104,7 +104,7 @@ check_names() {
 		ok "$rt: every allocating entry point has a hook row ($(awk '$2 == "alloc"' "$T/$rt.cls" | wc -l | tr -d ' '))"
 	fi
 	gaps=$(awk '$2 == "gap" { printf " %s", $1 }' "$T/$rt.cls")
-	[ -n "$gaps" ] && echo "     $rt: not governed, by decision (README \"Limits\"):$gaps"
+	[ -n "$gaps" ] && echo "     $rt: not governed, by decision (README \"Not governed\"):$gaps"
 	# a row must wrap something the header declares (else it is a typo)
 	stale=$(awk '$2 != "-"' "$T/$rt.cls" >/dev/null; for n in $(cat "$T/$rt.rows"); do
 		grep -q "^$n " "$T/$rt.cls" || printf ' %s' "$n"
