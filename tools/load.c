@@ -497,6 +497,7 @@ static void free_stack(struct gg_stack *s)
 		free(s->frames[i].m);
 		free(s->frames[i].o);
 		free(s->frames[i].s);
+		free(s->frames[i].py);
 	}
 	free(s->frames);
 	free(s);
@@ -537,6 +538,19 @@ static void demangle_in_place(char **s)
 	}
 }
 
+int gg_frame_py(const struct gg_frame *fr, char *out, size_t n)
+{
+	if (!fr->py)
+		return 0;
+	const char *base = strrchr(fr->py, '/');
+	base = base && base[1] ? base + 1 : fr->py;
+	if (fr->line)
+		snprintf(out, n, "%s:%llu in %s", base, (unsigned long long)fr->line, fr->s ? fr->s : "?");
+	else
+		snprintf(out, n, "%s in %s", base, fr->s ? fr->s : "?");
+	return 1;
+}
+
 static int rec_stack(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
@@ -569,11 +583,14 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 		}
 		if (get_str(l, f, GPUGUARD_KEY(frame, m), &g->m, 0) ||
 		    get_str(l, f, GPUGUARD_KEY(frame, o), &g->o, 0) ||
-		    get_str(l, f, GPUGUARD_KEY(frame, s), &g->s, 1)) {
+		    get_str(l, f, GPUGUARD_KEY(frame, s), &g->s, 1) ||
+		    get_str(l, f, GPUGUARD_KEY(frame, py), &g->py, 1) ||
+		    get_u64_opt(l, f, GPUGUARD_KEY(frame, l), &g->line)) {
 			free_stack(s);
 			return -1;
 		}
-		demangle_in_place(&g->s);
+		if (!g->py) /* a Python function's name is no C++ symbol */
+			demangle_in_place(&g->s);
 	}
 	HASH_ADD(hh, d->stacks, id, sizeof s->id, s);
 	d->nstacks++;

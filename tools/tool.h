@@ -64,7 +64,13 @@ static inline const struct gg_jval *gg_json_at(const struct gg_json *j, uint32_t
 /* load.c: the dump, as read. */
 struct gg_frame {
 	char *m, *o, *s; /* module, offset (hex), symbol (NULL when absent) */
+	char *py;        /* a Python frame's file (issue 27), else NULL; s its function */
+	uint64_t line;   /* a Python frame's line (0 = unknown) */
 };
+
+/* load.c: fr as text into out: a Python frame as "serve.py:212 in
+ * grow_kv_cache" (returns 1), else nothing (returns 0). */
+int gg_frame_py(const struct gg_frame *fr, char *out, size_t n);
 
 struct gg_stack {
 	uint64_t id;

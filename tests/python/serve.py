@@ -1,7 +1,9 @@
 # gpuguard test (issue 27): a "server" that allocates on the simulated GPU
-# through ctypes from two functions until the ceiling refuses. argv[1]:
-# "cdll" (ctypes.CDLL, GIL released) or "pydll" (ctypes.PyDLL, GIL held);
-# argv[2]: "main" or "thread" (a threading.Thread does the allocating).
+# through ctypes from two functions until the ceiling refuses: 4 x 8 MiB of
+# weights from load_weights, then 96 MiB KV blocks from grow_kv_cache.
+# argv[1]: "cdll" (ctypes.CDLL, GIL released) or "pydll" (ctypes.PyDLL, GIL
+# held); argv[2]: "main" or "thread" (a threading.Thread allocates).
+# tests/scripts/python.sh finds the lines by their LINE_ comments.
 import ctypes
 import sys
 import threading
@@ -14,30 +16,28 @@ dev = ctypes.c_int()
 lib.cuDeviceGet(ctypes.byref(dev), 0)
 ctx = ctypes.c_void_p()
 lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
-lib.cuCtxSetCurrent(ctx)
 MIB = 1 << 20
-
-
-def alloc(size):
-    p = ctypes.c_uint64()
-    rc = lib.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(size))
-    return rc
+held = []
 
 
 def load_weights():
     for _ in range(4):
-        if alloc(8 * MIB) != 0:  # LINE_WEIGHTS
-            return False
-    return True
+        p = ctypes.c_uint64()
+        if lib.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(8 * MIB)) != 0:  # LINE_WEIGHTS
+            raise SystemExit("weights refused")
+        held.append(p)
 
 
 def grow_kv_cache():
     while True:
-        if alloc(96 * MIB) != 0:  # LINE_KV
+        p = ctypes.c_uint64()
+        if lib.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(96 * MIB)) != 0:  # LINE_KV
             return
+        held.append(p)
 
 
 def serve():
+    lib.cuCtxSetCurrent(ctx)  # a context is current per thread
     load_weights()
     grow_kv_cache()
 
