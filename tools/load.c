@@ -450,6 +450,7 @@ static int rec_alloc(struct loader *l, const struct gg_jval *o)
 	    get_u64(l, o, GPUGUARD_KEY(a, age), &a.age, NULL) || get_u64(l, o, GPUGUARD_KEY(a, tid), &a.tid, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(a, st), &a.st, NULL))
 		return -1;
+	a.addr = strtoull(gg_json_get(&l->j, o, GPUGUARD_KEY(a, p))->s, NULL, 16); /* checked: 1-16 hex digits */
 	if (d->nallocs == d->allocs_cap) {
 		size_t ncap = d->allocs_cap ? d->allocs_cap * 2 : 1024;
 		struct gg_alloc *n = realloc(d->allocs, ncap * sizeof *n);
@@ -479,6 +480,7 @@ static int rec_hist(struct loader *l, const struct gg_jval *o)
 	    get_small(l, o, GPUGUARD_KEY(h, d), &h.dev, GPUGUARD_MAX_DEVICES) ||
 	    get_small(l, o, GPUGUARD_KEY(h, api), &h.api, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(h, st), &h.st, NULL))
 		return -1;
+	h.addr = strtoull(gg_json_get(&l->j, o, GPUGUARD_KEY(h, p))->s, NULL, 16); /* checked: 1-16 hex digits */
 	if (d->nhist == d->hist_cap) {
 		size_t ncap = d->hist_cap ? d->hist_cap * 2 : 1024;
 		struct gg_hist *n = realloc(d->hist, ncap * sizeof *n);

@@ -82,12 +82,14 @@ struct gg_stack {
 struct gg_alloc {
 	uint64_t size, age, tid, st;
 	uint32_t dev, api;
+	uint64_t addr; /* its address or handle ("p") */
 };
 
 struct gg_hist {
 	uint64_t ms, size, st;
 	uint32_t dev, api;
-	char op; /* 'a', 'f', 'r' */
+	char op;       /* 'a', 'f', 'r' */
+	uint64_t addr; /* "p" */
 };
 
 /* A "device" record as read: the library's books on one ordinal at the
@@ -318,6 +320,9 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
 void gg_report_folded(FILE *f, const struct gg_analysis *a);
 void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope JSON, unit bytes */
+/* torch.c: the pickle torch.cuda.memory._dump_snapshot writes (0, or -1 on a
+ * write error). */
+int gg_report_torch_snapshot(FILE *f, const struct gg_analysis *a);
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json);
 void gg_json_str(FILE *f, const char *s);

@@ -9,7 +9,8 @@
 #     through ctypes.CDLL (GIL released) and ctypes.PyDLL (GIL held), from
 #     the main thread and a threading.Thread: the report names both
 #     functions with their file:line as two call sites, in text, --json,
-#     --folded and HTML;
+#     --folded and HTML, and the --torch-snapshot pickle holds the fields
+#     torch documents (tests/python/check_snapshot.py, with that Python);
 #  3. hostile stacks (tests/python/hostile.py): generator, coroutine, a
 #     1,000-deep recursion cut at the depth limit, a sub-interpreter, an
 #     allocation while finalising: no crash, and the frames named;
@@ -92,6 +93,13 @@ while read -r name py lib inc libdir; do
 			bad "--json lacks py and l of the KV frame"
 		"$GG" report --html "$TMP/r.html" "$dump" >/dev/null 2>&1
 		grep -q "serve.py:$LK in grow_kv_cache" "$TMP/r.html" && ok || bad "HTML lacks the KV line"
+		# The torch-snapshot pickle, read by this interpreter's pickle.
+		if "$GG" report --torch-snapshot "$TMP/snap.pickle" "$dump" >"$TMP/snap.err" 2>&1 &&
+			"$py" "$ROOT/tests/python/check_snapshot.py" "$TMP/snap.pickle" "$dump" "$LK" >"$TMP/snap.out" 2>&1; then
+			ok
+		else
+			bad "--torch-snapshot" "$TMP/snap.err" "$TMP/snap.out"
+		fi
 	done
 	# 3. Hostile stacks.
 	for mode in gen coro deep subinterp finalize; do
