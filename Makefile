@@ -297,6 +297,9 @@ fuzz: $(BUILD)/tests/tools/mkregion
 	$(BUILD)/fuzz/fuzz_region -max_total_time=$(FUZZ_TIME) -max_len=102401 -artifact_prefix=$(BUILD)/fuzz/region- \
 		$(BUILD)/fuzz/corpus-region
 
+$(BUILD)/tests/bench/libpybench.so: tests/bench/pybench.c $(SIM)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/sim -lcuda
 $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
@@ -332,8 +335,9 @@ check-gpu: lib $(REALLIB_BINS)
 # timed medians of the product as shipped (stacks and history for dumps on),
 # the accounting alone (both off) on the two busiest paths, the sync hook with
 # a pool charged and with none, the report, and pod scope against process scope.
-bench: lib sim $(BENCH) $(TOOL)
+bench: lib sim $(BENCH) $(TOOL) $(BUILD)/tests/bench/libpybench.so
 	BUILD=$(BUILD) sh tests/bench/count.sh
+	BUILD=$(BUILD) sh tests/bench/pystack.sh
 	BUILD=$(BUILD) REPS=3 PATHS="cuMemAlloc_v2 cudart async vmm hip" sh tests/bench/run.sh
 	BUILD=$(BUILD) REPS=3 GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0" VARIANT="accounting only" \
 		PATHS="cuMemAlloc_v2 cudart" OUT=$(BUILD)/bench-core.txt sh tests/bench/run.sh

@@ -70,6 +70,7 @@ struct gg_options {
 	uint64_t wait_ms;            /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
 	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
 	int unwinder_fp;             /* GPUGUARD_TEST_UNWINDER=frame-pointer */
+	int pystack_off;             /* GPUGUARD_TEST_PYSTACK=off */
 	/* GPUGUARD_POD_NAMESPACE, _POD_NAME, _CONTAINER_NAME: labels for the
 	 * pod region's metrics; "" = not given (or not a Kubernetes name) */
 	const char *pod_namespace, *pod_name, *container_name;

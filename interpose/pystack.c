@@ -138,7 +138,7 @@ static int take_debug_offsets(uintptr_t rt, int m, uint32_t hexversion)
 static void detect_locked(void)
 {
 	is_initialized = (int (*)(void))sym("Py_IsInitialized");
-	if (!is_initialized) {
+	if (!is_initialized || gg_opt.pystack_off) {
 		atomic_store_explicit(&state, PY_ABSENT, memory_order_release);
 		atomic_store_explicit(&gg_py_live, 0, memory_order_relaxed);
 		return;
