@@ -80,7 +80,9 @@ struct line_slot {
 };
 static struct line_slot *line_slots;
 
-#define PTR_OK(p) ((p) >= 4096 && (p) < (1ull << 48) && !((p)&7))
+/* A pointer we follow: 8-aligned, above the first page, below 2^48 (user
+ * space on x86-64 and aarch64); two tests. */
+#define PTR_OK(p) ((uintptr_t)(p)-4096 < (1ull << 48) - 4096 && !((p)&7))
 
 static uintptr_t sym(const char *name)
 {
@@ -427,23 +429,11 @@ static uint64_t frame_word_slow(uintptr_t c, uintptr_t table, int lasti)
 	return GG_PY_FRAME_BIT | (uint64_t)id << 24 | (uint64_t)line;
 }
 
-static uint64_t frame_word(uintptr_t c, int lasti)
+/* The line cache's fast path, inlined into the walk; a miss goes to
+ * frame_word_miss. */
+static uint64_t frame_word_miss(struct line_slot *s, uint32_t s1, uintptr_t c, uintptr_t table, int lasti)
 {
-	uintptr_t table = *(const uintptr_t *)(c + L.co_linetable);
-	uint32_t h = (uint32_t)(((c >> 4) ^ (uintptr_t)lasti * 0x9e3779b1u) * 0x85ebca6bu) >> 20 & (LINE_SLOTS - 1);
-	struct line_slot *s = &line_slots[h];
-	/* Seqlock read: acquire pairs with the writer's release store of the
-	 * even count; the acquire fence orders the field loads before the
-	 * second count load, so a torn read is seen as a changed count. */
-	uint32_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
-	uintptr_t kc = atomic_load_explicit(&s->code, memory_order_relaxed);
-	uintptr_t kt = atomic_load_explicit(&s->table, memory_order_relaxed);
-	int32_t kl = atomic_load_explicit(&s->lasti, memory_order_relaxed);
-	uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
-	if (!(s1 & 1) && kc == c && kt == table && kl == lasti && atomic_load_explicit(&s->seq, memory_order_relaxed) == s1)
-		return w;
-	w = frame_word_slow(c, table, lasti);
+	uint64_t w = frame_word_slow(c, table, lasti);
 	if (!w)
 		return 0;
 	/* Seqlock write, skipped if another writer holds the slot: relaxed
@@ -462,30 +452,60 @@ static uint64_t frame_word(uintptr_t c, int lasti)
 	return w;
 }
 
+__attribute__((always_inline)) static inline uint64_t frame_word(struct line_slot *slots, uintptr_t c,
+                                                                  uintptr_t table, int lasti)
+{
+	uint32_t h = (uint32_t)(((c >> 4) + (uintptr_t)lasti) * 0x9e3779b1u) >> 20 & (LINE_SLOTS - 1);
+	struct line_slot *s = &slots[h];
+	/* Seqlock read: acquire pairs with the writer's release store of the
+	 * even count; the acquire fence orders the field loads before the
+	 * second count load, so a torn read is seen as a changed count. */
+	uint32_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+	uintptr_t kc = atomic_load_explicit(&s->code, memory_order_relaxed);
+	uintptr_t kt = atomic_load_explicit(&s->table, memory_order_relaxed);
+	int32_t kl = atomic_load_explicit(&s->lasti, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (GG_UNLIKELY((s1 & 1) | (kc != c) | (kt != table) | (kl != lasti) ||
+	                atomic_load_explicit(&s->seq, memory_order_relaxed) != s1))
+		return frame_word_miss(s, s1, c, table, lasti);
+	return w;
+}
+
 /* The thread's Python frames, innermost first, at most max; ends[i] = 1
  * when frame i is the last (outermost) one that its native eval-loop call
- * runs. Returns how many, or -1 when a careful read failed. */
+ * runs. resolve: each frame's word into out (through the line cache);
+ * otherwise only a hash of what names the frames (code object, line table,
+ * instruction offset) into *hash, for the per-thread memo below. Returns
+ * how many, or -1 when a careful read failed. m is a constant in each
+ * instantiation, and the layout is copied into locals first: the stores to
+ * ends would otherwise make the compiler reload every global after each. */
 __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t *out, uint8_t *ends, int max,
-                                                          int careful)
+                                                          int careful, const int m, int resolve, uint64_t *hash)
 {
+	const uintptr_t o_back = L.fr_back, o_code = L.fr_code, o_ip = L.fr_lasti, o_owner = L.fr_owner;
+	const uintptr_t o_entry = L.fr_is_entry, o_cc = L.co_code, o_trace = L.co_firsttraceable;
+	const uintptr_t o_table = L.co_linetable, ctype = code_type, ftype = frame_type;
+	struct line_slot *const slots = line_slots;
+	uint64_t h = 0x9e3779b97f4a7c15ull;
 	int n = 0;
 	uintptr_t f;
 	if (!rd(ts + L.ts_frame, &f, careful))
 		return -1;
-	if (L.cframe_current != GG_PY_NONE) { /* 3.11/3.12: through the cframe */
+	if (m == 11 || m == 12) { /* through the cframe */
 		if (!PTR_OK(f) || !rd(f + L.cframe_current, &f, careful))
 			return PTR_OK(f) ? -1 : 0;
 	}
 	/* Bounded: max frames named, and at most 4 * max followed (shims,
 	 * incomplete frames), so a cycle cannot hold us. */
-	for (int steps = 0; f && n < max && steps < 4 * max; steps++) {
+	for (int steps = 4 * max; f && n < max && steps; steps--) {
 		uintptr_t c, t, back, ip;
 		if (!PTR_OK(f))
 			break;
-		if (!rd(f + L.fr_back, &back, careful) || !rd(f + L.fr_code, &c, careful))
+		if (!rd(f + o_back, &back, careful) || !rd(f + o_code, &c, careful))
 			return -1;
-		int owner = L.fr_owner != GG_PY_NONE ? *(const char *)(f + L.fr_owner) : 0;
-		if (owner == 3) { /* FRAME_OWNED_BY_CSTACK, 3.12+: a C entry */
+		int owner = m >= 11 ? *(const char *)(f + o_owner) : 0;
+		if (m >= 12 && owner == 3) { /* FRAME_OWNED_BY_CSTACK: a C entry */
 			if (n)
 				ends[n - 1] = 1;
 			f = back;
@@ -493,56 +513,136 @@ __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t 
 		}
 		if (!PTR_OK(c) || !rd(c + 8, &t, careful))
 			break;
-		if (t != code_type) {
+		if (t != ctype) {
 			f = back; /* 3.13's shim executes None */
 			continue;
 		}
-		if (minor <= 10) { /* a frame object: check its type too */
+		if (m <= 10) { /* a frame object: check its type too */
 			if (!rd(f + 8, &t, careful))
 				return -1;
-			if (t != frame_type)
+			if (t != ftype)
 				break;
 		}
-		if (!rd(f + L.fr_lasti, &ip, careful))
+		if (!rd(f + o_ip, &ip, careful))
 			return -1;
-		int lasti;
-		if (minor == 9)
+		int lasti, entry = m <= 10;
+		if (m == 9)
 			lasti = (int32_t)ip;
-		else if (minor == 10)
+		else if (m == 10)
 			lasti = (int32_t)ip * 2;
 		else {
-			intptr_t u = ((intptr_t)ip - (intptr_t)(c + L.co_code)) / 2;
-			int trace = *(const int32_t *)(c + L.co_firsttraceable);
+			/* Byte offset of the instruction (code units are 2 bytes). */
+			intptr_t u = (intptr_t)ip - (intptr_t)(c + o_cc);
+			int trace = *(const int32_t *)(c + o_trace);
+			if (m == 11)
+				entry = *(const char *)(f + o_entry);
 			/* An incomplete frame (still being set up) is not shown,
 			 * as the interpreter's own tracebacks skip it. */
-			if (owner != 1 && u < trace) {
-				if (minor == 11 && *(const char *)(f + L.fr_is_entry) && n)
+			if (owner != 1 && u < 2 * (intptr_t)trace) {
+				if (entry && n)
 					ends[n - 1] = 1;
 				f = back;
 				continue;
 			}
-			lasti = u < 0 ? -1 : (int)u * 2;
+			lasti = u < 0 ? -1 : (int)u;
 		}
-		uint64_t w = frame_word(c, lasti);
-		if (w) {
-			ends[n] = minor <= 10 || (minor == 11 && *(const char *)(f + L.fr_is_entry));
-			out[n++] = w;
+		uintptr_t table = *(const uintptr_t *)(c + o_table);
+		ends[n] = (uint8_t)entry;
+		if (resolve) {
+			uint64_t w = frame_word(slots, c, table, lasti);
+			if (w)
+				out[n++] = w;
+		} else {
+			/* Multiply-add: order-sensitive, and enough for a
+			 * memo that a hash collision can only make show the
+			 * last stack's lines for this one. */
+			h = h * 0xff51afd7ed558ccdull + (c ^ table ^ (uint64_t)(uint32_t)lasti << 48);
+			n++;
 		}
 		f = back;
 	}
 	if (n)
 		ends[n - 1] = 1;
+	if (hash)
+		*hash = h ^ (uint64_t)n;
 	return n;
 }
 
-static int walk_careful(uintptr_t ts, uint64_t *out, uint8_t *ends, int max)
+#define WALKERS(M)                                                                                                  \
+	static int walk_careful_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max)                             \
+	{                                                                                                             \
+		return walk_py(ts, out, ends, max, 1, M, 1, NULL);                                                    \
+	}                                                                                                             \
+	static int walk_resolve_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max)                             \
+	{                                                                                                             \
+		return walk_py(ts, out, ends, max, 0, M, 1, NULL);                                                    \
+	}                                                                                                             \
+	static int walk_hash_##M(uintptr_t ts, uint8_t *ends, int max, uint64_t *hash)                               \
+	{                                                                                                             \
+		return walk_py(ts, NULL, ends, max, 0, M, 0, hash);                                                   \
+	}
+WALKERS(9)
+WALKERS(10)
+WALKERS(11)
+WALKERS(12)
+WALKERS(13)
+
+struct walkers {
+	int (*careful)(uintptr_t, uint64_t *, uint8_t *, int);
+	int (*resolve)(uintptr_t, uint64_t *, uint8_t *, int);
+	int (*hash)(uintptr_t, uint8_t *, int, uint64_t *);
+};
+static const struct walkers walkers_by_minor[] = {
+    {walk_careful_9, walk_resolve_9, walk_hash_9},    {walk_careful_10, walk_resolve_10, walk_hash_10},
+    {walk_careful_11, walk_resolve_11, walk_hash_11}, {walk_careful_12, walk_resolve_12, walk_hash_12},
+    {walk_careful_13, walk_resolve_13, walk_hash_13},
+};
+
+/* The last Python stack this thread captured, resolved: a capture whose
+ * frames hash the same (code objects, line tables and offsets) takes its
+ * words from here without one line-cache lookup per frame (issue 27's cost
+ * target). Per thread, mapped at its first capture, unmapped by the key's
+ * destructor when the thread exits. */
+struct py_memo {
+	uint64_t hash;
+	int np;
+	uint8_t ends[GG_STACK_MAX_DEPTH];
+	uint64_t words[GG_STACK_MAX_DEPTH];
+};
+static GG_TLS struct py_memo *memo_tls;
+static pthread_key_t memo_key;
+static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
+static int memo_key_ok;
+
+static void memo_free(void *p)
 {
-	return walk_py(ts, out, ends, max, 1);
+	memo_tls = NULL;
+	munmap(p, sizeof(struct py_memo));
 }
 
-static int walk_fast(uintptr_t ts, uint64_t *out, uint8_t *ends, int max)
+static void memo_key_init(void)
 {
-	return walk_py(ts, out, ends, max, 0);
+	memo_key_ok = pthread_key_create(&memo_key, memo_free) == 0;
+}
+
+static struct py_memo *memo_get(void)
+{
+	struct py_memo *mm = memo_tls;
+	if (GG_LIKELY(mm))
+		return mm;
+	pthread_once(&memo_once, memo_key_init);
+	if (!memo_key_ok)
+		return NULL;
+	mm = mmap(NULL, sizeof *mm, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mm == MAP_FAILED)
+		return NULL;
+	if (pthread_setspecific(memo_key, mm) != 0) {
+		munmap(mm, sizeof *mm);
+		return NULL;
+	}
+	mm->np = -1;
+	memo_tls = mm;
+	return mm;
 }
 
 static int can_read_careful(void)
@@ -558,41 +658,82 @@ int gg_pystack_splice(uintptr_t *fr, int n, int cap)
 	uintptr_t ts = (uintptr_t)gilstate_tstate();
 	if (!PTR_OK(ts))
 		return n; /* a thread with no Python state: native only */
-	uint64_t py[GG_STACK_MAX_DEPTH];
-	uint8_t ends[GG_STACK_MAX_DEPTH] = {0};
+	uint64_t pybuf[GG_STACK_MAX_DEPTH];
+	const uint64_t *py = pybuf;
+	uint8_t endbuf[GG_STACK_MAX_DEPTH] = {0};
+	const uint8_t *ends = endbuf;
 	int max = cap < GG_STACK_MAX_DEPTH ? cap : GG_STACK_MAX_DEPTH;
 	int np;
+	const struct walkers *wk = &walkers_by_minor[minor - 9];
 	if (GG_UNLIKELY(!atomic_load_explicit(&calibrated, memory_order_relaxed))) {
 		if (can_read_careful()) {
-			np = walk_careful(ts, py, ends, max);
+			np = wk->careful(ts, pybuf, endbuf, max);
 			if (np < 0) {
 				refuse("its frames could not be read with the known layout", minor);
 				return n;
 			}
 		} else
-			np = walk_fast(ts, py, ends, max);
+			np = wk->resolve(ts, pybuf, endbuf, max);
 		atomic_store_explicit(&calibrated, 1, memory_order_relaxed);
-	} else
-		np = walk_fast(ts, py, ends, max);
+	} else {
+		struct py_memo *mm = memo_get();
+		uint64_t h;
+		np = mm ? wk->hash(ts, endbuf, max, &h) : -1;
+		if (mm && np == mm->np && h == mm->hash) {
+			py = mm->words; /* the same frames as last time: their words */
+			ends = mm->ends;
+		} else {
+			np = wk->resolve(ts, pybuf, endbuf, max);
+			if (mm && np >= 0) {
+				/* Only a stack whose every frame resolved is kept
+				 * (the hash counts frames the words may lack). */
+				int full = wk->hash(ts, mm->ends, max, &h) == np;
+				mm->np = full ? np : -1;
+				mm->hash = h;
+				memcpy(mm->words, pybuf, (size_t)(np > 0 ? np : 0) * sizeof *pybuf);
+				memcpy(mm->ends, endbuf, (size_t)(np > 0 ? np : 0));
+			}
+		}
+	}
 	if (np <= 0)
 		return n;
 	uintptr_t out[GG_STACK_MAX_DEPTH];
-	int o = 0, gi = 0, evals = 0;
+	const uintptr_t lo = eval_lo, span = eval_hi - eval_lo;
+	int o = 0, gi = 0, keep = n, first_eval = -1;
+	/* Where the eval loop's first frame is (unsigned compare: one test). */
 	for (int i = 0; i < n; i++)
-		evals += fr[i] - 1 >= eval_lo && fr[i] - 1 < eval_hi;
-	int keep = n;
-	if (!evals && n + np > max) /* no eval frame seen: room for both */
+		if (fr[i] - 1 - lo < span) {
+			first_eval = i;
+			break;
+		}
+	if (first_eval < 0 && n + np > max) /* no eval frame seen: room for both */
 		keep = max - (np < max / 2 ? np : max / 2) < n ? max - (np < max / 2 ? np : max / 2) : n;
-	for (int i = 0; i < keep && o < max; i++) {
-		if (fr[i] - 1 >= eval_lo && fr[i] - 1 < eval_hi && gi < np) {
+	if (first_eval > 0) {
+		memcpy(out, fr, (size_t)first_eval * sizeof *out);
+		o = first_eval;
+	}
+	for (int i = o; i < keep && o < max;) {
+		if (fr[i] - 1 - lo < span && gi < np) {
 			/* The eval loop's frame gives way to the Python frames
 			 * it runs, as py-spy --native shows them. */
-			do
-				out[o++] = (uintptr_t)py[gi];
-			while (!ends[gi++] && gi < np && o < max);
+			int j = gi;
+			while (j < np - 1 && !ends[j])
+				j++;
+			int take = j - gi + 1 < max - o ? j - gi + 1 : max - o;
+			memcpy(out + o, py + gi, (size_t)take * sizeof *out);
+			o += take;
+			gi = j + 1;
+			i++;
 			continue;
 		}
-		out[o++] = fr[i];
+		/* A run of native frames up to the next eval frame, at once. */
+		int r = i + 1;
+		while (r < keep && (fr[r] - 1 - lo >= span || gi >= np))
+			r++;
+		int take = r - i < max - o ? r - i : max - o;
+		memcpy(out + o, fr + i, (size_t)take * sizeof *out);
+		o += take;
+		i = r;
 	}
 	while (gi < np && o < max) /* outer frames the native walk did not reach */
 		out[o++] = (uintptr_t)py[gi++];
