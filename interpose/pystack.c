@@ -91,8 +91,9 @@ static uintptr_t sym(const char *name)
 
 static void refuse(const char *why, int m)
 {
-	gg_log(GG_LOG_WARN, "Python 3.%d in this process: %s; its stacks are native frames only (Python frames are read "
-	                    "on CPython 3.9 to 3.13 with the GIL, docs/python.md)",
+	gg_log(GG_LOG_WARN,
+	       "Python 3.%d in this process: %s; its stacks are native frames only (Python frames are read "
+	       "on CPython 3.9 to 3.13 with the GIL, docs/python.md)",
 	       m, why);
 	atomic_store_explicit(&state, PY_REFUSED, memory_order_release);
 	atomic_store_explicit(&gg_py_live, 0, memory_order_relaxed);
@@ -121,10 +122,10 @@ static int take_debug_offsets(uintptr_t rt, int m, uint32_t hexversion)
 		refuse("a free-threaded build (3.13t), not supported", m);
 		return 0;
 	}
-	const uint16_t pos[] = {D->ts_current_frame, D->fr_previous,    D->fr_executable,  D->fr_instr_ptr,
-	                        D->fr_owner,         D->co_filename,    D->co_name,        D->co_linetable,
+	const uint16_t pos[] = {D->ts_current_frame, D->fr_previous,     D->fr_executable, D->fr_instr_ptr,
+	                        D->fr_owner,         D->co_filename,     D->co_name,       D->co_linetable,
 	                        D->co_firstlineno,   D->co_code_adaptive};
-	uint16_t *dst[] = {&L.ts_frame, &L.fr_back,      &L.fr_code,  &L.fr_lasti,        &L.fr_owner,
+	uint16_t *dst[] = {&L.ts_frame,    &L.fr_back, &L.fr_code,      &L.fr_lasti,       &L.fr_owner,
 	                   &L.co_filename, &L.co_name, &L.co_linetable, &L.co_firstlineno, &L.co_code};
 	for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
 		uint64_t off = *(const uint64_t *)(rt + pos[i]);
@@ -452,8 +453,8 @@ static uint64_t frame_word_miss(struct line_slot *s, uint32_t s1, uintptr_t c, u
 	return w;
 }
 
-__attribute__((always_inline)) static inline uint64_t frame_word(struct line_slot *slots, uintptr_t c,
-                                                                  uintptr_t table, int lasti)
+__attribute__((always_inline)) static inline uint64_t frame_word(struct line_slot *slots, uintptr_t c, uintptr_t table,
+                                                                 int lasti)
 {
 	uint32_t h = (uint32_t)(((c >> 4) + (uintptr_t)lasti) * 0x9e3779b1u) >> 20 & (LINE_SLOTS - 1);
 	struct line_slot *s = &slots[h];
@@ -481,7 +482,7 @@ __attribute__((always_inline)) static inline uint64_t frame_word(struct line_slo
  * instantiation, and the layout is copied into locals first: the stores to
  * ends would otherwise make the compiler reload every global after each. */
 __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t *out, uint8_t *ends, int max,
-                                                          int careful, const int m, int resolve, uint64_t *hash)
+                                                         int careful, const int m, int resolve, uint64_t *hash)
 {
 	const uintptr_t o_back = L.fr_back, o_code = L.fr_code, o_ip = L.fr_lasti, o_owner = L.fr_owner;
 	const uintptr_t o_entry = L.fr_is_entry, o_cc = L.co_code, o_trace = L.co_firsttraceable;
@@ -568,18 +569,18 @@ __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t 
 	return n;
 }
 
-#define WALKERS(M)                                                                                                  \
-	static int walk_careful_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max)                             \
-	{                                                                                                             \
-		return walk_py(ts, out, ends, max, 1, M, 1, NULL);                                                    \
-	}                                                                                                             \
-	static int walk_resolve_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max)                             \
-	{                                                                                                             \
-		return walk_py(ts, out, ends, max, 0, M, 1, NULL);                                                    \
-	}                                                                                                             \
-	static int walk_hash_##M(uintptr_t ts, uint8_t *ends, int max, uint64_t *hash)                               \
-	{                                                                                                             \
-		return walk_py(ts, NULL, ends, max, 0, M, 0, hash);                                                   \
+#define WALKERS(M)                                                                       \
+	static int walk_careful_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
+	{                                                                                \
+		return walk_py(ts, out, ends, max, 1, M, 1, NULL);                       \
+	}                                                                                \
+	static int walk_resolve_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
+	{                                                                                \
+		return walk_py(ts, out, ends, max, 0, M, 1, NULL);                       \
+	}                                                                                \
+	static int walk_hash_##M(uintptr_t ts, uint8_t *ends, int max, uint64_t *hash)   \
+	{                                                                                \
+		return walk_py(ts, NULL, ends, max, 0, M, 0, hash);                      \
 	}
 WALKERS(9)
 WALKERS(10)
