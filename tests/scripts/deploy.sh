@@ -142,9 +142,9 @@ if [ -n "$have_node" ]; then
 	val schema "$TMP/bad/pod-field.yaml" >"$TMP/out" 2>&1
 	grep -q 'startupprobe (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 	count fail "schema of a pod with a misspelt field" "$TMP/out"
-	sed 's/      nodeSelector:/      nodeselector:/' deploy/node/exporter.yaml >"$TMP/bad/ds-field.yaml"
+	sed 's/      affinity:/      afinity:/' deploy/node/exporter.yaml >"$TMP/bad/ds-field.yaml"
 	val schema "$TMP/bad/ds-field.yaml" >"$TMP/out" 2>&1
-	grep -q 'nodeselector (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+	grep -q 'afinity (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 	count fail "schema of the node exporter with a misspelt field" "$TMP/out"
 	val pss baseline "$TMP/bad/pod-hostpath.yaml" >"$TMP/out" 2>&1
 	count fail "pss-baseline of a pod with a hostPath" "$TMP/out"
