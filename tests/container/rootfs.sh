@@ -6,8 +6,8 @@
 #
 # Built atomically: into a temporary directory beside the cache, the marker
 # .gpuguard-rootfs-complete written last, then renamed into place; a root
-# without the marker (an interrupted build, from before this rule) is never
-# used. One builder at a time (flock), so two CI runs do not race.
+# without the marker, or with another version's (an interrupted build, an
+# older package list), is never used. One builder at a time (flock), so two CI runs do not race.
 #
 #   GG_ROOTFS_CACHE  the cache directory (/var/cache/gpuguard)
 #   GG_DEBIAN_MIRROR the mirror (default: the first Debian URI apt uses here)
@@ -15,11 +15,17 @@
 # not root, no mirror reachable), the reason on stderr; 1: the build failed.
 set -eu
 suite=bullseye
+# what the image holds: a shell, its libc, and python3 (the application the
+# test runs is a Python program, as most GPU applications are). Bump the
+# version when this changes: a root of another version is rebuilt.
+packages=python3-minimal,libpython3.9-stdlib
+version="$suite-2 $packages"
 cache=${GG_ROOTFS_CACHE:-/var/cache/gpuguard}
 root=$cache/rootfs-$suite
 marker=.gpuguard-rootfs-complete
+complete() { [ -f "$root/$marker" ] && [ "$(head -n 1 "$root/$marker")" = "$version" ]; }
 
-if [ -f "$root/$marker" ]; then
+if complete; then
 	echo "$root"
 	exit 0
 fi
@@ -51,7 +57,7 @@ mkdir -p "$cache"
 exec 9>"$cache/.rootfs-$suite.lock"
 flock 9
 # another builder may have finished while we waited
-if [ -f "$root/$marker" ]; then
+if complete; then
 	echo "$root"
 	exit 0
 fi
@@ -62,7 +68,7 @@ tmp=$(mktemp -d "$cache/.rootfs-$suite.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 log=$cache/.rootfs-$suite.log
 echo "gpuguard: building the $suite root filesystem in $cache from $mirror (once; about a minute)" >&2
-if ! timeout 900 debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$log" 2>&1; then
+if ! timeout 900 debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$mirror" >"$log" 2>&1; then
 	if grep -q -i -e "Failed getting release file" -e "Could not resolve" -e "unable to fetch" "$log"; then
 		echo "the mirror $mirror cannot be reached ($log)" >&2
 		exit 2
@@ -71,13 +77,15 @@ if ! timeout 900 debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$log"
 	tail -n 5 "$log" >&2
 	exit 1
 fi
-# what the test needs of the image: a shell and a libc no newer than 2.31
-[ -x "$tmp/bin/sh" ] || {
-	echo "debootstrap made no /bin/sh in $tmp" >&2
-	exit 1
-}
+# what the test needs of the image
+for f in bin/sh usr/bin/python3 usr/bin/setpriv sbin/ldconfig; do
+	[ -x "$tmp/$f" ] || {
+		echo "debootstrap made no /$f in $tmp" >&2
+		exit 1
+	}
+done
 rm -rf "$tmp/var/cache/apt/archives/"*.deb
-echo "$suite $(date -u +%Y-%m-%dT%H:%M:%SZ) $mirror" >"$tmp/$marker"
+printf '%s\n%s %s\n' "$version" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$mirror" >"$tmp/$marker"
 mv -T "$tmp" "$root"
 trap - EXIT
 echo "$root"
