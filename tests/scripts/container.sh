@@ -5,23 +5,26 @@
 # pod would get it:
 #  - gpuguard's image is built from `make image-context` as its Dockerfile
 #    builds it (image-stage), and the init step (its install.sh, as uid
-#    65532) stages it into an emptyDir, with the ld.so.preload file;
+#    65532, with the arguments the policy gives it) stages it into an
+#    emptyDir, with the ld.so.preload file;
 #  - the container: a mount, PID and UTS namespace (unshare), the image's root as
 #    an overlay made read-only (readOnlyRootFilesystem), the policy's volumes
 #    and /etc/ld.so.preload mounted where the policy mounts them
-#    (tests/container/podspec.py reads the policy), the simulated driver
+#    (deploy/preview injects tests/container/pod.yaml under each way in;
+#    tests/container/podspec.py reads what it prints), the simulated driver
 #    injected as the NVIDIA container toolkit injects libcuda.so.1, then
 #    chroot and setpriv to uid 65532 with no capability and no_new_privs,
 #    with exactly the policy's environment;
 #  - the application (tests/container/app.py, Python through ctypes)
-#    allocates under and past GPUGUARD_LIMIT=1Gi: the library is mapped,
+#    allocates under and past GPUGUARD_LIMIT=1Gi (the pod's annotation):
+#    under each of the three ways in, the library is mapped,
 #    the second allocation refused, a dump written; `gpuguard check` as the
 #    startup probe runs it (in the container's namespaces and root) passes;
 #  - once more with the image's own LD_PRELOAD (tests/container/imgpreload.c):
 #    both libraries load, the ceiling holds, the probe passes;
 #  - and without the /etc/ld.so.preload mount: the probe must fail.
-# Skipped by name where root, unshare, overlayfs, debootstrap or its mirror
-# is missing.
+# Skipped by name where root, unshare, overlayfs, debootstrap or its mirror,
+# or node and npm (deploy/preview) are missing.
 . "$(dirname "$0")/lib.sh"
 FAIL_PREFIX=container- BAD_LINES=20
 ROOT=$(pwd)
@@ -116,31 +119,50 @@ done
 readelf -l "$IMG/bin/gpuguard" | grep -q 'program interpreter' &&
 	bad "the image's gpuguard is dynamic: the probe would need the image's glibc to match"
 
-# --- the pod: the policy's volumes, the init step --------------------------
-"$PY" tests/container/podspec.py deploy/kyverno/clusterpolicy.yaml 1Gi ml vllm-0 server >"$TMP/spec" 2>&1 ||
-	{
-		bad "reading the policy" "$TMP/spec"
-		finish
-	}
-POD="$TMP/pod"
-for v in $(sed -n 's/^volume \([^ ]*\) emptyDir$/\1/p' "$TMP/spec"); do
-	mkdir -p "$POD/$v"
-	chmod 0777 "$POD/$v" # the kubelet makes an emptyDir 0777
+# --- the pod, as the policy injects it ------------------------------------
+# deploy/preview: the same model tests/scripts/deploy.sh checks; each way in
+if ! sh deploy/preview tests/container/pod.yaml >"$TMP/preview.yaml" 2>"$TMP/preview.err"; then
+	if grep -q 'needs node and npm\|npm ci failed' "$TMP/preview.err"; then
+		skip "container: deploy/preview cannot run here: $(tail -n 1 "$TMP/preview.err")"
+	else
+		bad "deploy/preview tests/container/pod.yaml" "$TMP/preview.err"
+	fi
+	finish
+fi
+WAYS=$("$PY" tests/container/podspec.py ways "$TMP/preview.yaml")
+[ "$(echo "$WAYS" | wc -w)" -ge 3 ] && ok || bad "deploy/preview gave fewer than three ways in: $WAYS"
+for w in $WAYS; do
+	"$PY" tests/container/podspec.py spec "$TMP/preview.yaml" "$w" server >"$TMP/spec.$w" 2>&1 ||
+		bad "reading $w's pod" "$TMP/spec.$w"
 done
-BIN=$(awk '$1 == "mount" && $3 == "/opt/gpuguard" {print $2}' "$TMP/spec")
-[ -n "$BIN" ] && [ -d "$POD/$BIN" ] && ok || bad "the policy mounts no emptyDir at /opt/gpuguard" "$TMP/spec"
-# the init container: the image's install.sh, as uid 65532, into the emptyDir
-if setpriv --reuid=65532 --regid=65532 --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs \
-	env -i PATH=/usr/bin:/bin GPUGUARD_IMAGE_ROOT="$IMG" sh "$IC/install.sh" "$POD/$BIN" >"$TMP/init.log" 2>&1; then
+FIRST=$(echo "$WAYS" | head -n 1)
+SPEC="$TMP/spec.$FIRST"
+POD="$TMP/pod"
+FSG=$(sed -n 's/^group //p' "$SPEC")
+for v in $(sed -n 's/^volume \([^ ]*\) emptyDir$/\1/p' "$SPEC"); do
+	mkdir -p "$POD/$v"
+	# the kubelet makes an emptyDir 0777, group-owned by the fsGroup (setgid)
+	if [ -n "$FSG" ]; then
+		chgrp "$FSG" "$POD/$v"
+		chmod 2777 "$POD/$v"
+	else
+		chmod 0777 "$POD/$v"
+	fi
+done
+read -r _ BIN MNT <<INIT
+$(grep '^init ' "$SPEC")
+INIT
+[ -n "$BIN" ] && [ -d "$POD/$BIN" ] && ok || bad "the injected pod has no gpuguard-install filling an emptyDir" "$SPEC"
+# the init container: the image's install.sh, as its securityContext's uid
+# 65532 with the pod's fsGroup, into the emptyDir
+if setpriv --reuid=65532 --regid=65532 --groups="${FSG:-65532}" --inh-caps=-all --bounding-set=-all --no-new-privs \
+	env -i PATH=/usr/bin:/bin GPUGUARD_IMAGE_ROOT="$IMG" sh "$IC/install.sh" "$POD/$BIN" "$MNT" >"$TMP/init.log" 2>&1; then
 	ok
 else
 	bad "the init step (install.sh as uid 65532)" "$TMP/init.log"
 fi
-if [ ! -f "$POD/$BIN/ld.so.preload" ]; then
-	# until the init step writes it (the inject branch's install.sh): the
-	# file as it will be, one line naming the copied library
-	echo /opt/gpuguard/lib/libgpuguard.so >"$POD/$BIN/ld.so.preload"
-fi
+[ "$(cat "$POD/$BIN/ld.so.preload" 2>/dev/null)" = "$MNT/lib/libgpuguard.so" ] && ok ||
+	bad "the init step wrote no ld.so.preload naming $MNT/lib/libgpuguard.so" "$TMP/init.log"
 
 # The container runtime, inside unshare --mount --pid: the image's root as
 # an overlay (mount points are made in its upper layer, as a runtime makes
@@ -149,8 +171,8 @@ fi
 # NAME=VALUE of the image's own environment.
 cat >"$TMP/runtime.sh" <<'RUNTIME'
 set -eu
-spec=$1 rf=$2 pod=$3 drv=$4 app=$5 layer=$6 ma=$7 nopreload=$8
-shift 8
+spec=$1 rf=$2 pod=$3 drv=$4 app=$5 layer=$6 ma=$7 nopreload=$8 groups=$9
+shift 9
 M=$layer/merged
 hostname vllm-0 # the kubelet names a pod's host after the pod
 mkdir -p "$layer"
@@ -187,18 +209,18 @@ mount -o remount,bind,ro "$M"
 env=$(sed -n 's/^env \([^ ]*\) \(.*\)$/\1=\2/p' "$spec")
 # shellcheck disable=SC2086 # one NAME=VALUE a line, no spaces in them
 exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/ chroot "$M" \
-	/usr/bin/setpriv --reuid=65532 --regid=65532 --groups=65532 --inh-caps=-all --bounding-set=-all --no-new-privs \
+	/usr/bin/setpriv --reuid=65532 --regid=65532 --groups="$groups" --inh-caps=-all --bounding-set=-all --no-new-privs \
 	/usr/bin/env $env "$@" /usr/bin/python3 /app/app.py
 RUNTIME
 
-# run NAME NOPRELOAD [NAME=VALUE...]: the container; its PID 1 (the
-# application) in $app_pid, its output in $TMP/NAME.out and .err; waits
-# for "ready" (60 s at most)
+# run NAME SPEC NOPRELOAD [NAME=VALUE...]: the container of SPEC's pod; its
+# PID 1 (the application) in $app_pid, its output in $TMP/NAME.out and .err;
+# waits for "ready" (60 s at most)
 run() {
-	name=$1 nopre=$2
-	shift 2
-	unshare --mount --pid --uts --fork --propagation private sh "$TMP/runtime.sh" "$TMP/spec" "$RF" "$POD" "$TMP/driver" \
-		"$TMP/app" "$TMP/layer-$name" "$ma" "$nopre" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+	name=$1 spec=$2 nopre=$3
+	shift 3
+	unshare --mount --pid --uts --fork --propagation private sh "$TMP/runtime.sh" "$spec" "$RF" "$POD" "$TMP/driver" \
+		"$TMP/app" "$TMP/layer-$name" "$ma" "$nopre" "${FSG:-65532}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 	u=$!
 	PIDS="$PIDS $u"
 	app_pid=
@@ -215,7 +237,7 @@ run() {
 # container's namespaces and root, as its user; exit status in prc
 probe() {
 	nsenter --target "$app_pid" --mount --pid --root --wd env -i PATH=/usr/bin:/bin \
-		/usr/bin/setpriv --reuid=65532 --regid=65532 --groups=65532 --inh-caps=-all --bounding-set=-all --no-new-privs \
+		/usr/bin/setpriv --reuid=65532 --regid=65532 --groups="${FSG:-65532}" --inh-caps=-all --bounding-set=-all --no-new-privs \
 		/opt/gpuguard/bin/gpuguard check >"$TMP/$1.probe" 2>&1
 	prc=$?
 }
@@ -227,30 +249,35 @@ has() { # NAME LINE
 	grep -qx -- "$2" "$TMP/$1.out" && ok || bad "$1: want '$2'" "$TMP/$1.out" "$TMP/$1.err"
 }
 
-# 1. the policy's container, the image with no LD_PRELOAD of its own
-run plain 0
-has plain 'uid: 65532'
-has plain 'pid: 1'
-has plain 'gpuguard mapped: True'
-has plain 'root writable: False'
-has plain 'cuInit: 0'
-has plain 'cuCtxCreate: 0'
-has plain 'alloc 512 MiB: 0'
-has plain 'alloc 768 MiB more: 2'
-probe plain
-[ "$prc" -eq 0 ] && grep -q '^gpuguard check: process 1 (python3) runs with libgpuguard, GPUGUARD_LIMIT=1Gi$' "$TMP/plain.probe" &&
-	ok || bad "plain: the probe (exit $prc)" "$TMP/plain.probe"
-# the refusal's dump, in the dumps volume; the region, in its own
-ls "$POD"/gpuguard-dumps/*.jsonl >/dev/null 2>&1 && ok || bad "plain: no dump in the dumps volume" "$TMP/plain.err"
-"$GG_TEST_BUILD/bin/gpuguard" metrics --region "$POD/gpuguard-region/pod" >"$TMP/plain.metrics" 2>&1
-grep -q '^gpuguard_device_refused_total{kind="CUDA",UUID="GPU-[0-9a-f-]*"} 1$' "$TMP/plain.metrics" &&
-	grep -q '^gpuguard_device_limit_bytes{kind="CUDA",UUID="GPU-[0-9a-f-]*"} 1073741824$' "$TMP/plain.metrics" &&
-	ok || bad "plain: the pod region" "$TMP/plain.metrics"
-stop
+# 1. each way's container, the image with no LD_PRELOAD of its own
+for w in $WAYS; do
+	rm -f "$POD"/gpuguard-dumps/*.jsonl "$POD/gpuguard-region/pod"
+	n=plain-$w
+	run "$n" "$TMP/spec.$w" 0
+	has "$n" 'uid: 65532'
+	has "$n" 'pid: 1'
+	has "$n" 'gpuguard mapped: True'
+	has "$n" 'root writable: False'
+	has "$n" 'cuInit: 0'
+	has "$n" 'cuCtxCreate: 0'
+	has "$n" 'alloc 512 MiB: 0'
+	has "$n" 'alloc 768 MiB more: 2'
+	probe "$n"
+	[ "$prc" -eq 0 ] && grep -q '^gpuguard check: process 1 (python3) runs with libgpuguard, GPUGUARD_LIMIT=1Gi$' "$TMP/$n.probe" &&
+		ok || bad "$n: the probe (exit $prc)" "$TMP/$n.probe"
+	# the refusal's dump, in the dumps volume; the region, in its own
+	ls "$POD"/gpuguard-dumps/*.jsonl >/dev/null 2>&1 && ok || bad "$n: no dump in the dumps volume" "$TMP/$n.err"
+	"$GG_TEST_BUILD/bin/gpuguard" metrics --region "$POD/gpuguard-region/pod" >"$TMP/$n.metrics" 2>&1
+	grep -q '^gpuguard_device_refused_total{kind="CUDA",UUID="GPU-[0-9a-f-]*"} 1$' "$TMP/$n.metrics" &&
+		grep -q '^gpuguard_device_limit_bytes{kind="CUDA",UUID="GPU-[0-9a-f-]*"} 1073741824$' "$TMP/$n.metrics" &&
+		grep -q '^gpuguard_region_info{.*limit="1Gi"} 1$' "$TMP/$n.metrics" &&
+		ok || bad "$n: the pod region" "$TMP/$n.metrics"
+	stop
+done
 
 # 2. an image with its own LD_PRELOAD (its ENV): both load
 rm -f "$POD"/gpuguard-dumps/*.jsonl "$POD/gpuguard-region/pod"
-run chained 0 LD_PRELOAD=/app/libimgpreload.so
+run chained "$SPEC" 0 LD_PRELOAD=/app/libimgpreload.so
 has chained 'LD_PRELOAD: /app/libimgpreload.so'
 has chained 'gpuguard mapped: True'
 has chained 'image preload mapped: True'
@@ -264,7 +291,7 @@ stop
 
 # 3. without the /etc/ld.so.preload mount: no library, and the probe says so
 rm -f "$POD"/gpuguard-dumps/*.jsonl "$POD/gpuguard-region/pod"
-run bare 1
+run bare "$SPEC" 1
 has bare 'gpuguard mapped: False'
 has bare 'alloc 768 MiB more: 0'
 probe bare
