@@ -148,9 +148,9 @@ if [ -n "$have_node" ]; then
 	val schema "$TMP/bad/pod-field.yaml" >"$TMP/out" 2>&1
 	grep -q 'startupprobe (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 	count fail "schema of a pod with a misspelt field" "$TMP/out"
-	sed 's/      nodeSelector:/      nodeselector:/' deploy/node/exporter.yaml >"$TMP/bad/ds-field.yaml"
+	sed 's/      affinity:/      afinity:/' deploy/node/exporter.yaml >"$TMP/bad/ds-field.yaml"
 	val schema "$TMP/bad/ds-field.yaml" >"$TMP/out" 2>&1
-	grep -q 'nodeselector (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+	grep -q 'afinity (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 	count fail "schema of the node exporter with a misspelt field" "$TMP/out"
 	val pss baseline "$TMP/bad/pod-hostpath.yaml" >"$TMP/out" 2>&1
 	count fail "pss-baseline of a pod with a hostPath" "$TMP/out"
@@ -174,6 +174,11 @@ if [ -n "$have_node" ]; then
 			death=0:1:4242:vllm:1700000090000:1700000089600:1048576000:1073741824:0:none:16965120819:17179869184:6 \
 			>"$TMP/mk.log" 2>&1 || bad "mkregion: $(cat "$TMP/mk.log")"
 		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || bad "gpuguard metrics: $(cat "$TMP/metrics.txt")"
+		# and the node exporter's over the same region (its node alert)
+		mkdir -p "$TMP/kp/0c1d2e3f-1111-4a4a-8b8b-000000000001/volumes/kubernetes.io~empty-dir/r"
+		cp "$TMP/region" "$TMP/kp/0c1d2e3f-1111-4a4a-8b8b-000000000001/volumes/kubernetes.io~empty-dir/r/pod"
+		NODE_NAME=gpu-node-1 "$TOOL" metrics --discover "$TMP/kp" >>"$TMP/metrics.txt" 2>&1 ||
+			bad "gpuguard metrics --discover: $(cat "$TMP/metrics.txt")"
 		val metrics "$TMP/metrics.txt" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
 		count ok metrics "$TMP/out"
 		sed 's/gpuguard_device_waiters/gpuguard_device_waiting/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard.json"
@@ -182,7 +187,7 @@ if [ -n "$have_node" ]; then
 		sed 's/"panels": \[/"panels": [ {/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-parse.json"
 		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-parse.json" >"$TMP/out" 2>&1
 		count fail "a dashboard that does not parse" "$TMP/out"
-		sed 's/by (namespace, pod, uuid)/by (namespace, pod, modelName)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
+		sed 's/by (namespace, pod, UUID)/by (namespace, pod, modelName)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
 		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-label.json" >"$TMP/out" 2>&1
 		grep -q '^FAIL labels.*: modelName' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 		count fail "a dashboard grouping by a label not exported" "$TMP/out"
