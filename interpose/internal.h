@@ -356,6 +356,9 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 typedef int (*gg_pool_admit_fn)(int dev, uint64_t charge);
 void gg_pool_set_admit(gg_pool_admit_fn fn);
 int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
+/* By how much the pool's reserve grew past reserve_before (0: not, or the
+ * driver cannot tell). */
+uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);

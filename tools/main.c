@@ -242,9 +242,10 @@ static const char help_metrics[] =
     "DESCRIPTION\n"
     "    Prints the pod region (see gpuguard help top) in the Prometheus text\n"
     "    exposition format, version 0.0.4. Device series carry the labels\n"
-    "    device (the region's entry index), kind (CUDA, HIP, ordinal) and uuid\n"
+    "    kind (CUDA, HIP, ordinal) and UUID, dcgm-exporter's join key\n"
     "    (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx as nvidia-smi spells it,\n"
-    "    HIP-... for HIP, ordinal-N where the device has no UUID). Process series\n"
+    "    HIP-... for HIP, ordinal-N where the device has no UUID); no gpu label\n"
+    "    (a container cannot know the host's index). Process series\n"
     "    carry slot, pid and comm: the slot keeps them apart when two processes\n"
     "    in different PID namespaces share a pid.\n"
     "\n"
@@ -267,8 +268,8 @@ static const char help_metrics[] =
     "    gpuguard_process_info{slot,pid,comm,state} 1\n"
     "    gpuguard_process_start_time_seconds        gauge\n"
     "    gpuguard_process_used_bytes                gauge, per process and device\n"
-    "                                               (labels slot,pid,comm,device,uuid)\n"
-    "    gpuguard_death_info{n,pid,comm,verdict,reason}  1 per recent death without\n"
+    "                                               (labels slot,pid,comm,UUID)\n"
+    "    gpuguard_death_info{n,pid,comm,verdict}    1 per recent death without\n"
     "                                               exit; verdict host_oom, gpu_refusals,\n"
     "                                               not_oom or host_unknown\n"
     "    gpuguard_death_time_seconds                gauge, when it was found dead\n"
@@ -281,8 +282,9 @@ static const char help_metrics[] =
     "    answers 200; other paths 404; other methods 405; a request head over\n"
     "    8 KiB 431; a malformed one 400; one not received within the timeout\n"
     "    408; a region that cannot be read (before any process of the pod\n"
-    "    attached, say) 200 with gpuguard_up 0 and gpuguard_region_error naming\n"
-    "    the reason, never 503, so the target is up from the start (the server\n"
+    "    attached, say) 200 with gpuguard_up 0 and gpuguard_region_error{reason}\n"
+    "    (missing, permission, symlink, not_regular, invalid, io or other; the\n"
+    "    message on stderr), never 503, so the target is up from the start (the server\n"
     "    keeps running). No client is ever waited on: every socket is non-blocking,\n"
     "    every connection has the timeout as its deadline, and past\n"
     "    --max-connections open ones a new connection closes the oldest that\n"
@@ -306,7 +308,9 @@ static const char help_metrics[] =
     "                        for every request. Each series gets pod_uid=\"UID\" (join\n"
     "                        kube-state-metrics' kube_pod_info on uid for namespace\n"
     "                        and pod); gpuguard_discovered_pods and\n"
-    "                        gpuguard_discovered_regions count what was found.\n"
+    "                        gpuguard_discovered_regions count what was found,\n"
+    "                        gpuguard_discovery_errors{path_kind,reason} what could\n"
+    "                        not be read (each path named once on stderr).\n"
     "\n"
     "EXIT STATUS\n"
     "    0 printed, or served until stopped; 1 usage error (including a bad\n"
@@ -1236,7 +1240,8 @@ static int cmd_metrics(int argc, char **argv)
 		return gg_metrics_serve(gg_region_path(region), listen, timeout, max_conns);
 	if (discover) {
 		char err[GG_REGION_ERR];
-		if (gg_metrics_discover(stdout, discover, err, sizeof err)) {
+		enum gg_read_why why;
+		if (gg_metrics_discover(stdout, discover, err, sizeof err, &why)) {
 			gg_error("metrics: %s", err);
 			return GG_EXIT_BADINPUT;
 		}

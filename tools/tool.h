@@ -344,7 +344,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 enum gg_liveness { GG_LIVE_UNKNOWN, GG_LIVE_YES, GG_LIVE_EXITED };
 
 struct gg_rdev {
-	unsigned index;   /* entry in the region = the label device="N" */
+	unsigned index;   /* entry in the region (no label: another pod numbers it otherwise) */
 	const char *kind; /* "CUDA", "HIP", "ordinal", "unknown" */
 	char uuid[48];    /* GPU-8-4-4-4-12, HIP-..., ordinal-N, unknown-<hex> */
 	int has_limit;    /* limit != UINT64_MAX */
@@ -398,6 +398,22 @@ const char *gg_region_path(const char *opt);
  * full, never mapped) and probes each process's liveness lock. 0, or -1 with
  * a one-line "PATH: reason" in err. */
 int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errlen);
+/* Why a read failed, from a closed set: the reason label of
+ * gpuguard_region_error and gpuguard_discovery_errors, whose values must
+ * stay few (a label's values are series), never the free text of err. */
+enum gg_read_why {
+	GG_READ_OK,
+	GG_READ_MISSING,     /* ENOENT, ENOTDIR: nothing there (yet) */
+	GG_READ_PERMISSION,  /* EACCES, EPERM: the identity we run as may not read it */
+	GG_READ_SYMLINK,     /* a symbolic link, never followed */
+	GG_READ_NOT_REGULAR, /* a directory, FIFO, device... */
+	GG_READ_INVALID,     /* read, but not a region this command reads */
+	GG_READ_IO,          /* EIO */
+	GG_READ_OTHER,       /* anything else (out of memory, an errno not above) */
+};
+int gg_region_read_why(struct gg_region *r, const char *path, char *err, size_t errlen, enum gg_read_why *why);
+const char *gg_read_why_label(enum gg_read_why why); /* "missing", "permission", ... "other" */
+enum gg_read_why gg_read_why_errno(int e);
 /* The same from an image of len bytes (8-byte aligned). lock_fd: the open
  * region file to probe liveness locks on, or -1 (liveness unknown). */
 int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len, int lock_fd, char *err,
@@ -447,7 +463,7 @@ int gg_metrics_print(const char *path);
 int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, int max_conns);
 /* discover.c: every pod region under the kubelet's pods directory root,
  * each series labelled pod_uid, families merged. 0, or -1 with err. */
-int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen);
+int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen, enum gg_read_why *why);
 /* --discover: serve gg_metrics_discover of root instead of one region. */
 extern const char *gg_metrics_discover_root;
 
