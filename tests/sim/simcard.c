@@ -28,7 +28,7 @@
 struct card_proc {
 	int32_t pid;       /* as /proc names it; 0: a free entry */
 	uint32_t nvml_pid; /* what NVML reports */
-	uint64_t start;    /* starttime of /proc/<pid>/stat: a reused pid is another process */
+	uint64_t start;    /* its start time (proc_stat): a reused pid is another process */
 	uint64_t use[SIM_MAX_DEVICES][SIM_USE_N];
 };
 
@@ -120,12 +120,15 @@ uint32_t sim_nvml_pid_self(void)
 	return (uint32_t)(proc_pid_self() + g_pid_offset);
 }
 
-/* state and starttime (fields 3 and 22) of /proc/<pid>/stat; -1 if gone,
- * -2 if it cannot be read or understood */
+/* State and starttime (fields 3 and 22) of the process's main thread,
+ * /proc/<pid>/task/<pid>/stat, whose start is the process's: the same file
+ * for the process itself and for others (qemu-user answers a process's own
+ * /proc/<pid>/stat itself, with a start time of its own making). -1 if
+ * gone, -2 if it cannot be read or understood. */
 static int proc_stat(int32_t pid, char *state, uint64_t *start)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char path[80], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)pid);
 	int rc = read_small(path, buf, sizeof(buf));
 	if (rc)
 		return rc;
