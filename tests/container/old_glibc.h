@@ -8,3 +8,18 @@
 #ifdef GG_GLIBC_BASE
 __asm__(".symver dlsym,dlsym@" GG_GLIBC_BASE);
 #endif
+/* the simulator's shared card (tests/sim/simcard.c): POSIX shared memory
+ * (in librt.so.1 before 2.34, which the driver therefore names) and robust
+ * process-shared mutexes (2.12 on x86-64) */
+#ifdef GG_GLIBC_BASE
+__asm__(".symver shm_open,shm_open@" GG_GLIBC_BASE);
+__asm__(".symver shm_unlink,shm_unlink@" GG_GLIBC_BASE);
+__asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@" GG_GLIBC_BASE);
+#if defined(__x86_64__)
+__asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.12");
+__asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.12");
+#else
+__asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@" GG_GLIBC_BASE);
+__asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@" GG_GLIBC_BASE);
+#endif
+#endif

@@ -102,7 +102,7 @@ OLDLIBS="-Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0"
 mkdir -p "$TMP/driver" "$TMP/app"
 # shellcheck disable=SC2086 # flags are words
 if ! cc $OLD -Wl,-soname,libcuda.so.1 -o "$TMP/driver/libcuda.so.1" tests/sim/sim_cuda.c tests/sim/sim_md2.c \
-	tests/sim/simcore.c $OLDLIBS >"$TMP/cc.log" 2>&1 ||
+	tests/sim/simcore.c tests/sim/simcard.c $OLDLIBS -l:librt.so.1 >"$TMP/cc.log" 2>&1 ||
 	! cc $OLD -o "$TMP/app/libimgpreload.so" tests/container/imgpreload.c $OLDLIBS >>"$TMP/cc.log" 2>&1; then
 	bad "building the driver and the image's preload" "$TMP/cc.log"
 	finish

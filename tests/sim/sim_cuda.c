@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define SIM_EXPORT __attribute__((visibility("default")))
@@ -3924,11 +3924,15 @@ static gg_CUresult library_new(gg_CUlibrary *out, const void *code, const char *
 	fp_init();
 	uint64_t bytes = 0;
 	if (g_fp_on) {
-		struct stat st;
-		if (code)
+		if (code) {
 			bytes = image_size(code, 0);
-		else if (!stat(file, &st))
-			bytes = (uint64_t)st.st_size;
+		} else { /* lseek, not stat: see simcard.c */
+			int fd = open(file, O_RDONLY | O_CLOEXEC);
+			off_t n = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+			if (fd >= 0)
+				close(fd);
+			bytes = n > 0 ? (uint64_t)n : 0;
+		}
 	}
 	struct library *l = obj_new(sizeof(*l), OBJ_LIBRARY, dev);
 	if (!l)

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,7 +27,7 @@
 struct card_proc {
 	int32_t pid;       /* as /proc names it; 0: a free entry */
 	uint32_t nvml_pid; /* what NVML reports */
-	uint64_t start;    /* starttime of /proc/<pid>/stat: a reused pid is another process */
+	uint64_t start;    /* its start time (proc_stat): a reused pid is another process */
 	uint64_t use[SIM_MAX_DEVICES][SIM_USE_N];
 };
 
@@ -120,12 +119,15 @@ uint32_t sim_nvml_pid_self(void)
 	return (uint32_t)(proc_pid_self() + g_pid_offset);
 }
 
-/* state and starttime (fields 3 and 22) of /proc/<pid>/stat; -1 if gone,
- * -2 if it cannot be read or understood */
+/* State and starttime (fields 3 and 22) of the process's main thread,
+ * /proc/<pid>/task/<pid>/stat, whose start is the process's: the same file
+ * for the process itself and for others (qemu-user answers a process's own
+ * /proc/<pid>/stat itself, with a start time of its own making). -1 if
+ * gone, -2 if it cannot be read or understood. */
 static int proc_stat(int32_t pid, char *state, uint64_t *start)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char path[80], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)pid);
 	int rc = read_small(path, buf, sizeof(buf));
 	if (rc)
 		return rc;
@@ -408,14 +410,16 @@ int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_s
 				continue; /* unlinked between the two opens: make it */
 			break;
 		}
-		struct stat st;
+		/* lseek, not fstat: the container build binds the stat family
+		 * to the library's wrappers (tests/container/old_glibc.h) */
+		off_t size;
 		int waited = 0;
-		while (fstat(fd, &st) == 0 && (size_t)st.st_size < sz && waited < CARD_WAIT_MS) {
+		while ((size = lseek(fd, 0, SEEK_END)) >= 0 && (size_t)size < sz && waited < CARD_WAIT_MS) {
 			sleep_ms(1);
 			waited++;
 		}
 		struct card *c = MAP_FAILED;
-		if ((size_t)st.st_size >= sz)
+		if (size >= 0 && (size_t)size >= sz)
 			c = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		close(fd);
 		if (c == MAP_FAILED) {
