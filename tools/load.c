@@ -764,11 +764,11 @@ int gg_dump_load(struct gg_dump *d, const char *path, FILE *warn, char *err, siz
 {
 	struct loader l;
 	loader_init(&l, d, path, warn, err, errlen);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	/* Never a FIFO, a device or a directory: `report` must not hang on
+	 * one (issue 25, finding 8); a symlink to a dump is followed. */
+	int fd = gg_infile_open(path, path, 0, err, errlen);
+	if (fd < 0)
 		return -1;
-	}
 	/* A sliding window: memory stays at one chunk plus the longest line. */
 	size_t cap = 4u << 20, have = 0;
 	char *buf = malloc(cap);

@@ -409,6 +409,15 @@ void gg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gg_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gg_note(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* "gpuguard: MSG" */
 
+/* A file the command reads (a dump, the pod region): opened with
+ * O_NONBLOCK, so that a FIFO or a device planted at the path cannot hang
+ * the command, and kept only when it is a regular file; reads on the
+ * descriptor block again. nofollow: a symbolic link is refused too (the
+ * region, whose path other users may write). shown is the path as
+ * messages print it. The descriptor, or -1 with "SHOWN: why" in err and
+ * errno as open left it (0 for a file that is not regular). */
+int gg_infile_open(const char *path, const char *shown, int nofollow, char *err, size_t errlen);
+
 /* A file the command writes (report --html): created under a hidden
  * temporary name beside path (O_CREAT|O_EXCL|O_NOFOLLOW, 0666 & ~umask),
  * renamed over path by commit. Refused, with path untouched, when path is a
