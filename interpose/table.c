@@ -56,8 +56,9 @@
 #define MAX_GENS 32     /* generations, never more than MAX_GEN_SLOTS each */
 #define MAX_GEN_SLOTS (1ull << 40)
 #define SPILL_BLOCK_SLOTS 4096
-#define CHUNK_SHIFT 7 /* 128 slots, one 4 KiB page, per occupancy flag: a walk never touches
-                      * a page no insert touched (a first touch costs more than the scan) */
+#define CHUNK_SHIFT                                                              \
+	7 /* 128 slots, one 4 KiB page, per occupancy flag: a walk never touches \
+	   * a page no insert touched (a first touch costs more than the scan) */
 
 /* 32 bytes, two to a cache line. Payload words are atomics only so that the
  * racy-but-validated reads in foreach are defined behaviour; the slot's owner

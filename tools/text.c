@@ -176,7 +176,11 @@ int gg_infile_open(const char *path, const char *shown, int nofollow, char *err,
 		errno = e;
 		return -1;
 	}
-	if (!S_ISREG(st.st_mode)) {
+	struct stat in;
+	/* The command's own standard input, named as /dev/stdin: a pipe the
+	 * user set up on purpose (`cat dump | gpuguard report /dev/stdin`). */
+	int is_stdin = S_ISFIFO(st.st_mode) && !fstat(0, &in) && in.st_dev == st.st_dev && in.st_ino == st.st_ino;
+	if (!S_ISREG(st.st_mode) && !is_stdin) {
 		snprintf(err, errlen, "%s: not a regular file (a %s); refusing to read it", shown,
 		         S_ISFIFO(st.st_mode)                         ? "FIFO"
 		         : S_ISDIR(st.st_mode)                        ? "directory"

@@ -201,8 +201,12 @@ struct gg_dump {
 	int has_end;
 	uint64_t end_records, suppressed, write_errors;
 	uint64_t signal_refused, history_dropped, log_dropped; /* 0 in dumps from before they were written */
-	uint64_t lines;                                        /* whole records read */
-	int truncated;                                         /* no trailer, or a partial last line */
+	/* The trailer's cut (issue 25, finding 7): has_cut 0 in older dumps;
+	 * cut_exact 1 when the live table is the history's last moment. */
+	int has_cut;
+	uint64_t cut_exact, cut_skew;
+	uint64_t lines; /* whole records read */
+	int truncated;  /* no trailer, or a partial last line */
 	uint64_t skipped_unknown;
 };
 
@@ -256,6 +260,10 @@ struct gg_analysis {
 	/* timeline, from the history */
 	int has_timeline;
 	uint64_t t_start, t_end, baseline, t_peak, t_final;
+	/* The timeline and peak view went over the books' own peak (the sum of
+	 * the peak records) by this much
+	 * and were capped at it: the live table and the history disagree. */
+	uint64_t over_books;
 	uint64_t t_max[GG_TIMELINE];
 	int t_has[GG_TIMELINE];
 	uint64_t h_allocs, h_frees, h_refusals, h_alloc_bytes, h_free_bytes, h_max_alloc;
