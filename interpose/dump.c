@@ -553,9 +553,13 @@ int gg_dump_host_sample_armed(struct gg_host_sample *h)
 
 /* ---- the cut: what the dump says, at one moment ---- */
 
+#define GG_CUT_MAX (256u << 10)
+
 static void copy_rec(const struct gg_record *r, void *arg)
 {
 	struct gg_dump_cut *c = arg;
+	if (r->flags & GG_REC_HOST)
+		return; /* pinned host memory: the host record sums it apart */
 	if (gg_records_push(&c->recs, &c->nrecs, &c->cap, 4096, r) != 0)
 		c->exact = -1; /* out of memory: the dump lists what it holds */
 }
@@ -568,12 +572,32 @@ static void take_cut(struct gg_dump_cut *c, uint64_t seq, struct gg_hist_event *
 	c->exact = 0;
 	c->skew = 0;
 	c->nrecs = 0;
+	uint64_t live = 0;
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
 		gg_ceiling_read(d, &c->dev[d]);
 		gg_history_peak(d, &c->peak[d], &c->peak_ms[d]);
 		c->live[d] = gg_history_live(d);
+		live += c->dev[d].allocs > c->dev[d].frees ? c->dev[d].allocs - c->dev[d].frees : 0;
 	}
-	if (gg_table)
+	/* Past GG_CUT_MAX live records the copy would cost more than the
+	 * dump (fresh memory for 40 bytes a record, page by page): the table
+	 * is then written as it is walked, as before the cut, and the refusing
+	 * thread waits for that walk; the cut is not exact (the trailer says
+	 * so). Below it, room for what the books say is live, mapped populated
+	 * in one go. */
+	c->stream = live > GG_CUT_MAX;
+	uint64_t want = live + live / 8 + 4096;
+	if (!c->stream && want > c->cap) {
+		void *m = mmap(NULL, want * sizeof *c->recs, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (m != MAP_FAILED) {
+			if (c->recs)
+				munmap(c->recs, c->cap * sizeof *c->recs);
+			c->recs = m;
+			c->cap = want;
+		}
+	}
+	if (gg_table && !c->stream)
 		gg_table_foreach(gg_table, copy_rec, c);
 	c->through = gg_history_head();
 	c->ev = ev;
@@ -628,7 +652,7 @@ static void settle_cut(struct gg_dump_cut *c, uint64_t hcap)
 		if (in_copy == c->skew)
 			break;
 	}
-	int whole = c->exact == 0 && hcap && c->ev && in_copy == c->skew;
+	int whole = c->exact == 0 && !c->stream && hcap && c->ev && in_copy == c->skew;
 	c->nev = first; /* the history ends at the cut, whatever follows */
 	c->exact = 0;
 	if (!whole)
@@ -736,9 +760,13 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 	}
 	/* The cut first, before anything slow (the host's files, the stacks'
 	 * symbols): a refusing thread waits for it, and only for it. */
+	uint64_t cut_ns = gg_mono_ns();
 	take_cut(&cut, req && req->valid ? req->cut : gg_history_head(), ev, ev ? hcap : 0);
-	snapshot_done();
-	snapped = 1;
+	cut_ns = gg_mono_ns() - cut_ns; /* what a refusing thread waits for, less its wake-up */
+	if (!cut.stream) {
+		snapshot_done();
+		snapped = 1;
+	}
 	settle_cut(&cut, ev ? hcap : 0);
 	gg_dump_stacks_reset();
 
@@ -782,6 +810,10 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 	gg_dump_rec_peaks(&o, &cut);
 	gg_vmm_foreach(gg_dump_rec_vmm_one, &o);
 	gg_dump_rec_allocs(&o, since_start, &cut);
+	if (!snapped) { /* streamed: the live table is in the file now */
+		snapshot_done();
+		snapped = 1;
+	}
 	if (test_delay_ms) { /* what a kill then leaves: the records so far */
 		gg_out_flush(&o);
 		nanosleep(&(struct timespec){test_delay_ms / 1000, (long)(test_delay_ms % 1000) * 1000000}, NULL);
@@ -808,9 +840,9 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 	}
 	if (path_out && path_len)
 		snprintf(path_out, path_len, "%s", final);
-	gg_log(GG_LOG_INFO, "wrote allocation dump %s (%s, %llu records, %llu bytes, %llu ms)", final,
-	       gg_dump_trigger_name(trig), (unsigned long long)o.records + 1, (unsigned long long)o.bytes,
-	       (unsigned long long)(gg_mono_ms() - t0));
+	gg_log(GG_LOG_INFO, "wrote allocation dump %s (%s, %llu records, %llu bytes, %llu ms, copied in %llu us)",
+	       final, gg_dump_trigger_name(trig), (unsigned long long)o.records + 1, (unsigned long long)o.bytes,
+	       (unsigned long long)(gg_mono_ms() - t0), (unsigned long long)(cut_ns / 1000));
 	gg_shared_count_dump(); /* for the pod's metrics */
 	rc = 0;
 out:

@@ -363,7 +363,9 @@ static void rec_alloc(const struct gg_record *r, void *arg)
 void gg_dump_rec_allocs(struct gg_out *o, uint64_t now, const struct gg_dump_cut *cut)
 {
 	struct alloc_ctx c = {o, now};
-	for (size_t i = 0; i < cut->nrecs; i++)
+	if (cut->stream && gg_table)
+		gg_table_foreach(gg_table, rec_alloc, &c);
+	for (size_t i = 0; !cut->stream && i < cut->nrecs; i++)
 		rec_alloc(&cut->recs[i], &c);
 }
 

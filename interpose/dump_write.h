@@ -37,6 +37,7 @@ struct gg_dump_cut {
 	uint64_t seq;     /* history events before the cut */
 	uint64_t through; /* events claimed when the table copy ended */
 	int exact;        /* every event since the cut was read and applied */
+	int stream;       /* too many records to copy: written from the table as it is walked */
 	uint64_t skew;    /* events after the cut that the copy overlapped */
 	struct gpuguard_device_stats dev[GG_MAX_DEVICES];
 	uint64_t peak[GG_MAX_DEVICES], peak_ms[GG_MAX_DEVICES], live[GG_MAX_DEVICES];
