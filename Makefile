@@ -311,6 +311,10 @@ $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
 
+$(BUILD)/tests/bench/stall: tests/bench/stall.c $(SIM) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
+
 deps:
 	@sh tests/deps.sh
 
@@ -342,7 +346,7 @@ check-gpu: lib $(REALLIB_BINS)
 # timed medians of the product as shipped (stacks and history for dumps on),
 # the accounting alone (both off) on the two busiest paths, the sync hook with
 # a pool charged and with none, the report, and pod scope against process scope.
-bench: lib sim $(BENCH) $(TOOL) $(BUILD)/tests/bench/libpybench.so
+bench: lib sim $(BENCH) $(BUILD)/tests/bench/stall $(TOOL) $(BUILD)/tests/bench/libpybench.so
 	BUILD=$(BUILD) sh tests/bench/count.sh
 	BUILD=$(BUILD) sh tests/bench/pystack.sh
 	BUILD=$(BUILD) REPS=3 PATHS="cuMemAlloc_v2 cudart async vmm hip" sh tests/bench/run.sh
@@ -352,6 +356,7 @@ bench: lib sim $(BENCH) $(TOOL) $(BUILD)/tests/bench/libpybench.so
 	BUILD=$(BUILD) BENCH_NO_POOL=1 PATHS=sync LIVES=1000 THREADS=1 OUT=$(BUILD)/bench-sync-nopool.txt \
 		sh tests/bench/run.sh
 	BUILD=$(BUILD) sh tests/bench/report_bench.sh
+	BUILD=$(BUILD) sh tests/bench/stall_bench.sh
 	BUILD=$(BUILD) sh tests/bench/scope_bench.sh
 
 demo: deps

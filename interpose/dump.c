@@ -3,14 +3,19 @@
  * first device activity, writes the file: never from a signal handler,
  * never holding anything a hook takes. Each file is written under a hidden
  * temporary name, fsync'ed and renamed, so a reader sees a whole dump or
- * none. The records are dump_records.c's, the JSON writer dump_json.c's,
- * the host probes dump_host.c's. */
+ * none; the fatal paths (abort, SIGSEGV, SIGBUS, _exit) wait for a dump in
+ * flight, and a temporary file left by a process that died anyway (kill -9)
+ * is renamed to a visible .partial.jsonl when dumps are next set up in its
+ * directory (docs/dumps.md). The records are dump_records.c's, the JSON
+ * writer dump_json.c's, the host probes dump_host.c's. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,6 +52,13 @@ static _Atomic uint64_t n_started, n_written, n_suppressed, n_errors;
 static _Atomic uint64_t last_ms;
 static _Atomic int64_t pinned_bytes, pinned_count;
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER; /* dump writers only */
+/* A dump is being written (write_req), for the fatal paths, which may not
+ * look at the mutex from a signal handler. */
+static _Atomic int writing;
+static _Atomic pid_t writer_tid, armed_pid;
+/* GPUGUARD_TEST_DUMP_DELAY_MS (tests only): the writer sleeps this long
+ * after the cut, so that tests can kill or crash the process mid-write. */
+static unsigned test_delay_ms;
 static char hostname[256];
 
 static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, char *path_out, size_t path_len);
@@ -179,14 +191,18 @@ static void refusal_body(int dev, enum gpuguard_refusal why)
 		atomic_fetch_add_explicit(&n_suppressed, 1, memory_order_relaxed);
 		return; /* one is queued or being written: it tells the same story */
 	}
-	slot_req =
-	    (struct gg_dump_req){1, dev, req_api, req_size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER, 0, 0, 0};
+	slot_req = (struct gg_dump_req){1, dev, req_api, req_size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER,
+	                                0, 0,   0,       0};
 	/* The failing thread has the context the writer lacks: ask the driver
 	 * here, once per dump (rate-limited above), with our hooks bypassed. */
 	gg_meminfo_fn mi = meminfo_fn[gpuguard_api_runtime(req_api) == GPUGUARD_RUNTIME_HIP ? 1 : 0];
 	if (mi && mi(&slot_req.driver_free, &slot_req.driver_total) == 0)
 		slot_req.have_meminfo = 1;
 	slot_trigger = why == GPUGUARD_REFUSED_DRIVER ? GG_DUMP_DRIVER_OOM : GG_DUMP_CEILING;
+	/* The dump's moment: after this refusal's own event, before anything
+	 * the application does about it (issue 25, finding 7). Other threads'
+	 * events from here on are undone from the copy. */
+	slot_req.cut = gg_history_head();
 	/* acquire: pairs with the writer's release bump below; read before we
 	 * post, so the bump we wait for is the one for this dump or later. */
 	uint32_t snap = atomic_load_explicit(&snap_word, memory_order_acquire);
@@ -279,6 +295,9 @@ static void write_queued(void)
 	}
 }
 
+static void sweep_partials(void);
+static void sanitize(char *s);
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
@@ -288,15 +307,23 @@ static void *writer_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	gg_hook_active = 1; /* our own CUDA calls (none today) pass through */
+	/* relaxed: read by the fatal paths only to skip waiting for themselves */
+	atomic_store_explicit(&writer_tid, (pid_t)gg_gettid(), memory_order_relaxed);
+	sweep_partials();
 	for (;;) {
 		uint32_t w = atomic_load_explicit(&wake_word, memory_order_acquire);
 		write_queued();
 		uint64_t seen = atomic_load_explicit(&signals_seen, memory_order_relaxed);
 		if (seen != atomic_load_explicit(&signals_done, memory_order_relaxed)) {
-			/* A storm of signals is one request: one dump, rate-limited. */
+			/* A storm of signals is one request: one dump, rate-limited.
+			 * Marked as writing first (release: before the request is
+			 * seen taken), so a fatal path never finds neither. */
+			atomic_store_explicit(&writing, 1, memory_order_release);
 			atomic_store_explicit(&signals_done, seen, memory_order_relaxed);
 			if (rate_ok())
 				write_req(GG_DUMP_SIGNAL, NULL, NULL, 0);
+			else
+				atomic_store_explicit(&writing, 0, memory_order_release); /* release: as in write_req */
 			continue;
 		}
 		/* acquire: pairs with the trigger's release store of 2 (a request
@@ -306,6 +333,138 @@ static void *writer_main(void *arg)
 		gg_futex_wait(&wake_word, w, NULL, 1);
 	}
 	return NULL;
+}
+
+/* ---- the fatal paths: a dump in flight is finished first ---- */
+
+/* A dump is queued or being written (a refusal's slot posted or taken, a
+ * signal's request not yet taken, the writer inside write_req). */
+static int in_flight(void)
+{
+	/* acquire: pairs with the writer's release stores that end a dump,
+	 * so that "done" is seen with the file renamed. */
+	int s = atomic_load_explicit(&slot_state, memory_order_acquire);
+	return s >= 2 || atomic_load_explicit(&writing, memory_order_acquire) ||
+	       atomic_load_explicit(&signals_seen, memory_order_relaxed) !=
+	           atomic_load_explicit(&signals_done, memory_order_relaxed);
+}
+
+/* Called by signal.c on SIGABRT, SIGSEGV, SIGBUS and _exit, before the
+ * process goes: waits, at most 5 s (the exit bound), for the dump in
+ * flight. Async-signal-safe: atomics, getpid, gettid and nanosleep only.
+ * Never on the writer itself (it would wait for its own dump), nor in a
+ * process that has no writer: a fork or vfork child, whose memory says
+ * what its parent's writer is doing. A writer stuck on something the dying
+ * thread holds (the loader's lock in dladdr) costs the bound, no more. */
+static void finish_in_flight(int sig)
+{
+	(void)sig;
+	int saved = errno;
+	/* relaxed: all three are this process's own, set before arming ended */
+	if (atomic_load_explicit(&writer_running, memory_order_relaxed) &&
+	    atomic_load_explicit(&armed_pid, memory_order_relaxed) == getpid() &&
+	    atomic_load_explicit(&writer_tid, memory_order_relaxed) != (pid_t)gg_gettid())
+		for (int i = 0; i < 5000 && in_flight(); i++)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+	errno = saved;
+}
+
+/* ---- stale temporary files ---- */
+
+/* When the process with this pid started, in ms since the epoch, or 0 when
+ * there is none (or it cannot be told). */
+static uint64_t started_ms(long pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* field 22, starttime in clock ticks since boot, counted after the
+	 * command's closing parenthesis (the command may hold spaces) */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	unsigned long long ticks = 0;
+	int field = 2;
+	for (; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (field != 22 || sscanf(p, "%llu", &ticks) != 1)
+		return 0;
+	unsigned long long btime = 0;
+	FILE *f = fopen("/proc/stat", "re");
+	if (!f)
+		return 0;
+	char line[256];
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "btime %llu", &btime) == 1)
+			break;
+	fclose(f);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (!btime || hz <= 0)
+		return 0;
+	return btime * 1000 + ticks * 1000 / (unsigned long long)hz;
+}
+
+/* A hidden temporary file is left only by a writer that died before its
+ * rename (kill -9, the OOM killer, a fatal path's bound run out). When
+ * dumps are set up (the writer's start), each one of this host whose
+ * process is gone is renamed to a visible gpuguard-...-N.partial.jsonl,
+ * which `gpuguard report` reads up to its last whole record with a
+ * warning; nothing else removes it, as nothing removes a whole dump. Gone
+ * means: no process with that pid, or one that started after the file's
+ * dump was begun (the pid was reused, as in a restarted container). A
+ * live process's file, or one of another host (a shared volume), is left
+ * alone. */
+static void sweep_partials(void)
+{
+	const char *dir = gg_opt.dump_dir;
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d)
+		return;
+	char hn[256] = "", host[64];
+	if (gethostname(hn, sizeof hn - 1) != 0)
+		strcpy(hn, "unknown");
+	snprintf(host, sizeof host, "%s", hn); /* as write_req names files */
+	sanitize(host);
+	size_t hl = strlen(host);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		/* .gpuguard-<host>-<pid>-<unix_ms>-<n>.jsonl.tmp */
+		const char *nm = e->d_name;
+		size_t l = strlen(nm);
+		if (strncmp(nm, ".gpuguard-", 10) || l < 10 + hl + 11 || strcmp(nm + l - 10, ".jsonl.tmp") ||
+		    strncmp(nm + 10, host, hl) || nm[10 + hl] != '-')
+			continue;
+		long pid;
+		unsigned long long ms, seq;
+		int used = 0;
+		if (sscanf(nm + 11 + hl, "%ld-%llu-%llu.jsonl.tmp%n", &pid, &ms, &seq, &used) != 3 ||
+		    (size_t)used != l - 11 - hl || pid <= 0)
+			continue;
+		uint64_t st = started_ms(pid);
+		/* 1 s of slack: btime and the tick count are coarse */
+		if (st && st <= ms + 1000)
+			continue; /* that process may still be writing it */
+		char from[4096], to[4096];
+		int n1 = snprintf(from, sizeof from, "%s/%s", dir, nm);
+		int n2 = snprintf(to, sizeof to, "%s/%.*s.partial.jsonl", dir, (int)(l - 11), nm + 1);
+		if (n1 <= 0 || n2 <= 0 || (size_t)n1 >= sizeof from || (size_t)n2 >= sizeof to)
+			continue;
+		struct stat sb;
+		/* never a link or anything but a file, never over a name in use */
+		if (lstat(from, &sb) || !S_ISREG(sb.st_mode) || !lstat(to, &sb))
+			continue;
+		if (rename(from, to) == 0)
+			gg_log(GG_LOG_WARN, "a dump cut off by its process's death (pid %ld) is now %s", pid, to);
+	}
+	closedir(d);
 }
 
 void gg_dump_arm(void)
@@ -323,6 +482,10 @@ void gg_dump_arm(void)
 		atomic_store_explicit(&armed, 2, memory_order_release);
 		return;
 	}
+	const char *delay = secure_getenv("GPUGUARD_TEST_DUMP_DELAY_MS");
+	test_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0;
+	/* relaxed: compared by the fatal paths of this process only */
+	atomic_store_explicit(&armed_pid, getpid(), memory_order_relaxed);
 	pthread_t t;
 	pthread_attr_t a;
 	pthread_attr_init(&a);
@@ -334,6 +497,7 @@ void gg_dump_arm(void)
 		gg_log(GG_LOG_WARN, "could not start the dump writer thread; only exit dumps can be written");
 	pthread_attr_destroy(&a);
 	install_handler();
+	gg_sig_watch_fatal(finish_in_flight);
 	/* release: whoever sees 2 sees the handler installed. */
 	atomic_store_explicit(&armed, 2, memory_order_release);
 }
@@ -387,6 +551,174 @@ int gg_dump_host_sample_armed(struct gg_host_sample *h)
 	return 0;
 }
 
+/* ---- the cut: what the dump says, at one moment ---- */
+
+#define GG_CUT_MAX (256u << 10)
+
+static void copy_rec(const struct gg_record *r, void *arg)
+{
+	struct gg_dump_cut *c = arg;
+	if (r->flags & GG_REC_HOST)
+		return; /* pinned host memory: the host record sums it apart */
+	if (gg_records_push(&c->recs, &c->nrecs, &c->cap, 4096, r) != 0)
+		c->exact = -1; /* out of memory: the dump lists what it holds */
+}
+
+/* Copies the books, the peaks and the live table, then the history: the
+ * waiting refusing thread goes on after this. */
+static void take_cut(struct gg_dump_cut *c, uint64_t seq, struct gg_hist_event *ev, uint64_t hcap)
+{
+	c->seq = seq;
+	c->exact = 0;
+	c->skew = 0;
+	c->nrecs = 0;
+	uint64_t live = 0;
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		gg_ceiling_read(d, &c->dev[d]);
+		gg_history_peak(d, &c->peak[d], &c->peak_ms[d]);
+		c->live[d] = gg_history_live(d);
+		live += c->dev[d].allocs > c->dev[d].frees ? c->dev[d].allocs - c->dev[d].frees : 0;
+	}
+	/* Past GG_CUT_MAX live records the copy would cost more than the
+	 * dump (fresh memory for 40 bytes a record, page by page): the table
+	 * is then written as it is walked, as before the cut, and the refusing
+	 * thread waits for that walk; the cut is not exact (the trailer says
+	 * so). Below it, room for what the books say is live, mapped populated
+	 * in one go. */
+	c->stream = live > GG_CUT_MAX;
+	uint64_t want = live + live / 8 + 4096;
+	if (!c->stream && want > c->cap) {
+		void *m = mmap(NULL, want * sizeof *c->recs, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (m != MAP_FAILED) {
+			if (c->recs)
+				munmap(c->recs, c->cap * sizeof *c->recs);
+			c->recs = m;
+			c->cap = want;
+		}
+	}
+	if (gg_table && !c->stream)
+		gg_table_foreach(gg_table, copy_rec, c);
+	c->through = gg_history_head();
+	c->ev = ev;
+	c->nev = ev ? gg_history_snapshot(ev, hcap) : 0;
+}
+
+/* The events since the cut, one per key (the first), in an open-addressing
+ * set mapped per dump. */
+struct since {
+	uint64_t key;   /* 0: empty */
+	uint32_t ev;    /* index into the snapshot */
+	uint8_t op;     /* the first event's */
+	uint8_t listed; /* the copy holds the key */
+};
+
+static struct since *since_find(struct since *set, uint64_t mask, uint64_t key)
+{
+	uint64_t h = key * 0x9e3779b97f4a7c15ull;
+	for (uint64_t i = h >> 20;; i++) {
+		struct since *e = &set[i & mask];
+		if (e->key == key || e->key == 0)
+			return e;
+	}
+}
+
+/* Puts the copied table back to the cut's moment, and trims the history to
+ * it. An allocation's event is claimed before its record is inserted, so
+ * every record the copy saw that came after the cut has its event since
+ * the cut; a free's event is claimed after its record is removed (after
+ * the driver's free), so one whose free was still inside the driver when
+ * the history was read is missed: the one blind spot, a free in flight. */
+static void settle_cut(struct gg_dump_cut *c, uint64_t hcap)
+{
+	c->skew = c->through > c->seq ? c->through - c->seq : 0;
+	/* Exact only when every event from the cut to the end of the copy was
+	 * read: none overwritten, dropped or still being written (a thread
+	 * that claimed its event may still be filling it in: read again). */
+	uint64_t first = 0, n_after = 0, in_copy = 0;
+	for (int tries = 0; tries < 4; tries++) {
+		if (tries) {
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+			c->nev = gg_history_snapshot(c->ev, hcap);
+		}
+		first = c->nev, n_after = 0, in_copy = 0;
+		for (uint64_t i = 0; i < c->nev; i++)
+			if (c->ev[i].i >= c->seq) {
+				if (first == c->nev)
+					first = i;
+				n_after++;
+				in_copy += c->ev[i].i < c->through;
+			}
+		if (in_copy == c->skew)
+			break;
+	}
+	int whole = c->exact == 0 && !c->stream && hcap && c->ev && in_copy == c->skew;
+	c->nev = first; /* the history ends at the cut, whatever follows */
+	c->exact = 0;
+	if (!whole)
+		return;
+	if (n_after == 0) {
+		c->exact = 1;
+		return;
+	}
+	uint64_t cap = 64;
+	while (cap < n_after * 2)
+		cap <<= 1;
+	size_t bytes = cap * sizeof(struct since);
+	struct since *set = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (set == MAP_FAILED)
+		return;
+	for (uint64_t i = first; i < first + n_after; i++) {
+		const struct gg_hist_event *e = &c->ev[i];
+		if (e->op != GG_HIST_ALLOC && e->op != GG_HIST_FREE)
+			continue;
+		uint64_t key = gg_dump_event_key(e->p, e->api);
+		struct since *s = since_find(set, cap - 1, key);
+		if (s->key)
+			continue; /* only the first event since the cut tells */
+		s->key = key;
+		s->ev = (uint32_t)i;
+		s->op = e->op;
+	}
+	/* Records allocated since the cut go; those freed since were live. */
+	size_t kept = 0;
+	for (size_t i = 0; i < c->nrecs; i++) {
+		struct gg_record *r = &c->recs[i];
+		struct since *s = since_find(set, cap - 1, r->key);
+		if (s->key && s->op == GG_HIST_ALLOC)
+			continue;
+		if (s->key)
+			s->listed = 1;
+		c->recs[kept++] = *r;
+	}
+	c->nrecs = kept;
+	int lost = 0;
+	for (uint64_t i = 0; i < cap; i++) {
+		struct since *s = &set[i];
+		if (!s->key || s->op != GG_HIST_FREE || s->listed)
+			continue;
+		/* Freed since the cut and gone from the copy: back, as its free
+		 * event tells it; its age from its allocation's event when the
+		 * history has it. */
+		const struct gg_hist_event *e = &c->ev[s->ev];
+		struct gg_record r = {.key = s->key,
+		                      .size = e->s,
+		                      .t_ms = e->ms,
+		                      .stack = e->stack,
+		                      .dev = e->dev,
+		                      .api = (uint8_t)e->api};
+		for (uint64_t j = first; j-- > 0;)
+			if (c->ev[j].op == GG_HIST_ALLOC && c->ev[j].p == e->p) {
+				r.t_ms = c->ev[j].ms;
+				break;
+			}
+		if (gg_records_push(&c->recs, &c->nrecs, &c->cap, 4096, &r) != 0)
+			lost = 1;
+	}
+	munmap(set, bytes);
+	c->exact = !lost;
+}
+
 /* ---- one dump, start to finish ---- */
 
 static void sanitize(char *s)
@@ -411,7 +743,10 @@ static void report_error(const char *what, const char *path, int err)
 static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, char *path_out, size_t path_len)
 {
 	static void *buf, *hist;
+	static struct gg_dump_cut cut;
 	pthread_mutex_lock(&write_lock);
+	/* release: pairs with the fatal paths' acquire (in_flight) */
+	atomic_store_explicit(&writing, 1, memory_order_release);
 	uint64_t t0 = gg_mono_ms();
 	struct gg_out o = {.fd = -1};
 	o.buf = gg_dump_map_once(&buf, GG_OUT_CAP);
@@ -423,9 +758,17 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 		report_error("no memory for the output buffer", gg_opt.dump_dir, ENOMEM);
 		goto out;
 	}
+	/* The cut first, before anything slow (the host's files, the stacks'
+	 * symbols): a refusing thread waits for it, and only for it. */
+	uint64_t cut_ns = gg_mono_ns();
+	take_cut(&cut, req && req->valid ? req->cut : gg_history_head(), ev, ev ? hcap : 0);
+	cut_ns = gg_mono_ns() - cut_ns; /* what a refusing thread waits for, less its wake-up */
+	if (!cut.stream) {
+		snapshot_done();
+		snapped = 1;
+	}
+	settle_cut(&cut, ev ? hcap : 0);
 	gg_dump_stacks_reset();
-	/* History first: it is the state at the trigger, before we spend time. */
-	uint64_t nev = ev ? gg_history_snapshot(ev, hcap) : 0;
 
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
@@ -455,7 +798,7 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 	uint64_t since_start = gg_now_ms();
 	gg_dump_rec_header(&o, trig, unix_ms, since_start, hostname);
 	gg_dump_rec_config(&o);
-	gg_dump_rec_devices(&o, req);
+	gg_dump_rec_devices(&o, req, &cut);
 	gg_shared_foreach_use(gg_dump_rec_pod_one, &o);
 	gg_dump_rec_deaths(&o);
 	if (req && req->valid) {
@@ -464,17 +807,23 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 	}
 	gg_dump_rec_host(&o, &pinned_bytes, &pinned_count);
 	gg_dump_rec_meminfo(&o);
-	gg_dump_rec_peaks(&o);
+	gg_dump_rec_peaks(&o, &cut);
 	gg_vmm_foreach(gg_dump_rec_vmm_one, &o);
-	gg_dump_rec_allocs(&o, since_start);
-	snapshot_done();
-	snapped = 1;
-	for (uint64_t i = 0; i < nev; i++)
-		gg_dump_mark_stack(ev[i].stack);
+	gg_dump_rec_allocs(&o, since_start, &cut);
+	if (!snapped) { /* streamed: the live table is in the file now */
+		snapshot_done();
+		snapped = 1;
+	}
+	if (test_delay_ms) { /* what a kill then leaves: the records so far */
+		gg_out_flush(&o);
+		nanosleep(&(struct timespec){test_delay_ms / 1000, (long)(test_delay_ms % 1000) * 1000000}, NULL);
+	}
+	for (uint64_t i = 0; i < cut.nev; i++)
+		gg_dump_mark_stack(cut.ev[i].stack);
 	gg_dump_rec_stacks(&o);
-	gg_dump_rec_history(&o, ev, nev);
+	gg_dump_rec_history(&o, cut.ev, cut.nev);
 	gg_dump_rec_end(&o, atomic_load_explicit(&n_suppressed, memory_order_relaxed),
-	                atomic_load_explicit(&n_errors, memory_order_relaxed));
+	                atomic_load_explicit(&n_errors, memory_order_relaxed), &cut);
 	gg_out_flush(&o);
 	if (!o.err && fsync(o.fd) != 0)
 		o.err = errno;
@@ -491,14 +840,17 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 	}
 	if (path_out && path_len)
 		snprintf(path_out, path_len, "%s", final);
-	gg_log(GG_LOG_INFO, "wrote allocation dump %s (%s, %llu records, %llu bytes, %llu ms)", final,
-	       gg_dump_trigger_name(trig), (unsigned long long)o.records + 1, (unsigned long long)o.bytes,
-	       (unsigned long long)(gg_mono_ms() - t0));
+	gg_log(GG_LOG_INFO, "wrote allocation dump %s (%s, %llu records, %llu bytes, %llu ms, copied in %llu us)",
+	       final, gg_dump_trigger_name(trig), (unsigned long long)o.records + 1, (unsigned long long)o.bytes,
+	       (unsigned long long)(gg_mono_ms() - t0), (unsigned long long)(cut_ns / 1000));
 	gg_shared_count_dump(); /* for the pod's metrics */
 	rc = 0;
 out:
 	if (!snapped)
 		snapshot_done();
+	/* release: the file is renamed (or removed) before a fatal path that
+	 * sees 0 lets the process go. */
+	atomic_store_explicit(&writing, 0, memory_order_release);
 	pthread_mutex_unlock(&write_lock);
 	return rc;
 }

@@ -90,11 +90,10 @@ void gg_dump_rec_config(struct gg_out *o)
 	}
 }
 
-void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req)
+void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req, const struct gg_dump_cut *c)
 {
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		struct gpuguard_device_stats s;
-		gg_ceiling_read(d, &s);
+		struct gpuguard_device_stats s = c->dev[d];
 		if (!s.allocs && !s.frees && !s.used && !s.peak && !s.untracked_frees && !s.pool_reserved &&
 		    !s.refused[0] && !s.refused[1] && !s.refused[2])
 			continue;
@@ -278,18 +277,17 @@ void gg_dump_mark_stack(uint32_t id)
 		stack_bits[id / 64] |= 1ull << (id % 64);
 }
 
-void gg_dump_rec_peaks(struct gg_out *o)
+void gg_dump_rec_peaks(struct gg_out *o, const struct gg_dump_cut *c)
 {
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		uint64_t bytes, ms;
-		gg_history_peak(d, &bytes, &ms);
+		uint64_t bytes = c->peak[d], ms = c->peak_ms[d];
 		if (!bytes)
 			continue;
 		GG_OUT_REC(o, peak);
 		GG_OUT_U64(o, peak, dev, (uint64_t)d);
 		GG_OUT_U64(o, peak, bytes, bytes);
 		GG_OUT_U64(o, peak, ms, ms);
-		GG_OUT_U64(o, peak, live, gg_history_live(d));
+		GG_OUT_U64(o, peak, live, c->live[d]);
 		gg_out_end_record(o);
 		struct gg_peak_sites ps;
 		if (gg_history_peak_sites(d, &ps) != 0)
@@ -312,10 +310,10 @@ struct alloc_ctx {
 	uint64_t now;
 };
 
-static uint64_t raw_of(const struct gg_record *r)
+static uint64_t ns_bits(unsigned api)
 {
 	enum gg_key_ns ns = GG_NS_PTR;
-	switch (gpuguard_api_kind(r->api)) {
+	switch (gpuguard_api_kind(api)) {
 	case GPUGUARD_KIND_VMM:
 		ns = GG_NS_VMM;
 		break;
@@ -329,7 +327,17 @@ static uint64_t raw_of(const struct gg_record *r)
 	case GPUGUARD_KIND_POOL:
 		break;
 	}
-	return r->key ^ ((uint64_t)ns << 62);
+	return (uint64_t)ns << 62;
+}
+
+static uint64_t raw_of(const struct gg_record *r)
+{
+	return r->key ^ ns_bits(r->api);
+}
+
+uint64_t gg_dump_event_key(uint64_t p, unsigned api)
+{
+	return p ^ ns_bits(api);
 }
 
 static void rec_alloc(const struct gg_record *r, void *arg)
@@ -352,11 +360,13 @@ static void rec_alloc(const struct gg_record *r, void *arg)
 	gg_out_end_record(o);
 }
 
-void gg_dump_rec_allocs(struct gg_out *o, uint64_t now)
+void gg_dump_rec_allocs(struct gg_out *o, uint64_t now, const struct gg_dump_cut *cut)
 {
 	struct alloc_ctx c = {o, now};
-	if (gg_table)
+	if (cut->stream && gg_table)
 		gg_table_foreach(gg_table, rec_alloc, &c);
+	for (size_t i = 0; !cut->stream && i < cut->nrecs; i++)
+		rec_alloc(&cut->recs[i], &c);
 }
 
 void gg_dump_rec_stacks(struct gg_out *o)
@@ -446,7 +456,7 @@ void gg_dump_rec_history(struct gg_out *o, const struct gg_hist_event *ev, uint6
 	}
 }
 
-void gg_dump_rec_end(struct gg_out *o, uint64_t suppressed, uint64_t write_errors)
+void gg_dump_rec_end(struct gg_out *o, uint64_t suppressed, uint64_t write_errors, const struct gg_dump_cut *c)
 {
 	uint64_t before_end = o->records;
 	GG_OUT_REC(o, end);
@@ -460,5 +470,12 @@ void gg_dump_rec_end(struct gg_out *o, uint64_t suppressed, uint64_t write_error
 	GG_OUT_U64(o, end, signal_refused, atomic_load_explicit(&gg_sig_refusals, memory_order_relaxed));
 	GG_OUT_U64(o, end, history_dropped, gg_history_dropped());
 	GG_OUT_U64(o, end, log_dropped, gg_log_dropped());
+	if (c) {
+		/* The cut (issue 25, finding 7): 1 when the live table was put
+		 * back to the dump's moment event by event, and how many events
+		 * the copy overlapped. */
+		GG_OUT_U64(o, end, cut_exact, (uint64_t)(c->exact != 0));
+		GG_OUT_U64(o, end, cut_skew, c->skew);
+	}
 	gg_out_end_record(o);
 }

@@ -299,6 +299,7 @@ uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)
 		if (s1 != 2 * i + 2)
 			continue; /* not written yet, being written, or overwritten */
 		struct gg_hist_event e;
+		e.i = i;
 		e.ms = atomic_load_explicit(&sl->ms, memory_order_relaxed);
 		e.p = atomic_load_explicit(&sl->p, memory_order_relaxed);
 		e.s = atomic_load_explicit(&sl->s, memory_order_relaxed);
@@ -315,6 +316,13 @@ uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)
 		out[n++] = e;
 	}
 	return n;
+}
+
+uint64_t gg_history_head(void)
+{
+	/* acquire: pairs with nothing in particular, as in the snapshot; the
+	 * cut it marks is ordered by the caller's own later loads. */
+	return atomic_load_explicit(&ring_head, memory_order_acquire);
 }
 
 uint64_t gg_history_dropped(void)

@@ -151,6 +151,8 @@
 	X(sysv_signal)     \
 	X(__sysv_signal)   \
 	X(sigset)          \
-	X(siginterrupt)
+	X(siginterrupt)    \
+	X(_exit)           \
+	X(_Exit)
 
 #endif

@@ -405,6 +405,7 @@ void gg_pool_reset(void);
  * number of writers, readers skip slots being rewritten. */
 enum gg_hist_op { GG_HIST_ALLOC = 'a', GG_HIST_FREE = 'f', GG_HIST_REFUSE = 'r' };
 struct gg_hist_event {
+	uint64_t i; /* the event's place in the ring's order (gg_history_head) */
 	uint64_t ms, p, s;
 	uint32_t stack;
 	uint16_t api;
@@ -417,6 +418,9 @@ void gg_history_after_fork_child(void);
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack);
 /* Copies up to max whole events, oldest first. Returns how many. */
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max);
+/* Events claimed so far: a dump's cut is the moment this was read. An
+ * allocation's event is claimed before its record enters the table. */
+uint64_t gg_history_head(void);
 uint64_t gg_history_dropped(void);
 /* Bytes live by the events recorded (requested sizes, allocations minus
  * frees) on dev, and their highest point with when (ms since start): kept
@@ -716,6 +720,14 @@ extern GG_TLS int gg_sig_nested;
 extern _Atomic uint64_t gg_sig_refusals;
 /* Counts one refusal (an atomic add only) and returns oom. */
 int gg_sig_refused(int oom);
+/* The fatal paths a dump in flight must outlive (issue 25, finding 6):
+ * SIGABRT, SIGSEGV and SIGBUS, and _exit/_Exit. From then on each of them
+ * calls fn first (async-signal-safe, bounded: dump.c's wait), then goes on
+ * as it would have: the application's handler, the default action (the
+ * signal raised again), or the real _exit. Where the application left such
+ * a signal at its default, our dispatcher takes the kernel's entry and
+ * every answer still says SIG_DFL. */
+void gg_sig_watch_fatal(void (*fn)(int sig));
 /* First thing in every allocating hook, before the re-entry check: in a
  * handler that interrupted a hook, answer the API's out-of-memory code
  * without calling the driver. */

@@ -18,7 +18,11 @@
  * the kernel's: a delivery with SA_RESETHAND resets the kernel's entry to
  * SIG_DFL, so the next query answers SIG_DFL; siginterrupt and system(),
  * which change a disposition through glibc's internal sigaction, keep our
- * dispatcher and are seen as they changed it. */
+ * dispatcher and are seen as they changed it.
+ *
+ * The fatal paths (issue 25, finding 6): SIGABRT, SIGSEGV and SIGBUS (left
+ * at their default, the dispatcher takes them too, answering SIG_DFL), and
+ * _exit/_Exit, first let a dump in flight finish (gg_sig_watch_fatal). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -26,6 +30,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -72,7 +78,20 @@ static _Atomic uint64_t intr_mask; /* bit sig - 1 */
 _Atomic uint64_t gg_sig_refusals;
 GG_TLS int gg_sig_nested;
 
-static void *_Atomic real_sigaction_ptr, *_Atomic real_siginterrupt_ptr;
+static void *_Atomic real_sigaction_ptr, *_Atomic real_siginterrupt_ptr, *_Atomic real_exit_ptr;
+
+/* The fatal paths' first step (dump.c's bounded wait), once armed. */
+static void (*_Atomic fatal_fn)(int);
+
+static int is_fatal(int sig)
+{
+	return sig == SIGABRT || sig == SIGSEGV || sig == SIGBUS;
+}
+
+/* The kernel holds our dispatcher for a fatal signal the application left
+ * at its default (bit sig - 1): the dispatcher then ends the process as
+ * the default would, and answers say SIG_DFL. */
+static _Atomic uint64_t fatal_default;
 
 /* The next definition after ours, resolved at first use: a sanitizer
  * runtime preloaded ahead of us can install handlers before our constructor
@@ -111,6 +130,7 @@ __attribute__((constructor)) static void resolve_early(void)
 {
 	next_fn(&real_sigaction_ptr, "sigaction");
 	next_fn(&real_siginterrupt_ptr, "siginterrupt");
+	next_fn(&real_exit_ptr, "_exit"); /* ready before a vfork child needs it */
 	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
@@ -128,6 +148,27 @@ GG_NO_SANITIZE static void dispatch(int sig, siginfo_t *info, void *uc)
 {
 	if (sig <= 0 || sig >= NSIGS)
 		return;
+	if (is_fatal(sig)) {
+		/* acquire: pairs with the release store in gg_sig_watch_fatal. */
+		void (*f)(int) = atomic_load_explicit(&fatal_fn, memory_order_acquire);
+		if (f)
+			f(sig);
+		/* acquire: pairs with the release in watch_one/install; a bit set
+		 * means the application's disposition is the default. */
+		if (atomic_load_explicit(&fatal_default, memory_order_acquire) >> (sig - 1) & 1) {
+			/* The default action, as without us: the kernel's entry back
+			 * to SIG_DFL, then a fault returns to its instruction and
+			 * faults again, and a sent signal (abort, kill) is sent again,
+			 * pending until this handler returns (it is blocked here). */
+			struct sigaction dfl;
+			memset(&dfl, 0, sizeof dfl);
+			dfl.sa_handler = SIG_DFL;
+			gg_real_sigaction(sig, &dfl, NULL);
+			if (!info || info->si_code <= 0)
+				raise(sig);
+			return;
+		}
+	}
 	/* acquire: pairs with the release store in install(), so a handler
 	 * the kernel got us for is seen. */
 	handler3_fn fn = (handler3_fn)atomic_load_explicit(&slots[sig].fn, memory_order_acquire);
@@ -195,10 +236,16 @@ GG_NO_SANITIZE static int is_handler(const struct sigaction *a)
 /* The kernel's answer k, as the application would have had it without us:
  * where k names our dispatcher, the application's handler (prev_fn,
  * prev_info: the slot as it was before this call) and SA_SIGINFO bit. */
-GG_NO_SANITIZE static void answer(struct sigaction *k, void *prev_fn, int prev_info, int prev_added)
+GG_NO_SANITIZE static void answer(struct sigaction *k, void *prev_fn, int prev_info, int prev_added, int prev_dfl)
 {
 	if (!(k->sa_flags & SA_SIGINFO))
 		return;
+	if (k->sa_sigaction == dispatch && prev_dfl) {
+		/* ours alone, for a fatal signal left at its default */
+		memset(k, 0, sizeof *k);
+		k->sa_handler = SIG_DFL;
+		return;
+	}
 	if (k->sa_handler == SIG_DFL && (k->sa_flags & SA_RESETHAND) && prev_added) {
 		k->sa_flags &= ~SA_SIGINFO; /* reset at a delivery: the flag was ours */
 		return;
@@ -216,7 +263,10 @@ GG_NO_SANITIZE static void answer(struct sigaction *k, void *prev_fn, int prev_i
 /* sigaction as the application's handlers see it through us. */
 GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	if (sig <= 0 || sig >= NSIGS || (!old && (!act || !is_handler(act))))
+	if (sig <= 0 || sig >= NSIGS ||
+	    (!old && (!act || !is_handler(act)) &&
+	     /* relaxed: a fatal signal we hold for its default goes the locked way */
+	     !(atomic_load_explicit(&fatal_default, memory_order_relaxed) >> (sig - 1) & 1)))
 		return gg_real_sigaction(sig, act, old); /* glibc's own checks; nothing of ours involved */
 	sigset_t saved;
 	lock(&saved);
@@ -224,6 +274,8 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	void *prev_fn = atomic_load_explicit(&slots[sig].fn, memory_order_relaxed);
 	int prev_info = atomic_load_explicit(&slots[sig].siginfo, memory_order_relaxed);
 	int prev_added = slots[sig].added_info;
+	/* relaxed: under the lock, as the slot */
+	int prev_dfl = (int)(atomic_load_explicit(&fatal_default, memory_order_relaxed) >> (sig - 1) & 1);
 	struct sigaction k, mine;
 	const struct sigaction *give = act;
 	if (act && is_handler(act)) {
@@ -245,6 +297,8 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	int err = errno;
 	if (rc == 0 && act)
 		slots[sig].added_info = give == &mine && !(act->sa_flags & SA_SIGINFO);
+	if (rc == 0 && act && prev_dfl) /* the application's own disposition from now on; relaxed: under the lock */
+		atomic_fetch_and_explicit(&fatal_default, ~(1ull << (sig - 1)), memory_order_relaxed);
 	if (rc != 0 && give == &mine) {
 		/* The kernel kept its entry: so does the slot. */
 		atomic_store_explicit(&slots[sig].siginfo, prev_info, memory_order_relaxed);
@@ -252,7 +306,7 @@ GG_NO_SANITIZE static int install(int sig, const struct sigaction *act, struct s
 	}
 	unlock(&saved);
 	if (rc == 0 && old) {
-		answer(&k, prev_fn, prev_info, prev_added);
+		answer(&k, prev_fn, prev_info, prev_added, prev_dfl);
 		*old = k;
 	}
 	errno = err;
@@ -397,4 +451,70 @@ GG_EXPORT int siginterrupt(int sig, int flag)
 			atomic_fetch_and_explicit(&intr_mask, ~(1ull << (sig - 1)), memory_order_relaxed);
 	}
 	return rc;
+}
+
+/* ---- the fatal paths ---- */
+
+/* Takes the kernel's entry for a fatal signal left at its default. Under
+ * the install lock, so an application's sigaction racing it wins or comes
+ * after, never half. */
+static void watch_one(int sig)
+{
+	sigset_t saved;
+	lock(&saved);
+	struct sigaction cur;
+	if (gg_real_sigaction(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) {
+		struct sigaction mine;
+		memset(&mine, 0, sizeof mine);
+		mine.sa_sigaction = dispatch;
+		/* SA_ONSTACK: a stack overflow's SIGSEGV runs on the thread's
+		 * alternate stack where it has one (without, the kernel kills as
+		 * the default would). The mask is empty, as the default's. */
+		mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
+		sigemptyset(&mine.sa_mask);
+		/* release: the bit before the kernel points at us (dispatch's
+		 * acquire); relaxed would do under the lock for install(). */
+		atomic_fetch_or_explicit(&fatal_default, 1ull << (sig - 1), memory_order_release);
+		if (gg_real_sigaction(sig, &mine, NULL) != 0)
+			atomic_fetch_and_explicit(&fatal_default, ~(1ull << (sig - 1)), memory_order_relaxed);
+	}
+	unlock(&saved);
+}
+
+void gg_sig_watch_fatal(void (*fn)(int sig))
+{
+	/* release: dispatch and _exit see the function whole. */
+	atomic_store_explicit(&fatal_fn, fn, memory_order_release);
+	watch_one(SIGABRT);
+	watch_one(SIGSEGV);
+	watch_one(SIGBUS);
+}
+
+typedef void (*exit_fn)(int);
+
+/* _exit and _Exit (the same in glibc), called by the application: a
+ * CUDA_CHECK that ends in _exit, or a fork child. The dump in flight
+ * first, then the real one. */
+static __attribute__((noreturn)) void exit_now(int status)
+{
+	/* acquire: as in dispatch */
+	void (*f)(int) = atomic_load_explicit(&fatal_fn, memory_order_acquire);
+	if (f)
+		f(0);
+	/* acquire: resolved by the constructor; plain data after. */
+	exit_fn real = (exit_fn)atomic_load_explicit(&real_exit_ptr, memory_order_acquire);
+	if (real)
+		real(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+GG_EXPORT void _exit(int status)
+{
+	exit_now(status);
+}
+
+GG_EXPORT void _Exit(int status)
+{
+	exit_now(status);
 }

@@ -557,6 +557,42 @@ static unsigned cmdline_fraction(const struct gg_dump *d, const char *flag)
 }
 
 /* Did the process size itself from a memory-info answer? */
+/* The timeline and the peak view are rebuilt from the live table and the
+ * history; where those were copied at different moments (a dump from a
+ * library before the cut, or one whose cut is not exact) they can climb
+ * past anything the process held (issue 25, finding 7: a timeline at 704
+ * MiB from a loop that never held 448). The books' own peak bounds them:
+ * the peak records' sum (requested bytes, as the records; every dump
+ * since format 1's peak records has them). Capped, and the difference
+ * said. */
+static void cap_to_books(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	uint64_t books = 0;
+	for (size_t i = 0; i < d->npeaks; i++)
+		books = sat_add(books, d->peaks[i].bytes);
+	if (!books)
+		return;
+	uint64_t over = 0;
+	if (a->has_timeline && a->t_peak > books) {
+		over = a->t_peak - books;
+		a->t_peak = books;
+		for (int b = 0; b < GG_TIMELINE; b++)
+			if (a->t_max[b] > books)
+				a->t_max[b] = books;
+		if (a->baseline > books)
+			a->baseline = books;
+		if (a->t_final > books)
+			a->t_final = books;
+	}
+	if (a->pv_bytes > books) {
+		if (a->pv_bytes - books > over)
+			over = a->pv_bytes - books;
+		a->pv_bytes = books;
+	}
+	a->over_books = over;
+}
+
 static void self_sizing(struct gg_analysis *a)
 {
 	const struct gg_dump *d = a->d;
@@ -1296,6 +1332,7 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 	qsort(a->by_count, n, sizeof *a->by_count, cmp_count);
 	timeline(a);
 	history_sites(a);
+	cap_to_books(a);
 	self_sizing(a);
 	peak_suggestion(a);
 	diagnose(a);

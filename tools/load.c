@@ -607,8 +607,11 @@ static int rec_end(struct loader *l, const struct gg_jval *o)
 	    get_u64(l, o, GPUGUARD_KEY(end, write_errors), &d->write_errors, NULL) ||
 	    get_u64_opt(l, o, GPUGUARD_KEY(end, signal_refused), &d->signal_refused) ||
 	    get_u64_opt(l, o, GPUGUARD_KEY(end, history_dropped), &d->history_dropped) ||
-	    get_u64_opt(l, o, GPUGUARD_KEY(end, log_dropped), &d->log_dropped))
+	    get_u64_opt(l, o, GPUGUARD_KEY(end, log_dropped), &d->log_dropped) ||
+	    get_u64_opt(l, o, GPUGUARD_KEY(end, cut_exact), &d->cut_exact) ||
+	    get_u64_opt(l, o, GPUGUARD_KEY(end, cut_skew), &d->cut_skew))
 		return -1;
+	d->has_cut = gg_json_get(&l->j, o, GPUGUARD_KEY(end, cut_exact)) != NULL;
 	d->has_end = 1;
 	return 0;
 }
@@ -733,7 +736,9 @@ static int finish(struct loader *l, int partial)
 	}
 	if (!d->has_end) {
 		d->truncated = 1;
-		warnf(l, "no end trailer: the writer died mid-file; reporting the %llu records read",
+		warnf(l,
+		      "no end trailer: the dump was cut off (its process died while writing it, or is writing it "
+		      "still); reporting the %llu records read",
 		      (unsigned long long)d->lines);
 	} else if (d->end_records != d->lines - 1) {
 		warnf(l, "the trailer counts %llu records but %llu were read", (unsigned long long)d->end_records,
@@ -783,11 +788,11 @@ int gg_dump_load(struct gg_dump *d, const char *path, FILE *warn, char *err, siz
 {
 	struct loader l;
 	loader_init(&l, d, path, warn, err, errlen);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	/* Never a FIFO, a device or a directory: `report` must not hang on
+	 * one (issue 25, finding 8); a symlink to a dump is followed. */
+	int fd = gg_infile_open(path, path, 0, err, errlen);
+	if (fd < 0)
 		return -1;
-	}
 	/* A sliding window: memory stays at one chunk plus the longest line. */
 	size_t cap = 4u << 20, have = 0;
 	char *buf = malloc(cap);

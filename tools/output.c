@@ -168,6 +168,16 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	if (d->history_dropped)
 		fprintf(f, "  %llu history events lost to writers a lap behind: the timeline has gaps\n",
 		        (unsigned long long)d->history_dropped);
+	if (d->has_cut && !d->cut_exact)
+		fprintf(f,
+		        "  the live table was copied while %llu events happened and could not be put back to one "
+		        "moment: live figures may be off by those events\n",
+		        (unsigned long long)d->cut_skew);
+	if (a->over_books)
+		fprintf(f,
+		        "  the live table and the history disagree: rebuilt, they climb %s past the books' own peak; "
+		        "the timeline and peak view are capped at it\n",
+		        gg_bytes(a->over_books, b1));
 	if (d->log_dropped)
 		fprintf(f, "  %llu log lines dropped over the library's rate limit (see the process's stderr)\n",
 		        (unsigned long long)d->log_dropped);

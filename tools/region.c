@@ -369,12 +369,12 @@ int gg_region_read_why(struct gg_region *r, const char *path, char *err, size_t 
 	*why = GG_READ_OTHER;
 	char shown[4 * GG_REGION_PATH + 1];
 	gg_escape_bytes(shown, path, GG_REGION_PATH);
-	/* O_NONBLOCK: opening a FIFO planted at the path must not hang us. */
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	int fd = gg_infile_open(path, shown, 1, err, errlen);
 	if (fd < 0) {
 		int e = errno;
 		struct stat st;
-		*why = gg_read_why_errno(e);
+		/* errno 0: opened, but not a regular file (gg_infile_open) */
+		*why = e ? gg_read_why_errno(e) : GG_READ_NOT_REGULAR;
 		if (e == ENOENT)
 			snprintf(err, errlen,
 			         "%s: no such file: no process in this pod has attached yet (or the region is "
@@ -382,21 +382,6 @@ int gg_region_read_why(struct gg_region *r, const char *path, char *err, size_t 
 			         shown);
 		else if (e == ELOOP && !lstat(path, &st) && S_ISLNK(st.st_mode))
 			snprintf(err, errlen, "%s: is a symbolic link; refusing to follow it", shown);
-		else
-			snprintf(err, errlen, "%s: %s", shown, strerror(e));
-		return -1;
-	}
-	struct stat st;
-	if (fstat(fd, &st)) {
-		*why = gg_read_why_errno(errno);
-		snprintf(err, errlen, "%s: %s", shown, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		*why = GG_READ_NOT_REGULAR;
-		snprintf(err, errlen, "%s: not a regular file", shown);
-		close(fd);
 		return -1;
 	}
 	/* One byte more than a region: a longer file is told apart from a

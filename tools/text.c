@@ -1,8 +1,9 @@
 /* gpuguard command: what every output shares so a hostile string cannot
  * reach a terminal or a parser as a control: one UTF-8 reader, the terminal
  * text filter (C0, DEL, C1 and bytes that are not UTF-8 become '?'), the
- * error and warning lines built on it, and the report file written beside
- * its path and renamed into place, never through a symlink. */
+ * error and warning lines built on it, the input files opened without
+ * hanging on a FIFO, and the report file written beside its path and
+ * renamed into place, never through a symlink. */
 #define _GNU_SOURCE /* getrandom */
 #include <errno.h>
 #include <fcntl.h>
@@ -156,6 +157,46 @@ static void unguard_tmp(void)
 	sigaction(SIGTERM, &saved_term, NULL);
 	sigaction(SIGHUP, &saved_hup, NULL);
 	pending_tmp = NULL;
+}
+
+int gg_infile_open(const char *path, const char *shown, int nofollow, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "%s: %s", shown, strerror(e));
+		errno = e;
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		int e = errno;
+		snprintf(err, errlen, "%s: %s", shown, strerror(e));
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	struct stat in;
+	/* The command's own standard input, named as /dev/stdin: a pipe the
+	 * user set up on purpose (`cat dump | gpuguard report /dev/stdin`). */
+	int is_stdin = S_ISFIFO(st.st_mode) && !fstat(0, &in) && in.st_dev == st.st_dev && in.st_ino == st.st_ino;
+	if (!S_ISREG(st.st_mode) && !is_stdin) {
+		snprintf(err, errlen, "%s: not a regular file (a %s); refusing to read it", shown,
+		         S_ISFIFO(st.st_mode)                         ? "FIFO"
+		         : S_ISDIR(st.st_mode)                        ? "directory"
+		         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device"
+		         : S_ISSOCK(st.st_mode)                       ? "socket"
+		                                                      : "special file");
+		close(fd);
+		errno = 0;
+		return -1;
+	}
+	/* A regular file never blocks; clearing the flag only keeps reads
+	 * plain for whoever inherits the descriptor. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
 }
 
 /* What is at path now: 0 nothing or a regular file we may replace, -1 with

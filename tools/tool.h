@@ -209,8 +209,12 @@ struct gg_dump {
 	int has_end;
 	uint64_t end_records, suppressed, write_errors;
 	uint64_t signal_refused, history_dropped, log_dropped; /* 0 in dumps from before they were written */
-	uint64_t lines;                                        /* whole records read */
-	int truncated;                                         /* no trailer, or a partial last line */
+	/* The trailer's cut (issue 25, finding 7): has_cut 0 in older dumps;
+	 * cut_exact 1 when the live table is the history's last moment. */
+	int has_cut;
+	uint64_t cut_exact, cut_skew;
+	uint64_t lines; /* whole records read */
+	int truncated;  /* no trailer, or a partial last line */
 	uint64_t skipped_unknown;
 };
 
@@ -264,6 +268,10 @@ struct gg_analysis {
 	/* timeline, from the history */
 	int has_timeline;
 	uint64_t t_start, t_end, baseline, t_peak, t_final;
+	/* The timeline and peak view went over the books' own peak (the sum of
+	 * the peak records) by this much
+	 * and were capped at it: the live table and the history disagree. */
+	uint64_t over_books;
 	uint64_t t_max[GG_TIMELINE];
 	int t_has[GG_TIMELINE];
 	uint64_t h_allocs, h_frees, h_refusals, h_alloc_bytes, h_free_bytes, h_max_alloc;
@@ -435,6 +443,15 @@ void gg_text_copy(char *out, size_t outlen, const char *s); /* filtered, never h
 void gg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gg_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gg_note(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* "gpuguard: MSG" */
+
+/* A file the command reads (a dump, the pod region): opened with
+ * O_NONBLOCK, so that a FIFO or a device planted at the path cannot hang
+ * the command, and kept only when it is a regular file; reads on the
+ * descriptor block again. nofollow: a symbolic link is refused too (the
+ * region, whose path other users may write). shown is the path as
+ * messages print it. The descriptor, or -1 with "SHOWN: why" in err and
+ * errno as open left it (0 for a file that is not regular). */
+int gg_infile_open(const char *path, const char *shown, int nofollow, char *err, size_t errlen);
 
 /* A file the command writes (report --html): created under a hidden
  * temporary name beside path (O_CREAT|O_EXCL|O_NOFOLLOW, 0666 & ~umask),

@@ -168,10 +168,11 @@ only "$W" page.html victim
 only "$W" page.html rel.html victim
 
 # Stopped mid-report (SIGTERM while it waits for the dump on a FIFO that
-# we hold open and never write): the temporary is removed, FILE is not
-# created, the exit is by the signal.
+# we hold open and never write, given as its standard input: a FIFO named
+# as a dump is refused, see report_inputs.sh): the temporary is removed,
+# FILE is not created, the exit is by the signal.
 mkfifo "$TMP/slow.jsonl"
-"$GG" report --html "$W/stopped.html" "$TMP/slow.jsonl" 2>/dev/null &
+"$GG" report --html "$W/stopped.html" /dev/stdin <"$TMP/slow.jsonl" 2>/dev/null &
 sp=$!
 exec 3>"$TMP/slow.jsonl"
 i=0

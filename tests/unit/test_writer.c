@@ -133,7 +133,7 @@ TEST(writer_to_loader_round_trip)
 	gg_vmm_mapped(base + 3 * GG_PAGE, GG_PAGE, 1);
 	gg_vmm_foreach(gg_dump_rec_vmm_one, &out);
 	gg_vmm_freed(base);
-	gg_dump_rec_end(&out, 7, 9);
+	gg_dump_rec_end(&out, 7, 9, NULL);
 	gg_out_flush(&out);
 	CHECK_EQ_INT(out.err, 0);
 	close(fd);

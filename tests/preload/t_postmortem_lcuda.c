@@ -1,0 +1,466 @@
+/* gpuguard: post-mortems that outlive the process and tell one moment
+ * (issue 25, findings 6 and 7). A refusal followed by abort(), a SIGSEGV
+ * (with and without the application's own handler) or _exit() leaves a
+ * whole dump; one cut off by kill -9 becomes a visible .partial.jsonl when
+ * dumps are next set up there, and only then, never a live process's; and
+ * a dump taken during alloc/free churn, by signal or by refusal, lists
+ * exactly what its own history adds up to. Each case is a child process
+ * (this program again) with its own GPUGUARD_DUMP_DIR. */
+#include "common.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "gpuguard/cuda_abi.h"
+
+static gg_CUcontext ctx0;
+
+static void setup(void)
+{
+	gg_CUdevice d;
+	gg_CUcontext c;
+	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&c, d) != 0 ||
+	    cuCtxSetCurrent(c) != 0) {
+		fprintf(stderr, "simulated driver did not start\n");
+		exit(2);
+	}
+	ctx0 = c;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, ms ? (long)(ms % 1000) * 1000000 : 20000};
+	nanosleep(&ts, NULL);
+}
+
+struct listing {
+	int finals, partials, temps;
+	char first[4096], partial[4096];
+};
+
+static struct listing list_dir(const char *dir)
+{
+	struct listing l;
+	memset(&l, 0, sizeof l);
+	DIR *d = opendir(dir);
+	if (!d)
+		return l;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, "gpuguard-", 9) == 0 && n > 14 &&
+		    !strcmp(e->d_name + n - 14, ".partial.jsonl")) {
+			if (!l.partials++)
+				snprintf(l.partial, sizeof l.partial, "%s/%s", dir, e->d_name);
+		} else if (strncmp(e->d_name, "gpuguard-", 9) == 0 && n > 6 && !strcmp(e->d_name + n - 6, ".jsonl")) {
+			if (!l.finals++)
+				snprintf(l.first, sizeof l.first, "%s/%s", dir, e->d_name);
+		} else if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp")) {
+			l.temps++;
+		}
+	}
+	closedir(d);
+	return l;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *b = malloc((size_t)n + 1);
+	size_t got = fread(b, 1, (size_t)n, f);
+	b[got] = 0;
+	fclose(f);
+	return b;
+}
+
+/* ---- children ---- */
+
+/* A refusal, then the end PM_END names, with the dump still being written
+ * (GPUGUARD_TEST_DUMP_DELAY_MS holds the writer). */
+static void on_segv(int sig)
+{
+	(void)sig;
+	static const char msg[] = "the application's handler ran\n";
+	ssize_t w = write(2, msg, sizeof msg - 1);
+	(void)w;
+	_exit(3);
+}
+
+static int child_fatal(void)
+{
+	setup();
+	const char *how = getenv("PM_END");
+	if (how && !strcmp(how, "segv_handler")) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_segv;
+		sigaction(SIGSEGV, &sa, NULL);
+	}
+	gg_CUdeviceptr p;
+	if (cuMemAlloc_v2(&p, 100 * MIB) != 0)
+		return 10;
+	if (cuMemAlloc_v2(&p, 2 * GIB) != GG_CUDA_ERROR_OUT_OF_MEMORY)
+		return 11;
+	if (!how || !strcmp(how, "abort"))
+		abort();
+	if (!strcmp(how, "_exit"))
+		_exit(0);
+	if (!strcmp(how, "segv") || !strcmp(how, "segv_handler")) {
+		volatile int *volatile bad = NULL; /* a real fault, not a sent signal */
+		*bad = 1;
+	}
+	if (!strcmp(how, "hang")) /* killed by the parent */
+		for (;;)
+			sleep_ms(1000);
+	return 12;
+}
+
+/* Sets up dumps (one allocation) and exits quietly. */
+static int child_arm(void)
+{
+	setup();
+	gg_CUdeviceptr p;
+	if (cuMemAlloc_v2(&p, MIB) != 0)
+		return 10;
+	sleep_ms(200); /* the writer's start sweeps */
+	return 0;
+}
+
+/* Alloc/free churn of 64 MiB blocks that never holds more than 7 (448
+ * MiB): up to 7, then down to none, again and again. */
+static _Atomic int churn_stop;
+static void *churn(void *arg)
+{
+	(void)arg;
+	gg_CUdeviceptr held[7];
+	int n = 0, up = 1;
+	if (cuCtxSetCurrent(ctx0) != 0)
+		return NULL;
+	while (!atomic_load(&churn_stop)) {
+		sleep_ms(0); /* a yield: some thousands of events a dump, not millions */
+		if (up) {
+			if (cuMemAlloc_v2(&held[n], 64 * MIB) != 0) {
+				fprintf(stderr, "churn: an allocation failed\n");
+				return NULL;
+			}
+			up = ++n < 7;
+		} else {
+			cuMemFree_v2(held[--n]);
+			up = n == 0;
+		}
+	}
+	return NULL;
+}
+
+static int count_finals(const char *dir)
+{
+	return list_dir(dir).finals;
+}
+
+/* PM_HOW=signal: SIGUSR2 at the process, 3 times; refuse: a request past
+ * the ceiling on the main thread, 3 times. Each time waits for the dump. */
+static int child_churn(void)
+{
+	setup();
+	const char *dir = getenv("GPUGUARD_DUMP_DIR");
+	const char *how = getenv("PM_HOW");
+	int refuse = how && !strcmp(how, "refuse");
+	pthread_t th[2];
+	int nth = refuse ? 2 : 1;
+	for (int i = 0; i < nth; i++)
+		if (pthread_create(&th[i], NULL, churn, NULL) != 0)
+			return 10;
+	for (int round = 1; round <= 3; round++) {
+		sleep_ms(150);
+		if (refuse) {
+			gg_CUdeviceptr p;
+			if (cuMemAlloc_v2(&p, 2 * GIB) != GG_CUDA_ERROR_OUT_OF_MEMORY)
+				return 11;
+		} else {
+			kill(getpid(), SIGUSR2);
+		}
+		for (int i = 0; i < 500 && count_finals(dir) < round; i++)
+			sleep_ms(10);
+	}
+	atomic_store(&churn_stop, 1);
+	for (int i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+
+/* ---- the parent's side ---- */
+
+static char base_dir[2048];
+static char err[65536];
+
+static const char *new_dir(const char *name)
+{
+	static char d[4096];
+	snprintf(d, sizeof d, "%s/%s", base_dir, name);
+	mkdir(d, 0700);
+	return d;
+}
+
+static int run_child(const char *mode, const char *dir, const char *const *more)
+{
+	char dd[4200];
+	snprintf(dd, sizeof dd, "GPUGUARD_DUMP_DIR=%s", dir);
+	const char *env[16] = {dd};
+	int k = 1;
+	for (; more && *more && k < 15; more++)
+		env[k++] = *more;
+	env[k] = NULL;
+	return spawn_self(mode, env, err, sizeof err);
+}
+
+/* A whole dump: the trailer last, with the records counted. */
+static int whole(const char *b)
+{
+	size_t n = strlen(b);
+	if (n < 2 || b[n - 1] != '\n')
+		return 0;
+	const char *last = b + n - 1;
+	while (last > b && last[-1] != '\n')
+		last--;
+	char want[64];
+	snprintf(want, sizeof want, "{\"t\":\"end\",\"records\":%d,", count_lines(b) - 1);
+	return strncmp(last, want, strlen(want)) == 0;
+}
+
+static void fatal_case(const char *end, int want_rc)
+{
+	const char *dir = new_dir(end);
+	char pe[64];
+	snprintf(pe, sizeof pe, "PM_END=%s", end);
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_TEST_DUMP_DELAY_MS=300", pe, NULL};
+	int rc = run_child("fatal", dir, env);
+	CHECK_EQ_INT(rc, want_rc);
+	struct listing l = list_dir(dir);
+	if (l.finals != 1 || l.temps != 0)
+		fprintf(stderr, "    %s: %d whole dumps, %d temporary files left; the child said: %.300s\n", end,
+		        l.finals, l.temps, err);
+	CHECK_EQ_INT(l.finals, 1);
+	CHECK_EQ_INT(l.temps, 0);
+	char *b = l.finals ? slurp(l.first) : NULL;
+	CHECK(b && whole(b) && strstr(b, "\"trigger\":\"ceiling\""));
+	free(b);
+}
+
+TEST(abort_after_a_refusal_leaves_the_dump)
+{
+	fatal_case("abort", 128 + SIGABRT);
+}
+
+TEST(sigsegv_after_a_refusal_leaves_the_dump)
+{
+	fatal_case("segv", 128 + SIGSEGV);
+}
+
+TEST(sigsegv_handler_of_the_application_still_runs_after_the_dump)
+{
+	fatal_case("segv_handler", 3);
+	CHECK(strstr(err, "the application's handler ran"));
+}
+
+TEST(underscore_exit_after_a_refusal_leaves_the_dump)
+{
+	fatal_case("_exit", 0);
+}
+
+/* kill -9 mid-write: the hidden file stays until dumps are next set up in
+ * the directory, then becomes a visible .partial.jsonl that the report
+ * reads with a warning. */
+TEST(kill_9_mid_write_becomes_a_readable_partial_dump)
+{
+	const char *dir = new_dir("kill9");
+	pid_t pid = fork();
+	if (pid == 0) {
+		char dd[4200];
+		snprintf(dd, sizeof dd, "GPUGUARD_DUMP_DIR=%s", dir);
+		putenv(dd);
+		putenv("GPUGUARD_LIMIT=1Gi");
+		putenv("GPUGUARD_TEST_DUMP_DELAY_MS=5000");
+		putenv("PM_END=hang");
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 2);
+		char self[4096];
+		ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (len <= 0)
+			_exit(127);
+		self[len] = 0;
+		execl(self, self, "fatal", (char *)NULL);
+		_exit(127);
+	}
+	struct listing l;
+	for (int i = 0; i < 500; i++) {
+		l = list_dir(dir);
+		if (l.temps)
+			break;
+		sleep_ms(10);
+	}
+	sleep_ms(100); /* the records before the delay are flushed */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	l = list_dir(dir);
+	CHECK_EQ_INT(l.temps, 1);
+	CHECK_EQ_INT(l.finals + l.partials, 0);
+	CHECK_EQ_INT(run_child("arm", dir, NULL), 0);
+	l = list_dir(dir);
+	CHECK_EQ_INT(l.temps, 0);
+	CHECK_EQ_INT(l.partials, 1);
+	CHECK(strstr(err, "a dump cut off by its process's death"));
+	char *b = l.partials ? slurp(l.partial) : NULL;
+	CHECK(b && !strncmp(b, "{\"t\":\"header\",", 14) && strstr(b, "{\"t\":\"a\",") && !whole(b));
+	free(b);
+	const char *build = getenv("GG_TEST_BUILD");
+	if (build && l.partials) {
+		char cmd[12000];
+		snprintf(cmd, sizeof cmd, "'%s/bin/gpuguard' report '%s' >'%s/r.txt' 2>'%s/r.err'", build, l.partial,
+		         dir, dir);
+		CHECK_EQ_INT(system(cmd), 0);
+		char ep[4200], rp[4200];
+		snprintf(ep, sizeof ep, "%s/r.err", dir);
+		snprintf(rp, sizeof rp, "%s/r.txt", dir);
+		char *e = slurp(ep), *r = slurp(rp);
+		CHECK(e && strstr(e, "no end trailer") && strstr(e, "cut off"));
+		CHECK(r && strstr(r, "TRUNCATED") && strstr(r, "ceiling"));
+		free(e);
+		free(r);
+	}
+}
+
+/* Only files of processes that are gone are renamed; a live one's stays. */
+TEST(sweep_takes_only_dead_processes_files)
+{
+	const char *dir = new_dir("sweep");
+	char host[256] = "";
+	gethostname(host, sizeof host - 1);
+	for (char *c = host; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+		      *c == '-' || *c == '_'))
+			*c = '_';
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	unsigned long long now = (unsigned long long)rt.tv_sec * 1000;
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	char names[4][600];
+	snprintf(names[0], sizeof names[0], "%s/.gpuguard-%s-%d-%llu-1.jsonl.tmp", dir, host, (int)getpid(), now);
+	snprintf(names[1], sizeof names[1], "%s/.gpuguard-%s-%d-%llu-1.jsonl.tmp", dir, host, (int)dead, now);
+	snprintf(names[2], sizeof names[2], "%s/.gpuguard-%s-1-1000-1.jsonl.tmp", dir, host); /* pid reused */
+	snprintf(names[3], sizeof names[3], "%s/.gpuguard-otherhost-%d-1000-1.jsonl.tmp", dir, (int)dead);
+	for (int i = 0; i < 4; i++) {
+		FILE *f = fopen(names[i], "w");
+		CHECK(f != NULL);
+		if (f) {
+			fputs("{\"t\":\"header\"}\n", f);
+			fclose(f);
+		}
+	}
+	CHECK_EQ_INT(run_child("arm", dir, NULL), 0);
+	struct stat st;
+	CHECK(stat(names[0], &st) == 0); /* this test's own: alive */
+	CHECK(stat(names[1], &st) != 0);
+	CHECK(stat(names[2], &st) != 0);
+	CHECK(stat(names[3], &st) == 0); /* another host's: not ours to judge */
+	CHECK_EQ_INT(list_dir(dir).partials, 2);
+}
+
+/* Issue 25, finding 7: every dump of a churning process lists exactly the
+ * live set its own history adds up to (allocations minus frees since the
+ * start, all in the history here), and says its cut is exact. */
+static void cut_case(const char *how)
+{
+	const char *dir = new_dir(how);
+	char ph[64];
+	snprintf(ph, sizeof ph, "PM_HOW=%s", how);
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_HISTORY=4Mi", "GPUGUARD_DUMP_INTERVAL=0", ph, NULL};
+	CHECK_EQ_INT(run_child("churn", dir, env), 0);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int dumps = 0;
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, "gpuguard-", 9))
+			continue;
+		char path[8192];
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		char *b = slurp(path);
+		if (!b)
+			continue;
+		dumps++;
+		long long live = 0, hist = 0;
+		unsigned long long s;
+		for (char *p = b; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+			char *q;
+			if (!strncmp(p, "{\"t\":\"a\",", 9) && (q = strstr(p, ",\"s\":")) &&
+			    sscanf(q, ",\"s\":%llu", &s) == 1)
+				live += (long long)s;
+			if (!strncmp(p, "{\"t\":\"h\",", 9) && (q = strstr(p, ",\"s\":")) &&
+			    sscanf(q, ",\"s\":%llu", &s) == 1)
+				hist += strstr(p, "\"op\":\"a\"") && strstr(p, "\"op\":\"a\"") < q   ? (long long)s
+				        : strstr(p, "\"op\":\"f\"") && strstr(p, "\"op\":\"f\"") < q ? -(long long)s
+				                                                                     : 0;
+		}
+		if (live != hist || !strstr(b, "\"cut_exact\":1"))
+			fprintf(stderr, "    %s: %lld MiB listed live, the history adds up to %lld MiB\n", e->d_name,
+			        live / (long long)MIB, hist / (long long)MIB);
+		CHECK(live == hist);
+		/* one churning thread for a signal, two beside a refusing one */
+		CHECK(live >= 0 && live <= (strcmp(how, "refuse") ? 448 : 896) * (long long)MIB);
+		CHECK(strstr(b, "\"cut_exact\":1") != NULL);
+		free(b);
+	}
+	if (d)
+		closedir(d);
+	CHECK_EQ_INT(dumps, 3);
+}
+
+TEST(signal_dump_during_churn_is_one_moment)
+{
+	cut_case("signal");
+}
+
+TEST(refusal_dump_of_a_multithreaded_process_is_one_moment)
+{
+	cut_case("refuse");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1) {
+		if (!strcmp(argv[1], "fatal"))
+			return child_fatal();
+		if (!strcmp(argv[1], "arm"))
+			return child_arm();
+		if (!strcmp(argv[1], "churn"))
+			return child_churn();
+		return 99;
+	}
+	const char *root = getenv("GPUGUARD_DUMP_DIR");
+	snprintf(base_dir, sizeof base_dir, "%s/t_postmortem.XXXXXX", root && *root ? root : "/tmp");
+	if (!mkdtemp(base_dir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	RUN(abort_after_a_refusal_leaves_the_dump);
+	RUN(sigsegv_after_a_refusal_leaves_the_dump);
+	RUN(sigsegv_handler_of_the_application_still_runs_after_the_dump);
+	RUN(underscore_exit_after_a_refusal_leaves_the_dump);
+	RUN(kill_9_mid_write_becomes_a_readable_partial_dump);
+	RUN(sweep_takes_only_dead_processes_files);
+	RUN(signal_dump_during_churn_is_one_moment);
+	RUN(refusal_dump_of_a_multithreaded_process_is_one_moment);
+	return harness_done();
+}
