@@ -16,8 +16,7 @@
 
 #define LIBCUDA "libcuda.so.1"
 
-/* TODO(abi): cuda_abi_funcs.h does not declare cuDeviceGetAttribute yet. */
-typedef gg_CUresult (*gg_pfn_cuDeviceGetAttribute)(int *pi, gg_CUdevice_attribute attrib, gg_CUdevice dev);
+/* cuDeviceGetAttribute's prototype: gpuguard/cuda_abi_footprint.h. */
 
 static const uint8_t CUDART_IFACE[16] = {0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a,
                                          0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9};

@@ -273,6 +273,7 @@ typedef struct gg_CUDA_ARRAY3D_DESCRIPTOR {
 #define GG_CU_FN_PTSZ(name, params) GG_CU_FN(name, params)
 #define GG_CU_FN_LEGACY(name, params) GG_CU_FN(name, params)
 #include "cuda_abi_funcs.h"
+#include "cuda_abi_footprint.h"
 #undef GG_CU_FN
 #undef GG_CU_FN_PTSZ
 #undef GG_CU_FN_LEGACY

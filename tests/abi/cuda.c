@@ -278,6 +278,7 @@ SAME_CONST(GG_CU_AD_FORMAT_FLOAT, CU_AD_FORMAT_FLOAT);
 #define GG_CU_FN_PTSZ(name, params)
 #define GG_CU_FN_LEGACY(name, params)
 #include "gpuguard/cuda_abi_funcs.h"
+#include "gpuguard/cuda_abi_footprint.h"
 
 #elif GG_ABI_GROUP == GG_ABI_GROUP_PTSZ
 #define GG_CU_FN(name, params)
