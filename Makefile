@@ -42,7 +42,7 @@ EXPORTS := $(BUILD)/lib/exports.txt
 CORE_SRCS := interpose/base.c interpose/resolve.c interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
 	interpose/dump.c interpose/dump_json.c interpose/dump_records.c interpose/dump_host.c interpose/meminfo.c interpose/vmm.c \
-	interpose/shared.c interpose/signal.c
+	interpose/shared.c interpose/signal.c interpose/footprint.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
@@ -158,7 +158,7 @@ $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
 UNIT_CORE_test_table := table
 UNIT_CORE_test_history := base log options resolve stack history ceiling
 UNIT_CORE_test_options := base log options ceiling
-UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack history ceiling shared dump dump_json dump_records dump_host meminfo
+UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack history ceiling shared footprint dump dump_json dump_records dump_host meminfo
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
 UNIT_CORE_test_vmm := vmm
 UNIT_CORE_test_stack := base log options resolve stack
