@@ -38,6 +38,7 @@ struct fp_dev {
 	pthread_mutex_t lock; /* one reconcile or pre-charge at a time per device */
 	gg_nvmlDevice_t handle;
 	int handle_state; /* under lock: 0 not looked up, 1 found, -1 none */
+	int card_checked; /* under lock: card_check ran */
 };
 static struct fp_dev fp[GG_MAX_DEVICES] = {
     [0 ... GG_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
@@ -363,9 +364,42 @@ static int driver_figure(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, unsign
 	return rc;
 }
 
+/* Once per device, what the card can hold: NVML's total less what the
+ * driver and firmware reserve (v2), kept for the region's entry (the node
+ * compares ceilings with it) and held against the ceiling: one the card
+ * cannot hold is said once, at the first reconcile, which is the context's
+ * creation. Under the device's lock. */
+static void card_check(int dev, gg_nvmlDevice_t h)
+{
+	struct fp_dev *d = &fp[dev];
+	if (d->card_checked || !nv.mem2)
+		return;
+	d->card_checked = 1;
+	gg_nvmlMemory_v2_t m = {.version = GG_nvmlMemory_v2};
+	if (nv.mem2(h, &m) != GG_NVML_SUCCESS || m.reserved > m.total)
+		return;
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	if (b->region) {
+		uint64_t zero = 0; /* the first member's word stands (relaxed: a figure) */
+		atomic_compare_exchange_strong_explicit(&gpuguard_region_dev(b->region, b->entry)->card_reserved, &zero,
+		                                        m.reserved ? m.reserved : 1, memory_order_relaxed,
+		                                        memory_order_relaxed);
+	}
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed), room = m.total - m.reserved;
+	if (lim < GG_LIMIT_UNRESOLVED && lim > room) {
+		char l[32], r[32];
+		gg_log(GG_LOG_WARN,
+		       "device %d: the ceiling (%s) is more than the card can hold (%s: its memory less what the "
+		       "driver reserves); the card runs out before the ceiling refuses",
+		       dev, gg_log_bytes(l, sizeof l, lim), gg_log_bytes(r, sizeof r, room));
+	}
+}
+
 static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, unsigned *n)
 {
 	gg_nvmlDevice_t h = nv_handle(dev);
+	if (h)
+		card_check(dev, h);
 	if (!h) {
 		fallback(dev, "NVML does not know the device's UUID");
 		return -1;
@@ -547,6 +581,7 @@ void gg_footprint_reset(void)
 		atomic_store_explicit(&d->local, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->last_ms, 0, memory_order_relaxed);
 		pthread_mutex_init(&d->lock, NULL);
+		d->card_checked = 0;
 	}
 	atomic_store_explicit(&my_pid, 0, memory_order_relaxed);
 	pthread_mutex_init(&diff_lock, NULL);

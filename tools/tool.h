@@ -341,6 +341,10 @@ struct gg_rdev {
 	uint32_t waiters;
 	uint64_t wait_ns;    /* time requests of the pod spent waiting for memory */
 	uint64_t driver_oom; /* requests the driver refused below the ceiling */
+	/* issue 22: the runtime category (what the driver holds for the
+	 * members beyond their allocations, part of used) and what NVML says
+	 * the card reserves (0 = not known: an older library) */
+	uint64_t runtime, card_reserved;
 };
 
 struct gg_rproc {
@@ -437,6 +441,10 @@ int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, 
 /* discover.c: every pod region under the kubelet's pods directory root,
  * each series labelled pod_uid, families merged. 0, or -1 with err. */
 int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen);
+/* After gg_metrics_discover: the node's cards (issue 22) as text, one line
+ * each: memory, the pods' ceilings and footprints summed, and whether the
+ * ceilings overcommit it or the footprints pass it. */
+void gg_cards_render_text(FILE *f);
 /* --discover: serve gg_metrics_discover of root instead of one region. */
 extern const char *gg_metrics_discover_root;
 

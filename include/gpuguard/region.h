@@ -138,7 +138,8 @@ struct gpuguard_region_device {
 	_Atomic uint64_t runtime;
 	/* what NVML reports the driver and firmware reserve on the card (v2
 	 * `reserved`), as the first member that read it saw it; 0 = not known.
-	 * The card holds physical less this (gpuguard metrics) */
+	 * The card holds physical less this (gpuguard metrics); a card that
+	 * reserves nothing is written as 1 byte, so that 0 stays "not known" */
 	_Atomic uint64_t card_reserved;
 	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8 - 8 - 4 - 4 - 8 - 8 - 8];
 };
