@@ -173,6 +173,10 @@ if [ -n "$have_node" ]; then
 			death=0:1:4242:vllm:1700000090000:1700000089600:1048576000:1073741824:0:none:16965120819:17179869184:6 \
 			>"$TMP/mk.log" 2>&1 || bad "mkregion: $(cat "$TMP/mk.log")"
 		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || bad "gpuguard metrics: $(cat "$TMP/metrics.txt")"
+		# and the node exporter's own families (the per-card sums, issue 22),
+		# declared even where it finds no pod
+		mkdir -p "$TMP/kubelet"
+		"$TOOL" metrics --discover "$TMP/kubelet" >>"$TMP/metrics.txt" 2>&1 || bad "gpuguard metrics --discover: $(cat "$TMP/metrics.txt")"
 		val metrics "$TMP/metrics.txt" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
 		count ok metrics "$TMP/out"
 		sed 's/gpuguard_device_waiters/gpuguard_device_waiting/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard.json"
