@@ -96,6 +96,10 @@ struct gg_dump_device {
 	uint64_t process_used; /* this process's part of used */
 	int has_wait_ms;       /* dumps before 0.2 lack it */
 	uint64_t wait_ms;      /* time its requests slept for memory (ON_LIMIT=wait) */
+	/* issue 22, dumps before 0.3 lack them: the runtime part of
+	 * process_used, and the driver's per-process figure (has_: read) */
+	int has_runtime, has_runtime_driver;
+	uint64_t runtime, runtime_driver;
 };
 
 struct gg_config {
