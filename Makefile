@@ -49,8 +49,10 @@ SIM_CUDA := $(BUILD)/sim/libcuda.so.1
 SIM_HIP := $(BUILD)/sim/libamdhip64.so.6
 SIM_NVML := $(BUILD)/sim/libnvidia-ml.so.1
 SIM := $(SIM_CUDA) $(SIM_HIP) $(SIM_NVML)
+# reads NVML in a loop, without gpuguard (tests/sim/README.md)
+NVML_WATCH := $(BUILD)/sim/nvml_watch
 comma := ,
-SIM_SRCS := tests/sim/simcore.c
+SIM_SRCS := tests/sim/simcore.c tests/sim/simcard.c
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -105,7 +107,7 @@ FUZZ_TIME ?= 60
 .PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu bench demo install clean deps format format-check fuzz image-context image-stage
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
-sim: $(SIM)
+sim: $(SIM) $(NVML_WATCH)
 tests: $(EXPORTS) $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
 	$(REALLIB_BINS)
 
@@ -144,7 +146,11 @@ $(SIM_NVML): tests/sim/sim_nvml.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ tests/sim/sim_nvml.c $(SIM_SRCS)
 	ln -sf libnvidia-ml.so.1 $(@D)/libnvidia-ml.so
 
-$(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
+$(NVML_WATCH): tests/sim/nvml_watch.c $(SIM_NVML) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lnvidia-ml $(LDLIBS)
+
+$(SIM_TEST): tests/sim/test_sim.c $(SIM) $(NVML_WATCH) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 -lnvidia-ml $(LDLIBS)
 
