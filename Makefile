@@ -95,7 +95,8 @@ REALLIB := build/reallib
 REALLIB_NAMES := rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_libs
 ifneq ($(NVCC),)
 CUDA_ROOT := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
-REALLIB_BINS := $(addprefix $(REALLIB)/,$(REALLIB_NAMES))
+# rl_fill_*: the pods of tests/scripts/shared_card.sh, not test programs themselves
+REALLIB_BINS := $(addprefix $(REALLIB)/,$(REALLIB_NAMES) rl_fill_shared rl_fill_static)
 endif
 REALLIB_DEPS := tests/reallib/rl.h tests/harness.h include/gpuguard.h
 # -rdynamic: the exit dump's report names the program's own functions.
@@ -228,6 +229,13 @@ $(REALLIB)/rl_cudart_ptds: tests/reallib/rl_cudart.cu $(REALLIB_DEPS)
 $(REALLIB)/rl_libs: tests/reallib/rl_libs.cu $(REALLIB_DEPS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $< -lcublas -lcublasLt -lnccl -ldl
+# One pod of the shared-card test (tests/scripts/shared_card.sh), as each runtime links.
+$(REALLIB)/rl_fill_shared: tests/reallib/rl_fill.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $< -lcublas -lcublasLt -lnccl -ldl
+$(REALLIB)/rl_fill_static: tests/reallib/rl_fill.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart static -o $@ $< -lcublas -lcublasLt -lnccl -ldl
 
 # -rdynamic: the demo's dump names its functions, as a real server's would.
 $(BUILD)/examples/%: examples/%.c $(HEADERS)

@@ -77,10 +77,10 @@ static void nv_load(void)
 		return;
 	nv.init = (gg_pfn_nvmlInit_v2)gg_real_dlsym(h, "nvmlInit_v2");
 	nv.by_uuid = (gg_pfn_nvmlDeviceGetHandleByUUID)gg_real_dlsym(h, "nvmlDeviceGetHandleByUUID");
-	nv.procs3 = (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v3)gg_real_dlsym(
-	    h, "nvmlDeviceGetComputeRunningProcesses_v3");
-	nv.procs2 = (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v2)gg_real_dlsym(
-	    h, "nvmlDeviceGetComputeRunningProcesses_v2");
+	nv.procs3 =
+	    (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v3)gg_real_dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+	nv.procs2 =
+	    (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v2)gg_real_dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v2");
 	nv.mem2 = (gg_pfn_nvmlDeviceGetMemoryInfo_v2)gg_real_dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
 	nv.mem1 = (gg_pfn_nvmlDeviceGetMemoryInfo)gg_real_dlsym(h, "nvmlDeviceGetMemoryInfo");
 	nv.shutdown = (gg_pfn_nvmlShutdown)gg_real_dlsym(h, "nvmlShutdown");
@@ -116,9 +116,9 @@ static gg_nvmlDevice_t nv_handle(int dev)
 	static const char *const prefix[] = {"GPU", "MIG"};
 	for (int p = 0; p < 2; p++) {
 		char s[64];
-		snprintf(s, sizeof s, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix[p],
-		         u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-		         u[15]);
+		snprintf(s, sizeof s, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		         prefix[p], u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		         u[13], u[14], u[15]);
 		if (nv.by_uuid(s, &d->handle) == GG_NVML_SUCCESS) {
 			d->handle_state = 1;
 			return d->handle;
@@ -476,6 +476,20 @@ void gg_footprint_tick_slow(int dev)
 
 GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_STEP;
 
+_Atomic uint64_t gg_footprint_pending;
+
+void gg_footprint_first_use(int dev)
+{
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	uint64_t bit = 1ull << dev;
+	/* relaxed: a hint; a lost race costs one reconcile more or leaves the
+	 * growth to the headroom and the next reconcile */
+	if (!(atomic_fetch_and_explicit(&gg_footprint_pending, ~bit, memory_order_relaxed) & bit))
+		return;
+	gg_footprint_reconcile(dev, 0);
+}
+
 /* ---- pre-charge: cuCtxSetLimit ------------------------------------------ */
 
 uint64_t gg_footprint_local_bytes(uint64_t stack, uint64_t threads_per_sm, uint64_t sms)
@@ -562,8 +576,8 @@ int gg_footprint_refusal_is_runtime(int dev, uint64_t request)
 	struct gg_budget *b = gg_ceiling_budget_peek(dev);
 	uint64_t charged = atomic_load_explicit(&fp[dev].charged, memory_order_relaxed);
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
-	uint64_t used = b->claim ? gpuguard_region_used(b->region, b->entry)
-	                         : atomic_load_explicit(b->used, memory_order_relaxed);
+	uint64_t used =
+	    b->claim ? gpuguard_region_used(b->region, b->entry) : atomic_load_explicit(b->used, memory_order_relaxed);
 	uint64_t books = used > charged ? used - charged : 0;
 	/* Refused because of the runtime: the books alone would have fit. */
 	return charged && books + request <= lim;

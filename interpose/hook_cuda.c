@@ -371,17 +371,35 @@ static void loaded(void)
 	int dev = current_device();
 	if (dev >= 0)
 		gg_footprint_reconcile(dev, 0);
+	/* relaxed: a hint for the lookups below (footprint.c). Every device:
+	 * a library loads without a context and binds to the first one that
+	 * uses it. */
+	_Static_assert(GG_MAX_DEVICES <= 64, "one bit per device");
+	atomic_store_explicit(&gg_footprint_pending, UINT64_MAX, memory_order_relaxed);
 }
 
+/* The first function looked up after a load: what LAZY loading took. */
+static void looked_up(void)
+{
+	gg_footprint_first_use(current_device());
+}
+
+#define LAZY_PENDING (!gg_in_hook && atomic_load_explicit(&gg_footprint_pending, memory_order_relaxed))
+GG_VENEER_AFTER(cuModuleGetFunction, (gg_CUfunction * hfunc, gg_CUmodule hmod, const char *name), (hfunc, hmod, name),
+                LAZY_PENDING, looked_up();)
+GG_VENEER_AFTER(cuLibraryGetKernel, (gg_CUkernel * pKernel, gg_CUlibrary library, const char *name),
+                (pKernel, library, name), LAZY_PENDING, looked_up();)
+GG_VENEER_AFTER(cuKernelGetFunction, (gg_CUfunction * pFunc, gg_CUkernel kernel), (pFunc, kernel), LAZY_PENDING,
+                looked_up();)
+
 GG_VENEER_AFTER(cuModuleLoad, (gg_CUmodule * module, const char *fname), (module, fname), !gg_in_hook, loaded();)
-GG_VENEER_AFTER(cuModuleLoadData, (gg_CUmodule * module, const void *image), (module, image), !gg_in_hook,
-                loaded();)
+GG_VENEER_AFTER(cuModuleLoadData, (gg_CUmodule * module, const void *image), (module, image), !gg_in_hook, loaded();)
 GG_VENEER_AFTER(cuModuleLoadDataEx,
                 (gg_CUmodule * module, const void *image, unsigned int numOptions, gg_CUjit_option *options,
                  void **optionValues),
                 (module, image, numOptions, options, optionValues), !gg_in_hook, loaded();)
-GG_VENEER_AFTER(cuModuleLoadFatBinary, (gg_CUmodule * module, const void *fatCubin), (module, fatCubin),
-                !gg_in_hook, loaded();)
+GG_VENEER_AFTER(cuModuleLoadFatBinary, (gg_CUmodule * module, const void *fatCubin), (module, fatCubin), !gg_in_hook,
+                loaded();)
 GG_VENEER_AFTER(cuLibraryLoadData,
                 (gg_CUlibrary * library, const void *code, gg_CUjit_option *jitOptions, void **jitOptionsValues,
                  unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions, void **libraryOptionValues,
@@ -393,8 +411,8 @@ GG_VENEER_AFTER(cuLibraryLoadFromFile,
                 (gg_CUlibrary * library, const char *fileName, gg_CUjit_option *jitOptions, void **jitOptionsValues,
                  unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions, void **libraryOptionValues,
                  unsigned int numLibraryOptions),
-                (library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
-                 libraryOptionValues, numLibraryOptions),
+                (library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues,
+                 numLibraryOptions),
                 !gg_in_hook, loaded();)
 
 /* Around the driver call that frees what a context of dev held (ctx; NULL

@@ -294,6 +294,12 @@ void gg_footprint_ctx_before(int dev);
  * after_ctx: a context was just made (the PID diff may run). Skipped when
  * another thread reconciles dev. Slow: NVML calls. */
 void gg_footprint_reconcile(int dev, int after_ctx);
+/* A module or library loaded since the device's last reconcile (bit d):
+ * under CUDA_MODULE_LOADING=LAZY its code goes to the card at the first
+ * use of a function, so the first lookup after a load reconciles (hooks
+ * read the word first: one load when nothing is pending). */
+extern _Atomic uint64_t gg_footprint_pending;
+void gg_footprint_first_use(int dev);
 /* The hot path's only cost: a per-thread countdown of bytes allocated;
  * below zero, the slow path reconciles (rate-limited per device). */
 #define GG_FOOTPRINT_STEP ((int64_t)(64 * GG_MIB))

@@ -941,12 +941,13 @@ static void diagnose(struct gg_analysis *a)
 		 * holds beyond them (context, modules, local memory) did not */
 		if (dev && dev->has_runtime && dev->runtime && d->has_request && limit &&
 		    used - (used > dev->runtime ? dev->runtime : used) + req <= limit) {
-			evidence(g,
-			         "refused because of the runtime: %s of the %s charged is what the driver holds for this "
-			         "process beyond its allocations (context, modules, local memory; the driver's figure "
-			         "for it: %s); the allocations alone would have fit",
-			         gg_bytes(dev->runtime, b1), gg_bytes(used, b2),
-			         dev->has_runtime_driver ? gg_bytes(dev->runtime_driver, b3) : "not read");
+			evidence(
+			    g,
+			    "refused because of the runtime: %s of the %s charged is what the driver holds for this "
+			    "process beyond its allocations (context, modules, local memory; the driver's figure "
+			    "for it: %s); the allocations alone would have fit",
+			    gg_bytes(dev->runtime, b1), gg_bytes(used, b2),
+			    dev->has_runtime_driver ? gg_bytes(dev->runtime_driver, b3) : "not read");
 			change(g, "raise the ceiling by the runtime, or lower what the process loads (lazy module "
 			          "loading, CUDA_MODULE_LOADING=LAZY; a smaller cuCtxSetLimit stack)");
 		}

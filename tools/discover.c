@@ -275,10 +275,10 @@ void gg_cards_render_text(FILE *f)
 	for (unsigned c = 0; c < ncards; c++) {
 		const struct card *k = &cards[c];
 		uint64_t room = k->usable ? k->usable : k->physical;
-		const char *state = k->footprint > room   ? "FOOTPRINT OVER THE CARD"
-		                    : k->unlimited        ? "overcommitted (a pod has no ceiling)"
-		                    : k->ceilings > room  ? "OVERCOMMITTED"
-		                                          : "ok";
+		const char *state = k->footprint > room  ? "FOOTPRINT OVER THE CARD"
+		                    : k->unlimited       ? "overcommitted (a pod has no ceiling)"
+		                    : k->ceilings > room ? "OVERCOMMITTED"
+		                                         : "ok";
 		fprintf(f, "  %-44s %5u %-11s %-11s %-11s %-11s %s\n", k->uuid, k->pods, gg_bytes(room, b1),
 		        gg_bytes(k->ceilings, b2), gg_bytes(k->footprint, b3), gg_bytes(k->runtime, b4), state);
 	}

@@ -11,12 +11,14 @@ GG_CU_FN(cuModuleLoad, (GGT(CUmodule) * module, const char *fname))
 GG_CU_FN(cuModuleLoadData, (GGT(CUmodule) * module, const void *image))
 GG_CU_FN(cuModuleLoadDataEx, (GGT(CUmodule) * module, const void *image, unsigned int numOptions,
                               GGT(CUjit_option) * options, void **optionValues))
+GG_CU_FN(cuModuleGetFunction, (GGT(CUfunction) * hfunc, GGT(CUmodule) hmod, const char *name))
+GG_CU_FN(cuLibraryGetKernel, (GGT(CUkernel) * pKernel, GGT(CUlibrary) library, const char *name))
+GG_CU_FN(cuKernelGetFunction, (GGT(CUfunction) * pFunc, GGT(CUkernel) kernel))
 GG_CU_FN(cuModuleLoadFatBinary, (GGT(CUmodule) * module, const void *fatCubin))
 GG_CU_FN(cuLibraryLoadData, (GGT(CUlibrary) * library, const void *code, GGT(CUjit_option) * jitOptions,
-                             void **jitOptionsValues, unsigned int numJitOptions,
-                             GGT(CUlibraryOption) * libraryOptions, void **libraryOptionValues,
-                             unsigned int numLibraryOptions))
-GG_CU_FN(cuLibraryLoadFromFile, (GGT(CUlibrary) * library, const char *fileName, GGT(CUjit_option) * jitOptions,
-                                 void **jitOptionsValues, unsigned int numJitOptions,
-                                 GGT(CUlibraryOption) * libraryOptions, void **libraryOptionValues,
-                                 unsigned int numLibraryOptions))
+                             void **jitOptionsValues, unsigned int numJitOptions, GGT(CUlibraryOption) * libraryOptions,
+                             void **libraryOptionValues, unsigned int numLibraryOptions))
+GG_CU_FN(cuLibraryLoadFromFile,
+         (GGT(CUlibrary) * library, const char *fileName, GGT(CUjit_option) * jitOptions, void **jitOptionsValues,
+          unsigned int numJitOptions, GGT(CUlibraryOption) * libraryOptions, void **libraryOptionValues,
+          unsigned int numLibraryOptions))
