@@ -221,9 +221,12 @@ void gg_footprint_ctx_before(int dev)
 	gg_nvmlProcessInfo_t p[NV_PROCS];
 	unsigned n = 0;
 	before_dev = -1;
-	if (nv_enter() == 0) {
-		pthread_mutex_lock(&fp[dev].lock);
-		gg_nvmlDevice_t h = nv_handle(dev);
+	/* trylock: a cuCtxSetLimit may hold the device's lock while it waits
+	 * for room (GPUGUARD_ON_LIMIT=wait); a context is never held up by it,
+	 * it only goes without the diff. */
+	if (pthread_mutex_trylock(&fp[dev].lock) == 0) {
+		int entered = nv_enter() == 0;
+		gg_nvmlDevice_t h = entered ? nv_handle(dev) : NULL;
 		pthread_mutex_unlock(&fp[dev].lock);
 		if (h && nv_procs(h, p, &n) == 0 && find_me(p, n) < 0) {
 			for (unsigned i = 0; i < n; i++)
@@ -231,7 +234,8 @@ void gg_footprint_ctx_before(int dev)
 			before_n = n;
 			before_dev = dev;
 		}
-		nv_leave();
+		if (entered)
+			nv_leave();
 	}
 	pthread_mutex_unlock(&diff_lock);
 }
