@@ -76,7 +76,7 @@ struct CUctx_st {
 	/* contexts whose memory this one may access (cuCtxEnablePeerAccess), under g_ctx_mu */
 	struct CUctx_st *peer[SIM_MAX_PEERS];
 	int npeer;
-	/* its footprint (footprint.h below), under g_fp_mu: bytes charged per
+	/* its footprint (the footprint section below), under g_fp_mu: bytes per
 	 * sim_use, the per-thread local memory it holds, whether its context
 	 * cost, heap and printf FIFO are taken */
 	uint64_t fpu[SIM_USE_N];
@@ -211,8 +211,7 @@ static void ctx_teardown(gg_CUcontext c)
 			ents[i].dtor(c, ents[i].key, ents[i].value);
 	free(ents);
 	sim_free_context(c->dev, c->id, c->id == SIM_CTX_PRIMARY); /* a reset keeps pools */
-	ctx_uncharge(c);
-	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
+	ctx_uncharge(c);                                           /* its footprint back; its epoch moves on */
 }
 
 /* -------------------------------------------------- init, devices, contexts */
@@ -2209,6 +2208,73 @@ gg_CUresult cuGraphInstantiate_v2(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph
 	return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
+/* 12000: the flags in a struct, with an upload stream for FLAG_UPLOAD */
+gg_CUresult cuGraphInstantiateWithParams(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph,
+                                         gg_CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+	if (!instantiateParams)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	gg_cuuint64_t flags = instantiateParams->flags;
+	gg_CUresult r = local_cuGraphInstantiateWithFlags(
+	    phGraphExec, hGraph, flags & ~(gg_cuuint64_t)GG_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+	if (!r && (flags & GG_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+		r = local_cuGraphUpload(*phGraphExec, instantiateParams->hUploadStream);
+	instantiateParams->hErrNode_out = NULL;
+	instantiateParams->result_out = r ? 1 : 0; /* CUDA_GRAPH_INSTANTIATE_ERROR or _SUCCESS */
+	return r;
+}
+
+gg_CUresult cuGraphInstantiateWithParams_ptsz(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph,
+                                              gg_CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+	return local_cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams);
+}
+
+/* Updating an exec is not simulated: every update fails as one the driver
+ * cannot make (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, result NOT_SUPPORTED). */
+gg_CUresult cuGraphExecUpdate(gg_CUgraphExec hGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *hErrorNode_out,
+                              gg_CUgraphExecUpdateResult *updateResult_out)
+{
+	REQUIRE_INIT();
+	if (!hGraphExec || !hGraph || !hErrorNode_out || !updateResult_out)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	*hErrorNode_out = NULL;
+	*updateResult_out = 5; /* CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED */
+	return (gg_CUresult)910;
+}
+
+gg_CUresult cuGraphExecUpdate_v2(gg_CUgraphExec hGraphExec, gg_CUgraph hGraph,
+                                 gg_CUgraphExecUpdateResultInfo *resultInfo)
+{
+	REQUIRE_INIT();
+	if (!hGraphExec || !hGraph || !resultInfo)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	resultInfo->result = 5;
+	resultInfo->errorNode = resultInfo->errorFromNode = NULL;
+	return (gg_CUresult)910;
+}
+
+/* The generic node add (12020; edge data, all zero here, from 12030): only
+ * allocation nodes are simulated. */
+gg_CUresult cuGraphAddNode(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                           size_t numDependencies, gg_CUgraphNodeParams *nodeParams)
+{
+	REQUIRE_INIT();
+	if (!nodeParams)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (nodeParams->type != GG_CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		return GG_CUDA_ERROR_NOT_SUPPORTED;
+	return local_cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, &nodeParams->alloc);
+}
+
+gg_CUresult cuGraphAddNode_v2(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                              const gg_CUgraphEdgeData *dependencyData, size_t numDependencies,
+                              gg_CUgraphNodeParams *nodeParams)
+{
+	(void)dependencyData;
+	return local_cuGraphAddNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
 /* take physical memory for the exec's alloc nodes if it has none */
 static gg_CUresult exec_back_unlocked(struct gexec *e)
 {
@@ -2454,6 +2520,47 @@ gg_CUresult cuStreamBeginCapture(gg_CUstream hStream)
 gg_CUresult cuStreamBeginCapture_ptsz(gg_CUstream hStream)
 {
 	return local_cuStreamBeginCapture_v2(ptsz(hStream), GG_CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+/* 12030: capture into the caller's graph (dependencies are not simulated) */
+gg_CUresult cuStreamBeginCaptureToGraph(gg_CUstream hStream, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                                        const gg_CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                        gg_CUstreamCaptureMode mode)
+{
+	REQUIRE_CTX(dev);
+	(void)dev;
+	(void)dependencies;
+	(void)dependencyData;
+	if (numDependencies || mode < GG_CU_STREAM_CAPTURE_MODE_GLOBAL || mode > GG_CU_STREAM_CAPTURE_MODE_RELAXED)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (default_stream(hStream))
+		return GG_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	struct stream *s = stream_obj(hStream);
+	if (!s)
+		return GG_CUDA_ERROR_INVALID_HANDLE;
+	gg_CUresult r = GG_CUDA_SUCCESS;
+	pthread_mutex_lock(&g_cap_mu);
+	struct graph *g = obj_get(hGraph, OBJ_GRAPH);
+	if (!g) {
+		r = GG_CUDA_ERROR_INVALID_VALUE;
+	} else if (s->capturing) {
+		r = GG_CUDA_ERROR_ILLEGAL_STATE;
+	} else {
+		s->capturing = GG_CU_STREAM_CAPTURE_STATUS_ACTIVE;
+		s->mode = mode;
+		s->cap = g;
+		s->cap_id = g_capture_ids++;
+	}
+	pthread_mutex_unlock(&g_cap_mu);
+	return r;
+}
+
+gg_CUresult cuStreamBeginCaptureToGraph_ptsz(gg_CUstream hStream, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                                             const gg_CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                             gg_CUstreamCaptureMode mode)
+{
+	return local_cuStreamBeginCaptureToGraph(ptsz(hStream), hGraph, dependencies, dependencyData, numDependencies,
+	                                         mode);
 }
 
 gg_CUresult cuStreamEndCapture(gg_CUstream hStream, gg_CUgraph *phGraph)
@@ -3655,10 +3762,13 @@ static gg_CUresult ctx_charge(gg_CUcontext c)
 	return r;
 }
 
-/* a reset or destroy gives everything back */
+/* A reset or destroy gives everything back and counts the teardown, both
+ * under g_fp_mu: a library's first use (library_load) checks the epoch under
+ * it, so it never charges a context whose charges are already gone. */
 static void ctx_uncharge(gg_CUcontext c)
 {
 	pthread_mutex_lock(&g_fp_mu);
+	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
 	for (int u = 0; u < SIM_USE_N; u++) {
 		sim_uncharge(c->dev, u, c->fpu[u]);
 		c->fpu[u] = 0;
@@ -3772,6 +3882,7 @@ static gg_CUcontext library_owner(struct library *l)
 	pthread_mutex_lock(&g_fp_mu);
 	if (!l->owner) {
 		gg_CUcontext c = cur_ctx();
+		/* acquire: pairs with ctx_create's release, as REQUIRE_CTX's */
 		if (c && atomic_load_explicit(&c->alive, memory_order_acquire)) {
 			l->owner = c;
 			l->ctx = c->id;
@@ -5286,6 +5397,12 @@ static const struct proc g_procs[] = {
     P("cuGraphInstantiate", 10000, cuGraphInstantiate),
     P("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
     P("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+    PZ("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
+    P("cuGraphExecUpdate", 10020, cuGraphExecUpdate),
+    P("cuGraphExecUpdate", 12000, cuGraphExecUpdate_v2),
+    P("cuGraphAddNode", 12020, cuGraphAddNode),
+    P("cuGraphAddNode", 12030, cuGraphAddNode_v2),
+    PZ("cuStreamBeginCaptureToGraph", 12030, cuStreamBeginCaptureToGraph),
     PZ("cuGraphLaunch", 10000, cuGraphLaunch),
     PZ("cuGraphUpload", 11010, cuGraphUpload),
     P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),

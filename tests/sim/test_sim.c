@@ -1942,6 +1942,28 @@ void simgpu_cuda_debug_card_hold(void);
 #define FP_N 6                         /* allocations, context, modules, local, heap, FIFO */
 #define LOCAL_PER_BYTE (2048ull * 132) /* threads per SM x SMs */
 
+/* stress: threads allocating, freeing and asking for the card's free memory
+ * at once, in one process of a shared card; 0 if every call answered right */
+struct stress_arg {
+	gg_CUcontext ctx;
+	int pairs, bad;
+};
+
+static void *card_stress_thread(void *p)
+{
+	struct stress_arg *a = p;
+	cuCtxSetCurrent(a->ctx);
+	for (int i = 0; i < a->pairs; i++) {
+		gg_CUdeviceptr d[3];
+		size_t f, t;
+		int rc = cuMemAlloc_v2(&d[0], 4 << 20) | cuMemAlloc_v2(&d[1], 1000) | cuMemAlloc_v2(&d[2], 6 << 20);
+		rc |= cuMemGetInfo_v2(&f, &t);
+		rc |= cuMemFree_v2(d[0]) | cuMemFree_v2(d[1]) | cuMemFree_v2(d[2]);
+		a->bad += rc != 0;
+	}
+	return NULL;
+}
+
 static int agent_main(void)
 {
 	char line[256];
@@ -1986,6 +2008,21 @@ static int agent_main(void)
 				printf("err %d\n", rc);
 			else
 				printf("ok %zu %zu\n", f, t);
+		} else if (!strcmp(cmd, "stress")) { /* stress <pairs>: four threads */
+			pthread_t th[4];
+			struct stress_arg sa[4];
+			gg_CUcontext c = NULL;
+			cuCtxGetCurrent(&c);
+			for (int i = 0; i < 4; i++) {
+				sa[i] = (struct stress_arg){c, (int)a, 0};
+				pthread_create(&th[i], NULL, card_stress_thread, &sa[i]);
+			}
+			int bad = 0;
+			for (int i = 0; i < 4; i++) {
+				pthread_join(th[i], NULL);
+				bad += sa[i].bad;
+			}
+			printf(bad ? "err %d\n" : "ok\n", bad);
 		} else if (!strcmp(cmd, "freeall")) {
 			while (nptr)
 				cuMemFree_v2(ptrs[--nptr]);
@@ -2648,6 +2685,11 @@ TEST(shared_card_pid_namespace)
 	CHECK_EQ_INT(sscanf(r, "%u %u", &n, &p), 2);
 	CHECK_EQ_INT(n, 1);
 	CHECK_EQ_U64(p, host);
+	/* and so it is listed for the process itself, which says 1 */
+	n = p = 0;
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "nvml"), 0);
+	CHECK_EQ_INT(sscanf(r, "%u %u", &n, &p), 2);
+	CHECK(n == 1 && p == host);
 	agent_stop(&a);
 	agent_stop(&w);
 	card_gone();
@@ -2804,6 +2846,70 @@ TEST(shared_card_made_once_under_a_race)
 	card_gone();
 }
 
+/* Threads of two processes allocate and free on one card at once: every
+ * call succeeds, and the card is back to the two contexts afterwards. */
+TEST(shared_card_concurrent)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	struct agent a, b;
+	char r[64];
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	fprintf(a.to, "stress 300\n");
+	fprintf(b.to, "stress 300\n");
+	CHECK(fgets(r, sizeof(r), a.from) && !strcmp(r, "ok\n"));
+	CHECK(fgets(r, sizeof(r), b.from) && !strcmp(r, "ok\n"));
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 128 * MiB);
+	CHECK_EQ_U64(agent_fp(&a, 0, 0), 0);
+	agent_stop(&a);
+	agent_stop(&b);
+	card_gone();
+}
+
+/* nvml_watch's exit status for argv and env; its stderr to /dev/null */
+static int watch_status(const char *devices, const char *a1, const char *a2)
+{
+	char watch[4200];
+	snprintf(watch, sizeof(watch), "%s", g_exe);
+	char *slash = strrchr(watch, '/');
+	if (!slash)
+		return -1;
+	snprintf(slash, sizeof(watch) - (size_t)(slash - watch), "/../sim/nvml_watch");
+	pid_t w = fork();
+	if (w == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("SIMGPU_DEVICES", devices, 1);
+		unsetenv("SIMGPU_SHARED");
+		execl(watch, "nvml_watch", a1, a2, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(w, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Bad options: exit 2 (each named on stderr); NVML that will not start:
+ * exit 1; a bounded run: 0. */
+TEST(nvml_watch_bad_input)
+{
+	if (!g_exe[0] && readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1) < 0)
+		return;
+	CHECK_EQ_INT(watch_status("1", "-i", "0"), 2);
+	CHECK_EQ_INT(watch_status("1", "-t", "soon"), 2);
+	CHECK_EQ_INT(watch_status("1", "-n", "-3"), 2);
+	CHECK_EQ_INT(watch_status("1", "-d", "5"), 2);
+	CHECK_EQ_INT(watch_status("1", "-q", NULL), 2);
+	CHECK_EQ_INT(watch_status("1", "stray", NULL), 2);
+	CHECK_EQ_INT(watch_status("0", "-n", "1"), 1);
+	CHECK_EQ_INT(watch_status("1", "-n", "2"), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -2856,6 +2962,7 @@ int main(int argc, char **argv)
 	RUN(shared_card_kill9_gives_memory_back);
 	RUN(shared_card_lock_holder_killed);
 	RUN(shared_card_made_once_under_a_race);
+	RUN(shared_card_concurrent);
 	RUN(shared_card_context_cost);
 	RUN(shared_card_module_loading);
 	RUN(shared_card_local_memory_heap_fifo);
@@ -2863,5 +2970,6 @@ int main(int argc, char **argv)
 	RUN(shared_card_pid_namespace);
 	RUN(footprint_off_by_default);
 	RUN(nvml_watch_records_peaks);
+	RUN(nvml_watch_bad_input);
 	return harness_done();
 }
