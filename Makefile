@@ -42,7 +42,7 @@ EXPORTS := $(BUILD)/lib/exports.txt
 CORE_SRCS := interpose/base.c interpose/resolve.c interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
 	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c interpose/pystack.c \
 	interpose/dump.c interpose/dump_json.c interpose/dump_records.c interpose/dump_host.c interpose/meminfo.c interpose/vmm.c \
-	interpose/shared.c interpose/signal.c
+	interpose/shared.c interpose/signal.c interpose/footprint.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
@@ -95,7 +95,8 @@ REALLIB := build/reallib
 REALLIB_NAMES := rl_cudart_shared rl_cudart_static rl_cudart_ptds rl_libs
 ifneq ($(NVCC),)
 CUDA_ROOT := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
-REALLIB_BINS := $(addprefix $(REALLIB)/,$(REALLIB_NAMES))
+# rl_fill_*: the pods of tests/scripts/shared_card.sh, not test programs themselves
+REALLIB_BINS := $(addprefix $(REALLIB)/,$(REALLIB_NAMES) rl_fill_shared rl_fill_static)
 endif
 REALLIB_DEPS := tests/reallib/rl.h tests/harness.h include/gpuguard.h
 # -rdynamic: the exit dump's report names the program's own functions.
@@ -164,7 +165,7 @@ $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(NVML_WATCH) $(HEADERS)
 UNIT_CORE_test_table := table
 UNIT_CORE_test_history := base log options resolve stack pystack history ceiling
 UNIT_CORE_test_options := base log options ceiling
-UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack pystack history ceiling shared dump dump_json dump_records dump_host meminfo
+UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack pystack history ceiling shared footprint dump dump_json dump_records dump_host meminfo
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
 UNIT_CORE_test_vmm := vmm
 UNIT_CORE_test_stack := base log options resolve stack pystack
@@ -229,6 +230,13 @@ $(REALLIB)/rl_cudart_ptds: tests/reallib/rl_cudart.cu $(REALLIB_DEPS)
 $(REALLIB)/rl_libs: tests/reallib/rl_libs.cu $(REALLIB_DEPS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $< -lcublas -lcublasLt -lnccl -ldl
+# One pod of the shared-card test (tests/scripts/shared_card.sh), as each runtime links.
+$(REALLIB)/rl_fill_shared: tests/reallib/rl_fill.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $< -lcublas -lcublasLt -lnccl -ldl
+$(REALLIB)/rl_fill_static: tests/reallib/rl_fill.cu $(REALLIB_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart static -o $@ $< -lcublas -lcublasLt -lnccl -ldl
 
 # -rdynamic: the demo's dump names its functions, as a real server's would.
 $(BUILD)/examples/%: examples/%.c $(HEADERS)

@@ -11,6 +11,10 @@ GG_TLS uint16_t gg_cur_ctx;
  * pod held. Then try again. */
 static int retry_reserve(int dev, uint64_t charge)
 {
+	/* A refusal is a reconcile moment: the runtime charge is set to what
+	 * the driver holds now, which may take it down (a context destroyed)
+	 * as well as up (footprint.c). */
+	gg_footprint_reconcile(dev, 0);
 	gg_pool_reconcile_device(dev);
 	gg_shared_reclaim();
 	return gg_ceiling_try_reserve(dev, charge);
@@ -78,8 +82,10 @@ static int wait_reserve(int dev, uint64_t charge)
 int gg_account_begin(int dev, uint64_t charge)
 {
 	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
-	if (gg_ceiling_try_reserve(dev, charge) == 0)
+	if (gg_ceiling_try_reserve(dev, charge) == 0) {
+		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
 		return 0;
+	}
 	if (retry_reserve(dev, charge) == 0 || wait_reserve(dev, charge) == 0)
 		return 0;
 	gg_account_refuse(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);

@@ -153,7 +153,19 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		             "gpuguard: %s of %s on device %d refused: GPUGUARD_LIMIT is not valid, every allocation "
 		             "is refused; pid %d\n",
 		             gg_dump_api_name(req_api), rq, dev, (int)getpid());
-	else
+	else if (gg_footprint_refusal_is_runtime(dev, req_size)) {
+		struct gg_footprint_stats fs;
+		char rt[32];
+		gg_footprint_read(dev, &fs);
+		n = snprintf(line, sizeof line,
+		             "gpuguard: %s of %s on device %d refused at the ceiling because of the runtime: %s of "
+		             "%s%s used, of which %s is what the driver holds beyond the allocations (context, "
+		             "modules, local memory)%s; pid %d; dumps in %s\n",
+		             gg_dump_api_name(req_api), rq, dev, us,
+		             lim >= GG_LIMIT_UNRESOLVED ? "?" : gg_log_bytes(li, sizeof li, lim),
+		             ds.pod ? " (the pod's budget)" : "", gg_log_bytes(rt, sizeof rt, fs.charged),
+		             gg_opt.wait_ms ? " after waiting" : "", (int)getpid(), gg_opt.dump_dir);
+	} else
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d refused at the ceiling: %s of %s%s used%s; pid %d; "
 		             "dumps in %s\n",

@@ -126,6 +126,11 @@ void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req, const 
 			GG_OUT_LIT(o, "\"process\"");
 		GG_OUT_U64(o, device, process_used, s.process_used);
 		GG_OUT_U64(o, device, wait_ms, gg_ceiling_wait_ns(d) / 1000000u);
+		struct gg_footprint_stats fs;
+		gg_footprint_read(d, &fs);
+		GG_OUT_U64(o, device, runtime, fs.charged);
+		GG_OUT_KEY(o, device, runtime_driver);
+		gg_out_u64_or_null(o, fs.driver != 0, fs.driver);
 		gg_out_end_record(o);
 	}
 }

@@ -16,8 +16,7 @@
 
 #define LIBCUDA "libcuda.so.1"
 
-/* TODO(abi): cuda_abi_funcs.h does not declare cuDeviceGetAttribute yet. */
-typedef gg_CUresult (*gg_pfn_cuDeviceGetAttribute)(int *pi, gg_CUdevice_attribute attrib, gg_CUdevice dev);
+/* cuDeviceGetAttribute's prototype: gpuguard/cuda_abi_footprint.h. */
 
 static const uint8_t CUDART_IFACE[16] = {0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a,
                                          0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9};
@@ -137,15 +136,21 @@ static int uuid_v2 = -1; /* which cuDeviceGetUuid the driver hashes: 1 _v2, 0 le
 
 static gg_CUresult our_retain(gg_CUcontext *out, gg_CUdevice dev)
 {
-	gg_CUresult rc = real_retain(out, dev);
-	if (rc != GG_CUDA_SUCCESS || gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
-		return rc;
-	/* What the cuDevicePrimaryCtxRetain hook does: bind the device (its
-	 * context reserve is charged once) and know the context as primary. */
+	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
+		return real_retain(out, dev);
+	/* What the cuDevicePrimaryCtxRetain hook does: the card's processes
+	 * before (footprint.c's PID diff), then bind the device (its context
+	 * reserve is charged once), know the context as primary, and read
+	 * what the driver holds for us now. */
 	GG_ENTER();
-	gg_ceiling_budget(dev);
-	if (out)
-		gg_ctx_id(*out, dev, 1);
+	gg_footprint_ctx_before(dev);
+	gg_CUresult rc = real_retain(out, dev);
+	if (rc == GG_CUDA_SUCCESS) {
+		gg_ceiling_budget(dev);
+		if (out)
+			gg_ctx_id(*out, dev, 1);
+		gg_footprint_reconcile(dev, 1);
+	}
 	GG_LEAVE();
 	return rc;
 }

@@ -26,6 +26,8 @@ typedef gg_CUresult (*gg_pfn_cuPointerGetAttribute)(void *data, gg_CUpointer_att
 /* Functions we only call. */
 #define CU_HELPERS(X)                     \
 	X(cuCtxGetDevice)                 \
+	X(cuCtxGetLimit)                  \
+	X(cuDeviceGetAttribute)           \
 	X(cuStreamGetCtx)                 \
 	X(cuStreamGetDevice)              \
 	X(cuPointerGetAttribute)          \
@@ -241,10 +243,18 @@ static int driver_identity(int dev, uint8_t uuid[16], uint64_t *physical)
 }
 
 /* Only stores pointers: no CUDA call from a constructor (DESIGN.md §1). */
+/* The device's UUID alone, for NVML (footprint.c). */
+static int driver_uuid(int dev, uint8_t uuid[16])
+{
+	uint64_t physical = 0;
+	return driver_identity(dev, uuid, &physical) == 0 ? 0 : -1;
+}
+
 __attribute__((constructor)) static void register_meminfo(void)
 {
 	gg_dump_set_meminfo(0, driver_meminfo);
 	gg_shared_set_identity(0, driver_identity);
+	gg_footprint_set_uuid(driver_uuid);
 }
 
 /* Whether the driver accepts ordinal dev (0 <= dev < GG_MAX_DEVICES), for
@@ -283,10 +293,127 @@ static void primary_retained(const gg_CUcontext *pctx, int dev)
 	gg_shared_check_card(dev, GG_RT_CUDA); /* bound by HIP's dev, another card? */
 	if (pctx)
 		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
+	/* A context is what the driver holds most of for a process: its
+	 * figure is read now (and, the first time, our NVML PID found). */
+	gg_footprint_reconcile(dev, 1);
 }
 
-GG_VENEER_AFTER(cuDevicePrimaryCtxRetain, (gg_CUcontext * pctx, gg_CUdevice dev), (pctx, dev),
-                !gg_in_hook && dev >= 0 && dev < GG_MAX_DEVICES, primary_retained(pctx, dev);)
+/* The card's processes before the context, for the PID diff (footprint.c),
+ * then the books after. */
+GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
+{
+	GG_VENEER_REAL(cuDevicePrimaryCtxRetain);
+	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
+		return real(pctx, dev);
+	GG_ENTER();
+	gg_footprint_ctx_before(dev);
+	gg_CUresult rc = real(pctx, dev);
+	if (rc == GG_CUDA_SUCCESS)
+		primary_retained(pctx, dev);
+	GG_LEAVE();
+	return rc;
+}
+
+/* ---- what the driver takes without an allocation call (footprint.c) ---- */
+
+/* cuCtxSetLimit grows local memory (the stack), the malloc heap or the
+ * printf FIFO by a known amount: charged before the call, refused past the
+ * ceiling with the driver's own out-of-memory code, as the driver itself
+ * refuses a limit it cannot back. */
+_Static_assert(GG_CU_LIMIT_STACK_SIZE == GG_FP_STACK && GG_CU_LIMIT_PRINTF_FIFO_SIZE == GG_FP_FIFO &&
+                   GG_CU_LIMIT_MALLOC_HEAP_SIZE == GG_FP_HEAP,
+               "footprint.c's limits are CUDA's");
+static gg_CUresult set_limit(gg_CUlimit limit, size_t value, gg_pfn_cuCtxSetLimit real)
+{
+	if (limit != GG_CU_LIMIT_STACK_SIZE && limit != GG_CU_LIMIT_PRINTF_FIFO_SIZE &&
+	    limit != GG_CU_LIMIT_MALLOC_HEAP_SIZE)
+		return real(limit, value);
+	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
+	if (gg_in_hook)
+		return real(limit, value);
+	GG_ENTER();
+	int dev = current_device();
+	gg_pfn_cuCtxGetLimit get = HELPER(cuCtxGetLimit);
+	gg_pfn_cuDeviceGetAttribute attr = HELPER(cuDeviceGetAttribute);
+	size_t cur = 0;
+	int tps = 0, sms = 0;
+	if (dev < 0 || !get || get(&cur, limit) != GG_CUDA_SUCCESS ||
+	    (limit == GG_CU_LIMIT_STACK_SIZE &&
+	     (!attr || attr(&tps, GG_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev) != GG_CUDA_SUCCESS ||
+	      attr(&sms, GG_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != GG_CUDA_SUCCESS || tps < 0 || sms < 0)))
+		dev = -1; /* cannot foresee: the driver's answer, reconciled after */
+	struct gg_footprint_limit l;
+	uint64_t grow = gg_footprint_limit_begin(dev, limit, value, cur, (uint64_t)tps, (uint64_t)sms, &l);
+	if (grow) {
+		gg_ceiling_budget(dev);
+		gg_dump_note_request(GPUGUARD_API_NONE, grow);
+		if (gg_account_begin(dev, grow) != 0) {
+			gg_footprint_limit_end(&l, 0, 0);
+			GG_LEAVE();
+			return GG_CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	gg_CUresult rc = real(limit, value);
+	gg_footprint_limit_end(&l, rc == GG_CUDA_SUCCESS, 1);
+	if (!grow && dev >= 0 && rc == GG_CUDA_SUCCESS)
+		gg_footprint_reconcile(dev, 0);
+	GG_LEAVE();
+	return rc;
+}
+
+GG_VENEER_TO(cuCtxSetLimit, (gg_CUlimit limit, size_t value), set_limit, (limit, value, real))
+
+/* A module or library load takes device memory for its code and globals
+ * (at once under EAGER; under LAZY at each function's first use, which the
+ * headroom and the next reconcile cover): read the driver's figure after. */
+static void loaded(void)
+{
+	int dev = current_device();
+	if (dev >= 0)
+		gg_footprint_reconcile(dev, 0);
+	/* relaxed: a hint for the lookups below (footprint.c). Every device:
+	 * a library loads without a context and binds to the first one that
+	 * uses it. */
+	_Static_assert(GG_MAX_DEVICES <= 64, "one bit per device");
+	atomic_store_explicit(&gg_footprint_pending, UINT64_MAX, memory_order_relaxed);
+}
+
+/* The first function looked up after a load: what LAZY loading took. */
+static void looked_up(void)
+{
+	gg_footprint_first_use(current_device());
+}
+
+#define LAZY_PENDING (!gg_in_hook && atomic_load_explicit(&gg_footprint_pending, memory_order_relaxed))
+GG_VENEER_AFTER(cuModuleGetFunction, (gg_CUfunction * hfunc, gg_CUmodule hmod, const char *name), (hfunc, hmod, name),
+                LAZY_PENDING, looked_up();)
+GG_VENEER_AFTER(cuLibraryGetKernel, (gg_CUkernel * pKernel, gg_CUlibrary library, const char *name),
+                (pKernel, library, name), LAZY_PENDING, looked_up();)
+GG_VENEER_AFTER(cuKernelGetFunction, (gg_CUfunction * pFunc, gg_CUkernel kernel), (pFunc, kernel), LAZY_PENDING,
+                looked_up();)
+
+GG_VENEER_AFTER(cuModuleLoad, (gg_CUmodule * module, const char *fname), (module, fname), !gg_in_hook, loaded();)
+GG_VENEER_AFTER(cuModuleLoadData, (gg_CUmodule * module, const void *image), (module, image), !gg_in_hook, loaded();)
+GG_VENEER_AFTER(cuModuleLoadDataEx,
+                (gg_CUmodule * module, const void *image, unsigned int numOptions, gg_CUjit_option *options,
+                 void **optionValues),
+                (module, image, numOptions, options, optionValues), !gg_in_hook, loaded();)
+GG_VENEER_AFTER(cuModuleLoadFatBinary, (gg_CUmodule * module, const void *fatCubin), (module, fatCubin), !gg_in_hook,
+                loaded();)
+GG_VENEER_AFTER(cuLibraryLoadData,
+                (gg_CUlibrary * library, const void *code, gg_CUjit_option *jitOptions, void **jitOptionsValues,
+                 unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                 unsigned int numLibraryOptions),
+                (library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues,
+                 numLibraryOptions),
+                !gg_in_hook, loaded();)
+GG_VENEER_AFTER(cuLibraryLoadFromFile,
+                (gg_CUlibrary * library, const char *fileName, gg_CUjit_option *jitOptions, void **jitOptionsValues,
+                 unsigned int numJitOptions, gg_CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                 unsigned int numLibraryOptions),
+                (library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues,
+                 numLibraryOptions),
+                !gg_in_hook, loaded();)
 
 /* Around the driver call that frees what a context of dev held (ctx; NULL
  * for its primary): the hook's GG_ENTER and GG_LEAVE, and the books. */

@@ -44,11 +44,14 @@ static int hex_digit(char c)
 	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" into 16 bytes. 0 or -1: a MIG
- * instance's "MIG-..." names no device the CUDA side would report. */
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" into 16 bytes, and a MIG
+ * instance's "MIG-xxxxxxxx-…" (R470 on) alike: a MIG instance is a card of
+ * its own, and cuDeviceGetUuid names it by the same 16 bytes, so its NVML
+ * answers are its own budget's, never the whole GPU's (issue 22). 0 or -1:
+ * the older "MIG-GPU-…/gi/ci" form names no device the CUDA side reports. */
 static int parse_uuid(const char *s, uint8_t out[16])
 {
-	if (strncmp(s, "GPU-", 4) != 0)
+	if (strncmp(s, "GPU-", 4) != 0 && strncmp(s, "MIG-", 4) != 0)
 		return -1;
 	s += 4;
 	for (int i = 0; i < 16; i++) {

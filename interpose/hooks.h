@@ -79,6 +79,17 @@
 	H(cuMemHostAlloc, cuMemHostAlloc, 0, 0, host, NONE)                                                           \
 	H(cuMemFreeHost, cuMemFreeHost, 0, 0, host, NONE)                                                             \
 	H(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 0, 0, note, NONE)                                       \
+	/* what the driver takes without an allocation call (footprint.c) */                                          \
+	H(cuCtxSetLimit, cuCtxSetLimit, 0, 0, note, NONE)                                                             \
+	H(cuModuleLoad, cuModuleLoad, 0, 0, note, NONE)                                                               \
+	H(cuModuleLoadData, cuModuleLoadData, 0, 0, note, NONE)                                                       \
+	H(cuModuleLoadDataEx, cuModuleLoadDataEx, 0, 0, note, NONE)                                                   \
+	H(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 0, 0, note, NONE)                                             \
+	H(cuLibraryLoadData, cuLibraryLoadData, 0, 0, note, NONE)                                                     \
+	H(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 0, 0, note, NONE)                                             \
+	H(cuModuleGetFunction, cuModuleGetFunction, 0, 0, note, NONE)                                                 \
+	H(cuLibraryGetKernel, cuLibraryGetKernel, 0, 0, note, NONE)                                                   \
+	H(cuKernelGetFunction, cuKernelGetFunction, 0, 0, note, NONE)                                                 \
 	/* cudart asks at 7000 and gets v1; from 11000 the driver hands out _v2 */                                    \
 	H(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 0, 11000, note, NONE)                                     \
 	H(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, note, NONE)                                  \

@@ -21,6 +21,7 @@ static void after_fork_child(void)
 	 * (CUDA contexts do not survive fork) and shares no table with us. */
 	gg_base_after_fork_child();
 	gg_ceiling_reset();
+	gg_footprint_reset();
 	gg_pool_reset();
 	if (gg_table)
 		gg_table_clear_unlocked(gg_table);

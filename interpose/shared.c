@@ -424,6 +424,14 @@ static void reclaim_slot(unsigned s, int died, int fd)
 		if (atomic_load_explicit(&e->state, memory_order_acquire) != GPUGUARD_RDEV_READY)
 			continue;
 		publish(d);
+		/* The runtime snapshot cannot know the leaver's part (its slot
+		 * keeps none): capped by what the pod still holds. relaxed: a
+		 * snapshot, as the entry's used. */
+		uint64_t now = gpuguard_region_used(reg, d);
+		uint64_t rt = atomic_load_explicit(&e->runtime, memory_order_relaxed);
+		while (rt > now && !atomic_compare_exchange_weak_explicit(&e->runtime, &rt, now, memory_order_relaxed,
+		                                                          memory_order_relaxed))
+			;
 		struct gg_budget b = {.used = &e->used, .waiters = &e->waiters, .wake = &e->wake};
 		gg_ceiling_release_budget(&b, 0); /* wakes sleepers: room came back */
 	}
@@ -1045,6 +1053,8 @@ static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t 
 		atomic_store_explicit(&e->peak, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->refused, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->reclaimed, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->runtime, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->card_reserved, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->waiters, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->wait_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->stalemate, 0, memory_order_relaxed);

@@ -977,6 +977,20 @@ static void diagnose(struct gg_analysis *a)
 			         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
 		if (dev && dev->pod && dev->process_used < used)
 			pod_evidence(g, d, dv, dev->process_used, used);
+		/* issue 22: the books alone would have fit; what the driver
+		 * holds beyond them (context, modules, local memory) did not */
+		if (dev && dev->has_runtime && dev->runtime && d->has_request && limit &&
+		    used - (used > dev->runtime ? dev->runtime : used) + req <= limit) {
+			evidence(
+			    g,
+			    "refused because of the runtime: %s of the %s charged is what the driver holds for this "
+			    "process beyond its allocations (context, modules, local memory; the driver's figure "
+			    "for it: %s); the allocations alone would have fit",
+			    gg_bytes(dev->runtime, b1), gg_bytes(used, b2),
+			    dev->has_runtime_driver ? gg_bytes(dev->runtime_driver, b3) : "not read");
+			change(g, "raise the ceiling by the runtime, or lower what the process loads (lazy module "
+			          "loading, CUDA_MODULE_LOADING=LAZY; a smaller cuCtxSetLimit stack)");
+		}
 		for (size_t i = 0; i < a->nsites && i < 2; i++) {
 			const struct gg_site *s = a->by_bytes[i];
 			gg_stack_label(d, s->st, lab, sizeof lab);

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tool.h"
+#include "live.h"
 
 /* What could not be read, by where it sits in the kubelet's tree: the
  * labels' only values (path_kind x reason), each series always present. */
@@ -228,6 +228,118 @@ static void merge_text(struct merge *m, const char *text, const char *pod_labels
 	}
 }
 
+/* ---- per card (issue 22): every pod's entry for one card, summed ----------
+ * A card is named by its UUID; pods that share it (time-slicing, MPS)
+ * each have an entry for it in their own region. Ordinal and unknown
+ * entries name no card across pods and are left out. */
+#define MAX_CARDS 64
+
+static struct card {
+	char uuid[48];
+	uint64_t ceilings, footprint, runtime, physical, usable;
+	unsigned pods, unlimited;
+} cards[MAX_CARDS];
+static unsigned ncards;
+
+static void cards_add(const struct gg_region *r)
+{
+	for (unsigned i = 0; i < r->ndev; i++) {
+		const struct gg_rdev *d = &r->dev[i];
+		if (strcmp(d->kind, "CUDA") && strcmp(d->kind, "HIP"))
+			continue;
+		unsigned c = 0;
+		while (c < ncards && strcmp(cards[c].uuid, d->uuid))
+			c++;
+		if (c == ncards) {
+			if (ncards == MAX_CARDS)
+				continue;
+			memset(&cards[c], 0, sizeof cards[c]);
+			snprintf(cards[c].uuid, sizeof cards[c].uuid, "%s", d->uuid);
+			ncards++;
+		}
+		struct card *k = &cards[c];
+		k->pods++;
+		/* saturating: the regions are hostile input */
+		if (!d->has_limit)
+			k->unlimited++;
+		else if (__builtin_add_overflow(k->ceilings, d->limit, &k->ceilings))
+			k->ceilings = UINT64_MAX;
+		if (__builtin_add_overflow(k->footprint, d->used, &k->footprint))
+			k->footprint = UINT64_MAX;
+		if (__builtin_add_overflow(k->runtime, d->runtime, &k->runtime))
+			k->runtime = UINT64_MAX;
+		if (d->physical > k->physical)
+			k->physical = d->physical;
+		if (d->card_reserved && d->physical > d->card_reserved && d->physical - d->card_reserved > k->usable)
+			k->usable = d->physical - d->card_reserved;
+	}
+}
+
+static void card_family(FILE *out, const char *name, const char *help, const char *host, int which)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	for (unsigned c = 0; c < ncards; c++) {
+		const struct card *k = &cards[c];
+		uint64_t v = which == 0   ? k->physical
+		             : which == 1 ? k->usable
+		             : which == 2 ? k->ceilings
+		             : which == 3 ? k->footprint
+		             : which == 4 ? k->runtime
+		             : which == 5 ? k->pods
+		                          : k->unlimited;
+		if (which == 1 && !v)
+			continue; /* not known */
+		fputs(name, out);
+		fputs("{UUID=\"", out);
+		prom_str(out, k->uuid);
+		fputc('"', out);
+		if (host[0])
+			fprintf(out, ",Hostname=\"%s\"", host);
+		fprintf(out, "} %llu\n", (unsigned long long)v);
+	}
+}
+
+/* The per-card families, after the pods' own. */
+static void cards_render(FILE *out, const char *host)
+{
+	card_family(out, "gpuguard_card_memory_bytes", "The card's total memory, as the pods' processes saw it.", host,
+	            0);
+	card_family(out, "gpuguard_card_usable_bytes",
+	            "The card's memory less what its driver and firmware reserve (NVML; absent: not known).", host, 1);
+	card_family(out, "gpuguard_card_ceilings_bytes",
+	            "The pods' ceilings on this card, summed (pods without one are counted apart).", host, 2);
+	card_family(out, "gpuguard_card_footprint_bytes",
+	            "What the pods hold on this card, summed: their books and their runtime, as the card shows it.",
+	            host, 3);
+	card_family(out, "gpuguard_card_runtime_bytes",
+	            "Part of the footprint that is the runtime (contexts, modules, local memory), summed.", host, 4);
+	card_family(out, "gpuguard_card_pods", "Pods with an entry for this card.", host, 5);
+	card_family(out, "gpuguard_card_unlimited_pods", "Of those, pods without a ceiling on it.", host, 6);
+}
+
+/* The node's cards as text, for `gpuguard top --discover`: one line each. */
+void gg_cards_render_text(FILE *f)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	fputs("CARDS (every pod's entry for the card, summed)\n", f);
+	if (!ncards) {
+		fputs("  (no card named by a UUID)\n", f);
+		return;
+	}
+	fprintf(f, "  %-44s %5s %-11s %-11s %-11s %-11s %s\n", "uuid", "pods", "memory", "ceilings", "footprint",
+	        "runtime", "state");
+	for (unsigned c = 0; c < ncards; c++) {
+		const struct card *k = &cards[c];
+		uint64_t room = k->usable ? k->usable : k->physical;
+		const char *state = k->footprint > room  ? "FOOTPRINT OVER THE CARD"
+		                    : k->unlimited       ? "overcommitted (a pod has no ceiling)"
+		                    : k->ceilings > room ? "OVERCOMMITTED"
+		                                         : "ok";
+		fprintf(f, "  %-44s %5u %-11s %-11s %-11s %-11s %s\n", k->uuid, k->pods, gg_bytes(room, b1),
+		        gg_bytes(k->ceilings, b2), gg_bytes(k->footprint, b3), gg_bytes(k->runtime, b4), state);
+	}
+}
+
 /* 1 when path was a region and is merged, 0 when it is not a region. Its
  * series are labelled pod_uid (the kubelet's directory: the pod's real
  * identity), namespace and pod where the pod's processes wrote them into
@@ -260,6 +372,7 @@ static int merge_region(struct merge *m, const char *path, const char *uid, cons
 		return 0;
 	}
 	gg_metrics_render(f, &r);
+	cards_add(&r);
 	char labels[GG_POD_LABELS] = "";
 	add_label(labels, sizeof labels, "pod_uid", uid);
 	if (r.pod_namespace[0] && r.pod_name[0]) {
@@ -289,6 +402,7 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen, e
 	*why = GG_READ_OK;
 	struct merge m = {0};
 	unsigned npods = 0, nregions = 0;
+	ncards = 0; /* each scrape sums afresh */
 	/* The node's name for the Hostname label: NODE_NAME, which the
 	 * DaemonSet sets from spec.nodeName as dcgm-exporter's does. Not the
 	 * host name: in a pod that is the pod's own name, not the node's. */
@@ -389,6 +503,7 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen, e
 			fputs(m.f[i].head, out);
 			fputs(m.f[i].samples, out);
 		}
+		cards_render(out, host);
 	}
 	for (size_t i = 0; i < m.n; i++) {
 		free(m.f[i].name);

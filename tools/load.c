@@ -201,6 +201,11 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	v.has_wait_ms = gg_json_get(&l->j, o, GPUGUARD_KEY(device, wait_ms)) != NULL;
 	if (v.has_wait_ms && get_u64(l, o, GPUGUARD_KEY(device, wait_ms), &v.wait_ms, NULL))
 		goto bad;
+	v.has_runtime = gg_json_get(&l->j, o, GPUGUARD_KEY(device, runtime)) != NULL;
+	if (v.has_runtime &&
+	    (get_u64(l, o, GPUGUARD_KEY(device, runtime), &v.runtime, NULL) ||
+	     get_u64(l, o, GPUGUARD_KEY(device, runtime_driver), &v.runtime_driver, &v.has_runtime_driver)))
+		goto bad;
 	if (scope && strcmp(scope, "pod") && strcmp(scope, "process")) {
 		lfail(l, "field \"scope\": expected \"pod\" or \"process\"");
 		goto bad;

@@ -187,6 +187,7 @@ static const char help_top[] = "NAME\n"
                                "\n"
                                "SYNOPSIS\n"
                                "    gpuguard top [--region PATH] [--interval DURATION] [--once]\n"
+                               "    gpuguard top --discover DIR\n"
                                "\n"
                                "DESCRIPTION\n"
                                "    Reads the pod region, the file every process under libgpuguard in this pod\n"
@@ -221,6 +222,12 @@ static const char help_top[] = "NAME\n"
                                "    --interval DURATION  time between redraws: 500ms, 1.5s, 1m or plain seconds\n"
                                "                         (default 1s; 10ms to 1h)\n"
                                "    --once               print one table, without terminal control codes, and exit\n"
+                               "    --discover DIR       the node's view, once: every pod region under the\n"
+                               "                         kubelet's pods directory (as `gpuguard metrics\n"
+                               "                         --discover`), one line per card: its memory (less what\n"
+                               "                         the driver reserves, where known), the pods' ceilings\n"
+                               "                         and footprints (books + runtime) summed, and whether\n"
+                               "                         the ceilings overcommit it or the footprints pass it\n"
                                "\n"
                                "EXIT STATUS\n"
                                "    0 done; 1 usage error; 2 the region cannot be read: missing (no process in\n"
@@ -1180,7 +1187,7 @@ static int cmd_check(int argc, char **argv)
 
 static int cmd_top(int argc, char **argv)
 {
-	const char *region = NULL, *v;
+	const char *region = NULL, *discover = NULL, *v;
 	uint64_t interval = 1000;
 	int once = 0;
 	for (int i = 1; i < argc; i++) {
@@ -1189,6 +1196,8 @@ static int cmd_top(int argc, char **argv)
 			return GG_EXIT_OK;
 		} else if (!strcmp(argv[i], "--once")) {
 			once = 1;
+		} else if ((v = opt_value(argc, argv, &i, "--discover"))) {
+			discover = v;
 		} else if ((v = opt_value(argc, argv, &i, "--region"))) {
 			region = v;
 		} else if ((v = opt_value(argc, argv, &i, "--interval"))) {
@@ -1200,6 +1209,25 @@ static int cmd_top(int argc, char **argv)
 			snprintf(m, sizeof m, "top: unknown option or missing value '%.64s'", argv[i]);
 			return usage_err(m, help_top);
 		}
+	}
+	if (discover && region)
+		return usage_err("top: --discover and --region exclude each other", help_top);
+	if (discover) {
+		/* The node's cards, from the same walk as the node exporter's. */
+		char err[GG_REGION_ERR];
+		enum gg_read_why why;
+		FILE *sink = fopen("/dev/null", "w");
+		int rc = sink ? gg_metrics_discover(sink, discover, err, sizeof err, &why) : -1;
+		if (sink)
+			fclose(sink);
+		else
+			snprintf(err, sizeof err, "/dev/null: %s", strerror(errno));
+		if (rc) {
+			gg_error("%s", err);
+			return GG_EXIT_BADINPUT;
+		}
+		gg_cards_render_text(stdout);
+		return GG_EXIT_OK;
 	}
 	return gg_top_run(gg_region_path(region), interval, once);
 }

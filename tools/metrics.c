@@ -60,7 +60,22 @@ static void proc_labels(FILE *f, const char *name, const struct gg_rproc *p)
 	}
 }
 
-enum dev_field { F_LIMIT, F_FREE, F_USED, F_PEAK, F_PHYSICAL, F_WAITERS, F_REFUSED, F_RECLAIMED, F_WAIT, F_DRIVER_OOM };
+enum dev_field {
+	F_LIMIT,
+	F_FREE,
+	F_USED,
+	F_PEAK,
+	F_PHYSICAL,
+	F_WAITERS,
+	F_REFUSED,
+	F_RECLAIMED,
+	F_WAIT,
+	F_DRIVER_OOM,
+	/* issue 22, the card's truth */
+	F_RUNTIME,
+	F_CARD_USABLE,
+	F_OVER_CARD,
+};
 
 static const struct {
 	const char *name, *type, *help;
@@ -80,7 +95,22 @@ static const struct {
     [F_DRIVER_OOM] = {"gpuguard_device_driver_oom_total", "counter",
                       "Requests the driver refused for lack of memory below the ceiling (the card was full), "
                       "all processes."},
+    [F_RUNTIME] = {"gpuguard_device_runtime_bytes", "gauge",
+                   "Part of used that is the runtime: what the driver holds for the pod's processes beyond their "
+                   "allocations (contexts, modules, local memory), as NVML reports it."},
+    [F_CARD_USABLE] = {"gpuguard_device_card_usable_bytes", "gauge",
+                       "The card's memory less what the driver and firmware reserve (absent: not known)."},
+    [F_OVER_CARD] = {"gpuguard_device_ceiling_over_card", "gauge",
+                     "1 when the pod's ceiling is more than the card can hold (absent: not known or no ceiling)."},
 };
+
+/* What the card can hold: physical less NVML's reserved (0 = not known). */
+static uint64_t card_usable(const struct gg_rdev *d)
+{
+	if (!d->card_reserved || !d->physical)
+		return 0;
+	return d->physical > d->card_reserved ? d->physical - d->card_reserved : 0;
+}
 
 static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
 {
@@ -105,6 +135,12 @@ static uint64_t dev_value(const struct gg_rdev *d, enum dev_field k)
 		return d->wait_ns;
 	case F_DRIVER_OOM:
 		return d->driver_oom;
+	case F_RUNTIME:
+		return d->runtime;
+	case F_CARD_USABLE:
+		return card_usable(d);
+	case F_OVER_CARD:
+		return d->limit > card_usable(d);
 	}
 	return 0;
 }
@@ -133,7 +169,9 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 				continue;
 			else if (k == F_WAIT)
 				dev_sample_seconds(f, dev_families[k].name, &r->dev[i], dev_value(&r->dev[i], k));
-			else if (r->dev[i].has_limit || (k != F_LIMIT && k != F_FREE))
+			else if ((k == F_CARD_USABLE || k == F_OVER_CARD) && !card_usable(&r->dev[i]))
+				continue; /* not known: an older library, or NVML not read yet */
+			else if (r->dev[i].has_limit || (k != F_LIMIT && k != F_FREE && k != F_OVER_CARD))
 				dev_sample(f, dev_families[k].name, &r->dev[i], dev_value(&r->dev[i], k));
 	}
 	family(f, "gpuguard_processes", "gauge",

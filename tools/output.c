@@ -517,6 +517,10 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		json_kv_u(f, "process_used", v->process_used, 1);
 		if (v->has_wait_ms)
 			json_kv_u(f, "wait_ms", v->wait_ms, 1);
+		if (v->has_runtime) {
+			json_kv_u(f, "runtime", v->runtime, 1);
+			json_opt_u(f, "runtime_driver", v->has_runtime_driver, v->runtime_driver);
+		}
 		json_opt_u(f, "driver_free", v->has_driver_free, v->driver_free);
 		fprintf(f, "\"driver_total\":");
 		if (v->has_driver_total)

@@ -205,6 +205,8 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		d->waiters = atomic_load_explicit(&e->waiters, memory_order_relaxed);
 		d->wait_ns = atomic_load_explicit(&e->wait_ns, memory_order_relaxed);
 		d->driver_oom = atomic_load_explicit(&e->driver_oom, memory_order_relaxed);
+		d->runtime = atomic_load_explicit(&e->runtime, memory_order_relaxed);
+		d->card_reserved = atomic_load_explicit(&e->card_reserved, memory_order_relaxed);
 	}
 	for (unsigned i = 0; i < GPUGUARD_REGION_PROCS; i++) {
 		struct gpuguard_region_proc *e = gpuguard_region_proc(buf, i);

@@ -104,6 +104,10 @@ struct gg_dump_device {
 	uint64_t process_used; /* this process's part of used */
 	int has_wait_ms;       /* dumps before 0.2 lack it */
 	uint64_t wait_ms;      /* time its requests slept for memory (ON_LIMIT=wait) */
+	/* issue 22, dumps before 0.3 lack them: the runtime part of
+	 * process_used, and the driver's per-process figure (has_: read) */
+	int has_runtime, has_runtime_driver;
+	uint64_t runtime, runtime_driver;
 };
 
 struct gg_config {
@@ -360,6 +364,10 @@ struct gg_rdev {
 	uint32_t waiters;
 	uint64_t wait_ns;    /* time requests of the pod spent waiting for memory */
 	uint64_t driver_oom; /* requests the driver refused below the ceiling */
+	/* issue 22: the runtime category (what the driver holds for the
+	 * members beyond their allocations, part of used) and what NVML says
+	 * the card reserves (0 = not known: an older library) */
+	uint64_t runtime, card_reserved;
 };
 
 struct gg_rproc {
@@ -481,6 +489,10 @@ int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, 
 /* discover.c: every pod region under the kubelet's pods directory root,
  * each series labelled pod_uid, families merged. 0, or -1 with err. */
 int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen, enum gg_read_why *why);
+/* After gg_metrics_discover: the node's cards (issue 22) as text, one line
+ * each: memory, the pods' ceilings and footprints summed, and whether the
+ * ceilings overcommit it or the footprints pass it. */
+void gg_cards_render_text(FILE *f);
 /* --discover: serve gg_metrics_discover of root instead of one region. */
 extern const char *gg_metrics_discover_root;
 

@@ -77,6 +77,21 @@ void gg_top_render(FILE *f, const struct gg_region *r, uint64_t now_ms)
 		        d->has_limit ? gg_bytes(d->limit > d->used ? d->limit - d->used : 0, b4) : "-", d->waiters,
 		        (unsigned long long)d->refused, gg_bytes(d->reclaimed, b5));
 	}
+	/* issue 22: the part of used that is the runtime, and what the card
+	 * can hold, where a library that keeps them wrote them */
+	for (unsigned i = 0; i < r->ndev; i++) {
+		const struct gg_rdev *d = &r->dev[i];
+		if (!d->runtime && !d->card_reserved)
+			continue;
+		fprintf(f, "  dev %u: runtime %s of used (what the driver holds beyond the allocations)", d->index,
+		        gg_bytes(d->runtime, b1));
+		if (d->card_reserved && d->physical > d->card_reserved) {
+			uint64_t room = d->physical - d->card_reserved;
+			fprintf(f, "; the card holds %s%s", gg_bytes(room, b2),
+			        d->has_limit && d->limit > room ? ", less than the ceiling" : "");
+		}
+		fputc('\n', f);
+	}
 	fputs("\nPROCESSES\n", f);
 	if (!r->nproc) {
 		fputs("  (no process attached)\n", f);

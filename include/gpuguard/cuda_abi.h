@@ -181,6 +181,13 @@ typedef int gg_CUmemLocationType;
 #define GG_CU_MEM_LOCATION_TYPE_HOST_NUMA 3
 #define GG_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT 4
 #define GG_CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED 141
+/* what local memory is sized by (gpuguard/cuda_abi_footprint.h's users) */
+#define GG_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define GG_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR 39
+/* CUlimit: what cuCtxSetLimit grows in device memory */
+#define GG_CU_LIMIT_STACK_SIZE 0
+#define GG_CU_LIMIT_PRINTF_FIFO_SIZE 1
+#define GG_CU_LIMIT_MALLOC_HEAP_SIZE 2
 typedef int gg_CUmemAllocationType;
 #define GG_CU_MEM_ALLOCATION_TYPE_INVALID 0
 #define GG_CU_MEM_ALLOCATION_TYPE_PINNED 1
@@ -302,6 +309,7 @@ typedef struct gg_CUDA_ARRAY3D_DESCRIPTOR {
 #define GG_CU_FN_PTSZ(name, params) GG_CU_FN(name, params)
 #define GG_CU_FN_LEGACY(name, params) GG_CU_FN(name, params)
 #include "cuda_abi_funcs.h"
+#include "cuda_abi_footprint.h"
 #undef GG_CU_FN
 #undef GG_CU_FN_PTSZ
 #undef GG_CU_FN_LEGACY

@@ -31,6 +31,14 @@
  *     Since 0.2 also "wait_ms":N after process_used: how long this
  *     process's requests on dev slept for memory (GPUGUARD_ON_LIMIT=wait),
  *     in all; readers treat it as absent in older dumps.
+ *     Since 0.3 (issue 22) also "runtime":N,"runtime_driver":N|null after
+ *     wait_ms: the part of process_used that is the runtime category (what
+ *     the driver holds for this process beyond its allocation calls:
+ *     context, modules, local memory; headroom and cuCtxSetLimit's
+ *     pre-charges included), and the driver's own per-process figure
+ *     (NVML's used memory for this process) it was last reconciled
+ *     against, null when never read. Readers treat both as absent in older
+ *     dumps.
  *  3b {"t":"pod","slot":N,"pid":N,"comm":"...","self":0|1,"alive":0|1,
  *     "dev":N,"used":N}
  *     pod scope only: one per process of the pod (this one included,

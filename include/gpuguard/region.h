@@ -129,7 +129,19 @@ struct gpuguard_region_device {
 	/* requests the driver itself refused for lack of memory (below the
 	 * ceiling: the card was full), all processes; from reserved bytes */
 	_Atomic uint64_t driver_oom;
-	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8 - 8 - 4 - 4 - 8];
+	/* the runtime category (issue 22): what the driver holds for the
+	 * members beyond their allocation calls (contexts, modules, local
+	 * memory), as each member last reconciled it, summed; already part of
+	 * the slots' used (the ceiling holds books + runtime). A snapshot for
+	 * readers, kept by deltas (relaxed) and capped by the pod's used when
+	 * a member leaves; from reserved bytes (0 = none, or an older library) */
+	_Atomic uint64_t runtime;
+	/* what NVML reports the driver and firmware reserve on the card (v2
+	 * `reserved`), as the first member that read it saw it; 0 = not known.
+	 * The card holds physical less this (gpuguard metrics); a card that
+	 * reserves nothing is written as 1 byte, so that 0 stays "not known" */
+	_Atomic uint64_t card_reserved;
+	uint8_t reserved[128 - 4 - 4 - 16 - 8 * 5 - 4 - 4 - 8 - 8 - 4 - 4 - 8 - 8 - 8];
 };
 
 struct gpuguard_region_proc {

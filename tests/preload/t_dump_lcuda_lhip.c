@@ -421,7 +421,10 @@ TEST(dump_on_ceiling_refusal)
 	CHECK(strstr(b, "\"refused_ceiling\":1,"));
 	/* the driver's view, asked on the failing thread: the whole 8 GiB card */
 	CHECK(strstr(b, "\"driver_total\":8589934592,\"scope\":\"pod\",\"process_used\":"));
-	CHECK(strstr(b, ",\"wait_ms\":0}")); /* no GPUGUARD_ON_LIMIT=wait: no time slept for memory */
+	CHECK(strstr(b, ",\"wait_ms\":0,")); /* no GPUGUARD_ON_LIMIT=wait: no time slept for memory */
+	/* issue 22: nothing beyond the allocations on this card, and the
+	 * driver's figure read at the refusal is exactly them */
+	CHECK(strstr(b, ",\"runtime\":0,\"runtime_driver\":1048576000}"));
 	CHECK(strstr(b, "{\"t\":\"host\",\"rss\":"));
 	CHECK(strstr(b, "{\"t\":\"config\",\"name\":\"GPUGUARD_LIMIT\",\"value\":\"1Gi\",\"source\":\"environment\"}"));
 	/* stacks: captured, interned, resolved to this program */

@@ -1,0 +1,607 @@
+/* gpuguard: the footprint the card shows (issue 22). What the driver holds
+ * for this process beyond its allocation calls (its contexts, module loads,
+ * local memory, the malloc heap and printf FIFO) is charged as one more
+ * category, "runtime": the driver's own per-process figure (NVML's used
+ * memory for our PID) less the books, reconciled at moments the hot path
+ * never sees (docs/sharing.md says which and why), and pre-charged where
+ * the growth can be foreseen (cuCtxSetLimit). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpuguard/nvml_abi.h"
+#include "gpuguard/region.h"
+#include "internal.h"
+
+/* NVML's "no per-process figure" (NVML_VALUE_NOT_AVAILABLE). */
+#define NV_NOT_AVAILABLE (~0ull)
+/* Processes read per device in one call, on the stack (no malloc on any
+ * path a hook takes): 256 × 24 bytes. A card with more is read as "cannot
+ * say" for this once. */
+#define NV_PROCS 256
+
+struct fp_dev {
+	/* bytes charged now as runtime: measured + headroom + foreseen; only
+	 * changed under lock (relaxed loads elsewhere: a figure for readers) */
+	_Atomic uint64_t charged;
+	_Atomic uint64_t measured; /* the driver's figure less the books, at the last reconcile */
+	_Atomic uint64_t driver;   /* the driver's per-process figure then; 0 = never read */
+	_Atomic uint64_t foreseen; /* heap + FIFO sizes set by cuCtxSetLimit, held until the driver shows them */
+	_Atomic uint64_t local;    /* local memory per the stack formula, as last pre-charged */
+	_Atomic uint64_t over;     /* runtime the ceiling had no room for, at the last reconcile */
+	_Atomic uint64_t last_ms;
+	_Atomic uint64_t reconciles;
+	pthread_mutex_t lock; /* one reconcile or pre-charge at a time per device */
+	gg_nvmlDevice_t handle;
+	int handle_state; /* under lock: 0 not looked up, 1 found, -1 none */
+	int card_checked; /* under lock: card_check ran */
+};
+static struct fp_dev fp[GG_MAX_DEVICES] = {
+    [0 ... GG_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+/* Who the device is (hook_cuda.c hands it down: 16 bytes, the driver's). */
+static _Atomic gg_footprint_uuid_fn uuid_fn;
+
+void gg_footprint_set_uuid(gg_footprint_uuid_fn fn)
+{
+	/* relaxed: a code pointer set by a constructor before any hook runs */
+	atomic_store_explicit(&uuid_fn, fn, memory_order_relaxed);
+}
+
+/* ---- NVML, loaded by us, called around our own hooks -------------------- */
+
+static struct {
+	gg_pfn_nvmlInit_v2 init;
+	gg_pfn_nvmlShutdown shutdown;
+	gg_pfn_nvmlDeviceGetHandleByUUID by_uuid;
+	gg_pfn_nvmlDeviceGetComputeRunningProcesses_v3 procs3;
+	gg_pfn_nvmlDeviceGetComputeRunningProcesses_v2 procs2;
+	gg_pfn_nvmlDeviceGetMemoryInfo_v2 mem2;
+	gg_pfn_nvmlDeviceGetMemoryInfo mem1;
+	int ok;
+} nv;
+static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+static void nv_load(void)
+{
+	/* Loaded at the first reconcile, inside a hook, never from a
+	 * constructor or the dlsym override (DESIGN.md §1). Looked up with
+	 * glibc's own dlsym: our override would hand back our NVML hooks. */
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return;
+	nv.init = (gg_pfn_nvmlInit_v2)gg_real_dlsym(h, "nvmlInit_v2");
+	nv.by_uuid = (gg_pfn_nvmlDeviceGetHandleByUUID)gg_real_dlsym(h, "nvmlDeviceGetHandleByUUID");
+	nv.procs3 =
+	    (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v3)gg_real_dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+	nv.procs2 =
+	    (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v2)gg_real_dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v2");
+	nv.mem2 = (gg_pfn_nvmlDeviceGetMemoryInfo_v2)gg_real_dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+	nv.mem1 = (gg_pfn_nvmlDeviceGetMemoryInfo)gg_real_dlsym(h, "nvmlDeviceGetMemoryInfo");
+	nv.shutdown = (gg_pfn_nvmlShutdown)gg_real_dlsym(h, "nvmlShutdown");
+	nv.ok = nv.init && nv.shutdown && nv.by_uuid && (nv.procs3 || nv.procs2);
+}
+
+/* NVML counts its inits: ours brackets each use, so that the process's own
+ * last nvmlShutdown still shuts it (its calls then fail as they would
+ * without us). 0 or -1. */
+static int nv_enter(void)
+{
+	return nv.ok && nv.init() == GG_NVML_SUCCESS ? 0 : -1;
+}
+
+static void nv_leave(void)
+{
+	nv.shutdown();
+}
+
+/* dev's NVML handle, by UUID (CUDA_VISIBLE_DEVICES renumbers; NVML's
+ * indices are the host's): "GPU-…", else "MIG-…" for a MIG instance, whose
+ * handle answers for the instance alone. Under the device's lock. */
+static gg_nvmlDevice_t nv_handle(int dev)
+{
+	struct fp_dev *d = &fp[dev];
+	if (d->handle_state)
+		return d->handle_state > 0 ? d->handle : NULL;
+	d->handle_state = -1;
+	gg_footprint_uuid_fn f = atomic_load_explicit(&uuid_fn, memory_order_relaxed);
+	uint8_t u[16];
+	if (!f || f(dev, u) != 0)
+		return NULL;
+	static const char *const prefix[] = {"GPU", "MIG"};
+	for (int p = 0; p < 2; p++) {
+		char s[64];
+		snprintf(s, sizeof s, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		         prefix[p], u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		         u[13], u[14], u[15]);
+		if (nv.by_uuid(s, &d->handle) == GG_NVML_SUCCESS) {
+			d->handle_state = 1;
+			return d->handle;
+		}
+	}
+	return NULL;
+}
+
+/* The card's processes: count filled, 0; -1 when NVML cannot say. */
+static int nv_procs(gg_nvmlDevice_t h, gg_nvmlProcessInfo_t *out, unsigned *count)
+{
+	unsigned n = NV_PROCS;
+	gg_nvmlReturn_t rc = nv.procs3 ? nv.procs3(h, &n, out) : nv.procs2(h, &n, out);
+	if (rc != GG_NVML_SUCCESS)
+		return -1;
+	*count = n;
+	return 0;
+}
+
+/* ---- which of NVML's processes is us ------------------------------------ */
+
+/* NVML's PIDs are the host's (the driver knows no PID namespaces,
+ * REAL-CUDA.md §7). Ours, in order: getpid() (no namespace), the
+ * outermost NSpid where /proc shows the host's, the one PID that appeared
+ * around our own first context (HAMi's method). 0 = not known yet. */
+static _Atomic uint32_t my_pid;
+static uint32_t ns_pid; /* the outermost NSpid; read once under nv_once's caller */
+
+static uint32_t outer_nspid(void)
+{
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strstr(buf, "\nNSpid:");
+	if (!p)
+		return 0;
+	p += 7;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	uint32_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint32_t)(*p++ - '0');
+	return v;
+}
+
+static int has_pid(const gg_nvmlProcessInfo_t *p, unsigned n, uint32_t pid)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (p[i].pid == pid)
+			return 1;
+	return 0;
+}
+
+static void pid_once(void)
+{
+	nv_load();
+	ns_pid = outer_nspid();
+}
+
+/* Our entry among p[0..n), or -1. */
+static int find_me(const gg_nvmlProcessInfo_t *p, unsigned n)
+{
+	uint32_t pid = atomic_load_explicit(&my_pid, memory_order_relaxed);
+	if (!pid) {
+		if (has_pid(p, n, (uint32_t)getpid()))
+			pid = (uint32_t)getpid();
+		else if (ns_pid && has_pid(p, n, ns_pid))
+			pid = ns_pid;
+		if (pid) /* relaxed: a number every finder agrees on */
+			atomic_store_explicit(&my_pid, pid, memory_order_relaxed);
+	}
+	for (unsigned i = 0; pid && i < n; i++)
+		if (p[i].pid == pid)
+			return (int)i;
+	return -1;
+}
+
+/* The PIDs on the card before our context: one snapshot, taken by the first
+ * context creation while our PID is unknown. */
+static pthread_mutex_t diff_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t before_pids[NV_PROCS];
+static unsigned before_n;
+static int before_dev = -1;
+
+void gg_footprint_ctx_before(int dev)
+{
+	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	pthread_once(&nv_once, pid_once);
+	if (!nv.ok || atomic_load_explicit(&my_pid, memory_order_relaxed))
+		return;
+	if (pthread_mutex_trylock(&diff_lock) != 0)
+		return; /* another thread takes the snapshot */
+	gg_nvmlProcessInfo_t p[NV_PROCS];
+	unsigned n = 0;
+	before_dev = -1;
+	/* trylock: a cuCtxSetLimit may hold the device's lock while it waits
+	 * for room (GPUGUARD_ON_LIMIT=wait); a context is never held up by it,
+	 * it only goes without the diff. */
+	if (pthread_mutex_trylock(&fp[dev].lock) == 0) {
+		int entered = nv_enter() == 0;
+		gg_nvmlDevice_t h = entered ? nv_handle(dev) : NULL;
+		pthread_mutex_unlock(&fp[dev].lock);
+		if (h && nv_procs(h, p, &n) == 0 && find_me(p, n) < 0) {
+			for (unsigned i = 0; i < n; i++)
+				before_pids[i] = p[i].pid;
+			before_n = n;
+			before_dev = dev;
+		}
+		if (entered)
+			nv_leave();
+	}
+	pthread_mutex_unlock(&diff_lock);
+}
+
+static void ctx_diff(int dev, const gg_nvmlProcessInfo_t *p, unsigned n)
+{
+	if (pthread_mutex_trylock(&diff_lock) != 0)
+		return;
+	if (before_dev == dev) {
+		uint32_t found = 0;
+		int several = 0;
+		for (unsigned i = 0; i < n; i++) {
+			int old = 0;
+			for (unsigned j = 0; j < before_n && !old; j++)
+				old = before_pids[j] == p[i].pid;
+			if (!old) {
+				several |= found != 0;
+				found = p[i].pid;
+			}
+		}
+		/* Another process that made its context at the same moment
+		 * makes two new entries: ours cannot be told, so none is
+		 * taken (the fallback says so), rather than a neighbour's. */
+		if (found && !several)
+			atomic_store_explicit(&my_pid, found, memory_order_relaxed); /* as in find_me */
+		before_dev = -1;
+	}
+	pthread_mutex_unlock(&diff_lock);
+}
+
+/* ---- the reconcile ------------------------------------------------------ */
+
+/* What this process's books hold on dev without the runtime category. */
+static uint64_t books_of(int dev, uint64_t charged)
+{
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	/* relaxed: a figure; the reconcile is a correction, not a decision */
+	uint64_t mine = atomic_load_explicit(b->mine ? b->mine : b->used, memory_order_relaxed);
+	return mine > charged ? mine - charged : 0;
+}
+
+/* Publishes a change of our runtime charge to the pod region's entry (a
+ * snapshot for the node: region.h). */
+static void publish(int dev, uint64_t before, uint64_t after)
+{
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	if (!b->region || before == after)
+		return;
+	_Atomic uint64_t *w = &gpuguard_region_dev(b->region, b->entry)->runtime;
+	/* relaxed: a snapshot for readers of the file; the charge itself is
+	 * in our slot's used (ceiling.c). Saturating, as every sum here. */
+	if (after > before) {
+		atomic_fetch_add_explicit(w, after - before, memory_order_relaxed);
+		return;
+	}
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed), less = before - after;
+	while (!atomic_compare_exchange_weak_explicit(w, &cur, cur > less ? cur - less : 0, memory_order_relaxed,
+	                                              memory_order_relaxed))
+		;
+}
+
+/* Sets the runtime charge of dev to target (under its lock). */
+static void set_charge(int dev, uint64_t target)
+{
+	struct fp_dev *d = &fp[dev];
+	uint64_t cur = atomic_load_explicit(&d->charged, memory_order_relaxed);
+	if (target > cur) {
+		/* Memory the driver already holds, charged as far as the
+		 * ceiling goes and no further: the budget never passes its
+		 * limit by our own doing, and every later request is refused
+		 * while it sits there. What did not fit is counted (`over`). */
+		uint64_t grow = target - cur;
+		if (gg_ceiling_try_reserve(dev, grow) != 0) {
+			struct gpuguard_device_stats st;
+			gg_ceiling_read(dev, &st);
+			grow = st.limit > st.used ? st.limit - st.used : 0;
+			if (grow > target - cur || (grow && gg_ceiling_try_reserve(dev, grow) != 0))
+				grow = 0;
+		}
+		atomic_store_explicit(&d->over, target - cur - grow, memory_order_relaxed); /* a figure */
+		target = cur + grow;
+	} else {
+		atomic_store_explicit(&d->over, 0, memory_order_relaxed);
+		if (target < cur)
+			gg_ceiling_release(dev, cur - target);
+	}
+	/* relaxed: written under the lock, read as a figure */
+	atomic_store_explicit(&d->charged, target, memory_order_relaxed);
+	publish(dev, cur, target);
+}
+
+uint64_t gg_footprint_target(uint64_t driver, uint64_t books, uint64_t foreseen, uint64_t headroom)
+{
+	uint64_t measured = driver > books ? driver - books : 0;
+	/* Heap and FIFO set by cuCtxSetLimit are taken at a later launch:
+	 * held until the driver's figure covers them. Headroom only where the
+	 * driver shows a runtime at all (a real card always does: the
+	 * context); a figure that matches the books has nothing to grow. */
+	uint64_t t = measured > foreseen ? measured : foreseen;
+	return measured ? t + headroom : t;
+}
+
+static _Atomic int said_fallback;
+
+static void fallback(int dev, const char *why)
+{
+	/* relaxed: a once-only flag */
+	if (atomic_exchange_explicit(&said_fallback, 1, memory_order_relaxed))
+		return;
+	char r[32];
+	gg_log(GG_LOG_WARN,
+	       "device %d: %s; the driver's own figure for this process is not known, so only "
+	       "GPUGUARD_CONTEXT_RESERVE (%s) stands for what no allocation call shows",
+	       dev, why, gg_log_bytes(r, sizeof r, gg_opt.context_reserve));
+}
+
+static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, unsigned *n);
+
+/* The driver's figure for us on dev: 0 and *out, or -1 (said once). Under
+ * the device's lock. p, n: the process list read, for the caller. */
+static int driver_figure(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, unsigned *n)
+{
+	pthread_once(&nv_once, pid_once);
+	if (nv_enter() != 0) {
+		fallback(dev, "NVML (libnvidia-ml.so.1) is not there or does not start");
+		return -1;
+	}
+	int rc = driver_figure_in(dev, out, p, n);
+	nv_leave();
+	return rc;
+}
+
+/* Once per device, what the card can hold: NVML's total less what the
+ * driver and firmware reserve (v2), kept for the region's entry (the node
+ * compares ceilings with it) and held against the ceiling: one the card
+ * cannot hold is said once, at the first reconcile, which is the context's
+ * creation. Under the device's lock. */
+static void card_check(int dev, gg_nvmlDevice_t h)
+{
+	struct fp_dev *d = &fp[dev];
+	if (d->card_checked || !nv.mem2)
+		return;
+	d->card_checked = 1;
+	gg_nvmlMemory_v2_t m = {.version = GG_nvmlMemory_v2};
+	if (nv.mem2(h, &m) != GG_NVML_SUCCESS || m.reserved > m.total)
+		return;
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	if (b->region) {
+		uint64_t zero = 0; /* the first member's word stands (relaxed: a figure) */
+		atomic_compare_exchange_strong_explicit(&gpuguard_region_dev(b->region, b->entry)->card_reserved, &zero,
+		                                        m.reserved ? m.reserved : 1, memory_order_relaxed,
+		                                        memory_order_relaxed);
+	}
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed), room = m.total - m.reserved;
+	if (lim < GG_LIMIT_UNRESOLVED && lim > room) {
+		char l[32], r[32];
+		gg_log(GG_LOG_WARN,
+		       "device %d: the ceiling (%s) is more than the card can hold (%s: its memory less what the "
+		       "driver reserves); the card runs out before the ceiling refuses",
+		       dev, gg_log_bytes(l, sizeof l, lim), gg_log_bytes(r, sizeof r, room));
+	}
+}
+
+static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, unsigned *n)
+{
+	gg_nvmlDevice_t h = nv_handle(dev);
+	if (h)
+		card_check(dev, h);
+	if (!h) {
+		fallback(dev, "NVML does not know the device's UUID");
+		return -1;
+	}
+	if (nv_procs(h, p, n) != 0) {
+		fallback(dev, "NVML does not list the card's processes");
+		return -1;
+	}
+	int i = find_me(p, *n);
+	if (i < 0)
+		return -1; /* not on the card yet, or not found yet: nothing to say */
+	if (p[i].usedGpuMemory == NV_NOT_AVAILABLE) {
+		fallback(dev, "NVML gives no per-process figure (MIG on some drivers)");
+		return -1;
+	}
+	*out = p[i].usedGpuMemory;
+	return 0;
+}
+
+static void reconcile_locked(int dev, int after_ctx)
+{
+	struct fp_dev *d = &fp[dev];
+	gg_nvmlProcessInfo_t p[NV_PROCS];
+	unsigned n = 0;
+	uint64_t drv;
+	int rc = driver_figure(dev, &drv, p, &n);
+	if (rc != 0 && after_ctx && nv.ok && n) {
+		ctx_diff(dev, p, n);
+		rc = driver_figure(dev, &drv, p, &n);
+	}
+	if (rc != 0)
+		return;
+	uint64_t charged = atomic_load_explicit(&d->charged, memory_order_relaxed);
+	uint64_t books = books_of(dev, charged);
+	uint64_t foreseen = atomic_load_explicit(&d->foreseen, memory_order_relaxed);
+	if (foreseen && drv >= books + foreseen) {
+		/* the driver shows them now: nothing more to hold apart */
+		foreseen = 0;
+		atomic_store_explicit(&d->foreseen, 0, memory_order_relaxed);
+	}
+	uint64_t target = gg_footprint_target(drv, books, foreseen, gg_opt.runtime_headroom);
+	/* relaxed: figures for readers (dumps, metrics), written under lock */
+	atomic_store_explicit(&d->measured, drv > books ? drv - books : 0, memory_order_relaxed);
+	atomic_store_explicit(&d->driver, drv, memory_order_relaxed);
+	atomic_store_explicit(&d->last_ms, gg_now_ms(), memory_order_relaxed);
+	atomic_fetch_add_explicit(&d->reconciles, 1, memory_order_relaxed);
+	set_charge(dev, target);
+}
+
+void gg_footprint_reconcile(int dev, int after_ctx)
+{
+	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	struct fp_dev *d = &fp[dev];
+	/* One at a time; a reconcile already running does this one's work. */
+	if (pthread_mutex_trylock(&d->lock) != 0)
+		return;
+	reconcile_locked(dev, after_ctx);
+	pthread_mutex_unlock(&d->lock);
+}
+
+void gg_footprint_tick_slow(int dev)
+{
+	gg_footprint_countdown = GG_FOOTPRINT_STEP;
+	/* Every GG_FOOTPRINT_STEP bytes a thread allocates, at most every
+	 * GG_FOOTPRINT_MIN_MS per device: a bound on NVML's cost whatever the
+	 * allocation rate. relaxed: a rate limit. */
+	uint64_t now = gg_now_ms();
+	if (dev < 0 || dev >= GG_MAX_DEVICES ||
+	    now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_MIN_MS)
+		return;
+	gg_footprint_reconcile(dev, 0);
+}
+
+GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_STEP;
+
+_Atomic uint64_t gg_footprint_pending;
+
+void gg_footprint_first_use(int dev)
+{
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	uint64_t bit = 1ull << dev;
+	/* relaxed: a hint; a lost race costs one reconcile more or leaves the
+	 * growth to the headroom and the next reconcile */
+	if (!(atomic_fetch_and_explicit(&gg_footprint_pending, ~bit, memory_order_relaxed) & bit))
+		return;
+	gg_footprint_reconcile(dev, 0);
+}
+
+/* ---- pre-charge: cuCtxSetLimit ------------------------------------------ */
+
+uint64_t gg_footprint_local_bytes(uint64_t stack, uint64_t threads_per_sm, uint64_t sms)
+{
+	/* The driver's local memory: the per-thread stack rounded up to its
+	 * granularity, for every thread that can be resident at once
+	 * (REAL-CUDA.md §7). Saturating: a silly value refuses, never wraps. */
+	uint64_t r = (stack + GG_FOOTPRINT_STACK_ALIGN - 1) / GG_FOOTPRINT_STACK_ALIGN * GG_FOOTPRINT_STACK_ALIGN;
+	unsigned __int128 v = (unsigned __int128)r * threads_per_sm * sms;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+uint64_t gg_footprint_limit_begin(int dev, int limit, uint64_t value, uint64_t current, uint64_t threads_per_sm,
+                                  uint64_t sms, struct gg_footprint_limit *out)
+{
+	*out = (struct gg_footprint_limit){.dev = dev, .limit = limit};
+	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
+		return 0;
+	struct fp_dev *d = &fp[dev];
+	pthread_mutex_lock(&d->lock);
+	uint64_t grow = 0;
+	if (limit == GG_FP_STACK) {
+		/* Local memory never shrinks: only growth past what it is now
+		 * (the driver's current stack, or more if we saw more). */
+		uint64_t now = gg_footprint_local_bytes(current, threads_per_sm, sms);
+		uint64_t seen = atomic_load_explicit(&d->local, memory_order_relaxed);
+		if (seen > now)
+			now = seen;
+		uint64_t next = gg_footprint_local_bytes(value, threads_per_sm, sms);
+		grow = next > now ? next - now : 0;
+		out->local = next > now ? next : now;
+	} else if (limit == GG_FP_FIFO || limit == GG_FP_HEAP) {
+		grow = value > current ? value - current : 0;
+	}
+	if (!grow)
+		pthread_mutex_unlock(&d->lock);
+	out->grow = grow;
+	return grow;
+}
+
+void gg_footprint_limit_end(struct gg_footprint_limit *l, int ok, int charged)
+{
+	if (!l->grow)
+		return;
+	struct fp_dev *d = &fp[l->dev];
+	if (charged && !ok)
+		gg_ceiling_release(l->dev, l->grow);
+	if (charged && ok) {
+		/* The admitted growth becomes part of the runtime charge. */
+		uint64_t cur = atomic_load_explicit(&d->charged, memory_order_relaxed);
+		atomic_store_explicit(&d->charged, cur + l->grow, memory_order_relaxed); /* under lock */
+		publish(l->dev, cur, cur + l->grow);
+		if (l->limit == GG_FP_STACK)
+			atomic_store_explicit(&d->local, l->local, memory_order_relaxed);
+		else
+			atomic_fetch_add_explicit(&d->foreseen, l->grow, memory_order_relaxed);
+		/* What the driver really took, at once (a rare call). */
+		reconcile_locked(l->dev, 0);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- readers ------------------------------------------------------------ */
+
+void gg_footprint_read(int dev, struct gg_footprint_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	struct fp_dev *d = &fp[dev];
+	/* relaxed: a snapshot of figures */
+	out->charged = atomic_load_explicit(&d->charged, memory_order_relaxed);
+	out->measured = atomic_load_explicit(&d->measured, memory_order_relaxed);
+	out->driver = atomic_load_explicit(&d->driver, memory_order_relaxed);
+	out->foreseen = atomic_load_explicit(&d->foreseen, memory_order_relaxed);
+	out->reconciles = atomic_load_explicit(&d->reconciles, memory_order_relaxed);
+	out->over = atomic_load_explicit(&d->over, memory_order_relaxed);
+}
+
+int gg_footprint_refusal_is_runtime(int dev, uint64_t request)
+{
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return 0;
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	uint64_t charged = atomic_load_explicit(&fp[dev].charged, memory_order_relaxed);
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+	uint64_t used =
+	    b->claim ? gpuguard_region_used(b->region, b->entry) : atomic_load_explicit(b->used, memory_order_relaxed);
+	uint64_t books = used > charged ? used - charged : 0;
+	/* Refused because of the runtime: the books alone would have fit. */
+	return charged && books + request <= lim;
+}
+
+void gg_footprint_reset(void)
+{
+	/* Fork child: the parent's context and figures are not the child's. */
+	for (int i = 0; i < GG_MAX_DEVICES; i++) {
+		struct fp_dev *d = &fp[i];
+		atomic_store_explicit(&d->charged, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->measured, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->driver, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->foreseen, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->local, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->last_ms, 0, memory_order_relaxed);
+		pthread_mutex_init(&d->lock, NULL);
+		d->card_checked = 0;
+	}
+	atomic_store_explicit(&my_pid, 0, memory_order_relaxed);
+	pthread_mutex_init(&diff_lock, NULL);
+	before_dev = -1;
+}
