@@ -132,19 +132,6 @@ void gg_ceiling_unbind_pod(void)
 	}
 }
 
-struct gg_budget *gg_ceiling_budget_peek(int dev)
-{
-	/* acquire: as in gg_ceiling_budget. */
-	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
-	return b ? b : &gg_devices[dev].local;
-}
-
-int gg_ceiling_unresolved(int dev)
-{
-	/* relaxed: the limit is a plain number (see gg_ceiling_resolve). */
-	return atomic_load_explicit(gg_ceiling_budget_peek(dev)->limit, memory_order_relaxed) == GG_LIMIT_UNRESOLVED;
-}
-
 void gg_ceiling_resolve(int dev, uint64_t physical_total)
 {
 	const struct gpuguard_limit *s = &gg_opt.limits.dev[dev];
@@ -514,13 +501,11 @@ int gg_ceiling_could_fit(int dev, uint64_t bytes)
  * a thread that exited stays counted (the waiter sleeps, as before). */
 static _Atomic uint32_t gpu_threads;     /* counted threads of this process */
 static _Atomic uint32_t waiting_threads; /* of those, asleep in a wait (any device) */
-static GG_TLS uint8_t thread_counted;
+GG_TLS uint8_t gg_thread_counted;
 
-void gg_ceiling_note_thread(void)
+void gg_ceiling_note_thread_slow(void)
 {
-	if (GG_LIKELY(thread_counted))
-		return;
-	thread_counted = 1;
+	gg_thread_counted = 1;
 	/* seq_cst: read by waiters of this process (gg_ceiling_nobody_frees)
 	 * after their waiting_threads++; a thread counted after that read is
 	 * one that had not called us yet (see above). */
@@ -703,6 +688,6 @@ void gg_ceiling_reset(void)
 	atomic_store_explicit(&pod_lost, 0, memory_order_relaxed);
 	atomic_store_explicit(&pod_threads, NULL, memory_order_relaxed);
 	/* The child's one thread is the forking one: counted if it was. */
-	atomic_store_explicit(&gpu_threads, thread_counted, memory_order_relaxed);
+	atomic_store_explicit(&gpu_threads, gg_thread_counted, memory_order_relaxed);
 	atomic_store_explicit(&waiting_threads, 0, memory_order_relaxed);
 }
