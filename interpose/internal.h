@@ -363,9 +363,9 @@ struct gg_pool;
 struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
 /* Call before asking the pool for `size` bytes. Returns GG_POOL_REFUSED past
  * the ceiling (counted and dumped); otherwise the bytes it reserved, with the pool's lock held
- * until gg_pool_end. 0 means the request goes to the pool's warm reserve
- * with no room left under the ceiling: if the pool grew all the same
- * (gg_pool_grew against *reserve_before), the caller must undo it. */
+ * until gg_pool_end. 0 means the request goes to the pool's warm reserve,
+ * unreserved: end it with gg_pool_end_warm (or, when the runtime's call
+ * failed, gg_pool_end with 0). */
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
 /* How gg_pool_begin admits a request past the ceiling: gg_account_begin,
  * which sits above this file; set by init.c. 0 = reserved. */
@@ -375,6 +375,11 @@ int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
+/* After a warm request (begin returned 0) the runtime served: re-reads the
+ * reserve once; a growth against reserve_before is charged if it fits. 0:
+ * settled, lock dropped. -1: the growth does not fit; the lock is still
+ * held, and the caller undoes the growth, then calls gg_pool_end(p, 0). */
+int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before);
 /* At a synchronisation point (cuStreamSynchronize, cuCtxSynchronize,
  * cuEventSynchronize, HIP's): pools give back reserve above their release
  * threshold there, so every pool holding a charge is re-read and the memory

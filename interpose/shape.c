@@ -116,13 +116,22 @@ int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int
 		gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* charged, not refunded */
 		return rc;
 	}
-	if (raw && pa->reserved == 0 && gg_pool_grew(pa->p, pa->before) && undo_growth(rt, pa, raw) == 0) {
-		/* The out pointer names freed memory now: null it, so a caller
-		 * that reads it despite the error reads no live block. */
-		memset(a->out, 0, sizeof(uint64_t));
-		raw = 0;
-		rc = rt->oom;
-		gg_account_refuse(a->dev, GPUGUARD_REFUSED_CEILING);
+	if (raw && pa->reserved == 0) {
+		/* Served from the warm reserve, unreserved: one read of the
+		 * reserve settles it, the common case. */
+		if (gg_pool_end_warm(pa->p, pa->before) == 0) {
+			gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* the pool carries the charge */
+			return rc;
+		}
+		if (undo_growth(rt, pa, raw) == 0) {
+			/* The out pointer names freed memory now: null it, so a
+			 * caller that reads it despite the error reads no live
+			 * block. */
+			memset(a->out, 0, sizeof(uint64_t));
+			raw = 0;
+			rc = rt->oom;
+			gg_account_refuse(a->dev, GPUGUARD_REFUSED_CEILING);
+		}
 	}
 	gg_pool_end(pa->p, pa->reserved);
 	if (raw)

@@ -207,13 +207,25 @@ TEST(grow_warm_refuse_trim_forget)
 	CHECK_EQ_U64(used0(), 6 * MI);
 	CHECK_EQ_U64(pool_reserved0(), 6 * MI);
 
-	/* Warm, with room under the ceiling: reserved, then given back. */
+	/* Warm, with room under the ceiling: nothing reserved up front, and
+	 * one read of the reserve afterwards settles it. */
 	r = gg_pool_begin(pa, 2 * MI, &before);
 	CHECK_EQ_U64(before, 6 * MI);
-	CHECK_EQ_U64(r, 2 * MI);
+	CHECK_EQ_U64(r, 0);
+	CHECK_EQ_U64(used0(), 6 * MI);
 	fake_set(&a, 6 * MI, 5 * MI); /* served from the reserve */
-	CHECK(!gg_pool_grew(pa, before));
-	gg_pool_end(pa, r);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_U64(used0(), 6 * MI);
+	/* Warm but fragmented: the pool grew all the same; with room, the
+	 * growth is charged afterwards, exactly. */
+	r = gg_pool_begin(pa, 1 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	fake_set(&a, 8 * MI, 6 * MI);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_U64(used0(), 8 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 8 * MI);
+	fake_set(&a, 6 * MI, 5 * MI); /* trimmed back at a sync */
+	gg_pool_reconcile(pa);
 	CHECK_EQ_U64(used0(), 6 * MI);
 
 	/* Others fill the device to its ceiling. */
@@ -241,6 +253,16 @@ TEST(grow_warm_refuse_trim_forget)
 	gg_pool_end(pa, r);
 	CHECK_EQ_U64(used0(), 64 * MI);
 	CHECK_EQ_U64(refused0(), 1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+	/* Warm at the ceiling but fragmented: the growth does not fit, so
+	 * end_warm says undo it (lock held); undone, the books are unchanged. */
+	r = gg_pool_begin(pa, 1 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	fake_set(&a, 8 * MI, 4 * MI);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before), -1);
+	fake_set(&a, 6 * MI, 3 * MI); /* the caller's undo: freed, trimmed to before */
+	gg_pool_end(pa, 0);
+	CHECK_EQ_U64(used0(), 64 * MI);
 	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
 
 	/* Growth past the ceiling is refused, counted once, and leaves the
