@@ -223,14 +223,18 @@ static void pod_publish(struct gg_budget *b, uint64_t now)
 
 /* After a release in the pod: the snapshot less bytes, saturating, as one
  * atomic step so that our own threads' frees never lose each other's
- * (relaxed: the snapshot, as in pod_publish). */
+ * (relaxed: the snapshot, as in pod_publish). The region's upkeep
+ * (b->changed: the truncated-file check and the obituary's rate-limited
+ * host sample) waits for the next charge or sweep: a release has already
+ * written its slot words when the check would run, so the check bought a
+ * free nothing but an earlier notice, at two clock and flag reads per pair
+ * (issue 24). */
 static void pod_publish_less(struct gg_budget *b, uint64_t bytes)
 {
 	uint64_t cur = atomic_load_explicit(b->used, memory_order_relaxed);
 	while (!atomic_compare_exchange_weak_explicit(b->used, &cur, cur > bytes ? cur - bytes : 0,
 	                                              memory_order_relaxed, memory_order_relaxed))
 		;
-	b->changed();
 }
 
 /* Whether another live process could still free memory on b's entry:
