@@ -230,7 +230,7 @@ static uint32_t intern(const uintptr_t *fr, int n);
  * A caching allocator's hot loop allocates from one call path again and
  * again, and libunwind's unw_backtrace costs about a thousand instructions
  * each time (init_local on every call). So each thread keeps the last few
- * call paths it captured, keyed by the address of gg_stack_capture's own
+ * call paths it captured, keyed by the address of capture's own
  * frame (which fixes the stack depth of everything below it) and
  * validated by every return address the unwind read: for each frame the
  * slot it came from (on x86-64 the word under the caller's stack pointer,
@@ -253,7 +253,7 @@ static uint32_t intern(const uintptr_t *fr, int n);
 #define CACHE_ENTRIES 16
 #define CACHE_FRAMES (GG_STACK_MAX_DEPTH + OWN_ROOM)
 struct cache_entry {
-	uintptr_t sp;               /* gg_stack_capture's frame address; 0 = empty */
+	uintptr_t sp;               /* capture's frame address; 0 = empty */
 	uint32_t id;                /* the stack's id (0: no stack, e.g. all frames ours) */
 	uint32_t n;                 /* slots to check */
 	uint32_t off[CACHE_FRAMES]; /* slot - sp, bytes */
@@ -403,8 +403,8 @@ static void cache_fill(uintptr_t sp, const uintptr_t *ips, const uintptr_t *slot
 }
 
 /* A capture through the cache: the frames of a fresh walk, found again
- * without one where this thread was here before. Inline in
- * gg_stack_capture, whose frame is the key. */
+ * without one where this thread was here before. Inline in capture,
+ * whose frame is the key. */
 static inline __attribute__((always_inline)) int64_t cache_capture(uintptr_t sp)
 {
 	int64_t hit = cache_lookup(sp);
@@ -420,10 +420,12 @@ static inline __attribute__((always_inline)) int64_t cache_capture(uintptr_t sp)
 }
 #endif
 
-uint32_t gg_stack_capture(void)
+/* gg_stack_capture past its check of the depth: apart, so that with
+ * stacks off (GPUGUARD_STACK_DEPTH=0) a capture costs a load and a return,
+ * not this frame's prologue (issue 24). Its frame address is the cache's
+ * key: it is only ever called from gg_stack_capture. */
+__attribute__((noinline)) static uint32_t capture(void)
 {
-	if (!want_depth)
-		return 0;
 	pthread_once(&activate_once, activate);
 	if (!depth)
 		return 0;
@@ -457,6 +459,13 @@ uint32_t gg_stack_capture(void)
 		return 0;
 	const uintptr_t *fr = (const uintptr_t *)raw + skip;
 	return intern(fr, n);
+}
+
+uint32_t gg_stack_capture(void)
+{
+	if (!want_depth)
+		return 0;
+	return capture();
 }
 
 uint32_t gg_stack_intern(const uintptr_t *fr, int n)
