@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -94,6 +95,22 @@ void gg_stack_init(int max_depth)
 #if defined(__x86_64__)
 static void cache_resolve(void *h);
 #else
+/* The key's destructor is our code, run at every thread's exit: the
+ * library must then still be mapped. Pinned (RTLD_NODELETE) before the key
+ * is made; a library that hands out its wrappers to the runtime could not
+ * be unloaded safely anyway. Code linked into the program itself needs no
+ * pin. 0 when pinned. */
+static int pin_self(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)pin_self, &info) || !info.dli_fbase)
+		return -1;
+	const ElfW(Ehdr) *eh = info.dli_fbase;
+	if ((uintptr_t)info.dli_fbase + eh->e_phoff == getauxval(AT_PHDR))
+		return 0; /* the program's own text */
+	return info.dli_fname && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) ? 0 : -1;
+}
+
 static void cache_resolve(void *h)
 {
 	(void)h;
@@ -291,13 +308,29 @@ static void cache_free(void *c)
 	tcache = CACHE_NONE;
 }
 
+/* The key's destructor is our code, run at every thread's exit: the
+ * library must then still be mapped. Pinned (RTLD_NODELETE) before the key
+ * is made; a library that hands out its wrappers to the runtime could not
+ * be unloaded safely anyway. Code linked into the program itself needs no
+ * pin. 0 when pinned. */
+static int pin_self(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)pin_self, &info) || !info.dli_fbase)
+		return -1;
+	const ElfW(Ehdr) *eh = info.dli_fbase;
+	if ((uintptr_t)info.dli_fbase + eh->e_phoff == getauxval(AT_PHDR))
+		return 0; /* the program's own text */
+	return info.dli_fname && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) ? 0 : -1;
+}
+
 static void cache_resolve(void *h)
 {
 	unw_getcontext_ptr = (unw_getcontext_fn)gg_real_dlsym(h, "_Ux86_64_getcontext");
 	unw_init_local_ptr = (unw_init_local_fn)gg_real_dlsym(h, "_ULx86_64_init_local");
 	unw_step_ptr = (unw_step_fn)gg_real_dlsym(h, "_ULx86_64_step");
 	unw_get_reg_ptr = (unw_get_reg_fn)gg_real_dlsym(h, "_ULx86_64_get_reg");
-	cache_on = unw_getcontext_ptr && unw_init_local_ptr && unw_step_ptr && unw_get_reg_ptr &&
+	cache_on = unw_getcontext_ptr && unw_init_local_ptr && unw_step_ptr && unw_get_reg_ptr && pin_self() == 0 &&
 	           pthread_key_create(&cache_key, cache_free) == 0;
 }
 
