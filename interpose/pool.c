@@ -23,6 +23,16 @@ struct gg_pool {
 	gg_pool_reserved_fn query;
 	pthread_mutex_t lock; /* held across one allocation's driver call */
 	uint64_t charged;     /* reserve we charged; written under lock only */
+	/* What the pool's blocks take, at most (under lock only): the driver's
+	 * USED_MEM_CURRENT when last read, plus every request since (a block
+	 * in the reserve: the request rounded to 512 B). Frees go to the
+	 * driver without our lock and only lower the true figure, so this
+	 * stays an upper bound, and charged (the reserve at its last read)
+	 * is at least the true reserve, which only a request of ours raises.
+	 * So charged - used_est is at most the true free reserve: a request
+	 * that fits it is warm without asking the driver (issue 24). */
+	uint64_t used_est;
+	int used_known; /* used_est was read at least once */
 };
 
 static struct gg_pool *_Atomic blocks[MAX_BLOCKS];
@@ -91,6 +101,8 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 			p->dev = dev;
 			p->query = query;
 			p->charged = 0;
+			p->used_est = 0;
+			p->used_known = 0;
 			pthread_mutex_init(&p->lock, NULL);
 			/* release: publishes dev, query and the lock to find(). */
 			atomic_store_explicit(&p->handle, handle, memory_order_release);
@@ -209,8 +221,20 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	 * or the second grows the pool past the ceiling. The driver serialises
 	 * a pool's allocations internally anyway. */
 	pthread_mutex_lock(&p->lock);
+	if (p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit) {
+		/* Warm by what we know (used_est above): no question to the
+		 * driver. The reserve's read after the call (gg_pool_end_warm)
+		 * catches a growth all the same. */
+		p->used_est += fit;
+		*reserve_before = p->charged;
+		return 0;
+	}
 	int known = p->query(h, &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;
+	if (known) {
+		p->used_est = used + fit;
+		p->used_known = 1;
+	}
 	if (known && reserved >= used && reserved - used >= fit) {
 		/* The free reserve adds up to the request: the driver serves it
 		 * from there, and a request it serves from there is never refused

@@ -177,6 +177,58 @@ TEST(concurrent_registration_one_entry)
 	gg_pool_reset();
 }
 
+/* ---- a warm pool asks the driver once per request, not three times ---- */
+
+/* After one read of what the pool holds and uses, warm requests are judged
+ * from it (issue 24): no question at begin until the requests since add up
+ * to the free reserve, one read of the reserve after each. A reserve that
+ * shrank unseen (a sync) and a fragmented growth after a warm-by-estimate
+ * request still leave the books at what the pool really holds. */
+TEST(warm_requests_judged_from_what_we_know)
+{
+	static struct fake a;
+	setup(64 * MI);
+	fake_init(&a, 8 * MI, 0);
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	uint64_t before = 0;
+	/* the first request reads reserve and use (one query of both here;
+	 * two attribute reads of the driver), then the reserve after it */
+	uint64_t r = gg_pool_begin(pa, 4096, &before);
+	CHECK_EQ_U64(r, 0);
+	CHECK_EQ_U64(atomic_load(&a.queries), 1);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_U64(atomic_load(&a.queries), 2);
+	CHECK_EQ_U64(used0(), 8 * MI);
+	/* the next ones ask only after the call: 1 query each */
+	for (int i = 0; i < 10; i++) {
+		r = gg_pool_begin(pa, 4096, &before);
+		CHECK_EQ_U64(r, 0);
+		CHECK_EQ_U64(before, 8 * MI);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	}
+	CHECK_EQ_U64(atomic_load(&a.queries), 12);
+	/* requests that add up past the free reserve by our count: asked again */
+	r = gg_pool_begin(pa, 8 * MI, &before);
+	CHECK_EQ_U64(atomic_load(&a.queries), 13);
+	CHECK_EQ_U64(r, 0); /* the driver says nothing is used: warm */
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_U64(used0(), 8 * MI);
+	/* the reserve shrank at a sync we did not see (8 -> 2 MiB, 1 used),
+	 * and a request judged warm from the old figures grows it to 4 MiB:
+	 * the books follow the pool down to 4, never past what they held */
+	fake_set(&a, 2 * MI, 1 * MI);
+	gg_pool_begin(pa, 4096, &before); /* estimate: 8 MiB, nothing used */
+	gg_pool_end_warm(pa, before);
+	r = gg_pool_begin(pa, 1 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	fake_set(&a, 4 * MI, 3 * MI);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_U64(used0(), 4 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 4 * MI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+	gg_pool_reset();
+}
+
 /* ---- the books through grow, warm, refuse, trim, forget ---- */
 
 TEST(grow_warm_refuse_trim_forget)
@@ -590,6 +642,7 @@ int main(void)
 	RUN(registry_grows_and_reuses);
 	RUN(concurrent_registration_one_entry);
 	RUN(grow_warm_refuse_trim_forget);
+	RUN(warm_requests_judged_from_what_we_know);
 	RUN(query_failure_keeps_the_reservation);
 	RUN(concurrent_pools_stay_under_ceiling);
 	RUN(destroyed_pool_held_until_last_block);
