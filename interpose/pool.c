@@ -269,11 +269,18 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	return need;
 }
 
-int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
+uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before)
 {
 	uint64_t reserved;
-	return p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0 &&
-	       reserved > reserve_before;
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0 ||
+	    reserved <= reserve_before)
+		return 0;
+	return reserved - reserve_before;
+}
+
+int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
+{
+	return gg_pool_growth(p, reserve_before) != 0;
 }
 
 void gg_pool_end(struct gg_pool *p, uint64_t reserved)
@@ -282,9 +289,10 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 	pthread_mutex_unlock(&p->lock);
 }
 
-int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before)
+int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
 {
 	uint64_t reserved;
+	*grown_out = 0;
 	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0) {
 		gg_pool_end(p, 0); /* the driver cannot tell: keep what we hold */
 		return 0;
@@ -293,8 +301,10 @@ int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before)
 		/* Grown despite the free reserve (fragmented): charged now if
 		 * it fits, else the caller undoes it (lock still held). */
 		uint64_t grown = reserved - reserve_before;
-		if (gg_ceiling_try_reserve(p->dev, grown) != 0)
+		if (gg_ceiling_try_reserve(p->dev, grown) != 0) {
+			*grown_out = grown;
 			return -1;
+		}
 		settle_to(p, grown, reserved);
 	} else if (reserved != p->charged) {
 		settle_to(p, 0, reserved); /* released at a sync we did not see */

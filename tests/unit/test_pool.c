@@ -186,6 +186,7 @@ TEST(concurrent_registration_one_entry)
  * request still leave the books at what the pool really holds. */
 TEST(warm_requests_judged_from_what_we_know)
 {
+	uint64_t grown = 0;
 	static struct fake a;
 	setup(64 * MI);
 	fake_init(&a, 8 * MI, 0);
@@ -196,7 +197,7 @@ TEST(warm_requests_judged_from_what_we_know)
 	uint64_t r = gg_pool_begin(pa, 4096, &before);
 	CHECK_EQ_U64(r, 0);
 	CHECK_EQ_U64(atomic_load(&a.queries), 1);
-	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
 	CHECK_EQ_U64(atomic_load(&a.queries), 2);
 	CHECK_EQ_U64(used0(), 8 * MI);
 	/* the next ones ask only after the call: 1 query each */
@@ -204,25 +205,25 @@ TEST(warm_requests_judged_from_what_we_know)
 		r = gg_pool_begin(pa, 4096, &before);
 		CHECK_EQ_U64(r, 0);
 		CHECK_EQ_U64(before, 8 * MI);
-		CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
 	}
 	CHECK_EQ_U64(atomic_load(&a.queries), 12);
 	/* requests that add up past the free reserve by our count: asked again */
 	r = gg_pool_begin(pa, 8 * MI, &before);
 	CHECK_EQ_U64(atomic_load(&a.queries), 13);
 	CHECK_EQ_U64(r, 0); /* the driver says nothing is used: warm */
-	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
 	CHECK_EQ_U64(used0(), 8 * MI);
 	/* the reserve shrank at a sync we did not see (8 -> 2 MiB, 1 used),
 	 * and a request judged warm from the old figures grows it to 4 MiB:
 	 * the books follow the pool down to 4, never past what they held */
 	fake_set(&a, 2 * MI, 1 * MI);
 	gg_pool_begin(pa, 4096, &before); /* estimate: 8 MiB, nothing used */
-	gg_pool_end_warm(pa, before);
+	gg_pool_end_warm(pa, before, &grown);
 	r = gg_pool_begin(pa, 1 * MI, &before);
 	CHECK_EQ_U64(r, 0);
 	fake_set(&a, 4 * MI, 3 * MI);
-	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
 	CHECK_EQ_U64(used0(), 4 * MI);
 	CHECK_EQ_U64(pool_reserved0(), 4 * MI);
 	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
@@ -233,6 +234,7 @@ TEST(warm_requests_judged_from_what_we_know)
 
 TEST(grow_warm_refuse_trim_forget)
 {
+	uint64_t grown = 0;
 	static struct fake a, b;
 	setup(64 * MI);
 	fake_init(&a, 0, 0);
@@ -266,14 +268,14 @@ TEST(grow_warm_refuse_trim_forget)
 	CHECK_EQ_U64(r, 0);
 	CHECK_EQ_U64(used0(), 6 * MI);
 	fake_set(&a, 6 * MI, 5 * MI); /* served from the reserve */
-	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
 	CHECK_EQ_U64(used0(), 6 * MI);
 	/* Warm but fragmented: the pool grew all the same; with room, the
 	 * growth is charged afterwards, exactly. */
 	r = gg_pool_begin(pa, 1 * MI, &before);
 	CHECK_EQ_U64(r, 0);
 	fake_set(&a, 8 * MI, 6 * MI);
-	CHECK_EQ_INT(gg_pool_end_warm(pa, before), 0);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
 	CHECK_EQ_U64(used0(), 8 * MI);
 	CHECK_EQ_U64(pool_reserved0(), 8 * MI);
 	fake_set(&a, 6 * MI, 5 * MI); /* trimmed back at a sync */
@@ -311,7 +313,8 @@ TEST(grow_warm_refuse_trim_forget)
 	r = gg_pool_begin(pa, 1 * MI, &before);
 	CHECK_EQ_U64(r, 0);
 	fake_set(&a, 8 * MI, 4 * MI);
-	CHECK_EQ_INT(gg_pool_end_warm(pa, before), -1);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), -1);
+	CHECK_EQ_U64(grown, 2 * MI);
 	fake_set(&a, 6 * MI, 3 * MI); /* the caller's undo: freed, trimmed to before */
 	gg_pool_end(pa, 0);
 	CHECK_EQ_U64(used0(), 64 * MI);
