@@ -463,7 +463,11 @@ __attribute__((noinline)) static uint32_t capture(void)
 	if (!depth)
 		return 0;
 #if defined(__x86_64__)
-	if (cache_on)
+	/* Not while Python runs (pystack.c): one native path (the eval loop
+	 * at one depth) is then many Python stacks, which the cache cannot
+	 * tell apart. relaxed: a flag; a capture that races Python's start
+	 * takes either path, and either gives the native stack it saw. */
+	if (cache_on && !atomic_load_explicit(&gg_py_live, memory_order_relaxed))
 		return (uint32_t)cache_capture((uintptr_t)__builtin_frame_address(0));
 #endif
 	void *raw[GG_STACK_MAX_DEPTH + OWN_ROOM];
