@@ -28,6 +28,12 @@
 GG_SYMVER_BASE(dlopen)
 GG_SYMVER_BASE(dlclose)
 GG_SYMVER_BASE(dladdr)
+/* dladdr1 came at 2.3.3, after x86-64's base version (pystack.c). */
+#if defined(__x86_64__)
+__asm__(".symver dladdr1,dladdr1@GLIBC_2.3.3");
+#else
+GG_SYMVER_BASE(dladdr1)
+#endif
 GG_SYMVER_BASE(dlvsym)
 GG_SYMVER_BASE(dlerror)
 /* dlinfo came at 2.3.3 on x86-64 (the base version elsewhere) */
