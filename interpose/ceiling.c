@@ -132,19 +132,6 @@ void gg_ceiling_unbind_pod(void)
 	}
 }
 
-struct gg_budget *gg_ceiling_budget_peek(int dev)
-{
-	/* acquire: as in gg_ceiling_budget. */
-	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
-	return b ? b : &gg_devices[dev].local;
-}
-
-int gg_ceiling_unresolved(int dev)
-{
-	/* relaxed: the limit is a plain number (see gg_ceiling_resolve). */
-	return atomic_load_explicit(gg_ceiling_budget_peek(dev)->limit, memory_order_relaxed) == GG_LIMIT_UNRESOLVED;
-}
-
 void gg_ceiling_resolve(int dev, uint64_t physical_total)
 {
 	const struct gpuguard_limit *s = &gg_opt.limits.dev[dev];
@@ -236,14 +223,18 @@ static void pod_publish(struct gg_budget *b, uint64_t now)
 
 /* After a release in the pod: the snapshot less bytes, saturating, as one
  * atomic step so that our own threads' frees never lose each other's
- * (relaxed: the snapshot, as in pod_publish). */
+ * (relaxed: the snapshot, as in pod_publish). The region's upkeep
+ * (b->changed: the truncated-file check and the obituary's rate-limited
+ * host sample) waits for the next charge or sweep: a release has already
+ * written its slot words when the check would run, so the check bought a
+ * free nothing but an earlier notice, at two clock and flag reads per pair
+ * (issue 24). */
 static void pod_publish_less(struct gg_budget *b, uint64_t bytes)
 {
 	uint64_t cur = atomic_load_explicit(b->used, memory_order_relaxed);
 	while (!atomic_compare_exchange_weak_explicit(b->used, &cur, cur > bytes ? cur - bytes : 0,
 	                                              memory_order_relaxed, memory_order_relaxed))
 		;
-	b->changed();
 }
 
 /* Whether another live process could still free memory on b's entry:
@@ -514,13 +505,11 @@ int gg_ceiling_could_fit(int dev, uint64_t bytes)
  * a thread that exited stays counted (the waiter sleeps, as before). */
 static _Atomic uint32_t gpu_threads;     /* counted threads of this process */
 static _Atomic uint32_t waiting_threads; /* of those, asleep in a wait (any device) */
-static GG_TLS uint8_t thread_counted;
+GG_TLS uint8_t gg_thread_counted;
 
-void gg_ceiling_note_thread(void)
+void gg_ceiling_note_thread_slow(void)
 {
-	if (GG_LIKELY(thread_counted))
-		return;
-	thread_counted = 1;
+	gg_thread_counted = 1;
 	/* seq_cst: read by waiters of this process (gg_ceiling_nobody_frees)
 	 * after their waiting_threads++; a thread counted after that read is
 	 * one that had not called us yet (see above). */
@@ -703,6 +692,6 @@ void gg_ceiling_reset(void)
 	atomic_store_explicit(&pod_lost, 0, memory_order_relaxed);
 	atomic_store_explicit(&pod_threads, NULL, memory_order_relaxed);
 	/* The child's one thread is the forking one: counted if it was. */
-	atomic_store_explicit(&gpu_threads, thread_counted, memory_order_relaxed);
+	atomic_store_explicit(&gpu_threads, gg_thread_counted, memory_order_relaxed);
 	atomic_store_explicit(&waiting_threads, 0, memory_order_relaxed);
 }

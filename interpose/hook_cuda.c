@@ -55,7 +55,8 @@ GG_CUDA_HOOKS(DECLARE_HOOK, DECLARE_HOOK_PTSZ)
 CU_HELPERS(DECLARE_REAL)
 
 #define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
-#define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
+/* Our own calls into the driver: as REAL, the slot filled costs one load. */
+#define HELPER(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
 
 #define GG_VENEER_RESULT gg_CUresult
 #define GG_VENEER_RT cuda
@@ -558,12 +559,12 @@ BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz, CAPTURE_TO_GRAPH_PARAMS, (s
  * graph, whose memory the graph reserve holds (graph.c). */
 static gg_CUgraph capture_graph(gg_CUstream hStream, int ptsz)
 {
+	if (GG_LIKELY(!atomic_load_explicit(&captures_seen, memory_order_relaxed)))
+		return NULL;
 	gg_pfn_cuStreamGetCaptureInfo_v3 f =
 	    ptsz ? HELPER(cuStreamGetCaptureInfo_v3_ptsz) : HELPER(cuStreamGetCaptureInfo_v3);
 	gg_CUstreamCaptureStatus st = 0;
 	gg_CUgraph g = NULL;
-	if (GG_LIKELY(!atomic_load_explicit(&captures_seen, memory_order_relaxed)))
-		return NULL;
 	if (!f || f(hStream, &st, NULL, &g, NULL, NULL, NULL) != GG_CUDA_SUCCESS || st != CAPTURE_ACTIVE)
 		return NULL;
 	return g;

@@ -33,7 +33,8 @@ GG_HIP_HOOKS(DECLARE_HOOK)
 HIP_HELPERS(DECLARE_REAL)
 
 #define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, LIBHIP))
-#define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBHIP))
+/* Our own calls into the runtime: as REAL, the slot filled costs one load. */
+#define HELPER(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, NULL, LIBHIP))
 #define SLOT(n) ((void *_Atomic *)&real_##n)
 
 #define GG_VENEER_RESULT gg_hipError_t

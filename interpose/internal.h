@@ -216,7 +216,12 @@ static inline struct gg_budget *gg_ceiling_budget(int dev)
 void gg_ceiling_unbind_pod(void);
 /* The budget if bound, else this process's own books (no binding: for
  * readers outside a hook, which must not call the driver). */
-struct gg_budget *gg_ceiling_budget_peek(int dev);
+static inline struct gg_budget *gg_ceiling_budget_peek(int dev)
+{
+	/* acquire: as in gg_ceiling_budget. */
+	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
+	return b ? b : &gg_devices[dev].local;
+}
 /* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: enter; loop {
  * seen = wake_seq; retry; sleep(seen) }; leave. sleep returns -1 once
  * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
@@ -230,8 +235,15 @@ void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n);
 /* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
 int gg_ceiling_could_fit(int dev, uint64_t bytes);
 /* Counts the calling thread, once, among those that could free memory
- * (every governed allocation, free and memory query calls it). */
-void gg_ceiling_note_thread(void);
+ * (every governed allocation, free and memory query calls it). Inline: the
+ * hot path asks twice per pair, and only a thread's first call counts. */
+extern GG_TLS uint8_t gg_thread_counted;
+void gg_ceiling_note_thread_slow(void);
+static inline void gg_ceiling_note_thread(void)
+{
+	if (GG_UNLIKELY(!gg_thread_counted))
+		gg_ceiling_note_thread_slow();
+}
 /* True when nobody is left to free memory on dev's budget: every counted
  * thread of ours is asleep waiting, and (pod scope) every other process
  * holding memory there is wholly asleep too. */
@@ -247,8 +259,13 @@ void gg_ceiling_count_wait(int dev, uint64_t ns);
 uint64_t gg_ceiling_wait_ns(int dev);
 /* Sets every device's limit from gg_opt (percent limits stay unresolved). */
 void gg_ceiling_configure(void);
-/* True when dev's limit is a percentage not yet turned into bytes. */
-int gg_ceiling_unresolved(int dev);
+/* True when dev's limit is a percentage not yet turned into bytes. Inline:
+ * every allocation asks. relaxed: the limit is a plain number (see
+ * gg_ceiling_resolve); the budget's acquire is gg_ceiling_budget_peek's. */
+static inline int gg_ceiling_unresolved(int dev)
+{
+	return atomic_load_explicit(gg_ceiling_budget_peek(dev)->limit, memory_order_relaxed) == GG_LIMIT_UNRESOLVED;
+}
 /* Turns a percentage limit into bytes, given the device's physical total. */
 void gg_ceiling_resolve(int dev, uint64_t physical_total);
 /* Atomically adds `bytes` to dev's usage if it stays within the ceiling.
@@ -416,9 +433,9 @@ struct gg_pool;
 struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
 /* Call before asking the pool for `size` bytes. Returns GG_POOL_REFUSED past
  * the ceiling (counted and dumped); otherwise the bytes it reserved, with the pool's lock held
- * until gg_pool_end. 0 means the request goes to the pool's warm reserve
- * with no room left under the ceiling: if the pool grew all the same
- * (gg_pool_grew against *reserve_before), the caller must undo it. */
+ * until gg_pool_end. 0 means the request goes to the pool's warm reserve,
+ * unreserved: end it with gg_pool_end_warm (or, when the runtime's call
+ * failed, gg_pool_end with 0). */
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
 /* How gg_pool_begin admits a request past the ceiling: gg_account_begin,
  * which sits above this file; set by init.c. 0 = reserved. */
@@ -431,6 +448,11 @@ uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
+/* After a warm request (begin returned 0) the runtime served: re-reads the
+ * reserve once; a growth against reserve_before is charged if it fits. 0:
+ * settled, lock dropped. -1: the growth (*grown) does not fit; the lock is
+ * still held, and the caller undoes the growth, then calls gg_pool_end. */
+int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown);
 /* At a synchronisation point (cuStreamSynchronize, cuCtxSynchronize,
  * cuEventSynchronize, HIP's): pools give back reserve above their release
  * threshold there, so every pool holding a charge is re-read and the memory

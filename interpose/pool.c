@@ -23,6 +23,16 @@ struct gg_pool {
 	gg_pool_reserved_fn query;
 	pthread_mutex_t lock; /* held across one allocation's driver call */
 	uint64_t charged;     /* reserve we charged; written under lock only */
+	/* What the pool's blocks take, at most (under lock only): the driver's
+	 * USED_MEM_CURRENT when last read, plus every request since (a block
+	 * in the reserve: the request rounded to 512 B). Frees go to the
+	 * driver without our lock and only lower the true figure, so this
+	 * stays an upper bound, and charged (the reserve at its last read)
+	 * is at least the true reserve, which only a request of ours raises.
+	 * So charged - used_est is at most the true free reserve: a request
+	 * that fits it is warm without asking the driver (issue 24). */
+	uint64_t used_est;
+	int used_known; /* used_est was read at least once */
 };
 
 static struct gg_pool *_Atomic blocks[MAX_BLOCKS];
@@ -91,6 +101,8 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 			p->dev = dev;
 			p->query = query;
 			p->charged = 0;
+			p->used_est = 0;
+			p->used_known = 0;
 			pthread_mutex_init(&p->lock, NULL);
 			/* release: publishes dev, query and the lock to find(). */
 			atomic_store_explicit(&p->handle, handle, memory_order_release);
@@ -112,12 +124,10 @@ int gg_pool_device(void *handle)
 
 /* Brings p->charged to the pool's reserve now; `credit` bytes that the caller
  * reserved for this growth are folded in. Caller holds p->lock. */
-static void settle_locked(struct gg_pool *p, uint64_t credit)
+/* Settles the pool's charge to target, the reserve as just read, with
+ * credit bytes reserved for this request on top of what it holds. */
+static void settle_to(struct gg_pool *p, uint64_t credit, uint64_t target)
 {
-	uint64_t reserved;
-	uint64_t target = p->charged + credit; /* if the driver cannot tell us, keep what we hold */
-	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0)
-		target = reserved;
 	struct gg_device *g = &gg_devices[p->dev];
 	uint64_t held = p->charged + credit; /* what `used` holds for this pool now */
 	if (target > held) {
@@ -133,6 +143,15 @@ static void settle_locked(struct gg_pool *p, uint64_t credit)
 			atomic_fetch_sub_explicit(&g->pool_reserved, p->charged - target, memory_order_relaxed);
 	}
 	p->charged = target;
+}
+
+static void settle_locked(struct gg_pool *p, uint64_t credit)
+{
+	uint64_t reserved;
+	uint64_t target = p->charged + credit; /* if the driver cannot tell us, keep what we hold */
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0)
+		target = reserved;
+	settle_to(p, credit, target);
 }
 
 void gg_pool_reconcile(struct gg_pool *p)
@@ -202,15 +221,30 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	 * or the second grows the pool past the ceiling. The driver serialises
 	 * a pool's allocations internally anyway. */
 	pthread_mutex_lock(&p->lock);
+	if (p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit) {
+		/* Warm by what we know (used_est above): no question to the
+		 * driver. The reserve's read after the call (gg_pool_end_warm)
+		 * catches a growth all the same. */
+		p->used_est += fit;
+		*reserve_before = p->charged;
+		return 0;
+	}
 	int known = p->query(h, &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;
+	if (known) {
+		p->used_est = used + fit;
+		p->used_known = 1;
+	}
 	if (known && reserved >= used && reserved - used >= fit) {
-		/* The free reserve adds up to the request. Reserve the growth if
-		 * there is room (a fragmented reserve can make the pool grow
-		 * anyway); if there is none, let the driver try its reserve: a
-		 * request it serves from there is never refused (DESIGN.md §2),
-		 * and gg_pool_grew tells the caller when it did not. */
-		return gg_ceiling_try_reserve(p->dev, need) == 0 ? need : 0;
+		/* The free reserve adds up to the request: the driver serves it
+		 * from there, and a request it serves from there is never refused
+		 * (DESIGN.md §2). Nothing is reserved up front (a reservation and
+		 * its release on every warm request were most of the
+		 * stream-ordered pair's cost, issue 24): a fragmented reserve that
+		 * makes the pool grow all the same is charged afterwards, or
+		 * undone and refused where that growth does not fit
+		 * (gg_pool_end_warm), as a request at the ceiling always was. */
+		return 0;
 	}
 	if (gg_ceiling_try_reserve(p->dev, need) == 0)
 		return need;
@@ -253,6 +287,30 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 {
 	settle_locked(p, reserved);
 	pthread_mutex_unlock(&p->lock);
+}
+
+int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
+{
+	uint64_t reserved;
+	*grown_out = 0;
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0) {
+		gg_pool_end(p, 0); /* the driver cannot tell: keep what we hold */
+		return 0;
+	}
+	if (reserved > reserve_before) {
+		/* Grown despite the free reserve (fragmented): charged now if
+		 * it fits, else the caller undoes it (lock still held). */
+		uint64_t grown = reserved - reserve_before;
+		if (gg_ceiling_try_reserve(p->dev, grown) != 0) {
+			*grown_out = grown;
+			return -1;
+		}
+		settle_to(p, grown, reserved);
+	} else if (reserved != p->charged) {
+		settle_to(p, 0, reserved); /* released at a sync we did not see */
+	}
+	pthread_mutex_unlock(&p->lock);
+	return 0;
 }
 
 void gg_pool_after_reset(int dev)

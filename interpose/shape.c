@@ -116,9 +116,15 @@ int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int
 		gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* charged, not refunded */
 		return rc;
 	}
-	uint64_t grew = raw && pa->reserved == 0 ? gg_pool_growth(pa->p, pa->before) : 0;
 	uint64_t credit = pa->reserved;
-	if (grew) {
+	if (raw && pa->reserved == 0) {
+		/* Served from the warm reserve, unreserved: one read of the
+		 * reserve settles it, the common case. */
+		uint64_t grew = 0;
+		if (gg_pool_end_warm(pa->p, pa->before, &grew) == 0) {
+			gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* the pool carries the charge */
+			return rc;
+		}
 		/* The card holds the growth now, past the ceiling, until it is
 		 * handed back: a neighbour's OOM on a shared card. Charged for
 		 * that moment, so pool_overshoot counts it and the peak shows

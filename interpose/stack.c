@@ -1,7 +1,10 @@
 /* gpuguard: call stacks for dumps. Captured at each governed allocation with
  * libunwind's unw_backtrace (dlopen'ed, never DT_NEEDED) or, where libunwind
  * is absent, a validated frame-pointer walk; interned lock-free into a mapped
- * table so a record carries a 32-bit id. Symbols are resolved only at dump
+ * table so a record carries a 32-bit id. On x86-64 with libunwind, a
+ * per-thread cache keyed by the capture's stack pointer answers a repeated
+ * call path without unwinding, validated by every return address the walk
+ * read (see "The call-path cache"). Symbols are resolved only at dump
  * time (gg_stack_frames + dladdr in dump.c). Nothing is mapped or loaded
  * until the first capture: a process that never allocates device memory (a
  * shell, a probe) never loads libunwind and liblzma (issue 10, finding 13). */
@@ -12,7 +15,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include "internal.h"
 
@@ -87,6 +92,31 @@ void gg_stack_init(int max_depth)
 	want_depth = max_depth > 0 ? max_depth : 0;
 }
 
+#if defined(__x86_64__)
+static void cache_resolve(void *h);
+#else
+/* The key's destructor is our code, run at every thread's exit: the
+ * library must then still be mapped. Pinned (RTLD_NODELETE) before the key
+ * is made; a library that hands out its wrappers to the runtime could not
+ * be unloaded safely anyway. Code linked into the program itself needs no
+ * pin. 0 when pinned. */
+static int pin_self(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)pin_self, &info) || !info.dli_fbase)
+		return -1;
+	const ElfW(Ehdr) *eh = info.dli_fbase;
+	if ((uintptr_t)info.dli_fbase + eh->e_phoff == getauxval(AT_PHDR))
+		return 0; /* the program's own text */
+	return info.dli_fname && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) ? 0 : -1;
+}
+
+static void cache_resolve(void *h)
+{
+	(void)h;
+}
+#endif
+
 /* At the first capture, through pthread_once: every capturing thread waits
  * for it and then sees its tables, unwinder and depth. */
 static void activate(void)
@@ -113,8 +143,10 @@ static void activate(void)
 	use_fp = 1;
 #endif
 	void *h = use_fp ? NULL : open_libunwind();
-	if (h)
+	if (h) {
 		unw_backtrace_ptr = (unw_backtrace_fn)gg_real_dlsym(h, "unw_backtrace");
+		cache_resolve(h);
+	}
 	unwinder = unw_backtrace_ptr ? "libunwind" : "frame-pointer";
 	depth = max_depth;
 }
@@ -210,13 +242,234 @@ static int own_prefix(void *const *raw, int n)
 
 static uint32_t intern(const uintptr_t *fr, int n);
 
-uint32_t gg_stack_capture(void)
+/* ---- The call-path cache (x86-64, libunwind) ----------------------------
+ *
+ * A caching allocator's hot loop allocates from one call path again and
+ * again, and libunwind's unw_backtrace costs about a thousand instructions
+ * each time (init_local on every call). So each thread keeps the last few
+ * call paths it captured, keyed by the address of capture's own
+ * frame (which fixes the stack depth of everything below it) and
+ * validated by every return address the unwind read: for each frame the
+ * slot it came from (on x86-64 the word under the caller's stack pointer,
+ * the frame's CFA - 8) and its value. With the same frame address and the
+ * same word in every slot, libunwind's walk reads the same return
+ * addresses from the same places, so the frames, and their id, are the
+ * ones a fresh walk would give. The one case that check cannot see: a
+ * frame whose CFA comes from its frame pointer and moved (alloca of
+ * another size) while every frame inside it stayed put, with a stale copy
+ * of the old return address left at the old slot; the frames outside that
+ * one would then be the old call's. Frames that unwind through a signal
+ * frame (the return address is not under the stack pointer) and stacks
+ * other than the thread's own (fibers: a cached slot could be unmapped
+ * memory by the next call) are never cached, only walked.
+ *
+ * Per thread, so no atomics: a signal handler on this thread that
+ * allocates runs inside our hook (gg_in_hook: passed through), and the
+ * entry is emptied before it is rewritten anyway (signal fences below). */
+#if defined(__x86_64__)
+#define CACHE_ENTRIES 16
+#define CACHE_FRAMES (GG_STACK_MAX_DEPTH + OWN_ROOM)
+struct cache_entry {
+	uintptr_t sp;               /* capture's frame address; 0 = empty */
+	uint32_t id;                /* the stack's id (0: no stack, e.g. all frames ours) */
+	uint32_t n;                 /* slots to check */
+	uint32_t off[CACHE_FRAMES]; /* slot - sp, bytes */
+	uintptr_t val[CACHE_FRAMES];
+};
+struct stack_cache {
+	struct cache_entry e[CACHE_ENTRIES];
+};
+/* NULL: not made yet; CACHE_NONE: none for this thread (mmap failed, or
+ * the thread is exiting: its destructor ran). */
+#define CACHE_NONE ((struct stack_cache *)1)
+static GG_TLS struct stack_cache *tcache;
+static pthread_key_t cache_key;
+static int cache_on; /* the cursor functions were found and the key made */
+
+/* libunwind's local-unwind cursor API for x86-64 (libunwind.h spells
+ * these unw_getcontext, unw_init_local, unw_step, unw_get_reg; the header
+ * is not needed to build us). The context is a ucontext_t there, the
+ * cursor 127 words; both are given more room here. */
+#define UNW_X86_64_RSP 7
+#define UNW_X86_64_RIP 16
+typedef int (*unw_getcontext_fn)(void *ctx);
+typedef int (*unw_init_local_fn)(void *cursor, void *ctx);
+typedef int (*unw_step_fn)(void *cursor);
+typedef int (*unw_get_reg_fn)(void *cursor, int reg, uintptr_t *val);
+static unw_getcontext_fn unw_getcontext_ptr;
+static unw_init_local_fn unw_init_local_ptr;
+static unw_step_fn unw_step_ptr;
+static unw_get_reg_fn unw_get_reg_ptr;
+
+static void cache_free(void *c)
 {
-	if (!want_depth)
+	if (c && c != CACHE_NONE)
+		munmap(c, sizeof(struct stack_cache));
+	tcache = CACHE_NONE;
+}
+
+/* The key's destructor is our code, run at every thread's exit: the
+ * library must then still be mapped. Pinned (RTLD_NODELETE) before the key
+ * is made; a library that hands out its wrappers to the runtime could not
+ * be unloaded safely anyway. Code linked into the program itself needs no
+ * pin. 0 when pinned. */
+static int pin_self(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)pin_self, &info) || !info.dli_fbase)
+		return -1;
+	const ElfW(Ehdr) *eh = info.dli_fbase;
+	if ((uintptr_t)info.dli_fbase + eh->e_phoff == getauxval(AT_PHDR))
+		return 0; /* the program's own text */
+	return info.dli_fname && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) ? 0 : -1;
+}
+
+static void cache_resolve(void *h)
+{
+	unw_getcontext_ptr = (unw_getcontext_fn)gg_real_dlsym(h, "_Ux86_64_getcontext");
+	unw_init_local_ptr = (unw_init_local_fn)gg_real_dlsym(h, "_ULx86_64_init_local");
+	unw_step_ptr = (unw_step_fn)gg_real_dlsym(h, "_ULx86_64_step");
+	unw_get_reg_ptr = (unw_get_reg_fn)gg_real_dlsym(h, "_ULx86_64_get_reg");
+	cache_on = unw_getcontext_ptr && unw_init_local_ptr && unw_step_ptr && unw_get_reg_ptr && pin_self() == 0 &&
+	           pthread_key_create(&cache_key, cache_free) == 0;
+}
+
+/* libunwind's walk, frame by frame: each frame's return address and the
+ * slot it was read from (0 for the innermost frame, this one). */
+__attribute__((noinline)) static int walk_slots(uintptr_t *ips, uintptr_t *slot, int want)
+{
+	struct {
+		ucontext_t uc;
+		char room[1024];
+	} ctx;
+	struct {
+		uintptr_t w[256];
+	} cur;
+	if (unw_getcontext_ptr(&ctx) != 0 || unw_init_local_ptr(&cur, &ctx) != 0)
 		return 0;
+	int n = 0;
+	do {
+		uintptr_t ip = 0, sp = 0;
+		if (unw_get_reg_ptr(&cur, UNW_X86_64_RIP, &ip) != 0 || unw_get_reg_ptr(&cur, UNW_X86_64_RSP, &sp) != 0)
+			break;
+		if (ip == 0)
+			break; /* as unw_backtrace: the outermost frame's */
+		ips[n] = ip;
+		slot[n] = n ? sp - sizeof(uintptr_t) : 0;
+		n++;
+	} while (n < want && unw_step_ptr(&cur) > 0);
+	return n;
+}
+
+static struct stack_cache *cache_get(void)
+{
+	struct stack_cache *c = tcache;
+	if (GG_LIKELY(c != NULL))
+		return c == CACHE_NONE ? NULL : c;
+	tcache = CACHE_NONE; /* until made: a failure is not retried */
+	thread_range();
+	if (tstack_lo >= tstack_hi)
+		return NULL;
+	c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c == MAP_FAILED)
+		return NULL;
+	if (pthread_setspecific(cache_key, c) != 0) {
+		munmap(c, sizeof *c);
+		return NULL;
+	}
+	tcache = c;
+	return c;
+}
+
+static inline struct cache_entry *cache_entry_of(struct stack_cache *c, uintptr_t sp)
+{
+	return &c->e[((sp >> 4) ^ (sp >> 11)) & (CACHE_ENTRIES - 1)];
+}
+
+/* The id of the call path below frame sp, or -1 when the cache cannot
+ * answer (then the caller walks, and cache_fill may keep the result). */
+static inline int64_t cache_lookup(uintptr_t sp)
+{
+	struct stack_cache *c = cache_get();
+	/* only the thread's own stack (see above) */
+	if (!c || sp < tstack_lo || sp >= tstack_hi)
+		return -1;
+	const struct cache_entry *e = cache_entry_of(c, sp);
+	if (e->sp != sp)
+		return -1;
+	for (uint32_t i = 0; i < e->n; i++)
+		if (*(const uintptr_t *)(sp + e->off[i]) != e->val[i])
+			return -1;
+	return e->id;
+}
+
+/* Keeps the walk of n frames (ips, slots) from frame sp as id: only when
+ * every slot lies above sp, within the thread's stack, in order, and holds
+ * its return address (so no signal frame, nothing unusual). */
+static void cache_fill(uintptr_t sp, const uintptr_t *ips, const uintptr_t *slot, int n, uint32_t id)
+{
+	struct stack_cache *c = cache_get();
+	if (!c || sp < tstack_lo || sp >= tstack_hi)
+		return;
+	struct cache_entry *e = cache_entry_of(c, sp);
+	e->sp = 0;
+	/* the entry reads as empty before any of it changes, to a handler on
+	 * this thread (the only other reader) */
+	atomic_signal_fence(memory_order_seq_cst);
+	uint32_t m = 0;
+	uintptr_t last = sp;
+	for (int i = 0; i < n; i++) {
+		if (slot[i] == 0 || slot[i] <= sp)
+			continue; /* the walk's own frames, below the capture's */
+		if (slot[i] <= last || slot[i] + sizeof(uintptr_t) > tstack_hi || slot[i] - sp > UINT32_MAX ||
+		    *(const uintptr_t *)slot[i] != ips[i])
+			return;
+		last = slot[i];
+		e->off[m] = (uint32_t)(slot[i] - sp);
+		e->val[m] = ips[i];
+		m++;
+	}
+	e->n = m;
+	e->id = id;
+	atomic_signal_fence(memory_order_seq_cst);
+	e->sp = sp;
+}
+
+/* A capture through the cache: the frames of a fresh walk, found again
+ * without one where this thread was here before. Inline in capture,
+ * whose frame is the key. */
+static inline __attribute__((always_inline)) int64_t cache_capture(uintptr_t sp)
+{
+	int64_t hit = cache_lookup(sp);
+	if (hit >= 0)
+		return hit;
+	uintptr_t ips[CACHE_FRAMES], slot[CACHE_FRAMES];
+	int n = walk_slots(ips, slot, depth + OWN_ROOM);
+	int skip = own_prefix((void *const *)ips, n);
+	int keep = n - skip < depth ? n - skip : depth;
+	uint32_t id = keep > 0 ? intern(ips + skip, keep) : 0;
+	cache_fill(sp, ips, slot, n, id);
+	return id;
+}
+#endif
+
+/* gg_stack_capture past its check of the depth: apart, so that with
+ * stacks off (GPUGUARD_STACK_DEPTH=0) a capture costs a load and a return,
+ * not this frame's prologue (issue 24). Its frame address is the cache's
+ * key: it is only ever called from gg_stack_capture. */
+__attribute__((noinline)) static uint32_t capture(void)
+{
 	pthread_once(&activate_once, activate);
 	if (!depth)
 		return 0;
+#if defined(__x86_64__)
+	/* Not while Python runs (pystack.c): one native path (the eval loop
+	 * at one depth) is then many Python stacks, which the cache cannot
+	 * tell apart. relaxed: a flag; a capture that races Python's start
+	 * takes either path, and either gives the native stack it saw. */
+	if (cache_on && !atomic_load_explicit(&gg_py_live, memory_order_relaxed))
+		return (uint32_t)cache_capture((uintptr_t)__builtin_frame_address(0));
+#endif
 	void *raw[GG_STACK_MAX_DEPTH + OWN_ROOM];
 	int room = atomic_load_explicit(&own_seen, memory_order_relaxed);
 	int want = depth + room;
@@ -247,6 +500,13 @@ uint32_t gg_stack_capture(void)
 	if (n <= 0)
 		return 0;
 	return intern(fr, n);
+}
+
+uint32_t gg_stack_capture(void)
+{
+	if (!want_depth)
+		return 0;
+	return capture();
 }
 
 uint32_t gg_stack_intern(const uintptr_t *fr, int n)

@@ -114,6 +114,34 @@ static inline void pair(enum path p)
 
 static void *worker_loop(struct worker *w);
 
+/* BENCH_KEEP=N: after its timed pairs, each worker allocates N more blocks
+ * through its path's allocation call and keeps them, so that they are live
+ * in an exit dump beside the pre-fill (tests/bench/count.sh checks that
+ * the dump puts a stack to the live bytes of this mix). */
+static void keep_blocks(enum path p, long n)
+{
+	for (long i = 0; i < n; i++) {
+		gg_CUdeviceptr d;
+		void *h;
+		switch (p) {
+		case P_SYMBOL:
+			check_cu(cuMemAlloc_v2(&d, PAIR_SIZE), "cuMemAlloc_v2 (kept)");
+			break;
+		case P_CUDART:
+			check_cu(rt_alloc(&d, PAIR_SIZE), "cuMemAlloc (kept)");
+			break;
+		case P_ASYNC:
+			check_cu(cuMemAllocAsync(&d, PAIR_SIZE, NULL), "cuMemAllocAsync (kept)");
+			break;
+		case P_HIP:
+			check_hip(hipMalloc(&h, PAIR_SIZE), "hipMalloc (kept)");
+			break;
+		default:
+			return;
+		}
+	}
+}
+
 /* BENCH_FRAMES=N runs the loop N calls deep, so stack capture
  * (GPUGUARD_STACK_DEPTH) walks as deep as in a framework. */
 __attribute__((noinline)) static void *deep(struct worker *w, int n)
@@ -149,6 +177,9 @@ static void *worker_loop(struct worker *w)
 	double t0 = now_ns();
 	timed_pairs(w->path, w->pairs);
 	w->ns_per_pair = (now_ns() - t0) / (double)w->pairs;
+	const char *keep = getenv("BENCH_KEEP");
+	if (keep)
+		keep_blocks(w->path, atol(keep));
 	return NULL;
 }
 

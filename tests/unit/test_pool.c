@@ -177,10 +177,64 @@ TEST(concurrent_registration_one_entry)
 	gg_pool_reset();
 }
 
+/* ---- a warm pool asks the driver once per request, not three times ---- */
+
+/* After one read of what the pool holds and uses, warm requests are judged
+ * from it (issue 24): no question at begin until the requests since add up
+ * to the free reserve, one read of the reserve after each. A reserve that
+ * shrank unseen (a sync) and a fragmented growth after a warm-by-estimate
+ * request still leave the books at what the pool really holds. */
+TEST(warm_requests_judged_from_what_we_know)
+{
+	uint64_t grown = 0;
+	static struct fake a;
+	setup(64 * MI);
+	fake_init(&a, 8 * MI, 0);
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	uint64_t before = 0;
+	/* the first request reads reserve and use (one query of both here;
+	 * two attribute reads of the driver), then the reserve after it */
+	uint64_t r = gg_pool_begin(pa, 4096, &before);
+	CHECK_EQ_U64(r, 0);
+	CHECK_EQ_U64(atomic_load(&a.queries), 1);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
+	CHECK_EQ_U64(atomic_load(&a.queries), 2);
+	CHECK_EQ_U64(used0(), 8 * MI);
+	/* the next ones ask only after the call: 1 query each */
+	for (int i = 0; i < 10; i++) {
+		r = gg_pool_begin(pa, 4096, &before);
+		CHECK_EQ_U64(r, 0);
+		CHECK_EQ_U64(before, 8 * MI);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
+	}
+	CHECK_EQ_U64(atomic_load(&a.queries), 12);
+	/* requests that add up past the free reserve by our count: asked again */
+	r = gg_pool_begin(pa, 8 * MI, &before);
+	CHECK_EQ_U64(atomic_load(&a.queries), 13);
+	CHECK_EQ_U64(r, 0); /* the driver says nothing is used: warm */
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
+	CHECK_EQ_U64(used0(), 8 * MI);
+	/* the reserve shrank at a sync we did not see (8 -> 2 MiB, 1 used),
+	 * and a request judged warm from the old figures grows it to 4 MiB:
+	 * the books follow the pool down to 4, never past what they held */
+	fake_set(&a, 2 * MI, 1 * MI);
+	gg_pool_begin(pa, 4096, &before); /* estimate: 8 MiB, nothing used */
+	gg_pool_end_warm(pa, before, &grown);
+	r = gg_pool_begin(pa, 1 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	fake_set(&a, 4 * MI, 3 * MI);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
+	CHECK_EQ_U64(used0(), 4 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 4 * MI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+	gg_pool_reset();
+}
+
 /* ---- the books through grow, warm, refuse, trim, forget ---- */
 
 TEST(grow_warm_refuse_trim_forget)
 {
+	uint64_t grown = 0;
 	static struct fake a, b;
 	setup(64 * MI);
 	fake_init(&a, 0, 0);
@@ -207,13 +261,25 @@ TEST(grow_warm_refuse_trim_forget)
 	CHECK_EQ_U64(used0(), 6 * MI);
 	CHECK_EQ_U64(pool_reserved0(), 6 * MI);
 
-	/* Warm, with room under the ceiling: reserved, then given back. */
+	/* Warm, with room under the ceiling: nothing reserved up front, and
+	 * one read of the reserve afterwards settles it. */
 	r = gg_pool_begin(pa, 2 * MI, &before);
 	CHECK_EQ_U64(before, 6 * MI);
-	CHECK_EQ_U64(r, 2 * MI);
+	CHECK_EQ_U64(r, 0);
+	CHECK_EQ_U64(used0(), 6 * MI);
 	fake_set(&a, 6 * MI, 5 * MI); /* served from the reserve */
-	CHECK(!gg_pool_grew(pa, before));
-	gg_pool_end(pa, r);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
+	CHECK_EQ_U64(used0(), 6 * MI);
+	/* Warm but fragmented: the pool grew all the same; with room, the
+	 * growth is charged afterwards, exactly. */
+	r = gg_pool_begin(pa, 1 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	fake_set(&a, 8 * MI, 6 * MI);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), 0);
+	CHECK_EQ_U64(used0(), 8 * MI);
+	CHECK_EQ_U64(pool_reserved0(), 8 * MI);
+	fake_set(&a, 6 * MI, 5 * MI); /* trimmed back at a sync */
+	gg_pool_reconcile(pa);
 	CHECK_EQ_U64(used0(), 6 * MI);
 
 	/* Others fill the device to its ceiling. */
@@ -241,6 +307,17 @@ TEST(grow_warm_refuse_trim_forget)
 	gg_pool_end(pa, r);
 	CHECK_EQ_U64(used0(), 64 * MI);
 	CHECK_EQ_U64(refused0(), 1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+	/* Warm at the ceiling but fragmented: the growth does not fit, so
+	 * end_warm says undo it (lock held); undone, the books are unchanged. */
+	r = gg_pool_begin(pa, 1 * MI, &before);
+	CHECK_EQ_U64(r, 0);
+	fake_set(&a, 8 * MI, 4 * MI);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), -1);
+	CHECK_EQ_U64(grown, 2 * MI);
+	fake_set(&a, 6 * MI, 3 * MI); /* the caller's undo: freed, trimmed to before */
+	gg_pool_end(pa, 0);
+	CHECK_EQ_U64(used0(), 64 * MI);
 	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
 
 	/* Growth past the ceiling is refused, counted once, and leaves the
@@ -568,6 +645,7 @@ int main(void)
 	RUN(registry_grows_and_reuses);
 	RUN(concurrent_registration_one_entry);
 	RUN(grow_warm_refuse_trim_forget);
+	RUN(warm_requests_judged_from_what_we_know);
 	RUN(query_failure_keeps_the_reservation);
 	RUN(concurrent_pools_stay_under_ceiling);
 	RUN(destroyed_pool_held_until_last_block);

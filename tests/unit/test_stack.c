@@ -17,6 +17,7 @@
 struct capture {
 	char unwinder[16];
 	uint32_t id, again, other;
+	uint32_t via[2][3]; /* chain_via_a, chain_via_b, three rounds each */
 	int n;
 	uintptr_t f[GG_STACK_MAX_DEPTH];
 };
@@ -47,6 +48,12 @@ static int run_child(int depth, int use_fp, struct capture *c)
 		r.id = ids[0];
 		r.again = ids[1];
 		r.other = chain_mid(capture);
+		/* alternating, from one call site each: the same stack pointer
+		 * below both, other return addresses above */
+		for (volatile int i = 0; i < 3; i++) {
+			r.via[0][i] = chain_via_a(capture);
+			r.via[1][i] = chain_via_b(capture);
+		}
 		const uintptr_t *f;
 		r.n = gg_stack_frames(r.id, &f);
 		if (r.n > 0)
@@ -114,6 +121,24 @@ TEST(frame_pointer_walk_captures_the_chain)
 	check_chain(&c);
 }
 
+/* A stack cached by where it was captured (stack.c's call-path cache)
+ * is still told from another reached through another caller at the same
+ * depth: each keeps its own id, round after round. */
+TEST(same_depth_other_caller_is_another_stack)
+{
+	for (int fp = 0; fp < 2; fp++) {
+		struct capture c;
+		CHECK_EQ_INT(run_child(16, fp, &c), 0);
+		CHECK(c.via[0][0] != 0 && c.via[1][0] != 0);
+		CHECK(c.via[0][0] != c.via[1][0]);
+		for (int i = 1; i < 3; i++) {
+			CHECK_EQ_INT(c.via[0][i], c.via[0][0]);
+			CHECK_EQ_INT(c.via[1][i], c.via[1][0]);
+		}
+		CHECK(c.via[0][0] != c.id && c.via[1][0] != c.id);
+	}
+}
+
 /* Forked from one parent, both children have the chain at one address: the
  * unwinders must give the same return addresses, frame for frame. */
 TEST(unwinders_agree)
@@ -146,6 +171,7 @@ int main(void)
 	RUN(depth_0_is_off);
 	RUN(libunwind_captures_the_chain);
 	RUN(frame_pointer_walk_captures_the_chain);
+	RUN(same_depth_other_caller_is_another_stack);
 	RUN(unwinders_agree);
 	RUN(depth_bounds_the_frames_kept);
 	return harness_done();
