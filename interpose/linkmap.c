@@ -368,6 +368,7 @@ void gg_linkmap_follow(void)
 	if (gen == atomic_load_explicit(&seen_generation, memory_order_relaxed))
 		return;
 	atomic_store_explicit(&seen_generation, gen, memory_order_relaxed);
+	gg_pystack_recheck(); /* perhaps libpython, dlopen'ed by an embedder */
 	Dl_info self;
 	if (!dladdr((void *)gg_linkmap_follow, &self))
 		return;

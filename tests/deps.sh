@@ -18,9 +18,19 @@
 #                    npm packages go into build/deploy-node). A node and npm
 #                    already on PATH (NodeSource's nodejs bundles npm, and
 #                    conflicts with Debian's npm package) count as installed.
+#   python3-yaml     reads deploy/node/exporter.yaml for the identity the
+#                    node exporter test takes (tests/scripts/node_exporter.sh)
+#   debootstrap      the Debian 11 root filesystem of the container run
+#                    (tests/scripts/container.sh; built once, about a minute,
+#                    cached in /var/cache/gpuguard)
+# kubectl (with kustomize v5) is the referee of tests/scripts/deploy.sh: the
+# API server's strategic merge and kustomize's, and the install's render. It
+# is no Debian package of a usable age (Debian 12's kubernetes-client is
+# 1.20, with kustomize v2), so it is not installed here; without it those
+# checks are skipped by name.
 # The CUDA headers for the same test come with the CUDA toolkit (nvcc); where
 # it is absent, that check is reported as skipped.
-PKGS="build-essential clang-format libamdhip64-dev libunwind8 uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin nodejs npm"
+PKGS="build-essential clang-format libamdhip64-dev libunwind8 uthash-dev jq prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static spin nodejs npm python3-yaml debootstrap"
 missing=
 for p in $PKGS; do
 	case $p in

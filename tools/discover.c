@@ -10,16 +10,34 @@
  *
  * Everything under ROOT is the pods' (hostile) input: names are checked
  * before use, nothing is followed through a symlink (gg_region_read opens
- * with O_NOFOLLOW), and the counts are bounded. */
+ * with O_NOFOLLOW), and the counts are bounded.
+ *
+ * Never a silent 0 (issue 23): the kubelet's directories are 0750 root:root
+ * and the regions belong to the pods' users, so an exporter without
+ * CAP_DAC_READ_SEARCH reads nothing. Each path it cannot read counts in
+ * gpuguard_discovery_errors{path_kind,reason} (bounded labels) and is named
+ * once on stderr. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "tool.h"
+
+/* What could not be read, by where it sits in the kubelet's tree: the
+ * labels' only values (path_kind x reason), each series always present. */
+enum path_kind { PK_POD, PK_EMPTY_DIR, PK_FILE, PK_N };
+static const char *const path_kind_label[PK_N] = {
+    [PK_POD] = "pod",             /* ROOT/<uid>/volumes/kubernetes.io~empty-dir */
+    [PK_EMPTY_DIR] = "empty_dir", /* one emptyDir volume */
+    [PK_FILE] = "file",           /* a file at the top of one */
+};
+enum err_kind { EK_PERMISSION, EK_IO, EK_OTHER, EK_N };
+static const char *const err_kind_label[EK_N] = {"permission", "io", "other"};
 
 #define MAX_PODS 1024       /* pod directories looked at */
 #define MAX_REGIONS 256     /* regions rendered */
@@ -38,7 +56,45 @@ struct merge {
 	struct family *f;
 	size_t n, cap;
 	int oom;
+	unsigned errors[PK_N][EK_N]; /* paths not read, this pass */
 };
+
+/* Each unreadable path is named once per process, not at every scrape: a
+ * set of the paths' hashes (FNV-1a, 64 bits). The server calls discovery
+ * from its one thread, so no lock. Full, the rest go unnamed (said once);
+ * they still count in the metric. */
+#define LOGGED_MAX 1024
+static uint64_t logged[LOGGED_MAX];
+static unsigned nlogged;
+static int logged_full;
+
+/* path could not be read (why; msg says it, naming the path when set, else
+ * strerror's text of why's errno follows path). */
+static void unreadable(struct merge *m, enum path_kind pk, enum gg_read_why why, const char *path, const char *msg)
+{
+	enum err_kind ek = why == GG_READ_PERMISSION ? EK_PERMISSION : why == GG_READ_IO ? EK_IO : EK_OTHER;
+	m->errors[pk][ek]++;
+	uint64_t h = 1469598103934665603u;
+	for (const char *p = path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211u;
+	for (unsigned i = 0; i < nlogged; i++)
+		if (logged[i] == h)
+			return;
+	if (nlogged == LOGGED_MAX) {
+		if (!logged_full)
+			gg_warning("metrics --discover: more unreadable paths than can be named; "
+			           "gpuguard_discovery_errors counts them all");
+		logged_full = 1;
+		return;
+	}
+	logged[nlogged++] = h;
+	char shown[4 * GG_REGION_PATH + 1];
+	gg_escape_bytes(shown, path, GG_REGION_PATH);
+	gg_warning(
+	    "metrics --discover: cannot read %s: %s (gpuguard_discovery_errors{path_kind=\"%s\",reason=\"%s\"}%s)",
+	    shown, msg, path_kind_label[pk], err_kind_label[ek],
+	    ek == EK_PERMISSION ? "; the exporter needs CAP_DAC_READ_SEARCH: deploy/node/exporter.yaml" : "");
+}
 
 /* A pod uid as the kubelet names its directory: hex digits and dashes. */
 static int uid_ok(const char *s)
@@ -181,8 +237,21 @@ static int merge_region(struct merge *m, const char *path, const char *uid, cons
 {
 	static struct gg_region r; /* 100 KiB: not on the stack */
 	char err[GG_REGION_ERR];
-	if (gg_region_read(&r, path, err, sizeof err))
-		return 0; /* not a region (or not yet one): nothing to show */
+	enum gg_read_why why;
+	if (gg_region_read_why(&r, path, err, sizeof err, &why)) {
+		/* not a region (a dump), gone since readdir, or replaced by a
+		 * symlink or a FIFO: nothing to show. What we may not read is
+		 * an error, never a silent 0. */
+		if (why == GG_READ_PERMISSION || why == GG_READ_IO || why == GG_READ_OTHER) {
+			/* err is "PATH: why" (PATH escaped): the why alone */
+			char shown[4 * GG_REGION_PATH + 1];
+			gg_escape_bytes(shown, path, GG_REGION_PATH);
+			size_t n = strlen(shown);
+			unreadable(m, PK_FILE, why, path,
+			           !strncmp(err, shown, n) && !strncmp(err + n, ": ", 2) ? err + n + 2 : err);
+		}
+		return 0;
+	}
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
@@ -207,13 +276,17 @@ static int merge_region(struct merge *m, const char *path, const char *uid, cons
 	return 1;
 }
 
-int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
+int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen, enum gg_read_why *why)
 {
 	DIR *pods = opendir(root);
 	if (!pods) {
-		snprintf(err, errlen, "%s: %s (the kubelet's pod directory, mounted read-only)", root, strerror(errno));
+		int e = errno;
+		*why = gg_read_why_errno(e);
+		snprintf(err, errlen, "%s: %s (the kubelet's pod directory, mounted read-only%s)", root, strerror(e),
+		         e == EACCES ? "; the exporter needs CAP_DAC_READ_SEARCH: deploy/node/exporter.yaml" : "");
 		return -1;
 	}
+	*why = GG_READ_OK;
 	struct merge m = {0};
 	unsigned npods = 0, nregions = 0;
 	/* The node's name for the Hostname label: NODE_NAME, which the
@@ -231,8 +304,12 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
 		char vols[4096];
 		snprintf(vols, sizeof vols, "%s/%s/volumes/kubernetes.io~empty-dir", root, pe->d_name);
 		DIR *vd = opendir(vols);
-		if (!vd)
+		if (!vd) {
+			/* ENOENT: a pod without emptyDir volumes */
+			if (errno != ENOENT)
+				unreadable(&m, PK_POD, gg_read_why_errno(errno), vols, strerror(errno));
 			continue;
+		}
 		struct dirent *ve;
 		while ((ve = readdir(vd)) && nregions < MAX_REGIONS && !m.oom) {
 			if (!name_ok(ve->d_name))
@@ -240,11 +317,19 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
 			char vol[4096 + 256 + 2];
 			snprintf(vol, sizeof vol, "%s/%s", vols, ve->d_name);
 			struct stat st;
-			if (lstat(vol, &st) || !S_ISDIR(st.st_mode))
+			if (lstat(vol, &st)) {
+				if (errno != ENOENT) /* gone since readdir: not an error */
+					unreadable(&m, PK_EMPTY_DIR, gg_read_why_errno(errno), vol, strerror(errno));
+				continue;
+			}
+			if (!S_ISDIR(st.st_mode))
 				continue;
 			DIR *fd = opendir(vol);
-			if (!fd)
+			if (!fd) {
+				if (errno != ENOENT)
+					unreadable(&m, PK_EMPTY_DIR, gg_read_why_errno(errno), vol, strerror(errno));
 				continue;
+			}
 			struct dirent *fe;
 			unsigned tried = 0;
 			while ((fe = readdir(fd)) && tried < MAX_FILES_PER_VOL && nregions < MAX_REGIONS && !m.oom) {
@@ -252,7 +337,13 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
 					continue;
 				char file[sizeof vol + 256 + 2];
 				snprintf(file, sizeof file, "%s/%s", vol, fe->d_name);
-				if (lstat(file, &st) || !S_ISREG(st.st_mode))
+				if (lstat(file, &st)) {
+					if (errno != ENOENT)
+						unreadable(&m, PK_FILE, gg_read_why_errno(errno), file,
+						           strerror(errno));
+					continue;
+				}
+				if (!S_ISREG(st.st_mode))
 					continue;
 				tried++;
 				nregions += (unsigned)merge_region(&m, file, pe->d_name, host);
@@ -264,17 +355,34 @@ int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen)
 	closedir(pods);
 	int rc = 0;
 	if (m.oom) {
+		*why = GG_READ_OTHER;
 		snprintf(err, errlen, "out of memory");
 		rc = -1;
 	} else {
 		fputs("# HELP gpuguard_discovered_pods Pod directories under the kubelet's pods directory looked at.\n"
 		      "# TYPE gpuguard_discovered_pods gauge\n",
 		      out);
-		fprintf(out, "gpuguard_discovered_pods %u\n", npods);
+		/* the node's own series carry Hostname too, for its alert */
+		char hl[16 + 2 * sizeof host] = "", hb[sizeof hl + 2] = "";
+		if (host[0]) {
+			add_label(hl, sizeof hl, "Hostname", host);
+			snprintf(hb, sizeof hb, "{%s}", hl);
+			strcat(hl, ",");
+		}
+		fprintf(out, "gpuguard_discovered_pods%s %u\n", hb, npods);
 		fputs("# HELP gpuguard_discovered_regions Pod regions found and read in those pods' emptyDir volumes.\n"
 		      "# TYPE gpuguard_discovered_regions gauge\n",
 		      out);
-		fprintf(out, "gpuguard_discovered_regions %u\n", nregions);
+		fprintf(out, "gpuguard_discovered_regions%s %u\n", hb, nregions);
+		fputs("# HELP gpuguard_discovery_errors Paths under the kubelet's pods directory this pass could not "
+		      "read, "
+		      "by kind of path and reason (each named once on stderr); over 0, regions may be missing.\n"
+		      "# TYPE gpuguard_discovery_errors gauge\n",
+		      out);
+		for (int pk = 0; pk < PK_N; pk++)
+			for (int ek = 0; ek < EK_N; ek++)
+				fprintf(out, "gpuguard_discovery_errors{%spath_kind=\"%s\",reason=\"%s\"} %u\n", hl,
+				        path_kind_label[pk], err_kind_label[ek], m.errors[pk][ek]);
 		for (size_t i = 0; i < m.n; i++) {
 			if (!m.f[i].head || !m.f[i].samples)
 				continue;

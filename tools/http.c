@@ -150,10 +150,12 @@ static void respond_text(struct conn *c, int code, const char *reason, const cha
 const char *gg_metrics_discover_root;
 
 /* What cannot be read (the region, or --discover's directory): 200 with
- * gpuguard_up 0 and gpuguard_region_error naming the reason, never 503, so
- * the target is up from the pod's start and an alert can fire on
- * gpuguard_up == 0. The reason is said once on stderr. */
-static void serve_down(struct server *sv, struct conn *c, const char *err, int head_only, uint64_t now)
+ * gpuguard_up 0 and gpuguard_region_error{reason} from a closed set (the
+ * label's values must stay few: never the message, which names a path), never
+ * 503, so the target is up from the pod's start and an alert can fire on
+ * gpuguard_up == 0. The message itself is said once on stderr. */
+static void serve_down(struct server *sv, struct conn *c, const char *err, enum gg_read_why why, int head_only,
+                       uint64_t now)
 {
 	if (strcmp(err, sv->last_err))
 		gg_warning("%s (answering gpuguard_up 0 until it is readable)", err);
@@ -167,10 +169,10 @@ static void serve_down(struct server *sv, struct conn *c, const char *err, int h
 	}
 	family(m, "gpuguard_up", "gauge", UP_HELP);
 	fputs("gpuguard_up 0\n", m);
-	family(m, "gpuguard_region_error", "gauge", "Why the pod region could not be read (gpuguard_up 0).");
-	fputs("gpuguard_region_error{reason=\"", m);
-	prom_str(m, err);
-	fputs("\"} 1\n", m);
+	family(m, "gpuguard_region_error", "gauge",
+	       "Why the pod region could not be read (gpuguard_up 0): missing, permission, symlink, not_regular, "
+	       "invalid, io or other; the message is on the exporter's stderr.");
+	fprintf(m, "gpuguard_region_error{reason=\"%s\"} 1\n", gg_read_why_label(why));
 	if (fclose(m))
 		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
 	else
@@ -189,10 +191,11 @@ static void serve_discovered(struct server *sv, struct conn *c, int head_only, u
 		respond_text(c, 500, "Internal Server Error", NULL, "out of memory\n", head_only, now, sv->timeout_ms);
 		return;
 	}
-	if (gg_metrics_discover(m, gg_metrics_discover_root, err, sizeof err)) {
+	enum gg_read_why why;
+	if (gg_metrics_discover(m, gg_metrics_discover_root, err, sizeof err, &why)) {
 		fclose(m);
 		free(text);
-		serve_down(sv, c, err, head_only, now);
+		serve_down(sv, c, err, why, head_only, now);
 		return;
 	}
 	sv->last_err[0] = '\0';
@@ -212,8 +215,9 @@ static void serve_metrics(struct server *sv, struct conn *c, int head_only, uint
 		serve_discovered(sv, c, head_only, now);
 		return;
 	}
-	if (gg_region_read(&r, sv->path, err, sizeof err)) {
-		serve_down(sv, c, err, head_only, now);
+	enum gg_read_why why;
+	if (gg_region_read_why(&r, sv->path, err, sizeof err, &why)) {
+		serve_down(sv, c, err, why, head_only, now);
 		return;
 	}
 	if (sv->last_err[0])

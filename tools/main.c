@@ -47,7 +47,8 @@ static const char help_report[] =
     "    gpuguard report - analyze gpuguard allocation dumps\n"
     "\n"
     "SYNOPSIS\n"
-    "    gpuguard report [--json | --folded | --speedscope | --html FILE] [--top N] [--frames N] DUMP...\n"
+    "    gpuguard report [--json | --folded | --speedscope | --html FILE | --torch-snapshot FILE] [--top N]\n"
+    "                    [--frames N] DUMP...\n"
     "    gpuguard report --diff [--json] OLD NEW\n"
     "\n"
     "DESCRIPTION\n"
@@ -97,6 +98,9 @@ static const char help_report[] =
     "                   under a hidden name beside FILE, then renamed over it (mode\n"
     "                   0666 less the umask); a FILE that is a symbolic link or not\n"
     "                   a regular file is refused and left as it is\n"
+    "    --torch-snapshot FILE  one dump as the pickle torch.cuda.memory._dump_snapshot\n"
+    "                   writes (segments, blocks, device_traces; frames as filename,\n"
+    "                   line, name), for pytorch.org/memory_viz; written as --html is\n"
     "    --diff OLD NEW growth of live bytes by call site between two dumps\n"
     "                   (sites matched by their frames)\n"
     "    --top N        call sites shown (default 10)\n"
@@ -124,7 +128,7 @@ static const char help_report[] =
     "EXIT STATUS\n"
     "    0 report written; 1 usage error; 2 a dump could not be read (the message\n"
     "    names FILE:LINE and what is wrong), or its format is newer, or FILE of\n"
-    "    --html cannot be written.\n";
+    "    --html or --torch-snapshot cannot be written.\n";
 
 static const char help_dump[] = "NAME\n"
                                 "    gpuguard dump - ask a running process for an allocation dump\n"
@@ -238,9 +242,10 @@ static const char help_metrics[] =
     "DESCRIPTION\n"
     "    Prints the pod region (see gpuguard help top) in the Prometheus text\n"
     "    exposition format, version 0.0.4. Device series carry the labels\n"
-    "    device (the region's entry index), kind (CUDA, HIP, ordinal) and uuid\n"
+    "    kind (CUDA, HIP, ordinal) and UUID, dcgm-exporter's join key\n"
     "    (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx as nvidia-smi spells it,\n"
-    "    HIP-... for HIP, ordinal-N where the device has no UUID). Process series\n"
+    "    HIP-... for HIP, ordinal-N where the device has no UUID); no gpu label\n"
+    "    (a container cannot know the host's index). Process series\n"
     "    carry slot, pid and comm: the slot keeps them apart when two processes\n"
     "    in different PID namespaces share a pid.\n"
     "\n"
@@ -263,8 +268,8 @@ static const char help_metrics[] =
     "    gpuguard_process_info{slot,pid,comm,state} 1\n"
     "    gpuguard_process_start_time_seconds        gauge\n"
     "    gpuguard_process_used_bytes                gauge, per process and device\n"
-    "                                               (labels slot,pid,comm,device,uuid)\n"
-    "    gpuguard_death_info{n,pid,comm,verdict,reason}  1 per recent death without\n"
+    "                                               (labels slot,pid,comm,UUID)\n"
+    "    gpuguard_death_info{n,pid,comm,verdict}    1 per recent death without\n"
     "                                               exit; verdict host_oom, gpu_refusals,\n"
     "                                               not_oom or host_unknown\n"
     "    gpuguard_death_time_seconds                gauge, when it was found dead\n"
@@ -277,8 +282,9 @@ static const char help_metrics[] =
     "    answers 200; other paths 404; other methods 405; a request head over\n"
     "    8 KiB 431; a malformed one 400; one not received within the timeout\n"
     "    408; a region that cannot be read (before any process of the pod\n"
-    "    attached, say) 200 with gpuguard_up 0 and gpuguard_region_error naming\n"
-    "    the reason, never 503, so the target is up from the start (the server\n"
+    "    attached, say) 200 with gpuguard_up 0 and gpuguard_region_error{reason}\n"
+    "    (missing, permission, symlink, not_regular, invalid, io or other; the\n"
+    "    message on stderr), never 503, so the target is up from the start (the server\n"
     "    keeps running). No client is ever waited on: every socket is non-blocking,\n"
     "    every connection has the timeout as its deadline, and past\n"
     "    --max-connections open ones a new connection closes the oldest that\n"
@@ -302,7 +308,9 @@ static const char help_metrics[] =
     "                        for every request. Each series gets pod_uid=\"UID\" (join\n"
     "                        kube-state-metrics' kube_pod_info on uid for namespace\n"
     "                        and pod); gpuguard_discovered_pods and\n"
-    "                        gpuguard_discovered_regions count what was found.\n"
+    "                        gpuguard_discovered_regions count what was found,\n"
+    "                        gpuguard_discovery_errors{path_kind,reason} what could\n"
+    "                        not be read (each path named once on stderr).\n"
     "\n"
     "EXIT STATUS\n"
     "    0 printed, or served until stopped; 1 usage error (including a bad\n"
@@ -356,7 +364,7 @@ static int cmd_report(int argc, char **argv)
 {
 	struct gg_opts o = {10, 8};
 	int json = 0, folded = 0, diff = 0;
-	const char *html = NULL;
+	const char *html = NULL, *torch = NULL;
 	char **files = calloc((size_t)argc + 1, sizeof *files);
 	int nfiles = 0, only_files = 0;
 	if (!files)
@@ -381,6 +389,8 @@ static int cmd_report(int argc, char **argv)
 			diff = 1;
 		} else if (!strcmp(a, "--html") && i + 1 < argc) {
 			html = argv[++i];
+		} else if (!strcmp(a, "--torch-snapshot") && i + 1 < argc) {
+			torch = argv[++i];
 		} else if ((!strcmp(a, "--top") || !strcmp(a, "--frames")) && i + 1 < argc) {
 			if (parse_int(argv[i + 1], a[2] == 't' ? &o.top : &o.frames)) {
 				free(files);
@@ -394,8 +404,8 @@ static int cmd_report(int argc, char **argv)
 			return usage_err(m, help_report);
 		}
 	}
-	if (nfiles == 0 || (diff && nfiles != 2) || json + (folded != 0) + (html != NULL) > 1 ||
-	    (diff && (folded || html))) {
+	if (nfiles == 0 || (diff && nfiles != 2) || json + (folded != 0) + (html != NULL) + (torch != NULL) > 1 ||
+	    (diff && (folded || html || torch)) || (torch && nfiles != 1)) {
 		free(files);
 		return usage_err(diff ? "report --diff takes two dumps, and only --json"
 		                      : "report needs one or more dumps, and one output format",
@@ -411,8 +421,8 @@ static int cmd_report(int argc, char **argv)
 		rc = GG_EXIT_BADINPUT;
 		goto out;
 	}
-	if (html) {
-		if (gg_outfile_open(&page, html, oerr, sizeof oerr)) {
+	if (html || torch) {
+		if (gg_outfile_open(&page, html ? html : torch, oerr, sizeof oerr)) {
 			gg_error("%s", oerr);
 			rc = GG_EXIT_BADINPUT;
 			goto out;
@@ -437,6 +447,8 @@ static int cmd_report(int argc, char **argv)
 			gg_report_speedscope(stdout, &an[i]);
 		else if (folded)
 			gg_report_folded(stdout, &an[i]);
+		else if (hf && torch)
+			gg_report_torch_snapshot(hf, &an[i]);
 		else if (hf)
 			gg_report_html(hf, &an[i], &o);
 		else {
@@ -1228,7 +1240,8 @@ static int cmd_metrics(int argc, char **argv)
 		return gg_metrics_serve(gg_region_path(region), listen, timeout, max_conns);
 	if (discover) {
 		char err[GG_REGION_ERR];
-		if (gg_metrics_discover(stdout, discover, err, sizeof err)) {
+		enum gg_read_why why;
+		if (gg_metrics_discover(stdout, discover, err, sizeof err, &why)) {
 			gg_error("metrics: %s", err);
 			return GG_EXIT_BADINPUT;
 		}

@@ -6,33 +6,44 @@
 
 #include "live.h"
 
-/* uuid="..." and, for an NVIDIA card, UUID="GPU-...": dcgm-exporter's
- * label for the card, so its series join ours with on(UUID) and no
- * label_replace. */
-static void uuid_labels(FILE *f, const struct gg_rdev *d)
+/* UUID="GPU-...", dcgm-exporter's label for the card (nvidia-smi's
+ * spelling), the one join key: its series join ours with on(UUID) and no
+ * label_replace. One label, for every kind (HIP-..., ordinal-N for a card
+ * whose UUID was not known: it joins nothing, rightly). No `gpu`: dcgm's is
+ * the host's index, which a container cannot know (its ordinals count only
+ * the cards it was given), and a wrong one would join the wrong card. No
+ * `device`: the entry's index in the region, which another pod numbers
+ * otherwise; nobody should join on it. */
+static void uuid_label(FILE *f, const struct gg_rdev *d)
 {
-	fputs("uuid=\"", f);
+	fputs("UUID=\"", f);
 	prom_str(f, d->uuid);
 	fputc('"', f);
-	if (!strcmp(d->kind, "CUDA")) {
-		fputs(",UUID=\"", f);
-		prom_str(f, d->uuid);
-		fputc('"', f);
-	}
+}
+
+/* The region is the pods' input: two entries with one UUID (a forged or
+ * torn file) would make two series alike, and Prometheus drops the whole
+ * scrape for that. The first one is shown. */
+static int dev_repeats(const struct gg_region *r, unsigned i)
+{
+	for (unsigned j = 0; j < i; j++)
+		if (!strcmp(r->dev[j].uuid, r->dev[i].uuid))
+			return 1;
+	return 0;
 }
 
 static void dev_sample(FILE *f, const char *name, const struct gg_rdev *d, uint64_t v)
 {
-	fprintf(f, "%s{device=\"%u\",kind=\"%s\",", name, d->index, d->kind);
-	uuid_labels(f, d);
+	fprintf(f, "%s{kind=\"%s\",", name, d->kind);
+	uuid_label(f, d);
 	fprintf(f, "} %llu\n", (unsigned long long)v);
 }
 
 /* Nanoseconds as seconds, to the millisecond (integer arithmetic: exact). */
 static void dev_sample_seconds(FILE *f, const char *name, const struct gg_rdev *d, uint64_t ns)
 {
-	fprintf(f, "%s{device=\"%u\",kind=\"%s\",", name, d->index, d->kind);
-	uuid_labels(f, d);
+	fprintf(f, "%s{kind=\"%s\",", name, d->kind);
+	uuid_label(f, d);
 	fprintf(f, "} %llu.%03llu\n", (unsigned long long)(ns / 1000000000u),
 	        (unsigned long long)(ns / 1000000u % 1000u));
 }
@@ -118,7 +129,9 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 	for (size_t k = 0; k < sizeof dev_families / sizeof dev_families[0]; k++) {
 		family(f, dev_families[k].name, dev_families[k].type, dev_families[k].help);
 		for (unsigned i = 0; i < r->ndev; i++)
-			if (k == F_WAIT)
+			if (dev_repeats(r, i))
+				continue;
+			else if (k == F_WAIT)
 				dev_sample_seconds(f, dev_families[k].name, &r->dev[i], dev_value(&r->dev[i], k));
 			else if (r->dev[i].has_limit || (k != F_LIMIT && k != F_FREE))
 				dev_sample(f, dev_families[k].name, &r->dev[i], dev_value(&r->dev[i], k));
@@ -177,9 +190,11 @@ void gg_metrics_render(FILE *f, const struct gg_region *r)
 	family(f, "gpuguard_process_used_bytes", "gauge", "Bytes this process holds on the device.");
 	for (unsigned i = 0; i < r->nproc; i++) {
 		for (unsigned d = 0; d < r->ndev; d++) {
+			if (dev_repeats(r, d))
+				continue;
 			proc_labels(f, "gpuguard_process_used_bytes", &r->proc[i]);
-			fprintf(f, ",device=\"%u\",", r->dev[d].index);
-			uuid_labels(f, &r->dev[d]);
+			fputc(',', f);
+			uuid_label(f, &r->dev[d]);
 			fprintf(f, "} %llu\n", (unsigned long long)r->proc[i].used[r->dev[d].index]);
 		}
 	}
@@ -193,16 +208,17 @@ static void death_labels(FILE *f, const char *name, const struct gg_death *d)
 	fputc('"', f);
 }
 
+/* The verdict is the closed set (host_oom, gpu_refusals, not_oom,
+ * host_unknown). Its sentence (gpuguard top, report) carries figures, so it
+ * is no label: every death would make a new series of it. */
 static void deaths_metrics(FILE *f, const struct gg_region *r)
 {
-	char v[160];
 	family(f, "gpuguard_death_info", "gauge",
-	       "One per recent death of a pod member without exit (SIGKILL, OOM killer, crash), with its verdict.");
+	       "One per recent death of a pod member without exit (SIGKILL, OOM killer, crash), with its verdict: "
+	       "host_oom, gpu_refusals, not_oom or host_unknown.");
 	for (unsigned i = 0; i < r->ndeath; i++) {
 		death_labels(f, "gpuguard_death_info", &r->death[i]);
-		fprintf(f, ",verdict=\"%s\",reason=\"", gg_death_code(&r->death[i]));
-		prom_str(f, gg_death_verdict(&r->death[i], v, sizeof v));
-		fputs("\"} 1\n", f);
+		fprintf(f, ",verdict=\"%s\"} 1\n", gg_death_code(&r->death[i]));
 	}
 	family(f, "gpuguard_death_time_seconds", "gauge", "Unix time the death was found (by the next sweep).");
 	for (unsigned i = 0; i < r->ndeath; i++) {

@@ -317,8 +317,56 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 	return 0;
 }
 
+const char *gg_read_why_label(enum gg_read_why why)
+{
+	switch (why) {
+	case GG_READ_OK:
+		return "ok";
+	case GG_READ_MISSING:
+		return "missing";
+	case GG_READ_PERMISSION:
+		return "permission";
+	case GG_READ_SYMLINK:
+		return "symlink";
+	case GG_READ_NOT_REGULAR:
+		return "not_regular";
+	case GG_READ_INVALID:
+		return "invalid";
+	case GG_READ_IO:
+		return "io";
+	case GG_READ_OTHER:
+		break;
+	}
+	return "other";
+}
+
+enum gg_read_why gg_read_why_errno(int e)
+{
+	switch (e) {
+	case ENOENT:
+	case ENOTDIR:
+		return GG_READ_MISSING;
+	case EACCES:
+	case EPERM:
+		return GG_READ_PERMISSION;
+	case ELOOP:
+		return GG_READ_SYMLINK;
+	case EIO:
+		return GG_READ_IO;
+	default:
+		return GG_READ_OTHER;
+	}
+}
+
 int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errlen)
 {
+	enum gg_read_why why;
+	return gg_region_read_why(r, path, err, errlen, &why);
+}
+
+int gg_region_read_why(struct gg_region *r, const char *path, char *err, size_t errlen, enum gg_read_why *why)
+{
+	*why = GG_READ_OTHER;
 	char shown[4 * GG_REGION_PATH + 1];
 	gg_escape_bytes(shown, path, GG_REGION_PATH);
 	/* O_NONBLOCK: opening a FIFO planted at the path must not hang us. */
@@ -326,6 +374,7 @@ int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errl
 	if (fd < 0) {
 		int e = errno;
 		struct stat st;
+		*why = gg_read_why_errno(e);
 		if (e == ENOENT)
 			snprintf(err, errlen,
 			         "%s: no such file: no process in this pod has attached yet (or the region is "
@@ -339,11 +388,13 @@ int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errl
 	}
 	struct stat st;
 	if (fstat(fd, &st)) {
+		*why = gg_read_why_errno(errno);
 		snprintf(err, errlen, "%s: %s", shown, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
+		*why = GG_READ_NOT_REGULAR;
 		snprintf(err, errlen, "%s: not a regular file", shown);
 		close(fd);
 		return -1;
@@ -362,6 +413,7 @@ int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errl
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0) {
+			*why = gg_read_why_errno(errno);
 			snprintf(err, errlen, "%s: %s", shown, strerror(errno));
 			free(buf);
 			close(fd);
@@ -372,6 +424,7 @@ int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errl
 		have += (size_t)got;
 	}
 	int rc = gg_region_parse(r, path, buf, have, fd, err, errlen);
+	*why = rc ? GG_READ_INVALID : GG_READ_OK;
 	free(buf);
 	close(fd);
 	return rc;

@@ -64,7 +64,13 @@ static inline const struct gg_jval *gg_json_at(const struct gg_json *j, uint32_t
 /* load.c: the dump, as read. */
 struct gg_frame {
 	char *m, *o, *s; /* module, offset (hex), symbol (NULL when absent) */
+	char *py;        /* a Python frame's file (issue 27), else NULL; s its function */
+	uint64_t line;   /* a Python frame's line (0 = unknown) */
 };
+
+/* load.c: fr as text into out: a Python frame as "serve.py:212 in
+ * grow_kv_cache" (returns 1), else nothing (returns 0). */
+int gg_frame_py(const struct gg_frame *fr, char *out, size_t n);
 
 struct gg_stack {
 	uint64_t id;
@@ -76,12 +82,14 @@ struct gg_stack {
 struct gg_alloc {
 	uint64_t size, age, tid, st;
 	uint32_t dev, api;
+	uint64_t addr; /* its address or handle ("p") */
 };
 
 struct gg_hist {
 	uint64_t ms, size, st;
 	uint32_t dev, api;
-	char op; /* 'a', 'f', 'r' */
+	char op;       /* 'a', 'f', 'r' */
+	uint64_t addr; /* "p" */
 };
 
 /* A "device" record as read: the library's books on one ordinal at the
@@ -312,6 +320,9 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
 void gg_report_folded(FILE *f, const struct gg_analysis *a);
 void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope JSON, unit bytes */
+/* torch.c: the pickle torch.cuda.memory._dump_snapshot writes (0, or -1 on a
+ * write error). */
+int gg_report_torch_snapshot(FILE *f, const struct gg_analysis *a);
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json);
 void gg_json_str(FILE *f, const char *s);
@@ -333,7 +344,7 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 enum gg_liveness { GG_LIVE_UNKNOWN, GG_LIVE_YES, GG_LIVE_EXITED };
 
 struct gg_rdev {
-	unsigned index;   /* entry in the region = the label device="N" */
+	unsigned index;   /* entry in the region (no label: another pod numbers it otherwise) */
 	const char *kind; /* "CUDA", "HIP", "ordinal", "unknown" */
 	char uuid[48];    /* GPU-8-4-4-4-12, HIP-..., ordinal-N, unknown-<hex> */
 	int has_limit;    /* limit != UINT64_MAX */
@@ -387,6 +398,22 @@ const char *gg_region_path(const char *opt);
  * full, never mapped) and probes each process's liveness lock. 0, or -1 with
  * a one-line "PATH: reason" in err. */
 int gg_region_read(struct gg_region *r, const char *path, char *err, size_t errlen);
+/* Why a read failed, from a closed set: the reason label of
+ * gpuguard_region_error and gpuguard_discovery_errors, whose values must
+ * stay few (a label's values are series), never the free text of err. */
+enum gg_read_why {
+	GG_READ_OK,
+	GG_READ_MISSING,     /* ENOENT, ENOTDIR: nothing there (yet) */
+	GG_READ_PERMISSION,  /* EACCES, EPERM: the identity we run as may not read it */
+	GG_READ_SYMLINK,     /* a symbolic link, never followed */
+	GG_READ_NOT_REGULAR, /* a directory, FIFO, device... */
+	GG_READ_INVALID,     /* read, but not a region this command reads */
+	GG_READ_IO,          /* EIO */
+	GG_READ_OTHER,       /* anything else (out of memory, an errno not above) */
+};
+int gg_region_read_why(struct gg_region *r, const char *path, char *err, size_t errlen, enum gg_read_why *why);
+const char *gg_read_why_label(enum gg_read_why why); /* "missing", "permission", ... "other" */
+enum gg_read_why gg_read_why_errno(int e);
 /* The same from an image of len bytes (8-byte aligned). lock_fd: the open
  * region file to probe liveness locks on, or -1 (liveness unknown). */
 int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len, int lock_fd, char *err,
@@ -436,7 +463,7 @@ int gg_metrics_print(const char *path);
 int gg_metrics_serve(const char *path, const char *listen, uint64_t timeout_ms, int max_conns);
 /* discover.c: every pod region under the kubelet's pods directory root,
  * each series labelled pod_uid, families merged. 0, or -1 with err. */
-int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen);
+int gg_metrics_discover(FILE *out, const char *root, char *err, size_t errlen, enum gg_read_why *why);
 /* --discover: serve gg_metrics_discover of root instead of one region. */
 extern const char *gg_metrics_discover_root;
 

@@ -6,12 +6,11 @@
 //       its kind's real schema: kubernetes-models (built-in kinds; and no
 //       field its type declarations do not name), the Prometheus Operator's
 //       from @kubernetes-models/prometheus-operator, and for kyverno.io the
-//       openAPIV3Schema of Kyverno's CRD at $KYVERNO_CRD (skipped if unset)
+//       openAPIV3Schema of Kyverno's CRDs at $KYVERNO_CRD (ClusterPolicy) and
+//       $KYVERNO_MP_CRD (MutatingPolicy) (skipped if unset), and for
+//       MutatingAdmissionPolicy(Binding) map-schema.json beside this file
 //   node validate.cjs pss LEVEL FILE...        Pod Security Standards
 //       (baseline or restricted) on every Pod in the files
-//   node validate.cjs policy POLICY APP PLAIN  applies the ClusterPolicy to
-//       the pod APP, as Kyverno would for this policy's patches, and checks
-//       the result is the pod PLAIN; then PSS restricted on what it injected
 //   node validate.cjs rules PROMRULE OUT       writes the rule groups of a
 //       PrometheusRule to OUT (for promtool), checks every alert has a test in
 //       rules-test.yaml beside PROMRULE
@@ -44,7 +43,7 @@ function models() {
 	const apps = require("kubernetes-models/apps/v1");
 	const po = require("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1");
 	return {
-		"v1/Pod": v1.Pod, "v1/Service": v1.Service, "v1/ConfigMap": v1.ConfigMap,
+		"v1/Pod": v1.Pod, "v1/Service": v1.Service, "v1/ConfigMap": v1.ConfigMap, "v1/Namespace": v1.Namespace,
 		"apps/v1/DaemonSet": apps.DaemonSet,
 		"monitoring.coreos.com/v1/ServiceMonitor": po.ServiceMonitor,
 		"monitoring.coreos.com/v1/PodMonitor": po.PodMonitor,
@@ -123,7 +122,9 @@ function crdValidator(crdFile, version) {
 function schema(files) {
 	const m = models();
 	const crd = process.env.KYVERNO_CRD;
+	const mpCrd = process.env.KYVERNO_MP_CRD;
 	const kyverno = {};
+	const mapSchema = {};
 	for (const file of files) {
 		docs(file).forEach((d, i) => {
 			const name = `schema ${file}${i ? `#${i}` : ""} (${d.kind})`;
@@ -136,10 +137,22 @@ function schema(files) {
 					else if (d.apiVersion === "apps/v1") unknownFields(d, resolveDts(__filename, `kubernetes-models/apps/v1/${d.kind}`), d.kind, errs);
 					if (errs.length) fail(name, `unknown fields: ${errs.join("; ")}`);
 					else ok(name);
-				} else if (String(d.apiVersion).startsWith("kyverno.io/")) {
-					if (!crd || !fs.existsSync(crd)) return skip(name, "no Kyverno CRD at ../shared/data/kyverno/kyverno.io_clusterpolicies.yaml");
-					const ver = d.apiVersion.split("/")[1];
-					if (!kyverno[ver]) kyverno[ver] = crdValidator(crd, ver);
+				} else if (d.apiVersion === "admissionregistration.k8s.io/v1" && /^MutatingAdmissionPolicy(Binding)?$/.test(d.kind)) {
+					if (!mapSchema[d.kind]) {
+						const Ajv = require("ajv");
+						const all = JSON.parse(fs.readFileSync(path.join(__dirname, "map-schema.json"), "utf8"));
+						const ajv = new Ajv({ strict: false, allErrors: true });
+						mapSchema[d.kind] = ajv.compile({ definitions: all.definitions, ...all[d.kind] });
+					}
+					const check = mapSchema[d.kind];
+					if (check(d)) ok(name);
+					else fail(name, check.errors.slice(0, 5).map((e) => `${d.kind}${e.instancePath} ${e.message}` +
+						(e.params && e.params.additionalProperty ? ` (${e.params.additionalProperty}, which the API server would drop)` : "")).join("; "));
+				} else if (String(d.apiVersion).startsWith("kyverno.io/") || String(d.apiVersion).startsWith("policies.kyverno.io/")) {
+					const file = d.apiVersion.startsWith("policies.") ? mpCrd : crd;
+					if (!file || !fs.existsSync(file)) return skip(name, `no Kyverno CRD for ${d.kind} under ../shared/data/kyverno/`);
+					const ver = d.apiVersion;
+					if (!kyverno[ver]) kyverno[ver] = crdValidator(file, ver.split("/")[1]);
 					const k = kyverno[ver];
 					if (d.kind !== k.kind) return fail(name, `the CRD is for ${k.kind}`);
 					if (!d.metadata || !d.metadata.name) return fail(name, "metadata.name missing");
@@ -224,147 +237,6 @@ function pss(level, files) {
 			if (v.length) fail(name, v.join("; "));
 			else ok(name);
 		}
-	}
-}
-
-// --- the policy, applied ----------------------------------------------------
-// Kyverno's patchStrategicMerge for the constructs this policy uses: lists
-// of named objects merge by name (volumeMounts by mountPath), a "+(key)"
-// anchor adds key only where it is absent, other values replace. Templates:
-// {{ element.name }} and the GPUGUARD_LIMIT expression.
-function merge(dst, patch, listKey) {
-	if (Array.isArray(patch)) {
-		const out = Array.isArray(dst) ? dst.map((x) => x) : [];
-		for (const p of patch) {
-			const key = p && typeof p === "object" ? (p.name !== undefined ? "name" : p.mountPath !== undefined ? "mountPath" : null) : null;
-			const i = key ? out.findIndex((x) => x && x[key] === p[key]) : -1;
-			if (i >= 0) out[i] = merge(out[i], p);
-			else out.push(merge(undefined, p));
-		}
-		return out;
-	}
-	if (patch && typeof patch === "object") {
-		const out = dst && typeof dst === "object" ? { ...dst } : {};
-		for (const [k, val] of Object.entries(patch)) {
-			const m = /^\+\((.*)\)$/.exec(k);
-			if (m) {
-				if (out[m[1]] === undefined) out[m[1]] = merge(undefined, val);
-			} else out[k] = merge(out[k], val);
-		}
-		return out;
-	}
-	return patch;
-}
-
-const gpuOf = (c) => c.resources && c.resources.limits && (c.resources.limits["nvidia.com/gpu"] || c.resources.limits["amd.com/gpu"]);
-
-function subst(obj, vars) {
-	if (Array.isArray(obj)) return obj.map((x) => subst(x, vars));
-	if (obj && typeof obj === "object") return Object.fromEntries(Object.entries(obj).map(([k, x]) => [k, subst(x, vars)]));
-	if (typeof obj !== "string") return obj;
-	return obj.replace(/\{\{\s*(.*?)\s*\}\}/g, (all, e) => {
-		if (!(e in vars)) throw new Error(`template not understood by this check: ${all}`);
-		return vars[e];
-	});
-}
-
-function applyPolicy(policy, pod, nsLabels) {
-	let p = JSON.parse(JSON.stringify(pod));
-	const labels = () => (p.metadata && p.metadata.labels) || {};
-	const injectedNames = new Set();
-	for (const rule of policy.spec.rules) {
-		const sel = (r) => r.resources.selector ? Object.entries(r.resources.selector.matchLabels).every(([k, x]) => labels()[k] === x)
-			: Object.entries(r.resources.namespaceSelector.matchLabels).every(([k, x]) => nsLabels[k] === x);
-		if (!rule.match.any.some(sel)) continue;
-		if (rule.exclude && rule.exclude.any.some(sel)) continue;
-		if (!p.spec.containers.some(gpuOf)) continue;
-		const ann = (p.metadata.annotations || {})["gpuguard.io/limit"];
-		const vars = { 'request.object.metadata.annotations."gpuguard.io/limit" || namespaceLimit': ann || "20Gi" };
-		if (rule.mutate.patchStrategicMerge) {
-			const patch = rule.mutate.patchStrategicMerge;
-			for (const c of [...(patch.spec.initContainers || []), ...(patch.spec.containers || [])]) injectedNames.add(c.name);
-			p = merge(p, subst(patch, vars));
-		}
-		for (const fe of rule.mutate.foreach || []) {
-			if (fe.list !== "request.object.spec.containers") throw new Error(`foreach over ${fe.list}: not understood`);
-			for (const c of p.spec.containers.filter(gpuOf)) p = merge(p, subst(fe.patchStrategicMerge, { ...vars, "element.name": c.name }));
-		}
-	}
-	return { pod: p, injectedNames };
-}
-
-// Order-insensitive for lists of named objects, as the API server is.
-function canon(x) {
-	if (Array.isArray(x)) {
-		const y = x.map(canon);
-		if (y.every((e) => e && typeof e === "object" && (e.name !== undefined || e.mountPath !== undefined))) {
-			y.sort((a, b) => String(a.name ?? a.mountPath).localeCompare(String(b.name ?? b.mountPath)));
-		}
-		return y;
-	}
-	if (x && typeof x === "object") return Object.fromEntries(Object.keys(x).sort().map((k) => [k, canon(x[k])]));
-	return x;
-}
-
-function diff(a, b, at) {
-	if (JSON.stringify(a) === JSON.stringify(b)) return null;
-	if (a && b && typeof a === "object" && typeof b === "object") {
-		for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
-			const d = diff(a[k], b[k], `${at}.${k}`);
-			if (d) return d;
-		}
-	}
-	return `${at}: policy gives ${JSON.stringify(a)}, the plain pod has ${JSON.stringify(b)}`;
-}
-
-function policy(policyFile, appFile, plainFile) {
-	const pol = docs(policyFile)[0];
-	const app = docs(appFile)[0];
-	const plain = docs(plainFile)[0];
-	const name = `policy ${policyFile} applied to ${appFile} is ${plainFile}`;
-	try {
-		const { pod, injectedNames } = applyPolicy(pol, app, {});
-		const d = diff(canon(pod), canon(plain), "pod");
-		if (d) fail(name, d);
-		else ok(name);
-		for (const level of ["baseline", "restricted"]) {
-			const v = pssViolations(pod.spec, level, injectedNames);
-			const n = `pss-${level} what ${policyFile} injects`;
-			if (v.length) fail(n, v.join("; "));
-			else ok(n);
-		}
-		// the pod-level part (volumes: no hostPath) of the mutated pod
-		const v = pssViolations({ volumes: pod.spec.volumes }, "restricted");
-		if (v.length) fail(`pss-restricted volumes ${policyFile} adds`, v.join("; "));
-		else ok(`pss-restricted volumes ${policyFile} adds`);
-		// opted out, or asking for no GPU: untouched
-		const out = JSON.parse(JSON.stringify(app));
-		out.metadata.labels["gpuguard.io/inject"] = "false";
-		const nogpu = JSON.parse(JSON.stringify(app));
-		for (const c of nogpu.spec.containers) delete c.resources;
-		const viaNs = JSON.parse(JSON.stringify(app));
-		delete viaNs.metadata.labels["gpuguard.io/inject"];
-		const untouched = [["opted out", out, {}], ["no GPU", nogpu, {}], ["no label anywhere", viaNs, {}]];
-		for (const [what, pod2, ns] of untouched) {
-			const r = applyPolicy(pol, pod2, ns).pod;
-			if (JSON.stringify(canon(r)) === JSON.stringify(canon(pod2))) ok(`policy leaves a pod ${what} alone`);
-			else fail(`policy leaves a pod ${what} alone`, "it was mutated");
-		}
-		// the pod's annotation sets the limit
-		const ann = JSON.parse(JSON.stringify(app));
-		ann.metadata.annotations = { "gpuguard.io/limit": "8Gi" };
-		const got = applyPolicy(pol, ann, {}).pod.spec.containers.filter(gpuOf)
-			.map((c) => (c.env.find((e) => e.name === "GPUGUARD_LIMIT") || {}).value);
-		if (got.length && got.every((x) => x === "8Gi")) ok("policy takes the limit from gpuguard.io/limit");
-		else fail("policy takes the limit from gpuguard.io/limit", `GPUGUARD_LIMIT ${JSON.stringify(got)}`);
-		const r = applyPolicy(pol, viaNs, { "gpuguard.io/inject": "true" }).pod;
-		const want = JSON.parse(JSON.stringify(plain));
-		delete want.metadata.labels["gpuguard.io/inject"];
-		const d2 = diff(canon(r), canon(want), "pod");
-		if (d2) fail("policy injects by the namespace's label", d2);
-		else ok("policy injects by the namespace's label");
-	} catch (e) {
-		fail(name, e.message);
 	}
 }
 
@@ -523,16 +395,18 @@ function readme(file) {
 	}
 }
 
-const [cmd, ...args] = process.argv.slice(2);
-try {
-	if (cmd === "schema") schema(args);
-	else if (cmd === "pss") pss(args[0], args.slice(1));
-	else if (cmd === "policy") policy(args[0], args[1], args[2]);
-	else if (cmd === "rules") rules(args[0], args[1]);
-	else if (cmd === "metrics") metrics(args[0], args.slice(1));
-	else if (cmd === "readme") readme(args[0]);
-	else throw new Error(`unknown command ${cmd}`);
-} catch (e) {
-	fail(`${cmd} ${args.join(" ")}`, e.message);
+module.exports = { pssViolations };
+if (require.main === module) {
+	const [cmd, ...args] = process.argv.slice(2);
+	try {
+		if (cmd === "schema") schema(args);
+		else if (cmd === "pss") pss(args[0], args.slice(1));
+		else if (cmd === "rules") rules(args[0], args[1]);
+		else if (cmd === "metrics") metrics(args[0], args.slice(1));
+		else if (cmd === "readme") readme(args[0]);
+		else throw new Error(`unknown command ${cmd}`);
+	} catch (e) {
+		fail(`${cmd} ${args.join(" ")}`, e.message);
+	}
+	console.log(out.join("\n"));
 }
-console.log(out.join("\n"));

@@ -1,12 +1,12 @@
 #!/bin/sh
 # deploy/ as Kubernetes, Prometheus and Docker will see it (issue 13):
 #  - every manifest against its kind's real schema: npm's kubernetes-models
-#    and @kubernetes-models/prometheus-operator, and the Kyverno policy against
-#    the openAPIV3Schema of Kyverno's ClusterPolicy CRD, read from
-#    ../shared/data/kyverno/ (not kept in the tree);
-#  - Pod Security "baseline" and "restricted" on the pods, and on what the
-#    policy injects; the policy applied to tests/deploy/app-pod.yaml must give
-#    deploy/plain/pod.yaml;
+#    and @kubernetes-models/prometheus-operator, the Kyverno policies against
+#    the openAPIV3Schema of Kyverno's CRDs, read from ../shared/data/kyverno/
+#    (not kept in the tree), the MutatingAdmissionPolicy against
+#    tests/deploy/map-schema.json;
+#  - Pod Security "baseline" and "restricted" on the pods (what the policies
+#    inject into real pods: tests/scripts/inject.sh);
 #  - `promtool test rules` over the PrometheusRule, a test for every alert;
 #    every metric the rules and the dashboard read is one `gpuguard metrics`
 #    prints;
@@ -22,7 +22,9 @@ ROOT=$(pwd)
 BUILD=${GG_TEST_BUILD:-$ROOT/build}
 TOOL="$BUILD/bin/gpuguard"
 MKREGION="$BUILD/tests/tools/mkregion"
-CRD="$ROOT/../shared/data/kyverno/kyverno.io_clusterpolicies.yaml"
+# shared/ beside the tree (GG_SHARED: elsewhere, as in a git worktree)
+SHARED=${GG_SHARED:-$ROOT/../shared}
+CRD="$SHARED/data/kyverno/kyverno.io_clusterpolicies.yaml"
 NODE_DIR="$ROOT/build/deploy-node"
 V="$ROOT/tests/deploy/validate.cjs"
 . "$(dirname "$0")/lib.sh"
@@ -56,13 +58,17 @@ count() {
 	fi
 }
 
-MANIFESTS="deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml deploy/monitoring/service.yaml
+POLICIES="deploy/policy/clusterpolicy.yaml deploy/policy/mutatingpolicy.yaml deploy/policy/mutatingadmissionpolicy.yaml"
+MANIFESTS="$POLICIES deploy/plain/pod.yaml deploy/monitoring/service.yaml deploy/namespace.yaml
 deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml deploy/node/exporter.yaml"
+CORPUS="tests/deploy/corpus/vllm.yaml tests/deploy/corpus/kserve.yaml tests/deploy/corpus/triton.yaml
+tests/deploy/corpus/tgi.yaml tests/deploy/corpus/ray.yaml"
+MPCRD="$SHARED/data/kyverno/policies.kyverno.io_mutatingpolicies.yaml"
 # every YAML file under deploy/ is a manifest the schema check sees, but the
 # promtool test
 for f in $(find deploy -name '*.yaml' | sort); do
 	# shellcheck disable=SC2086,SC2116 # one line of words
-	case " $(echo $MANIFESTS) deploy/monitoring/rules-test.yaml " in
+	case " $(echo $MANIFESTS) deploy/monitoring/rules-test.yaml deploy/kustomization.yaml " in
 	*" $f "*) ;;
 	*) bad "$f is not checked by tests/scripts/deploy.sh (add it to MANIFESTS)" ;;
 	esac
@@ -97,14 +103,16 @@ val() { node "$V" "$@"; }
 if [ -n "$have_node" ]; then
 	# without it validate.cjs skips the policy's schema by name
 	if [ -f "$CRD" ]; then export KYVERNO_CRD="$CRD"; else export KYVERNO_CRD=; fi
+	if [ -f "$MPCRD" ]; then export KYVERNO_MP_CRD="$MPCRD"; else export KYVERNO_MP_CRD=; fi
 	# shellcheck disable=SC2086
-	val schema $MANIFESTS tests/deploy/app-pod.yaml >"$TMP/schema" 2>&1
+	val schema $MANIFESTS tests/deploy/app-pod.yaml $CORPUS >"$TMP/schema" 2>&1
 	count ok schema "$TMP/schema"
 	val pss baseline deploy/plain/pod.yaml >"$TMP/pss" 2>&1
 	val pss restricted deploy/plain/pod.yaml >>"$TMP/pss" 2>&1
 	count ok pss "$TMP/pss"
-	val policy deploy/kyverno/clusterpolicy.yaml tests/deploy/app-pod.yaml deploy/plain/pod.yaml >"$TMP/policy" 2>&1
-	count ok policy "$TMP/policy"
+
+	# the policies, the corpus of real pods, the referee, Kyverno's cases,
+	# deploy/preview and the install: tests/scripts/inject.sh
 	val readme README.md >"$TMP/readme" 2>&1
 	count ok readme "$TMP/readme"
 
@@ -117,11 +125,9 @@ if [ -n "$have_node" ]; then
 	sed 's/runAsNonRoot: true/runAsNonRoot: false/' deploy/plain/pod.yaml >"$TMP/bad/pod-root.yaml"
 	sed 's/type: RuntimeDefault/type: Unconfined/' deploy/plain/pod.yaml >"$TMP/bad/pod-seccomp.yaml"
 	sed 's/^      securityContext:$/      securityContext:\n        privileged: true/' deploy/plain/pod.yaml >"$TMP/bad/pod-privileged.yaml"
-	sed 's/^  background: false$/  background: nope/' deploy/kyverno/clusterpolicy.yaml >"$TMP/bad/policy-schema.yaml"
+	sed 's/^  background: false$/  background: nope/' deploy/policy/clusterpolicy.yaml >"$TMP/bad/policy-schema.yaml"
 	sed 's/^    - port: gpuguard-metrics/    - port: 9479/' deploy/monitoring/servicemonitor.yaml >"$TMP/bad/sm-schema.yaml"
 	sed 's/^          for: 10m/          for: ten minutes/' deploy/monitoring/prometheusrule.yaml >"$TMP/bad/rule-schema.yaml"
-	sed 's/GPUGUARD_LIMIT$/GPUGUARD_LIMITS/; s/value: \/run\/gpuguard\/pod/value: \/run\/gpuguard\/region/' \
-		deploy/plain/pod.yaml >"$TMP/bad/pod-drift.yaml"
 	for b in pod-schema sm-schema rule-schema; do
 		val schema "$TMP/bad/$b.yaml" >"$TMP/out" 2>&1
 		# for a schema reason (a YAML error would not count)
@@ -132,7 +138,7 @@ if [ -n "$have_node" ]; then
 		val schema "$TMP/bad/policy-schema.yaml" >"$TMP/out" 2>&1
 		count fail "schema of a broken copy (policy-schema)" "$TMP/out"
 		# a misspelt field, which the API server would drop without a word
-		sed 's/^  webhookConfiguration:$/  webhookConfig:/' deploy/kyverno/clusterpolicy.yaml >"$TMP/bad/policy-field.yaml"
+		sed 's/^  webhookConfiguration:$/  webhookConfig:/' deploy/policy/clusterpolicy.yaml >"$TMP/bad/policy-field.yaml"
 		val schema "$TMP/bad/policy-field.yaml" >"$TMP/out" 2>&1
 		grep -q 'webhookConfig, which the API server would drop' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 		count fail "schema of a policy with a misspelt field" "$TMP/out"
@@ -142,9 +148,9 @@ if [ -n "$have_node" ]; then
 	val schema "$TMP/bad/pod-field.yaml" >"$TMP/out" 2>&1
 	grep -q 'startupprobe (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 	count fail "schema of a pod with a misspelt field" "$TMP/out"
-	sed 's/      nodeSelector:/      nodeselector:/' deploy/node/exporter.yaml >"$TMP/bad/ds-field.yaml"
+	sed 's/      affinity:/      afinity:/' deploy/node/exporter.yaml >"$TMP/bad/ds-field.yaml"
 	val schema "$TMP/bad/ds-field.yaml" >"$TMP/out" 2>&1
-	grep -q 'nodeselector (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
+	grep -q 'afinity (the API server would drop it)' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 	count fail "schema of the node exporter with a misspelt field" "$TMP/out"
 	val pss baseline "$TMP/bad/pod-hostpath.yaml" >"$TMP/out" 2>&1
 	count fail "pss-baseline of a pod with a hostPath" "$TMP/out"
@@ -156,11 +162,6 @@ if [ -n "$have_node" ]; then
 		val pss restricted "$TMP/bad/$b.yaml" >"$TMP/out" 2>&1
 		count fail "pss-restricted of a broken copy ($b)" "$TMP/out"
 	done
-	val policy deploy/kyverno/clusterpolicy.yaml tests/deploy/app-pod.yaml "$TMP/bad/pod-drift.yaml" >"$TMP/out" 2>&1
-	count fail "the policy against a plain pod that drifted" "$TMP/out"
-	sed 's/runAsNonRoot: true/runAsNonRoot: false/' deploy/kyverno/clusterpolicy.yaml >"$TMP/bad/policy-root.yaml"
-	val policy "$TMP/bad/policy-root.yaml" tests/deploy/app-pod.yaml deploy/plain/pod.yaml >"$TMP/out" 2>&1
-	count fail "pss of what a broken policy injects" "$TMP/out"
 	sed 's/^      image: my-inference-image$/      image: another-image/' README.md >"$TMP/bad/README.md"
 	(cd "$ROOT" && val readme "$TMP/bad/README.md") >"$TMP/out" 2>&1
 	grep -q 'image: my-inference-image' README.md || bad "README's snippet names no image line to break"
@@ -173,6 +174,11 @@ if [ -n "$have_node" ]; then
 			death=0:1:4242:vllm:1700000090000:1700000089600:1048576000:1073741824:0:none:16965120819:17179869184:6 \
 			>"$TMP/mk.log" 2>&1 || bad "mkregion: $(cat "$TMP/mk.log")"
 		"$TOOL" metrics --region "$TMP/region" >"$TMP/metrics.txt" 2>&1 || bad "gpuguard metrics: $(cat "$TMP/metrics.txt")"
+		# and the node exporter's over the same region (its node alert)
+		mkdir -p "$TMP/kp/0c1d2e3f-1111-4a4a-8b8b-000000000001/volumes/kubernetes.io~empty-dir/r"
+		cp "$TMP/region" "$TMP/kp/0c1d2e3f-1111-4a4a-8b8b-000000000001/volumes/kubernetes.io~empty-dir/r/pod"
+		NODE_NAME=gpu-node-1 "$TOOL" metrics --discover "$TMP/kp" >>"$TMP/metrics.txt" 2>&1 ||
+			bad "gpuguard metrics --discover: $(cat "$TMP/metrics.txt")"
 		val metrics "$TMP/metrics.txt" deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml >"$TMP/out" 2>&1
 		count ok metrics "$TMP/out"
 		sed 's/gpuguard_device_waiters/gpuguard_device_waiting/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard.json"
@@ -181,7 +187,7 @@ if [ -n "$have_node" ]; then
 		sed 's/"panels": \[/"panels": [ {/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-parse.json"
 		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-parse.json" >"$TMP/out" 2>&1
 		count fail "a dashboard that does not parse" "$TMP/out"
-		sed 's/by (namespace, pod, uuid)/by (namespace, pod, modelName)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
+		sed 's/by (namespace, pod, UUID)/by (namespace, pod, modelName)/' deploy/monitoring/dashboard.json >"$TMP/bad/dashboard-label.json"
 		val metrics "$TMP/metrics.txt" "$TMP/bad/dashboard-label.json" >"$TMP/out" 2>&1
 		grep -q '^FAIL labels.*: modelName' "$TMP/out" || sed -i 's/^FAIL /not that error: /' "$TMP/out"
 		count fail "a dashboard grouping by a label not exported" "$TMP/out"
@@ -259,6 +265,14 @@ else
 		else
 			bad "install.sh: $(cat "$TMP/inst.log")"
 		fi
+		# the file each GPU container mounts at /etc/ld.so.preload names the
+		# library where the container mounts the copy
+		if [ "$(cat "$TMP/emptydir/ld.so.preload" 2>&1)" = /opt/gpuguard/lib/libgpuguard.so ]; then ok; else bad "install.sh wrote ld.so.preload: $(cat "$TMP/emptydir/ld.so.preload" 2>&1)"; fi
+		GPUGUARD_IMAGE_ROOT="$root" sh "$IC/install.sh" "$TMP/emptydir4" /mnt/gg >/dev/null 2>&1
+		if [ "$(cat "$TMP/emptydir4/ld.so.preload" 2>&1)" = /mnt/gg/lib/libgpuguard.so ]; then ok; else bad "install.sh DEST /mnt/gg wrote ld.so.preload: $(cat "$TMP/emptydir4/ld.so.preload" 2>&1)"; fi
+		if GPUGUARD_IMAGE_ROOT="$root" sh "$IC/install.sh" "$TMP/emptydir5" relative/path >"$TMP/out" 2>&1; then bad "install.sh with a relative MOUNT exited 0"
+		elif grep -q 'MOUNT must be an absolute path, not "relative/path"' "$TMP/out"; then ok
+		else bad "install.sh with a relative MOUNT: $(cat "$TMP/out")"; fi
 		env LD_PRELOAD="$TMP/emptydir/lib/libgpuguard.so" GPUGUARD_LIMIT=20Gi sleep 30 >/dev/null 2>&1 &
 		pid=$!
 		PIDS="$PIDS $pid"
@@ -295,9 +309,14 @@ fi
 # one image everywhere, tagged with the version the command reports: the
 # manifests, the Dockerfile's and the Makefile's build line, README's
 if [ -x "$TOOL" ]; then
-	image="registry.example.com/gpuguard:$("$TOOL" version | sed -n 's/^gpuguard \([^ ]*\).*/\1/p')"
-	refs=$(grep -ho 'registry\.example\.com/gpuguard[^ ]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml \
-		deploy/image/Dockerfile Makefile README.md | sort | uniq -c)
+	version=$("$TOOL" version | sed -n 's/^gpuguard \([^ ]*\).*/\1/p')
+	image="registry.example.com/gpuguard:$version"
+	# the manifests name it gpuguard:VERSION, which deploy/kustomization.yaml maps
+	refs=$(grep -ho 'gpuguard:[0-9][^ '"'"'"]*' $POLICIES deploy/plain/pod.yaml deploy/node/exporter.yaml | sort -u)
+	if [ "$refs" = "gpuguard:$version" ]; then ok; else bad "the manifests name the image as $(echo "$refs" | tr '\n' ' '), not gpuguard:$version"; fi
+	kz=$(sed -n 's/^    newName: \(.*\)$/\1/p; s/^    newTag: \(.*\)$/\1/p' deploy/kustomization.yaml | tr '\n' :)
+	if [ "$kz" = "registry.example.com/gpuguard:$version:" ]; then ok; else bad "deploy/kustomization.yaml sets the image to $kz, not $image"; fi
+	refs=$(grep -ho 'registry\.example\.com/gpuguard[^ ]*' deploy/image/Dockerfile Makefile README.md docs/deploy.md | sort | uniq -c)
 	if [ "$(echo "$refs" | wc -l)" -eq 1 ] && echo "$refs" | grep -q " $image\$"; then
 		ok
 	else
@@ -306,7 +325,7 @@ if [ -x "$TOOL" ]; then
 fi
 
 # every GPUGUARD_* variable the manifests set is one README documents
-for v in $(grep -ho 'GPUGUARD_[A-Z][A-Z_]*' deploy/kyverno/clusterpolicy.yaml deploy/plain/pod.yaml | sort -u); do
+for v in $(grep -ho 'GPUGUARD_[A-Z][A-Z_]*' $POLICIES deploy/plain/pod.yaml | sort -u); do
 	case $v in GPUGUARD_IMAGE_ROOT) continue ;; esac
 	if grep -q "^| \`$v\` |" README.md; then ok; else bad "the manifests set $v, which README's options table does not document"; fi
 done

@@ -33,8 +33,8 @@ grep -qx 'gpuguard_discovered_regions 2' "$TMP/out" && ok || bad "regions: not 2
 for u in $U1 $U2; do
 	grep -q "^gpuguard_up{pod_uid=\"$u\"} 1$" "$TMP/out" && ok || bad "up-$u" "$TMP/out"
 done
-grep -q "^gpuguard_device_limit_bytes{pod_uid=\"$U1\",device=\"0\",kind=\"CUDA\",.*} 21474836480$" "$TMP/out" && ok || bad "limit-1" "$TMP/out"
-grep -q "^gpuguard_device_limit_bytes{pod_uid=\"$U2\",device=\"0\",kind=\"CUDA\",.*} 8589934592$" "$TMP/out" && ok || bad "limit-2" "$TMP/out"
+grep -q "^gpuguard_device_limit_bytes{pod_uid=\"$U1\",kind=\"CUDA\",UUID=\"GPU-00112233-4455-6677-8899-aabbccddeeff\"} 21474836480$" "$TMP/out" && ok || bad "limit-1" "$TMP/out"
+grep -q "^gpuguard_device_limit_bytes{pod_uid=\"$U2\",kind=\"CUDA\",UUID=\"GPU-ffeeddcc-bbaa-9988-7766-554433221100\"} 8589934592$" "$TMP/out" && ok || bad "limit-2" "$TMP/out"
 n=$(grep -c "^gpuguard_process_used_bytes{pod_uid=" "$TMP/out")
 [ "$n" -eq 4 ] && ok || bad "processes: $n series, want 4 (two pods of two containers)" "$TMP/out"
 dup=$(grep '^# TYPE ' "$TMP/out" | sort | uniq -d)

@@ -34,6 +34,6 @@ check() { # WHAT LINE-REGEX
 		sed 's/^/    /' "$TMP/out" | head -6
 	fi
 }
-check driver-oom '^gpuguard_device_driver_oom_total{device="0",.*} 1$'
+check driver-oom '^gpuguard_device_driver_oom_total{kind="CUDA",.*} 1$'
 check dumps "^gpuguard_dumps_written_total 1$"
 finish

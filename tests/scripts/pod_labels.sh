@@ -58,7 +58,7 @@ lines "$TMP/worker.out" 2
 grep -q '^gpuguard_process_host_pinned_bytes{slot="[0-9]*",pid="[0-9]*",comm="podclient",container="server"} 196608$' \
 	"$TMP/m1" && ok || bad "pinned: want 192 KiB, 64 of them taken before the process attached" "$TMP/m1"
 grep -q '^gpuguard_process_host_pinned_bytes{.*container="worker"} 0$' "$TMP/m1" && ok || bad "pinned-worker: want 0" "$TMP/m1"
-n=$(grep -c '^gpuguard_process_used_bytes{.*container="\(server\|worker\)",device="0",' "$TMP/m1")
+n=$(grep -c '^gpuguard_process_used_bytes{.*container="\(server\|worker\)",UUID="GPU-' "$TMP/m1")
 [ "$n" -eq 2 ] && ok || bad "container: $n process series with container=, want 2" "$TMP/m1"
 # top names each member's container, in a column of its own
 "$TOOL" top --once --region "$REGION" >"$TMP/top1" 2>&1 || bad "top: exit $?" "$TMP/top1"

@@ -41,7 +41,7 @@ export GG PRE SOAK CEILING_BYTES TMP
 # Run by the controller while the workers are parked, holding PODSOAK_LIVE.
 cat >"$TMP/final.sh" <<'FINAL'
 "$GG" metrics --region "$GPUGUARD_SHARED" >"$TMP/metrics.txt" 2>&1
-used=$(sed -n 's/^gpuguard_device_used_bytes{device="0",kind="CUDA",[^}]*} \([0-9]*\)$/\1/p' "$TMP/metrics.txt")
+used=$(sed -n 's/^gpuguard_device_used_bytes{kind="CUDA",[^}]*} \([0-9]*\)$/\1/p' "$TMP/metrics.txt")
 live=$(sed -n 's/^gpuguard_processes{state="live"} \([0-9]*\)$/\1/p' "$TMP/metrics.txt")
 echo "soak: pod used (gpuguard metrics) ${used:-?}, live holdings $PODSOAK_LIVE; final difference $((${used:-0} - PODSOAK_LIVE))"
 rc=0

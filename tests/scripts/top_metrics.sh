@@ -87,10 +87,12 @@ rc=$?
 mhas() {
 	grep -Fxq -- "$1" "$TMP/m-live.txt" && ok || bad "metrics lack the line '$1'"
 }
-# UUID: dcgm-exporter's label for an NVIDIA card, for on(UUID) joins
-U0='device="0",kind="CUDA",uuid="GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9",UUID="GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9"'
-U2='device="2",kind="HIP",uuid="HIP-00112233-4455-6677-8899-aabbccddeeff"'
-U5='device="5",kind="ordinal",uuid="ordinal-3"'
+# UUID: dcgm-exporter's label for an NVIDIA card, for on(UUID) joins, the
+# one join key (issue 23): no second uuid, no device (the region's index),
+# no gpu (the host's index, unknown in a container)
+U0='kind="CUDA",UUID="GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9"'
+U2='kind="HIP",UUID="HIP-00112233-4455-6677-8899-aabbccddeeff"'
+U5='kind="ordinal",UUID="ordinal-3"'
 mhas "gpuguard_region_info{path=\"$R\",limit=\"20Gi\"} 1"
 mhas "gpuguard_region_created_time_seconds $((now_ms / 1000 - 3723)).000"
 mhas "gpuguard_device_limit_bytes{$U0} 21474836480"
@@ -112,8 +114,9 @@ mhas 'gpuguard_processes{state="unknown"} 0'
 mhas 'gpuguard_process_info{slot="0",pid="1234",comm="python3",state="live"} 1'
 mhas 'gpuguard_process_info{slot="7",pid="99",comm="vllm",state="exited"} 1'
 mhas "gpuguard_process_start_time_seconds{slot=\"9\",pid=\"1234\",comm=\"worker\"} $((now_ms / 1000 - 7200)).000"
-mhas "gpuguard_process_used_bytes{slot=\"0\",pid=\"1234\",comm=\"python3\",device=\"0\",uuid=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\",UUID=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\"} 1610612736"
-mhas "gpuguard_process_used_bytes{slot=\"9\",pid=\"1234\",comm=\"worker\",device=\"5\",uuid=\"ordinal-3\"} 2000"
+mhas "gpuguard_process_used_bytes{slot=\"0\",pid=\"1234\",comm=\"python3\",UUID=\"GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9\"} 1610612736"
+mhas "gpuguard_process_used_bytes{slot=\"9\",pid=\"1234\",comm=\"worker\",UUID=\"ordinal-3\"} 2000"
+! grep -q '[{,]\(uuid\|device\|gpu\)="' "$TMP/m-live.txt" && ok || bad "metrics: a uuid, device or gpu label beside UUID"
 # the host figures a process last sampled: working set (not page cache), usage, limit; its refusals
 mhas 'gpuguard_process_host_working_set_bytes{slot="0",pid="1234",comm="python3"} 3221225472'
 mhas 'gpuguard_process_host_usage_bytes{slot="0",pid="1234",comm="python3"} 15032385536'
@@ -123,9 +126,21 @@ mhas 'gpuguard_process_refused_total{slot="9",pid="1234",comm="worker"} 0'
 ! grep -q '^gpuguard_process_host_working_set_bytes{slot="9"' "$TMP/m-live.txt" && ok ||
 	bad "metrics show host figures for a process that took no sample"
 # No ceiling: no limit or free sample; nothing from entry 7 or slot 12.
-! grep -q "gpuguard_device_\(limit\|free\)_bytes{device=\"2\"" "$TMP/m-live.txt" && ok || bad "metrics: a limit for a device without one"
-! grep -q 'device="7"\|slot="12"\|ghost' "$TMP/m-live.txt" && ok || bad "metrics: a claiming device or an unknown slot"
+! grep -q "gpuguard_device_\(limit\|free\)_bytes{$U2}" "$TMP/m-live.txt" && ok || bad "metrics: a limit for a device without one"
+[ "$(grep -c '^gpuguard_device_used_bytes{' "$TMP/m-live.txt")" -eq 3 ] && ! grep -q 'slot="12"\|ghost' "$TMP/m-live.txt" && ok ||
+	bad "metrics: a claiming device or an unknown slot"
 [ "$(grep -c '^gpuguard_process_used_bytes' "$TMP/m-live.txt")" -eq 9 ] && ok || bad "metrics: want 3 processes x 3 devices"
+# Without device=, two entries with one UUID (a forged region: the pods
+# write it) would be two series alike, and Prometheus drops such a scrape
+# whole: the first entry is shown, once.
+"$MK" "$TMP/dup-uuid" proc=0:1:a:0:0=5:1=6 \
+	dev=0:cuda:8f2a1c3d4e5f60718293a4b5c6d7e8f9:100:5:5:1000:0:0:0 \
+	dev=1:cuda:8f2a1c3d4e5f60718293a4b5c6d7e8f9:200:6:6:1000:0:0:0 >/dev/null || bad "mkregion dup-uuid failed"
+"$GG" metrics --region "$TMP/dup-uuid" >"$TMP/m-dup.txt" 2>&1
+[ "$(grep -c '^gpuguard_device_limit_bytes{' "$TMP/m-dup.txt")" -eq 1 ] &&
+	[ "$(grep -c '^gpuguard_process_used_bytes{' "$TMP/m-dup.txt")" -eq 1 ] &&
+	grep -qx 'gpuguard_device_limit_bytes{kind="CUDA",UUID="GPU-8f2a1c3d-4e5f-6071-8293-a4b5c6d7e8f9"} 100' "$TMP/m-dup.txt" &&
+	ok || bad "metrics: two entries with one UUID must show the first, once" "$TMP/m-dup.txt"
 
 # format_ok FILE: every sample's family has # HELP and # TYPE before it,
 # counters end in _total and nothing else does, no series twice, and every
@@ -192,9 +207,9 @@ grep -q "^  15         nohost           [0-9]s       5 B / none              -  
 	bad "top: deaths not newest first"
 ! grep -q "bogus\|empty" "$TMP/top.txt" && ok || bad "top shows a death entry in the wrong place or empty"
 "$GG" metrics --region "$D" >"$TMP/m-live.txt" 2>&1
-mhas 'gpuguard_death_info{n="17",pid="4242",comm="vllm",verdict="host_oom",reason="likely OOMKilled (working set 15.80 GiB of 16.00 GiB)"} 1'
-mhas 'gpuguard_death_info{n="18",pid="77",comm="trainer",verdict="gpu_refusals",reason="GPU refusals before death"} 1'
-mhas 'gpuguard_death_info{n="19",pid="99",comm="sidecar",verdict="not_oom",reason="killed while within GPU and host limits (not an OOM)"} 1'
+mhas 'gpuguard_death_info{n="17",pid="4242",comm="vllm",verdict="host_oom"} 1'
+mhas 'gpuguard_death_info{n="18",pid="77",comm="trainer",verdict="gpu_refusals"} 1'
+mhas 'gpuguard_death_info{n="19",pid="99",comm="sidecar",verdict="not_oom"} 1'
 mhas "gpuguard_death_time_seconds{n=\"18\",pid=\"77\",comm=\"trainer\"} $((now_ms / 1000 - 30)).000"
 mhas 'gpuguard_death_gpu_used_bytes{n="17",pid="4242",comm="vllm"} 1048576000'
 mhas 'gpuguard_death_working_set_bytes{n="19",pid="99",comm="sidecar"} 1932735283'
@@ -358,7 +373,7 @@ head -n 1 "$TMP/slow.resp" | grep -q "^HTTP/1.1 408 " && [ "$src" -eq 0 ] && ok 
 mv "$R" "$R.away"
 get gone 'GET /metrics HTTP/1.1\r\n\r\n'
 [ "$(status gone)" = "HTTP/1.1 200 OK" ] && grep -qx "gpuguard_up 0" "$TMP/gone.body" &&
-	grep -q 'gpuguard_region_error{reason=".*no process in this pod has attached yet' "$TMP/gone.body" &&
+	grep -qx 'gpuguard_region_error{reason="missing"} 1' "$TMP/gone.body" &&
 	ok || bad "missing region while serving: '$(status gone)', want 200 with gpuguard_up 0"
 if command -v promtool >/dev/null 2>&1; then
 	promtool check metrics <"$TMP/gone.body" >/dev/null 2>&1 && ok || bad "gpuguard_up 0 body fails promtool check metrics"
@@ -410,9 +425,9 @@ if [ -f "$B/lib/libgpuguard.so" ] && [ -f "$B/sim/libcuda.so.1" ] &&
 	if wait_for "$TMP/sleeper.out" ready; then
 		"$GG" metrics --region "$TMP/e2e-pod" >"$TMP/e2e.txt" 2>&1
 		grep -q "^gpuguard_process_info{slot=\"[0-9]*\",pid=\"$sl\",comm=\"sleeper\",state=\"live\"} 1$" "$TMP/e2e.txt" &&
-			grep -q "^gpuguard_process_used_bytes{.*pid=\"$sl\".*device=\"0\",uuid=\"GPU-[0-9a-f-]\{36\}\",UUID=\"GPU-[0-9a-f-]\{36\}\"} 268435456$" "$TMP/e2e.txt" &&
-			grep -q '^gpuguard_device_limit_bytes{device="0",kind="CUDA",uuid="GPU-.*"} 4294967296$' "$TMP/e2e.txt" &&
-			grep -q '^gpuguard_device_used_bytes{device="0",kind="CUDA",uuid="GPU-.*"} 268435456$' "$TMP/e2e.txt" &&
+			grep -q "^gpuguard_process_used_bytes{.*pid=\"$sl\".*,UUID=\"GPU-[0-9a-f-]\{36\}\"} 268435456$" "$TMP/e2e.txt" &&
+			grep -q '^gpuguard_device_limit_bytes{kind="CUDA",UUID="GPU-.*"} 4294967296$' "$TMP/e2e.txt" &&
+			grep -q '^gpuguard_device_used_bytes{kind="CUDA",UUID="GPU-.*"} 268435456$' "$TMP/e2e.txt" &&
 			grep -Fxq 'gpuguard_region_info{path="'"$TMP/e2e-pod"'",limit="4Gi"} 1' "$TMP/e2e.txt" && ok ||
 			bad "library-written region: $(grep -v '^#' "$TMP/e2e.txt" | head -n 20)"
 		kill -KILL "$sl"
