@@ -31,7 +31,8 @@ static inline uint64_t gpuguard_round_up(uint64_t v, uint64_t to)
  * - 1 MiB or less: its share of the 2 MiB page it is packed into. The card
  *   packs small allocations into pages at 512-byte alignment, but a block
  *   never straddles two pages, so a page holds floor(2 MiB / size) of one
- *   size, and each is charged 2 MiB / that many (issue 25, item 4: 700 KiB
+ *   size, and each is charged 2 MiB / that many, rounded up to the byte
+ *   (issue 25, item 4: 700 KiB
  *   blocks, two to a page, were charged 700 KiB and the card held 1,498 MiB
  *   for 1,023 on the books). Exact for runs of one size; mixed sizes and
  *   fragmentation are left to the card's own figures (docs/escapes.md).
@@ -50,10 +51,12 @@ static inline uint64_t gpuguard_charge_size(uint32_t api, uint64_t size)
 			return gpuguard_round_up(size, GPUGUARD_PAGE);
 		if (size == 0)
 			return 0;
-		/* at least 2 to a page: size <= 1 MiB */
-		return gpuguard_round_up(GPUGUARD_PAGE /
-		                             (GPUGUARD_PAGE / gpuguard_round_up(size, GPUGUARD_SMALL_ALIGN)),
-		                         GPUGUARD_SMALL_ALIGN);
+		/* At least 2 to a page: size <= 1 MiB. The share is rounded up
+		 * to the byte, so a page's worth adds up to the page (to 512
+		 * bytes it would overcharge: 455 blocks of 4,608 bytes fill a
+		 * page; at 5,120 each they would make 2.2 MiB). */
+		return (GPUGUARD_PAGE + GPUGUARD_PAGE / gpuguard_round_up(size, GPUGUARD_SMALL_ALIGN) - 1) /
+		       (GPUGUARD_PAGE / gpuguard_round_up(size, GPUGUARD_SMALL_ALIGN));
 	}
 }
 

@@ -4,6 +4,7 @@
  * them all, with nothing left to the overflow area (table.c's unit tests
  * cover that area, on a table that cannot grow). */
 #include "common.h"
+#include "gpuguard/charge.h"
 #include "gpuguard/cuda_abi.h"
 
 #define N 5000
@@ -19,12 +20,14 @@ TEST(allocations_past_the_table_are_charged_and_refunded)
 		return;
 	for (int i = 0; i < N; i++)
 		CHECK_EQ_INT(cuMemAlloc_v2(&p[i], 4096 + (size_t)(i % 7) * 512), GG_CUDA_SUCCESS);
-	uint64_t want = 0;
-	for (int i = 0; i < N; i++)
-		want += 4096 + (uint64_t)(i % 7) * 512;
+	uint64_t want = 0, asked = 0;
+	for (int i = 0; i < N; i++) {
+		want += gpuguard_charge_size(GPUGUARD_API_CU_MEM_ALLOC, 4096 + (uint64_t)(i % 7) * 512);
+		asked += 4096 + (uint64_t)(i % 7) * 512;
+	}
 	struct gpuguard_device_stats s = gg_stats(0);
 	CHECK_EQ_U64(s.used, want);
-	CHECK_EQ_U64(s.live_bytes, want);
+	CHECK_EQ_U64(s.live_bytes, asked);
 	CHECK_EQ_INT(ts(&live, &spilled), 0);
 	CHECK_EQ_U64(live, N);
 	CHECK_EQ_U64(spilled, 0); /* grown past the first 64 slots, not overflowed */
