@@ -40,7 +40,7 @@ LIB := $(BUILD)/lib/libgpuguard.so
 EXPORTS := $(BUILD)/lib/exports.txt
 # The core modules unit tests compile in directly (no hooks, no preload).
 CORE_SRCS := interpose/base.c interpose/resolve.c interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
-	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c \
+	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c interpose/pystack.c \
 	interpose/dump.c interpose/dump_json.c interpose/dump_records.c interpose/dump_host.c interpose/meminfo.c interpose/vmm.c \
 	interpose/shared.c interpose/signal.c
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
@@ -49,8 +49,10 @@ SIM_CUDA := $(BUILD)/sim/libcuda.so.1
 SIM_HIP := $(BUILD)/sim/libamdhip64.so.6
 SIM_NVML := $(BUILD)/sim/libnvidia-ml.so.1
 SIM := $(SIM_CUDA) $(SIM_HIP) $(SIM_NVML)
+# reads NVML in a loop, without gpuguard (tests/sim/README.md)
+NVML_WATCH := $(BUILD)/sim/nvml_watch
 comma := ,
-SIM_SRCS := tests/sim/simcore.c
+SIM_SRCS := tests/sim/simcore.c tests/sim/simcard.c
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -105,7 +107,7 @@ FUZZ_TIME ?= 60
 .PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu bench demo install clean deps format format-check fuzz image-context image-stage
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
-sim: $(SIM)
+sim: $(SIM) $(NVML_WATCH)
 tests: $(EXPORTS) $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
 	$(REALLIB_BINS)
 
@@ -144,7 +146,11 @@ $(SIM_NVML): tests/sim/sim_nvml.c $(SIM_SRCS) tests/sim/simcore.h $(HEADERS)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ tests/sim/sim_nvml.c $(SIM_SRCS)
 	ln -sf libnvidia-ml.so.1 $(@D)/libnvidia-ml.so
 
-$(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
+$(NVML_WATCH): tests/sim/nvml_watch.c $(SIM_NVML) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lnvidia-ml $(LDLIBS)
+
+$(SIM_TEST): tests/sim/test_sim.c $(SIM) $(NVML_WATCH) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 -lnvidia-ml $(LDLIBS)
 
@@ -156,12 +162,12 @@ $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(HEADERS)
 # timed differently, and pool.c's remove-then-reinsert window in
 # gg_pool_destroy_end shows under ThreadSanitizer).
 UNIT_CORE_test_table := table
-UNIT_CORE_test_history := base log options resolve stack history ceiling
+UNIT_CORE_test_history := base log options resolve stack pystack history ceiling
 UNIT_CORE_test_options := base log options ceiling
-UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack history ceiling shared dump dump_json dump_records dump_host meminfo
+UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack pystack history ceiling shared dump dump_json dump_records dump_host meminfo
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
 UNIT_CORE_test_vmm := vmm
-UNIT_CORE_test_stack := base log options resolve stack
+UNIT_CORE_test_stack := base log options resolve stack pystack
 # test_writer reads back what the writer wrote with the command's loader.
 UNIT_CORE_test_writer := $(UNIT_CORE_test_dump)
 UNIT_TOOLS_test_writer := load jsonl text region analyze
@@ -297,6 +303,9 @@ fuzz: $(BUILD)/tests/tools/mkregion
 	$(BUILD)/fuzz/fuzz_region -max_total_time=$(FUZZ_TIME) -max_len=102401 -artifact_prefix=$(BUILD)/fuzz/region- \
 		$(BUILD)/fuzz/corpus-region
 
+$(BUILD)/tests/bench/libpybench.so: tests/bench/pybench.c $(SIM)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/sim -lcuda
 $(BENCH): tests/bench/bench.c $(SIM) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcuda -lamdhip64 $(LDLIBS)
@@ -332,8 +341,9 @@ check-gpu: lib $(REALLIB_BINS)
 # timed medians of the product as shipped (stacks and history for dumps on),
 # the accounting alone (both off) on the two busiest paths, the sync hook with
 # a pool charged and with none, the report, and pod scope against process scope.
-bench: lib sim $(BENCH) $(TOOL)
+bench: lib sim $(BENCH) $(TOOL) $(BUILD)/tests/bench/libpybench.so
 	BUILD=$(BUILD) sh tests/bench/count.sh
+	BUILD=$(BUILD) sh tests/bench/pystack.sh
 	BUILD=$(BUILD) REPS=3 PATHS="cuMemAlloc_v2 cudart async vmm hip" sh tests/bench/run.sh
 	BUILD=$(BUILD) REPS=3 GG_ENV="GPUGUARD_STACK_DEPTH=0 GPUGUARD_HISTORY=0" VARIANT="accounting only" \
 		PATHS="cuMemAlloc_v2 cudart" OUT=$(BUILD)/bench-core.txt sh tests/bench/run.sh

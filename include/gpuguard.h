@@ -37,9 +37,10 @@ struct gpuguard_device_stats {
 	uint64_t untracked_frees; /* frees of pointers we never saw, passed through */
 	uint64_t refused[GPUGUARD_REFUSED_COUNT];
 	/* Bytes by which this device went past the ceiling because a
-	 * stream-ordered pool grew where no reservation covered it (a growth
-	 * from a fragmented warm reserve that could not be undone). Stays 0
-	 * unless the driver refuses the undo; a sign to look at, not an error. */
+	 * stream-ordered pool (or the graph reserve) grew where no reservation
+	 * covered it: a growth from a fragmented warm reserve, counted even
+	 * when it is handed back at once (the card held it meanwhile; `peak`
+	 * shows it too). A sign to look at, not an error. */
 	uint64_t pool_overshoot;
 	/* Pod scope (README "Pod scope"): limit, used and peak above are the
 	 * pod's, shared by every process of the pod on this device, and

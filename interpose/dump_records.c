@@ -377,9 +377,28 @@ void gg_dump_rec_stacks(struct gg_out *o)
 				/* A return address points after the call: look up
 				 * the byte before it, so the frame names the caller. */
 				uintptr_t pc = fr[i] - 1;
+				const char *pyfile, *pyfunc;
+				uint32_t pyline;
 				if (i)
 					GG_OUT_LIT(o, ",");
-				if (dladdr((void *)pc, &info) && info.dli_fname) {
+				if (gg_pystack_frame(fr[i], &pyfile, &pyfunc, &pyline)) {
+					/* A Python frame (issue 27): m, o and s as an
+					 * older reader can show them (file, line in
+					 * hex, function), py and l for the newer. */
+					const char *base = strrchr(pyfile, '/');
+					base = base && base[1] ? base + 1 : pyfile;
+					GG_OUT_LIT(o, "{");
+					GG_OUT_KEY_FIRST(o, frame, m);
+					gg_out_json(o, *base ? base : "?");
+					GG_OUT_KEY(o, frame, o);
+					gg_out_hex_str(o, pyline);
+					GG_OUT_KEY(o, frame, s);
+					gg_out_json(o, *pyfunc ? pyfunc : "?");
+					GG_OUT_KEY(o, frame, py);
+					gg_out_json(o, *pyfile ? pyfile : "?");
+					GG_OUT_U64(o, frame, l, pyline);
+					GG_OUT_LIT(o, "}");
+				} else if (dladdr((void *)pc, &info) && info.dli_fname) {
 					const char *base = strrchr(info.dli_fname, '/');
 					base = base ? base + 1 : info.dli_fname;
 					GG_OUT_LIT(o, "{");

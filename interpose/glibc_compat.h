@@ -30,7 +30,12 @@ GG_SYMVER_BASE(dlclose)
 GG_SYMVER_BASE(dladdr)
 GG_SYMVER_BASE(dlvsym)
 GG_SYMVER_BASE(dlerror)
+/* dlinfo came at 2.3.3 on x86-64 (the base version elsewhere) */
+#if defined(__x86_64__)
+__asm__(".symver dlinfo,dlinfo@GLIBC_2.3.3");
+#else
 GG_SYMVER_BASE(dlinfo)
+#endif
 GG_SYMVER_BASE(dl_iterate_phdr)
 GG_SYMVER_BASE(pthread_create)
 GG_SYMVER_BASE(pthread_join)

@@ -418,6 +418,13 @@ BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, (gg_CUstream s), (s))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, (gg_CUstream s), (s))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
+/* Capture into a graph the caller made (CUDA 12.3): its captured allocations
+ * are that graph's (issue 25, item 3). */
+#define CAPTURE_TO_GRAPH_PARAMS                                                                              \
+	(gg_CUstream s, gg_CUgraph g, const gg_CUgraphNode *deps, const gg_CUgraphEdgeData *edges, size_t n, \
+	 gg_CUstreamCaptureMode m)
+BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph, CAPTURE_TO_GRAPH_PARAMS, (s, g, deps, edges, n, m))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz, CAPTURE_TO_GRAPH_PARAMS, (s, g, deps, edges, n, m))
 
 /* The graph hStream is capturing into, or NULL when it is not capturing.
  * A capturing stream allocates nothing: the request becomes a node of that
@@ -458,6 +465,30 @@ static gg_CUmemoryPool device_pool(int dev)
 	return pool;
 }
 
+/* The device pool belongs to. A pool we did not see created is a default
+ * or current one, asked for by ordinal (cuDeviceGetDefaultMemPool(&p, 1)),
+ * and it belongs to that device whatever stream it is used from (issue 25,
+ * item 2: device 1's pool on a stream of device 0 was charged to device 0):
+ * ask the driver each device's pools until one matches. Once: the first
+ * allocation registers the pool with its device (pool.c). If none matches
+ * (a pool made before we loaded), the stream's device `fallback`. */
+static int pool_home(gg_CUmemoryPool pool, int fallback)
+{
+	int dev = gg_pool_device(pool);
+	if (dev >= 0)
+		return dev;
+	gg_pfn_cuDeviceGetDefaultMemPool gd = HELPER(cuDeviceGetDefaultMemPool);
+	gg_pfn_cuDeviceGetMemPool gc = HELPER(cuDeviceGetMemPool);
+	for (int d = 0; gd && d < GG_MAX_DEVICES; d++) {
+		gg_CUmemoryPool p = NULL;
+		if (gd(&p, d) != GG_CUDA_SUCCESS)
+			break; /* past the last device */
+		if (p == pool || (gc && gc(&p, d) == GG_CUDA_SUCCESS && p == pool))
+			return d;
+	}
+	return fallback;
+}
+
 /* The bodies each default-stream variant of a name shares (ptsz: the
  * per-thread one). Inline: the record's stack is unwound from the hook. */
 
@@ -480,10 +511,8 @@ static inline gg_CUresult alloc_from_pool(gg_pfn_cuMemAllocFromPoolAsync f, gg_C
 	gg_CUgraph graph = capture_graph(s, ptsz);
 	if (graph)
 		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, pool, s));
-	int dev = gg_pool_device(pool);
 	int sdev = stream_device(s); /* and gg_cur_ctx, for the record */
-	if (dev < 0)
-		dev = sdev; /* a pool we did not see created */
+	int dev = pool_home(pool, sdev);
 	struct gg_pool_alloc pa = GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, dev, pool, bytesize, dptr, s);
 	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, s));
 }
@@ -643,6 +672,57 @@ static void instantiated(gg_CUgraphExec exec, gg_CUgraph graph)
 GG_VENEER_AFTER(cuGraphInstantiateWithFlags,
                 (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, unsigned long long flags),
                 (phGraphExec, hGraph, flags), phGraphExec && !gg_in_hook, instantiated(*phGraphExec, hGraph);)
+
+/* Every other way to instantiate: CUDA 10's and 11's (cuGraphInstantiate,
+ * _v2: what cuGraphInstantiate means in CUDA 11 headers and at 11000 and
+ * 12000 through cuGetProcAddress) and CUDA 12's with parameters. Without
+ * them the exec's needs were unknown and its launch unchecked (issue 25,
+ * item 3: a 1,536 MiB node launched under 1 GiB). */
+#define INSTANTIATE_LEGACY_PARAMS                                                                        \
+	(gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUgraphNode * phErrorNode, char *logBuffer, \
+	 size_t bufferSize)
+GG_VENEER_AFTER(cuGraphInstantiate, INSTANTIATE_LEGACY_PARAMS,
+                (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), phGraphExec && !gg_in_hook,
+                instantiated(*phGraphExec, hGraph);)
+
+GG_VENEER_AFTER(cuGraphInstantiate_v2, INSTANTIATE_LEGACY_PARAMS,
+                (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), phGraphExec && !gg_in_hook,
+                instantiated(*phGraphExec, hGraph);)
+
+#define INSTANTIATE_WITH_PARAMS(name)                                                                                  \
+	GG_VENEER_AFTER(name, (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUDA_GRAPH_INSTANTIATE_PARAMS * p), \
+	                (phGraphExec, hGraph, p), phGraphExec && !gg_in_hook, instantiated(*phGraphExec, hGraph);)
+INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams)
+INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams_ptsz)
+
+/* An update gives the exec the node parameters of a topologically identical
+ * graph: its needs become that graph's. */
+GG_VENEER_AFTER(cuGraphExecUpdate,
+                (gg_CUgraphExec hGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *hErrorNode_out,
+                 gg_CUgraphExecUpdateResult *updateResult_out),
+                (hGraphExec, hGraph, hErrorNode_out, updateResult_out), !gg_in_hook,
+                gg_graph_instantiated(hGraphExec, hGraph);)
+
+GG_VENEER_AFTER(cuGraphExecUpdate_v2,
+                (gg_CUgraphExec hGraphExec, gg_CUgraph hGraph, gg_CUgraphExecUpdateResultInfo *resultInfo),
+                (hGraphExec, hGraph, resultInfo), !gg_in_hook, gg_graph_instantiated(hGraphExec, hGraph);)
+
+/* The generic node add (CUDA 12.2; edge data from 12.3) makes allocation
+ * nodes too: counted as cuGraphAddMemAllocNode's. */
+#define ALLOC_NODE_OF(p)                                        \
+	((p) && (p)->type == GG_CU_GRAPH_NODE_TYPE_MEM_ALLOC && \
+	 (p)->alloc.poolProps.location.type == GG_CU_MEM_LOCATION_TYPE_DEVICE)
+GG_VENEER_AFTER(cuGraphAddNode,
+                (gg_CUgraphNode * phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                 size_t numDependencies, gg_CUgraphNodeParams *nodeParams),
+                (phGraphNode, hGraph, dependencies, numDependencies, nodeParams),
+                !gg_in_hook && ALLOC_NODE_OF(nodeParams), alloc_node_added(hGraph, &nodeParams->alloc);)
+
+GG_VENEER_AFTER(cuGraphAddNode_v2,
+                (gg_CUgraphNode * phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                 const gg_CUgraphEdgeData *dependencyData, size_t numDependencies, gg_CUgraphNodeParams *nodeParams),
+                (phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams),
+                !gg_in_hook && ALLOC_NODE_OF(nodeParams), alloc_node_added(hGraph, &nodeParams->alloc);)
 
 /* Launch and upload: a graph whose allocation nodes could grow the reserve
  * past the ceiling is refused before the driver call. The need is the

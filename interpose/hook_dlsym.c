@@ -11,6 +11,42 @@
 /* Reached from the assembly below only, so declared here, not in internal.h. */
 void *gg_dlsym_hook(void *handle, const char *name);
 
+/* Whether we govern name (a row of hooks.h): wrap_symbol with no real
+ * pointer offers nothing and answers ours or NULL. */
+static int governed(const char *name)
+{
+	if (name[0] == 'c' && name[1] == 'u')
+		return gg_cuda_wrap_symbol(name, NULL) != NULL;
+	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')
+		return gg_hip_wrap_symbol(name, NULL) != NULL;
+	if (name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
+		return gg_nvml_wrap_symbol(name, NULL) != NULL;
+	return 0;
+}
+
+static _Atomic int warned_namespace;
+
+/* A driver loaded by dlmopen into another link-map namespace is a second
+ * copy, with its own contexts and memory; our wrappers call the base
+ * namespace's copy and cannot stand in front of it (issue 25, item 1: 8 GiB
+ * through such a handle under a 1 GiB ceiling). So its governed entry
+ * points are not handed out: the lookup fails as for a missing symbol, and
+ * the first refusal says why. Its other entry points are its own. */
+static int refused_in_namespace(void *handle, const char *name)
+{
+	Lmid_t lmid = LM_ID_BASE;
+	if (!governed(name) || dlinfo(handle, RTLD_DI_LMID, &lmid) != 0 || lmid == LM_ID_BASE)
+		return 0;
+	/* relaxed: only decides who prints the one line */
+	if (!atomic_exchange_explicit(&warned_namespace, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN,
+		       "%s looked up in a library loaded by dlmopen into link-map namespace %ld: not handed out "
+		       "(gpuguard governs the driver of the base namespace only; every governed entry point of "
+		       "another namespace's copy is refused)",
+		       name, (long)lmid);
+	return 1;
+}
+
 /* Everything but RTLD_NEXT arrives here from the trampoline. */
 GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(void *handle, const char *name)
 {
@@ -24,6 +60,8 @@ GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(v
 		gg_resolve_follow();
 	if (!real || !name || gg_in_hook)
 		return real;
+	if (handle != RTLD_DEFAULT && refused_in_namespace(handle, name))
+		return NULL;
 	if (name[0] == 'c' && name[1] == 'u')
 		return gg_cuda_wrap_symbol(name, real);
 	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')
@@ -74,7 +112,30 @@ __asm__(".text\n"
         "2:\n"
         "	ret\n" /* no real dlsym: behave as a failed lookup (NULL) */
         "	.cfi_endproc\n"
-        ".size dlsym, .-dlsym\n");
+        ".size dlsym, .-dlsym\n"
+        /* For objects of other link-map namespaces (linkmap.c): RTLD_NEXT
+         * and RTLD_DEFAULT leave by a tail jump, so glibc resolves them in
+         * the caller's own namespace; a handle goes to the hook. Installed
+         * only after the real dlsym was resolved (the fallback is the
+         * plain trampoline). */
+        ".globl gg_dlsym_foreign\n"
+        ".hidden gg_dlsym_foreign\n"
+        ".type gg_dlsym_foreign, @function\n"
+        ".p2align 4\n"
+        "gg_dlsym_foreign:\n"
+        "	.cfi_startproc\n"
+        "	endbr64\n"
+        "	cmpq $-1, %rdi\n"
+        "	je 1f\n"
+        "	testq %rdi, %rdi\n"
+        "	jne gg_dlsym_hook\n"
+        "1:\n"
+        "	movq gg_real_dlsym_ptr(%rip), %rax\n"
+        "	testq %rax, %rax\n"
+        "	jz gg_dlsym_trampoline\n"
+        "	jmp *%rax\n"
+        "	.cfi_endproc\n"
+        ".size gg_dlsym_foreign, .-gg_dlsym_foreign\n");
 #elif defined(__aarch64__)
 __asm__(".text\n"
         ".globl dlsym\n"
@@ -108,7 +169,27 @@ __asm__(".text\n"
         "	mov x0, #0\n"
         "	ret\n"
         "	.cfi_endproc\n"
-        ".size dlsym, .-dlsym\n");
+        ".size dlsym, .-dlsym\n"
+        /* as on x86-64: RTLD_NEXT (-1) and RTLD_DEFAULT (0) tail-jump */
+        ".globl gg_dlsym_foreign\n"
+        ".hidden gg_dlsym_foreign\n"
+        ".type gg_dlsym_foreign, %function\n"
+        ".p2align 2\n"
+        "gg_dlsym_foreign:\n"
+        "	.cfi_startproc\n"
+        "	cmn x0, #1\n"
+        "	b.eq 1f\n"
+        "	cbz x0, 1f\n"
+        "	b gg_dlsym_hook\n"
+        "1:\n"
+        "	adrp x16, gg_real_dlsym_ptr\n"
+        "	ldr x16, [x16, :lo12:gg_real_dlsym_ptr]\n"
+        "	cbz x16, 2f\n"
+        "	br x16\n"
+        "2:\n"
+        "	b gg_dlsym_trampoline\n"
+        "	.cfi_endproc\n"
+        ".size gg_dlsym_foreign, .-gg_dlsym_foreign\n");
 #else
 #error "gpuguard's dlsym trampoline supports x86-64 and aarch64"
 #endif

@@ -239,12 +239,25 @@ static gg_hipMemPool_t device_pool(int dev)
 	return pool;
 }
 
-/* The device pool's blocks are charged to; a pool we did not see created
+/* The device pool's blocks are charged to. As in hook_cuda.c's pool_home,
+ * a pool we did not see created is a default or current one and belongs to
+ * the device it was asked for (issue 25, item 2); only one no device owns
  * goes with its stream's. */
 static int pool_device(gg_hipMemPool_t pool, gg_hipStream_t stream)
 {
 	int dev = gg_pool_device(pool);
-	return dev < 0 ? stream_device(stream) : dev;
+	if (dev >= 0)
+		return dev;
+	gg_pfn_hipDeviceGetDefaultMemPool gd = HELPER(hipDeviceGetDefaultMemPool);
+	gg_pfn_hipDeviceGetMemPool gc = HELPER(hipDeviceGetMemPool);
+	for (int d = 0; gd && d < GG_MAX_DEVICES; d++) {
+		gg_hipMemPool_t p = NULL;
+		if (gd(&p, d) != GG_hipSuccess)
+			break; /* past the last device */
+		if (p == pool || (gc && gc(&p, d) == GG_hipSuccess && p == pool))
+			return d;
+	}
+	return stream_device(stream);
 }
 
 /* Its pool is the current one of the stream's device. */

@@ -27,60 +27,71 @@
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM. Each variant has a real
  * pointer of its own (never share one between cuMemAllocAsync and
  * cuMemAllocAsync_ptsz). */
-#define GG_CUDA_HOOKS(H, HP)                                                                                  \
-	H(cuMemAlloc_v2, cuMemAlloc, 3020, 0, alloc, CU_MEM_ALLOC)                                            \
-	H(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0, alloc, CU_MEM_ALLOC_PITCH)                            \
-	H(cuMemAllocManaged, cuMemAllocManaged, 0, 0, alloc, CU_MEM_ALLOC_MANAGED)                            \
-	HP(cuMemAllocAsync, cuMemAllocAsync_ptsz, cuMemAllocAsync, 0, 0, pool_alloc, CU_MEM_ALLOC_ASYNC)      \
-	HP(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 0, 0, pool_alloc,  \
-	   CU_MEM_ALLOC_FROM_POOL)                                                                            \
-	H(cuMemFree_v2, cuMemFree, 3020, 0, free, NONE)                                                       \
-	HP(cuMemFreeAsync, cuMemFreeAsync_ptsz, cuMemFreeAsync, 0, 0, free, NONE)                             \
-	H(cuMemCreate, cuMemCreate, 0, 0, alloc, CU_MEM_CREATE)                                               \
-	H(cuMemRelease, cuMemRelease, 0, 0, free, NONE)                                                       \
-	H(cuMemAddressReserve, cuMemAddressReserve, 0, 0, note, NONE)                                         \
-	H(cuMemAddressFree, cuMemAddressFree, 0, 0, note, NONE)                                               \
-	H(cuMemMap, cuMemMap, 0, 0, note, NONE)                                                               \
-	H(cuMemUnmap, cuMemUnmap, 0, 0, note, NONE)                                                           \
-	H(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 0, 0, note, NONE)                         \
-	H(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 0, 0, note, NONE)                   \
-	H(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 0, 0, note, NONE)                                   \
-	/* the legacy one-argument ABI below 10010, the one with a mode from it */                            \
-	HP(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 0, 10010, note, NONE)       \
-	HP(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 0, note, NONE) \
-	H(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 0, 0, note, NONE)                         \
-	HP(cuGraphLaunch, cuGraphLaunch_ptsz, cuGraphLaunch, 0, 0, note, NONE)                                \
-	HP(cuGraphUpload, cuGraphUpload_ptsz, cuGraphUpload, 0, 0, note, NONE)                                \
-	H(cuGraphExecDestroy, cuGraphExecDestroy, 0, 0, note, NONE)                                           \
-	H(cuGraphDestroy, cuGraphDestroy, 0, 0, note, NONE)                                                   \
-	H(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 0, 0, note, NONE)                                       \
-	H(cuArrayCreate_v2, cuArrayCreate, 3020, 0, alloc, CU_ARRAY)                                          \
-	H(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0, alloc, CU_ARRAY)                                      \
-	H(cuArrayDestroy, cuArrayDestroy, 0, 0, free, NONE)                                                   \
-	H(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 0, 0, alloc, CU_MIPMAPPED_ARRAY)                    \
-	H(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 0, 0, free, NONE)                                 \
-	H(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, meminfo, NONE)                                              \
-	H(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0, meminfo, NONE)                                      \
-	H(cuMemPoolCreate, cuMemPoolCreate, 0, 0, pool, NONE)                                                 \
-	H(cuMemPoolDestroy, cuMemPoolDestroy, 0, 0, pool, NONE)                                               \
-	H(cuMemPoolTrimTo, cuMemPoolTrimTo, 0, 0, pool, NONE)                                                 \
-	H(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0, host, NONE)                                             \
-	H(cuMemHostAlloc, cuMemHostAlloc, 0, 0, host, NONE)                                                   \
-	H(cuMemFreeHost, cuMemFreeHost, 0, 0, host, NONE)                                                     \
-	H(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 0, 0, note, NONE)                               \
-	/* cudart asks at 7000 and gets v1; from 11000 the driver hands out _v2 */                            \
-	H(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 0, 11000, note, NONE)                             \
-	H(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, note, NONE)                          \
-	H(cuCtxDestroy, cuCtxDestroy, 0, 4000, note, NONE)                                                    \
-	H(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0, note, NONE)                                                 \
-	HP(cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamSynchronize, 0, 0, note, NONE)              \
-	/* the 13000 ABI takes the context to synchronise */                                                  \
-	H(cuCtxSynchronize, cuCtxSynchronize, 0, 13000, note, NONE)                                           \
-	H(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, note, NONE)                                        \
-	H(cuEventSynchronize, cuEventSynchronize, 0, 0, note, NONE)                                           \
-	/* the legacy 4-argument one below 12000, the 5-argument _v2 from 12000                               \
-	 * (what cudart asks for at 11030 and 12000) */                                                       \
-	H(cuGetProcAddress, cuGetProcAddress, 0, 12000, lookup, NONE)                                         \
+#define GG_CUDA_HOOKS(H, HP)                                                                                          \
+	H(cuMemAlloc_v2, cuMemAlloc, 3020, 0, alloc, CU_MEM_ALLOC)                                                    \
+	H(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0, alloc, CU_MEM_ALLOC_PITCH)                                    \
+	H(cuMemAllocManaged, cuMemAllocManaged, 0, 0, alloc, CU_MEM_ALLOC_MANAGED)                                    \
+	HP(cuMemAllocAsync, cuMemAllocAsync_ptsz, cuMemAllocAsync, 0, 0, pool_alloc, CU_MEM_ALLOC_ASYNC)              \
+	HP(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 0, 0, pool_alloc,          \
+	   CU_MEM_ALLOC_FROM_POOL)                                                                                    \
+	H(cuMemFree_v2, cuMemFree, 3020, 0, free, NONE)                                                               \
+	HP(cuMemFreeAsync, cuMemFreeAsync_ptsz, cuMemFreeAsync, 0, 0, free, NONE)                                     \
+	H(cuMemCreate, cuMemCreate, 0, 0, alloc, CU_MEM_CREATE)                                                       \
+	H(cuMemRelease, cuMemRelease, 0, 0, free, NONE)                                                               \
+	H(cuMemAddressReserve, cuMemAddressReserve, 0, 0, note, NONE)                                                 \
+	H(cuMemAddressFree, cuMemAddressFree, 0, 0, note, NONE)                                                       \
+	H(cuMemMap, cuMemMap, 0, 0, note, NONE)                                                                       \
+	H(cuMemUnmap, cuMemUnmap, 0, 0, note, NONE)                                                                   \
+	H(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 0, 0, note, NONE)                                 \
+	H(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 0, 0, note, NONE)                           \
+	H(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 0, 0, note, NONE)                                           \
+	/* the legacy one-argument ABI below 10010, the one with a mode from it */                                    \
+	HP(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 0, 10010, note, NONE)               \
+	HP(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 0, note, NONE)         \
+	H(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 0, 0, note, NONE)                                 \
+	/* CUDA 10's instantiate below 11000, CUDA 11's _v2 from it (issue 25, item 3) */                             \
+	H(cuGraphInstantiate, cuGraphInstantiate, 0, 11000, note, NONE)                                               \
+	H(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0, note, NONE)                                            \
+	HP(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 0, 0, note, \
+	   NONE)                                                                                                      \
+	H(cuGraphExecUpdate, cuGraphExecUpdate, 0, 12000, note, NONE)                                                 \
+	H(cuGraphExecUpdate_v2, cuGraphExecUpdate, 12000, 0, note, NONE)                                              \
+	H(cuGraphAddNode, cuGraphAddNode, 0, 12030, note, NONE)                                                       \
+	H(cuGraphAddNode_v2, cuGraphAddNode, 12030, 0, note, NONE)                                                    \
+	HP(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 0, 0, note,    \
+	   NONE)                                                                                                      \
+	HP(cuGraphLaunch, cuGraphLaunch_ptsz, cuGraphLaunch, 0, 0, note, NONE)                                        \
+	HP(cuGraphUpload, cuGraphUpload_ptsz, cuGraphUpload, 0, 0, note, NONE)                                        \
+	H(cuGraphExecDestroy, cuGraphExecDestroy, 0, 0, note, NONE)                                                   \
+	H(cuGraphDestroy, cuGraphDestroy, 0, 0, note, NONE)                                                           \
+	H(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 0, 0, note, NONE)                                               \
+	H(cuArrayCreate_v2, cuArrayCreate, 3020, 0, alloc, CU_ARRAY)                                                  \
+	H(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0, alloc, CU_ARRAY)                                              \
+	H(cuArrayDestroy, cuArrayDestroy, 0, 0, free, NONE)                                                           \
+	H(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 0, 0, alloc, CU_MIPMAPPED_ARRAY)                            \
+	H(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 0, 0, free, NONE)                                         \
+	H(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, meminfo, NONE)                                                      \
+	H(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0, meminfo, NONE)                                              \
+	H(cuMemPoolCreate, cuMemPoolCreate, 0, 0, pool, NONE)                                                         \
+	H(cuMemPoolDestroy, cuMemPoolDestroy, 0, 0, pool, NONE)                                                       \
+	H(cuMemPoolTrimTo, cuMemPoolTrimTo, 0, 0, pool, NONE)                                                         \
+	H(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0, host, NONE)                                                     \
+	H(cuMemHostAlloc, cuMemHostAlloc, 0, 0, host, NONE)                                                           \
+	H(cuMemFreeHost, cuMemFreeHost, 0, 0, host, NONE)                                                             \
+	H(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 0, 0, note, NONE)                                       \
+	/* cudart asks at 7000 and gets v1; from 11000 the driver hands out _v2 */                                    \
+	H(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 0, 11000, note, NONE)                                     \
+	H(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, note, NONE)                                  \
+	H(cuCtxDestroy, cuCtxDestroy, 0, 4000, note, NONE)                                                            \
+	H(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0, note, NONE)                                                         \
+	HP(cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamSynchronize, 0, 0, note, NONE)                      \
+	/* the 13000 ABI takes the context to synchronise */                                                          \
+	H(cuCtxSynchronize, cuCtxSynchronize, 0, 13000, note, NONE)                                                   \
+	H(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, note, NONE)                                                \
+	H(cuEventSynchronize, cuEventSynchronize, 0, 0, note, NONE)                                                   \
+	/* the legacy 4-argument one below 12000, the 5-argument _v2 from 12000                                       \
+	 * (what cudart asks for at 11030 and 12000) */                                                               \
+	H(cuGetProcAddress, cuGetProcAddress, 0, 12000, lookup, NONE)                                                 \
 	H(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, lookup, NONE)
 
 /* CUDA hooks whose body and real pointer (gg_real_<name>) live in another

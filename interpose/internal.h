@@ -70,6 +70,7 @@ struct gg_options {
 	uint64_t wait_ms;            /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
 	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
 	int unwinder_fp;             /* GPUGUARD_TEST_UNWINDER=frame-pointer */
+	int pystack_off;             /* GPUGUARD_TEST_PYSTACK=off */
 	/* GPUGUARD_POD_NAMESPACE, _POD_NAME, _CONTAINER_NAME: labels for the
 	 * pod region's metrics; "" = not given (or not a Kubernetes name) */
 	const char *pod_namespace, *pod_name, *container_name;
@@ -355,6 +356,9 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 typedef int (*gg_pool_admit_fn)(int dev, uint64_t charge);
 void gg_pool_set_admit(gg_pool_admit_fn fn);
 int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
+/* By how much the pool's reserve grew past reserve_before (0: not, or the
+ * driver cannot tell). */
+uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
@@ -430,6 +434,22 @@ struct gg_peak_sites {
 	uint64_t b[GG_PEAK_SITES];
 };
 int gg_history_peak_sites(int dev, struct gg_peak_sites *out);
+
+/* ---- pystack.c ---- */
+/* A stack word with this bit is a Python frame (a code-object id and a
+ * line), not a return address: no user-space address has it. */
+#define GG_PY_FRAME_BIT (1ull << 63)
+/* 1 while captures should look for Python frames (relaxed; a hint). */
+extern _Atomic int gg_py_live;
+/* The calling thread's Python frames spliced into its native frames fr[0,n)
+ * (innermost first, room for cap): returns the new count. */
+int gg_pystack_splice(uintptr_t *fr, int n, int cap);
+/* The link map grew: look for an interpreter again if none was found. */
+void gg_pystack_recheck(void);
+/* w's file, function and line if w is a Python frame (1), else 0. */
+int gg_pystack_frame(uintptr_t w, const char **file, const char **func, uint32_t *line);
+/* The line of byte offset addr in a 3.minor line table (0 = none). */
+int gg_pystack_addr2line(int minor, const unsigned char *table, size_t n, int first, int addr);
 
 /* ---- stack.c ---- */
 /* Maps the intern table and opens libunwind (dlopen). depth 0 = off. */

@@ -32,8 +32,10 @@
 #endif
 
 /* The trampoline's own entry (hook_dlsym.c), hidden, so taking its address
- * never goes through a GOT slot this file may be rewriting. */
+ * never goes through a GOT slot this file may be rewriting; and the one for
+ * objects of other link-map namespaces (below). */
 extern char gg_dlsym_trampoline[];
+extern char gg_dlsym_foreign[];
 
 /* Link-map generation last scanned (dl_iterate_phdr's adds + subs). Relaxed:
  * it only decides whether to scan again; a race scans twice, harmlessly. */
@@ -54,7 +56,68 @@ struct scan {
 	int self_seen;
 	int index;
 	int patched;
+	int foreign; /* the object being scanned is outside the base namespace */
 };
+
+/* ---- objects in other link-map namespaces (issue 25, item 1) ----------
+ * dlmopen gives a new namespace its own copy of every library, the driver
+ * included, which our wrappers (bound to the base namespace's copy) cannot
+ * stand in front of. An object there that calls its driver directly gets,
+ * for each governed name, a stub that refuses (the runtime's NOT_SUPPORTED)
+ * and says so once; its dlsym goes through gg_dlsym_foreign, which refuses
+ * governed names looked up in its namespace's handles (hook_dlsym.c) and
+ * passes RTLD_DEFAULT and RTLD_NEXT straight on, so they still resolve in
+ * the caller's own namespace. */
+static _Atomic int warned_foreign_call;
+
+static int refuse_foreign(int rc)
+{
+	/* relaxed: only decides who prints the one line */
+	if (!atomic_exchange_explicit(&warned_foreign_call, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN, "a library loaded by dlmopen into another link-map namespace called its own copy "
+		                    "of the driver: every governed call of that copy is refused (gpuguard governs the "
+		                    "driver of the base namespace only)");
+	return rc;
+}
+
+/* Called through GOT slots of any governed prototype: the x86-64 and
+ * aarch64 calling conventions let a function that reads no argument stand
+ * for any of them. 801: CUDA_ERROR_NOT_SUPPORTED and hipErrorNotSupported;
+ * 3: NVML_ERROR_NOT_SUPPORTED. */
+static int refused_cuda(void)
+{
+	return refuse_foreign(801);
+}
+static int refused_hip(void)
+{
+	return refuse_foreign(801);
+}
+static int refused_nvml(void)
+{
+	return refuse_foreign(3);
+}
+
+static void *refusal_for(const char *name)
+{
+	if (name[0] == 'c' && name[1] == 'u')
+		return gg_cuda_wrap_symbol(name, NULL) ? (void *)refused_cuda : NULL;
+	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')
+		return gg_hip_wrap_symbol(name, NULL) ? (void *)refused_hip : NULL;
+	if (name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
+		return gg_nvml_wrap_symbol(name, NULL) ? (void *)refused_nvml : NULL;
+	return NULL;
+}
+
+/* Whether the object loaded at bias addr is in the base namespace, whose
+ * chain is _r_debug's. Called under dl_iterate_phdr, which holds the
+ * loader's lock: the chain cannot change under us. */
+static int in_base_namespace(uintptr_t addr)
+{
+	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next)
+		if ((uintptr_t)l->l_addr == addr)
+			return 1;
+	return 0;
+}
 
 /* The basename of the object that defines addr, or "". */
 static const char *object_name(const void *addr)
@@ -138,8 +201,10 @@ static void patch_relocs(struct dl_phdr_info *info, const ElfW(Rela) * rel, size
 		int unbound = c >= lo && c < hi; /* a lazy PLT stub of the object itself */
 		if (!unbound) {
 			if (!cur || (strcmp(name, "dlsym") == 0
-			                 ? cur == (void *)gg_dlsym_trampoline
-			                 : gg_cuda_is_ours(cur) || gg_hip_is_ours(cur) || gg_nvml_is_ours(cur)))
+			                 ? cur == (void *)gg_dlsym_trampoline || cur == (void *)gg_dlsym_foreign
+			                 : gg_cuda_is_ours(cur) || gg_hip_is_ours(cur) || gg_nvml_is_ours(cur) ||
+			                       cur == (void *)refused_cuda || cur == (void *)refused_hip ||
+			                       cur == (void *)refused_nvml))
 				continue; /* already ours */
 			const char *owner = object_name(cur);
 			if (!real_provider(name, owner)) {
@@ -153,7 +218,10 @@ static void patch_relocs(struct dl_phdr_info *info, const ElfW(Rela) * rel, size
 				continue;
 			}
 		}
-		void *ours = ours_for(name, unbound ? NULL : cur);
+		/* never offer another namespace's pointer to our wrappers */
+		void *ours = !sc->foreign                 ? ours_for(name, unbound ? NULL : cur)
+		             : strcmp(name, "dlsym") == 0 ? (void *)gg_dlsym_foreign
+		                                          : refusal_for(name);
 		if (!ours)
 			continue;
 		store_slot(slot, ours, relro_lo, relro_hi);
@@ -174,6 +242,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 	 * them are preloads ahead of us (a sanitizer runtime): theirs to bind. */
 	if (index != 0 && !sc->self_seen)
 		return 0;
+	sc->foreign = index != 0 && !in_base_namespace(info->dlpi_addr);
 	const ElfW(Dyn) *dyn = NULL;
 	uintptr_t lo = UINTPTR_MAX, hi = 0, relro_lo = 0, relro_hi = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -250,6 +319,44 @@ static int generation_of(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* one object is enough: the counters are global */
 }
 
+/* glibc 2.35 and later chain one r_debug per namespace from the base one's
+ * (r_version 2); dl_iterate_phdr shows only the caller's namespace. Our own
+ * mirror of the chain, so an older glibc's headers still build it. */
+struct r_debug_chain {
+	struct r_debug base;
+	struct r_debug_chain *r_next;
+};
+
+/* Each object of every other namespace, scanned as a dl_iterate_phdr entry
+ * made from its ELF header (mapped at its load bias: a shared object's first
+ * segment starts at address 0). Run inside a dl_iterate_phdr callback, so
+ * under the loader's lock, with no chain changing under us. */
+static int scan_other_namespaces(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	struct scan *sc = arg;
+	if (_r_debug.r_version < 2)
+		return 1; /* before glibc 2.35: not reachable (README "Not governed") */
+	/* _r_debug is declared as the shorter struct r_debug: launder the
+	 * pointer, or the compiler holds r_next to be out of its bounds */
+	const struct r_debug_chain *base = (const struct r_debug_chain *)&_r_debug;
+	__asm__("" : "+r"(base));
+	for (const struct r_debug_chain *ns = base->r_next; ns; ns = ns->r_next)
+		for (const struct link_map *l = ns->base.r_map; l; l = l->l_next) {
+			const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)l->l_addr;
+			if (!l->l_addr || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_type != ET_DYN)
+				continue;
+			struct dl_phdr_info one = {.dlpi_addr = l->l_addr,
+			                           .dlpi_name = l->l_name,
+			                           .dlpi_phdr = (const ElfW(Phdr) *)(l->l_addr + eh->e_phoff),
+			                           .dlpi_phnum = eh->e_phnum};
+			sc->self_seen = 1; /* every object there is after us */
+			sc->index = 1;
+			scan_one(&one, size, sc);
+		}
+	return 1; /* once */
+}
+
 void gg_linkmap_follow(void)
 {
 	/* relaxed: as in gg_in_hook; an inert copy binds nothing */
@@ -261,9 +368,11 @@ void gg_linkmap_follow(void)
 	if (gen == atomic_load_explicit(&seen_generation, memory_order_relaxed))
 		return;
 	atomic_store_explicit(&seen_generation, gen, memory_order_relaxed);
+	gg_pystack_recheck(); /* perhaps libpython, dlopen'ed by an embedder */
 	Dl_info self;
 	if (!dladdr((void *)gg_linkmap_follow, &self))
 		return;
-	struct scan sc = {(uintptr_t)self.dli_fbase, 0, 0, 0};
+	struct scan sc = {(uintptr_t)self.dli_fbase, 0, 0, 0, 0};
 	dl_iterate_phdr(scan_one, &sc);
+	dl_iterate_phdr(scan_other_namespaces, &sc);
 }

@@ -235,11 +235,18 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	return need;
 }
 
-int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
+uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before)
 {
 	uint64_t reserved;
-	return p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0 &&
-	       reserved > reserve_before;
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0 ||
+	    reserved <= reserve_before)
+		return 0;
+	return reserved - reserve_before;
+}
+
+int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
+{
+	return gg_pool_growth(p, reserve_before) != 0;
 }
 
 void gg_pool_end(struct gg_pool *p, uint64_t reserved)

@@ -116,15 +116,29 @@ int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int
 		gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* charged, not refunded */
 		return rc;
 	}
-	if (raw && pa->reserved == 0 && gg_pool_grew(pa->p, pa->before) && undo_growth(rt, pa, raw) == 0) {
-		/* The out pointer names freed memory now: null it, so a caller
-		 * that reads it despite the error reads no live block. */
-		memset(a->out, 0, sizeof(uint64_t));
-		raw = 0;
-		rc = rt->oom;
-		gg_account_refuse(a->dev, GPUGUARD_REFUSED_CEILING);
+	uint64_t grew = raw && pa->reserved == 0 ? gg_pool_growth(pa->p, pa->before) : 0;
+	uint64_t credit = pa->reserved;
+	if (grew) {
+		/* The card holds the growth now, past the ceiling, until it is
+		 * handed back: a neighbour's OOM on a shared card. Charged for
+		 * that moment, so pool_overshoot counts it and the peak shows
+		 * it even when the hand-back succeeds (issue 25, item 5: 1,400
+		 * MiB held under 1 GiB with pool_overshoot 0). */
+		gg_ceiling_force_over(a->dev, grew);
+		if (undo_growth(rt, pa, raw) == 0) {
+			/* The out pointer names freed memory now: null it, so a
+			 * caller that reads it despite the error reads no live
+			 * block. */
+			memset(a->out, 0, sizeof(uint64_t));
+			raw = 0;
+			rc = rt->oom;
+			gg_account_refuse(a->dev, GPUGUARD_REFUSED_CEILING);
+			gg_ceiling_release(a->dev, grew); /* the settle below charges what is left */
+		} else {
+			credit = grew; /* kept: the settle takes it as charged, not as a second overshoot */
+		}
 	}
-	gg_pool_end(pa->p, pa->reserved);
+	gg_pool_end(pa->p, credit);
 	if (raw)
 		gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* the pool carries the charge */
 	else if (rc == rt->oom && pa->reserved != 0)

@@ -239,9 +239,13 @@ uint32_t gg_stack_capture(void)
 	n -= skip;
 	if (n > depth)
 		n = depth;
+	uintptr_t *fr = (uintptr_t *)raw + skip;
+	/* Python frames where the eval loop runs (pystack.c, issue 27); a
+	 * process without Python pays this one load and branch. */
+	if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
+		n = gg_pystack_splice(fr, n < 0 ? 0 : n, depth);
 	if (n <= 0)
 		return 0;
-	const uintptr_t *fr = (const uintptr_t *)raw + skip;
 	return intern(fr, n);
 }
 

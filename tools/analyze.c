@@ -141,6 +141,10 @@ void gg_stack_label(const struct gg_dump *d, uint64_t st, char *out, size_t outl
 		snprintf(out, outlen, "stack %llu (frames missing)", (unsigned long long)st);
 		return;
 	}
+	/* A Python program's site is its innermost Python line (issue 27). */
+	for (uint32_t i = 0; i < s->nframes; i++)
+		if (gg_frame_py(&s->frames[i], out, outlen))
+			return;
 	const struct gg_frame *f = &s->frames[0];
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		const char *m = s->frames[i].m;

@@ -51,10 +51,11 @@ static struct fnode *fchild(struct fnode *n, const char *name)
 	for (struct fnode *c = n->child; c; c = c->next)
 		if (!strcmp(c->name, name))
 			return c;
-	struct fnode *c = calloc(1, sizeof *c);
+	size_t len = strlen(name) + 1;
+	struct fnode *c = calloc(1, sizeof *c + len); /* the name is kept with it */
 	if (!c)
 		return NULL;
-	c->name = name;
+	c->name = memcpy((char *)(c + 1), name, len);
 	c->next = n->child;
 	n->child = c;
 	return c;
@@ -70,8 +71,10 @@ static void ffree(struct fnode *n)
 	}
 }
 
-static const char *frame_label(const struct gg_frame *fr)
+static const char *frame_label(const struct gg_frame *fr, char *buf, size_t n)
 {
+	if (gg_frame_py(fr, buf, n))
+		return buf;
 	return fr->s ? fr->s : fr->m;
 }
 
@@ -128,7 +131,8 @@ static void flame(FILE *f, const struct gg_analysis *a)
 		}
 		int depth = 0;
 		for (uint32_t k = st->nframes; k-- > 0 && n;) {
-			n = fchild(n, frame_label(&st->frames[k]));
+			char lab[1024];
+			n = fchild(n, frame_label(&st->frames[k], lab, sizeof lab));
 			if (n)
 				n->bytes += s->live_bytes;
 			depth++;
@@ -153,6 +157,12 @@ static void html_stack(FILE *f, const struct gg_dump *d, uint64_t id, int frames
 	struct gg_stack *st = id ? gg_dump_stack(d, id) : NULL;
 	fputs("<pre>", f);
 	for (uint32_t k = 0; st && k < st->nframes && (int)k < frames; k++) {
+		char py[1024];
+		if (gg_frame_py(&st->frames[k], py, sizeof py)) {
+			esc(f, py);
+			fputc('\n', f);
+			continue;
+		}
 		esc(f, st->frames[k].s ? st->frames[k].s : "?");
 		fputs("  ", f);
 		esc(f, st->frames[k].m);
@@ -468,6 +478,12 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		        (unsigned long long)s->live_count);
 		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
 		for (uint32_t k = 0; st && k < st->nframes && (int)k < o->frames; k++) {
+			char py[1024];
+			if (gg_frame_py(&st->frames[k], py, sizeof py)) {
+				esc(f, py);
+				fputc('\n', f);
+				continue;
+			}
 			esc(f, st->frames[k].s ? st->frames[k].s : "?");
 			fputs("  ", f);
 			esc(f, st->frames[k].m);

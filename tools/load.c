@@ -450,6 +450,7 @@ static int rec_alloc(struct loader *l, const struct gg_jval *o)
 	    get_u64(l, o, GPUGUARD_KEY(a, age), &a.age, NULL) || get_u64(l, o, GPUGUARD_KEY(a, tid), &a.tid, NULL) ||
 	    get_u64(l, o, GPUGUARD_KEY(a, st), &a.st, NULL))
 		return -1;
+	a.addr = strtoull(gg_json_get(&l->j, o, GPUGUARD_KEY(a, p))->s, NULL, 16); /* checked: 1-16 hex digits */
 	if (d->nallocs == d->allocs_cap) {
 		size_t ncap = d->allocs_cap ? d->allocs_cap * 2 : 1024;
 		struct gg_alloc *n = realloc(d->allocs, ncap * sizeof *n);
@@ -479,6 +480,7 @@ static int rec_hist(struct loader *l, const struct gg_jval *o)
 	    get_small(l, o, GPUGUARD_KEY(h, d), &h.dev, GPUGUARD_MAX_DEVICES) ||
 	    get_small(l, o, GPUGUARD_KEY(h, api), &h.api, 1u << 16) || get_u64(l, o, GPUGUARD_KEY(h, st), &h.st, NULL))
 		return -1;
+	h.addr = strtoull(gg_json_get(&l->j, o, GPUGUARD_KEY(h, p))->s, NULL, 16); /* checked: 1-16 hex digits */
 	if (d->nhist == d->hist_cap) {
 		size_t ncap = d->hist_cap ? d->hist_cap * 2 : 1024;
 		struct gg_hist *n = realloc(d->hist, ncap * sizeof *n);
@@ -497,6 +499,7 @@ static void free_stack(struct gg_stack *s)
 		free(s->frames[i].m);
 		free(s->frames[i].o);
 		free(s->frames[i].s);
+		free(s->frames[i].py);
 	}
 	free(s->frames);
 	free(s);
@@ -537,6 +540,19 @@ static void demangle_in_place(char **s)
 	}
 }
 
+int gg_frame_py(const struct gg_frame *fr, char *out, size_t n)
+{
+	if (!fr->py)
+		return 0;
+	const char *base = strrchr(fr->py, '/');
+	base = base && base[1] ? base + 1 : fr->py;
+	if (fr->line)
+		snprintf(out, n, "%s:%llu in %s", base, (unsigned long long)fr->line, fr->s ? fr->s : "?");
+	else
+		snprintf(out, n, "%s in %s", base, fr->s ? fr->s : "?");
+	return 1;
+}
+
 static int rec_stack(struct loader *l, const struct gg_jval *o)
 {
 	struct gg_dump *d = l->d;
@@ -569,11 +585,14 @@ static int rec_stack(struct loader *l, const struct gg_jval *o)
 		}
 		if (get_str(l, f, GPUGUARD_KEY(frame, m), &g->m, 0) ||
 		    get_str(l, f, GPUGUARD_KEY(frame, o), &g->o, 0) ||
-		    get_str(l, f, GPUGUARD_KEY(frame, s), &g->s, 1)) {
+		    get_str(l, f, GPUGUARD_KEY(frame, s), &g->s, 1) ||
+		    get_str(l, f, GPUGUARD_KEY(frame, py), &g->py, 1) ||
+		    get_u64_opt(l, f, GPUGUARD_KEY(frame, l), &g->line)) {
 			free_stack(s);
 			return -1;
 		}
-		demangle_in_place(&g->s);
+		if (!g->py) /* a Python function's name is no C++ symbol */
+			demangle_in_place(&g->s);
 	}
 	HASH_ADD(hh, d->stacks, id, sizeof s->id, s);
 	d->nstacks++;

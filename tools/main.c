@@ -47,7 +47,8 @@ static const char help_report[] =
     "    gpuguard report - analyze gpuguard allocation dumps\n"
     "\n"
     "SYNOPSIS\n"
-    "    gpuguard report [--json | --folded | --speedscope | --html FILE] [--top N] [--frames N] DUMP...\n"
+    "    gpuguard report [--json | --folded | --speedscope | --html FILE | --torch-snapshot FILE] [--top N]\n"
+    "                    [--frames N] DUMP...\n"
     "    gpuguard report --diff [--json] OLD NEW\n"
     "\n"
     "DESCRIPTION\n"
@@ -97,6 +98,9 @@ static const char help_report[] =
     "                   under a hidden name beside FILE, then renamed over it (mode\n"
     "                   0666 less the umask); a FILE that is a symbolic link or not\n"
     "                   a regular file is refused and left as it is\n"
+    "    --torch-snapshot FILE  one dump as the pickle torch.cuda.memory._dump_snapshot\n"
+    "                   writes (segments, blocks, device_traces; frames as filename,\n"
+    "                   line, name), for pytorch.org/memory_viz; written as --html is\n"
     "    --diff OLD NEW growth of live bytes by call site between two dumps\n"
     "                   (sites matched by their frames)\n"
     "    --top N        call sites shown (default 10)\n"
@@ -124,7 +128,7 @@ static const char help_report[] =
     "EXIT STATUS\n"
     "    0 report written; 1 usage error; 2 a dump could not be read (the message\n"
     "    names FILE:LINE and what is wrong), or its format is newer, or FILE of\n"
-    "    --html cannot be written.\n";
+    "    --html or --torch-snapshot cannot be written.\n";
 
 static const char help_dump[] = "NAME\n"
                                 "    gpuguard dump - ask a running process for an allocation dump\n"
@@ -361,7 +365,7 @@ static int cmd_report(int argc, char **argv)
 {
 	struct gg_opts o = {10, 8};
 	int json = 0, folded = 0, diff = 0;
-	const char *html = NULL;
+	const char *html = NULL, *torch = NULL;
 	char **files = calloc((size_t)argc + 1, sizeof *files);
 	int nfiles = 0, only_files = 0;
 	if (!files)
@@ -386,6 +390,8 @@ static int cmd_report(int argc, char **argv)
 			diff = 1;
 		} else if (!strcmp(a, "--html") && i + 1 < argc) {
 			html = argv[++i];
+		} else if (!strcmp(a, "--torch-snapshot") && i + 1 < argc) {
+			torch = argv[++i];
 		} else if ((!strcmp(a, "--top") || !strcmp(a, "--frames")) && i + 1 < argc) {
 			if (parse_int(argv[i + 1], a[2] == 't' ? &o.top : &o.frames)) {
 				free(files);
@@ -399,8 +405,8 @@ static int cmd_report(int argc, char **argv)
 			return usage_err(m, help_report);
 		}
 	}
-	if (nfiles == 0 || (diff && nfiles != 2) || json + (folded != 0) + (html != NULL) > 1 ||
-	    (diff && (folded || html))) {
+	if (nfiles == 0 || (diff && nfiles != 2) || json + (folded != 0) + (html != NULL) + (torch != NULL) > 1 ||
+	    (diff && (folded || html || torch)) || (torch && nfiles != 1)) {
 		free(files);
 		return usage_err(diff ? "report --diff takes two dumps, and only --json"
 		                      : "report needs one or more dumps, and one output format",
@@ -416,8 +422,8 @@ static int cmd_report(int argc, char **argv)
 		rc = GG_EXIT_BADINPUT;
 		goto out;
 	}
-	if (html) {
-		if (gg_outfile_open(&page, html, oerr, sizeof oerr)) {
+	if (html || torch) {
+		if (gg_outfile_open(&page, html ? html : torch, oerr, sizeof oerr)) {
 			gg_error("%s", oerr);
 			rc = GG_EXIT_BADINPUT;
 			goto out;
@@ -442,6 +448,8 @@ static int cmd_report(int argc, char **argv)
 			gg_report_speedscope(stdout, &an[i]);
 		else if (folded)
 			gg_report_folded(stdout, &an[i]);
+		else if (hf && torch)
+			gg_report_torch_snapshot(hf, &an[i]);
 		else if (hf)
 			gg_report_html(hf, &an[i], &o);
 		else {

@@ -44,6 +44,8 @@ static void put_safe(FILE *f, const char *s)
 
 static void frame_name(const struct gg_frame *fr, char *out, size_t n)
 {
+	if (gg_frame_py(fr, out, n))
+		return;
 	if (fr->s)
 		snprintf(out, n, "%s (%s+0x%s)", fr->s, fr->m, fr->o);
 	else
@@ -430,6 +432,11 @@ static void json_frames(FILE *f, const struct gg_dump *d, uint64_t st)
 		json_kv_s(f, "m", s->frames[i].m, 1);
 		json_kv_s(f, "o", s->frames[i].o, 1);
 		json_kv_s(f, "s", s->frames[i].s, 0);
+		if (s->frames[i].py) { /* a Python frame: its file and line */
+			fputc(',', f);
+			json_kv_s(f, "py", s->frames[i].py, 0);
+			fprintf(f, ",\"l\":%llu", (unsigned long long)s->frames[i].line);
+		}
 		fputc('}', f);
 	}
 	fputc(']', f);
@@ -695,7 +702,9 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 static void folded_frame(FILE *f, const struct gg_frame *fr)
 {
 	char buf[1024];
-	if (fr->s)
+	if (gg_frame_py(fr, buf, sizeof buf))
+		;
+	else if (fr->s)
 		snprintf(buf, sizeof buf, "%s", fr->s);
 	else
 		snprintf(buf, sizeof buf, "%s+0x%s", fr->m, fr->o);
@@ -754,7 +763,9 @@ struct ss_frame {
 static size_t ss_index(struct ss_frame **tab, size_t *n, const struct gg_frame *fr)
 {
 	char buf[1024];
-	if (fr->s)
+	if (gg_frame_py(fr, buf, sizeof buf))
+		;
+	else if (fr->s)
 		snprintf(buf, sizeof buf, "%s", fr->s);
 	else
 		snprintf(buf, sizeof buf, "%s+0x%s", fr->m, fr->o);
@@ -777,7 +788,7 @@ void gg_report_speedscope(FILE *f, const struct gg_analysis *a)
 	const struct gg_dump *d = a->d;
 	struct ss_frame *tab = NULL, *e, *tmp;
 	size_t nf = 0;
-	struct gg_frame nostack = {"[no stack]", "0", NULL};
+	struct gg_frame nostack = {"[no stack]", "0", NULL, NULL, 0};
 	/* frames first (indexes), in order of first use */
 	for (size_t i = 0; i < a->nsites; i++) {
 		const struct gg_site *s = a->by_bytes[i];

@@ -64,7 +64,13 @@ static inline const struct gg_jval *gg_json_at(const struct gg_json *j, uint32_t
 /* load.c: the dump, as read. */
 struct gg_frame {
 	char *m, *o, *s; /* module, offset (hex), symbol (NULL when absent) */
+	char *py;        /* a Python frame's file (issue 27), else NULL; s its function */
+	uint64_t line;   /* a Python frame's line (0 = unknown) */
 };
+
+/* load.c: fr as text into out: a Python frame as "serve.py:212 in
+ * grow_kv_cache" (returns 1), else nothing (returns 0). */
+int gg_frame_py(const struct gg_frame *fr, char *out, size_t n);
 
 struct gg_stack {
 	uint64_t id;
@@ -76,12 +82,14 @@ struct gg_stack {
 struct gg_alloc {
 	uint64_t size, age, tid, st;
 	uint32_t dev, api;
+	uint64_t addr; /* its address or handle ("p") */
 };
 
 struct gg_hist {
 	uint64_t ms, size, st;
 	uint32_t dev, api;
-	char op; /* 'a', 'f', 'r' */
+	char op;       /* 'a', 'f', 'r' */
+	uint64_t addr; /* "p" */
 };
 
 /* A "device" record as read: the library's books on one ordinal at the
@@ -312,6 +320,9 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
 void gg_report_folded(FILE *f, const struct gg_analysis *a);
 void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope JSON, unit bytes */
+/* torch.c: the pickle torch.cuda.memory._dump_snapshot writes (0, or -1 on a
+ * write error). */
+int gg_report_torch_snapshot(FILE *f, const struct gg_analysis *a);
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json);
 void gg_json_str(FILE *f, const char *s);

@@ -34,15 +34,19 @@ typedef struct CUkern_st *gg_CUkernel;
 typedef struct CUlinkState_st *gg_CUlinkState;
 typedef void (*gg_CUhostFn)(void *userData);
 typedef size_t (*gg_CUoccupancyB2DSize)(int blockSize);
-typedef int gg_CUdevice_attribute;    /* CUdevice_attribute */
-typedef int gg_CUstreamCaptureMode;   /* CUstreamCaptureMode */
-typedef int gg_CUstreamCaptureStatus; /* CUstreamCaptureStatus */
-typedef int gg_CUgraphMem_attribute;  /* CUgraphMem_attribute */
-typedef int gg_CUjit_option;          /* CUjit_option */
-typedef int gg_CUjitInputType;        /* CUjitInputType */
-typedef int gg_CUlibraryOption;       /* CUlibraryOption */
-typedef int gg_CUfunction_attribute;  /* CUfunction_attribute */
-typedef int gg_CUmoduleLoadingMode;   /* CUmoduleLoadingMode */
+typedef int gg_CUdevice_attribute;       /* CUdevice_attribute */
+typedef int gg_CUstreamCaptureMode;      /* CUstreamCaptureMode */
+typedef int gg_CUstreamCaptureStatus;    /* CUstreamCaptureStatus */
+typedef int gg_CUgraphMem_attribute;     /* CUgraphMem_attribute */
+typedef int gg_CUjit_option;             /* CUjit_option */
+typedef int gg_CUjitInputType;           /* CUjitInputType */
+typedef int gg_CUlibraryOption;          /* CUlibraryOption */
+typedef int gg_CUfunction_attribute;     /* CUfunction_attribute */
+typedef int gg_CUmoduleLoadingMode;      /* CUmoduleLoadingMode */
+typedef int gg_CUgraphNodeType;          /* CUgraphNodeType */
+typedef int gg_CUgraphExecUpdateResult;  /* CUgraphExecUpdateResult */
+typedef int gg_CUgraphInstantiateResult; /* CUgraphInstantiateResult */
+#define GG_CU_GRAPH_NODE_TYPE_MEM_ALLOC 10
 typedef int gg_CUlimit;               /* CUlimit */
 typedef int gg_CUfunc_cache;          /* CUfunc_cache */
 typedef int gg_CUpointer_attribute;   /* CUpointer_attribute */
@@ -241,6 +245,31 @@ typedef struct gg_CUDA_MEM_ALLOC_NODE_PARAMS {
 	size_t bytesize;
 	gg_CUdeviceptr dptr;
 } gg_CUDA_MEM_ALLOC_NODE_PARAMS; /* CUDA_MEM_ALLOC_NODE_PARAMS */
+
+typedef struct gg_CUDA_GRAPH_INSTANTIATE_PARAMS {
+	gg_cuuint64_t flags;
+	gg_CUstream hUploadStream;
+	gg_CUgraphNode hErrNode_out;
+	gg_CUgraphInstantiateResult result_out;
+} gg_CUDA_GRAPH_INSTANTIATE_PARAMS; /* CUDA_GRAPH_INSTANTIATE_PARAMS */
+
+typedef struct gg_CUgraphExecUpdateResultInfo {
+	gg_CUgraphExecUpdateResult result;
+	gg_CUgraphNode errorNode;
+	gg_CUgraphNode errorFromNode;
+} gg_CUgraphExecUpdateResultInfo; /* CUgraphExecUpdateResultInfo */
+
+/* cuGraphAddNode's parameters: only the type and an allocation node's
+ * parameters are read; the rest of the union is padding to the same size. */
+typedef struct gg_CUgraphNodeParams {
+	gg_CUgraphNodeType type;
+	int reserved0[3];
+	union {
+		long long reserved1[29];
+		gg_CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+	};
+	long long reserved2;
+} gg_CUgraphNodeParams; /* CUgraphNodeParams */
 
 typedef struct gg_CUDA_ARRAY_DESCRIPTOR {
 	size_t Width;

@@ -137,6 +137,16 @@ GG_CU_FN(cuGraphAddMemAllocNode,
 GG_CU_FN(cuGraphAddMemFreeNode, (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph,
                                  const GGT(CUgraphNode) * dependencies, size_t numDependencies, GGT(CUdeviceptr) dptr))
 GG_CU_FN(cuGraphInstantiateWithFlags, (GGT(CUgraphExec) * phGraphExec, GGT(CUgraph) hGraph, unsigned long long flags))
+GG_CU_FN(cuGraphInstantiateWithParams,
+         (GGT(CUgraphExec) * phGraphExec, GGT(CUgraph) hGraph, GGT(CUDA_GRAPH_INSTANTIATE_PARAMS) * instantiateParams))
+GG_CU_FN(cuGraphExecUpdate_v2,
+         (GGT(CUgraphExec) hGraphExec, GGT(CUgraph) hGraph, GGT(CUgraphExecUpdateResultInfo) * resultInfo))
+GG_CU_FN(cuGraphAddNode_v2,
+         (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph, const GGT(CUgraphNode) * dependencies,
+          const GGT(CUgraphEdgeData) * dependencyData, size_t numDependencies, GGT(CUgraphNodeParams) * nodeParams))
+GG_CU_FN(cuStreamBeginCaptureToGraph,
+         (GGT(CUstream) hStream, GGT(CUgraph) hGraph, const GGT(CUgraphNode) * dependencies,
+          const GGT(CUgraphEdgeData) * dependencyData, size_t numDependencies, GGT(CUstreamCaptureMode) mode))
 GG_CU_FN(cuGraphLaunch, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
 GG_CU_FN(cuGraphUpload, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
 GG_CU_FN(cuGraphExecDestroy, (GGT(CUgraphExec) hGraphExec))
@@ -162,6 +172,11 @@ GG_CU_FN_PTSZ(cuStreamGetCaptureInfo_v3_ptsz,
                const GGT(CUgraphEdgeData) * *edgeData_out, size_t *numDependencies_out))
 GG_CU_FN_PTSZ(cuGraphLaunch_ptsz, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
 GG_CU_FN_PTSZ(cuGraphUpload_ptsz, (GGT(CUgraphExec) hGraphExec, GGT(CUstream) hStream))
+GG_CU_FN_PTSZ(cuGraphInstantiateWithParams_ptsz, (GGT(CUgraphExec) * phGraphExec, GGT(CUgraph) hGraph,
+                                                  GGT(CUDA_GRAPH_INSTANTIATE_PARAMS) * instantiateParams))
+GG_CU_FN_PTSZ(cuStreamBeginCaptureToGraph_ptsz,
+              (GGT(CUstream) hStream, GGT(CUgraph) hGraph, const GGT(CUgraphNode) * dependencies,
+               const GGT(CUgraphEdgeData) * dependencyData, size_t numDependencies, GGT(CUstreamCaptureMode) mode))
 
 /* legacy unversioned ABIs: never wrapped, only simulated and passed through */
 GG_CU_FN_LEGACY(cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, GGT(cuuint64_t) flags))
@@ -186,6 +201,18 @@ GG_CU_FN_LEGACY(cuMemHostRegister, (void *p, size_t bytesize, unsigned int Flags
 GG_CU_FN_LEGACY(cuIpcOpenMemHandle, (GGT(CUdeviceptr) * pdptr, GGT(CUipcMemHandle) handle, unsigned int Flags))
 GG_CU_FN_LEGACY(cuStreamBeginCapture, (GGT(CUstream) hStream))
 GG_CU_FN_LEGACY(cuStreamBeginCapture_ptsz, (GGT(CUstream) hStream))
+/* CUDA 10's and 11's graph instantiate (the same ABI; what cuGraphInstantiate
+ * means below 11000 and from it), the update before 12000, and the generic
+ * node add before edge data (12020) */
+GG_CU_FN_LEGACY(cuGraphInstantiate, (GGT(CUgraphExec) * phGraphExec, GGT(CUgraph) hGraph,
+                                     GGT(CUgraphNode) * phErrorNode, char *logBuffer, size_t bufferSize))
+GG_CU_FN_LEGACY(cuGraphInstantiate_v2, (GGT(CUgraphExec) * phGraphExec, GGT(CUgraph) hGraph,
+                                        GGT(CUgraphNode) * phErrorNode, char *logBuffer, size_t bufferSize))
+GG_CU_FN_LEGACY(cuGraphExecUpdate, (GGT(CUgraphExec) hGraphExec, GGT(CUgraph) hGraph, GGT(CUgraphNode) * hErrorNode_out,
+                                    GGT(CUgraphExecUpdateResult) * updateResult_out))
+GG_CU_FN_LEGACY(cuGraphAddNode,
+                (GGT(CUgraphNode) * phGraphNode, GGT(CUgraph) hGraph, const GGT(CUgraphNode) * dependencies,
+                 size_t numDependencies, GGT(CUgraphNodeParams) * nodeParams))
 GG_CU_FN_LEGACY(cuStreamGetCaptureInfo,
                 (GGT(CUstream) hStream, GGT(CUstreamCaptureStatus) * captureStatus_out, GGT(cuuint64_t) * id_out))
 GG_CU_FN_LEGACY(cuStreamGetCaptureInfo_ptsz,

@@ -96,6 +96,12 @@
  *     "s":"c10::cuda::CUDACachingAllocator::malloc"},...]}
  *     one per stack id referenced above: module basename, offset in it (hex),
  *     symbol when dladdr knows it (else absent). Innermost frame first.
+ *     Since 0.2 a Python frame (issue 27, docs/python.md) is
+ *     {"m":"serve.py","o":"d4","s":"grow_kv_cache","py":"/app/serve.py",
+ *     "l":212}: m the file's basename, o the line in hex, s the function,
+ *     py the file as the code object names it, l the line (0 = unknown);
+ *     readers that know py show "serve.py:212 in grow_kv_cache", older
+ *     ones still read m, o and s.
  *  8 {"t":"h","ms":N,"op":"a"|"f"|"r","p":"...","s":N,"d":0,"api":N,"st":N}
  *     the last GPUGUARD_HISTORY events, oldest first: allocation, free, or
  *     refusal; ms since the process started.

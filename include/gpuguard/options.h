@@ -79,8 +79,10 @@
 
 /* Knobs for the test suites alone: read like the rows above, but not in
  * README.md, GPUGUARD_VERBOSE or dumps. */
-#define GPUGUARD_TEST_OPTIONS(X)                                                                        \
-	X(TEST_UNWINDER, unwinder_fp, CHOICE, "libunwind", 0, 0, "libunwind|frame-pointer", NULL, NULL, \
-	  "libunwind | frame-pointer", "the stack unwinder, forced (libunwind is still used only when it loads)")
+#define GPUGUARD_TEST_OPTIONS(X)                                                                                  \
+	X(TEST_UNWINDER, unwinder_fp, CHOICE, "libunwind", 0, 0, "libunwind|frame-pointer", NULL, NULL,           \
+	  "libunwind | frame-pointer", "the stack unwinder, forced (libunwind is still used only when it loads)") \
+	X(TEST_PYSTACK, pystack_off, CHOICE, "on", 0, 0, "on|off", NULL, NULL, "on | off",                        \
+	  "Python frames in the stacks (off: native frames only, the benchmark's comparison)")
 
 #endif

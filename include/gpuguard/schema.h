@@ -51,7 +51,7 @@
 	K(vmm, base, 1) K(vmm, size, 1) K(vmm, mapped, 1) K(vmm, holes, 1) K(vmm, largest_hole, 1)                    \
 	K(a, p, 1) K(a, s, 1) K(a, d, 1) K(a, api, 1) K(a, age, 1) K(a, tid, 1) K(a, st, 1)                           \
 	K(stack, id, 1) K(stack, frames, 1)                                                                           \
-	K(frame, m, 1) K(frame, o, 1) K(frame, s, 0)                                                                  \
+	K(frame, m, 1) K(frame, o, 1) K(frame, s, 0) K(frame, py, 0) K(frame, l, 0)                                  \
 	K(h, ms, 1) K(h, op, 1) K(h, p, 1) K(h, s, 1) K(h, d, 1) K(h, api, 1) K(h, st, 1)                             \
 	K(end, records, 1) K(end, suppressed, 1) K(end, write_errors, 1) K(end, signal_refused, 0) K(end, history_dropped, 0) K(end, log_dropped, 0)
 

@@ -109,6 +109,23 @@ SAME_FIELD(gg_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, accessDesc
 SAME_FIELD(gg_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, accessDescCount);
 SAME_FIELD(gg_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, bytesize);
 SAME_FIELD(gg_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, dptr);
+SAME_SCALAR(gg_CUgraphNodeType, CUgraphNodeType);
+SAME_SCALAR(gg_CUgraphExecUpdateResult, CUgraphExecUpdateResult);
+SAME_SCALAR(gg_CUgraphInstantiateResult, CUgraphInstantiateResult);
+SAME_CONST(GG_CU_GRAPH_NODE_TYPE_MEM_ALLOC, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+SAME_STRUCT(gg_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS);
+SAME_FIELD(gg_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, flags);
+SAME_FIELD(gg_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream);
+SAME_FIELD(gg_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out);
+SAME_FIELD(gg_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, result_out);
+SAME_STRUCT(gg_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo);
+SAME_FIELD(gg_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo, result);
+SAME_FIELD(gg_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo, errorNode);
+SAME_FIELD(gg_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo, errorFromNode);
+SAME_STRUCT(gg_CUgraphNodeParams, CUgraphNodeParams);
+SAME_FIELD(gg_CUgraphNodeParams, CUgraphNodeParams, type);
+SAME_FIELD(gg_CUgraphNodeParams, CUgraphNodeParams, alloc);
+SAME_FIELD(gg_CUgraphNodeParams, CUgraphNodeParams, reserved2);
 
 /* structures: every field, nested ones included */
 SAME_STRUCT(gg_CUuuid, CUuuid);

@@ -16,9 +16,11 @@
 //     whole pod where the pod did;
 //   - the same pod opted out, in a namespace not opted in, with no GPU, or
 //     injected already, is left alone by every way.
-// Writes each injected pod to OUTDIR/<pod>.<way>.yaml (for the schema check)
-// and each strategic merge the ClusterPolicy model made to
-// OUTDIR/merge-N.{pod,patch,want}.json, for the referee (kubectl patch).
+// Writes each injected pod to OUTDIR/<pod>.<way>.yaml (for the schema check),
+// each strategic merge the ClusterPolicy model made to
+// OUTDIR/merge-N.{pod,patch,want}.json and each JSON patch the
+// MutatingAdmissionPolicy's and the ClusterPolicy's made to
+// OUTDIR/jsonpatch-N.*, for the referee (kubectl patch).
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -172,7 +174,7 @@ function main(args) {
 	const namespaces = m.docs(nsFile).filter((d) => d.kind === "Namespace");
 	fs.mkdirSync(outDir, { recursive: true });
 	const loaded = Object.fromEntries(Object.keys(m.WAYS).map((w) => [w, m.loadWay(w, files[w])]));
-	const merges = [];
+	const merges = [], jsonPatches = [];
 	for (const file of pods) {
 		for (const orig of m.docs(file).filter((d) => d.kind === "Pod")) {
 			const base = path.basename(file, ".yaml");
@@ -182,7 +184,8 @@ function main(args) {
 			for (const way of Object.keys(m.WAYS)) {
 				const name = `${base} by ${way}`;
 				try {
-					res[way] = m.inject(way, orig, namespaces, { loaded: loaded[way], merges: way === "ClusterPolicy" ? merges : null });
+					res[way] = m.inject(way, orig, namespaces, { loaded: loaded[way], merges: way === "ClusterPolicy" ? merges : null,
+						jsonPatches: way === "MutatingPolicy" ? null : jsonPatches });
 				} catch (e) {
 					fail(name, `the model: ${e.message}`);
 					continue;
@@ -251,6 +254,9 @@ function main(args) {
 	}
 	merges.forEach((x, i) => {
 		for (const k of ["pod", "patch", "want"]) fs.writeFileSync(path.join(outDir, `merge-${i}.${k}.json`), JSON.stringify(x[k]));
+	});
+	jsonPatches.forEach((x, i) => {
+		for (const k of ["pod", "patch", "want"]) fs.writeFileSync(path.join(outDir, `jsonpatch-${i}.${k}.json`), JSON.stringify(x[k]));
 	});
 	console.log(out.join("\n"));
 }

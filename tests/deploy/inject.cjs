@@ -190,7 +190,7 @@ function resourceMatches(constraints, req) {
 	if (constraints.objectSelector && !selects(constraints.objectSelector, req.object.metadata.labels)) return false;
 	return true;
 }
-function celPolicy(policy, req, binding, params) {
+function celPolicy(policy, req, binding, params, opts = {}) {
 	const spec = policy.spec;
 	if (spec.paramKind && !params) throw new Unsupported("a policy with params and none given");
 	if (!resourceMatches(spec.matchConstraints, req)) return null;
@@ -211,7 +211,12 @@ function celPolicy(policy, req, binding, params) {
 	for (const m of spec.mutations || []) {
 		// each mutation sees the object as the ones before left it
 		const v = { ...vars, object: obj };
-		if (m.patchType === "JSONPatch") obj = jsonPatch(obj, cel.run(m.jsonPatch.expression, v, variables));
+		if (m.patchType === "JSONPatch") {
+			const ops = cel.run(m.jsonPatch.expression, v, variables);
+			const next = jsonPatch(obj, ops);
+			record(opts, obj, ops, next);
+			obj = next;
+		}
 		else if (m.patchType === "ApplyConfiguration") obj = apply(obj, cel.run(m.applyConfiguration.expression, v, variables));
 		else throw new Unsupported(`patchType ${m.patchType}`);
 	}
@@ -414,6 +419,24 @@ function psm(res, p, merges) {
 	return out;
 }
 
+// Kyverno's JSON patch (paths made where an add lacks them); recorded for the referee
+function kjp(obj, ops, opts) {
+	const next = jsonPatch(obj, ops, true);
+	record(opts, obj, ops, next);
+	return next;
+}
+// Records a JSON patch for the referee; patches applied one after another
+// are one patch (their operations in turn), so the referee runs once for them
+function record(opts, obj, ops, next) {
+	if (!opts.jsonPatches) return;
+	const last = opts.jsonPatches[opts.jsonPatches.length - 1];
+	if (last && last.ref === obj) {
+		last.patch.push(...clone(ops));
+		last.want = clone(next);
+		last.ref = next;
+	} else opts.jsonPatches.push({ pod: clone(obj), patch: clone(ops), want: clone(next), ref: next });
+}
+
 function clusterPolicy(policy, req, opts = {}) {
 	const ann = (policy.metadata.annotations || {})["pod-policies.kyverno.io/autogen-controllers"];
 	if (req.object.kind !== "Pod" && ann !== "none" && policy.spec.rules.some((r) => JSON.stringify(r.match || {}).includes('"Pod"'))) {
@@ -445,7 +468,7 @@ function clusterPolicy(policy, req, opts = {}) {
 		const m = rule.mutate;
 		if (m.targets || m.mutateExistingOnPolicyUpdate) throw new Unsupported("mutate existing");
 		if (m.patchesJson6902) {
-			obj = jsonPatch(obj, YAML.parse(subst(m.patchesJson6902, ctx)), true);
+			obj = kjp(obj, YAML.parse(subst(m.patchesJson6902, ctx)), opts);
 			touched = true;
 		}
 		if (m.patchStrategicMerge) {
@@ -462,7 +485,7 @@ function clusterPolicy(policy, req, opts = {}) {
 				const ectx = { ...ctx, element: list[i], elementIndex: i, request: { ...ctx.request, object: obj } };
 				if (!conditions(fe.preconditions, ectx)) continue;
 				if (fe.patchStrategicMerge) obj = psm(obj, subst(fe.patchStrategicMerge, ectx), opts.merges);
-				if (fe.patchesJson6902) obj = jsonPatch(obj, YAML.parse(subst(fe.patchesJson6902, ectx)), true);
+				if (fe.patchesJson6902) obj = kjp(obj, YAML.parse(subst(fe.patchesJson6902, ectx)), opts);
 				touched = true;
 			}
 		}
@@ -493,8 +516,8 @@ function inject(way, pod, namespaces, opts = {}) {
 	if (way === "ClusterPolicy") out = clusterPolicy(policy, req, opts);
 	else if (way === "MutatingAdmissionPolicy") {
 		if (!binding) throw new Error("the MutatingAdmissionPolicy comes without its binding");
-		out = celPolicy(policy, req, binding);
-	} else out = celPolicy(policy, req);
+		out = celPolicy(policy, req, binding, null, opts);
+	} else out = celPolicy(policy, req, null, null, opts);
 	const result = out || req.object;
 	if (!pod.metadata.namespace) delete result.metadata.namespace;
 	return result;
@@ -625,7 +648,10 @@ function kustomizeDir(b, dir) {
 // "ok"/"FAIL" line: are the objects of files A and B the same (any-order:
 // lists of named objects in any order; exact: to the order of every list)?
 function same(a, b, how) {
-	const load = (f) => docs(f)[0];
+	const load = (f) => {
+		if (!fs.existsSync(f)) throw new Error(`${f}: Kubernetes' result is missing`);
+		return docs(f)[0];
+	};
 	const sortKeys = (x) => Array.isArray(x) ? x.map(sortKeys) : isMap(x) ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, sortKeys(x[k])])) : x;
 	const norm = how === "exact" ? sortKeys : canon;
 	const d = diff(norm(load(a)), norm(load(b)));
@@ -642,6 +668,17 @@ if (require.main === module) {
 		else if (cmd === "kyverno-cases") require("./kyverno-cases.cjs").main(args);
 		else if (cmd === "kustomize-dir") kustomizeDir(args[0], args[1]);
 		else if (cmd === "same") same(args[0], args[1], args[2]);
+		else if (cmd === "same-all") {
+			// the referee's verdicts in DIR, each model result against Kubernetes'
+			const dir = args[0];
+			for (const f of fs.readdirSync(dir).filter((x) => /\.want\.json$/.test(x)).sort()) {
+				const b = path.join(dir, f.replace(/\.want\.json$/, ""));
+				if (/^merge-/.test(f)) {
+					same(`${b}.want.json`, `${b}.kubectl.json`, "any-order");
+					same(`${b}.want.json`, `${b}.kz.yaml`, "exact");
+				} else same(`${b}.want.json`, `${b}.kubectl.json`, "exact");
+			}
+		}
 		else if (cmd === "gpu-lists") gpuLists(args);
 		else if (cmd === "same-cel") sameCel(args[0], args[1]);
 		else if (cmd === "match-conditions") matchConditions(args);

@@ -116,7 +116,7 @@ judge() { # NAME RC LOG
 }
 
 # ---- build the CUDA programs ---------------------------------------------
-PROGS="driver_api cudart_shared cudart_static vmm async_pool managed"
+PROGS="driver_api cudart_shared cudart_static vmm async_pool managed packing"
 NVCC=${NVCC:-}
 if [ -z "$NVCC" ]; then
 	if command -v nvcc >/dev/null 2>&1; then
@@ -157,7 +157,7 @@ if [ -n "$NVCC" ]; then
 	for p in $PROGS; do
 		# shellcheck disable=SC2016 # $ORIGIN is for the linker
 		case $p in
-		driver_api) src=driver_api.cu extra="$STUBS -lcuda" ;;
+		driver_api | packing) src=$p.cu extra="$STUBS -lcuda" ;;
 		cudart_shared) src=cudart.cu extra='-cudart shared -DGG_CUDART=shared -Xlinker -rpath=$ORIGIN' ;;
 		cudart_static) src=cudart.cu extra='-cudart static -DGG_CUDART=static' ;;
 		*) src=$p.cu extra="" ;;
@@ -199,11 +199,14 @@ done
 for p in $BUILT; do
 	echo "== $p"
 	log=$OUT/$p.log
+	# packing measures the bare driver (what the card holds) against the
+	# charge rule it compiles in: no preload
+	pre="$LIB${LD_PRELOAD:+:$LD_PRELOAD}"
+	[ "$p" = packing ] && pre=${LD_PRELOAD:-}
 	if [ $have_timeout = 1 ]; then
-		timeout -k 10 "$TMO" env LD_PRELOAD="$LIB${LD_PRELOAD:+:$LD_PRELOAD}" GPUGUARD_LIMIT=4Gi \
-			"$OUT/$p" >"$log" 2>&1
+		timeout -k 10 "$TMO" env LD_PRELOAD="$pre" GPUGUARD_LIMIT=4Gi "$OUT/$p" >"$log" 2>&1
 	else
-		env LD_PRELOAD="$LIB${LD_PRELOAD:+:$LD_PRELOAD}" GPUGUARD_LIMIT=4Gi "$OUT/$p" >"$log" 2>&1
+		env LD_PRELOAD="$pre" GPUGUARD_LIMIT=4Gi "$OUT/$p" >"$log" 2>&1
 	fi
 	rc=$?
 	grep -E '^(GGINFO|GGFAIL) ' "$log"

@@ -12,6 +12,16 @@
 #define THREADS 8
 #define LIVE_PER_THREAD 12
 #define LIMIT (192 * MIB)
+/* How far past LIMIT the card may go for a moment: a stream-ordered pool
+ * whose warm reserve is too fragmented for a request grows anyway, and holds
+ * the growth until gpuguard hands it back (README "Pools"). The growth is
+ * charged meanwhile (counted in pool_overshoot and the peak), so no other
+ * request fits beside it: at most one request (8 MiB at most, whole pages)
+ * per pool at a time, and this test has one pool (the default one). Issue
+ * 25, item 5: this test asserted pool_overshoot 0 and peak <= LIMIT while
+ * the card went past it, uncounted (now: peak 207,893,504 of 201,326,592,
+ * overshoot 1,142,619,648 bytes in all over a million pairs). */
+#define TRANSIENT (8 * MIB)
 
 static gg_CUcontext ctx;
 static gg_CUmemoryPool pool;
@@ -132,7 +142,7 @@ static void *monitor(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop_monitor)) {
-		if (gg_stats(0).used > LIMIT)
+		if (gg_stats(0).used > LIMIT + TRANSIENT)
 			atomic_fetch_add(&monitor_over, 1);
 		atomic_fetch_add(&monitor_samples, 1);
 	}
@@ -161,8 +171,7 @@ TEST(million_pairs_never_pass_the_ceiling_and_balance_to_the_byte)
 	CHECK_EQ_U64(bad_codes, 0);
 	CHECK_EQ_U64(monitor_over, 0);
 	CHECK(monitor_samples > 0);
-	CHECK(s.peak <= LIMIT);
-	CHECK_EQ_U64(s.pool_overshoot, 0);
+	CHECK(s.peak <= LIMIT + TRANSIENT);
 	CHECK(s.peak > LIMIT / 2); /* we really ran near the ceiling */
 	CHECK(refusals > 1000);    /* ... and into it */
 	CHECK_EQ_U64(s.used, 0);

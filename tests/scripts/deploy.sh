@@ -1,12 +1,12 @@
 #!/bin/sh
 # deploy/ as Kubernetes, Prometheus and Docker will see it (issue 13):
 #  - every manifest against its kind's real schema: npm's kubernetes-models
-#    and @kubernetes-models/prometheus-operator, and the Kyverno policy against
-#    the openAPIV3Schema of Kyverno's ClusterPolicy CRD, read from
-#    ../shared/data/kyverno/ (not kept in the tree);
-#  - Pod Security "baseline" and "restricted" on the pods, and on what the
-#    policy injects; the policy applied to tests/deploy/app-pod.yaml must give
-#    deploy/plain/pod.yaml;
+#    and @kubernetes-models/prometheus-operator, the Kyverno policies against
+#    the openAPIV3Schema of Kyverno's CRDs, read from ../shared/data/kyverno/
+#    (not kept in the tree), the MutatingAdmissionPolicy against
+#    tests/deploy/map-schema.json;
+#  - Pod Security "baseline" and "restricted" on the pods (what the policies
+#    inject into real pods: tests/scripts/inject.sh);
 #  - `promtool test rules` over the PrometheusRule, a test for every alert;
 #    every metric the rules and the dashboard read is one `gpuguard metrics`
 #    prints;
@@ -64,7 +64,6 @@ deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml depl
 CORPUS="tests/deploy/corpus/vllm.yaml tests/deploy/corpus/kserve.yaml tests/deploy/corpus/triton.yaml
 tests/deploy/corpus/tgi.yaml tests/deploy/corpus/ray.yaml"
 MPCRD="$SHARED/data/kyverno/policies.kyverno.io_mutatingpolicies.yaml"
-KYVERNO_TESTS="$SHARED/data/kyverno/tests"
 # every YAML file under deploy/ is a manifest the schema check sees, but the
 # promtool test
 for f in $(find deploy -name '*.yaml' | sort); do
@@ -112,131 +111,8 @@ if [ -n "$have_node" ]; then
 	val pss restricted deploy/plain/pod.yaml >>"$TMP/pss" 2>&1
 	count ok pss "$TMP/pss"
 
-	# --- the three ways in, on the corpus of real pods (tests/deploy/corpus.cjs)
-	inj() { node tests/deploy/inject.cjs "$@"; }
-	# shellcheck disable=SC2086
-	inj api-rules $MANIFESTS $CORPUS >"$TMP/api" 2>&1
-	count ok "the API server's rules" "$TMP/api"
-	sed 's/- name: gpuguard-prom/- name: gpuguard-metrics/' deploy/plain/pod.yaml >"$TMP/port.yaml"
-	inj api-rules "$TMP/port.yaml" >"$TMP/out" 2>&1
-	count fail "the API server's rules on a port name of 16 characters" "$TMP/out"
-	inj plain tests/deploy/default-ns.yaml tests/deploy/app-pod.yaml deploy/plain/pod.yaml >"$TMP/plain" 2>&1
-	count ok "the policies on app-pod.yaml" "$TMP/plain"
-	# shellcheck disable=SC2086
-	inj corpus tests/deploy/corpus/namespaces.yaml "$TMP/corpus" $CORPUS >"$TMP/corpus.out" 2>&1
-	count ok corpus "$TMP/corpus.out"
-	# shellcheck disable=SC2086
-	inj gpu-lists $POLICIES >"$TMP/lists" 2>&1
-	inj same-cel deploy/policy/mutatingpolicy.yaml deploy/policy/mutatingadmissionpolicy.yaml >>"$TMP/lists" 2>&1
-	# shellcheck disable=SC2086
-	inj match-conditions $POLICIES >>"$TMP/lists" 2>&1
-	count ok "the policies' GPU lists and CEL" "$TMP/lists"
-	sed "s/'amd.com\/gpu', 'nvidia.com\/gpu.shared'\] || k.startsWith/'amd.com\/gpu'] || k.startsWith/" deploy/policy/mutatingpolicy.yaml >"$TMP/mp-list.yaml"
-	inj gpu-lists "$TMP/mp-list.yaml" >"$TMP/out" 2>&1
-	count fail "a policy whose match condition lost a GPU resource" "$TMP/out"
-	sed 's/object != null \&\& has(object.spec) \&\& has(object.spec.containers) \&\&//' deploy/policy/clusterpolicy.yaml >"$TMP/cp-mc.yaml"
-	inj match-conditions "$TMP/cp-mc.yaml" >"$TMP/out" 2>&1
-	grep -q '^FAIL .*Binding.*an error' "$TMP/out" || sed -i 's/^FAIL /not that failure: /' "$TMP/out"
-	count fail "a match condition that errs on a Binding" "$TMP/out"
-	sed 's/periodSeconds: 2, timeoutSeconds: 5/periodSeconds: 3, timeoutSeconds: 5/' deploy/policy/mutatingpolicy.yaml >"$TMP/mp-cel.yaml"
-	inj same-cel "$TMP/mp-cel.yaml" deploy/policy/mutatingadmissionpolicy.yaml >"$TMP/out" 2>&1
-	count fail "a MutatingPolicy whose CEL drifted from the MutatingAdmissionPolicy's" "$TMP/out"
-	# what each way made of each pod, against the real schema
-	val schema "$TMP"/corpus/*.yaml >"$TMP/schema2" 2>&1
-	count ok "schema of the injected corpus" "$TMP/schema2"
-	# the pods of the corpus are what the charts render, in every resource form
-	for form in 'nvidia.com/gpu:' 'amd.com/gpu:' 'nvidia.com/gpu.shared:' 'nvidia.com/mig-' 'claims:' 'LD_PRELOAD' \
-		'startupProbe:' 'httpGet:' 'exec:' 'persistentVolumeClaim:' 'initContainers:' 'postStart:' 'preStop:' 'fsGroup:'; do
-		# shellcheck disable=SC2086
-		if grep -q -- "$form" $CORPUS; then ok; else bad "no pod of the corpus has $form"; fi
-	done
-
-	# kubectl with kustomize 5 (replacements, patches) is what the referee and
-	# the install need
-	kz_major=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9]*\).*/\1/p')
-	if ! command -v kubectl >/dev/null 2>&1; then kubectl_ok=; kubectl_why="no kubectl on this machine"
-	elif [ "${kz_major:-0}" -lt 5 ]; then kubectl_ok=; kubectl_why="kubectl's kustomize is older than v5 ($(kubectl version --client 2>&1 | tr '\n' ' '))"
-	else kubectl_ok=1; fi
-	# The referee: each strategic merge the ClusterPolicy model made, by
-	# Kubernetes' own code: the API server's (kubectl patch --type strategic;
-	# lists of named objects compared in any order, as its merge puts the
-	# patch's first) and the kustomize filter Kyverno's patchStrategicMerge
-	# runs (kubectl kustomize; exactly).
-	if [ -z "$kubectl_ok" ]; then
-		skip "deploy-referee: $kubectl_why"
-	else
-		n=0
-		for p in "$TMP"/corpus/merge-*.pod.json; do
-			[ -f "$p" ] || continue
-			b=${p%.pod.json}
-			n=$((n + 1))
-			if kubectl patch --local -f "$p" --type strategic -p "$(cat "$b.patch.json")" -o json >"$b.kubectl.json" 2>"$b.err"; then
-				ok
-			else
-				bad "kubectl patch on $(basename "$b"): $(head -c 300 "$b.err")"
-			fi
-			inj kustomize-dir "$b" "$b.kz" >"$b.err" 2>&1 || bad "$(cat "$b.err")"
-			if kubectl kustomize "$b.kz" >"$b.kz.yaml" 2>"$b.err"; then ok; else bad "kubectl kustomize on $(basename "$b"): $(head -c 300 "$b.err")"; fi
-			inj same "$b.want.json" "$b.kubectl.json" any-order >>"$TMP/referee" 2>&1
-			inj same "$b.want.json" "$b.kz.yaml" exact >>"$TMP/referee" 2>&1
-		done
-		[ "$n" -gt 0 ] || bad "the ClusterPolicy model made no strategic merge for the referee"
-		count ok referee "$TMP/referee"
-	fi
-
-	# Kyverno's own test cases, for the model of Kyverno's patches and CEL
-	if [ -d "$KYVERNO_TESTS" ]; then
-		inj kyverno-cases "$KYVERNO_TESTS" >"$TMP/cases" 2>&1
-		grep '^note ' "$TMP/cases"
-		grep -v '^note ' "$TMP/cases" >"$TMP/cases2"
-		count ok "Kyverno's test cases" "$TMP/cases2"
-	else
-		skip "kyverno-cases: no Kyverno test cases at ../shared/data/kyverno/tests"
-	fi
-
-	# deploy/preview: a Pod per way, each marked with its way
-	deploy/preview tests/deploy/corpus/triton.yaml >"$TMP/preview.yaml" 2>"$TMP/preview.err" || bad "deploy/preview: $(cat "$TMP/preview.err")"
-	for way in MutatingAdmissionPolicy MutatingPolicy ClusterPolicy; do
-		if grep -q "gpuguard.io/injected-by: $way\$" "$TMP/preview.yaml"; then ok; else bad "deploy/preview printed no pod injected by $way"; fi
-	done
-	val schema "$TMP/preview.yaml" >"$TMP/out" 2>&1
-	count ok "schema of deploy/preview's pods" "$TMP/out"
-	if deploy/preview /nonexistent.yaml >/dev/null 2>"$TMP/out"; then bad "deploy/preview of a missing file exited 0"
-	elif grep -q 'cannot read /nonexistent.yaml' "$TMP/out"; then ok
-	else bad "deploy/preview of a missing file: $(cat "$TMP/out")"; fi
-
-	# the one-command install, rendered with each policy; the image set once
-	if [ -z "$kubectl_ok" ]; then
-		skip "deploy-kustomize: $kubectl_why"
-	else
-		for pol in mutatingpolicy clusterpolicy mutatingadmissionpolicy; do
-			rm -rf "$TMP/kz"
-			cp -r deploy "$TMP/kz"
-			sed -i "s|^  - policy/mutatingpolicy.yaml\$|  - policy/$pol.yaml|" "$TMP/kz/kustomization.yaml"
-			sed -i 's|newName: registry.example.com/gpuguard$|newName: registry.test/team/gpuguard|; s|newTag: .*|newTag: "9.9"|' "$TMP/kz/kustomization.yaml"
-			if ! kubectl kustomize "$TMP/kz" >"$TMP/install-$pol.yaml" 2>"$TMP/out"; then
-				bad "kubectl kustomize deploy/ with policy/$pol.yaml: $(head -c 300 "$TMP/out")"
-				continue
-			fi
-			for kind in Namespace DaemonSet PodMonitor ServiceMonitor PrometheusRule ConfigMap; do
-				if grep -q "^kind: $kind\$" "$TMP/install-$pol.yaml"; then ok; else bad "the install ($pol) has no $kind"; fi
-			done
-			grep -q '^kind: \(MutatingPolicy\|ClusterPolicy\|MutatingAdmissionPolicy\)$' "$TMP/install-$pol.yaml" || bad "the install ($pol) has no policy"
-			# every image reference, and the policy's, is the one kustomization names
-			left=$(grep -o 'gpuguard:[0-9][^ '"'"'"]*' "$TMP/install-$pol.yaml" | grep -v '^gpuguard:9\.9$' | sort -u)
-			if [ -n "$left" ]; then bad "the install ($pol) still names $left"; else ok; fi
-			want=$(grep -c 'registry\.test/team/gpuguard:9\.9' "$TMP/install-$pol.yaml")
-			if [ "$want" -ge 2 ]; then ok; else bad "the install ($pol) names the set image $want times (the exporter and the policy)"; fi
-			val schema "$TMP/install-$pol.yaml" >"$TMP/out" 2>&1
-			count ok "schema of the install ($pol)" "$TMP/out"
-			# the policy as installed injects the image set
-			node -e 'const Y=require("yaml"),fs=require("fs");for (const d of Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8"))) { const x=d.toJS(); if (x && /Polic(y|yBinding)$/.test(x.kind)) fs.appendFileSync(process.argv[2], "---\n"+Y.stringify(x)); }' \
-				"$TMP/install-$pol.yaml" "$TMP/pol-$pol.yaml"
-			way=$(sed -n 's/^kind: \(MutatingPolicy\|ClusterPolicy\|MutatingAdmissionPolicy\)$/\1/p' "$TMP/pol-$pol.yaml")
-			if GG_POLICY_FILE="$way=$TMP/pol-$pol.yaml" inj preview tests/deploy/default-ns.yaml tests/deploy/app-pod.yaml 2>&1 |
-				grep -q 'image: registry.test/team/gpuguard:9.9$'; then ok; else bad "the installed $way does not inject the image set"; fi
-		done
-	fi
+	# the policies, the corpus of real pods, the referee, Kyverno's cases,
+	# deploy/preview and the install: tests/scripts/inject.sh
 	val readme README.md >"$TMP/readme" 2>&1
 	count ok readme "$TMP/readme"
 
@@ -252,8 +128,6 @@ if [ -n "$have_node" ]; then
 	sed 's/^  background: false$/  background: nope/' deploy/policy/clusterpolicy.yaml >"$TMP/bad/policy-schema.yaml"
 	sed 's/^    - port: gpuguard-metrics/    - port: 9479/' deploy/monitoring/servicemonitor.yaml >"$TMP/bad/sm-schema.yaml"
 	sed 's/^          for: 10m/          for: ten minutes/' deploy/monitoring/prometheusrule.yaml >"$TMP/bad/rule-schema.yaml"
-	sed 's/GPUGUARD_LIMIT$/GPUGUARD_LIMITS/; s/value: \/run\/gpuguard\/pod/value: \/run\/gpuguard\/region/' \
-		deploy/plain/pod.yaml >"$TMP/bad/pod-drift.yaml"
 	for b in pod-schema sm-schema rule-schema; do
 		val schema "$TMP/bad/$b.yaml" >"$TMP/out" 2>&1
 		# for a schema reason (a YAML error would not count)
@@ -288,48 +162,6 @@ if [ -n "$have_node" ]; then
 		val pss restricted "$TMP/bad/$b.yaml" >"$TMP/out" 2>&1
 		count fail "pss-restricted of a broken copy ($b)" "$TMP/out"
 	done
-	inj plain tests/deploy/default-ns.yaml tests/deploy/app-pod.yaml "$TMP/bad/pod-drift.yaml" >"$TMP/out" 2>&1
-	count fail "the policies against a plain pod that drifted" "$TMP/out"
-	# broken policies: the corpus checks must catch each
-	cp deploy/policy/*.yaml "$TMP/bad/"
-	brk() { # NAME WAY FILE WHAT-THE-FAILURE-SAYS
-		inj corpus --policy "$2=$3" tests/deploy/corpus/namespaces.yaml "$TMP/bad/c-$1" $CORPUS >"$TMP/out" 2>&1
-		grep -q "^FAIL .*$4" "$TMP/out" || sed -i 's/^FAIL /not that failure: /' "$TMP/out"
-		count fail "the corpus on a broken policy ($1)" "$TMP/out"
-	}
-	sed 's/runAsNonRoot: true/runAsNonRoot: false/' deploy/policy/clusterpolicy.yaml >"$TMP/bad/cp-root.yaml"
-	brk root ClusterPolicy "$TMP/bad/cp-root.yaml" "pss-restricted what it injects"
-	# issue 23: a startup probe merged whatever the container has
-	sed "s/- key: '{{ element.startupProbe != \`null\` }}'/- key: 'false'/" deploy/policy/clusterpolicy.yaml >"$TMP/bad/cp-probe.yaml"
-	brk probe ClusterPolicy "$TMP/bad/cp-probe.yaml" "startup probe was replaced"
-	sed 's/filter(c, !has(c.startupProbe))/filter(c, true)/' deploy/policy/mutatingpolicy.yaml >"$TMP/bad/mp-probe.yaml"
-	brk mp-probe MutatingPolicy "$TMP/bad/mp-probe.yaml" "startup probe was replaced"
-	# issue 23: LD_PRELOAD set in the pod spec replaces the image's
-	sed "s|Object.spec.containers.env{name: 'GPUGUARD_SHARED', value: '/run/gpuguard/pod'},|&\n          Object.spec.containers.env{name: 'LD_PRELOAD', value: '/opt/gpuguard/lib/libgpuguard.so'},|" \
-		deploy/policy/mutatingadmissionpolicy.yaml >"$TMP/bad/map-ld.yaml"
-	brk ld-preload MutatingAdmissionPolicy "$TMP/bad/map-ld.yaml" "LD_PRELOAD"
-	# issue 23: fsGroup without OnRootMismatch
-	sed "s/'OnRootMismatch'/'Always'/" deploy/policy/mutatingadmissionpolicy.yaml >"$TMP/bad/map-fsgroup.yaml"
-	brk fsgroup MutatingAdmissionPolicy "$TMP/bad/map-fsgroup.yaml" "OnRootMismatch"
-	# issue 23: only nvidia.com/gpu and amd.com/gpu matched
-	sed "s/, 'nvidia.com\/gpu.shared'\]/]/; s/|| k.startsWith('nvidia.com\/mig-')//; s/(has(c.resources.claims) \&\& size(c.resources.claims) > 0) ||//" \
-		deploy/policy/mutatingpolicy.yaml >"$TMP/bad/mp-gpus.yaml"
-	brk gpus MutatingPolicy "$TMP/bad/mp-gpus.yaml" "gives what"
-	# issue 13's policy, as issue 23 found it on real pods
-	inj corpus --policy ClusterPolicy=tests/deploy/issue13-clusterpolicy.yaml tests/deploy/corpus/namespaces.yaml "$TMP/bad/c-13" $CORPUS >"$TMP/out" 2>&1
-	for finding in 'vllm by ClusterPolicy: .*startupProbe has 2 handlers (exec, httpGet)' \
-		'vllm by ClusterPolicy: .*startupProbe.failureThreshold: 60 became 30' \
-		'vllm: ClusterPolicy gives .*libtcmalloc_minimal.so.4' \
-		'.*port name gpuguard-metrics is not IANA_SVC_NAME' \
-		'tgi by ClusterPolicy: .*fsGroup 65532 with fsGroupChangePolicy undefined' \
-		'kserve by ClusterPolicy: .*GPUGUARD_LIMIT undefined' 'triton by ClusterPolicy: .*GPUGUARD_LIMIT undefined' \
-		'ray by ClusterPolicy: .*GPUGUARD_LIMIT undefined'; do
-		if grep -q "^FAIL $finding" "$TMP/out"; then ok; else bad "issue 13's policy on the corpus: no failure $finding"; fi
-	done
-	# a container's own postStart hook replaced
-	sed "s/- key: '{{ element.startupProbe != \`null\` \&\& element.lifecycle != \`null\` \&\& element.lifecycle.postStart == \`null\` }}'/- key: '{{ element.startupProbe != \`null\` }}'/" \
-		deploy/policy/clusterpolicy.yaml >"$TMP/bad/cp-hook.yaml"
-	brk hook ClusterPolicy "$TMP/bad/cp-hook.yaml" "lifecycle"
 	sed 's/^      image: my-inference-image$/      image: another-image/' README.md >"$TMP/bad/README.md"
 	(cd "$ROOT" && val readme "$TMP/bad/README.md") >"$TMP/out" 2>&1
 	grep -q 'image: my-inference-image' README.md || bad "README's snippet names no image line to break"

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SIM_EXPORT __attribute__((visibility("default")))
@@ -37,7 +38,8 @@
 
 #define SIM_DRIVER_VERSION 13000 /* also hashed by the integrity check */
 #define SIM_SM_COUNT 132
-#define SIM_ATTR_MAX 147 /* the last CUdevice_attribute of CUDA 13.0 */
+#define SIM_THREADS_PER_SM 2048 /* attribute 39; also local memory's formula (the footprint) */
+#define SIM_ATTR_MAX 147        /* the last CUdevice_attribute of CUDA 13.0 */
 
 static int graph_free_addr(uint64_t va);
 static int graph_addr_range(uint64_t addr, uint64_t *base, uint64_t *size);
@@ -74,6 +76,12 @@ struct CUctx_st {
 	/* contexts whose memory this one may access (cuCtxEnablePeerAccess), under g_ctx_mu */
 	struct CUctx_st *peer[SIM_MAX_PEERS];
 	int npeer;
+	/* its footprint (the footprint section below), under g_fp_mu: bytes per
+	 * sim_use, the per-thread local memory it holds, whether its context
+	 * cost, heap and printf FIFO are taken */
+	uint64_t fpu[SIM_USE_N];
+	uint64_t local_pt;
+	int charged, heap_taken, fifo_taken;
 };
 
 static struct CUctx_st g_ctx[SIM_MAX_DEVICES];
@@ -109,6 +117,9 @@ static gg_CUresult to_cu(int rc)
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	}
 }
+
+static gg_CUresult ctx_charge(gg_CUcontext c);
+static void ctx_uncharge(gg_CUcontext c);
 
 #define REQUIRE_INIT()                                        \
 	do {                                                  \
@@ -200,7 +211,7 @@ static void ctx_teardown(gg_CUcontext c)
 			ents[i].dtor(c, ents[i].key, ents[i].value);
 	free(ents);
 	sim_free_context(c->dev, c->id, c->id == SIM_CTX_PRIMARY); /* a reset keeps pools */
-	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
+	ctx_uncharge(c);                                           /* its footprint back; its epoch moves on */
 }
 
 /* -------------------------------------------------- init, devices, contexts */
@@ -277,6 +288,10 @@ gg_CUresult cuDeviceGetUuid(gg_CUuuid *uuid, gg_CUdevice dev)
 gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
 {
 	REQUIRE_OUT_AND_DEVICE(pctx, dev);
+	/* the first retain (after a reset) makes the context: its cost */
+	gg_CUresult r = ctx_charge(&g_ctx[dev]);
+	if (r)
+		return r;
 	pthread_mutex_lock(&g_ctx_mu);
 	g_ctx_ref[dev]++;
 	pthread_mutex_unlock(&g_ctx_mu);
@@ -383,6 +398,11 @@ static gg_CUresult ctx_create(gg_CUcontext *pctx, unsigned int flags, gg_CUdevic
 	c->dev = dev;
 	c->flags = flags;
 	c->id = atomic_fetch_add_explicit(&g_next_ctx_id, 1, memory_order_relaxed);
+	gg_CUresult r = ctx_charge(c);
+	if (r) {
+		free(c);
+		return r;
+	}
 	atomic_store_explicit(&c->alive, 1, memory_order_release);
 	pthread_mutex_lock(&g_ctx_mu);
 	c->next = g_created;
@@ -2188,6 +2208,73 @@ gg_CUresult cuGraphInstantiate_v2(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph
 	return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
+/* 12000: the flags in a struct, with an upload stream for FLAG_UPLOAD */
+gg_CUresult cuGraphInstantiateWithParams(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph,
+                                         gg_CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+	if (!instantiateParams)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	gg_cuuint64_t flags = instantiateParams->flags;
+	gg_CUresult r = local_cuGraphInstantiateWithFlags(
+	    phGraphExec, hGraph, flags & ~(gg_cuuint64_t)GG_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+	if (!r && (flags & GG_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+		r = local_cuGraphUpload(*phGraphExec, instantiateParams->hUploadStream);
+	instantiateParams->hErrNode_out = NULL;
+	instantiateParams->result_out = r ? 1 : 0; /* CUDA_GRAPH_INSTANTIATE_ERROR or _SUCCESS */
+	return r;
+}
+
+gg_CUresult cuGraphInstantiateWithParams_ptsz(gg_CUgraphExec *phGraphExec, gg_CUgraph hGraph,
+                                              gg_CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+	return local_cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams);
+}
+
+/* Updating an exec is not simulated: every update fails as one the driver
+ * cannot make (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, result NOT_SUPPORTED). */
+gg_CUresult cuGraphExecUpdate(gg_CUgraphExec hGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *hErrorNode_out,
+                              gg_CUgraphExecUpdateResult *updateResult_out)
+{
+	REQUIRE_INIT();
+	if (!hGraphExec || !hGraph || !hErrorNode_out || !updateResult_out)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	*hErrorNode_out = NULL;
+	*updateResult_out = 5; /* CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED */
+	return (gg_CUresult)910;
+}
+
+gg_CUresult cuGraphExecUpdate_v2(gg_CUgraphExec hGraphExec, gg_CUgraph hGraph,
+                                 gg_CUgraphExecUpdateResultInfo *resultInfo)
+{
+	REQUIRE_INIT();
+	if (!hGraphExec || !hGraph || !resultInfo)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	resultInfo->result = 5;
+	resultInfo->errorNode = resultInfo->errorFromNode = NULL;
+	return (gg_CUresult)910;
+}
+
+/* The generic node add (12020; edge data, all zero here, from 12030): only
+ * allocation nodes are simulated. */
+gg_CUresult cuGraphAddNode(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                           size_t numDependencies, gg_CUgraphNodeParams *nodeParams)
+{
+	REQUIRE_INIT();
+	if (!nodeParams)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (nodeParams->type != GG_CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		return GG_CUDA_ERROR_NOT_SUPPORTED;
+	return local_cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, &nodeParams->alloc);
+}
+
+gg_CUresult cuGraphAddNode_v2(gg_CUgraphNode *phGraphNode, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                              const gg_CUgraphEdgeData *dependencyData, size_t numDependencies,
+                              gg_CUgraphNodeParams *nodeParams)
+{
+	(void)dependencyData;
+	return local_cuGraphAddNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
 /* take physical memory for the exec's alloc nodes if it has none */
 static gg_CUresult exec_back_unlocked(struct gexec *e)
 {
@@ -2433,6 +2520,47 @@ gg_CUresult cuStreamBeginCapture(gg_CUstream hStream)
 gg_CUresult cuStreamBeginCapture_ptsz(gg_CUstream hStream)
 {
 	return local_cuStreamBeginCapture_v2(ptsz(hStream), GG_CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+/* 12030: capture into the caller's graph (dependencies are not simulated) */
+gg_CUresult cuStreamBeginCaptureToGraph(gg_CUstream hStream, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                                        const gg_CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                        gg_CUstreamCaptureMode mode)
+{
+	REQUIRE_CTX(dev);
+	(void)dev;
+	(void)dependencies;
+	(void)dependencyData;
+	if (numDependencies || mode < GG_CU_STREAM_CAPTURE_MODE_GLOBAL || mode > GG_CU_STREAM_CAPTURE_MODE_RELAXED)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	if (default_stream(hStream))
+		return GG_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	struct stream *s = stream_obj(hStream);
+	if (!s)
+		return GG_CUDA_ERROR_INVALID_HANDLE;
+	gg_CUresult r = GG_CUDA_SUCCESS;
+	pthread_mutex_lock(&g_cap_mu);
+	struct graph *g = obj_get(hGraph, OBJ_GRAPH);
+	if (!g) {
+		r = GG_CUDA_ERROR_INVALID_VALUE;
+	} else if (s->capturing) {
+		r = GG_CUDA_ERROR_ILLEGAL_STATE;
+	} else {
+		s->capturing = GG_CU_STREAM_CAPTURE_STATUS_ACTIVE;
+		s->mode = mode;
+		s->cap = g;
+		s->cap_id = g_capture_ids++;
+	}
+	pthread_mutex_unlock(&g_cap_mu);
+	return r;
+}
+
+gg_CUresult cuStreamBeginCaptureToGraph_ptsz(gg_CUstream hStream, gg_CUgraph hGraph, const gg_CUgraphNode *dependencies,
+                                             const gg_CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                             gg_CUstreamCaptureMode mode)
+{
+	return local_cuStreamBeginCaptureToGraph(ptsz(hStream), hGraph, dependencies, dependencyData, numDependencies,
+	                                         mode);
 }
 
 gg_CUresult cuStreamEndCapture(gg_CUstream hStream, gg_CUgraph *phGraph)
@@ -3531,13 +3659,189 @@ gg_CUresult cuPointerGetAttributes(unsigned int numAttributes, gg_CUpointer_attr
 	return GG_CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------- footprint */
+
+/* What the driver holds for a process beyond its allocations
+ * (tests/sim/README.md, "The footprint"): each context's cost, module images,
+ * local memory grown past the context's own, the device malloc heap and the
+ * printf FIFO. On by default on a shared card (SIMGPU_SHARED), where NVML
+ * shows it; SIMGPU_FOOTPRINT=1 turns it on for a card of one process.
+ * SIMGPU_CONTEXT alone charges contexts either way. */
+#define SIM_STACK_DEFAULT 1024ull         /* CU_LIMIT_STACK_SIZE's default, held by every context */
+#define SIM_STACK_ALIGN 16ull             /* a thread's stack is kept in 16-byte units */
+#define SIM_CONTEXT_SHARED (526ull << 20) /* a bare context on an H200 (REAL-CUDA.md §7) */
+#define SIM_MODULE_ALIGN 4096ull
+
+static pthread_once_t g_fp_once = PTHREAD_ONCE_INIT;
+static int g_fp_on;         /* modules, local memory, heap and FIFO are charged */
+static uint64_t g_ctx_cost; /* SIMGPU_CONTEXT */
+static double g_mod_factor; /* SIMGPU_MODULE_FACTOR */
+static int g_lazy;          /* CUDA_MODULE_LOADING is not EAGER */
+/* the footprint fields of every context and library; taken before simcore's
+ * device locks (which sim_charge takes) and never inside them */
+static pthread_mutex_t g_fp_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void fp_env(void)
+{
+	int shared = sim_card_shared();
+	const char *e = getenv("SIMGPU_FOOTPRINT");
+	g_fp_on = shared;
+	if (e && *e) {
+		if (!strcmp(e, "0") || !strcmp(e, "1"))
+			g_fp_on = e[0] == '1';
+		else
+			fprintf(stderr, "simgpu: ignoring invalid SIMGPU_FOOTPRINT=%s (expected 0 or 1)\n", e);
+	}
+	g_ctx_cost = shared ? SIM_CONTEXT_SHARED : 0;
+	e = getenv("SIMGPU_CONTEXT");
+	if (e && *e && sim_parse_quantity(e, &g_ctx_cost)) {
+		fprintf(stderr,
+		        "simgpu: ignoring invalid SIMGPU_CONTEXT=%s (expected a quantity: bytes, or with Ki Mi Gi Ti "
+		        "or k M G T, e.g. 526Mi)\n",
+		        e);
+		g_ctx_cost = shared ? SIM_CONTEXT_SHARED : 0;
+	}
+	g_mod_factor = 1.0;
+	e = getenv("SIMGPU_MODULE_FACTOR");
+	if (e && *e) {
+		char *end;
+		double v = strtod(e, &end);
+		if (*end || !(v >= 0 && v <= 1000))
+			fprintf(stderr,
+			        "simgpu: ignoring invalid SIMGPU_MODULE_FACTOR=%s (expected a number, 0..1000)\n", e);
+		else
+			g_mod_factor = v;
+	}
+	e = getenv("CUDA_MODULE_LOADING");
+	g_lazy = !(e && !strcmp(e, "EAGER"));
+}
+
+static void fp_init(void)
+{
+	pthread_once(&g_fp_once, fp_env);
+}
+
+/* local memory for a per-thread size: one context-wide allocation of stack
+ * per thread x threads per SM x SMs */
+static uint64_t local_bytes(uint64_t per_thread)
+{
+	return per_thread * SIM_THREADS_PER_SM * SIM_SM_COUNT;
+}
+
+static uint64_t stack_round(uint64_t v)
+{
+	return (v + SIM_STACK_ALIGN - 1) / SIM_STACK_ALIGN * SIM_STACK_ALIGN;
+}
+
+/* charges c for use, under g_fp_mu */
+static gg_CUresult fp_take_unlocked(gg_CUcontext c, int use, uint64_t bytes)
+{
+	int rc = sim_charge(c->dev, use, bytes);
+	if (rc)
+		return to_cu(rc);
+	c->fpu[use] += bytes;
+	return GG_CUDA_SUCCESS;
+}
+
+/* A context's cost, once per life (the first retain of a primary context
+ * after a reset, each cuCtxCreate); its local memory starts at the default
+ * stack, which the cost includes. */
+static gg_CUresult ctx_charge(gg_CUcontext c)
+{
+	fp_init();
+	gg_CUresult r = GG_CUDA_SUCCESS;
+	pthread_mutex_lock(&g_fp_mu);
+	if (!c->charged) {
+		r = fp_take_unlocked(c, SIM_USE_CONTEXT, g_ctx_cost);
+		if (!r) {
+			c->charged = 1;
+			c->local_pt = SIM_STACK_DEFAULT;
+		}
+	}
+	pthread_mutex_unlock(&g_fp_mu);
+	return r;
+}
+
+/* A reset or destroy gives everything back and counts the teardown, both
+ * under g_fp_mu: a library's first use (library_load) checks the epoch under
+ * it, so it never charges a context whose charges are already gone. */
+static void ctx_uncharge(gg_CUcontext c)
+{
+	pthread_mutex_lock(&g_fp_mu);
+	atomic_fetch_add_explicit(&c->epoch, 1, memory_order_relaxed);
+	for (int u = 0; u < SIM_USE_N; u++) {
+		sim_uncharge(c->dev, u, c->fpu[u]);
+		c->fpu[u] = 0;
+	}
+	c->charged = c->heap_taken = c->fifo_taken = 0;
+	c->local_pt = 0;
+	pthread_mutex_unlock(&g_fp_mu);
+}
+
+/* Grows c's local memory to per_thread (never shrinks it). */
+static gg_CUresult local_grow_unlocked(gg_CUcontext c, uint64_t per_thread)
+{
+	uint64_t pt = stack_round(per_thread);
+	if (!g_fp_on || pt <= c->local_pt)
+		return GG_CUDA_SUCCESS;
+	gg_CUresult r = fp_take_unlocked(c, SIM_USE_LOCAL, local_bytes(pt) - local_bytes(c->local_pt));
+	if (!r)
+		c->local_pt = pt;
+	return r;
+}
+
+/* The image's size as the driver reads it, headers only: a fatbin (magic
+ * 0xBA55ED50: its header and payload sizes), the wrapper cudart registers
+ * (magic 0x466243B1, pointing at a fatbin), an ELF cubin (its section
+ * headers close it), else NUL-terminated PTX. Magic bytes are compared one
+ * at a time, so a short PTX string is never read past its NUL. */
+static uint64_t image_size(const void *code, int depth)
+{
+	const unsigned char *p = code;
+	if (p[0] == 0x50 && p[1] == 0xed && p[2] == 0x55 && p[3] == 0xba) {
+		uint16_t hs;
+		uint64_t fs;
+		memcpy(&hs, p + 6, 2);
+		memcpy(&fs, p + 8, 8);
+		return hs + fs;
+	}
+	if (p[0] == 0xb1 && p[1] == 0x43 && p[2] == 0x62 && p[3] == 0x46 && depth == 0) {
+		const void *data;
+		memcpy(&data, p + 8, sizeof(data));
+		return data ? image_size(data, 1) : 0;
+	}
+	if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) {
+		uint64_t shoff;
+		uint16_t shentsize, shnum;
+		memcpy(&shoff, p + 0x28, 8);
+		memcpy(&shentsize, p + 0x3a, 2);
+		memcpy(&shnum, p + 0x3c, 2);
+		return shoff + (uint64_t)shentsize * shnum;
+	}
+	return strlen((const char *)code) + 1;
+}
+
+/* device memory for an image of n bytes: n x SIMGPU_MODULE_FACTOR, in 4 KiB */
+static uint64_t module_charge(uint64_t n)
+{
+	double b = (double)n * g_mod_factor;
+	if (b > (double)(1ull << 50))
+		b = (double)(1ull << 50);
+	uint64_t v = (uint64_t)b;
+	return (v + SIM_MODULE_ALIGN - 1) / SIM_MODULE_ALIGN * SIM_MODULE_ALIGN;
+}
+
 /* -------------------------------------- libraries, modules, kernels (empty) */
 
 /* Nothing is loaded or compiled: a library is a handle, its kernels are
  * handles named on request, and its globals are small device allocations
- * made on first request (512 bytes each, reported as such). Launching any
- * kernel is CUDA_ERROR_NOT_SUPPORTED. A CUkernel doubles as its CUfunction,
- * a CUlibrary as its CUmodule, as in the driver's own handle scheme. */
+ * made on first request (512 bytes each, reported as such). A launch runs
+ * nothing but takes what the driver would (local memory, heap, FIFO). A
+ * CUkernel doubles as its CUfunction, a CUlibrary as its CUmodule, as in the
+ * driver's own handle scheme. With the footprint on, an image takes
+ * module_charge(its size) on its context's device: at load under
+ * CUDA_MODULE_LOADING=EAGER, at the first use of one of its functions under
+ * LAZY (the default); unload, reset and destroy give it back. */
 #define LIB_MAX_GLOBALS 256
 struct library {
 	struct obj o;
@@ -3547,14 +3851,20 @@ struct library {
 	size_t nglob;
 	uint64_t glob[LIB_MAX_GLOBALS];
 	uint64_t globname[LIB_MAX_GLOBALS]; /* FNV-1a of the name */
+	uint64_t charge;                    /* module_charge of its image; 0 with the footprint off */
+	int loaded;                         /* charge taken, under g_fp_mu */
 };
 #define KERNEL_NAME 128
 struct kernel {
 	struct obj o;
 	uint64_t lib;
 	char name[KERNEL_NAME];
-	int attr[16]; /* set with cu{Kernel,Func}SetAttribute, -1 = default */
+	int attr[16];     /* set with cu{Kernel,Func}SetAttribute, -1 = default */
+	unsigned fpflags; /* SIMGPU_FUNC_USES_MALLOC / _PRINTF (simgpu_cuda_func_set_footprint) */
 };
+#define SIMGPU_FUNC_USES_MALLOC 1u
+#define SIMGPU_FUNC_USES_PRINTF 2u
+#define FUNC_ATTR_LOCAL_SIZE_BYTES 3 /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES */
 
 static uint64_t fnv(const char *s)
 {
@@ -3564,15 +3874,77 @@ static uint64_t fnv(const char *s)
 	return h;
 }
 
-static gg_CUresult library_new(gg_CUlibrary *out)
+/* A library loaded with no current context (context-independent loading,
+ * as cudart's under EAGER) belongs to the context current at its first use;
+ * its owner, or NULL while it has none and none is current. */
+static gg_CUcontext library_owner(struct library *l)
 {
-	REQUIRE_CTX(dev);
+	pthread_mutex_lock(&g_fp_mu);
+	if (!l->owner) {
+		gg_CUcontext c = cur_ctx();
+		/* acquire: pairs with ctx_create's release, as REQUIRE_CTX's */
+		if (c && atomic_load_explicit(&c->alive, memory_order_acquire)) {
+			l->owner = c;
+			l->ctx = c->id;
+			l->o.dev = c->dev;
+			l->epoch = atomic_load_explicit(&c->epoch, memory_order_relaxed);
+		}
+	}
+	gg_CUcontext o = l->owner;
+	pthread_mutex_unlock(&g_fp_mu);
+	return o;
+}
+
+/* takes a library's image charge once, while its context lives (none yet:
+ * at its first use in one) */
+static gg_CUresult library_load(struct library *l)
+{
+	gg_CUresult r = GG_CUDA_SUCCESS;
+	if (!library_owner(l))
+		return r;
+	pthread_mutex_lock(&g_fp_mu);
+	if (!l->loaded && l->charge && atomic_load_explicit(&l->owner->epoch, memory_order_relaxed) == l->epoch) {
+		r = fp_take_unlocked(l->owner, SIM_USE_MODULE, l->charge);
+		l->loaded = !r;
+	}
+	pthread_mutex_unlock(&g_fp_mu);
+	return r;
+}
+
+/* code: the image in memory, or NULL and file: its path. A module needs a
+ * current context; a library may have none yet (library_owner). */
+static gg_CUresult library_new(gg_CUlibrary *out, const void *code, const char *file, int is_module)
+{
+	REQUIRE_INIT();
+	int dev = 0;
+	if (is_module || cur_ctx()) {
+		REQUIRE_CTX(d);
+		dev = d;
+	}
+	fp_init();
+	uint64_t bytes = 0;
+	if (g_fp_on) {
+		struct stat st;
+		if (code)
+			bytes = image_size(code, 0);
+		else if (!stat(file, &st))
+			bytes = (uint64_t)st.st_size;
+	}
 	struct library *l = obj_new(sizeof(*l), OBJ_LIBRARY, dev);
 	if (!l)
 		return GG_CUDA_ERROR_OUT_OF_MEMORY;
 	l->ctx = cur_id();
 	l->owner = cur_ctx();
-	l->epoch = atomic_load_explicit(&l->owner->epoch, memory_order_relaxed);
+	if (l->owner)
+		l->epoch = atomic_load_explicit(&l->owner->epoch, memory_order_relaxed);
+	l->charge = bytes ? module_charge(bytes) : 0;
+	if (!g_lazy) {
+		gg_CUresult r = library_load(l);
+		if (r) {
+			obj_free(l);
+			return r;
+		}
+	}
 	*out = (gg_CUlibrary)(uintptr_t)l->o.h;
 	return GG_CUDA_SUCCESS;
 }
@@ -3585,7 +3957,7 @@ gg_CUresult cuLibraryLoadData(gg_CUlibrary *library, const void *code, gg_CUjit_
 	if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
 	    (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	return library_new(library);
+	return library_new(library, code, NULL, 0);
 }
 
 gg_CUresult cuLibraryLoadFromFile(gg_CUlibrary *library, const char *fileName, gg_CUjit_option *jitOptions,
@@ -3599,7 +3971,7 @@ gg_CUresult cuLibraryLoadFromFile(gg_CUlibrary *library, const char *fileName, g
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	if (access(fileName, R_OK))
 		return GG_CUDA_ERROR_FILE_NOT_FOUND;
-	return library_new(library);
+	return library_new(library, NULL, fileName, 0);
 }
 
 gg_CUresult cuLibraryUnload(gg_CUlibrary library)
@@ -3608,11 +3980,26 @@ gg_CUresult cuLibraryUnload(gg_CUlibrary library)
 	struct library *l = obj_get(library, OBJ_LIBRARY);
 	if (!l)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&g_fp_mu);
+	gg_CUcontext owner = l->owner;
+	pthread_mutex_unlock(&g_fp_mu);
+	if (!owner) { /* never used in a context: nothing to give back */
+		obj_free(l);
+		return GG_CUDA_SUCCESS;
+	}
 	/* after a reset of its context the globals are gone, and their
 	 * addresses may belong to someone else by now */
 	if (atomic_load_explicit(&l->owner->epoch, memory_order_relaxed) == l->epoch)
 		for (size_t i = 0; i < l->nglob; i++)
 			sim_free(l->glob[i], SIM_KMASK(SIM_KIND_LINEAR));
+	pthread_mutex_lock(&g_fp_mu);
+	/* a reset or destroy of its context gave the charge back already */
+	if (l->loaded && atomic_load_explicit(&l->owner->epoch, memory_order_relaxed) == l->epoch) {
+		uint64_t b = l->charge < l->owner->fpu[SIM_USE_MODULE] ? l->charge : l->owner->fpu[SIM_USE_MODULE];
+		sim_uncharge(l->owner->dev, SIM_USE_MODULE, b);
+		l->owner->fpu[SIM_USE_MODULE] -= b;
+	}
+	pthread_mutex_unlock(&g_fp_mu);
 	obj_free(l);
 	return GG_CUDA_SUCCESS;
 }
@@ -3638,6 +4025,9 @@ gg_CUresult cuLibraryGetKernel(gg_CUkernel *pKernel, gg_CUlibrary library, const
 	struct library *l = obj_get(library, OBJ_LIBRARY);
 	if (!l)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
+	gg_CUresult r = library_load(l); /* a first use, under LAZY */
+	if (r)
+		return r;
 	return kernel_new(l->o.h, l->o.dev, name, pKernel);
 }
 
@@ -3658,8 +4048,13 @@ gg_CUresult cuKernelGetFunction(gg_CUfunction *pFunc, gg_CUkernel kernel)
 	(void)dev;
 	if (!pFunc)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!obj_get(kernel, OBJ_KERNEL))
+	struct kernel *k = obj_get(kernel, OBJ_KERNEL);
+	if (!k)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
+	struct library *l = obj_get((const void *)(uintptr_t)k->lib, OBJ_LIBRARY);
+	gg_CUresult r = l ? library_load(l) : GG_CUDA_SUCCESS;
+	if (r)
+		return r;
 	*pFunc = (gg_CUfunction)(void *)kernel;
 	return GG_CUDA_SUCCESS;
 }
@@ -3697,6 +4092,8 @@ static gg_CUresult library_global(gg_CUdeviceptr *dptr, size_t *bytes, const voi
 	struct library *l = obj_get(library, OBJ_LIBRARY);
 	if (!l)
 		return GG_CUDA_ERROR_INVALID_HANDLE;
+	if (!library_owner(l))
+		return GG_CUDA_ERROR_INVALID_CONTEXT;
 	uint64_t hn = fnv(name), a = 0;
 	for (size_t i = 0; i < l->nglob && !a; i++)
 		if (l->globname[i] == hn)
@@ -3751,7 +4148,7 @@ gg_CUresult cuModuleLoadData(gg_CUmodule *module, const void *image)
 	REQUIRE_INIT();
 	if (!module || !image)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	return library_new((gg_CUlibrary *)(void *)module);
+	return library_new((gg_CUlibrary *)(void *)module, image, NULL, 1);
 }
 
 gg_CUresult cuModuleLoadDataEx(gg_CUmodule *module, const void *image, unsigned int numOptions,
@@ -3774,7 +4171,7 @@ gg_CUresult cuModuleLoad(gg_CUmodule *module, const char *fname)
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	if (access(fname, R_OK))
 		return GG_CUDA_ERROR_FILE_NOT_FOUND;
-	return library_new((gg_CUlibrary *)(void *)module);
+	return library_new((gg_CUlibrary *)(void *)module, NULL, fname, 1);
 }
 
 gg_CUresult cuModuleUnload(gg_CUmodule hmod)
@@ -3787,13 +4184,14 @@ gg_CUresult cuModuleGetFunction(gg_CUfunction *hfunc, gg_CUmodule hmod, const ch
 	return local_cuLibraryGetKernel((gg_CUkernel *)(void *)hfunc, (gg_CUlibrary)(void *)hmod, name);
 }
 
-/* lazy loading: cudart then loads nothing until a kernel is first used */
+/* CUDA_MODULE_LOADING: LAZY (the default since CUDA 12.2) or EAGER */
 gg_CUresult cuModuleGetLoadingMode(gg_CUmoduleLoadingMode *mode)
 {
 	REQUIRE_INIT();
 	if (!mode)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	*mode = 2; /* CU_MODULE_LAZY_LOADING */
+	fp_init();
+	*mode = g_lazy ? 2 : 1; /* CU_MODULE_LAZY_LOADING, CU_MODULE_EAGER_LOADING */
 	return GG_CUDA_SUCCESS;
 }
 
@@ -3956,40 +4354,95 @@ gg_CUresult cuLinkDestroy(gg_CUlinkState state)
 	return GG_CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* No kernel ever runs on the simulated GPU. */
+/* What a launch takes on the current context, as the driver would: the
+ * first use of the kernel's image (LAZY), local memory grown to the kernel's
+ * per-thread need (LOCAL_SIZE_BYTES), and the malloc heap and printf FIFO
+ * at the first launch of a kernel that uses them, at their limits' sizes.
+ * The card full: CUDA_ERROR_OUT_OF_MEMORY. Nothing executes. */
+static size_t limit_get(int limit);
+static void limit_raise_stack(uint64_t per_thread);
+
+static gg_CUresult launch(gg_CUfunction f, const unsigned dims[6], unsigned smem, gg_CUstream hStream)
+{
+	REQUIRE_CTX(dev);
+	struct kernel *k = obj_get(f, OBJ_KERNEL);
+	if (!k)
+		return GG_CUDA_ERROR_INVALID_HANDLE;
+	uint64_t threads = (uint64_t)dims[3] * dims[4] * dims[5];
+	for (int i = 0; i < 6; i++)
+		if (!dims[i])
+			return GG_CUDA_ERROR_INVALID_VALUE;
+	if (threads > 1024 || dims[5] > 64 || smem > 232448)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	int sdev;
+	gg_CUresult r = stream_device(hStream, dev, &sdev);
+	if (r)
+		return r;
+	struct library *l = obj_get((const void *)(uintptr_t)k->lib, OBJ_LIBRARY);
+	if (l && (r = library_load(l)))
+		return r;
+	fp_init();
+	if (!g_fp_on)
+		return GG_CUDA_SUCCESS;
+	gg_CUcontext c = cur_ctx();
+	pthread_mutex_lock(&g_fp_mu);
+	uint64_t need = k->attr[FUNC_ATTR_LOCAL_SIZE_BYTES] > 0 ? (uint64_t)k->attr[FUNC_ATTR_LOCAL_SIZE_BYTES] : 0;
+	uint64_t before = c->local_pt;
+	r = local_grow_unlocked(c, need);
+	if (!r && c->local_pt > before)
+		limit_raise_stack(c->local_pt); /* the driver's grown stack is the limit now */
+	if (!r && (k->fpflags & SIMGPU_FUNC_USES_MALLOC) && !c->heap_taken) {
+		r = fp_take_unlocked(c, SIM_USE_HEAP, limit_get(2));
+		c->heap_taken = !r;
+	}
+	if (!r && (k->fpflags & SIMGPU_FUNC_USES_PRINTF) && !c->fifo_taken) {
+		r = fp_take_unlocked(c, SIM_USE_FIFO, limit_get(1));
+		c->fifo_taken = !r;
+	}
+	pthread_mutex_unlock(&g_fp_mu);
+	return r;
+}
+
 gg_CUresult cuLaunchKernel(gg_CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                            unsigned int sharedMemBytes, gg_CUstream hStream, void **kernelParams, void **extra)
 {
-	(void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY, (void)blockDimZ,
-	    (void)sharedMemBytes, (void)kernelParams, (void)extra, (void)hStream;
-	REQUIRE_CTX(dev);
-	(void)dev;
-	if (!obj_get(f, OBJ_KERNEL))
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	return GG_CUDA_ERROR_NOT_SUPPORTED;
+	(void)kernelParams, (void)extra;
+	const unsigned dims[6] = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ};
+	return launch(f, dims, sharedMemBytes, hStream);
 }
 gg_CUresult cuLaunchKernel_ptsz(gg_CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, gg_CUstream hStream, void **kernelParams, void **extra)
 {
 	return local_cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
-	                            hStream, kernelParams, extra);
+	                            ptsz(hStream), kernelParams, extra);
 }
+/* CUlaunchConfig: grid and block dimensions, shared memory bytes (seven
+ * unsigned ints), then the stream; its attributes are not read */
 gg_CUresult cuLaunchKernelEx(const void *config, gg_CUfunction f, void **kernelParams, void **extra)
 {
 	(void)kernelParams, (void)extra;
-	REQUIRE_CTX(dev);
-	(void)dev;
+	REQUIRE_INIT();
 	if (!config)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (!obj_get(f, OBJ_KERNEL))
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	return GG_CUDA_ERROR_NOT_SUPPORTED;
+	unsigned v[7];
+	gg_CUstream st;
+	memcpy(v, config, sizeof(v));
+	memcpy(&st, (const char *)config + 32, sizeof(st));
+	return launch(f, v, v[6], st);
 }
 gg_CUresult cuLaunchKernelEx_ptsz(const void *config, gg_CUfunction f, void **kernelParams, void **extra)
 {
-	return local_cuLaunchKernelEx(config, f, kernelParams, extra);
+	(void)kernelParams, (void)extra;
+	REQUIRE_INIT();
+	if (!config)
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	unsigned v[7];
+	gg_CUstream st;
+	memcpy(v, config, sizeof(v));
+	memcpy(&st, (const char *)config + 32, sizeof(st));
+	return launch(f, v, v[6], ptsz(st));
 }
 /* tensor maps describe memory for kernels, which never run */
 gg_CUresult cuTensorMapEncodeTiled(void *tensorMap, int dataType, unsigned int rank, void *globalAddress,
@@ -4451,7 +4904,24 @@ gg_CUresult cuDeviceGetP2PAttribute(int *value, gg_CUdevice_P2PAttribute attrib,
 
 static size_t g_limit[7] = {1024, 1048576, 8388608, 2, 2048, 32, 0};
 static int g_cache_cfg;
+/* taken inside g_fp_mu (launch, cuCtxSetLimit), never the other way round */
 static pthread_mutex_t g_limit_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t limit_get(int limit)
+{
+	pthread_mutex_lock(&g_limit_mu);
+	size_t v = g_limit[limit];
+	pthread_mutex_unlock(&g_limit_mu);
+	return v;
+}
+
+static void limit_raise_stack(uint64_t per_thread)
+{
+	pthread_mutex_lock(&g_limit_mu);
+	if (g_limit[0] < per_thread)
+		g_limit[0] = per_thread;
+	pthread_mutex_unlock(&g_limit_mu);
+}
 
 gg_CUresult cuCtxGetLimit(size_t *pvalue, gg_CUlimit limit)
 {
@@ -4487,10 +4957,25 @@ gg_CUresult cuCtxSetLimit(gg_CUlimit limit, size_t value)
 	}
 	if (limit == 6 && value > 32505856) /* PERSISTING_L2_CACHE_SIZE */
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&g_limit_mu);
-	g_limit[limit] = value;
-	pthread_mutex_unlock(&g_limit_mu);
-	return GG_CUDA_SUCCESS;
+	fp_init();
+	if (limit == 0 && g_fp_on && value > 524288) /* STACK_SIZE: at most 512 KiB a thread on this card */
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	gg_CUcontext c = cur_ctx();
+	gg_CUresult r = GG_CUDA_SUCCESS;
+	/* The stack's local memory is taken now, before the limit changes; the
+	 * heap and the FIFO cannot change once a kernel that uses them ran. */
+	pthread_mutex_lock(&g_fp_mu);
+	if (limit == 0)
+		r = local_grow_unlocked(c, value);
+	else if ((limit == 1 && c->fifo_taken) || (limit == 2 && c->heap_taken))
+		r = GG_CUDA_ERROR_INVALID_VALUE;
+	if (!r) {
+		pthread_mutex_lock(&g_limit_mu);
+		g_limit[limit] = value;
+		pthread_mutex_unlock(&g_limit_mu);
+	}
+	pthread_mutex_unlock(&g_fp_mu);
+	return r;
 }
 
 gg_CUresult cuCtxGetCacheConfig(gg_CUfunc_cache *pconfig)
@@ -4912,6 +5397,12 @@ static const struct proc g_procs[] = {
     P("cuGraphInstantiate", 10000, cuGraphInstantiate),
     P("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
     P("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+    PZ("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
+    P("cuGraphExecUpdate", 10020, cuGraphExecUpdate),
+    P("cuGraphExecUpdate", 12000, cuGraphExecUpdate_v2),
+    P("cuGraphAddNode", 12020, cuGraphAddNode),
+    P("cuGraphAddNode", 12030, cuGraphAddNode_v2),
+    PZ("cuStreamBeginCaptureToGraph", 12030, cuStreamBeginCaptureToGraph),
     PZ("cuGraphLaunch", 10000, cuGraphLaunch),
     PZ("cuGraphUpload", 11010, cuGraphUpload),
     P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
@@ -5123,6 +5614,47 @@ int simgpu_cuda_vmm_refs(unsigned long long handle, unsigned long long *refs, un
 	if (maps)
 		*maps = m;
 	return 0;
+}
+
+/* The footprint (tests/sim/README.md): a function's per-thread local memory
+ * (what cuFuncGetAttribute(LOCAL_SIZE_BYTES) then answers, at most 512 KiB)
+ * and whether it uses the device malloc heap (1) or printf (2); this
+ * process's bytes on a device per sim_use (n of them, at most SIM_USE_N:
+ * allocations' pages, context, modules, local memory past the context's,
+ * heap, FIFO); the shared card's lock, taken and kept (a test then kills the
+ * caller). */
+SIM_EXPORT gg_CUresult simgpu_cuda_func_set_footprint(gg_CUfunction f, size_t local_bytes, unsigned int flags);
+SIM_EXPORT int simgpu_cuda_debug_footprint(int dev, unsigned long long *out, int n);
+SIM_EXPORT void simgpu_cuda_debug_card_hold(void);
+
+gg_CUresult simgpu_cuda_func_set_footprint(gg_CUfunction f, size_t local_bytes, unsigned int flags)
+{
+	REQUIRE_INIT();
+	struct kernel *k = obj_get(f, OBJ_KERNEL);
+	if (!k)
+		return GG_CUDA_ERROR_INVALID_HANDLE;
+	if (local_bytes > 524288 || (flags & ~(SIMGPU_FUNC_USES_MALLOC | SIMGPU_FUNC_USES_PRINTF)))
+		return GG_CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_fp_mu); /* launch reads them under it */
+	k->attr[FUNC_ATTR_LOCAL_SIZE_BYTES] = (int)local_bytes;
+	k->fpflags = flags;
+	pthread_mutex_unlock(&g_fp_mu);
+	return GG_CUDA_SUCCESS;
+}
+
+int simgpu_cuda_debug_footprint(int dev, unsigned long long *out, int n)
+{
+	uint64_t v[SIM_USE_N];
+	if (!out || n < 0 || sim_footprint(dev, v))
+		return -1;
+	for (int i = 0; i < n && i < SIM_USE_N; i++)
+		out[i] = v[i];
+	return 0;
+}
+
+void simgpu_cuda_debug_card_hold(void)
+{
+	sim_card_debug_hold_lock();
 }
 
 #define GG_CU_FN(name, params) extern __typeof(name) local_##name __attribute__((alias(#name)));

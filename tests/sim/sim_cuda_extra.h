@@ -50,10 +50,6 @@ SIM_FN(cuGraphKernelNodeGetParams, (gg_CUgraphNode hNode, void *nodeParams))
 SIM_FN(cuGraphKernelNodeGetParams_v2, (gg_CUgraphNode hNode, void *nodeParams))
 SIM_FN(cuGraphExecKernelNodeSetParams, (gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams))
 SIM_FN(cuGraphExecKernelNodeSetParams_v2, (gg_CUgraphExec hGraphExec, gg_CUgraphNode hNode, const void *nodeParams))
-SIM_FN(cuGraphInstantiate, (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *phErrorNode,
-                            char *logBuffer, size_t bufferSize))
-SIM_FN(cuGraphInstantiate_v2, (gg_CUgraphExec * phGraphExec, gg_CUgraph hGraph, gg_CUgraphNode *phErrorNode,
-                               char *logBuffer, size_t bufferSize))
 
 /* host memory, pointers */
 SIM_FN(cuMemHostGetDevicePointer_v2, (gg_CUdeviceptr * pdptr, void *p, unsigned int Flags))

@@ -1,7 +1,8 @@
 /* gpuguard simulated GPU: a fake libnvidia-ml.so.1. Same devices, sizes and
- * UUIDs as the fake libcuda (simcore with SIM_LIB_ID 0); "used" is what this
- * process holds in that libcuda, if it is loaded, since the simulated GPU lives
- * inside one process. Reference-counted init and NVML's error codes. */
+ * UUIDs as the fake libcuda (simcore with SIM_LIB_ID 0). On a shared card
+ * (SIMGPU_SHARED) it reads the card's books: every process and the whole
+ * card's memory. Otherwise "used" is what this process holds in that libcuda,
+ * if it is loaded. Reference-counted init and NVML's error codes. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -91,17 +92,23 @@ static void uuid_string(int dev, char out[UUID_LEN + 1])
 	         u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
-/* Pages this process holds on dev in the simulated libcuda, found by soname
+/* What this process holds on dev in the simulated libcuda (its pages and
+ * any footprint: context, modules, local memory), found by soname
  * (RTLD_NOLOAD: linked, or dlopen'ed even RTLD_LOCAL); 0 if it is not loaded. */
 static unsigned long long cuda_used(int dev)
 {
 	typedef int (*used_fn)(int, unsigned long long *, unsigned long long *, unsigned long long *);
+	typedef int (*fp_fn)(int, unsigned long long *, int);
 	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
+	fp_fn fp = (fp_fn)dlsym(h, "simgpu_cuda_debug_footprint");
 	used_fn f = (used_fn)dlsym(h, "simgpu_cuda_debug_used");
-	unsigned long long used = 0;
-	if (!f || f(dev, &used, NULL, NULL) != 0)
+	unsigned long long used = 0, v[SIM_USE_N];
+	if (fp && fp(dev, v, SIM_USE_N) == 0)
+		for (int i = 0; i < SIM_USE_N; i++)
+			used += v[i];
+	else if (!f || f(dev, &used, NULL, NULL) != 0)
 		used = 0;
 	dlclose(h); /* NOLOAD took a reference; the library stays */
 	return used;
@@ -114,6 +121,12 @@ struct mem {
 
 static struct mem mem_of(int dev)
 {
+	if (sim_card_shared()) {
+		/* the card's reserve was taken when it was made, for every process */
+		struct mem m = {sim_device_total(dev), sim_card_reserved(dev), 0, sim_card_used(dev)};
+		m.free = m.total - m.reserved - m.used;
+		return m;
+	}
 	struct mem m = {sim_device_total(dev), g_reserved, 0, cuda_used(dev)};
 	if (m.reserved > m.total)
 		m.reserved = m.total;
@@ -313,25 +326,44 @@ gg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(gg_nvmlDevice_t device, gg_nvmlMemory
 
 /* ------------------------------------------------------------- processes */
 
-/* This process, if it holds memory on the device: *infoCount in, the count
- * needed out; INSUFFICIENT_SIZE when it is too small (infos may then be NULL). */
+#define MAX_PROCS 64 /* simcard.c's CARD_PROCS */
+
+/* Every process with memory on the device (a shared card), else this one if
+ * it holds any: *infoCount in, the count needed out; INSUFFICIENT_SIZE when it
+ * is too small (infos may then be NULL). usedGpuMemory is all the process
+ * holds there: allocations, contexts, modules, local memory, heap, FIFO. */
 static gg_nvmlReturn_t processes(gg_nvmlDevice_t device, unsigned int *infoCount, void *infos, int v1)
 {
 	REQUIRE_DEV(dev, device);
 	if (!infoCount)
 		return GG_NVML_ERROR_INVALID_ARGUMENT;
-	unsigned long long used = mem_of(dev).used;
-	unsigned int n = used ? 1 : 0;
+	struct sim_card_proc p[MAX_PROCS];
+	unsigned int n;
+	if (sim_card_shared()) {
+		int k = sim_card_procs(dev, p, MAX_PROCS);
+		n = (unsigned)(k < MAX_PROCS ? k : MAX_PROCS);
+	} else {
+		unsigned long long used = mem_of(dev).used;
+		n = used ? 1 : 0;
+		p[0].nvml_pid = sim_nvml_pid_self();
+		memset(p[0].use, 0, sizeof(p[0].use));
+		p[0].use[SIM_USE_MEMORY] = used;
+	}
 	if (*infoCount < n) {
 		*infoCount = n;
 		return GG_NVML_ERROR_INSUFFICIENT_SIZE;
 	}
 	if (n && !infos)
 		return GG_NVML_ERROR_INVALID_ARGUMENT;
-	if (n && v1)
-		*(gg_nvmlProcessInfo_v1_t *)infos = (gg_nvmlProcessInfo_v1_t){(unsigned)getpid(), used};
-	else if (n)
-		*(gg_nvmlProcessInfo_t *)infos = (gg_nvmlProcessInfo_t){(unsigned)getpid(), used, ~0u, ~0u};
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned long long used = 0;
+		for (int u = 0; u < SIM_USE_N; u++)
+			used += p[i].use[u];
+		if (v1)
+			((gg_nvmlProcessInfo_v1_t *)infos)[i] = (gg_nvmlProcessInfo_v1_t){p[i].nvml_pid, used};
+		else
+			((gg_nvmlProcessInfo_t *)infos)[i] = (gg_nvmlProcessInfo_t){p[i].nvml_pid, used, ~0u, ~0u};
+	}
 	*infoCount = n;
 	return GG_NVML_SUCCESS;
 }

@@ -268,6 +268,8 @@ struct sim_dev {
 	uint32_t *pbase;
 	void **pptr;
 	uint64_t hint, used_pages, peak_pages, live_vmm;
+	/* bytes charged beyond the pages (sim_charge): per use, and their sum */
+	uint64_t fp[SIM_USE_N], fp_total;
 	struct amap map;
 	struct small_page *cur;
 	struct small_page **smalls;
@@ -280,6 +282,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ndev;
 static uint64_t g_uuid_seed; /* SIMGPU_UUID_SEED, hashed */
 static int g_same_cards;     /* SIMGPU_SAME_CARDS=1: HIP device d is CUDA's card d */
+static int g_shared;         /* SIMGPU_SHARED: the card's books are simcard.c's */
 static struct sim_dev g_dev[SIM_MAX_DEVICES];
 
 static pthread_mutex_t g_hmu = PTHREAD_MUTEX_INITIALIZER; /* handles + host memory */
@@ -377,6 +380,10 @@ static void do_init(void)
 		g_uuid_seed = (g_uuid_seed ^ (unsigned char)*e) * 0x100000001b3ull;
 	e = getenv("SIMGPU_SAME_CARDS");
 	g_same_cards = e && !strcmp(e, "1");
+	/* a shared card's devices, size and UUIDs are its maker's */
+	e = getenv("SIMGPU_SHARED");
+	if (e && *e && ndev > 0)
+		g_shared = sim_card_open(e, &ndev, &mem, &g_uuid_seed) == 0;
 	for (int d = 0; d < ndev; d++) {
 		struct sim_dev *dv = &g_dev[d];
 		pthread_mutex_init(&dv->mu, NULL);
@@ -423,9 +430,13 @@ uint64_t sim_device_free(int dev)
 {
 	if (!sim_device_valid(dev))
 		return 0;
+	if (g_shared) {
+		uint64_t held = sim_card_used(dev) + sim_card_reserved(dev);
+		return held < g_dev[dev].total ? g_dev[dev].total - held : 0;
+	}
 	struct sim_dev *d = &g_dev[dev];
 	pthread_mutex_lock(&d->mu);
-	uint64_t f = d->total - d->used_pages * SIM_PAGE;
+	uint64_t f = d->total - d->used_pages * SIM_PAGE - d->fp_total;
 	pthread_mutex_unlock(&d->mu);
 	return f;
 }
@@ -487,15 +498,28 @@ static void pages_account(struct sim_dev *d, int64_t delta)
 		d->peak_pages = d->used_pages;
 }
 
+/* pages this process may still take: the card's size less its pages and
+ * its other charges (on a shared card the card's lock decides the rest) */
+static uint64_t pages_avail(const struct sim_dev *d)
+{
+	return (d->total - d->fp_total) / SIM_PAGE - d->used_pages;
+}
+
 static int64_t pages_take(struct sim_dev *d, uint64_t n, int kind, void *ptr)
 {
-	if (n == 0 || n > d->npages - d->used_pages)
+	if (n == 0 || n > pages_avail(d))
+		return -1;
+	int dev = (int)(d - g_dev);
+	if (g_shared && sim_card_take(dev, SIM_USE_MEMORY, n * SIM_PAGE))
 		return -1;
 	int64_t r = bits_find_run(d->bits, n, d->hint, d->npages);
 	if (r < 0)
 		r = bits_find_run(d->bits, n, 0, d->npages);
-	if (r < 0)
+	if (r < 0) {
+		if (g_shared)
+			sim_card_give(dev, SIM_USE_MEMORY, n * SIM_PAGE);
 		return -1;
+	}
 	uint64_t s = (uint64_t)r;
 	bits_set(d->bits, s, n, 1);
 	for (uint64_t i = 0; i < n; i++) {
@@ -516,6 +540,8 @@ static void pages_give(struct sim_dev *d, uint64_t s, uint64_t n)
 		d->pptr[s + i] = NULL;
 	}
 	pages_account(d, -(int64_t)n);
+	if (g_shared)
+		sim_card_give((int)(d - g_dev), SIM_USE_MEMORY, n * SIM_PAGE);
 }
 
 /* ------------------------------------------------------------ small pages */
@@ -1232,7 +1258,7 @@ int sim_vmm_create_ctx(int dev, uint32_t ctx, uint64_t size, const void *prop, u
 	memcpy(v->prop, prop, prop_len);
 	int rc = SIM_OK;
 	pthread_mutex_lock(&d->mu);
-	if (n > d->npages - d->used_pages) {
+	if (n > pages_avail(d) || (g_shared && sim_card_take(dev, SIM_USE_MEMORY, n * SIM_PAGE))) {
 		rc = SIM_ENOMEM;
 	} else {
 		uint64_t i = d->hint, got = 0;
@@ -1824,6 +1850,55 @@ int sim_debug_used(int dev, unsigned long long *pages_bytes, unsigned long long 
 		*peak_bytes = d->peak_pages * SIM_PAGE;
 	if (live_allocs)
 		*live_allocs = d->map.n + d->live_vmm;
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+/* ---------------------------------------------------------- footprint */
+
+int sim_charge(int dev, int use, uint64_t bytes)
+{
+	if (!sim_device_valid(dev) || use <= SIM_USE_MEMORY || use >= SIM_USE_N)
+		return SIM_EINVAL;
+	if (!bytes)
+		return SIM_OK;
+	struct sim_dev *d = &g_dev[dev];
+	int rc = SIM_OK;
+	pthread_mutex_lock(&d->mu);
+	uint64_t held = d->used_pages * SIM_PAGE + d->fp_total;
+	if (bytes > d->total - held || (g_shared && sim_card_take(dev, use, bytes))) {
+		rc = SIM_ENOMEM;
+	} else {
+		d->fp[use] += bytes;
+		d->fp_total += bytes;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+void sim_uncharge(int dev, int use, uint64_t bytes)
+{
+	if (!sim_device_valid(dev) || use <= SIM_USE_MEMORY || use >= SIM_USE_N || !bytes)
+		return;
+	struct sim_dev *d = &g_dev[dev];
+	pthread_mutex_lock(&d->mu);
+	if (bytes > d->fp[use])
+		bytes = d->fp[use];
+	d->fp[use] -= bytes;
+	d->fp_total -= bytes;
+	if (g_shared)
+		sim_card_give(dev, use, bytes);
+	pthread_mutex_unlock(&d->mu);
+}
+
+int sim_footprint(int dev, uint64_t out[SIM_USE_N])
+{
+	if (!sim_device_valid(dev))
+		return -1;
+	struct sim_dev *d = &g_dev[dev];
+	pthread_mutex_lock(&d->mu);
+	memcpy(out, d->fp, sizeof(d->fp));
+	out[SIM_USE_MEMORY] = d->used_pages * SIM_PAGE;
 	pthread_mutex_unlock(&d->mu);
 	return 0;
 }

@@ -27,7 +27,7 @@
  * 0x640000000000) on x86-64) and ThreadSanitizer's ([0x7b0000000000,
  * 0x7c0000000000)), so a host buffer from malloc under either is never taken
  * for a reserved device address (NCCL's host-to-device copies were). */
-#define SIM_VA_BASE (SIM_LIB_ID ? 0x400000000000ull : 0x640000000000ull)  /* address-reserve range */
+#define SIM_VA_BASE (SIM_LIB_ID ? 0x400000000000ull : 0x640000000000ull) /* address-reserve range */
 #define SIM_VA_END (SIM_LIB_ID ? 0x500000000000ull : 0x7b0000000000ull)
 
 enum sim_status {
@@ -119,7 +119,50 @@ int sim_vmm_create_host(uint32_t ctx, uint64_t size, const void *prop, unsigned 
  * one, each release drops one; pages go at refs == 0 and mapped nowhere. */
 int sim_vmm_release(uint64_t handle);
 int sim_vmm_retain(uint64_t addr, uint64_t *handle);
-int sim_vmm_refs(uint64_t handle, uint64_t *refs, uint64_t *maps); /* test introspection */
+int sim_vmm_refs(uint64_t handle, uint64_t *refs,
+                 uint64_t *maps); /* The footprint a process has on a device beyond its allocations, as the
+                                   * driver keeps it (tests/sim/README.md, "The shared card"): SIM_USE_MEMORY is
+                                   * the pages of allocations (pages_take), the others are charged by the API
+                                   * layer. A charge fails with SIM_ENOMEM when the card cannot hold it. */
+enum sim_use {
+	SIM_USE_MEMORY = 0, /* allocations: pages in use x 2 MiB */
+	SIM_USE_CONTEXT,    /* per context: SIMGPU_CONTEXT */
+	SIM_USE_MODULE,     /* module and library images */
+	SIM_USE_LOCAL,      /* local memory grown past the context's own */
+	SIM_USE_HEAP,       /* device malloc heap */
+	SIM_USE_FIFO,       /* printf FIFO */
+	SIM_USE_N
+};
+int sim_charge(int dev, int use, uint64_t bytes);
+void sim_uncharge(int dev, int use, uint64_t bytes);
+/* this process's bytes on dev per use (out[SIM_USE_N]); -1 for a bad device */
+int sim_footprint(int dev, uint64_t out[SIM_USE_N]);
+
+/* The card shared by processes (simcard.c), set up by sim_init when
+ * SIMGPU_SHARED names one. */
+int sim_card_shared(void); /* 1 when this library's cards are shared */
+int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_seed);
+int sim_card_take(int dev, int use, uint64_t bytes); /* SIM_OK or SIM_ENOMEM */
+void sim_card_give(int dev, int use, uint64_t bytes);
+/* the whole card: what all live processes use (reserve excluded), and the
+ * reserve (SIMGPU_NVML_RESERVED of the process that made the card) */
+uint64_t sim_card_used(int dev);
+uint64_t sim_card_reserved(int dev);
+struct sim_card_proc {
+	uint32_t nvml_pid; /* as NVML reports it: the host's, plus SIMGPU_NVML_PID_OFFSET */
+	uint64_t use[SIM_USE_N];
+};
+/* live processes with a footprint on dev; returns how many there are and
+ * fills at most max of them */
+int sim_card_procs(int dev, struct sim_card_proc *out, int max);
+/* test introspection: take the card's lock and keep it (the caller is then
+ * killed, to show a dead holder does not wedge the card) */
+void sim_card_debug_hold_lock(void);
+/* this process as NVML names it: its pid in the namespace /proc belongs to
+ * (NSpid's first field), plus SIMGPU_NVML_PID_OFFSET */
+uint32_t sim_nvml_pid_self(void);
+
+/* test introspection */
 int sim_vmm_prop(uint64_t handle, void *prop, unsigned prop_len);
 int sim_va_reserve(uint64_t size, uint64_t align, uint64_t *addr);
 int sim_va_free(uint64_t addr, uint64_t size);

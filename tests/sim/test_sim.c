@@ -10,6 +10,9 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1914,12 +1917,1007 @@ TEST(graph_nodes)
 	CHECK_EQ_INT(cuMemFree_v2(d), GG_CUDA_SUCCESS);
 }
 
+/* ------------------------------------------------------ the shared card */
+
+/* Processes on one card (SIMGPU_SHARED): each an "agent", this program run
+ * again with --agent, driven one command a line on its stdin and answering
+ * one line ("ok ..." or "err <code>") on its stdout. An agent dies of
+ * SIGALRM if a command takes 30 s, so a wedged card fails a test instead of
+ * hanging it. */
+gg_CUresult cuCtxSetLimit(gg_CUlimit limit, size_t value);
+gg_CUresult cuCtxGetLimit(size_t *pvalue, gg_CUlimit limit);
+gg_CUresult cuModuleLoadData(gg_CUmodule *module, const void *image);
+gg_CUresult cuModuleUnload(gg_CUmodule hmod);
+gg_CUresult cuModuleGetFunction(gg_CUfunction *hfunc, gg_CUmodule hmod, const char *name);
+gg_CUresult cuModuleGetLoadingMode(gg_CUmoduleLoadingMode *mode);
+gg_CUresult cuFuncGetAttribute(int *pi, gg_CUfunction_attribute attrib, gg_CUfunction hfunc);
+gg_CUresult cuLaunchKernel(gg_CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                           unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                           unsigned int sharedMemBytes, gg_CUstream hStream, void **kernelParams, void **extra);
+gg_CUresult cuLaunchKernelEx(const void *config, gg_CUfunction f, void **kernelParams, void **extra);
+gg_CUresult simgpu_cuda_func_set_footprint(gg_CUfunction f, size_t local_bytes, unsigned int flags);
+int simgpu_cuda_debug_footprint(int dev, unsigned long long *out, int n);
+void simgpu_cuda_debug_card_hold(void);
+
+#define FP_N 6                         /* allocations, context, modules, local, heap, FIFO */
+#define LOCAL_PER_BYTE (2048ull * 132) /* threads per SM x SMs */
+
+/* stress: threads allocating, freeing and asking for the card's free memory
+ * at once, in one process of a shared card; 0 if every call answered right */
+struct stress_arg {
+	gg_CUcontext ctx;
+	int pairs, bad;
+};
+
+static void *card_stress_thread(void *p)
+{
+	struct stress_arg *a = p;
+	cuCtxSetCurrent(a->ctx);
+	for (int i = 0; i < a->pairs; i++) {
+		gg_CUdeviceptr d[3];
+		size_t f, t;
+		int rc = cuMemAlloc_v2(&d[0], 4 << 20) | cuMemAlloc_v2(&d[1], 1000) | cuMemAlloc_v2(&d[2], 6 << 20);
+		rc |= cuMemGetInfo_v2(&f, &t);
+		rc |= cuMemFree_v2(d[0]) | cuMemFree_v2(d[1]) | cuMemFree_v2(d[2]);
+		a->bad += rc != 0;
+	}
+	return NULL;
+}
+
+static int agent_main(void)
+{
+	char line[256];
+	gg_CUdeviceptr ptrs[256];
+	int nptr = 0, nvml_up = 0;
+	gg_CUcontext made[16];
+	int nmade = 0;
+	gg_CUmodule mod = NULL;
+	gg_CUfunction fn = NULL;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	alarm(30);
+	while (fgets(line, sizeof(line), stdin)) {
+		char cmd[32] = "";
+		unsigned long long a = 0, b = 0;
+		int rc = 0;
+		sscanf(line, "%31s %llu %llu", cmd, &a, &b);
+		alarm(30);
+		if (!strcmp(cmd, "init")) { /* init [dev]: retain its primary context, make it current */
+			gg_CUcontext c;
+			if (!(rc = cuInit(0)) && !(rc = cuDevicePrimaryCtxRetain(&c, (int)a)))
+				rc = cuCtxSetCurrent(c);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "etretain")) { /* as cudart: the export table's retain */
+			void *const *rt = NULL;
+			gg_CUcontext c;
+			if (!(rc = cuInit(0)) && !(rc = cuGetExportTable((const void **)&rt, &ET_CUDART)) &&
+			    !(rc = ((gg_CUresult(*)(gg_CUcontext *, int))rt[2])(&c, (int)a)))
+				rc = cuCtxSetCurrent(c);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "alloc")) {
+			rc = nptr < 256 ? cuMemAlloc_v2(&ptrs[nptr], a) : 1;
+			nptr += !rc;
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "hipalloc")) { /* HIP's card: another one, shared the same way */
+			void *hp = NULL;
+			rc = hipMalloc(&hp, a);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "hipinfo")) {
+			size_t f = 0, t = 0;
+			rc = hipMemGetInfo(&f, &t);
+			if (rc)
+				printf("err %d\n", rc);
+			else
+				printf("ok %zu %zu\n", f, t);
+		} else if (!strcmp(cmd, "stress")) { /* stress <pairs>: four threads */
+			pthread_t th[4];
+			struct stress_arg sa[4];
+			gg_CUcontext c = NULL;
+			cuCtxGetCurrent(&c);
+			for (int i = 0; i < 4; i++) {
+				sa[i] = (struct stress_arg){c, (int)a, 0};
+				pthread_create(&th[i], NULL, card_stress_thread, &sa[i]);
+			}
+			int bad = 0;
+			for (int i = 0; i < 4; i++) {
+				pthread_join(th[i], NULL);
+				bad += sa[i].bad;
+			}
+			printf(bad ? "err %d\n" : "ok\n", bad);
+		} else if (!strcmp(cmd, "freeall")) {
+			while (nptr)
+				cuMemFree_v2(ptrs[--nptr]);
+			printf("ok\n");
+		} else if (!strcmp(cmd, "info")) {
+			size_t f = 0, t = 0;
+			rc = cuMemGetInfo_v2(&f, &t);
+			if (rc)
+				printf("err %d\n", rc);
+			else
+				printf("ok %zu %zu\n", f, t);
+		} else if (!strcmp(cmd, "fp")) { /* fp [dev] */
+			unsigned long long v[FP_N];
+			simgpu_cuda_debug_footprint((int)a, v, FP_N);
+			printf("ok %llu %llu %llu %llu %llu %llu\n", v[0], v[1], v[2], v[3], v[4], v[5]);
+		} else if (!strcmp(cmd, "pid")) {
+			char st[4096] = "";
+			FILE *f = fopen("/proc/self/status", "r");
+			long ns = 0, host = 0;
+			while (f && fgets(st, sizeof(st), f))
+				if (!strncmp(st, "NSpid:", 6))
+					sscanf(st + 6, "%ld", &host);
+			if (f)
+				fclose(f);
+			ns = (long)getpid();
+			printf("ok %ld %ld\n", ns, host);
+		} else if (!strcmp(cmd, "uuid")) {
+			gg_CUuuid u;
+			char c[41] = "";
+			if (!(rc = cuDeviceGetUuid_v2(&u, (int)a)))
+				uuid_format(u.bytes, c);
+			if (rc)
+				printf("err %d\n", rc);
+			else
+				printf("ok %s\n", c);
+		} else if (!strcmp(cmd, "nvml")) { /* every process on device 0: ok n pid used ... */
+			unsigned n = 0;
+			gg_nvmlProcessInfo_t info[16];
+			gg_nvmlDevice_t h;
+			if (!nvml_up && !(rc = nvmlInit_v2()))
+				nvml_up = 1;
+			if (!rc && !(rc = nvmlDeviceGetHandleByIndex_v2(0, &h))) {
+				rc = nvmlDeviceGetComputeRunningProcesses_v3(h, &n, NULL); /* count 0 sizes it */
+				if (rc == (n ? GG_NVML_ERROR_INSUFFICIENT_SIZE : GG_NVML_SUCCESS)) {
+					unsigned want = n;
+					n = 16;
+					rc = n >= want ? nvmlDeviceGetComputeRunningProcesses_v3(h, &n, info) : 99;
+				} else {
+					rc = 98;
+				}
+			}
+			if (rc) {
+				printf("err %d\n", rc);
+			} else {
+				printf("ok %u", n);
+				for (unsigned i = 0; i < n; i++)
+					printf(" %u %llu", info[i].pid, info[i].usedGpuMemory);
+				printf("\n");
+			}
+		} else if (!strcmp(cmd, "nvml1")) { /* the v1 layout: ok n pid used ... */
+			unsigned n = 16;
+			gg_nvmlProcessInfo_v1_t info[16];
+			gg_nvmlDevice_t h;
+			if (!nvml_up && !(rc = nvmlInit_v2()))
+				nvml_up = 1;
+			if (!rc && !(rc = nvmlDeviceGetHandleByIndex_v2(0, &h)))
+				rc = nvmlDeviceGetComputeRunningProcesses(h, &n, info);
+			if (rc) {
+				printf("err %d\n", rc);
+			} else {
+				printf("ok %u", n);
+				for (unsigned i = 0; i < n; i++)
+					printf(" %u %llu", info[i].pid, info[i].usedGpuMemory);
+				printf("\n");
+			}
+		} else if (!strcmp(cmd, "nvmem")) { /* ok total reserved free used v1-used v1-free */
+			gg_nvmlDevice_t h;
+			gg_nvmlMemory_t m1;
+			gg_nvmlMemory_v2_t m2 = {.version = GG_nvmlMemory_v2};
+			if (!nvml_up && !(rc = nvmlInit_v2()))
+				nvml_up = 1;
+			if (!rc && !(rc = nvmlDeviceGetHandleByIndex_v2(0, &h)) &&
+			    !(rc = nvmlDeviceGetMemoryInfo_v2(h, &m2)))
+				rc = nvmlDeviceGetMemoryInfo(h, &m1);
+			if (rc)
+				printf("err %d\n", rc);
+			else
+				printf("ok %llu %llu %llu %llu %llu %llu\n", m2.total, m2.reserved, m2.free, m2.used,
+				       m1.used, m1.free);
+		} else if (!strcmp(cmd, "hold")) {
+			simgpu_cuda_debug_card_hold();
+			printf("ok\n");
+		} else if (!strcmp(cmd, "ctxcreate")) {
+			rc = nmade < 16 ? cuCtxCreate_v2(&made[nmade], 0, (int)a) : 1;
+			nmade += !rc;
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "ctxdestroy")) {
+			rc = nmade ? cuCtxDestroy_v2(made[--nmade]) : 1;
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "reset")) {
+			rc = cuDevicePrimaryCtxReset_v2((int)a);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "modload")) { /* a fatbin header saying a bytes in all */
+			unsigned char img[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
+			uint64_t fat = a - 16;
+			memcpy(img + 8, &fat, 8);
+			rc = cuModuleLoadData(&mod, img);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "libload")) { /* the same, as a library, current context or not */
+			unsigned char img[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
+			uint64_t fat = a - 16;
+			memcpy(img + 8, &fat, 8);
+			gg_CUlibrary lib;
+			if (!(rc = cuInit(0)) && !(rc = cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0)))
+				mod = (gg_CUmodule)(void *)lib;
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "unload")) {
+			rc = cuModuleUnload(mod);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "getfn")) {
+			rc = cuModuleGetFunction(&fn, mod, "kernel");
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "setfp")) { /* setfp local flags */
+			int got = -1;
+			if (!(rc = simgpu_cuda_func_set_footprint(fn, a, (unsigned)b)))
+				rc = cuFuncGetAttribute(&got, 3, fn);
+			printf(rc ? "err %d\n" : "ok %d\n", rc ? rc : got);
+		} else if (!strcmp(cmd, "launch")) {
+			rc = cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "launchex")) { /* CUlaunchConfig: dims, shared bytes, stream, attrs */
+			struct {
+				unsigned dims[7];
+				gg_CUstream stream;
+				void *attrs;
+				unsigned nattrs;
+			} cfg = {{1, 1, 1, 128, 1, 1, 0}, NULL, NULL, 0};
+			rc = cuLaunchKernelEx(&cfg, fn, NULL, NULL);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "setlimit")) {
+			rc = cuCtxSetLimit((gg_CUlimit)a, b);
+			printf(rc ? "err %d\n" : "ok\n", rc);
+		} else if (!strcmp(cmd, "mode")) {
+			gg_CUmoduleLoadingMode m = 0;
+			rc = cuModuleGetLoadingMode(&m);
+			printf(rc ? "err %d\n" : "ok %d\n", rc ? rc : (int)m);
+		} else if (!strcmp(cmd, "exit")) {
+			printf("ok\n");
+			return 0;
+		} else {
+			printf("err unknown\n");
+		}
+	}
+	return 0;
+}
+
+struct agent {
+	pid_t pid;
+	FILE *to, *from;
+};
+
+static char g_exe[4096];
+
+/* Starts an agent with env applied (unset where NULL); prefix, if any, is a
+ * command line the agent runs under (unshare). 0 or -1. */
+static int agent_start_under(struct agent *a, const char *const *prefix, const struct env_set *env, int nenv)
+{
+	int in[2], out[2];
+	if (!g_exe[0] && readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1) < 0)
+		return -1;
+	signal(SIGPIPE, SIG_IGN); /* an agent that died fails its test, not this program */
+	if (pipe(in) || pipe(out))
+		return -1;
+	a->pid = fork();
+	if (a->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		for (int i = 0; i < nenv; i++) {
+			if (env[i].value)
+				setenv(env[i].name, env[i].value, 1);
+			else
+				unsetenv(env[i].name);
+		}
+		const char *argv[16];
+		int k = 0;
+		for (; prefix && prefix[k]; k++)
+			argv[k] = prefix[k];
+		argv[k++] = g_exe;
+		argv[k++] = "--agent";
+		argv[k] = NULL;
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	a->to = fdopen(in[1], "w");
+	a->from = fdopen(out[0], "r");
+	setvbuf(a->to, NULL, _IOLBF, 0);
+	return a->pid > 0 && a->to && a->from ? 0 : -1;
+}
+
+static int agent_start(struct agent *a, const struct env_set *env, int nenv)
+{
+	return agent_start_under(a, NULL, env, nenv);
+}
+
+/* Sends one command; its answer into reply (without "ok "). 0 on "ok". */
+static int agent_ask(struct agent *a, char *reply, size_t n, const char *cmd)
+{
+	char buf[512];
+	fprintf(a->to, "%s\n", cmd);
+	fflush(a->to);
+	if (!fgets(buf, sizeof(buf), a->from)) {
+		fprintf(stderr, "agent %d: no answer to %s\n", (int)a->pid, cmd);
+		return -1;
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	if (reply)
+		snprintf(reply, n, "%s", strncmp(buf, "ok", 2) ? buf : buf + (buf[2] ? 3 : 2));
+	return strncmp(buf, "ok", 2) ? -1 : 0;
+}
+
+/* the first number of an "ok" answer, or -1 */
+static long long agent_num(struct agent *a, const char *cmd)
+{
+	char r[512];
+	long long v = -1;
+	if (agent_ask(a, r, sizeof(r), cmd) || sscanf(r, "%lld", &v) != 1)
+		return -1;
+	return v;
+}
+
+/* footprint number i (0 allocations .. 5 FIFO) on device dev */
+static long long agent_fp(struct agent *a, int dev, int i)
+{
+	char r[512], cmd[16];
+	unsigned long long v[FP_N];
+	snprintf(cmd, sizeof(cmd), "fp %d", dev);
+	if (agent_ask(a, r, sizeof(r), cmd) ||
+	    sscanf(r, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != FP_N)
+		return -1;
+	return (long long)v[i];
+}
+
+static void agent_stop(struct agent *a)
+{
+	int st;
+	agent_ask(a, NULL, 0, "exit");
+	fclose(a->to);
+	fclose(a->from);
+	waitpid(a->pid, &st, 0);
+}
+
+/* kill -9, and wait until it is dead but not reaped (WNOWAIT): the caller
+ * reaps, so a zombie's memory must already be free */
+static void agent_kill(struct agent *a)
+{
+	siginfo_t si;
+	kill(a->pid, SIGKILL);
+	waitid(P_PID, (id_t)a->pid, &si, WEXITED | WNOWAIT);
+	fclose(a->to);
+	fclose(a->from);
+}
+
+static char g_card_name[64];
+
+/* POSIX shared memory works here (a container may lack /dev/shm) */
+static int shm_usable(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/simgpu-probe-%d", (int)getpid());
+	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	shm_unlink(path);
+	return 1;
+}
+
+#define REQUIRE_SHM()                                                   \
+	do {                                                            \
+		if (!shm_usable())                                      \
+			SKIP("no POSIX shared memory (/dev/shm) here"); \
+	} while (0)
+
+/* a fresh card name for a test, and its object gone afterwards */
+static const char *card_new(void)
+{
+	static int n;
+	snprintf(g_card_name, sizeof(g_card_name), "simtest-%d-%d", (int)getpid(), ++n);
+	return g_card_name;
+}
+
+static void card_gone(void)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/simgpu-cuda-%s", g_card_name);
+	shm_unlink(path);
+	snprintf(path, sizeof(path), "/simgpu-hip-%s", g_card_name);
+	shm_unlink(path);
+}
+
+#define CARD_ENV(name, ctx)                                                                                  \
+	{"SIMGPU_SHARED", name}, {"SIMGPU_MEMORY", "8Gi"}, {"SIMGPU_DEVICES", "1"}, {"SIMGPU_CONTEXT", ctx}, \
+	    {"SIMGPU_NVML_RESERVED", NULL}, {"SIMGPU_NVML_PID_OFFSET", NULL}, {"CUDA_MODULE_LOADING", NULL}, \
+	{                                                                                                    \
+		"SIMGPU_FOOTPRINT", NULL                                                                     \
+	}
+#define CARD_NENV 8
+
+/* Two processes see one card: the same UUID, the same total (the maker's,
+ * whatever the joiner's SIMGPU_MEMORY says), each other's allocations and
+ * contexts in cuMemGetInfo, and the card runs out for both. A process
+ * without SIMGPU_SHARED still has a card of its own. */
+TEST(shared_card_two_processes)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set ea[] = {CARD_ENV(name, "64Mi")}, eb[] = {CARD_ENV(name, "64Mi")},
+	               ec[] = {CARD_ENV(NULL, "64Mi")};
+	eb[1].value = "1Gi";                         /* the joiner's own idea of the size does not matter */
+	eb[CARD_NENV - 1].name = "SIMGPU_UUID_SEED"; /* nor its seed */
+	eb[CARD_NENV - 1].value = "elsewhere";
+	struct agent a, b, c;
+	char ua[64] = "", ub[64] = "", uc[64] = "";
+	CHECK_EQ_INT(agent_start(&a, ea, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, eb, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&c, ec, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, ua, sizeof(ua), "uuid 0"), 0);
+	CHECK_EQ_INT(agent_ask(&b, ub, sizeof(ub), "uuid 0"), 0);
+	CHECK_EQ_INT(agent_ask(&c, uc, sizeof(uc), "uuid 0"), 0);
+	CHECK(ua[0] && !strcmp(ua, ub) && !strcmp(ua, uc));
+	char r[128];
+	unsigned long long f = 0, t = 0;
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof(r), "info"), 0);
+	CHECK_EQ_INT(sscanf(r, "%llu %llu", &f, &t), 2);
+	CHECK_EQ_U64(t, 8 * GiB);
+	CHECK_EQ_U64(f, 8 * GiB - 2 * 64 * MiB);                     /* two contexts */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 3221225472"), 0); /* 3 GiB */
+	CHECK_EQ_U64(agent_num(&b, "info"), 5 * GiB - 128 * MiB);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 3221225472"), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 2 * GiB - 128 * MiB);
+	/* 2 GiB does not fit any more, in either process */
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof(r), "alloc 2147483648"), -1);
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "alloc 2147483648"), -1);
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 1073741824"), 0);
+	/* its own card: only its context */
+	CHECK_EQ_U64(agent_num(&c, "info"), 8 * GiB - 64 * MiB);
+	/* HIP's card is shared too, and apart from CUDA's */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "hipalloc 1073741824"), 0);
+	CHECK_EQ_U64(agent_num(&b, "hipinfo"), 7 * GiB);
+	CHECK_EQ_U64(agent_num(&c, "hipinfo"), 8 * GiB);
+	CHECK_EQ_U64(agent_num(&b, "info"), 1 * GiB - 128 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "freeall"), 0);
+	CHECK_EQ_U64(agent_num(&b, "info"), 5 * GiB - 128 * MiB);
+	agent_stop(&a);
+	agent_stop(&b);
+	agent_stop(&c);
+	card_gone();
+}
+
+/* kill -9 gives a process's memory back: the next process to look sees the
+ * card free, while the dead one is still an unreaped zombie; a process that
+ * exits normally likewise. */
+TEST(shared_card_kill9_gives_memory_back)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	struct agent a, b, w;
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 6442450944"), 0); /* 6 GiB */
+	CHECK_EQ_U64(agent_num(&b, "info"), 2 * GiB - 128 * MiB);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 4294967296"), -1);
+	agent_kill(&a);
+	CHECK_EQ_U64(agent_num(&b, "info"), 8 * GiB - 64 * MiB); /* a is a zombie still */
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 4294967296"), 0);
+	int st;
+	waitpid(a.pid, &st, 0);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	/* a normal exit, seen through NVML by a process that never made a context */
+	CHECK_EQ_INT(agent_start(&w, e, CARD_NENV), 0);
+	CHECK_EQ_U64(agent_num(&w, "nvml"), 1);
+	agent_stop(&b);
+	CHECK_EQ_U64(agent_num(&w, "nvml"), 0);
+	agent_stop(&w);
+	card_gone();
+}
+
+/* A holder of the card's lock killed inside it does not wedge the card: the
+ * robust mutex hands the next taker EOWNERDEAD and the card is repaired (an
+ * agent that hung would die of its alarm and answer nothing). */
+TEST(shared_card_lock_holder_killed)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	struct agent a, b;
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 1073741824"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "hold"), 0);
+	agent_kill(&a);
+	int st;
+	waitpid(a.pid, &st, 0);
+	CHECK_EQ_INT(agent_start(&b, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_num(&b, "info"), 8 * GiB - 64 * MiB);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 7516192768"), 0); /* 7 GiB */
+	agent_stop(&b);
+	card_gone();
+}
+
+/* A context costs SIMGPU_CONTEXT (526 MiB by default on a shared card) per
+ * process per device: at the primary context's first retain, at each
+ * cuCtxCreate; given back by cuCtxDestroy and by the primary's reset, and
+ * taken again at the retain after a reset. */
+TEST(shared_card_context_cost)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, NULL)};
+	e[2].value = "2";
+	struct agent a, b;
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 1), 526 * MiB);
+	CHECK_EQ_U64(agent_fp(&a, 1, 1), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 526 * MiB);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 2 * 526 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "ctxcreate 1"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 1, 1), 526 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "ctxcreate 0"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 1), 2 * 526 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "ctxdestroy"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "ctxdestroy"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 1), 526 * MiB);
+	CHECK_EQ_U64(agent_fp(&a, 1, 1), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "reset 0"), 0);
+	CHECK_EQ_U64(agent_fp(&b, 0, 1), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 526 * MiB);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_fp(&b, 0, 1), 526 * MiB);
+	/* cudart retains through its export table: the same cost, once */
+	struct agent c;
+	CHECK_EQ_INT(agent_start(&c, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "etretain 1"), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "etretain 1"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 1, 1), 526 * MiB);
+	CHECK_EQ_U64(agent_fp(&c, 0, 1), 0);
+	agent_stop(&c);
+	agent_stop(&a);
+	agent_stop(&b);
+	card_gone();
+}
+
+/* A module image takes its size (factor 1) at load under EAGER, at the
+ * first use of a function under LAZY (the default); unload gives it back. */
+TEST(shared_card_module_loading)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set lazy[] = {CARD_ENV(name, "64Mi")}, eager[] = {CARD_ENV(name, "64Mi")};
+	eager[6].value = "EAGER";
+	struct agent a, b;
+	CHECK_EQ_INT(agent_start(&a, lazy, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, eager, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_num(&a, "mode"), 2);
+	CHECK_EQ_U64(agent_num(&b, "mode"), 1);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "modload 12582912"), 0); /* 12 MiB */
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "modload 12582912"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 2), 0);
+	CHECK_EQ_U64(agent_fp(&b, 0, 2), 12 * MiB);
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 128 * MiB - 12 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "getfn"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 2), 12 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "getfn"), 0); /* once */
+	CHECK_EQ_U64(agent_fp(&a, 0, 2), 12 * MiB);
+	CHECK_EQ_U64(agent_num(&b, "info"), 8 * GiB - 128 * MiB - 24 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "unload"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "unload"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 2), 0);
+	CHECK_EQ_U64(agent_fp(&b, 0, 2), 0);
+	CHECK_EQ_U64(agent_num(&b, "info"), 8 * GiB - 128 * MiB);
+	/* an image larger than the card is refused */
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "modload 17179869184"), -1);
+	agent_stop(&a);
+	agent_stop(&b);
+	/* a library loaded before any context (cudart does so under EAGER)
+	 * is charged in the context current at its first use */
+	struct agent c;
+	CHECK_EQ_INT(agent_start(&c, eager, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "libload 4194304"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 0, 2), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "getfn"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 0, 2), 4 * MiB);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "unload"), 0);
+	CHECK_EQ_U64(agent_fp(&c, 0, 2), 0);
+	agent_stop(&c);
+	card_gone();
+}
+
+/* Local memory: stack per thread x 2048 threads x 132 SMs, the default 1 KiB
+ * inside the context's cost; grown by cuCtxSetLimit(STACK_SIZE) and by a
+ * launch whose kernel needs more, never shrunk; past the card:
+ * OUT_OF_MEMORY and nothing taken. The heap and the FIFO at the first launch
+ * of a kernel that uses them, at their limits' sizes; their limits are
+ * fixed from then on. */
+TEST(shared_card_local_memory_heap_fifo)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	e[1].value = "16Gi";
+	struct agent a;
+	char r[64];
+	int sms = 0, threads = 0; /* the formula is the card's own attributes' */
+	CHECK_EQ_INT(cuDeviceGetAttribute(&sms, 16, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDeviceGetAttribute(&threads, 39, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64((unsigned long long)sms * (unsigned)threads, LOCAL_PER_BYTE);
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "modload 4096"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "getfn"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launch"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setlimit 0 4096"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (4096 - 1024) * LOCAL_PER_BYTE); /* 792 MiB */
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "setfp 16384 0"), 0);
+	CHECK(!strcmp(r, "16384")); /* cuFuncGetAttribute(LOCAL_SIZE_BYTES) */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launch"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (16384 - 1024) * LOCAL_PER_BYTE);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setlimit 0 1024"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (16384 - 1024) * LOCAL_PER_BYTE);  /* never shrinks */
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "setlimit 0 131072"), -1); /* 33 GiB */
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (16384 - 1024) * LOCAL_PER_BYTE);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 20480 0"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launchex"), 0); /* cuLaunchKernelEx grows it too */
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (20480 - 1024) * LOCAL_PER_BYTE);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 131072 0"), 0);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "launch"), -1); /* 33 GiB: the card's own refusal */
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_U64(agent_fp(&a, 0, 3), (20480 - 1024) * LOCAL_PER_BYTE);
+	CHECK_EQ_U64(agent_fp(&a, 0, 4), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setlimit 1 4194304"), 0); /* a 4 MiB FIFO */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 0 1"), 0);          /* uses malloc */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launch"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 4), 8388608);
+	CHECK_EQ_U64(agent_fp(&a, 0, 5), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launch"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 4), 8388608); /* once */
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "setlimit 2 1048576"), -1);
+	CHECK(!strcmp(r, "err 1"));
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 0 2"), 0); /* uses printf */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launch"), 0);
+	CHECK_EQ_U64(agent_fp(&a, 0, 5), 4 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "setlimit 1 1048576"), -1);
+	unsigned long long want = 16 * GiB - 64 * MiB - 4096 - (20480 - 1024) * LOCAL_PER_BYTE - 8388608 - 4 * MiB;
+	CHECK_EQ_U64(agent_num(&a, "info"), want);
+	/* the reset gives it all back */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "reset 0"), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 16 * GiB);
+	agent_stop(&a);
+	card_gone();
+}
+
+/* NVML lists every process on the card with all it holds (allocations,
+ * context, modules), under the PID the host sees (here moved by
+ * SIMGPU_NVML_PID_OFFSET, as a container's would be); count 0 sizes the
+ * array; memory info is the whole card's, the reserve taken once. */
+TEST(shared_card_nvml_whole_card)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set ea[] = {CARD_ENV(name, "64Mi")}, eb[] = {CARD_ENV(name, "64Mi")}, ew[] = {CARD_ENV(name, "1Mi")};
+	ea[4].value = "512Mi"; /* the maker's reserve is the card's */
+	eb[5].value = "100000";
+	eb[6].value = "EAGER";
+	struct agent a, b, w;
+	CHECK_EQ_INT(agent_start(&a, ea, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, eb, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&w, ew, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 1073741824"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 2147483648"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "modload 8388608"), 0);
+	long long pa = agent_num(&a, "pid"), pb = agent_num(&b, "pid");
+	char r[256];
+	unsigned n = 0, p[2] = {0, 0};
+	unsigned long long u[2] = {0, 0};
+	CHECK_EQ_INT(agent_ask(&w, r, sizeof(r), "nvml"), 0);
+	CHECK_EQ_INT(sscanf(r, "%u %u %llu %u %llu", &n, &p[0], &u[0], &p[1], &u[1]), 5);
+	CHECK_EQ_INT(n, 2);
+	int ia = p[0] == (unsigned)pa ? 0 : 1;
+	CHECK_EQ_U64(p[ia], pa);
+	CHECK_EQ_U64(p[!ia], pb + 100000);
+	CHECK_EQ_U64(u[ia], 1 * GiB + 64 * MiB);
+	CHECK_EQ_U64(u[!ia], 2 * GiB + 64 * MiB + 8 * MiB);
+	unsigned n1 = 0, q[2] = {0, 0};
+	unsigned long long v[2] = {0, 0};
+	CHECK_EQ_INT(agent_ask(&w, r, sizeof(r), "nvml1"), 0); /* the v1 layout says the same */
+	CHECK_EQ_INT(sscanf(r, "%u %u %llu %u %llu", &n1, &q[0], &v[0], &q[1], &v[1]), 5);
+	CHECK(n1 == 2 && q[0] == p[0] && v[0] == u[0] && q[1] == p[1] && v[1] == u[1]);
+	unsigned long long t, res, fr, us, us1, fr1;
+	CHECK_EQ_INT(agent_ask(&w, r, sizeof(r), "nvmem"), 0);
+	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu %llu %llu %llu", &t, &res, &fr, &us, &us1, &fr1), 6);
+	CHECK_EQ_U64(t, 8 * GiB);
+	CHECK_EQ_U64(res, 512 * MiB);
+	CHECK_EQ_U64(us, u[0] + u[1]);
+	CHECK_EQ_U64(fr, t - res - us);
+	CHECK_EQ_U64(us1, res + us); /* v1 counts the reserve as used */
+	CHECK_EQ_U64(fr1, fr);
+	CHECK_EQ_U64(agent_num(&a, "info"), fr); /* CUDA's free is NVML's */
+	agent_stop(&a);
+	agent_stop(&b);
+	agent_stop(&w);
+	card_gone();
+}
+
+/* A real PID namespace (unshare -p, where this user may): the process sees
+ * itself as 1, NVML lists it under the host's PID. */
+TEST(shared_card_pid_namespace)
+{
+	REQUIRE_SHM();
+	if (access("/usr/bin/unshare", X_OK) || system("unshare -p -f --kill-child true >/dev/null 2>&1") != 0) {
+		SKIP("unshare -p is not allowed here");
+	}
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	static const char *const pre[] = {"unshare", "-p", "-f", "--kill-child", NULL};
+	struct agent a, w;
+	char r[128];
+	long ns = 0, host = 0;
+	CHECK_EQ_INT(agent_start_under(&a, pre, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&w, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "pid"), 0);
+	CHECK_EQ_INT(sscanf(r, "%ld %ld", &ns, &host), 2);
+	CHECK_EQ_INT(ns, 1);
+	CHECK(host > 1);
+	unsigned n = 0, p = 0;
+	CHECK_EQ_INT(agent_ask(&w, r, sizeof(r), "nvml"), 0);
+	CHECK_EQ_INT(sscanf(r, "%u %u", &n, &p), 2);
+	CHECK_EQ_INT(n, 1);
+	CHECK_EQ_U64(p, host);
+	/* and so it is listed for the process itself, which says 1 */
+	n = p = 0;
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "nvml"), 0);
+	CHECK_EQ_INT(sscanf(r, "%u %u", &n, &p), 2);
+	CHECK(n == 1 && p == host);
+	agent_stop(&a);
+	agent_stop(&w);
+	card_gone();
+}
+
+/* Without SIMGPU_SHARED nothing of the footprint is charged unless asked
+ * for (SIMGPU_CONTEXT, SIMGPU_FOOTPRINT=1), and a launch succeeds (it runs
+ * nothing). */
+TEST(footprint_off_by_default)
+{
+	struct env_set e[] = {CARD_ENV(NULL, NULL)};
+	struct agent a;
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "modload 8388608"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "getfn"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setfp 65536 3"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "launch"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "setlimit 0 8192"), 0);
+	for (int i = 1; i < FP_N; i++)
+		CHECK_EQ_U64(agent_fp(&a, 0, i), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB);
+	agent_stop(&a);
+	/* asked for on a card of one process: NVML shows it as this process's */
+	e[3].value = "100Mi";
+	e[7].value = "1";
+	char r[128];
+	unsigned n = 0, pid = 0;
+	unsigned long long used = 0;
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "modload 8388608"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "getfn"), 0);
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 108 * MiB);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "nvml"), 0);
+	CHECK_EQ_INT(sscanf(r, "%u %u %llu", &n, &pid, &used), 3);
+	CHECK(n == 1 && (long long)pid == agent_num(&a, "pid") && used == 108 * MiB);
+	agent_stop(&a);
+}
+
+/* nvml_watch, a process without a context, sees each process's footprint
+ * as it changes and keeps its largest: a 2 GiB peak that was freed again
+ * is in its summary, written at SIGTERM. */
+TEST(nvml_watch_records_peaks)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	char watch[4200], outf[256], line[256];
+	snprintf(watch, sizeof(watch), "%s", g_exe);
+	char *slash = strrchr(watch, '/');
+	if (!slash)
+		return;
+	snprintf(slash, sizeof(watch) - (size_t)(slash - watch), "/../sim/nvml_watch");
+	snprintf(outf, sizeof(outf), "/tmp/nvml_watch.%d.out", (int)getpid());
+	struct agent a;
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	long long pa = agent_num(&a, "pid");
+	int fd[2];
+	if (pipe(fd))
+		return;
+	pid_t w = fork();
+	if (w == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		for (int i = 0; i < CARD_NENV; i++)
+			if (e[i].value)
+				setenv(e[i].name, e[i].value, 1);
+			else
+				unsetenv(e[i].name);
+		execl(watch, "nvml_watch", "-v", "-i", "2", "-t", "60", "-o", outf, (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *from = fdopen(fd[0], "r");
+	int ready = 0, seen = 0;
+	while (!ready && fgets(line, sizeof(line), from))
+		ready = !strcmp(line, "ready\n");
+	CHECK(ready);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 2147483648"), 0);
+	unsigned long long want = 2 * GiB + 64 * MiB;
+	while (!seen && fgets(line, sizeof(line), from)) {
+		long long ms;
+		unsigned dev, pid;
+		unsigned long long used;
+		seen = sscanf(line, "proc %lld %u %u %llu", &ms, &dev, &pid, &used) == 4 && pid == (unsigned)pa &&
+		       used == want;
+	}
+	CHECK(seen);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "freeall"), 0);
+	kill(w, SIGTERM);
+	char max[64];
+	snprintf(max, sizeof(max), "max 0 %lld %llu\n", pa, want);
+	int got_max = 0, got_end = 0, st;
+	while (fgets(line, sizeof(line), from)) {
+		got_max |= !strcmp(line, max);
+		got_end |= !strcmp(line, "end signal\n");
+	}
+	fclose(from);
+	waitpid(w, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(got_max && got_end);
+	FILE *f = fopen(outf, "r");
+	got_max = 0;
+	while (f && fgets(line, sizeof(line), f))
+		got_max |= !strcmp(line, max);
+	CHECK(f && got_max);
+	if (f)
+		fclose(f);
+	unlink(outf);
+	agent_stop(&a);
+	card_gone();
+}
+
+/* Eight processes start on a new card at once: one makes it, the others
+ * wait for it to be ready, and all share it (a second card would show in
+ * the free memory). A card file that never got ready (its maker died) is
+ * waited for boundedly, then the process runs on a card of its own. */
+TEST(shared_card_made_once_under_a_race)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	struct agent a[8];
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ_INT(agent_start(&a[i], e, CARD_NENV), 0);
+	for (int i = 0; i < 8; i++) /* all asked before any answer is read */
+		fprintf(a[i].to, "init\nalloc 536870912\n");
+	char r[64];
+	for (int i = 0; i < 8; i++) {
+		CHECK(fgets(r, sizeof(r), a[i].from) && !strcmp(r, "ok\n"));
+		CHECK(fgets(r, sizeof(r), a[i].from) && !strcmp(r, "ok\n"));
+	}
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ_U64(agent_num(&a[i], "info"), 8 * GiB - 8 * (64 + 512) * MiB);
+	for (int i = 0; i < 8; i++)
+		agent_stop(&a[i]);
+	card_gone();
+
+	name = card_new();
+	char path[128];
+	snprintf(path, sizeof(path), "/simgpu-cuda-%s", name);
+	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600); /* a maker that died at once */
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	struct env_set e2[] = {CARD_ENV(name, "64Mi")};
+	struct agent b;
+	CHECK_EQ_INT(agent_start(&b, e2, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_num(&b, "info"), 8 * GiB - 64 * MiB);
+	agent_stop(&b);
+	card_gone();
+}
+
+/* Threads of two processes allocate and free on one card at once: every
+ * call succeeds, and the card is back to the two contexts afterwards. */
+TEST(shared_card_concurrent)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e[] = {CARD_ENV(name, "64Mi")};
+	struct agent a, b;
+	char r[64];
+	CHECK_EQ_INT(agent_start(&a, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, e, CARD_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	fprintf(a.to, "stress 300\n");
+	fprintf(b.to, "stress 300\n");
+	CHECK(fgets(r, sizeof(r), a.from) && !strcmp(r, "ok\n"));
+	CHECK(fgets(r, sizeof(r), b.from) && !strcmp(r, "ok\n"));
+	CHECK_EQ_U64(agent_num(&a, "info"), 8 * GiB - 128 * MiB);
+	CHECK_EQ_U64(agent_fp(&a, 0, 0), 0);
+	agent_stop(&a);
+	agent_stop(&b);
+	card_gone();
+}
+
+/* nvml_watch's exit status for argv and env; its stderr to /dev/null */
+static int watch_status(const char *devices, const char *a1, const char *a2)
+{
+	char watch[4200];
+	snprintf(watch, sizeof(watch), "%s", g_exe);
+	char *slash = strrchr(watch, '/');
+	if (!slash)
+		return -1;
+	snprintf(slash, sizeof(watch) - (size_t)(slash - watch), "/../sim/nvml_watch");
+	pid_t w = fork();
+	if (w == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("SIMGPU_DEVICES", devices, 1);
+		unsetenv("SIMGPU_SHARED");
+		execl(watch, "nvml_watch", a1, a2, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(w, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Bad options: exit 2 (each named on stderr); NVML that will not start:
+ * exit 1; a bounded run: 0. */
+TEST(nvml_watch_bad_input)
+{
+	if (!g_exe[0] && readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1) < 0)
+		return;
+	CHECK_EQ_INT(watch_status("1", "-i", "0"), 2);
+	CHECK_EQ_INT(watch_status("1", "-t", "soon"), 2);
+	CHECK_EQ_INT(watch_status("1", "-n", "-3"), 2);
+	CHECK_EQ_INT(watch_status("1", "-d", "5"), 2);
+	CHECK_EQ_INT(watch_status("1", "-q", NULL), 2);
+	CHECK_EQ_INT(watch_status("1", "stray", NULL), 2);
+	CHECK_EQ_INT(watch_status("0", "-n", "1"), 1);
+	CHECK_EQ_INT(watch_status("1", "-n", "2"), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
 		return probe_main();
 	if (argc > 1 && !strcmp(argv[1], "--probe-uuid"))
 		return probe_uuid_main();
+	if (argc > 1 && !strcmp(argv[1], "--agent"))
+		return agent_main();
 	setenv("SIMGPU_DEVICES", "2", 1);
 	setenv("SIMGPU_MEMORY", "1Gi", 1);
 	setenv("SIMGPU_NVML_RESERVED", "64Mi", 1);
@@ -1960,5 +2958,18 @@ int main(int argc, char **argv)
 	RUN(peer_access);
 	RUN(stream_memops_and_prefetch);
 	RUN(graph_nodes);
+	RUN(shared_card_two_processes);
+	RUN(shared_card_kill9_gives_memory_back);
+	RUN(shared_card_lock_holder_killed);
+	RUN(shared_card_made_once_under_a_race);
+	RUN(shared_card_concurrent);
+	RUN(shared_card_context_cost);
+	RUN(shared_card_module_loading);
+	RUN(shared_card_local_memory_heap_fifo);
+	RUN(shared_card_nvml_whole_card);
+	RUN(shared_card_pid_namespace);
+	RUN(footprint_off_by_default);
+	RUN(nvml_watch_records_peaks);
+	RUN(nvml_watch_bad_input);
 	return harness_done();
 }

@@ -208,6 +208,13 @@ TEST(charge_size_rules)
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, 1000), 1024);
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, MI - 1), MI);
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, MI), MI); /* <= 1 MiB: packed */
+		/* a page's share: two 700 KiB blocks to a page, three of 600 KiB
+		 * (issue 25, item 4: 700 KiB was charged 700 KiB) */
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 700 * 1024), MI);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 600 * 1024), (2 * MI / 3 + 511) / 512 * 512);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 4096), 4096);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 64 * 1024), 64 * 1024);
+		CHECK_EQ_U64(gg_ceiling_charge_size(a, 5000), (2 * MI / (2 * MI / 5120) + 511) / 512 * 512);
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, MI + 1), 2 * MI);
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, 2 * MI), 2 * MI);
 		CHECK_EQ_U64(gg_ceiling_charge_size(a, 2 * MI + 1), 4 * MI);
