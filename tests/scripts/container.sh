@@ -98,12 +98,15 @@ IMG="$TMP/stage/opt/gpuguard"
 
 # --- what the node and the image bring: the driver, the image's preload ----
 # built here for glibc 2.31 as NVIDIA's driver is built for old glibc
-OLD="-std=gnu11 -O2 -Iinclude -pthread -fPIC -shared -include tests/container/old_glibc.h"
-OLDLIBS="-Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0"
+OLD="-std=gnu11 -O2 -Iinclude -Iinterpose -pthread -fPIC -shared -include tests/container/old_glibc.h"
+OLDLIBS="-Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -l:librt.so.1"
 mkdir -p "$TMP/driver" "$TMP/app"
-# shellcheck disable=SC2086 # flags are words
-if ! cc $OLD -Wl,-soname,libcuda.so.1 -o "$TMP/driver/libcuda.so.1" tests/sim/sim_cuda.c tests/sim/sim_md2.c \
-	tests/sim/simcore.c $OLDLIBS >"$TMP/cc.log" 2>&1 ||
+# the simulator's sources, as the Makefile lists them, and the library's
+# stat calls as system calls (glibc_compat.h makes stat, fstat and lstat
+# those: stat is a function only since 2.33)
+SIMSRC="$(sed -n 's/^SIM_CUDA_SRCS := //p' Makefile) $(sed -n 's/^SIM_SRCS := //p' Makefile) interpose/compat.c"
+# shellcheck disable=SC2086 # flags and sources are words
+if ! cc $OLD -Wl,-soname,libcuda.so.1 -o "$TMP/driver/libcuda.so.1" $SIMSRC $OLDLIBS >"$TMP/cc.log" 2>&1 ||
 	! cc $OLD -o "$TMP/app/libimgpreload.so" tests/container/imgpreload.c $OLDLIBS >>"$TMP/cc.log" 2>&1; then
 	bad "building the driver and the image's preload" "$TMP/cc.log"
 	finish
