@@ -28,10 +28,7 @@
 GG_SYMVER_BASE(dlopen)
 GG_SYMVER_BASE(dlclose)
 GG_SYMVER_BASE(dladdr)
-/* dladdr1 (the dlmopen link-map check) has no base version: it came at
- * 2.3.3 on x86_64 (aarch64 began at 2.17). Unbound, it asked for GLIBC_2.34
- * and the library no longer loaded in a Debian 11 image (tests/scripts/
- * container.sh, exports.sh). */
+/* dladdr1 came at 2.3.3, after x86-64's base version (pystack.c). */
 #if defined(__x86_64__)
 __asm__(".symver dladdr1,dladdr1@GLIBC_2.3.3");
 #else

@@ -33,6 +33,7 @@ static pthread_mutex_t detect_lock = PTHREAD_MUTEX_INITIALIZER;
  * read only after an acquire load sees it. */
 static struct gg_py_layout L;
 static int minor;
+static int use_published; /* a 3.13 whose _Py_DebugOffsets differ from its row */
 static uintptr_t code_type, str_type, bytes_type, frame_type;
 static uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code */
 static void *(*gilstate_tstate)(void);
@@ -211,6 +212,8 @@ static void detect_locked(void)
 	entries = (void *)(mem + sz_code);
 	line_slots = (void *)(mem + sz_code + sz_ent);
 	arena = mem + sz_code + sz_ent + sz_line;
+	/* The constant row's walkers, unless a 3.13 published other offsets. */
+	use_published = memcmp(&L, row, sizeof L) != 0;
 	/* release: a capture that sees PY_READY sees the layout and tables. */
 	atomic_store_explicit(&state, PY_READY, memory_order_release);
 }
@@ -482,19 +485,22 @@ __attribute__((always_inline)) static inline uint64_t frame_word(struct line_slo
  * instantiation, and the layout is copied into locals first: the stores to
  * ends would otherwise make the compiler reload every global after each. */
 __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t *out, uint8_t *ends, int max,
-                                                         int careful, const int m, int resolve, uint64_t *hash)
+                                                         int careful, const int m, int resolve, uint64_t *hash,
+                                                         const struct gg_py_layout *LL)
 {
-	const uintptr_t o_back = L.fr_back, o_code = L.fr_code, o_ip = L.fr_lasti, o_owner = L.fr_owner;
-	const uintptr_t o_entry = L.fr_is_entry, o_cc = L.co_code, o_trace = L.co_firsttraceable;
-	const uintptr_t o_table = L.co_linetable, ctype = code_type, ftype = frame_type;
+	/* LL is the version's constant row (its offsets fold into the loads)
+	 * or, for a 3.13 whose published offsets differ from the row, L. */
+	const uintptr_t o_back = LL->fr_back, o_code = LL->fr_code, o_ip = LL->fr_lasti, o_owner = LL->fr_owner;
+	const uintptr_t o_entry = LL->fr_is_entry, o_cc = LL->co_code, o_trace = LL->co_firsttraceable;
+	const uintptr_t o_table = LL->co_linetable, ctype = code_type, ftype = frame_type;
 	struct line_slot *const slots = line_slots;
 	uint64_t h = 0x9e3779b97f4a7c15ull;
 	int n = 0;
 	uintptr_t f;
-	if (!rd(ts + L.ts_frame, &f, careful))
+	if (!rd(ts + LL->ts_frame, &f, careful))
 		return -1;
 	if (m == 11 || m == 12) { /* through the cframe */
-		if (!PTR_OK(f) || !rd(f + L.cframe_current, &f, careful))
+		if (!PTR_OK(f) || !rd(f + LL->cframe_current, &f, careful))
 			return PTR_OK(f) ? -1 : 0;
 	}
 	/* Bounded: max frames named, and at most 4 * max followed (shims,
@@ -569,24 +575,26 @@ __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t 
 	return n;
 }
 
-#define WALKERS(M)                                                                       \
-	static int walk_careful_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
-	{                                                                                \
-		return walk_py(ts, out, ends, max, 1, M, 1, NULL);                       \
-	}                                                                                \
-	static int walk_resolve_##M(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
-	{                                                                                \
-		return walk_py(ts, out, ends, max, 0, M, 1, NULL);                       \
-	}                                                                                \
-	static int walk_hash_##M(uintptr_t ts, uint8_t *ends, int max, uint64_t *hash)   \
-	{                                                                                \
-		return walk_py(ts, NULL, ends, max, 0, M, 0, hash);                      \
+#define WALKERS(M, NAME, ROW)                                                               \
+	static int walk_careful_##NAME(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
+	{                                                                                   \
+		return walk_py(ts, out, ends, max, 1, M, 1, NULL, ROW);                     \
+	}                                                                                   \
+	static int walk_resolve_##NAME(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
+	{                                                                                   \
+		return walk_py(ts, out, ends, max, 0, M, 1, NULL, ROW);                     \
+	}                                                                                   \
+	static int walk_hash_##NAME(uintptr_t ts, uint8_t *ends, int max, uint64_t *hash)   \
+	{                                                                                   \
+		return walk_py(ts, NULL, ends, max, 0, M, 0, hash, ROW);                    \
 	}
-WALKERS(9)
-WALKERS(10)
-WALKERS(11)
-WALKERS(12)
-WALKERS(13)
+/* gg_py_layouts holds the rows in minor order from 3.9. */
+WALKERS(9, 9, &gg_py_layouts[0])
+WALKERS(10, 10, &gg_py_layouts[1])
+WALKERS(11, 11, &gg_py_layouts[2])
+WALKERS(12, 12, &gg_py_layouts[3])
+WALKERS(13, 13, &gg_py_layouts[4])
+WALKERS(13, 13_published, &L)
 
 struct walkers {
 	int (*careful)(uintptr_t, uint64_t *, uint8_t *, int);
@@ -598,6 +606,8 @@ static const struct walkers walkers_by_minor[] = {
     {walk_careful_11, walk_resolve_11, walk_hash_11}, {walk_careful_12, walk_resolve_12, walk_hash_12},
     {walk_careful_13, walk_resolve_13, walk_hash_13},
 };
+static const struct walkers walkers_published = {walk_careful_13_published, walk_resolve_13_published,
+                                                 walk_hash_13_published};
 
 /* The last Python stack this thread captured, resolved: a capture whose
  * frames hash the same (code objects, line tables and offsets) takes its
@@ -665,7 +675,7 @@ int gg_pystack_splice(uintptr_t *fr, int n, int cap)
 	const uint8_t *ends = endbuf;
 	int max = cap < GG_STACK_MAX_DEPTH ? cap : GG_STACK_MAX_DEPTH;
 	int np;
-	const struct walkers *wk = &walkers_by_minor[minor - 9];
+	const struct walkers *wk = use_published ? &walkers_published : &walkers_by_minor[minor - 9];
 	if (GG_UNLIKELY(!atomic_load_explicit(&calibrated, memory_order_relaxed))) {
 		if (can_read_careful()) {
 			np = wk->careful(ts, pybuf, endbuf, max);

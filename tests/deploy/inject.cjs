@@ -553,8 +553,22 @@ module.exports = { inject, loadWay, WAYS, canon, diff, smp, jsonPatch, celPolicy
 function preview(nsFile, files) {
 	const namespaces = nsFile && nsFile !== "-" ? docs(nsFile).filter((d) => d.kind === "Namespace") : [];
 	const out = [];
+	// the pods of a file: Pods, the items of a List (kubectl get -o yaml),
+	// and the pod a workload's template makes (Deployment, Job, ...)
+	const podsOf = (d) => {
+		if (!d || typeof d !== "object") return [];
+		if (d.kind === "List") return (d.items || []).flatMap(podsOf);
+		if (d.kind === "Pod") return [d];
+		const t = d.spec && (d.spec.template || (d.spec.jobTemplate && d.spec.jobTemplate.spec && d.spec.jobTemplate.spec.template));
+		if (!t || !t.spec) return [];
+		const meta = { ...(t.metadata || {}), name: `${d.metadata.name}-pod` };
+		if (d.metadata.namespace) meta.namespace = d.metadata.namespace;
+		return [{ apiVersion: "v1", kind: "Pod", metadata: meta, spec: t.spec }];
+	};
 	for (const f of files) {
-		for (const pod of docs(f).filter((d) => d.kind === "Pod")) {
+		const pods = docs(f).flatMap(podsOf);
+		if (!pods.length) throw new Error(`${f}: no Pod, List of pods or workload with a pod template`);
+		for (const pod of pods) {
 			// as if its namespace opted in, where no namespace file says otherwise
 			const ns = namespaces.length ? namespaces : [{ apiVersion: "v1", kind: "Namespace",
 				metadata: { name: pod.metadata.namespace || "default", labels: { "gpuguard.io/inject": "true" } } }];

@@ -6,6 +6,7 @@
 #   deep      from the bottom of a 1,000-deep recursion (recurse)
 #   subinterp from a sub-interpreter, where the version has one
 #   finalize  from a __del__ that runs while the interpreter finalises
+#   threads   from 8 threads at once, 50 blocks each (the shared caches)
 import ctypes
 import sys
 
@@ -91,6 +92,20 @@ elif mode == "subinterp":
         except Exception as e:  # ctypes may refuse a sub-interpreter
             print("sub-interpreter:", type(e).__name__, e)
     alloc()
+elif mode == "threads":
+    import threading
+
+    def threaded_alloc():
+        lib.cuCtxSetCurrent(ctx)
+        for _ in range(50):
+            alloc()
+
+    ts = [threading.Thread(target=threaded_alloc) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(held) == 400
 elif mode == "finalize":
     alloc()
     late = Late()  # a module global: collected during finalisation

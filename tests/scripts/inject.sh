@@ -191,6 +191,16 @@ if [ -n "$have_node" ]; then
 	done
 	val schema "$TMP/preview.yaml" >"$TMP/out" 2>&1
 	count ok "schema of deploy/preview's pods" "$TMP/out"
+	# a Deployment's pod template, and a List: the pods they make
+	{
+		printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: inference}}\n  template:\n'
+		sed -n '/^metadata:/,$p' tests/deploy/app-pod.yaml | sed 's/^/    /'
+	} >"$TMP/deploy.yaml"
+	deploy/preview "$TMP/deploy.yaml" >"$TMP/preview2.yaml" 2>"$TMP/out" || bad "deploy/preview of a Deployment: $(cat "$TMP/out")"
+	if [ "$(grep -c 'mountPath: /etc/ld.so.preload' "$TMP/preview2.yaml")" -eq 3 ]; then ok; else bad "deploy/preview of a Deployment: not injected by each way: $(head -c 400 "$TMP/preview2.yaml")"; fi
+	if deploy/preview deploy/namespace.yaml >/dev/null 2>"$TMP/out"; then bad "deploy/preview of a file with no pod exited 0"
+	elif grep -q 'no Pod, List of pods or workload' "$TMP/out"; then ok
+	else bad "deploy/preview of a file with no pod: $(cat "$TMP/out")"; fi
 	if deploy/preview /nonexistent.yaml >/dev/null 2>"$TMP/out"; then bad "deploy/preview of a missing file exited 0"
 	elif grep -q 'cannot read /nonexistent.yaml' "$TMP/out"; then ok
 	else bad "deploy/preview of a missing file: $(cat "$TMP/out")"; fi

@@ -13,7 +13,8 @@
 #     torch documents (tests/python/check_snapshot.py, with that Python);
 #  3. hostile stacks (tests/python/hostile.py): generator, coroutine, a
 #     1,000-deep recursion cut at the depth limit, a sub-interpreter, an
-#     allocation while finalising: no crash, and the frames named;
+#     allocation while finalising, 8 threads at once: no crash, and the
+#     frames named;
 #  4. tests/python/embed.c: libpython dlopen'ed after our init, used before
 #     Py_Initialize, from a native thread with no Python state, and after
 #     Py_FinalizeEx.
@@ -46,6 +47,15 @@ else
 	skip "Debian's python3.11 (with its headers): not installed"
 fi
 
+# Each run its own pod region, so no other process (another test, another
+# checkout's run) shares its budget.
+nreg=0
+region() {
+	nreg=$((nreg + 1))
+	GPUGUARD_SHARED="$TMP/region-$nreg"
+	export GPUGUARD_SHARED
+}
+
 line_of() { grep -n "$1" "$ROOT/tests/python/serve.py" | head -n 1 | cut -d: -f1; }
 LW=$(line_of LINE_WEIGHTS)
 LK=$(line_of LINE_KV)
@@ -71,6 +81,7 @@ while read -r name py lib inc libdir; do
 	for how in "cdll main" "pydll main" "cdll thread" "pydll thread"; do
 		FAIL_PREFIX="$name $how: "
 		rm -rf "$TMP/d" && mkdir "$TMP/d"
+		region
 		# shellcheck disable=SC2086
 		timeout 120 "$GG" run --limit 1Gi --dump-dir "$TMP/d" -- "$py" "$ROOT/tests/python/serve.py" $how \
 			>"$TMP/run.log" 2>&1
@@ -102,9 +113,10 @@ while read -r name py lib inc libdir; do
 		fi
 	done
 	# 3. Hostile stacks.
-	for mode in gen coro deep subinterp finalize; do
+	for mode in gen coro deep subinterp finalize threads; do
 		FAIL_PREFIX="$name hostile $mode: "
 		rm -rf "$TMP/d" && mkdir "$TMP/d"
+		region
 		GPUGUARD_DUMP_AT_EXIT=1 GPUGUARD_STACK_DEPTH=64 timeout 120 "$GG" run --dump-dir "$TMP/d" -- \
 			"$py" "$ROOT/tests/python/hostile.py" $mode >"$TMP/run.log" 2>&1
 		rc=$?
@@ -117,10 +129,16 @@ while read -r name py lib inc libdir; do
 		case $mode in
 		gen) want="in gen_alloc;.*hostile.py:[0-9]* in alloc" ;;
 		coro) want="in coro_alloc;.*hostile.py:[0-9]* in alloc" ;;
+		threads) want="in threaded_alloc;.*hostile.py:[0-9]* in alloc" ;;
 		deep) want="in recurse;.*hostile.py:[0-9]* in recurse;.*hostile.py:[0-9]* in alloc" ;;
 		*) want="hostile.py:[0-9]* in alloc" ;;
 		esac
 		grep -q "$want" "$TMP/f.txt" && ok || bad "no '$want' in the stacks" "$TMP/f.txt"
+		if [ $mode = threads ]; then
+			# Every one of the 400 blocks under threaded_alloc.
+			sum=$(grep "in threaded_alloc;" "$TMP/f.txt" | awk '{ s += $NF } END { print s + 0 }')
+			[ "$sum" = 419430400 ] && ok || bad "threaded_alloc holds $sum bytes, not 400 MiB" "$TMP/f.txt"
+		fi
 		if [ $mode = deep ]; then
 			# Cut at the depth limit (64 frames), not walked to 1,000.
 			n=$(grep "in recurse" "$TMP/f.txt" | head -n 1 | awk '{ $NF = ""; print }' | tr ';' '\n' | grep -c .)
@@ -130,6 +148,7 @@ while read -r name py lib inc libdir; do
 	# 4. Embedded, loaded late.
 	FAIL_PREFIX="$name embedded: "
 	rm -rf "$TMP/d" && mkdir "$TMP/d"
+	region
 	GPUGUARD_DUMP_AT_EXIT=1 timeout 120 "$GG" run --dump-dir "$TMP/d" -- "$TMP/embed" "$lib" >"$TMP/run.log" 2>&1
 	rc=$?
 	dump=$(ls "$TMP"/d/gpuguard-*.jsonl 2>/dev/null | head -n 1)
