@@ -68,8 +68,8 @@ static uint64_t logged[LOGGED_MAX];
 static unsigned nlogged;
 static int logged_full;
 
-/* path could not be read (why; msg says it, naming the path when set, else
- * strerror's text of why's errno follows path). */
+/* path could not be read: counted by kind and why, and named with msg (the
+ * reason, without the path) the first time. */
 static void unreadable(struct merge *m, enum path_kind pk, enum gg_read_why why, const char *path, const char *msg)
 {
 	enum err_kind ek = why == GG_READ_PERMISSION ? EK_PERMISSION : why == GG_READ_IO ? EK_IO : EK_OTHER;

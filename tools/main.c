@@ -174,9 +174,10 @@ static const char help_check[] = "NAME\n"
                                  "    (/proc/PID/maps; behind an init such as tini or a shell, a process under\n"
                                  "    it that has the library counts) and that its GPUGUARD_LIMIT is set and\n"
                                  "    valid, read with the library's own parser. Prints one line either way:\n"
-                                 "    what was found, or what is wrong (LD_PRELOAD unset or naming a file that\n"
-                                 "    does not exist, which the loader ignores; the library not mapped; the\n"
-                                 "    limit missing or invalid).\n"
+                                 "    what was found, or what is wrong (neither LD_PRELOAD nor the process's\n"
+                                 "    /etc/ld.so.preload naming it, or either naming a file that does not\n"
+                                 "    exist, which the loader ignores; the library not mapped; the limit\n"
+                                 "    missing or invalid).\n"
                                  "\n"
                                  "EXIT STATUS\n"
                                  "    0 the process runs with the library and a valid ceiling; 1 usage error;\n"
@@ -1099,13 +1100,54 @@ static int cmd_dump(int argc, char **argv)
 
 /* ---- check ---- */
 
+/* The libgpuguard entry of PID's /etc/ld.so.preload, seen through its own
+ * root (/proc/PID/root: a container's, where the policy mounts the file
+ * from the pod's gpuguard-bin volume; issue 23), into out: 1 when one is
+ * named, 0 when none (or the file is absent or unreadable). The loader
+ * splits the file at spaces, tabs, newlines and colons. */
+static int preload_file_entry(long pid, char *out, size_t n)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%ld/root/etc/ld.so.preload", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t len = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	for (char *save = NULL, *t = strtok_r(buf, " \t\n:", &save); t; t = strtok_r(NULL, " \t\n:", &save)) {
+		const char *base = strrchr(t, '/');
+		if (!strncmp(base ? base + 1 : t, "libgpuguard", 11)) {
+			snprintf(out, n, "%s", t);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Why PID has no library: LD_PRELOAD unset, naming a missing file, or
- * naming no libgpuguard. Into out. */
+ * naming no libgpuguard; or /etc/ld.so.preload naming one the loader did not
+ * map. Into out. */
 static void why_not_loaded(long pid, char *out, size_t n)
 {
-	char pre[4096];
+	char pre[4096], file[4096];
+	if (preload_file_entry(pid, file, sizeof file)) {
+		char at[sizeof file + 64];
+		snprintf(at, sizeof at, "/proc/%ld/root%s", pid, file);
+		if (file[0] == '/' && access(at, R_OK) != 0)
+			snprintf(out, n, "/etc/ld.so.preload names %.256s, which %s, so the loader ignored it", file,
+			         errno == ENOENT ? "does not exist" : "cannot be read");
+		else
+			snprintf(out, n,
+			         "/etc/ld.so.preload names %.256s, but it is not mapped (the process started before "
+			         "the file was there, or the loader refused it: see the process's stderr)",
+			         file);
+		return;
+	}
 	if (proc_env(pid, "LD_PRELOAD", pre, sizeof pre) != 0) {
-		snprintf(out, n, "LD_PRELOAD is not set in it");
+		snprintf(out, n,
+		         "LD_PRELOAD is not set in it, and its /etc/ld.so.preload names no libgpuguard (the "
+		         "policy mounts that file from the pod's gpuguard-bin volume)");
 		return;
 	}
 	/* LD_PRELOAD is a list separated by spaces or colons */

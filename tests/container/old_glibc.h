@@ -3,15 +3,14 @@
  * image's own preload library. The library's own binding of glibc symbols
  * to their oldest versions, plus dlsym, which the library does not bind
  * (it defines its own) and the simulator calls. Before glibc 2.34 dlsym
- * lives in libdl.so.2, which these objects therefore name (-l:libdl.so.2). */
+ * lives in libdl.so.2, which these objects therefore name (-l:libdl.so.2),
+ * as they name librt.so.1 and libpthread.so.0. */
 #include "../../interpose/glibc_compat.h"
 #ifdef GG_GLIBC_BASE
 __asm__(".symver dlsym,dlsym@" GG_GLIBC_BASE);
-#endif
-/* the simulator's shared card (tests/sim/simcard.c): POSIX shared memory
- * (in librt.so.1 before 2.34, which the driver therefore names) and robust
- * process-shared mutexes (2.12 on x86-64) */
-#ifdef GG_GLIBC_BASE
+/* the simulated card's shared state (tests/sim/simcard.c): librt.so.1's
+ * shm_open before 2.34, and libpthread's robust mutexes, which came at 2.12
+ * on x86_64 */
 __asm__(".symver shm_open,shm_open@" GG_GLIBC_BASE);
 __asm__(".symver shm_unlink,shm_unlink@" GG_GLIBC_BASE);
 __asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@" GG_GLIBC_BASE);

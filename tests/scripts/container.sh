@@ -22,7 +22,8 @@
 #    startup probe runs it (in the container's namespaces and root) passes;
 #  - once more with the image's own LD_PRELOAD (tests/container/imgpreload.c):
 #    both libraries load, the ceiling holds, the probe passes;
-#  - and without the /etc/ld.so.preload mount: the probe must fail.
+#  - and without the /etc/ld.so.preload mount, or with one naming a library
+#    that is not there: the probe must fail, saying which.
 # Skipped by name where root, unshare, overlayfs, debootstrap or its mirror,
 # or node and npm (deploy/preview) are missing.
 . "$(dirname "$0")/lib.sh"
@@ -97,12 +98,15 @@ IMG="$TMP/stage/opt/gpuguard"
 
 # --- what the node and the image bring: the driver, the image's preload ----
 # built here for glibc 2.31 as NVIDIA's driver is built for old glibc
-OLD="-std=gnu11 -O2 -Iinclude -pthread -fPIC -shared -include tests/container/old_glibc.h"
-OLDLIBS="-Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0"
+OLD="-std=gnu11 -O2 -Iinclude -Iinterpose -pthread -fPIC -shared -include tests/container/old_glibc.h"
+OLDLIBS="-Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -l:librt.so.1"
 mkdir -p "$TMP/driver" "$TMP/app"
-# shellcheck disable=SC2086 # flags are words
-if ! cc $OLD -Wl,-soname,libcuda.so.1 -o "$TMP/driver/libcuda.so.1" tests/sim/sim_cuda.c tests/sim/sim_md2.c \
-	tests/sim/simcore.c tests/sim/simcard.c $OLDLIBS -l:librt.so.1 >"$TMP/cc.log" 2>&1 ||
+# the simulator's sources, as the Makefile lists them, and the library's
+# stat calls as system calls (glibc_compat.h makes stat, fstat and lstat
+# those: stat is a function only since 2.33)
+SIMSRC="$(sed -n 's/^SIM_CUDA_SRCS := //p' Makefile) $(sed -n 's/^SIM_SRCS := //p' Makefile) interpose/compat.c"
+# shellcheck disable=SC2086 # flags and sources are words
+if ! cc $OLD -Wl,-soname,libcuda.so.1 -o "$TMP/driver/libcuda.so.1" $SIMSRC $OLDLIBS >"$TMP/cc.log" 2>&1 ||
 	! cc $OLD -o "$TMP/app/libimgpreload.so" tests/container/imgpreload.c $OLDLIBS >>"$TMP/cc.log" 2>&1; then
 	bad "building the driver and the image's preload" "$TMP/cc.log"
 	finish
@@ -187,6 +191,8 @@ while read -r kind vol path mode sub; do
 	[ "$kind" = mount ] || continue
 	[ "$path" = /etc/ld.so.preload ] && [ "$nopreload" = 1 ] && continue
 	src=$pod/$vol${sub:+/$sub}
+	# 2: a preload file naming a library that is not there
+	[ "$path" = /etc/ld.so.preload ] && [ "$nopreload" = 2 ] && src=$pod/stale.preload
 	if [ -d "$src" ]; then mkdir -p "$M$path"; else mkdir -p "$(dirname "$M$path")" && : >"$M$path"; fi
 	if [ "$mode" = ro ]; then bindro "$src" "$M$path"; else mount --bind "$src" "$M$path"; fi
 done <"$spec"
@@ -213,7 +219,8 @@ exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HO
 	/usr/bin/env $env "$@" /usr/bin/python3 /app/app.py
 RUNTIME
 
-# run NAME SPEC NOPRELOAD [NAME=VALUE...]: the container of SPEC's pod; its
+# run NAME SPEC NOPRELOAD [NAME=VALUE...]: the container of SPEC's pod (no
+# /etc/ld.so.preload mount with NOPRELOAD 1, a stale one with 2); its
 # PID 1 (the application) in $app_pid, its output in $TMP/NAME.out and .err;
 # waits for "ready" (60 s at most)
 run() {
@@ -295,7 +302,18 @@ run bare "$SPEC" 1
 has bare 'gpuguard mapped: False'
 has bare 'alloc 768 MiB more: 0'
 probe bare
-[ "$prc" -ne 0 ] && grep -q 'does not run with libgpuguard' "$TMP/bare.probe" && ok ||
+[ "$prc" -ne 0 ] && grep -q 'does not run with libgpuguard: LD_PRELOAD is not set in it, and its /etc/ld.so.preload names no libgpuguard' "$TMP/bare.probe" && ok ||
 	bad "bare: the probe passed a container without the library (exit $prc)" "$TMP/bare.probe"
+stop
+
+# 4. /etc/ld.so.preload naming a library that is not there: the loader
+# warns and runs on; the probe names the file
+rm -f "$POD"/gpuguard-dumps/*.jsonl "$POD/gpuguard-region/pod"
+echo "$MNT/lib/libgpuguard-gone.so" >"$POD/stale.preload"
+run stale "$SPEC" 2
+has stale 'gpuguard mapped: False'
+probe stale
+[ "$prc" -ne 0 ] && grep -q "/etc/ld.so.preload names $MNT/lib/libgpuguard-gone.so, which does not exist" "$TMP/stale.probe" &&
+	ok || bad "stale: the probe's word on a preload file naming a missing library (exit $prc)" "$TMP/stale.probe"
 stop
 finish
