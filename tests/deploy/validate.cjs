@@ -355,10 +355,9 @@ function metrics(metricsFile, files) {
 // --- README -----------------------------------------------------------------
 function readme(file) {
 	const text = fs.readFileSync(file, "utf8");
-	const start = text.indexOf("\n## Use in a pod");
-	const end = text.indexOf("\n### Watching it");
-	if (start < 0 || end < 0) return fail(`readme ${file}`, 'sections "Use in a pod" .. "Watching it" not found');
-	const sect = text.slice(start, end);
+	// the whole page: README's "Use in a pod" and docs/pod-scope.md's "In
+	// Kubernetes" each quote deploy/ files
+	const sect = text;
 	const blocks = [...sect.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
 	if (!blocks.length) return fail(`readme ${file}`, "no yaml blocks");
 	if (blocks.some((b) => /hostPath/.test(b))) fail(`readme ${file}: no hostPath`, "a snippet still mounts a hostPath");

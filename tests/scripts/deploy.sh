@@ -113,7 +113,9 @@ if [ -n "$have_node" ]; then
 
 	# the policies, the corpus of real pods, the referee, Kyverno's cases,
 	# deploy/preview and the install: tests/scripts/inject.sh
+	# README's "Use in a pod" and docs/pod-scope.md's "In Kubernetes" quote deploy/
 	val readme README.md >"$TMP/readme" 2>&1
+	val readme docs/pod-scope.md >>"$TMP/readme" 2>&1
 	count ok readme "$TMP/readme"
 
 	# broken copies, each must fail its checker

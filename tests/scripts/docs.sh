@@ -3,7 +3,8 @@
 # "REAL-CUDA.md §N" the tree cites names a section of docs/design.md or
 # docs/real-cuda.md; every relative link in README.md and docs/ names a file
 # that exists and, with a #fragment, a heading of that file (GitHub's slug);
-# every page under docs/ is reachable from README.md.
+# every page under docs/ is reachable from README.md; every suite has a row in
+# docs/testing.md.
 . tests/scripts/lib.sh
 
 # slugs FILE: GitHub's anchor for each heading of FILE, one a line (lower
@@ -72,6 +73,12 @@ for page in docs/*.md; do
 	else
 		bad "$page is linked from neither README.md nor another page of docs/"
 	fi
+done
+
+# Every suite tests/run.sh runs has its row in docs/testing.md.
+for t in tests/unit/test_*.c tests/sim/test_sim.c tests/preload/t_*.c tests/reallib/*.cu tests/scripts/*.sh; do
+	[ "$t" = tests/scripts/lib.sh ] && continue
+	if grep -qF "\`$t\`" docs/testing.md; then ok; else bad "$t is a suite with no row in docs/testing.md"; fi
 done
 
 finish

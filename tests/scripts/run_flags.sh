@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpuguard: `gpuguard run`'s flags come from the option rows
 # (include/gpuguard/options.h). Every flag its help lists sets the variable
-# the help names, in both forms, and README.md's synopsis of `gpuguard run`
+# the help names, in both forms, and docs/report.md's synopsis of `gpuguard run`
 # lists the same flags in the same order, each for an option README's table
 # has (issue 12 step 4).
 ROOT=$(pwd)
@@ -33,12 +33,12 @@ while read -r flag meta var; do
 	echo "[$flag $meta]" >>"$TMP/want"
 done <"$TMP/flags"
 
-# README: `gpuguard run [--limit Q] ... [--] CMD…`, perhaps over lines.
-tr '\n' ' ' <README.md | grep -o '`gpuguard run \[--[^`]*`' | head -n 1 | grep -o '\[--[a-z-]* [A-Z]*\]' >"$TMP/readme"
+# docs/report.md: `gpuguard run [--limit Q] ... [--] CMD…`, perhaps over lines.
+tr '\n' ' ' <docs/report.md | grep -o '`gpuguard run \[--[^`]*`' | head -n 1 | grep -o '\[--[a-z-]* [A-Z]*\]' >"$TMP/readme"
 if cmp -s "$TMP/want" "$TMP/readme"; then
 	ok
 else
-	bad "README.md's synopsis of gpuguard run differs from its help (want, then README):"
+	bad "docs/report.md's synopsis of gpuguard run differs from its help (want, then README):"
 	paste -d '|' "$TMP/want" "$TMP/readme" | sed 's/^/  /'
 fi
 # The help's own synopsis, too.
