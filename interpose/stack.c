@@ -95,22 +95,6 @@ void gg_stack_init(int max_depth)
 #if defined(__x86_64__)
 static void cache_resolve(void *h);
 #else
-/* The key's destructor is our code, run at every thread's exit: the
- * library must then still be mapped. Pinned (RTLD_NODELETE) before the key
- * is made; a library that hands out its wrappers to the runtime could not
- * be unloaded safely anyway. Code linked into the program itself needs no
- * pin. 0 when pinned. */
-static int pin_self(void)
-{
-	Dl_info info;
-	if (!dladdr((void *)pin_self, &info) || !info.dli_fbase)
-		return -1;
-	const ElfW(Ehdr) *eh = info.dli_fbase;
-	if ((uintptr_t)info.dli_fbase + eh->e_phoff == getauxval(AT_PHDR))
-		return 0; /* the program's own text */
-	return info.dli_fname && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) ? 0 : -1;
-}
-
 static void cache_resolve(void *h)
 {
 	(void)h;

@@ -404,7 +404,7 @@ static char err[65536];
 TEST(dump_on_ceiling_refusal)
 {
 	const char *dir = new_dir("ceiling");
-	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_RUNTIME=1", NULL};
 	CHECK_EQ_INT(run_child("ceiling", dir, env, err, sizeof err), 0);
 	struct listing l = list_dir(dir);
 	CHECK_EQ_INT(l.finals, 1);

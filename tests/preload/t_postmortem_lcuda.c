@@ -96,6 +96,14 @@ static void on_segv(int sig)
 	_exit(3);
 }
 
+/* A real fault, not a sent signal. UBSan would stop at the store itself
+ * (a store to NULL), before the fault the test is about. */
+__attribute__((noinline, no_sanitize("undefined"))) static void fault(void)
+{
+	volatile int *volatile bad = NULL;
+	*bad = 1;
+}
+
 static int child_fatal(void)
 {
 	setup();
@@ -115,10 +123,8 @@ static int child_fatal(void)
 		abort();
 	if (!strcmp(how, "_exit"))
 		_exit(0);
-	if (!strcmp(how, "segv") || !strcmp(how, "segv_handler")) {
-		volatile int *volatile bad = NULL; /* a real fault, not a sent signal */
-		*bad = 1;
-	}
+	if (!strcmp(how, "segv") || !strcmp(how, "segv_handler"))
+		fault();
 	if (!strcmp(how, "hang")) /* killed by the parent */
 		for (;;)
 			sleep_ms(1000);

@@ -75,7 +75,7 @@ run() {
 		mkfifo "$TMP/$name.in"
 		env LD_LIBRARY_PATH="$GG_TEST_SIMDIR" SIMGPU_SHARED="$CARD_NAME" SIMGPU_MEMORY=8Gi \
 			SIMGPU_NVML_PID_OFFSET="$offset" CUDA_MODULE_LOADING="$loading" \
-			LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_SHARED="$TMP/$name.region" GPUGUARD_LIMIT="$CEIL" \
+			LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_RUNTIME=1 GPUGUARD_SHARED="$TMP/$name.region" GPUGUARD_LIMIT="$CEIL" \
 			GPUGUARD_DUMP_DIR="$TMP" GPUGUARD_DUMP_MAX=0 GPUGUARD_TERMINATION_LOG= \
 			"$bin" "$mode" hold <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 		echo $! >"$TMP/$name.pid"
@@ -127,7 +127,7 @@ rm -f "/dev/shm/simgpu-cuda-$CARD_NAME"*
 for name in ka kb; do
 	mkfifo "$TMP/$name.in"
 	env LD_LIBRARY_PATH="$GG_TEST_SIMDIR" SIMGPU_SHARED="$CARD_NAME" SIMGPU_MEMORY=8Gi \
-		LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_SHARED="$TMP/$name.region" GPUGUARD_LIMIT="$CEIL" \
+		LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_RUNTIME=1 GPUGUARD_SHARED="$TMP/$name.region" GPUGUARD_LIMIT="$CEIL" \
 		GPUGUARD_DUMP_DIR="$TMP" GPUGUARD_DUMP_MAX=0 GPUGUARD_TERMINATION_LOG= \
 		"$FILL_SHARED" cudart hold <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 	echo $! >"$TMP/$name.pid"
@@ -142,7 +142,7 @@ exec 7>&-
 # a's pod: the next process sweeps the dead slot and takes the whole ceiling
 mkfifo "$TMP/kc.in"
 env LD_LIBRARY_PATH="$GG_TEST_SIMDIR" SIMGPU_SHARED="$CARD_NAME" SIMGPU_MEMORY=8Gi \
-	LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_SHARED="$TMP/ka.region" GPUGUARD_LIMIT="$CEIL" \
+	LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_RUNTIME=1 GPUGUARD_SHARED="$TMP/ka.region" GPUGUARD_LIMIT="$CEIL" \
 	GPUGUARD_DUMP_DIR="$TMP" GPUGUARD_DUMP_MAX=0 GPUGUARD_TERMINATION_LOG= \
 	"$FILL_STATIC" driver hold <"$TMP/kc.in" >"$TMP/kc.out" 2>"$TMP/kc.err" &
 echo $! >"$TMP/kc.pid"

@@ -42,8 +42,13 @@ export GG PRE SOAK CEILING_BYTES TMP
 cat >"$TMP/final.sh" <<'FINAL'
 "$GG" metrics --region "$GPUGUARD_SHARED" >"$TMP/metrics.txt" 2>&1
 used=$(sed -n 's/^gpuguard_device_used_bytes{kind="CUDA",[^}]*} \([0-9]*\)$/\1/p' "$TMP/metrics.txt")
+# used is the books plus the runtime (what each process's NVML shows beyond
+# its books: here its own simulated card's partly filled pages, issue 22);
+# the books alone are what the live processes hold
+runtime=$(sed -n 's/^gpuguard_device_runtime_bytes{kind="CUDA",[^}]*} \([0-9]*\)$/\1/p' "$TMP/metrics.txt")
+[ -n "$used" ] && used=$((used - ${runtime:-0}))
 live=$(sed -n 's/^gpuguard_processes{state="live"} \([0-9]*\)$/\1/p' "$TMP/metrics.txt")
-echo "soak: pod used (gpuguard metrics) ${used:-?}, live holdings $PODSOAK_LIVE; final difference $((${used:-0} - PODSOAK_LIVE))"
+echo "soak: pod books (gpuguard metrics: used less runtime ${runtime:-0}) ${used:-?}, live holdings $PODSOAK_LIVE; final difference $((${used:-0} - PODSOAK_LIVE))"
 rc=0
 if [ -n "$used" ] && [ "$used" -eq "$PODSOAK_LIVE" ]; then
 	echo "check final-used-exact ok"
