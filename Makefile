@@ -193,7 +193,7 @@ LNEXT := -Wl,--no-as-needed -lnextuser -lnextbase -Wl,--as-needed
 # *_lnext the two RTLD_NEXT test libraries, *_lctor the library that calls the
 # driver from its constructor, *_rdyn exports the program's own symbols
 # (-rdynamic); anything else uses dlopen only.
-$(BUILD)/tests/preload/t_%: tests/preload/t_%.c $(SIM) $(PRELOAD_LIBS) $(HEADERS)
+$(BUILD)/tests/preload/t_%: tests/preload/t_%.c $(wildcard tests/preload/*.h) $(SIM) $(PRELOAD_LIBS) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -L$(BUILD)/tests/preload \
 		$(if $(findstring _lcuda,$*),-lcuda) $(if $(findstring _lhip,$*),-lamdhip64) \
