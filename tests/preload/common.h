@@ -96,6 +96,21 @@ static inline int spawn_self(const char *mode, const char *const *extra_env, cha
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* What the simulated card of api ("cuda", "hip") holds on dev, in bytes
+ * of pages, asked through the simulator's simgpu_<api>_debug_used;
+ * UINT64_MAX where it cannot say. */
+static inline unsigned long long sim_held_by(const char *api, int dev)
+{
+	char name[64];
+	snprintf(name, sizeof name, "simgpu_%s_debug_used", api);
+	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
+	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(RTLD_DEFAULT, name);
+	unsigned long long pages = UINT64_MAX;
+	if (!f || f(dev, &pages, NULL, NULL) != 0)
+		return UINT64_MAX;
+	return pages;
+}
+
 static inline int count_lines(const char *s)
 {
 	int n = 0;

@@ -24,48 +24,25 @@ static void setup(void)
 /* What the simulated card holds in pages on dev. */
 static unsigned long long sim_held(int dev)
 {
-	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
-	unsigned long long pages = UINT64_MAX;
-	if (!f || f(dev, &pages, NULL, NULL) != 0)
-		return UINT64_MAX;
-	return pages;
+	return sim_held_by("cuda", dev);
 }
 
-/* Item 2: device 1's pool, asked for by ordinal (default or current), used
- * from a stream of device 0. The old code took a pool it did not see
- * created to be the stream's device's: 3 x 900 MiB granted on device 1's
- * 1 GiB ceiling, all charged to device 0. */
-static void other_devices_pool(int current)
-{
-	gg_CUstream s0 = NULL;
-	gg_CUmemoryPool p1 = NULL;
-	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamCreate(&s0, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(current ? cuDeviceGetMemPool(&p1, 1) : cuDeviceGetDefaultMemPool(&p1, 1), GG_CUDA_SUCCESS);
-	gg_CUdeviceptr a[3] = {0};
-	int granted = 0, refused = 0;
-	for (int i = 0; i < 3; i++) {
-		gg_CUresult rc = cuMemAllocFromPoolAsync(&a[granted], 900 * MIB, p1, s0);
-		if (rc == GG_CUDA_SUCCESS)
-			granted++;
-		else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
-			refused++;
-	}
-	CHECK_EQ_INT(granted, 1);
-	CHECK_EQ_INT(refused, 2);
-	CHECK(sim_held(1) <= 1 * GIB);
-	CHECK_EQ_U64(gg_stats(1).used, 900 * MIB);
-	CHECK_EQ_U64(gg_stats(0).used, 0);
-	for (int i = 0; i < granted; i++)
-		CHECK_EQ_INT(cuMemFreeAsync(a[i], s0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamSynchronize(s0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuMemPoolTrimTo(p1, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_U64(sim_held(1), 0);
-	CHECK_EQ_U64(gg_stats(1).used, 0);
-	CHECK_EQ_INT(cuStreamDestroy(s0), GG_CUDA_SUCCESS);
-}
+/* Item 2 (escapes_pool.h), through the driver. */
+#define ESC_STREAM gg_CUstream
+#define ESC_POOL gg_CUmemoryPool
+#define ESC_PTR gg_CUdeviceptr
+#define ESC_OK GG_CUDA_SUCCESS
+#define ESC_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
+#define ESC_ON_DEVICE0() cuCtxSetCurrent(ctx0)
+#define ESC_STREAM_CREATE(s) cuStreamCreate(s, 0)
+#define ESC_DEVICE_POOL(current, p, dev) ((current) ? cuDeviceGetMemPool(p, dev) : cuDeviceGetDefaultMemPool(p, dev))
+#define ESC_ALLOC(a, size, pool, s) cuMemAllocFromPoolAsync(a, size, pool, s)
+#define ESC_FREE(a, s) cuMemFreeAsync(a, s)
+#define ESC_SYNC(s) cuStreamSynchronize(s)
+#define ESC_TRIM(pool) cuMemPoolTrimTo(pool, 0)
+#define ESC_STREAM_DONE(s) CHECK_EQ_INT(cuStreamDestroy(s), GG_CUDA_SUCCESS)
+#define ESC_SIM_API "cuda"
+#include "escapes_pool.h"
 
 TEST(another_devices_default_pool_is_charged_to_that_device)
 {

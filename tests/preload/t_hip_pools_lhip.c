@@ -4,15 +4,10 @@
 #include "common.h"
 #include "gpuguard/hip_abi.h"
 
+/* What the simulated card holds in pages on dev. */
 static unsigned long long sim_held(int dev)
 {
-	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-	        RTLD_DEFAULT, "simgpu_hip_debug_used");
-	unsigned long long pages = UINT64_MAX;
-	if (!f || f(dev, &pages, NULL, NULL) != 0)
-		return UINT64_MAX;
-	return pages;
+	return sim_held_by("hip", dev);
 }
 
 /* Finding 6: ROCm keeps a destroyed pool's live block until it is freed,

@@ -21,13 +21,7 @@ static void setup(void)
 /* What the simulated card holds in pages on dev. */
 static unsigned long long sim_held(int dev)
 {
-	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
-	unsigned long long pages = UINT64_MAX;
-	if (!f || f(dev, &pages, NULL, NULL) != 0)
-		return UINT64_MAX;
-	return pages;
+	return sim_held_by("cuda", dev);
 }
 
 static gg_CUmemoryPool make_pool(int dev)
