@@ -847,21 +847,30 @@ gg_CUresult cuStreamQuery_ptsz(gg_CUstream hStream)
 	return local_cuStreamQuery(ptsz(hStream));
 }
 
-gg_CUresult cuStreamGetPriority(gg_CUstream hStream, int *priority)
+/* What a stream getter asks about (the getters below): *s is the stream,
+ * or NULL for a default stream (the getter answers for the context); 0, or
+ * the error the driver gives for no context, no out pointer or a stale
+ * handle. */
+static gg_CUresult stream_getter(gg_CUstream h, const void *out, struct stream **s)
 {
+	*s = NULL;
 	REQUIRE_CTX(dev);
 	(void)dev;
-	if (!priority)
+	if (!out)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*priority = PRIO_LEAST;
+	if (default_stream(h))
 		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*priority = s->prio;
-	return GG_CUDA_SUCCESS;
+	*s = stream_obj(h);
+	return *s ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_HANDLE;
+}
+
+gg_CUresult cuStreamGetPriority(gg_CUstream hStream, int *priority)
+{
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, priority, &s);
+	if (!r)
+		*priority = s ? s->prio : PRIO_LEAST;
+	return r;
 }
 
 gg_CUresult cuStreamGetPriority_ptsz(gg_CUstream hStream, int *priority)
@@ -871,19 +880,11 @@ gg_CUresult cuStreamGetPriority_ptsz(gg_CUstream hStream, int *priority)
 
 gg_CUresult cuStreamGetFlags(gg_CUstream hStream, unsigned int *flags)
 {
-	REQUIRE_CTX(dev);
-	(void)dev;
-	if (!flags)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*flags = 0;
-		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*flags = s->flags;
-	return GG_CUDA_SUCCESS;
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, flags, &s);
+	if (!r)
+		*flags = s ? s->flags : 0;
+	return r;
 }
 
 gg_CUresult cuStreamGetFlags_ptsz(gg_CUstream hStream, unsigned int *flags)
@@ -895,19 +896,11 @@ gg_CUresult cuStreamGetFlags_ptsz(gg_CUstream hStream, unsigned int *flags)
  * is not modelled (one id for all threads' per-thread streams) */
 gg_CUresult cuStreamGetId(gg_CUstream hStream, unsigned long long *streamId)
 {
-	REQUIRE_CTX(dev);
-	(void)dev;
-	if (!streamId)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*streamId = hStream == STREAM_PER_THREAD ? 2 : 1;
-		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*streamId = s->id;
-	return GG_CUDA_SUCCESS;
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, streamId, &s);
+	if (!r)
+		*streamId = s ? s->id : (hStream == STREAM_PER_THREAD ? 2 : 1);
+	return r;
 }
 
 gg_CUresult cuStreamGetId_ptsz(gg_CUstream hStream, unsigned long long *streamId)
@@ -917,19 +910,11 @@ gg_CUresult cuStreamGetId_ptsz(gg_CUstream hStream, unsigned long long *streamId
 
 gg_CUresult cuStreamGetCtx(gg_CUstream hStream, gg_CUcontext *pctx)
 {
-	REQUIRE_CTX(dev);
-	(void)dev;
-	if (!pctx)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*pctx = cur_ctx();
-		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*pctx = s->ctx;
-	return GG_CUDA_SUCCESS;
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, pctx, &s);
+	if (!r)
+		*pctx = s ? s->ctx : cur_ctx();
+	return r;
 }
 
 gg_CUresult cuStreamGetCtx_ptsz(gg_CUstream hStream, gg_CUcontext *pctx)
@@ -3287,46 +3272,33 @@ static int set_ok(gg_CUdeviceptr d, size_t n, size_t elem)
 	return !__builtin_mul_overflow(n, elem, &bytes) && (d % elem) == 0 && dev_range_ok(d, bytes);
 }
 
-gg_CUresult cuMemsetD8_v2(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-	(void)uc;
-	return set_on(SYNC_STREAM, set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD8_v2_ptds(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-	(void)uc;
-	return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD8Async(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream)
-{
-	(void)uc;
-	return set_on(hStream, set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD8Async_ptsz(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream)
-{
-	(void)uc;
-	return set_on(ptsz(hStream), set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD32_v2(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-	(void)ui;
-	return set_on(SYNC_STREAM, set_ok(dstDevice, N, 4));
-}
-gg_CUresult cuMemsetD32_v2_ptds(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-	(void)ui;
-	return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 4));
-}
-gg_CUresult cuMemsetD32Async(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream)
-{
-	(void)ui;
-	return set_on(hStream, set_ok(dstDevice, N, 4));
-}
-gg_CUresult cuMemsetD32Async_ptsz(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream)
-{
-	(void)ui;
-	return set_on(ptsz(hStream), set_ok(dstDevice, N, 4));
-}
+/* A 1-D memset's four entry points, D<bits> of <T> values <elem> bytes each:
+ * the synchronous _v2 (on the legacy stream), its _ptds, Async and
+ * Async_ptsz. Memory holds no values: the value is not used. */
+#define SIM_MEMSET_1D(bits, T, elem)                                                                              \
+	gg_CUresult cuMemsetD##bits##_v2(gg_CUdeviceptr dstDevice, T value, size_t N)                             \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(SYNC_STREAM, set_ok(dstDevice, N, elem));                                           \
+	}                                                                                                         \
+	gg_CUresult cuMemsetD##bits##_v2_ptds(gg_CUdeviceptr dstDevice, T value, size_t N)                        \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, elem));                                     \
+	}                                                                                                         \
+	gg_CUresult cuMemsetD##bits##Async(gg_CUdeviceptr dstDevice, T value, size_t N, gg_CUstream hStream)      \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(hStream, set_ok(dstDevice, N, elem));                                               \
+	}                                                                                                         \
+	gg_CUresult cuMemsetD##bits##Async_ptsz(gg_CUdeviceptr dstDevice, T value, size_t N, gg_CUstream hStream) \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(ptsz(hStream), set_ok(dstDevice, N, elem));                                         \
+	}
+SIM_MEMSET_1D(8, unsigned char, 1)
+SIM_MEMSET_1D(32, unsigned int, 4)
+
 static int set2d_ok(gg_CUdeviceptr d, size_t pitch, size_t w, size_t h)
 {
 	size_t bytes;
