@@ -213,7 +213,7 @@ $(BUILD)/tests/preload/libdeepplugin.so $(BUILD)/tests/preload/libctoruser.so: \
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
 
 # ABI conformance: compiles only where the vendor headers are (tests/abi/).
-$(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh tests/abi/lib.sh $(wildcard tests/abi/*.c tests/abi/*.h) $(HEADERS)
+$(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh tests/abi/lib.sh tests/scripts/lib.sh $(wildcard tests/abi/*.c tests/abi/*.h) $(HEADERS)
 	@mkdir -p $(@D)
 	CC="$(CC)" OUT=$(@D) sh tests/abi/check.sh > $(@D)/result.txt 2>&1 || { cat $(@D)/result.txt; exit 1; }
 	touch $@

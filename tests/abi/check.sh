@@ -79,4 +79,4 @@ else
 	fi
 fi
 
-abi_finish
+finish

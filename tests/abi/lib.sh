@@ -1,33 +1,14 @@
 # gpuguard: what tests/abi/check.sh and tests/scripts/hook_coverage.sh share,
-# sourced: their counters, their "ok   X" / "FAIL X" / "skip X" lines, the
-# closing "harness: N passed, N failed[, N skipped]" line tests/run.sh
-# parses, and where this machine keeps the CUDA headers.
-passed=0
-failed=0
-skipped=0
+# sourced from either: tests/scripts/lib.sh (counters, TMP, on_exit, skip,
+# finish), with an "ok   X" line for each check passed and "FAIL X" for
+# each failed, and where this machine keeps the CUDA headers.
+. tests/scripts/lib.sh
+# every check is said by name, the passed ones too
 ok() {
 	echo "ok   $1"
 	passed=$((passed + 1))
 }
-fail() {
-	echo "FAIL $1"
-	failed=$((failed + 1))
-}
-skip() {
-	echo "skip $1"
-	skipped=$((skipped + 1))
-}
-
-# The harness line; the status is 0 only if nothing failed (end a script
-# with it).
-abi_finish() {
-	if [ "$skipped" -gt 0 ]; then
-		echo "harness: $passed passed, $failed failed, $skipped skipped"
-	else
-		echo "harness: $passed passed, $failed failed"
-	fi
-	[ "$failed" -eq 0 ]
-}
+fail() { bad "$1"; }
 
 # cuda_headers [FILE...]: the directory of cuda.h (and of each FILE beside
 # it): $CUDA_INC as it is where set, else the first of $CUDA_HOME/include,

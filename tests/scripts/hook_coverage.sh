@@ -19,9 +19,8 @@ ROOT=$(pwd)
 RULES=$ROOT/tests/abi/entry_points.txt
 HOOKS_DIR=${HOOKS_DIR:-$ROOT/interpose} # where hooks.h is (another, to show the test fails on it)
 LOOKUPS=$ROOT/tests/abi/cudart13-lookups.txt
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 . "$ROOT/tests/abi/lib.sh"
+T=$TMP
 
 # The hook rows, one per line: "name base min below ptsz" (ptsz "-" where
 # the row has none), through the preprocessor, as hook_cuda.c expands them.
@@ -190,4 +189,4 @@ else
 	check_names hip "$T/hip.names"
 fi
 
-abi_finish
+finish
