@@ -3094,22 +3094,27 @@ static gg_CUresult set_on(gg_CUstream s, int ok)
 
 #define SYNC_STREAM STREAM_LEGACY
 
-gg_CUresult cuMemcpy(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpy_ptds(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyAsync(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyAsync_ptsz(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
+/* A 1-D copy's four entry points: name<ver> (synchronous, on the legacy
+ * stream), name<ver>_ptds, name Async<ver> and its _ptsz, each as
+ * good as ok (an expression of dst, src and ByteCount). */
+#define SIM_MEMCPY_1D(name, ver, Tdst, Tsrc, ok)                                                       \
+	gg_CUresult name##ver(Tdst dst, Tsrc src, size_t ByteCount)                                    \
+	{                                                                                              \
+		return copy_on(SYNC_STREAM, ok);                                                       \
+	}                                                                                              \
+	gg_CUresult name##ver##_ptds(Tdst dst, Tsrc src, size_t ByteCount)                             \
+	{                                                                                              \
+		return copy_on(STREAM_PER_THREAD, ok);                                                 \
+	}                                                                                              \
+	gg_CUresult name##Async##ver(Tdst dst, Tsrc src, size_t ByteCount, gg_CUstream hStream)        \
+	{                                                                                              \
+		return copy_on(hStream, ok);                                                           \
+	}                                                                                              \
+	gg_CUresult name##Async##ver##_ptsz(Tdst dst, Tsrc src, size_t ByteCount, gg_CUstream hStream) \
+	{                                                                                              \
+		return copy_on(ptsz(hStream), ok);                                                     \
+	}
+SIM_MEMCPY_1D(cuMemcpy, , gg_CUdeviceptr, gg_CUdeviceptr, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount))
 gg_CUresult cuMemcpyPeer(gg_CUdeviceptr dst, gg_CUcontext dstCtx, gg_CUdeviceptr src, gg_CUcontext srcCtx,
                          size_t ByteCount)
 {
@@ -3133,54 +3138,10 @@ gg_CUresult cuMemcpyPeerAsync_ptsz(gg_CUdeviceptr dst, gg_CUcontext dstCtx, gg_C
 {
 	return local_cuMemcpyPeerAsync(dst, dstCtx, src, srcCtx, ByteCount, ptsz(hStream));
 }
-gg_CUresult cuMemcpyHtoD_v2(gg_CUdeviceptr dst, const void *src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyHtoD_v2_ptds(gg_CUdeviceptr dst, const void *src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyHtoDAsync_v2(gg_CUdeviceptr dst, const void *src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyHtoDAsync_v2_ptsz(gg_CUdeviceptr dst, const void *src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyDtoH_v2(void *dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoH_v2_ptds(void *dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoHAsync_v2(void *dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoD_v2(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoD_v2_ptds(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoDAsync_v2(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoDAsync_v2_ptsz(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
+SIM_MEMCPY_1D(cuMemcpyHtoD, _v2, gg_CUdeviceptr, const void *, (src || !ByteCount) && dev_range_ok(dst, ByteCount))
+SIM_MEMCPY_1D(cuMemcpyDtoH, _v2, void *, gg_CUdeviceptr, (dst || !ByteCount) && dev_range_ok(src, ByteCount))
+SIM_MEMCPY_1D(cuMemcpyDtoD, _v2, gg_CUdeviceptr, gg_CUdeviceptr,
+              dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount))
 
 /* CUDA_MEMCPY2D (v2) as cuda.h lays it out; CUmemorytype host 1, device 2,
  * array 3, unified 4. Array copies are not simulated. */
