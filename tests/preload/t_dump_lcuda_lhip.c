@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 #include "gpuguard/hip_abi.h"
 
@@ -18,12 +19,7 @@ static gg_CUcontext ctx0;
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
-	    cuCtxSetCurrent(ctx0) != 0) {
-		fprintf(stderr, "simulated driver did not start\n");
-		exit(2);
-	}
+	cuda_start(&ctx0, NULL);
 }
 
 static void sleep_ms(int ms)

@@ -7,18 +7,14 @@
 
 #include <pthread.h>
 
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 
 static gg_CUcontext ctx0, ctx1;
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
-	    cuDeviceGet(&d, 1) != 0 || cuDevicePrimaryCtxRetain(&ctx1, d) != 0 || cuCtxSetCurrent(ctx0) != 0) {
-		fprintf(stderr, "simulated driver did not start with two devices\n");
-		exit(2);
-	}
+	cuda_start(&ctx0, &ctx1);
 }
 
 /* What the simulated card holds in pages on dev. */

@@ -13,20 +13,14 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 
 static gg_CUcontext ctx0;
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	gg_CUcontext c;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&c, d) != 0 ||
-	    cuCtxSetCurrent(c) != 0) {
-		fprintf(stderr, "simulated driver did not start\n");
-		exit(2);
-	}
-	ctx0 = c;
+	cuda_start(&ctx0, NULL);
 }
 
 static void sleep_ms(int ms)
