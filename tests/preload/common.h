@@ -111,6 +111,15 @@ static inline unsigned long long sim_held_by(const char *api, int dev)
 	return pages;
 }
 
+/* In main(argc, argv): `PROGRAM NAME` runs test NAME alone (each must fail
+ * on its own without its fix, not only after another's leftovers); with no
+ * argument, every RUN_ONE runs. */
+#define RUN_ONE(name)                                        \
+	do {                                                 \
+		if (argc < 2 || strcmp(argv[1], #name) == 0) \
+			RUN(name);                           \
+	} while (0)
+
 static inline int count_lines(const char *s)
 {
 	int n = 0;

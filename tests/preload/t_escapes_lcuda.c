@@ -23,22 +23,23 @@ static unsigned long long sim_held(int dev)
 	return sim_held_by("cuda", dev);
 }
 
-/* Item 2 (escapes_pool.h), through the driver. */
-#define ESC_STREAM gg_CUstream
-#define ESC_POOL gg_CUmemoryPool
-#define ESC_PTR gg_CUdeviceptr
-#define ESC_OK GG_CUDA_SUCCESS
-#define ESC_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
-#define ESC_ON_DEVICE0() cuCtxSetCurrent(ctx0)
-#define ESC_STREAM_CREATE(s) cuStreamCreate(s, 0)
-#define ESC_DEVICE_POOL(current, p, dev) ((current) ? cuDeviceGetMemPool(p, dev) : cuDeviceGetDefaultMemPool(p, dev))
-#define ESC_ALLOC(a, size, pool, s) cuMemAllocFromPoolAsync(a, size, pool, s)
-#define ESC_FREE(a, s) cuMemFreeAsync(a, s)
-#define ESC_SYNC(s) cuStreamSynchronize(s)
-#define ESC_TRIM(pool) cuMemPoolTrimTo(pool, 0)
-#define ESC_STREAM_DONE(s) CHECK_EQ_INT(cuStreamDestroy(s), GG_CUDA_SUCCESS)
-#define ESC_SIM_API "cuda"
-#include "escapes_pool.h"
+/* Item 2 (pool_cases.h), through the driver. */
+#define API_STREAM gg_CUstream
+#define API_POOL gg_CUmemoryPool
+#define API_PTR gg_CUdeviceptr
+#define API_OK GG_CUDA_SUCCESS
+#define API_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
+#define API_ON_DEVICE(dev) cuCtxSetCurrent((dev) ? ctx1 : ctx0)
+#define API_STREAM_CREATE(s) cuStreamCreate(s, 0)
+#define API_DEVICE_POOL(current, p, dev) ((current) ? cuDeviceGetMemPool(p, dev) : cuDeviceGetDefaultMemPool(p, dev))
+#define API_ALLOC(a, size, pool, s) cuMemAllocFromPoolAsync(a, size, pool, s)
+#define API_ALLOC_ASYNC(a, size, s) cuMemAllocAsync(a, size, s)
+#define API_FREE(a, s) cuMemFreeAsync(a, s)
+#define API_SYNC(s) cuStreamSynchronize(s)
+#define API_TRIM(pool) cuMemPoolTrimTo(pool, 0)
+#define API_STREAM_DONE(s) CHECK_EQ_INT(cuStreamDestroy(s), GG_CUDA_SUCCESS)
+#define API_SIM "cuda"
+#include "pool_cases.h"
 
 TEST(another_devices_default_pool_is_charged_to_that_device)
 {
@@ -243,14 +244,6 @@ TEST(small_blocks_cost_what_the_card_holds)
 	run_of(1 * MIB);
 	run_of(1536 * 1024);
 }
-
-/* `t_escapes_lcuda NAME` runs that test alone (each must fail on its own
- * without its fix, not only after another's leftovers). */
-#define RUN_ONE(name)                                        \
-	do {                                                 \
-		if (argc < 2 || strcmp(argv[1], #name) == 0) \
-			RUN(name);                           \
-	} while (0)
 
 int main(int argc, char **argv)
 {

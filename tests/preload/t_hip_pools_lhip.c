@@ -10,6 +10,25 @@ static unsigned long long sim_held(int dev)
 	return sim_held_by("hip", dev);
 }
 
+/* the cases shared with CUDA (pool_cases.h) */
+#define API_STREAM gg_hipStream_t
+#define API_POOL gg_hipMemPool_t
+#define API_PTR void *
+#define API_OK GG_hipSuccess
+#define API_OOM GG_hipErrorOutOfMemory
+#define API_ON_DEVICE(dev) hipSetDevice(dev)
+#define API_STREAM_CREATE(s) hipStreamCreate(s)
+#define API_DEVICE_POOL(current, p, dev) ((current) ? hipDeviceGetMemPool(p, dev) : hipDeviceGetDefaultMemPool(p, dev))
+#define API_ALLOC(a, size, pool, s) hipMallocFromPoolAsync(a, size, pool, s)
+#define API_ALLOC_ASYNC(a, size, s) hipMallocAsync(a, size, s)
+#define API_FREE(a, s) hipFreeAsync(a, s)
+#define API_SYNC(s) hipStreamSynchronize(s)
+#define API_TRIM(pool) hipMemPoolTrimTo(pool, 0)
+/* hip_abi.h declares no hipStreamDestroy: the stream stays to the end */
+#define API_STREAM_DONE(s) ((void)(s))
+#define API_SIM "hip"
+#include "pool_cases.h"
+
 /* Finding 6: ROCm keeps a destroyed pool's live block until it is freed,
  * and cannot say which pool a pointer came from: what the blocks hold
  * stays charged, so no plain 3 GiB fits beside the 3 GiB block. The old
@@ -38,37 +57,8 @@ TEST(hip_destroyed_pool_keeps_its_live_blocks_charged)
  * draws from device 1's pool and is charged there. */
 TEST(hip_async_on_another_devices_stream_is_charged_to_that_device)
 {
-	gg_hipStream_t s1 = NULL;
-	CHECK_EQ_INT(hipSetDevice(1), GG_hipSuccess);
-	CHECK_EQ_INT(hipStreamCreate(&s1), GG_hipSuccess);
-	CHECK_EQ_INT(hipSetDevice(0), GG_hipSuccess);
-	uint64_t used0 = gg_stats(0).used;
-	void *a[8] = {0};
-	int granted = 0, refused = 0;
-	for (int i = 0; i < 8; i++) {
-		gg_hipError_t rc = hipMallocAsync(&a[granted], 1 * GIB, s1);
-		if (rc == GG_hipSuccess)
-			granted++;
-		else if (rc == GG_hipErrorOutOfMemory)
-			refused++;
-	}
-	CHECK_EQ_INT(granted, 4);
-	CHECK_EQ_INT(refused, 4);
-	CHECK(sim_held(1) <= 4 * GIB);
-	CHECK_EQ_U64(gg_stats(1).used, 4 * GIB);
-	CHECK_EQ_U64(gg_stats(0).used, used0);
-	for (int i = 0; i < granted; i++)
-		CHECK_EQ_INT(hipFreeAsync(a[i], s1), GG_hipSuccess);
-	CHECK_EQ_INT(hipStreamSynchronize(s1), GG_hipSuccess);
-	CHECK_EQ_U64(sim_held(1), 0);
-	CHECK_EQ_U64(gg_stats(1).used, 0);
+	async_on_other_devices_stream(1);
 }
-
-#define RUN_ONE(name)                                        \
-	do {                                                 \
-		if (argc < 2 || strcmp(argv[1], #name) == 0) \
-			RUN(name);                           \
-	} while (0)
 
 int main(int argc, char **argv)
 {

@@ -20,6 +20,24 @@ static unsigned long long sim_held(int dev)
 	return sim_held_by("cuda", dev);
 }
 
+/* the cases shared with HIP (pool_cases.h), through the driver */
+#define API_STREAM gg_CUstream
+#define API_POOL gg_CUmemoryPool
+#define API_PTR gg_CUdeviceptr
+#define API_OK GG_CUDA_SUCCESS
+#define API_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
+#define API_ON_DEVICE(dev) cuCtxSetCurrent((dev) ? ctx1 : ctx0)
+#define API_STREAM_CREATE(s) cuStreamCreate(s, 0)
+#define API_DEVICE_POOL(current, p, dev) ((current) ? cuDeviceGetMemPool(p, dev) : cuDeviceGetDefaultMemPool(p, dev))
+#define API_ALLOC(a, size, pool, s) cuMemAllocFromPoolAsync(a, size, pool, s)
+#define API_ALLOC_ASYNC(a, size, s) cuMemAllocAsync(a, size, s)
+#define API_FREE(a, s) cuMemFreeAsync(a, s)
+#define API_SYNC(s) cuStreamSynchronize(s)
+#define API_TRIM(pool) cuMemPoolTrimTo(pool, 0)
+#define API_STREAM_DONE(s) CHECK_EQ_INT(cuStreamDestroy(s), GG_CUDA_SUCCESS)
+#define API_SIM "cuda"
+#include "pool_cases.h"
+
 static gg_CUmemoryPool make_pool(int dev)
 {
 	gg_CUmemPoolProps props = {.allocType = GG_CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -125,38 +143,8 @@ TEST(pools_past_256_are_charged_by_what_they_hold)
  * old code granted 8 x 1 GiB under the 4 GiB ceiling. */
 TEST(async_on_another_devices_stream_is_charged_to_that_device)
 {
-	gg_CUstream s1 = NULL;
-	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamCreate(&s1, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
-	gg_CUdeviceptr a[8] = {0};
-	int granted = 0, refused = 0;
-	for (int i = 0; i < 8; i++) {
-		gg_CUresult rc = cuMemAllocAsync(&a[granted], 1 * GIB, s1);
-		if (rc == GG_CUDA_SUCCESS)
-			granted++;
-		else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
-			refused++;
-	}
-	CHECK_EQ_INT(granted, 4);
-	CHECK_EQ_INT(refused, 4);
-	CHECK(sim_held(1) <= 4 * GIB);
-	CHECK_EQ_U64(gg_stats(1).used, 4 * GIB);
-	CHECK_EQ_U64(gg_stats(0).used, 0);
-	for (int i = 0; i < granted; i++)
-		CHECK_EQ_INT(cuMemFreeAsync(a[i], s1), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamSynchronize(s1), GG_CUDA_SUCCESS);
-	CHECK_EQ_U64(sim_held(1), 0);
-	CHECK_EQ_U64(gg_stats(1).used, 0);
+	async_on_other_devices_stream(0);
 }
-
-/* `t_pools_lcuda NAME` runs that test alone (each must fail on its own
- * without its fix, not only after another's leftovers). */
-#define RUN_ONE(name)                                        \
-	do {                                                 \
-		if (argc < 2 || strcmp(argv[1], #name) == 0) \
-			RUN(name);                           \
-	} while (0)
 
 int main(int argc, char **argv)
 {
