@@ -31,6 +31,35 @@ skip() {
 	echo "skip $*"
 }
 
+# lines FILE N: waits (10 s at most) until FILE has N lines.
+lines() {
+	i=0
+	while [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
+
+# wait_file FILE PATTERN: up to 5 s for a line matching PATTERN in FILE;
+# the status says whether one came.
+wait_file() {
+	i=0
+	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	grep -q "$2" "$1" 2>/dev/null
+}
+
+# check_rc WANT CMD...: CMD (its output dropped) must exit WANT.
+check_rc() {
+	want=$1
+	shift
+	"$@" >/dev/null 2>&1
+	got=$?
+	[ "$got" -eq "$want" ] && ok || bad "$*: exit $got, want $want"
+}
+
 # The harness line, then exit 0 only if nothing failed.
 finish() {
 	if [ "$skipped" -gt 0 ]; then
