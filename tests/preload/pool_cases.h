@@ -10,21 +10,52 @@
  *    t_hip_pools_lhip): an async allocation on a stream of device 1, device
  *    0 current, draws from device 1's pool and is charged there (4 GiB
  *    ceilings).
- * The including file defines, for its API:
- *   API_STREAM, API_POOL, API_PTR    the types;
- *   API_OK, API_OOM                  success and out-of-memory;
- *   API_ON_DEVICE(dev)               makes dev (0 or 1) current;
- *   API_STREAM_CREATE(s)             a stream at *s;
- *   API_DEVICE_POOL(current, p, dev) dev's current (or default) pool at *p;
- *   API_ALLOC(a, size, pool, s)      from pool; API_ALLOC_ASYNC(a, size, s)
- *                                    from the stream's device's;
- *   API_FREE(a, s), API_SYNC(s), API_TRIM(pool)
- *   API_STREAM_DONE(s)               what ends the stream (may check);
- *   API_SIM                          "cuda" or "hip" (sim_held_by). */
+ * The including file defines POOL_CASES_CUDA (with ctx0 and ctx1, the two
+ * devices' primary contexts, declared) or POOL_CASES_HIP first; the API_
+ * macros below are that API's. */
 #ifndef GPUGUARD_TEST_PRELOAD_POOL_CASES_H
 #define GPUGUARD_TEST_PRELOAD_POOL_CASES_H
 
 #include "common.h"
+
+#if defined(POOL_CASES_CUDA)
+#include "gpuguard/cuda_abi.h"
+#define API_STREAM gg_CUstream
+#define API_POOL gg_CUmemoryPool
+#define API_PTR gg_CUdeviceptr
+#define API_OK GG_CUDA_SUCCESS
+#define API_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
+#define API_ON_DEVICE(dev) cuCtxSetCurrent((dev) ? ctx1 : ctx0)
+#define API_STREAM_CREATE(s) cuStreamCreate(s, 0)
+#define API_DEVICE_POOL(current, p, dev) ((current) ? cuDeviceGetMemPool(p, dev) : cuDeviceGetDefaultMemPool(p, dev))
+#define API_ALLOC(a, size, pool, s) cuMemAllocFromPoolAsync(a, size, pool, s)
+#define API_ALLOC_ASYNC(a, size, s) cuMemAllocAsync(a, size, s)
+#define API_FREE(a, s) cuMemFreeAsync(a, s)
+#define API_SYNC(s) cuStreamSynchronize(s)
+#define API_TRIM(pool) cuMemPoolTrimTo(pool, 0)
+#define API_STREAM_DONE(s) CHECK_EQ_INT(cuStreamDestroy(s), GG_CUDA_SUCCESS)
+#define API_SIM "cuda"
+#elif defined(POOL_CASES_HIP)
+#include "gpuguard/hip_abi.h"
+#define API_STREAM gg_hipStream_t
+#define API_POOL gg_hipMemPool_t
+#define API_PTR void *
+#define API_OK GG_hipSuccess
+#define API_OOM GG_hipErrorOutOfMemory
+#define API_ON_DEVICE(dev) hipSetDevice(dev)
+#define API_STREAM_CREATE(s) hipStreamCreate(s)
+#define API_DEVICE_POOL(current, p, dev) ((current) ? hipDeviceGetMemPool(p, dev) : hipDeviceGetDefaultMemPool(p, dev))
+#define API_ALLOC(a, size, pool, s) hipMallocFromPoolAsync(a, size, pool, s)
+#define API_ALLOC_ASYNC(a, size, s) hipMallocAsync(a, size, s)
+#define API_FREE(a, s) hipFreeAsync(a, s)
+#define API_SYNC(s) hipStreamSynchronize(s)
+#define API_TRIM(pool) hipMemPoolTrimTo(pool, 0)
+/* hip_abi.h declares no hipStreamDestroy: the stream stays to the end */
+#define API_STREAM_DONE(s) ((void)(s))
+#define API_SIM "hip"
+#else
+#error "define POOL_CASES_CUDA or POOL_CASES_HIP before including pool_cases.h"
+#endif
 
 static inline void other_devices_pool(int current)
 {

@@ -11,22 +11,7 @@ static unsigned long long sim_held(int dev)
 }
 
 /* the cases shared with CUDA (pool_cases.h) */
-#define API_STREAM gg_hipStream_t
-#define API_POOL gg_hipMemPool_t
-#define API_PTR void *
-#define API_OK GG_hipSuccess
-#define API_OOM GG_hipErrorOutOfMemory
-#define API_ON_DEVICE(dev) hipSetDevice(dev)
-#define API_STREAM_CREATE(s) hipStreamCreate(s)
-#define API_DEVICE_POOL(current, p, dev) ((current) ? hipDeviceGetMemPool(p, dev) : hipDeviceGetDefaultMemPool(p, dev))
-#define API_ALLOC(a, size, pool, s) hipMallocFromPoolAsync(a, size, pool, s)
-#define API_ALLOC_ASYNC(a, size, s) hipMallocAsync(a, size, s)
-#define API_FREE(a, s) hipFreeAsync(a, s)
-#define API_SYNC(s) hipStreamSynchronize(s)
-#define API_TRIM(pool) hipMemPoolTrimTo(pool, 0)
-/* hip_abi.h declares no hipStreamDestroy: the stream stays to the end */
-#define API_STREAM_DONE(s) ((void)(s))
-#define API_SIM "hip"
+#define POOL_CASES_HIP
 #include "pool_cases.h"
 
 /* Finding 6: ROCm keeps a destroyed pool's live block until it is freed,

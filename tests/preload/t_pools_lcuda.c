@@ -21,21 +21,7 @@ static unsigned long long sim_held(int dev)
 }
 
 /* the cases shared with HIP (pool_cases.h), through the driver */
-#define API_STREAM gg_CUstream
-#define API_POOL gg_CUmemoryPool
-#define API_PTR gg_CUdeviceptr
-#define API_OK GG_CUDA_SUCCESS
-#define API_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
-#define API_ON_DEVICE(dev) cuCtxSetCurrent((dev) ? ctx1 : ctx0)
-#define API_STREAM_CREATE(s) cuStreamCreate(s, 0)
-#define API_DEVICE_POOL(current, p, dev) ((current) ? cuDeviceGetMemPool(p, dev) : cuDeviceGetDefaultMemPool(p, dev))
-#define API_ALLOC(a, size, pool, s) cuMemAllocFromPoolAsync(a, size, pool, s)
-#define API_ALLOC_ASYNC(a, size, s) cuMemAllocAsync(a, size, s)
-#define API_FREE(a, s) cuMemFreeAsync(a, s)
-#define API_SYNC(s) cuStreamSynchronize(s)
-#define API_TRIM(pool) cuMemPoolTrimTo(pool, 0)
-#define API_STREAM_DONE(s) CHECK_EQ_INT(cuStreamDestroy(s), GG_CUDA_SUCCESS)
-#define API_SIM "cuda"
+#define POOL_CASES_CUDA
 #include "pool_cases.h"
 
 static gg_CUmemoryPool make_pool(int dev)
