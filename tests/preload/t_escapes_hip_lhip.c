@@ -1,7 +1,7 @@
 /* gpuguard: issue 25, item 2 for HIP: device 1's default or current pool,
  * asked for by ordinal, used from a stream of device 0, is charged to
- * device 1 (pool_cases.h, shared with t_escapes_lcuda). Two 16 GiB
- * simulated cards, GPUGUARD_LIMIT='0=8Gi,1=1Gi'. */
+ * device 1. Two 16 GiB simulated cards, GPUGUARD_LIMIT='0=8Gi,1=1Gi'. The
+ * case is pool_cases.h's, shared with t_escapes_lcuda. */
 #include "common.h"
 #include "gpuguard/hip_abi.h"
 
