@@ -40,11 +40,11 @@ lines() {
 	done
 }
 
-# wait_file FILE PATTERN: up to 5 s for a line matching PATTERN in FILE;
-# the status says whether one came.
+# wait_file FILE PATTERN [SECONDS]: up to SECONDS (5) for a line matching
+# PATTERN in FILE; the status says whether one came.
 wait_file() {
 	i=0
-	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt 100 ]; do
+	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt $((${3:-5} * 20)) ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done
