@@ -51,6 +51,17 @@ wait_file() {
 	grep -q "$2" "$1" 2>/dev/null
 }
 
+# ok_lines FILE [PREFIX]: a checker's output, each "ok ..." line a check
+# passed, each other line one failed (said with PREFIX before it).
+ok_lines() {
+	while IFS= read -r l; do
+		case $l in
+		ok\ *) ok ;;
+		*) bad "${2:-}$l" ;;
+		esac
+	done <"$1"
+}
+
 # check_rc WANT CMD...: CMD (its output dropped) must exit WANT.
 check_rc() {
 	want=$1
