@@ -5104,13 +5104,9 @@ static int sim_cuda_integrity(uint32_t version, uint64_t unix_seconds, uint32_t 
 	struct integrity_head h = {SIM_DRIVER_VERSION,         version,     pid, thread, g_et_cudart, g_et_integrity,
 	                           (const void *)et_integrity, unix_seconds};
 	struct sim_md2 c;
-	uint8_t k[16], pad[16], inner[16], mac[16];
+	uint8_t k[16], mac[16];
 	memcpy(k, SIM_INTEGRITY_KEY, 16);
-	/* HMAC by hand over the streamed message (sim_hmac_md2 wants one buffer) */
-	for (int i = 0; i < 16; i++)
-		pad[i] = k[i] ^ 0x36;
-	sim_md2_init(&c);
-	sim_md2_update(&c, pad, 16);
+	sim_hmac_md2_begin(&c, k);
 	sim_md2_update(&c, &h, sizeof(h));
 	for (int d = 0; d < sim_device_count(); d++) {
 		struct integrity_dev dv;
@@ -5118,13 +5114,7 @@ static int sim_cuda_integrity(uint32_t version, uint64_t unix_seconds, uint32_t 
 		sim_device_pci(d, &dv.domain, &dv.bus, &dv.device);
 		sim_md2_update(&c, &dv, sizeof(dv));
 	}
-	sim_md2_final(&c, inner);
-	for (int i = 0; i < 16; i++)
-		pad[i] = k[i] ^ 0x5c;
-	sim_md2_init(&c);
-	sim_md2_update(&c, pad, 16);
-	sim_md2_update(&c, inner, 16);
-	sim_md2_final(&c, mac);
+	sim_hmac_md2_end(&c, k, mac);
 	memcpy(out, mac, 16);
 	return 0;
 }
