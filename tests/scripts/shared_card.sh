@@ -77,7 +77,7 @@ run() {
 		# around its first context, which two contexts made at the same
 		# moment cannot tell apart (footprint.c says so and falls back to
 		# GPUGUARD_CONTEXT_RESERVE). Pods here start one after another.
-		if [ "$offset" != 0 ] && ! waitfor "$TMP/$name.out" '^started '; then
+		if [ "$offset" != 0 ] && ! wait_file "$TMP/$name.out" '^started ' 60; then
 			bad "$name: never started" "$TMP/$name.out" "$TMP/$name.err"
 		fi
 	done
