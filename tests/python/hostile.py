@@ -136,6 +136,7 @@ elif mode == "reuse":
             del fn
         return None
 
+    alloc()  # the process's first capture, which keeps no memo: alpha's will
     addr = None
     for name in ("alpha", "beta"):  # both from this one line: the same stack but for the code
         addr = run(name, addr)
