@@ -169,7 +169,7 @@ UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack py
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
 UNIT_CORE_test_vmm := vmm
 UNIT_CORE_test_stack := base log options resolve stack pystack
-UNIT_CORE_test_pystack := base log options resolve stack pystack
+UNIT_CORE_test_pystack := base log options resolve pystack
 # test_writer reads back what the writer wrote with the command's loader.
 UNIT_CORE_test_writer := $(UNIT_CORE_test_dump)
 UNIT_TOOLS_test_writer := load jsonl text region analyze

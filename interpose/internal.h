@@ -537,8 +537,10 @@ int gg_history_peak_sites(int dev, struct gg_peak_sites *out);
 /* 1 while captures should look for Python frames (relaxed; a hint). */
 extern _Atomic int gg_py_live;
 /* The stack id of native stack id native with the calling thread's Python
- * frames spliced in (room for cap frames); native when it runs no Python. */
-uint32_t gg_pystack_stack(uint32_t native, int cap);
+ * frames spliced in (room for cap frames); native when it runs no Python.
+ * stack.c, a layer up, hands down how to read an id's frames and intern. */
+uint32_t gg_pystack_stack(uint32_t native, int cap, int (*frames)(uint32_t, const uintptr_t **),
+                          uint32_t (*intern)(const uintptr_t *, int));
 /* The link map grew: look for an interpreter again if none was found. */
 void gg_pystack_recheck(void);
 /* w's file, function and line if w is a Python frame (1), else 0. */

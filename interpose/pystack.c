@@ -799,7 +799,8 @@ static int splice(uintptr_t *fr, int n, int max, const uint64_t *py, const uint8
 	return o;
 }
 
-uint32_t gg_pystack_stack(uint32_t native, int cap)
+uint32_t gg_pystack_stack(uint32_t native, int cap, int (*frames)(uint32_t, const uintptr_t **),
+                          uint32_t (*intern)(const uintptr_t *, int))
 {
 	if (!ready() || !is_initialized() || is_finalizing())
 		return native;
@@ -831,7 +832,7 @@ uint32_t gg_pystack_stack(uint32_t native, int cap)
 	uint8_t ends[GG_STACK_MAX_DEPTH] = {0};
 	int max = cap < GG_STACK_MAX_DEPTH ? cap : GG_STACK_MAX_DEPTH;
 	const uintptr_t *nf;
-	int n = native ? gg_stack_frames(native, &nf) : 0;
+	int n = native ? frames(native, &nf) : 0;
 	if (n > max)
 		n = max;
 	if (n > 0)
@@ -857,7 +858,7 @@ uint32_t gg_pystack_stack(uint32_t native, int cap)
 		np = wk->resolve(ts, py, ends, max, mm);
 	if (np > 0) {
 		n = splice(fr, n, max, py, ends, np);
-		id = gg_stack_intern(fr, n);
+		id = intern(fr, n);
 	}
 	if (mm) {
 		if (mm->nk > 0 && id) {

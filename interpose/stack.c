@@ -455,7 +455,7 @@ __attribute__((noinline)) static uint32_t capture(void)
 		 * one load and branch. relaxed: a hint; a capture that races
 		 * Python's start takes either path, and either is right. */
 		if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
-			id = gg_pystack_stack(id, depth);
+			id = gg_pystack_stack(id, depth, gg_stack_frames, intern);
 		return id;
 	}
 #endif
@@ -486,7 +486,7 @@ __attribute__((noinline)) static uint32_t capture(void)
 	/* Python frames where the eval loop runs (pystack.c, issue 27); a
 	 * process without Python pays this one load and branch. */
 	if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
-		id = gg_pystack_stack(id, depth);
+		id = gg_pystack_stack(id, depth, gg_stack_frames, intern);
 	return id;
 }
 
