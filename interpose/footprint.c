@@ -428,7 +428,10 @@ static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, uns
 	return 0;
 }
 
-static void reconcile_locked(int dev, int after_ctx)
+/* inflight: bytes our books hold for a request the driver has not served
+ * yet (the allocation whose reservation triggered this reconcile): not part
+ * of the driver's figure, so not taken for runtime the books cover. */
+static void reconcile_locked(int dev, int after_ctx, uint64_t inflight)
 {
 	struct fp_dev *d = &fp[dev];
 	gg_nvmlProcessInfo_t p[NV_PROCS];
@@ -443,6 +446,7 @@ static void reconcile_locked(int dev, int after_ctx)
 		return;
 	uint64_t charged = atomic_load_explicit(&d->charged, memory_order_relaxed);
 	uint64_t books = books_of(dev, charged);
+	books = books > inflight ? books - inflight : 0;
 	uint64_t foreseen = atomic_load_explicit(&d->foreseen, memory_order_relaxed);
 	if (foreseen && drv >= books + foreseen) {
 		/* the driver shows them now: nothing more to hold apart */
@@ -458,7 +462,7 @@ static void reconcile_locked(int dev, int after_ctx)
 	set_charge(dev, target);
 }
 
-void gg_footprint_reconcile(int dev, int after_ctx)
+static void reconcile(int dev, int after_ctx, uint64_t inflight)
 {
 	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
 		return;
@@ -466,11 +470,16 @@ void gg_footprint_reconcile(int dev, int after_ctx)
 	/* One at a time; a reconcile already running does this one's work. */
 	if (pthread_mutex_trylock(&d->lock) != 0)
 		return;
-	reconcile_locked(dev, after_ctx);
+	reconcile_locked(dev, after_ctx, inflight);
 	pthread_mutex_unlock(&d->lock);
 }
 
-void gg_footprint_tick_slow(int dev)
+void gg_footprint_reconcile(int dev, int after_ctx)
+{
+	reconcile(dev, after_ctx, 0);
+}
+
+void gg_footprint_tick_slow(int dev, uint64_t inflight)
 {
 	gg_footprint_countdown = GG_FOOTPRINT_STEP;
 	/* Every GG_FOOTPRINT_STEP bytes a thread allocates, at most every
@@ -480,7 +489,11 @@ void gg_footprint_tick_slow(int dev)
 	if (dev < 0 || dev >= GG_MAX_DEVICES ||
 	    now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_MIN_MS)
 		return;
-	gg_footprint_reconcile(dev, 0);
+	/* Called between the reservation and the driver call: the books
+	 * already hold the request, the driver's figure does not (without
+	 * this, a large allocation read as the runtime gone and gave its
+	 * charge back: tests/scripts/runtime_churn.sh, churn-room). */
+	reconcile(dev, 0, inflight);
 }
 
 GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_STEP;
@@ -556,7 +569,7 @@ void gg_footprint_limit_end(struct gg_footprint_limit *l, int ok, int charged)
 		else
 			atomic_fetch_add_explicit(&d->foreseen, l->grow, memory_order_relaxed);
 		/* What the driver really took, at once (a rare call). */
-		reconcile_locked(l->dev, 0);
+		reconcile_locked(l->dev, 0, 0);
 	}
 	pthread_mutex_unlock(&d->lock);
 }

@@ -323,11 +323,11 @@ void gg_footprint_first_use(int dev);
 #define GG_FOOTPRINT_STEP ((int64_t)(64 * GG_MIB))
 #define GG_FOOTPRINT_MIN_MS 100
 extern GG_TLS int64_t gg_footprint_countdown;
-void gg_footprint_tick_slow(int dev);
+void gg_footprint_tick_slow(int dev, uint64_t inflight); /* inflight: reserved, not yet the driver's */
 static inline void gg_footprint_tick(int dev, uint64_t charge)
 {
 	if (GG_UNLIKELY((gg_footprint_countdown -= (int64_t)charge) < 0))
-		gg_footprint_tick_slow(dev);
+		gg_footprint_tick_slow(dev, charge);
 }
 /* The target runtime charge, from the driver's figure, the books, the
  * foreseen heap/FIFO and the headroom (pure: unit-tested). */
