@@ -316,10 +316,11 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 				sum += r->proc[j].used[r->dev[k].index];
 				/* version 4: the slot's runtime word; saturating,
 				 * as the words are untrusted */
-				uint64_t w = h->version >= 4 ? atomic_load_explicit(gpuguard_region_runtime_word(
-				                                                        buf, r->proc[j].slot, r->dev[k].index),
-				                                                    memory_order_relaxed)
-				                             : 0;
+				uint64_t w = 0;
+				if (h->version >= 4)
+					w = atomic_load_explicit(
+					    gpuguard_region_runtime_word(buf, r->proc[j].slot, r->dev[k].index),
+					    memory_order_relaxed);
 				rt = rt + w < rt ? UINT64_MAX : rt + w;
 			}
 		r->dev[k].used = sum;

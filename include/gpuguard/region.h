@@ -38,7 +38,7 @@
 
 #define GPUGUARD_REGION_MAGIC 0x31444f5044524747ull /* "GGRDPOD1" */
 #define GPUGUARD_REGION_VERSION 4u                  /* 3: obituaries; 4: runtime per slot */
-#define GPUGUARD_REGION_VERSION_OLDEST 3u /* the oldest the tools read */
+#define GPUGUARD_REGION_VERSION_OLDEST 3u           /* the oldest the tools read */
 #define GPUGUARD_REGION_DEVICES 16
 #define GPUGUARD_REGION_PROCS 256
 #define GPUGUARD_REGION_LIMIT_TEXT 128
@@ -329,7 +329,8 @@ static inline uint64_t gpuguard_region_runtime(void *base, unsigned d)
 		while (bits) {
 			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
 			bits &= bits - 1;
-			uint64_t u = atomic_load_explicit(gpuguard_region_runtime_word(base, s, d), memory_order_relaxed);
+			uint64_t u =
+			    atomic_load_explicit(gpuguard_region_runtime_word(base, s, d), memory_order_relaxed);
 			sum = sum + u < sum ? UINT64_MAX : sum + u;
 		}
 	}

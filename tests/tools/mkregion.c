@@ -336,7 +336,8 @@ int main(int argc, char **argv)
 			char *f[2];
 			if (fields(v, f, 2) != 2)
 				die("want devruntime=I:BYTES:", spec);
-			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->runtime = num(f[1], spec);
+			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->runtime =
+			    num(f[1], spec);
 		} else if (!strcmp(arg, "procruntime")) {
 			char *f[2];
 			if (fields(v, f, 2) != 2 || !strchr(f[1], '='))
