@@ -327,7 +327,8 @@ static void set_charge(int dev, uint64_t target)
 	}
 	atomic_store_explicit(&d->over, 0, memory_order_relaxed);
 	atomic_store_explicit(&d->charged, target, memory_order_relaxed); /* as above */
-	publish(dev, cur, target);                                        /* U1: before the used word gives it back */
+	/* U1: before the used word gives it back */
+	publish(dev, cur, target);
 	if (target < cur)
 		gg_ceiling_release(dev, cur - target);
 }
