@@ -35,6 +35,10 @@ struct fp_dev {
 	_Atomic uint64_t over;     /* runtime the ceiling had no room for, at the last reconcile */
 	_Atomic uint64_t last_ms;
 	_Atomic uint64_t reconciles;
+	/* A reconcile asked for while the lock was held: its asker's growth
+	 * may postdate the holder's reading, so the holder reads again after
+	 * letting go (unlock_catch_up). */
+	_Atomic uint32_t again;
 	pthread_mutex_t lock; /* one reconcile or pre-charge at a time per device */
 	gg_nvmlDevice_t handle;
 	int handle_state; /* under lock: 0 not looked up, 1 found, -1 none */
@@ -429,11 +433,9 @@ static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, uns
 	return 0;
 }
 
-/* inflight: bytes our books hold for a request the driver has not served
- * yet (the allocation whose reservation triggered this reconcile): not part
- * of the driver's figure, so not taken for runtime the books cover. */
-static void reconcile_locked(int dev, int after_ctx, uint64_t inflight)
+static void reconcile_locked(int dev, int how)
 {
+	int after_ctx = how & GG_FP_AFTER_CTX;
 	struct fp_dev *d = &fp[dev];
 	gg_nvmlProcessInfo_t p[NV_PROCS];
 	unsigned n = 0;
@@ -447,7 +449,6 @@ static void reconcile_locked(int dev, int after_ctx, uint64_t inflight)
 		return;
 	uint64_t charged = atomic_load_explicit(&d->charged, memory_order_relaxed);
 	uint64_t books = books_of(dev, charged);
-	books = books > inflight ? books - inflight : 0;
 	uint64_t foreseen = atomic_load_explicit(&d->foreseen, memory_order_relaxed);
 	if (foreseen && drv >= books + foreseen) {
 		/* the driver shows them now: nothing more to hold apart */
@@ -455,6 +456,12 @@ static void reconcile_locked(int dev, int after_ctx, uint64_t inflight)
 		atomic_store_explicit(&d->foreseen, 0, memory_order_relaxed);
 	}
 	uint64_t target = gg_footprint_target(drv, books, foreseen, gg_opt.runtime_headroom);
+	/* Down only at a refusal: elsewhere the books may hold grants the
+	 * driver has not made yet (seen under TSan's timing on the shared
+	 * card: a tick's reading 62 MiB low gave that much room to the fill,
+	 * which then passed the ceiling on the card by as much). */
+	if (!(how & GG_FP_MAY_LOWER) && target < charged)
+		target = charged;
 	/* relaxed: figures for readers (dumps, metrics), written under lock */
 	atomic_store_explicit(&d->measured, drv > books ? drv - books : 0, memory_order_relaxed);
 	atomic_store_explicit(&d->driver, drv, memory_order_relaxed);
@@ -463,24 +470,65 @@ static void reconcile_locked(int dev, int after_ctx, uint64_t inflight)
 	set_charge(dev, target);
 }
 
-static void reconcile(int dev, int after_ctx, uint64_t inflight)
+/* Lets go of dev's lock, then does the reconcile that a thread asked for
+ * while it was held: the holder's reading of the driver's figure may
+ * predate that thread's growth (a library it just loaded), which would
+ * otherwise wait for the next tick or refusal. */
+static void unlock_catch_up(int dev)
+{
+	struct fp_dev *d = &fp[dev];
+	for (;;) {
+		pthread_mutex_unlock(&d->lock);
+		/* seq_cst, against the asker's seq_cst store of `again` then its
+		 * trylock (store then load on each side, with glibc's unlock
+		 * and trylock atomic RMWs on the lock word): either the asker
+		 * finds the lock free and reconciles itself, or we see its
+		 * flag here. Not both missed. */
+		if (!atomic_load_explicit(&d->again, memory_order_seq_cst) || pthread_mutex_trylock(&d->lock) != 0)
+			return; /* none asked, or the new holder answers it when it lets go */
+		/* relaxed: under the lock, before the reading that answers it */
+		atomic_store_explicit(&d->again, 0, memory_order_relaxed);
+		reconcile_locked(dev, 0);
+	}
+}
+
+void gg_footprint_reconcile(int dev, int how)
 {
 	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
 		return;
 	struct fp_dev *d = &fp[dev];
-	/* One at a time; a reconcile already running does this one's work. */
-	if (pthread_mutex_trylock(&d->lock) != 0)
-		return;
-	reconcile_locked(dev, after_ctx, inflight);
-	pthread_mutex_unlock(&d->lock);
+	/* One at a time: a thread that finds the lock held leaves its
+	 * reconcile to the holder, which reads again when it lets go. */
+	if (pthread_mutex_trylock(&d->lock) != 0) {
+		/* seq_cst: the store of the pair in unlock_catch_up */
+		atomic_store_explicit(&d->again, 1, memory_order_seq_cst);
+		if (pthread_mutex_trylock(&d->lock) != 0)
+			return; /* the holder saw the flag, or its catch-up will */
+	}
+	/* relaxed: under the lock, before the reading below */
+	atomic_store_explicit(&d->again, 0, memory_order_relaxed);
+	reconcile_locked(dev, how);
+	unlock_catch_up(dev);
 }
 
-void gg_footprint_reconcile(int dev, int after_ctx)
+int gg_footprint_near_slow(int dev, uint64_t charge)
 {
-	reconcile(dev, after_ctx, 0);
+	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
+		return 0;
+	/* Read fresh at most every GG_FOOTPRINT_NEAR_MS (relaxed: a rate
+	 * limit): growth in the last such interval is the headroom's. */
+	uint64_t now = gg_now_ms();
+	if (now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_NEAR_MS)
+		return 0;
+	/* The grant is given back while the driver's figure is read, so the
+	 * runtime charge can take the room it needs first; then the request
+	 * asks again, as any other. */
+	gg_ceiling_release(dev, charge);
+	gg_footprint_reconcile(dev, 0);
+	return gg_ceiling_try_reserve(dev, charge) == 0 ? 0 : -1;
 }
 
-void gg_footprint_tick_slow(int dev, uint64_t inflight)
+void gg_footprint_tick_slow(int dev)
 {
 	gg_footprint_countdown = GG_FOOTPRINT_STEP;
 	/* Every GG_FOOTPRINT_STEP bytes a thread allocates, at most every
@@ -490,11 +538,7 @@ void gg_footprint_tick_slow(int dev, uint64_t inflight)
 	if (dev < 0 || dev >= GG_MAX_DEVICES ||
 	    now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_MIN_MS)
 		return;
-	/* Called between the reservation and the driver call: the books
-	 * already hold the request, the driver's figure does not (without
-	 * this, a large allocation read as the runtime gone and gave its
-	 * charge back: tests/scripts/runtime_churn.sh, churn-room). */
-	reconcile(dev, 0, inflight);
+	gg_footprint_reconcile(dev, 0);
 }
 
 GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_STEP;
@@ -548,7 +592,7 @@ uint64_t gg_footprint_limit_begin(int dev, int limit, uint64_t value, uint64_t c
 		grow = value > current ? value - current : 0;
 	}
 	if (!grow)
-		pthread_mutex_unlock(&d->lock);
+		unlock_catch_up(dev);
 	out->grow = grow;
 	return grow;
 }
@@ -570,9 +614,9 @@ void gg_footprint_limit_end(struct gg_footprint_limit *l, int ok, int charged)
 		else
 			atomic_fetch_add_explicit(&d->foreseen, l->grow, memory_order_relaxed);
 		/* What the driver really took, at once (a rare call). */
-		reconcile_locked(l->dev, 0, 0);
+		reconcile_locked(l->dev, 0);
 	}
-	pthread_mutex_unlock(&d->lock);
+	unlock_catch_up(l->dev);
 }
 
 /* ---- readers ------------------------------------------------------------ */
