@@ -21,14 +21,19 @@ static uint64_t used(void)
 
 /* Takes all but `room` of the ceiling with one cudaMalloc (governed runs
  * only); returns the pointer to free. The whole charge, runtime included,
- * is what the ceiling holds. */
+ * is what the ceiling holds; a grant this close to it reads the runtime
+ * fresh first, so a first try that the runtime's growth refuses (a refusal
+ * reads it too) is made again with the runtime known. */
 static void *fill_to(uint64_t room)
 {
 	void *d = NULL;
 	if (!rl_governed())
 		return NULL;
 	rl_note_overhead(used());
-	CUDA_OK(cudaMalloc(&d, RL_LIMIT - rl_gg().used - room));
+	if (cudaMalloc(&d, RL_LIMIT - rl_gg().used - room) != cudaSuccess) {
+		(void)cudaGetLastError();
+		CUDA_OK(cudaMalloc(&d, RL_LIMIT - rl_gg().used - room));
+	}
 	return d;
 }
 
