@@ -32,6 +32,19 @@ static inline struct gpuguard_device_stats gg_stats(int dev)
 	return s;
 }
 
+/* The runtime category's charge on dev (gpuguard_device_runtime): the part
+ * of gg_stats(dev).used that is not the books. */
+static inline uint64_t gg_runtime(int dev)
+{
+	uint64_t v = 0;
+	int (*f)(int, uint64_t *) = (int (*)(int, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_device_runtime");
+	if (!f || f(dev, &v) != 0) {
+		fprintf(stderr, "gpuguard_device_runtime not found: is libgpuguard preloaded?\n");
+		exit(2);
+	}
+	return v;
+}
+
 /* Name of the object that defines fn ("libgpuguard.so", "libcuda.so.1"...). */
 static inline const char *object_of(void *fn)
 {
