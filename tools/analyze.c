@@ -15,23 +15,6 @@
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * 1024 * 1024)
 
-const char *gg_bytes(uint64_t v, char buf[32])
-{
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	if (v < 1024) {
-		snprintf(buf, 32, "%llu B", (unsigned long long)v);
-		return buf;
-	}
-	double x = (double)v / 1024.0;
-	int u = 0;
-	while (x >= 1024.0 && u < 5) {
-		x /= 1024.0;
-		u++;
-	}
-	snprintf(buf, 32, "%.2f %s", x, units[u]);
-	return buf;
-}
-
 static int is_async(uint32_t api);
 
 uint64_t gg_granted(uint32_t api, uint64_t size)
@@ -830,13 +813,6 @@ static void pod_evidence(struct gg_diag *g, const struct gg_dump *d, uint32_t dv
 		       gg_bytes(used - mine, b1));
 }
 
-/* A fraction in thousandths as "0.85". */
-static const char *pm_str(unsigned pm, char buf[16])
-{
-	snprintf(buf, 16, "%u.%02u", pm / 1000, pm % 1000 / 10);
-	return buf;
-}
-
 /* GPUGUARD_LIMIT from the peak: the larger of the process's own peak (the
  * peak record) and, in process scope, the device's charged peak, x1.2 to
  * a GiB. */
@@ -867,13 +843,13 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		evidence(
 		    g, "right after it, stack %llu allocated %s in %llu allocation%s and keeps it: %s of the %s%s: %s",
 		    (unsigned long long)a->sz_pool_st, gg_bytes(a->sz_pool, b1), (unsigned long long)a->sz_pool_count,
-		    a->sz_pool_count == 1 ? "" : "s", pm_str(a->sz_meas_pm, f1), a->sz_meas_of_free ? "free" : "total",
+		    a->sz_pool_count == 1 ? "" : "s", gg_fraction(a->sz_meas_pm, f1), a->sz_meas_of_free ? "free" : "total",
 		    a->sz_meas_of_free || !q->used ? "" : " with what it held before", lab);
 	} else {
 		evidence(g,
 		         "then it grew into that total: it keeps %s (%s of the total) in call sites that do not free, "
 		         "and up to %s more comes and goes%s",
-		         gg_bytes(a->sz_keep, b1), pm_str(a->sz_cur_pm, f1), gg_bytes(a->sz_transient, b2),
+		         gg_bytes(a->sz_keep, b1), gg_fraction(a->sz_cur_pm, f1), gg_bytes(a->sz_transient, b2),
 		         a->sz_transient_st ? "" : " (none seen)");
 		if (a->sz_transient_st) {
 			gg_stack_label(d, a->sz_transient_st, lab, sizeof lab);
@@ -885,14 +861,14 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		evidence(g, "the stacks or the command name %s, which sizes itself with %s", a->sz_framework,
 		         a->sz_knob);
 	if (a->sz_cmd_pm)
-		evidence(g, "its command line sets %s to %s", a->sz_knob, pm_str(a->sz_cmd_pm, f1));
+		evidence(g, "its command line sets %s to %s", a->sz_knob, gg_fraction(a->sz_cmd_pm, f1));
 	const char *knob = a->sz_knob ? a->sz_knob : "the fraction of the total it sizes itself to";
 	const char *what = a->sz_of_free ? "free memory" : "the total";
 	if (a->sizing == 1) {
 		change(g,
 		       "lower %s from %s to %s: it leaves %s of %s for what it allocates outside its pool (%s over, "
 		       "x1.2, in steps of 0.05)",
-		       knob, pm_str(a->sz_cur_pm, f1), pm_str(a->sz_new_pm, f2),
+		       knob, gg_fraction(a->sz_cur_pm, f1), gg_fraction(a->sz_new_pm, f2),
 		       gg_bytes((uint64_t)((unsigned __int128)(a->sz_of_free ? q->free : q->total) *
 		                           (1000 - a->sz_new_pm) / 1000),
 		                b1),
@@ -904,8 +880,8 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		change(g,
 		       "lower %s by %s (%s %s -> %s): %s more of %s for what comes and goes (%s over at the peak "
 		       "demand, x1.2, in steps of 0.05)",
-		       knob, pm_str(a->sz_delta_pm, f1), a->sz_cmd_pm ? "its command line's" : "e.g.", pm_str(dflt, f2),
-		       pm_str(dflt > a->sz_delta_pm + 50 ? dflt - a->sz_delta_pm : 50, f3),
+		       knob, gg_fraction(a->sz_delta_pm, f1), a->sz_cmd_pm ? "its command line's" : "e.g.", gg_fraction(dflt, f2),
+		       gg_fraction(dflt > a->sz_delta_pm + 50 ? dflt - a->sz_delta_pm : 50, f3),
 		       gg_bytes((uint64_t)((unsigned __int128)q->total * a->sz_delta_pm / 1000), b1), what,
 		       gg_bytes(a->sz_over, b2));
 	}

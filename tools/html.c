@@ -425,15 +425,9 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 			        135 - 130.0 * (double)cd->used / (double)top,
 			        135 - 130.0 * (double)cd->used / (double)top,
 			        151 - 130.0 * (double)cd->used / (double)top, gg_bytes(cd->used, b3));
-		char w1[32] = "?", w2[32] = "?";
-		for (int k = 0; k < 2 && d->start_unix_ms; k++) {
-			uint64_t t = d->start_unix_ms + (k ? a->t_end : a->t_start);
-			time_t sec = (time_t)(t / 1000);
-			struct tm tm;
-			if (gmtime_r(&sec, &tm))
-				snprintf(k ? w2 : w1, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec,
-				         (unsigned)(t % 1000));
-		}
+		char w1[32], w2[32];
+		gg_wall_ms(d->start_unix_ms, a->t_start, w1);
+		gg_wall_ms(d->start_unix_ms, a->t_end, w2);
 		fprintf(f,
 		        "<text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
 		        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text>"

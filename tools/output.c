@@ -6,35 +6,6 @@
 
 #include "tool.h"
 
-void gg_json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	const char *p = s ? s : "", *end = p + strlen(p);
-	while (p < end) {
-		unsigned char c = (unsigned char)*p;
-		int safe;
-		size_t n = gg_text_next(p, end, &safe);
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", f);
-		else if (c == '\r')
-			fputs("\\r", f);
-		else if (c == '\t')
-			fputs("\\t", f);
-		else if (safe)
-			fwrite(p, 1, n, f);
-		else if (c < 0x80)
-			fprintf(f, "\\u%04x", c); /* C0 and DEL */
-		else if (n == 2)
-			fprintf(f, "\\u%04x", (unsigned char)p[1]); /* C1: C2 80..C2 9F is U+0080..U+009F */
-		else
-			fputs("\\ufffd", f); /* not UTF-8 (a path from the command line): the replacement character */
-		p += n;
-	}
-	fputc('"', f);
-}
-
 /* Text output shows dump strings as they are, minus control characters that
  * could move the terminal's cursor or change its colours (gg_put_text). */
 static void put_safe(FILE *f, const char *s)
@@ -118,21 +89,6 @@ static void text_pod(FILE *f, const struct gg_dump *d)
 		                      : "died");
 	}
 	free(v);
-}
-
-/* Wall-clock time (UTC) of ms after the process started, to line the
- * report up with dashboards. */
-static const char *wall(const struct gg_dump *d, uint64_t ms, char buf[32])
-{
-	uint64_t t = d->start_unix_ms + ms;
-	time_t s = (time_t)(t / 1000);
-	struct tm tm;
-	if (!d->start_unix_ms || !gmtime_r(&s, &tm)) {
-		snprintf(buf, 32, "?");
-		return buf;
-	}
-	snprintf(buf, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(t % 1000));
-	return buf;
 }
 
 void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
@@ -300,7 +256,7 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start (%s to %s)\n",
 		        (unsigned long long)a->h_allocs, (unsigned long long)a->h_frees,
 		        (unsigned long long)a->h_refusals, (double)a->t_start / 1000.0, (double)a->t_end / 1000.0,
-		        wall(d, a->t_start, w1), wall(d, a->t_end, w2));
+		        gg_wall_ms(d->start_unix_ms, a->t_start, w1), gg_wall_ms(d->start_unix_ms, a->t_end, w2));
 		fprintf(f, "  |");
 		uint64_t prev = a->baseline;
 		for (int i = 0; i < GG_TIMELINE; i++) {

@@ -321,7 +321,6 @@ struct gg_analysis {
 void gg_analyze(struct gg_analysis *a, const struct gg_dump *d);
 void gg_analysis_free(struct gg_analysis *a);
 uint64_t gg_granted(uint32_t api, uint64_t size);
-const char *gg_bytes(uint64_t v, char buf[32]); /* "1.50 GiB" */
 
 /* output.c */
 struct gg_opts {
@@ -337,7 +336,6 @@ void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope J
 int gg_report_torch_snapshot(FILE *f, const struct gg_analysis *a);
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json);
-void gg_json_str(FILE *f, const char *s);
 void gg_stack_label(const struct gg_dump *d, uint64_t st, char *out, size_t outlen);
 
 /* html.c */
@@ -434,9 +432,18 @@ enum gg_read_why gg_read_why_errno(int e);
  * region file to probe liveness locks on, or -1 (liveness unknown). */
 int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len, int lock_fd, char *err,
                     size_t errlen);
+
+/* fmt.c: the shared formatting (a leaf above text.c). */
+const char *gg_bytes(uint64_t v, char buf[32]); /* "1.50 GiB" */
 /* Copies at most max bytes of s (stopping at a NUL) into out, printable
  * ASCII as is and anything else as \xNN; out holds 4 * max + 1 bytes. */
 void gg_escape_bytes(char *out, const char *s, size_t max);
+void gg_json_str(FILE *f, const char *s);           /* a JSON string, or "" for NULL */
+const char *gg_fraction(unsigned pm, char buf[16]); /* thousandths as "0.85" */
+unsigned long long gg_percent(uint64_t part, uint64_t whole); /* whole percent, 0 of 0 */
+/* Wall-clock time (UTC) ms after start_unix_ms, "12:34:56.789Z" (or "?"
+ * when the start is not known), to line a report up with dashboards. */
+const char *gg_wall_ms(uint64_t start_unix_ms, uint64_t ms, char buf[32]);
 
 /* text.c: output safety. Terminal text (reports, top, folded stacks, every
  * message) passes printable ASCII and well-formed UTF-8 above U+009F; C0
