@@ -843,7 +843,8 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		evidence(
 		    g, "right after it, stack %llu allocated %s in %llu allocation%s and keeps it: %s of the %s%s: %s",
 		    (unsigned long long)a->sz_pool_st, gg_bytes(a->sz_pool, b1), (unsigned long long)a->sz_pool_count,
-		    a->sz_pool_count == 1 ? "" : "s", gg_fraction(a->sz_meas_pm, f1), a->sz_meas_of_free ? "free" : "total",
+		    a->sz_pool_count == 1 ? "" : "s", gg_fraction(a->sz_meas_pm, f1),
+		    a->sz_meas_of_free ? "free" : "total",
 		    a->sz_meas_of_free || !q->used ? "" : " with what it held before", lab);
 	} else {
 		evidence(g,
@@ -880,8 +881,8 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		change(g,
 		       "lower %s by %s (%s %s -> %s): %s more of %s for what comes and goes (%s over at the peak "
 		       "demand, x1.2, in steps of 0.05)",
-		       knob, gg_fraction(a->sz_delta_pm, f1), a->sz_cmd_pm ? "its command line's" : "e.g.", gg_fraction(dflt, f2),
-		       gg_fraction(dflt > a->sz_delta_pm + 50 ? dflt - a->sz_delta_pm : 50, f3),
+		       knob, gg_fraction(a->sz_delta_pm, f1), a->sz_cmd_pm ? "its command line's" : "e.g.",
+		       gg_fraction(dflt, f2), gg_fraction(dflt > a->sz_delta_pm + 50 ? dflt - a->sz_delta_pm : 50, f3),
 		       gg_bytes((uint64_t)((unsigned __int128)q->total * a->sz_delta_pm / 1000), b1), what,
 		       gg_bytes(a->sz_over, b2));
 	}
@@ -897,225 +898,36 @@ static void sizing_advice(struct gg_analysis *a, struct gg_diag *g, int refused)
 		          "(GPUGUARD_DUMP_AT_EXIT=1) sees every refusal of the run and sizes from the largest");
 }
 
-static void diagnose(struct gg_analysis *a)
-{
-	const struct gg_dump *d = a->d;
-	char b1[32], b2[32], b3[32], b4[32], lab[320];
-	int steady, jump;
+/* What the diagnoses read, worked out once before the table runs: the kind
+ * of failure, its device and request, and the figures more than one of them
+ * quotes. */
+struct dctx {
+	const struct gg_dump *d;
+	const char *outcome;              /* the failing request's, or NULL */
+	int ceiling, driver;              /* refused at the ceiling / by the driver */
+	int frag;                         /* free memory could have held the request */
+	int frag_first;                   /* fragmentation is the real story: shown first */
+	uint32_t dv;                      /* the device the failure is about */
+	const struct gg_dump_device *dev; /* its record, or NULL */
+	uint64_t req, pool_slack, dev_waste;
+	int steady, jump; /* growth_shape */
 	uint64_t growth;
-	growth_shape(a, &steady, &jump, &growth);
-	const char *outcome = d->has_request ? d->req_outcome : NULL;
-	int ceiling = (outcome && !strcmp(outcome, "refused_ceiling")) ||
-	              (!outcome && d->trigger && !strcmp(d->trigger, "ceiling"));
-	int driver = (outcome && !strcmp(outcome, "driver_oom")) ||
-	             (!outcome && d->trigger && !strcmp(d->trigger, "driver_oom"));
-	uint32_t dv = d->has_request ? d->req_dev : 0;
-	if (!d->has_request)
-		for (size_t i = 0; i < d->ndevices; i++)
-			if (d->devices[i].refused_ceiling || d->devices[i].refused_driver) {
-				dv = d->devices[i].dev;
-				break;
-			}
-	const struct gg_dump_device *dev = find_dev(d, dv);
-	/* An exit or on-demand dump of a process that was refused along the
-	 * way: the ceiling was reached, though no request is in the dump. */
-	if (!outcome && !driver && dev && dev->refused_ceiling)
-		ceiling = 1;
-	uint64_t req = d->has_request ? d->req_size : 0;
-	uint64_t pool_slack = 0;
-	if (dev && dev->pool_reserved > a->dev[dv].async_live)
-		pool_slack = dev->pool_reserved - a->dev[dv].async_live;
-	uint64_t dev_waste =
-	    a->dev[dv].granted > a->dev[dv].live_bytes ? a->dev[dv].granted - a->dev[dv].live_bytes : 0;
-	/* A ceiling refusal is always reported as such (the books are exact);
-	 * pool slack that could have held the request is reported beside it.
-	 * A driver refusal with enough free memory is fragmentation, not a
-	 * full device. */
-	int frag = 0;
-	if ((ceiling || driver) && req) {
-		if (pool_slack >= req)
-			frag = 1;
-		if (driver && dev && dev->has_driver_free && dev->driver_free >= req)
-			frag = 1;
-	}
+	uint64_t uptime;            /* the process's, in ms (0 = not known) */
+	const struct gg_site *leak; /* the leaking call site, or NULL */
+	uint64_t ws;                /* the cgroup's working set */
+	int host;                   /* host memory pressure */
+};
 
-	if (ceiling) {
-		struct gg_diag *g = diag_new(a, GG_D_CEILING, "ceiling reached");
-		uint64_t limit = dev && dev->has_limit ? dev->limit : 0, used = dev ? dev->used : 0;
-		uint64_t peak = dev ? dev->peak : 0;
-		if (d->has_request)
-			evidence(
-			    g, "%s of %s on device %u was refused: device %u has %s charged of its %s ceiling, %s left",
-			    d->req_api, gg_bytes(req, b1), dv, dv, gg_bytes(used, b2), gg_bytes(limit, b3),
-			    gg_bytes(limit > used ? limit - used : 0, b4));
-		else if (dev)
-			evidence(g, "device %u refused %llu requests at its %s ceiling (peak %s)", dv,
-			         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
-		if (dev && dev->pod && dev->process_used < used)
-			pod_evidence(g, d, dv, dev->process_used, used);
-		/* issue 22: the books alone would have fit; what the driver
-		 * holds beyond them (context, modules, local memory) did not */
-		if (dev && dev->has_runtime && dev->runtime && d->has_request && limit &&
-		    used - (used > dev->runtime ? dev->runtime : used) + req <= limit) {
-			evidence(
-			    g,
-			    "refused because of the runtime: %s of the %s charged is what the driver holds for this "
-			    "process beyond its allocations (context, modules, local memory; the driver's figure "
-			    "for it: %s); the allocations alone would have fit",
-			    gg_bytes(dev->runtime, b1), gg_bytes(used, b2),
-			    dev->has_runtime_driver ? gg_bytes(dev->runtime_driver, b3) : "not read");
-			change(g, "raise the ceiling by the runtime, or lower what the process loads (lazy module "
-			          "loading, CUDA_MODULE_LOADING=LAZY; a smaller cuCtxSetLimit stack)");
-		}
-		for (size_t i = 0; i < a->nsites && i < 2; i++) {
-			const struct gg_site *s = a->by_bytes[i];
-			gg_stack_label(d, s->st, lab, sizeof lab);
-			evidence(g, "call site #%zu (stack %llu) holds %s in %llu allocations (%llu%% of live): %s",
-			         i + 1, (unsigned long long)s->st, gg_bytes(s->live_bytes, b1),
-			         (unsigned long long)s->live_count,
-			         (unsigned long long)(a->live_bytes ? s->live_bytes * 100 / a->live_bytes : 0), lab);
-		}
-		uint64_t need = peak > sat_add(used, req) ? peak : sat_add(used, req);
-		/* An exit or on-demand dump holds every refusal of its history:
-		 * the largest of them, on top of what was live then, is a
-		 * demand the process really made. */
-		const char *why = "peak, or used + request";
-		if (a->sz_refused_demand > need) {
-			need = a->sz_refused_demand;
-			why = "live + request at the largest refusal in the history";
-			evidence(g, "the largest refused demand in the history: %s (what was live then + the request)",
-			         gg_bytes(need, b1));
-		}
-		uint64_t rec = headroom_gib(need);
-		if (a->sizing)
-			sizing_advice(a, g, 1);
-		else if (jump || (limit && req >= limit / 4)) {
-			evidence(g, "usage jumped: one request of %s is %llu%% of the ceiling",
-			         gg_bytes(req ? req : a->h_max_alloc, b1),
-			         (unsigned long long)(limit ? (req ? req : a->h_max_alloc) * 100 / limit : 0));
-			change(g, "lower the batch size, concurrency or max tokens that sized the %s request",
-			       gg_bytes(req ? req : a->h_max_alloc, b1));
-			change(g, "or raise GPUGUARD_LIMIT to %lluGi (%s = %s, x1.2, rounded up to a GiB)",
-			       (unsigned long long)rec, why[0] == 'p' ? "used + request" : why, gg_bytes(need, b2));
-		} else if (steady) {
-			evidence(
-			    g,
-			    "usage grew steadily by %s over the last %.1f s of history, with no single large request",
-			    gg_bytes(growth, b1), (double)(a->t_end - a->t_start) / 1000.0);
-			change(
-			    g,
-			    "a leak or an unbounded cache: a higher ceiling only delays the failure; bound the cache "
-			    "(max tokens, cache size) or free what the top call site keeps");
-			change(g,
-			       "if the growth is a warm-up that levels off, GPUGUARD_LIMIT=%lluGi covers the peak (%s "
-			       "x1.2)",
-			       (unsigned long long)rec, gg_bytes(need, b1));
-		} else {
-			change(g, "raise GPUGUARD_LIMIT to %lluGi: the observed need %s (%s) x1.2, rounded up to a GiB",
-			       (unsigned long long)rec, gg_bytes(need, b1), why);
-			change(g, "or lower the batch size or concurrency so the working set fits %s",
-			       gg_bytes(limit, b2));
-		}
-		if (!a->sizing && dev && dev->has_driver_total && rec * GiB > dev->driver_total)
-			change(g, "note: %lluGi is more than the card's %s: lowering the batch size is the only way",
-			       (unsigned long long)rec, gg_bytes(dev->driver_total, b1));
-	}
-	/* A pool reserve that could hold the request several times over is the
-	 * real story: fragmentation first. */
-	if (ceiling && frag && a->ndiags == 1 && dev && pool_slack * 4 >= dev->used)
-		a->frag_first = 1;
-	if (driver && !frag) {
-		struct gg_diag *g = diag_new(a, GG_D_DEVICE_FULL, "device full");
-		uint64_t used = dev ? dev->process_used : 0; /* this process's, also in pod scope */
-		evidence(g, "the driver refused %s%s%s on device %u while this process had %s charged%s%s",
-		         d->has_request ? d->req_api : "a request", d->has_request ? " of " : "",
-		         d->has_request ? gg_bytes(req, b1) : "", dv, gg_bytes(used, b2),
-		         dev && dev->has_limit ? " under its ceiling of " : " (no ceiling)",
-		         dev && dev->has_limit ? gg_bytes(dev->limit, b3) : "");
-		if (dev && dev->has_driver_free && dev->has_driver_total) {
-			uint64_t taken =
-			    dev->driver_total > dev->driver_free ? dev->driver_total - dev->driver_free : 0;
-			uint64_t others = taken > used ? taken - used : 0;
-			evidence(g, "driver: %s free of %s; this process %s; other tenants and context memory %s",
-			         gg_bytes(dev->driver_free, b1), gg_bytes(dev->driver_total, b2), gg_bytes(used, b3),
-			         gg_bytes(others, b4));
-			if (dev->has_limit && dev->limit > used && dev->limit - used > dev->driver_free)
-				evidence(g, "the ceiling promised %s more, but the card had only %s free",
-				         gg_bytes(dev->limit - used, b1), gg_bytes(dev->driver_free, b2));
-			change(
-			    g,
-			    "the ceilings of all tenants on this card must sum to less than its %s minus each "
-			    "process's "
-			    "context memory (about 300-600 MiB per process): lower them or place fewer tenants per GPU",
-			    gg_bytes(dev->driver_total, b1));
-		} else {
-			evidence(g, "the driver's free and total memory were not recorded");
-			change(g, "check the card's other tenants (nvidia-smi) and lower ceilings so they sum to less "
-			          "than the card");
-		}
-		if (dev && dev->has_driver_free && sat_add(used, dev->driver_free) >= GiB)
-			change(g,
-			       "set this process's GPUGUARD_LIMIT to what it can really get, at most %lluGi (charged + "
-			       "driver free, rounded down), so it fails at its own ceiling with a dump",
-			       (unsigned long long)(sat_add(used, dev->driver_free) / GiB));
-		else
-			change(g, "set this process's GPUGUARD_LIMIT to what it can really get, so it fails at its own "
-			          "ceiling with a dump");
-	}
-	if (frag) {
-		struct gg_diag *g = diag_new(a, GG_D_FRAGMENTATION, "fragmentation");
-		evidence(g, "%s of %s on device %u failed (%s) although free memory was enough:",
-		         d->req_api ? d->req_api : "a request", gg_bytes(req, b1), dv, outcome ? outcome : "");
-		if (dev && dev->has_driver_free && driver)
-			evidence(g, "driver free %s >= request %s: no contiguous block of that size",
-			         gg_bytes(dev->driver_free, b1), gg_bytes(req, b2));
-		if (dev && dev->pool_reserved)
-			evidence(g, "pool reserve %s vs in use %s: slack %s", gg_bytes(dev->pool_reserved, b1),
-			         gg_bytes(a->dev[dv].async_live, b2), gg_bytes(pool_slack, b3));
-		if (d->nvmm) {
-			evidence(g, "VMM: %zu reservation%s, %s reserved, %s mapped, %llu hole%s, largest %s", d->nvmm,
-			         d->nvmm == 1 ? "" : "s", gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2),
-			         (unsigned long long)a->vmm_holes, a->vmm_holes == 1 ? "" : "s",
-			         gg_bytes(a->vmm_largest_hole, b3));
-			/* Supporting evidence only: holes are address space, not
-			 * memory, so they never decide the diagnosis on their own. */
-			if (a->vmm_holes && req > a->vmm_largest_hole)
-				evidence(
-				    g,
-				    "request %s > largest VMM hole %s: no hole between mapped chunks can take it; it "
-				    "needs new address space or fails to map contiguously",
-				    gg_bytes(req, b1), gg_bytes(a->vmm_largest_hole, b2));
-		}
-		evidence(g, "granted %s vs requested %s: internal waste %s", gg_bytes(a->dev[dv].granted, b1),
-		         gg_bytes(a->dev[dv].live_bytes, b2), gg_bytes(dev_waste, b3));
-		spectrum(a, g);
-		if (a->torch_pattern) {
-			evidence(g,
-			         "PyTorch's caching allocator holds these segments: %s; %llu of %llu live "
-			         "allocations have its segment sizes",
-			         a->torch_evidence, (unsigned long long)a->torch_segments,
-			         (unsigned long long)a->live_count);
-			change(g, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow in place instead of "
-			          "leaving holes)");
-		}
-		if (pool_slack >= req && req)
-			change(g, "trim the stream-ordered pool before large requests (cuMemPoolTrimTo / "
-			          "hipMemPoolTrimTo) or lower its release threshold");
-		change(g, "allocate the largest long-lived buffers first, and reuse buffers of one size class");
-		if (a->frag_first) {
-			struct gg_diag t = a->diags[0];
-			a->diags[0] = a->diags[1];
-			a->diags[1] = t;
-		}
-	} else if (a->torch_pattern && (ceiling || driver)) {
-		struct gg_diag *g = &a->diags[0];
-		evidence(g, "the memory is PyTorch's caching allocator's: %s", a->torch_evidence);
-		change(g, "if PyTorch's OOM message shows much \"reserved but unallocated\" memory, set "
-		          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
-	}
+/* The failing request's outcome is as_outcome; without a request, the
+ * dump's trigger is as_trigger. */
+static int failed_as(const struct gg_dump *d, const char *outcome, const char *as_outcome, const char *as_trigger)
+{
+	return outcome ? !strcmp(outcome, as_outcome) : d->trigger && !strcmp(d->trigger, as_trigger);
+}
 
-	/* Leak: the oldest-holding site that also only grew in the history. */
-	uint64_t uptime = d->unix_ms > d->start_unix_ms ? d->unix_ms - d->start_unix_ms : 0;
+/* Leak: the oldest-holding site that also only grew in the history. */
+static const struct gg_site *leak_site(const struct gg_analysis *a, uint64_t uptime)
+{
 	for (size_t i = 0; i < a->nsites && i < 16; i++) {
 		const struct gg_site *s = a->by_bytes[i];
 		if (!s->st || s->live_count < 4 || s->h_alloc_count < 4)
@@ -1127,95 +939,427 @@ static void diagnose(struct gg_analysis *a)
 		/* Growing through the history, not allocated once at start-up. */
 		if (a->t_end > a->t_start && (s->h_last_ms - s->h_first_ms) * 2 < a->t_end - a->t_start)
 			continue;
-		struct gg_diag *g = diag_new(a, GG_D_LEAK, "leak suspected");
-		gg_stack_label(d, s->st, lab, sizeof lab);
-		evidence(g,
-		         "call site stack %llu keeps %llu live allocations (%s), the oldest %.1f s old (process up "
-		         "%.1f s): %s",
-		         (unsigned long long)s->st, (unsigned long long)s->live_count, gg_bytes(s->live_bytes, b1),
-		         (double)s->oldest_age / 1000.0, (double)uptime / 1000.0, lab);
-		evidence(g, "in the history it allocated %llu times (%s) and freed %llu times (%s)",
-		         (unsigned long long)s->h_alloc_count, gg_bytes(s->h_alloc_bytes, b1),
-		         (unsigned long long)s->h_free_count, gg_bytes(s->h_free_bytes, b2));
-		change(g, "find what keeps these buffers (the stack under TOP CALL SITES): free them, or bound the "
-		          "cache that holds them");
-		break;
+		return s;
 	}
+	return NULL;
+}
 
+static void dctx_init(struct dctx *c, const struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	memset(c, 0, sizeof *c);
+	c->d = d;
+	growth_shape(a, &c->steady, &c->jump, &c->growth);
+	c->outcome = d->has_request ? d->req_outcome : NULL;
+	c->ceiling = failed_as(d, c->outcome, "refused_ceiling", "ceiling");
+	c->driver = failed_as(d, c->outcome, "driver_oom", "driver_oom");
+	c->dv = d->has_request ? d->req_dev : 0;
+	if (!d->has_request)
+		for (size_t i = 0; i < d->ndevices; i++)
+			if (d->devices[i].refused_ceiling || d->devices[i].refused_driver) {
+				c->dv = d->devices[i].dev;
+				break;
+			}
+	c->dev = find_dev(d, c->dv);
+	/* An exit or on-demand dump of a process that was refused along the
+	 * way: the ceiling was reached, though no request is in the dump. */
+	if (!c->outcome && !c->driver && c->dev && c->dev->refused_ceiling)
+		c->ceiling = 1;
+	c->req = d->has_request ? d->req_size : 0;
+	const struct gg_devstat *ds = &a->dev[c->dv];
+	if (c->dev && c->dev->pool_reserved > ds->async_live)
+		c->pool_slack = c->dev->pool_reserved - ds->async_live;
+	c->dev_waste = ds->granted > ds->live_bytes ? ds->granted - ds->live_bytes : 0;
+	/* A ceiling refusal is always reported as such (the books are exact);
+	 * pool slack that could have held the request is reported beside it.
+	 * A driver refusal with enough free memory is fragmentation, not a
+	 * full device. */
+	if ((c->ceiling || c->driver) && c->req) {
+		if (c->pool_slack >= c->req)
+			c->frag = 1;
+		if (c->driver && c->dev && c->dev->has_driver_free && c->dev->driver_free >= c->req)
+			c->frag = 1;
+	}
+	/* A pool reserve that could hold the request several times over is the
+	 * real story: fragmentation first, before the ceiling. */
+	c->frag_first = c->ceiling && c->frag && c->dev && c->pool_slack * 4 >= c->dev->used;
+	c->uptime = d->unix_ms > d->start_unix_ms ? d->unix_ms - d->start_unix_ms : 0;
+	c->leak = leak_site(a, c->uptime);
 	/* The working set the kubelet evicts on and the OOM killer weighs:
 	 * usage less inactive page cache, which the kernel reclaims first. Raw
 	 * usage counts weights read through the page cache (issue 11, 3). */
-	uint64_t ws = d->has_cg_usage && d->has_cg_inactive
-	                  ? (d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0)
-	                  : d->cg_usage;
-	if (d->has_host && ((d->has_cg_oom && d->cg_oom_kill > 0) ||
-	                    (d->has_cg_limit && d->has_cg_usage && d->cg_limit && ws >= d->cg_limit / 10 * 9))) {
-		struct gg_diag *g = diag_new(a, GG_D_HOST, "host memory pressure");
-		if (d->has_cg_limit && d->has_cg_usage) {
-			uint64_t pc = d->cg_limit / 100 ? d->cg_limit / 100 : 1;
-			if (d->has_cg_inactive)
-				evidence(g,
-				         "cgroup v%llu memory: working set %s of a %s limit (%llu%%): usage %s less %s "
-				         "inactive page cache",
-				         (unsigned long long)d->cg_version, gg_bytes(ws, b1), gg_bytes(d->cg_limit, b2),
-				         (unsigned long long)(ws / pc), gg_bytes(d->cg_usage, b3),
-				         gg_bytes(d->cg_inactive_file, b4));
-			else
-				evidence(g, "cgroup v%llu memory: %s used of a %s limit (%llu%%; page cache not known)",
-				         (unsigned long long)d->cg_version, gg_bytes(d->cg_usage, b1),
-				         gg_bytes(d->cg_limit, b2), (unsigned long long)(d->cg_usage / pc));
-		}
-		if (d->has_cg_oom && d->cg_oom_kill)
-			evidence(g, "the kernel has already OOM-killed in this cgroup: oom_kill = %llu",
-			         (unsigned long long)d->cg_oom_kill);
-		evidence(g, "process RSS %s; pinned host memory %s in %llu allocations", gg_bytes(d->rss, b1),
-		         gg_bytes(d->pinned_bytes, b2), (unsigned long long)d->pinned_allocs);
-		change(g, "the pod risks being OOMKilled (exit 137), which no GPU ceiling prevents");
-		if (d->has_cg_usage)
-			change(g,
-			       "raise the container memory limit (resources.limits.memory) to at least %lluGi (working "
-			       "set x1.2), or use less host memory: fewer DataLoader workers, smaller pinned buffers",
-			       (unsigned long long)headroom_gib(ws));
+	c->ws = d->has_cg_usage && d->has_cg_inactive
+	            ? (d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0)
+	            : d->cg_usage;
+	c->host = d->has_host && ((d->has_cg_oom && d->cg_oom_kill > 0) ||
+	                          (d->has_cg_limit && d->has_cg_usage && d->cg_limit && c->ws >= d->cg_limit / 10 * 9));
+}
+
+/* The ceiling's advice once the evidence is in: what to set, or what to
+ * lower, by the shape of the growth. */
+static void ceiling_advice(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g, uint64_t limit,
+                           uint64_t used, uint64_t peak)
+{
+	char b1[32], b2[32];
+	uint64_t req = c->req;
+	uint64_t need = peak > sat_add(used, req) ? peak : sat_add(used, req);
+	/* An exit or on-demand dump holds every refusal of its history:
+	 * the largest of them, on top of what was live then, is a
+	 * demand the process really made. */
+	const char *why = "peak, or used + request";
+	if (a->sz_refused_demand > need) {
+		need = a->sz_refused_demand;
+		why = "live + request at the largest refusal in the history";
+		evidence(g, "the largest refused demand in the history: %s (what was live then + the request)",
+		         gg_bytes(need, b1));
 	}
-	if (a->ndiags == 0 && a->sizing) {
-		struct gg_diag *g = diag_new(a, GG_D_SIZING, "no failure; sizes itself from the total");
-		sizing_advice(a, g, 0);
-	} else if (a->ndiags == 0 && a->pv_suggest_gib) {
-		struct gg_diag *g = diag_new(a, GG_D_SIZING, "no failure; sizing a ceiling");
-		const struct gg_dump_device *pd = find_dev(d, a->pv_dev);
-		uint64_t p = a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
-		if (pd && !pd->pod && pd->peak > p)
-			p = pd->peak;
-		evidence(g, "dump written on \"%s\": %llu live allocations, %s; the peak was %s",
-		         d->trigger ? d->trigger : "?", (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1),
-		         gg_bytes(p, b2));
-		if (a->has_peak_view && a->npv_sites) {
-			gg_stack_label(d, a->pv_sites[0].st, lab, sizeof lab);
-			evidence(g, "at the peak, stack %llu held the most: %s (%s)",
-			         (unsigned long long)a->pv_sites[0].st, gg_bytes(a->pv_sites[0].bytes, b1), lab);
-		}
-		if (!a->peak_in_history && a->pv_carried)
-			evidence(
-			    g,
-			    "the peak (%s at %.1f s) is older than the history: the peak view is the library's own "
-			    "snapshot at %s, at %.1f s",
-			    gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0,
-			    gg_bytes(a->pv_bytes, b2), (double)a->pv_ms / 1000.0);
-		else if (!a->peak_in_history)
-			evidence(
-			    g,
-			    "the peak (%s at %.1f s) is older than the history: the peak view shows its highest point, "
-			    "%s",
-			    gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0,
-			    gg_bytes(a->pv_bytes, b2));
-		change(g, "GPUGUARD_LIMIT=%lluGi: the peak %s x1.2, rounded up to a GiB",
-		       (unsigned long long)a->pv_suggest_gib, gg_bytes(p, b1));
-	} else if (a->ndiags == 0) {
-		struct gg_diag *g = diag_new(a, GG_D_NONE, "no failure recorded");
-		evidence(g, "dump written on \"%s\": %llu live allocations, %s", d->trigger ? d->trigger : "?",
-		         (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1));
-		change(g, "nothing to change; the views below show where the memory is");
+	uint64_t rec = headroom_gib(need);
+	if (a->sizing) {
+		sizing_advice(a, g, 1);
+	} else if (c->jump || (limit && req >= limit / 4)) {
+		evidence(g, "usage jumped: one request of %s is %llu%% of the ceiling",
+		         gg_bytes(req ? req : a->h_max_alloc, b1),
+		         (unsigned long long)(limit ? (req ? req : a->h_max_alloc) * 100 / limit : 0));
+		change(g, "lower the batch size, concurrency or max tokens that sized the %s request",
+		       gg_bytes(req ? req : a->h_max_alloc, b1));
+		change(g, "or raise GPUGUARD_LIMIT to %lluGi (%s = %s, x1.2, rounded up to a GiB)",
+		       (unsigned long long)rec, why[0] == 'p' ? "used + request" : why, gg_bytes(need, b2));
+	} else if (c->steady) {
+		evidence(g, "usage grew steadily by %s over the last %.1f s of history, with no single large request",
+		         gg_bytes(c->growth, b1), (double)(a->t_end - a->t_start) / 1000.0);
+		change(g, "a leak or an unbounded cache: a higher ceiling only delays the failure; bound the cache "
+		          "(max tokens, cache size) or free what the top call site keeps");
+		change(g,
+		       "if the growth is a warm-up that levels off, GPUGUARD_LIMIT=%lluGi covers the peak (%s "
+		       "x1.2)",
+		       (unsigned long long)rec, gg_bytes(need, b1));
+	} else {
+		change(g, "raise GPUGUARD_LIMIT to %lluGi: the observed need %s (%s) x1.2, rounded up to a GiB",
+		       (unsigned long long)rec, gg_bytes(need, b1), why);
+		change(g, "or lower the batch size or concurrency so the working set fits %s", gg_bytes(limit, b2));
 	}
+	if (!a->sizing && c->dev && c->dev->has_driver_total && rec * GiB > c->dev->driver_total)
+		change(g, "note: %lluGi is more than the card's %s: lowering the batch size is the only way",
+		       (unsigned long long)rec, gg_bytes(c->dev->driver_total, b1));
+}
+
+static void diag_ceiling(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	const struct gg_dump *d = a->d;
+	const struct gg_dump_device *dev = c->dev;
+	char b1[32], b2[32], b3[32], b4[32], lab[320];
+	uint32_t dv = c->dv;
+	uint64_t limit = dev && dev->has_limit ? dev->limit : 0, used = dev ? dev->used : 0;
+	uint64_t peak = dev ? dev->peak : 0, req = c->req;
+	if (d->has_request)
+		evidence(g, "%s of %s on device %u was refused: device %u has %s charged of its %s ceiling, %s left",
+		         d->req_api, gg_bytes(req, b1), dv, dv, gg_bytes(used, b2), gg_bytes(limit, b3),
+		         gg_bytes(limit > used ? limit - used : 0, b4));
+	else if (dev)
+		evidence(g, "device %u refused %llu requests at its %s ceiling (peak %s)", dv,
+		         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
+	if (dev && dev->pod && dev->process_used < used)
+		pod_evidence(g, d, dv, dev->process_used, used);
+	/* issue 22: the books alone would have fit; what the driver
+	 * holds beyond them (context, modules, local memory) did not */
+	if (dev && dev->has_runtime && dev->runtime && d->has_request && limit &&
+	    used - (used > dev->runtime ? dev->runtime : used) + req <= limit) {
+		evidence(g,
+		         "refused because of the runtime: %s of the %s charged is what the driver holds for this "
+		         "process beyond its allocations (context, modules, local memory; the driver's figure "
+		         "for it: %s); the allocations alone would have fit",
+		         gg_bytes(dev->runtime, b1), gg_bytes(used, b2),
+		         dev->has_runtime_driver ? gg_bytes(dev->runtime_driver, b3) : "not read");
+		change(g, "raise the ceiling by the runtime, or lower what the process loads (lazy module "
+		          "loading, CUDA_MODULE_LOADING=LAZY; a smaller cuCtxSetLimit stack)");
+	}
+	for (size_t i = 0; i < a->nsites && i < 2; i++) {
+		const struct gg_site *s = a->by_bytes[i];
+		gg_stack_label(d, s->st, lab, sizeof lab);
+		evidence(g, "call site #%zu (stack %llu) holds %s in %llu allocations (%llu%% of live): %s", i + 1,
+		         (unsigned long long)s->st, gg_bytes(s->live_bytes, b1), (unsigned long long)s->live_count,
+		         (unsigned long long)(a->live_bytes ? s->live_bytes * 100 / a->live_bytes : 0), lab);
+	}
+	ceiling_advice(a, c, g, limit, used, peak);
+}
+
+static void diag_device_full(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	const struct gg_dump *d = a->d;
+	const struct gg_dump_device *dev = c->dev;
+	char b1[32], b2[32], b3[32], b4[32];
+	uint64_t used = dev ? dev->process_used : 0; /* this process's, also in pod scope */
+	evidence(g, "the driver refused %s%s%s on device %u while this process had %s charged%s%s",
+	         d->has_request ? d->req_api : "a request", d->has_request ? " of " : "",
+	         d->has_request ? gg_bytes(c->req, b1) : "", c->dv, gg_bytes(used, b2),
+	         dev && dev->has_limit ? " under its ceiling of " : " (no ceiling)",
+	         dev && dev->has_limit ? gg_bytes(dev->limit, b3) : "");
+	if (dev && dev->has_driver_free && dev->has_driver_total) {
+		uint64_t taken = dev->driver_total > dev->driver_free ? dev->driver_total - dev->driver_free : 0;
+		uint64_t others = taken > used ? taken - used : 0;
+		evidence(g, "driver: %s free of %s; this process %s; other tenants and context memory %s",
+		         gg_bytes(dev->driver_free, b1), gg_bytes(dev->driver_total, b2), gg_bytes(used, b3),
+		         gg_bytes(others, b4));
+		if (dev->has_limit && dev->limit > used && dev->limit - used > dev->driver_free)
+			evidence(g, "the ceiling promised %s more, but the card had only %s free",
+			         gg_bytes(dev->limit - used, b1), gg_bytes(dev->driver_free, b2));
+		change(g,
+		       "the ceilings of all tenants on this card must sum to less than its %s minus each "
+		       "process's "
+		       "context memory (about 300-600 MiB per process): lower them or place fewer tenants per GPU",
+		       gg_bytes(dev->driver_total, b1));
+	} else {
+		evidence(g, "the driver's free and total memory were not recorded");
+		change(g, "check the card's other tenants (nvidia-smi) and lower ceilings so they sum to less "
+		          "than the card");
+	}
+	if (dev && dev->has_driver_free && sat_add(used, dev->driver_free) >= GiB)
+		change(g,
+		       "set this process's GPUGUARD_LIMIT to what it can really get, at most %lluGi (charged + "
+		       "driver free, rounded down), so it fails at its own ceiling with a dump",
+		       (unsigned long long)(sat_add(used, dev->driver_free) / GiB));
+	else
+		change(g, "set this process's GPUGUARD_LIMIT to what it can really get, so it fails at its own "
+		          "ceiling with a dump");
+}
+
+static void diag_fragmentation(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	const struct gg_dump *d = a->d;
+	const struct gg_dump_device *dev = c->dev;
+	char b1[32], b2[32], b3[32];
+	uint64_t req = c->req;
+	evidence(g, "%s of %s on device %u failed (%s) although free memory was enough:",
+	         d->req_api ? d->req_api : "a request", gg_bytes(req, b1), c->dv, c->outcome ? c->outcome : "");
+	if (dev && dev->has_driver_free && c->driver)
+		evidence(g, "driver free %s >= request %s: no contiguous block of that size",
+		         gg_bytes(dev->driver_free, b1), gg_bytes(req, b2));
+	if (dev && dev->pool_reserved)
+		evidence(g, "pool reserve %s vs in use %s: slack %s", gg_bytes(dev->pool_reserved, b1),
+		         gg_bytes(a->dev[c->dv].async_live, b2), gg_bytes(c->pool_slack, b3));
+	if (d->nvmm) {
+		evidence(g, "VMM: %zu reservation%s, %s reserved, %s mapped, %llu hole%s, largest %s", d->nvmm,
+		         d->nvmm == 1 ? "" : "s", gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2),
+		         (unsigned long long)a->vmm_holes, a->vmm_holes == 1 ? "" : "s",
+		         gg_bytes(a->vmm_largest_hole, b3));
+		/* Supporting evidence only: holes are address space, not
+		 * memory, so they never decide the diagnosis on their own. */
+		if (a->vmm_holes && req > a->vmm_largest_hole)
+			evidence(g,
+			         "request %s > largest VMM hole %s: no hole between mapped chunks can take it; it "
+			         "needs new address space or fails to map contiguously",
+			         gg_bytes(req, b1), gg_bytes(a->vmm_largest_hole, b2));
+	}
+	evidence(g, "granted %s vs requested %s: internal waste %s", gg_bytes(a->dev[c->dv].granted, b1),
+	         gg_bytes(a->dev[c->dv].live_bytes, b2), gg_bytes(c->dev_waste, b3));
+	spectrum(a, g);
+	if (a->torch_pattern) {
+		evidence(g,
+		         "PyTorch's caching allocator holds these segments: %s; %llu of %llu live "
+		         "allocations have its segment sizes",
+		         a->torch_evidence, (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+		change(g, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow in place instead of "
+		          "leaving holes)");
+	}
+	if (c->pool_slack >= req && req)
+		change(g, "trim the stream-ordered pool before large requests (cuMemPoolTrimTo / "
+		          "hipMemPoolTrimTo) or lower its release threshold");
+	change(g, "allocate the largest long-lived buffers first, and reuse buffers of one size class");
+}
+
+/* Not a diagnosis of its own: a note on the first one when PyTorch's
+ * allocator holds the memory and fragmentation was not found. */
+static void diag_torch_note(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	(void)c;
+	evidence(g, "the memory is PyTorch's caching allocator's: %s", a->torch_evidence);
+	change(g, "if PyTorch's OOM message shows much \"reserved but unallocated\" memory, set "
+	          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+}
+
+static void diag_leak(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	const struct gg_site *s = c->leak;
+	char b1[32], b2[32], lab[320];
+	gg_stack_label(a->d, s->st, lab, sizeof lab);
+	evidence(g,
+	         "call site stack %llu keeps %llu live allocations (%s), the oldest %.1f s old (process up "
+	         "%.1f s): %s",
+	         (unsigned long long)s->st, (unsigned long long)s->live_count, gg_bytes(s->live_bytes, b1),
+	         (double)s->oldest_age / 1000.0, (double)c->uptime / 1000.0, lab);
+	evidence(g, "in the history it allocated %llu times (%s) and freed %llu times (%s)",
+	         (unsigned long long)s->h_alloc_count, gg_bytes(s->h_alloc_bytes, b1),
+	         (unsigned long long)s->h_free_count, gg_bytes(s->h_free_bytes, b2));
+	change(g, "find what keeps these buffers (the stack under TOP CALL SITES): free them, or bound the "
+	          "cache that holds them");
+}
+
+static void diag_host(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	const struct gg_dump *d = a->d;
+	char b1[32], b2[32], b3[32], b4[32];
+	uint64_t ws = c->ws;
+	if (d->has_cg_limit && d->has_cg_usage) {
+		uint64_t pc = d->cg_limit / 100 ? d->cg_limit / 100 : 1;
+		if (d->has_cg_inactive)
+			evidence(g,
+			         "cgroup v%llu memory: working set %s of a %s limit (%llu%%): usage %s less %s "
+			         "inactive page cache",
+			         (unsigned long long)d->cg_version, gg_bytes(ws, b1), gg_bytes(d->cg_limit, b2),
+			         (unsigned long long)(ws / pc), gg_bytes(d->cg_usage, b3),
+			         gg_bytes(d->cg_inactive_file, b4));
+		else
+			evidence(g, "cgroup v%llu memory: %s used of a %s limit (%llu%%; page cache not known)",
+			         (unsigned long long)d->cg_version, gg_bytes(d->cg_usage, b1),
+			         gg_bytes(d->cg_limit, b2), (unsigned long long)(d->cg_usage / pc));
+	}
+	if (d->has_cg_oom && d->cg_oom_kill)
+		evidence(g, "the kernel has already OOM-killed in this cgroup: oom_kill = %llu",
+		         (unsigned long long)d->cg_oom_kill);
+	evidence(g, "process RSS %s; pinned host memory %s in %llu allocations", gg_bytes(d->rss, b1),
+	         gg_bytes(d->pinned_bytes, b2), (unsigned long long)d->pinned_allocs);
+	change(g, "the pod risks being OOMKilled (exit 137), which no GPU ceiling prevents");
+	if (d->has_cg_usage)
+		change(g,
+		       "raise the container memory limit (resources.limits.memory) to at least %lluGi (working "
+		       "set x1.2), or use less host memory: fewer DataLoader workers, smaller pinned buffers",
+		       (unsigned long long)headroom_gib(ws));
+}
+
+static void diag_self_sizing(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	(void)c;
+	sizing_advice(a, g, 0);
+}
+
+static void diag_peak_sizing(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	const struct gg_dump *d = a->d;
+	char b1[32], b2[32], lab[320];
+	(void)c;
+	const struct gg_dump_device *pd = find_dev(d, a->pv_dev);
+	uint64_t p = a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
+	if (pd && !pd->pod && pd->peak > p)
+		p = pd->peak;
+	evidence(g, "dump written on \"%s\": %llu live allocations, %s; the peak was %s", d->trigger ? d->trigger : "?",
+	         (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1), gg_bytes(p, b2));
+	if (a->has_peak_view && a->npv_sites) {
+		gg_stack_label(d, a->pv_sites[0].st, lab, sizeof lab);
+		evidence(g, "at the peak, stack %llu held the most: %s (%s)", (unsigned long long)a->pv_sites[0].st,
+		         gg_bytes(a->pv_sites[0].bytes, b1), lab);
+	}
+	if (!a->peak_in_history && a->pv_carried)
+		evidence(g,
+		         "the peak (%s at %.1f s) is older than the history: the peak view is the library's own "
+		         "snapshot at %s, at %.1f s",
+		         gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0, gg_bytes(a->pv_bytes, b2),
+		         (double)a->pv_ms / 1000.0);
+	else if (!a->peak_in_history)
+		evidence(g,
+		         "the peak (%s at %.1f s) is older than the history: the peak view shows its highest point, "
+		         "%s",
+		         gg_bytes(a->pv_record_bytes, b1), (double)a->pv_record_ms / 1000.0, gg_bytes(a->pv_bytes, b2));
+	change(g, "GPUGUARD_LIMIT=%lluGi: the peak %s x1.2, rounded up to a GiB", (unsigned long long)a->pv_suggest_gib,
+	       gg_bytes(p, b1));
+}
+
+static void diag_none(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
+{
+	const struct gg_dump *d = a->d;
+	char b1[32];
+	(void)c;
+	evidence(g, "dump written on \"%s\": %llu live allocations, %s", d->trigger ? d->trigger : "?",
+	         (unsigned long long)a->live_count, gg_bytes(a->live_bytes, b1));
+	change(g, "nothing to change; the views below show where the memory is");
+}
+
+static int when_ceiling(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)a;
+	return c->ceiling;
+}
+static int when_device_full(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)a;
+	return c->driver && !c->frag;
+}
+static int when_fragmentation(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)a;
+	return c->frag;
+}
+static int when_torch_note(const struct gg_analysis *a, const struct dctx *c)
+{
+	return !c->frag && a->torch_pattern && (c->ceiling || c->driver);
+}
+static int when_leak(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)a;
+	return c->leak != NULL;
+}
+static int when_host(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)a;
+	return c->host;
+}
+static int when_self_sizing(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)c;
+	return a->ndiags == 0 && a->sizing;
+}
+static int when_peak_sizing(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)c;
+	return a->ndiags == 0 && a->pv_suggest_gib;
+}
+static int when_nothing(const struct gg_analysis *a, const struct dctx *c)
+{
+	(void)c;
+	return a->ndiags == 0;
+}
+
+/* The diagnoses, in the order the report gives them: each row's test on
+ * the dctx, then its writer. A row with no title amends the first diagnosis
+ * instead of adding one; the last three are the fallbacks when nothing
+ * failed. A new diagnosis is one writer and one row (docs/report.md). */
+static const struct diagnosis {
+	enum gg_diag_kind kind;
+	const char *title;
+	int (*when)(const struct gg_analysis *a, const struct dctx *c);
+	void (*write)(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g);
+} diagnoses[] = {
+    {GG_D_CEILING, "ceiling reached", when_ceiling, diag_ceiling},
+    {GG_D_DEVICE_FULL, "device full", when_device_full, diag_device_full},
+    {GG_D_FRAGMENTATION, "fragmentation", when_fragmentation, diag_fragmentation},
+    {GG_D_NONE, NULL, when_torch_note, diag_torch_note},
+    {GG_D_LEAK, "leak suspected", when_leak, diag_leak},
+    {GG_D_HOST, "host memory pressure", when_host, diag_host},
+    {GG_D_SIZING, "no failure; sizes itself from the total", when_self_sizing, diag_self_sizing},
+    {GG_D_SIZING, "no failure; sizing a ceiling", when_peak_sizing, diag_peak_sizing},
+    {GG_D_NONE, "no failure recorded", when_nothing, diag_none},
+};
+
+static void diagnose(struct gg_analysis *a)
+{
+	struct dctx c;
+	dctx_init(&c, a);
+	for (size_t i = 0; i < sizeof diagnoses / sizeof diagnoses[0]; i++) {
+		const struct diagnosis *r = &diagnoses[i];
+		if (!r->when(a, &c))
+			continue;
+		if (!r->title && a->ndiags) {
+			r->write(a, &c, &a->diags[0]);
+		} else if (r->title && a->ndiags < (int)(sizeof a->diags / sizeof a->diags[0])) {
+			r->write(a, &c, diag_new(a, r->kind, r->title));
+		}
+		/* fragmentation shown before the ceiling it caused */
+		if (r->kind == GG_D_FRAGMENTATION && c.frag_first && a->ndiags >= 2) {
+			struct gg_diag t = a->diags[0];
+			a->diags[0] = a->diags[1];
+			a->diags[1] = t;
+		}
+	}
+	a->frag_first = c.frag_first;
 }
 
 void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)

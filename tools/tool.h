@@ -438,8 +438,8 @@ const char *gg_bytes(uint64_t v, char buf[32]); /* "1.50 GiB" */
 /* Copies at most max bytes of s (stopping at a NUL) into out, printable
  * ASCII as is and anything else as \xNN; out holds 4 * max + 1 bytes. */
 void gg_escape_bytes(char *out, const char *s, size_t max);
-void gg_json_str(FILE *f, const char *s);           /* a JSON string, or "" for NULL */
-const char *gg_fraction(unsigned pm, char buf[16]); /* thousandths as "0.85" */
+void gg_json_str(FILE *f, const char *s);                     /* a JSON string, or "" for NULL */
+const char *gg_fraction(unsigned pm, char buf[16]);           /* thousandths as "0.85" */
 unsigned long long gg_percent(uint64_t part, uint64_t whole); /* whole percent, 0 of 0 */
 /* Wall-clock time (UTC) ms after start_unix_ms, "12:34:56.789Z" (or "?"
  * when the start is not known), to line a report up with dashboards. */
