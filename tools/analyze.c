@@ -247,19 +247,35 @@ static int cmp_pv(const void *x, const void *y)
 	return a[0] < b[0] ? -1 : a[0] > b[0];
 }
 
-static void history_sites(struct gg_analysis *a)
+/* The walk of the history per call site: its table, and where the walk
+ * found the peak. */
+struct replay {
+	struct hsite *tab;
+	__int128 total, trans, best, tmax, rmax;
+	size_t best_i, last_best_i; /* first and last event at the peak */
+	uint64_t best_ms;
+};
+
+/* Transient: a site that gave back at least half of what it took in the
+ * history, several times over (scratch, activations). */
+static int hs_transient(const struct hsite *h)
+{
+	return h->n_a >= 4 && h->h_f * 2 >= h->h_a && h->st;
+}
+
+/* Start from what is live now, per site; undo the history to get each
+ * site's bytes before its first event. */
+static void hs_rewind(struct replay *r, const struct gg_analysis *a)
 {
 	const struct gg_dump *d = a->d;
-	struct hsite *tab = NULL, *h, *tmp;
-	/* Start from what is live now, per site; undo the history to get each
-	 * site's bytes before its first event, then replay it forwards. */
+	struct hsite *h, *tmp;
 	for (struct gg_site *s = a->sites; s; s = s->hh.next)
-		hsite_get(&tab, s->st)->cur = s->live_bytes;
+		hsite_get(&r->tab, s->st)->cur = s->live_bytes;
 	for (size_t i = 0; i < d->nhist; i++) {
 		const struct gg_hist *e = &d->hist[i];
 		if (e->op == 'r')
 			continue;
-		h = hsite_get(&tab, e->st);
+		h = hsite_get(&r->tab, e->st);
 		if (e->op == 'a') {
 			h->cur -= e->size;
 			h->h_a = sat_add(h->h_a, e->size);
@@ -269,165 +285,184 @@ static void history_sites(struct gg_analysis *a)
 			h->h_f = sat_add(h->h_f, e->size);
 		}
 	}
-	/* Transient: a site that gave back at least half of what it took in
-	 * the history, several times over (scratch, activations). */
-	HASH_ITER(hh, tab, h, tmp)
+	HASH_ITER(hh, r->tab, h, tmp)
 	{
-		h->transient = h->n_a >= 4 && h->h_f * 2 >= h->h_a && h->st;
+		h->transient = hs_transient(h);
 		if (h->cur < 0)
 			h->cur = 0; /* the live table and the history disagree (a hostile file) */
 	}
-	__int128 total = 0, trans = 0, best = -1, tmax = 0;
-	HASH_ITER(hh, tab, h, tmp)
+	HASH_ITER(hh, r->tab, h, tmp)
 	{
 		h->start = h->cur;
-		total += h->cur;
+		r->total += h->cur;
 		if (h->transient)
-			trans += h->cur;
+			r->trans += h->cur;
 	}
-	size_t best_i = SIZE_MAX, last_best_i = SIZE_MAX; /* first and last event at the peak */
-	uint64_t best_ms = 0;
-	if (d->nhist == 0)
-		best = total;
-	__int128 rmax = 0;
+}
+
+/* Replay the history forwards: its highest point, the most the transient
+ * sites held at once, and the largest refused demand. */
+static void hs_replay(struct replay *r, const struct gg_dump *d)
+{
+	struct hsite *h;
+	r->best = d->nhist == 0 ? r->total : -1;
+	r->best_i = r->last_best_i = SIZE_MAX;
 	for (size_t i = 0; i < d->nhist; i++) {
 		const struct gg_hist *e = &d->hist[i];
 		if (e->op == 'r') {
 			/* What a refused request asked for on top of what was
 			 * live then: demand the history never saw granted. */
-			if (total + (__int128)e->size > rmax)
-				rmax = total + (__int128)e->size;
+			if (r->total + (__int128)e->size > r->rmax)
+				r->rmax = r->total + (__int128)e->size;
 			continue;
 		}
-		HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
+		HASH_FIND(hh, r->tab, &e->st, sizeof e->st, h);
 		__int128 dlt = e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
 		h->cur += dlt;
-		total += dlt;
+		r->total += dlt;
 		if (h->transient) {
-			trans += dlt;
-			if (trans > tmax)
-				tmax = trans;
+			r->trans += dlt;
+			if (r->trans > r->tmax)
+				r->tmax = r->trans;
 		}
-		if (total > best) {
-			best = total;
-			best_i = i;
-			best_ms = e->ms;
+		if (r->total > r->best) {
+			r->best = r->total;
+			r->best_i = i;
+			r->best_ms = e->ms;
 		}
-		if (total == best)
-			last_best_i = i;
+		if (r->total == r->best)
+			r->last_best_i = i;
 	}
-	a->sz_transient = clamp128(tmax);
-	a->sz_refused_demand = clamp128(rmax);
-	/* Each live site's first allocation in the history: how much the
-	 * process held just before it (a pool made after a query comes after
-	 * what the query saw held). */
+}
+
+/* Each live site's first allocation in the history: how much the process
+ * held just before it (a pool made after a query comes after what the
+ * query saw held). */
+static void hs_first_before(const struct replay *r, struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	struct hsite *h, *tmp;
+	__int128 run = 0;
+	HASH_ITER(hh, r->tab, h, tmp)
+	run += h->cur;
+	for (size_t i = d->nhist; i-- > 0;) {
+		const struct gg_hist *e = &d->hist[i];
+		if (e->op != 'r')
+			run += e->op == 'a' ? -(__int128)e->size : (__int128)e->size;
+	}
+	for (size_t i = 0; i < d->nhist; i++) {
+		const struct gg_hist *e = &d->hist[i];
+		if (e->op == 'r')
+			continue;
+		if (e->op == 'a') {
+			struct gg_site *s = NULL;
+			HASH_FIND(hh, a->sites, &e->st, sizeof e->st, s);
+			if (s && !s->h_seen) {
+				s->h_seen = 1;
+				s->h_first_before = clamp128(run);
+			}
+		}
+		run += e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
+	}
+}
+
+/* Each site's bytes at the peak: cur is the state at the end, so step back
+ * from the end to the peak (the forward walk moved past it). */
+static void hs_at_peak(const struct replay *r, const struct gg_dump *d)
+{
+	struct hsite *h, *tmp;
+	HASH_ITER(hh, r->tab, h, tmp)
+	h->at_peak = h->cur;
+	if (r->best_i == SIZE_MAX)
+		return;
+	for (size_t i = d->nhist; i-- > r->best_i + 1;) {
+		const struct gg_hist *e = &d->hist[i];
+		if (e->op == 'r')
+			continue;
+		HASH_FIND(hh, r->tab, &e->st, sizeof e->st, h);
+		h->at_peak += e->op == 'a' ? -(__int128)e->size : (__int128)e->size;
+	}
+}
+
+/* An exit dump's history ends in the teardown, which frees it all: judged
+ * over the whole of it every site comes and goes and nothing is kept
+ * ("keeps 0 B, 4.00 GiB comes and goes"). With the peak inside the history,
+ * judge the sites over the events up to it, and count what is kept as of
+ * the peak (issue 11, finding 4). 1 when it did. */
+static int hs_judge_at_peak(struct replay *r, struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	struct hsite *h, *tmp;
+	if (r->last_best_i == SIZE_MAX || r->last_best_i + 1 >= d->nhist)
+		return 0;
+	HASH_ITER(hh, r->tab, h, tmp)
+	h->h_a = h->h_f = h->n_a = 0, h->at_last = h->start;
+	for (size_t i = 0; i <= r->last_best_i; i++) {
+		const struct gg_hist *e = &d->hist[i];
+		if (e->op == 'r')
+			continue;
+		HASH_FIND(hh, r->tab, &e->st, sizeof e->st, h);
+		if (e->op == 'a')
+			h->h_a = sat_add(h->h_a, e->size), h->n_a++, h->at_last += e->size;
+		else
+			h->h_f = sat_add(h->h_f, e->size), h->at_last -= e->size;
+	}
+	r->trans = r->tmax = 0;
+	HASH_ITER(hh, r->tab, h, tmp)
 	{
-		__int128 run = 0;
-		HASH_ITER(hh, tab, h, tmp)
-		run += h->cur;
-		for (size_t i = d->nhist; i-- > 0;) {
-			const struct gg_hist *e = &d->hist[i];
-			if (e->op != 'r')
-				run += e->op == 'a' ? -(__int128)e->size : (__int128)e->size;
-		}
-		for (size_t i = 0; i < d->nhist; i++) {
-			const struct gg_hist *e = &d->hist[i];
-			if (e->op == 'r')
-				continue;
-			if (e->op == 'a') {
-				struct gg_site *s = NULL;
-				HASH_FIND(hh, a->sites, &e->st, sizeof e->st, s);
-				if (s && !s->h_seen) {
-					s->h_seen = 1;
-					s->h_first_before = clamp128(run);
-				}
-			}
-			run += e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
+		h->transient = hs_transient(h);
+		if (h->transient)
+			r->trans += h->start;
+	}
+	for (size_t i = 0; i < d->nhist; i++) {
+		const struct gg_hist *e = &d->hist[i];
+		if (e->op == 'r')
+			continue;
+		HASH_FIND(hh, r->tab, &e->st, sizeof e->st, h);
+		if (h->transient) {
+			r->trans += e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
+			if (r->trans > r->tmax)
+				r->tmax = r->trans;
 		}
 	}
-	/* Replay again to the peak (the first walk moved past it). */
-	HASH_ITER(hh, tab, h, tmp)
-	h->at_peak = 0;
-	if (best_i != SIZE_MAX) {
-		/* cur is now the state at the end; step back from the end to the peak. */
-		HASH_ITER(hh, tab, h, tmp)
-		h->at_peak = h->cur;
-		for (size_t i = d->nhist; i-- > best_i + 1;) {
-			const struct gg_hist *e = &d->hist[i];
-			if (e->op == 'r')
-				continue;
-			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
-			h->at_peak += e->op == 'a' ? -(__int128)e->size : (__int128)e->size;
-		}
-	} else {
-		HASH_ITER(hh, tab, h, tmp)
-		h->at_peak = h->cur;
-	}
-	/* An exit dump's history ends in the teardown, which frees it all:
-	 * judged over the whole of it every site comes and goes and nothing
-	 * is kept ("keeps 0 B, 4.00 GiB comes and goes"). With the peak inside
-	 * the history, judge the sites over the events up to it, and count
-	 * what is kept as of the peak (issue 11, finding 4). */
-	int kept_at_peak = 0;
-	if (last_best_i != SIZE_MAX && last_best_i + 1 < d->nhist) {
-		HASH_ITER(hh, tab, h, tmp)
-		h->h_a = h->h_f = h->n_a = 0, h->at_last = h->start;
-		for (size_t i = 0; i <= last_best_i; i++) {
-			const struct gg_hist *e = &d->hist[i];
-			if (e->op == 'r')
-				continue;
-			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
-			if (e->op == 'a')
-				h->h_a = sat_add(h->h_a, e->size), h->n_a++, h->at_last += e->size;
-			else
-				h->h_f = sat_add(h->h_f, e->size), h->at_last -= e->size;
-		}
-		trans = tmax = 0;
-		HASH_ITER(hh, tab, h, tmp)
-		{
-			h->transient = h->n_a >= 4 && h->h_f * 2 >= h->h_a && h->st;
-			if (h->transient)
-				trans += h->start;
-		}
-		for (size_t i = 0; i < d->nhist; i++) {
-			const struct gg_hist *e = &d->hist[i];
-			if (e->op == 'r')
-				continue;
-			HASH_FIND(hh, tab, &e->st, sizeof e->st, h);
-			if (h->transient) {
-				trans += e->op == 'a' ? (__int128)e->size : -(__int128)e->size;
-				if (trans > tmax)
-					tmax = trans;
-			}
-		}
-		a->sz_transient = clamp128(tmax);
-		kept_at_peak = 1;
-	}
-	/* The transient site holding the most at the end, for the evidence. */
+	a->sz_transient = clamp128(r->tmax);
+	return 1;
+}
+
+/* What comes and goes (its largest site) and what is kept: live now, or at
+ * the peak, from sites that are not transient. */
+static void hs_keep(const struct replay *r, struct gg_analysis *a, int kept_at_peak)
+{
+	struct hsite *h, *tmp;
 	uint64_t tbest = 0;
-	HASH_ITER(hh, tab, h, tmp)
+	HASH_ITER(hh, r->tab, h, tmp)
 	if (h->transient && h->h_a > tbest)
 		tbest = h->h_a, a->sz_transient_st = h->st;
-	/* Kept: live now (or at the peak) from sites that are not transient. */
 	if (kept_at_peak) {
-		HASH_ITER(hh, tab, h, tmp)
+		HASH_ITER(hh, r->tab, h, tmp)
 		if (!h->transient)
 			a->sz_keep = sat_add(a->sz_keep, clamp128(h->at_last));
 	} else {
 		for (struct gg_site *s = a->sites; s; s = s->hh.next) {
-			HASH_FIND(hh, tab, &s->st, sizeof s->st, h);
+			HASH_FIND(hh, r->tab, &s->st, sizeof s->st, h);
 			if (!h || !h->transient)
 				a->sz_keep = sat_add(a->sz_keep, s->live_bytes);
 		}
 	}
-	/* The peak view: the history's highest point, or now when it is. */
-	size_t n = HASH_COUNT(tab), k = 0;
+}
+
+/* The peak view: the history's highest point, or now when it is, largest
+ * sites first. Frees the table. */
+static void hs_peak_view(struct replay *r, struct gg_analysis *a)
+{
+	struct hsite *h, *tmp;
+	size_t n = HASH_COUNT(r->tab), k = 0;
 	uint64_t(*v)[2] = calloc(n + 1, sizeof *v);
 	if (!v) {
 		gg_error("out of memory");
 		exit(GG_EXIT_BADINPUT);
 	}
-	HASH_ITER(hh, tab, h, tmp)
+	HASH_ITER(hh, r->tab, h, tmp)
 	{
 		uint64_t b = clamp128(h->at_peak);
 		if (b) {
@@ -435,13 +470,13 @@ static void history_sites(struct gg_analysis *a)
 			v[k][1] = b;
 			k++;
 		}
-		HASH_DEL(tab, h);
+		HASH_DEL(r->tab, h);
 		free(h);
 	}
 	qsort(v, k, sizeof *v, cmp_pv);
 	a->has_peak_view = k > 0;
-	a->pv_bytes = clamp128(best);
-	a->pv_ms = best_i != SIZE_MAX ? best_ms : 0;
+	a->pv_bytes = clamp128(r->best);
+	a->pv_ms = r->best_i != SIZE_MAX ? r->best_ms : 0;
 	a->npv_sites = 0;
 	for (size_t i = 0; i < k && a->npv_sites < 16; i++) {
 		a->pv_sites[a->npv_sites].st = v[i][0];
@@ -449,7 +484,15 @@ static void history_sites(struct gg_analysis *a)
 		a->npv_sites++;
 	}
 	free(v);
-	/* The process's own peak record: is the view that moment? */
+}
+
+/* The process's own peak record: is the view that moment? When the
+ * history does not reach back to it, the library's own snapshot at the
+ * peak, where the dump carries one (issue 11, finding 4), is the view
+ * instead of the history's highest point. */
+static void peak_record(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
 	uint32_t dv = d->has_request ? d->req_dev : (d->ndevices ? d->devices[0].dev : 0);
 	a->pv_dev = dv;
 	a->peak_in_history = 1;
@@ -461,27 +504,40 @@ static void history_sites(struct gg_analysis *a)
 			 * as much (sizes are the same requested bytes). */
 			a->peak_in_history = a->pv_bytes >= d->peaks[i].bytes;
 		}
-	/* The history does not reach back to the peak: the library's own
-	 * snapshot at the peak, where the dump carries one (issue 11,
-	 * finding 4), is the view instead of the history's highest point. */
-	if (!a->peak_in_history) {
-		int m = 0;
-		for (size_t i = 0; i < d->npeak_sites && m < 16; i++) {
-			const struct gg_peak_site *p = &d->peak_sites[i];
-			if (p->dev != dv || (!m && p->at <= a->pv_bytes))
-				continue;
-			if (!m)
-				a->pv_bytes = p->at, a->pv_ms = p->ms;
-			a->pv_sites[m].st = p->st;
-			a->pv_sites[m].bytes = p->bytes;
-			m++;
-		}
-		if (m) {
-			a->npv_sites = m;
-			a->pv_carried = 1;
-			a->has_peak_view = 1;
-		}
+	if (a->peak_in_history)
+		return;
+	int m = 0;
+	for (size_t i = 0; i < d->npeak_sites && m < 16; i++) {
+		const struct gg_peak_site *p = &d->peak_sites[i];
+		if (p->dev != dv || (!m && p->at <= a->pv_bytes))
+			continue;
+		if (!m)
+			a->pv_bytes = p->at, a->pv_ms = p->ms;
+		a->pv_sites[m].st = p->st;
+		a->pv_sites[m].bytes = p->bytes;
+		m++;
 	}
+	if (m) {
+		a->npv_sites = m;
+		a->pv_carried = 1;
+		a->has_peak_view = 1;
+	}
+}
+
+static void history_sites(struct gg_analysis *a)
+{
+	struct replay r;
+	memset(&r, 0, sizeof r);
+	hs_rewind(&r, a);
+	hs_replay(&r, a->d);
+	a->sz_transient = clamp128(r.tmax);
+	a->sz_refused_demand = clamp128(r.rmax);
+	hs_first_before(&r, a);
+	hs_at_peak(&r, a->d);
+	int kept_at_peak = hs_judge_at_peak(&r, a);
+	hs_keep(&r, a, kept_at_peak);
+	hs_peak_view(&r, a);
+	peak_record(a);
 }
 
 /* A round fraction: v in thousandths, nearest multiple of 50 when within
