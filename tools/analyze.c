@@ -632,37 +632,21 @@ static void cap_to_books(struct gg_analysis *a)
 	a->over_books = over;
 }
 
-static void self_sizing(struct gg_analysis *a)
+/* Mode 1's pool: right after one of the queries (the latest that fits),
+ * one call site allocated a pool in few allocations and keeps it: a
+ * preallocation (JAX, vLLM's KV tensors, TensorRT-LLM's KV cache). */
+struct sz_pool {
+	const struct gg_meminfo *q;
+	const struct gg_site *site;
+	uint64_t bytes, n;
+};
+
+static void sizing_pool(const struct gg_analysis *a, const struct gg_meminfo *const *cand, int ncand, struct sz_pool *p)
 {
 	const struct gg_dump *d = a->d;
 	uint32_t dv = a->pv_dev;
-	const struct gg_dump_device *dev = NULL;
-	for (size_t i = 0; i < d->ndevices; i++)
-		if (d->devices[i].dev == dv)
-			dev = &d->devices[i];
 	uint64_t uptime = d->unix_ms > d->start_unix_ms ? d->unix_ms - d->start_unix_ms : 0;
-	uint64_t held = a->dev[dv].live_bytes;
-	if (dev && dev->process_used > held)
-		held = dev->process_used; /* charged: granularity included */
-	/* The first queries: a server asks before it sizes itself, while it
-	 * still holds little of what it was told. */
-	const struct gg_meminfo *cand[8];
-	int ncand = 0;
-	for (size_t i = 0; i < d->nmeminfo && ncand < 8; i++) {
-		const struct gg_meminfo *m = &d->meminfo[i];
-		if (m->dev == dv && m->total && m->n < 8 &&
-		    (unsigned __int128)m->used * 10 <= (unsigned __int128)m->total * 6)
-			cand[ncand++] = m;
-	}
-	if (!ncand)
-		return;
-	/* Mode 1: right after one of them (the latest that fits), one call
-	 * site allocated a pool in few allocations and keeps it: a
-	 * preallocation (JAX, vLLM's KV tensors, TensorRT-LLM's KV cache). */
-	const struct gg_meminfo *q = NULL;
-	struct gg_site *pool = NULL;
-	uint64_t pool_bytes = 0, pool_n = 0;
-	for (int c = ncand - 1; c >= 0 && !pool; c--) {
+	for (int c = ncand - 1; c >= 0 && !p->site; c--) {
 		const struct gg_meminfo *m = cand[c];
 		for (struct gg_site *s = a->sites; s; s = s->hh.next) {
 			uint64_t b = 0, n = 0;
@@ -684,36 +668,16 @@ static void self_sizing(struct gg_analysis *a)
 			unsigned f_free = m->free ? (unsigned)((unsigned __int128)b * 1000 / m->free) : 0;
 			int round = (f_tot >= 600 && f_tot <= 1000 && grid_dist(f_tot) <= 10) ||
 			            (f_free >= 600 && f_free <= 1000 && grid_dist(f_free) <= 10);
-			if (all_after && ordered && round && n && n <= 128 && b > pool_bytes && s->h_free_count == 0)
-				pool = s, pool_bytes = b, pool_n = n, q = m;
+			if (all_after && ordered && round && n && n <= 128 && b > p->bytes && s->h_free_count == 0)
+				p->site = s, p->bytes = b, p->n = n, p->q = m;
 		}
 	}
-	if (pool) {
-		uint64_t T = q->total;
-		unsigned of_total = (unsigned)((unsigned __int128)sat_add(q->used, pool_bytes) * 1000 / T);
-		unsigned of_free = q->free ? (unsigned)((unsigned __int128)pool_bytes * 1000 / q->free) : 0;
-		a->sizing = 1;
-		a->sz_pool = pool_bytes;
-		a->sz_pool_count = pool_n;
-		a->sz_pool_st = pool->st;
-		a->sz_of_free = q->used && of_free && of_free <= 1000 && grid_dist(of_free) + 2 < grid_dist(of_total);
-		a->sz_cur_pm = round_pm(a->sz_of_free ? of_free : of_total);
-	} else {
-		/* Mode 2: it asked, then grew to the total it was told. */
-		q = cand[0];
-		uint64_t T = q->total;
-		if ((unsigned __int128)sat_add(held, d->has_request ? d->req_size : 0) * 100 >=
-		        (unsigned __int128)T * 90 ||
-		    (dev && !dev->pod && (unsigned __int128)dev->peak * 100 >= (unsigned __int128)T * 90) ||
-		    (unsigned __int128)a->pv_record_bytes * 100 >= (unsigned __int128)T * 90) {
-			a->sizing = 2;
-			a->sz_cur_pm = (unsigned)((unsigned __int128)a->sz_keep * 1000 / T);
-		} else {
-			return;
-		}
-	}
-	uint64_t T = q->total;
-	a->sz_q = q;
+}
+
+/* Which framework sized itself, by the stacks or the command, and its knob. */
+static void sizing_framework(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
 	static const char *const vllm[] = {"vllm", NULL}, *const jax[] = {"jax", "xla", NULL},
 	                         *const trt[] = {"tensorrt_llm", "trtllm", NULL};
 	if (mentions(d, trt))
@@ -735,6 +699,14 @@ static void self_sizing(struct gg_analysis *a)
 		a->sz_cur_pm = a->sz_cmd_pm;
 		a->sz_of_free = a->sz_framework && !strcmp(a->sz_framework, "TensorRT-LLM");
 	}
+}
+
+/* How much to lower the fraction by. */
+static void sizing_delta(struct gg_analysis *a, const struct gg_dump_device *dev, uint64_t held)
+{
+	const struct gg_dump *d = a->d;
+	const struct gg_meminfo *q = a->sz_q;
+	uint64_t T = q->total;
 	/* What it needed beyond the total, with headroom: the refusal's demand,
 	 * or what it keeps plus the most that came and went. Not both plus the
 	 * request: what was held at the refusal already counts what came and
@@ -763,6 +735,61 @@ static void self_sizing(struct gg_analysis *a)
 	a->sz_delta_pm = delta;
 	if (a->sizing == 1)
 		a->sz_new_pm = a->sz_cur_pm > delta + 50 ? a->sz_cur_pm - delta : 50;
+}
+
+static void self_sizing(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
+	uint32_t dv = a->pv_dev;
+	const struct gg_dump_device *dev = NULL;
+	for (size_t i = 0; i < d->ndevices; i++)
+		if (d->devices[i].dev == dv)
+			dev = &d->devices[i];
+	uint64_t held = a->dev[dv].live_bytes;
+	if (dev && dev->process_used > held)
+		held = dev->process_used; /* charged: granularity included */
+	/* The first queries: a server asks before it sizes itself, while it
+	 * still holds little of what it was told. */
+	const struct gg_meminfo *cand[8];
+	int ncand = 0;
+	for (size_t i = 0; i < d->nmeminfo && ncand < 8; i++) {
+		const struct gg_meminfo *m = &d->meminfo[i];
+		if (m->dev == dv && m->total && m->n < 8 &&
+		    (unsigned __int128)m->used * 10 <= (unsigned __int128)m->total * 6)
+			cand[ncand++] = m;
+	}
+	if (!ncand)
+		return;
+	struct sz_pool p = {NULL, NULL, 0, 0};
+	sizing_pool(a, cand, ncand, &p);
+	const struct gg_meminfo *q = p.q;
+	if (p.site) {
+		uint64_t T = q->total;
+		unsigned of_total = (unsigned)((unsigned __int128)sat_add(q->used, p.bytes) * 1000 / T);
+		unsigned of_free = q->free ? (unsigned)((unsigned __int128)p.bytes * 1000 / q->free) : 0;
+		a->sizing = 1;
+		a->sz_pool = p.bytes;
+		a->sz_pool_count = p.n;
+		a->sz_pool_st = p.site->st;
+		a->sz_of_free = q->used && of_free && of_free <= 1000 && grid_dist(of_free) + 2 < grid_dist(of_total);
+		a->sz_cur_pm = round_pm(a->sz_of_free ? of_free : of_total);
+	} else {
+		/* Mode 2: it asked, then grew to the total it was told. */
+		q = cand[0];
+		uint64_t T = q->total;
+		if ((unsigned __int128)sat_add(held, d->has_request ? d->req_size : 0) * 100 >=
+		        (unsigned __int128)T * 90 ||
+		    (dev && !dev->pod && (unsigned __int128)dev->peak * 100 >= (unsigned __int128)T * 90) ||
+		    (unsigned __int128)a->pv_record_bytes * 100 >= (unsigned __int128)T * 90) {
+			a->sizing = 2;
+			a->sz_cur_pm = (unsigned)((unsigned __int128)a->sz_keep * 1000 / T);
+		} else {
+			return;
+		}
+	}
+	a->sz_q = q;
+	sizing_framework(a);
+	sizing_delta(a, dev, held);
 }
 
 /* Steady growth: the bucket maxima rise most of the way, with no single
