@@ -1445,10 +1445,10 @@ static void diagnose(struct gg_analysis *a)
 	a->frag_first = c.frag_first;
 }
 
-void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
+/* The live table, by call site, by device and by size bucket. */
+static void live_table(struct gg_analysis *a)
 {
-	memset(a, 0, sizeof *a);
-	a->d = d;
+	const struct gg_dump *d = a->d;
 	struct gg_site *last = NULL;
 	for (size_t i = 0; i < d->nallocs; i++) {
 		const struct gg_alloc *x = &d->allocs[i];
@@ -1479,11 +1479,16 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 		if (x->size == 2 * MiB || x->size == 20 * MiB)
 			a->torch_exact++;
 	}
-	/* PyTorch's allocator from evidence only: its frames (libc10*,
-	 * libtorch*, c10:: / CUDACachingAllocator symbols) in a stack that
-	 * holds live memory. Block sizes prove nothing: any program may
-	 * allocate 2 MiB blocks (issue 11, finding 1). The lowest stack id
-	 * names the evidence, so the words do not depend on hash order. */
+}
+
+/* PyTorch's allocator from evidence only: its frames (libc10*, libtorch*,
+ * c10:: / CUDACachingAllocator symbols) in a stack that holds live memory.
+ * Block sizes prove nothing: any program may allocate 2 MiB blocks (issue
+ * 11, finding 1). The lowest stack id names the evidence, so the words do
+ * not depend on hash order. */
+static void torch_frames(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
 	uint64_t torch_id = 0;
 	for (struct gg_stack *st = d->stacks; st; st = st->hh.next)
 		for (uint32_t k = 0; k < st->nframes; k++) {
@@ -1504,6 +1509,12 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 			}
 		}
 	a->torch_pattern = a->torch_frames;
+}
+
+/* Each live site's allocations and frees in the history. */
+static void site_history(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
 	for (size_t i = 0; i < d->nhist; i++) {
 		const struct gg_hist *h = &d->hist[i];
 		if (!h->st || h->op == 'r')
@@ -1523,6 +1534,12 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 			s->h_free_bytes = sat_add(s->h_free_bytes, h->size);
 		}
 	}
+}
+
+/* Waste, VMM and pool sums, and the sites in both orders. */
+static void sums_and_orders(struct gg_analysis *a)
+{
+	const struct gg_dump *d = a->d;
 	a->internal_waste = a->granted > a->live_bytes ? a->granted - a->live_bytes : 0;
 	for (size_t i = 0; i < d->nvmm; i++) {
 		const struct gg_vmm *v = &d->vmm[i];
@@ -1547,6 +1564,16 @@ void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
 		a->by_bytes[n] = a->by_count[n] = s, n++;
 	qsort(a->by_bytes, n, sizeof *a->by_bytes, cmp_bytes);
 	qsort(a->by_count, n, sizeof *a->by_count, cmp_count);
+}
+
+void gg_analyze(struct gg_analysis *a, const struct gg_dump *d)
+{
+	memset(a, 0, sizeof *a);
+	a->d = d;
+	live_table(a);
+	torch_frames(a);
+	site_history(a);
+	sums_and_orders(a);
 	timeline(a);
 	history_sites(a);
 	cap_to_books(a);
