@@ -70,7 +70,7 @@ static int devices(struct gg_model *m, const struct gg_analysis *a)
 		if (v->has_limit && v->limit) {
 			r->has_fill = 1;
 			r->fill_bar = (unsigned)(v->used >= v->limit ? 40 : (unsigned __int128)v->used * 40 / v->limit);
-			r->fill_pct = (uint64_t)((unsigned __int128)v->used * 100 / v->limit);
+			r->fill_pct = gg_percent(v->used, v->limit);
 		}
 		r->scale = v->has_limit && v->limit ? v->limit : (v->peak ? v->peak : 1);
 		if (v->has_driver_total && !v->has_limit && v->driver_total)
