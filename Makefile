@@ -172,7 +172,7 @@ UNIT_CORE_test_stack := base log options resolve stack pystack
 UNIT_CORE_test_pystack := base log options resolve pystack
 # test_writer reads back what the writer wrote with the command's loader.
 UNIT_CORE_test_writer := $(UNIT_CORE_test_dump)
-UNIT_TOOLS_test_writer := load jsonl text region analyze
+UNIT_TOOLS_test_writer := load jsonl text fmt region analyze
 $(BUILD)/tests/unit/test_writer: $(patsubst %,tools/%.c,$(UNIT_TOOLS_test_writer)) tools/tool.h
 # test_stack unwinds a known chain, which lies in a library of its own (a
 # capture skips the frames of the object it is in), built like the test with

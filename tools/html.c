@@ -1,9 +1,8 @@
 /* gpuguard command: the --html report: one self-contained page, inline SVG,
- * no scripts, no fonts, no network. Every string that came from the dump
+ * no scripts, no fonts, no network, laid out from the report model. Every string that came from the dump
  * goes through esc(): a hostile dump must not inject markup. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tool.h"
 
@@ -112,21 +111,20 @@ static void fdraw(FILE *f, const struct fnode *n, double x, int depth, double sc
 	}
 }
 
-static void flame(FILE *f, const struct gg_analysis *a)
+static void flame(FILE *f, const struct gg_model *m)
 {
-	const struct gg_dump *d = a->d;
 	struct fnode root = {"all", 0, NULL, NULL};
 	int maxdepth = 0;
 	static const char nostack[] = "[no stack]";
-	for (size_t i = 0; i < a->nsites && i < 500; i++) {
-		const struct gg_site *s = a->by_bytes[i];
-		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+	for (size_t i = 0; i < m->nflame; i++) {
+		const struct gg_mflame *s = &m->flame[i];
+		const struct gg_stack *st = s->stack.s;
 		struct fnode *n = &root;
-		root.bytes += s->live_bytes;
+		root.bytes += s->bytes;
 		if (!st || !st->nframes) {
 			n = fchild(n, nostack);
 			if (n)
-				n->bytes += s->live_bytes;
+				n->bytes += s->bytes;
 			continue;
 		}
 		int depth = 0;
@@ -134,7 +132,7 @@ static void flame(FILE *f, const struct gg_analysis *a)
 			char lab[1024];
 			n = fchild(n, frame_label(&st->frames[k], lab, sizeof lab));
 			if (n)
-				n->bytes += s->live_bytes;
+				n->bytes += s->bytes;
 			depth++;
 		}
 		if (depth > maxdepth)
@@ -152,9 +150,9 @@ static void flame(FILE *f, const struct gg_analysis *a)
 }
 
 /* One stack as preformatted text, innermost first. */
-static void html_stack(FILE *f, const struct gg_dump *d, uint64_t id, int frames)
+static void html_stack(FILE *f, const struct gg_mstack *ms, int frames)
 {
-	struct gg_stack *st = id ? gg_dump_stack(d, id) : NULL;
+	const struct gg_stack *st = ms->s;
 	fputs("<pre>", f);
 	for (uint32_t k = 0; st && k < st->nframes && (int)k < frames; k++) {
 		char py[1024];
@@ -171,121 +169,24 @@ static void html_stack(FILE *f, const struct gg_dump *d, uint64_t id, int frames
 		fputc('\n', f);
 	}
 	if (!st)
-		fputs(id ? "(stack record missing)" : "(no stack)", f);
+		fputs(ms->id ? "(stack record missing)" : "(no stack)", f);
 	fputs("</pre>", f);
 }
 
-/* The sections the text report has beyond the charts (issue 11, 6): the
- * failing request, by count, the peak view, host and configuration. */
-static void html_more(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
-{
-	const struct gg_dump *d = a->d;
-	char b1[32], b2[32], b3[32];
-	if (d->has_request) {
-		fputs("<h2>Failing request</h2>\n<p>", f);
-		esc(f, d->req_api);
-		fprintf(f, " of %s on device %u, thread %llu, stack %llu: ", gg_bytes(d->req_size, b1), d->req_dev,
-		        (unsigned long long)d->req_tid, (unsigned long long)d->req_stack);
-		esc(f, d->req_outcome);
-		fputs("</p>\n", f);
-		html_stack(f, d, d->req_stack, o->frames);
-		fputc('\n', f);
-	}
-	fputs(
-	    "<h2>Top call sites by count</h2>\n<table><tr><th>#</th><th>allocs</th><th>live</th><th>stack</th></tr>\n",
-	    f);
-	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
-		const struct gg_site *s = a->by_count[i];
-		fprintf(f, "<tr><td>%zu</td><td>%llu</td><td>%s</td><td>", i + 1, (unsigned long long)s->live_count,
-		        gg_bytes(s->live_bytes, b1));
-		html_stack(f, d, s->st, o->frames);
-		fputs("</td></tr>\n", f);
-	}
-	fputs("</table>\n", f);
-	fprintf(f, "<h2>At the GPU peak (device %u%s)</h2>\n", a->pv_dev,
-	        a->pv_carried ? ", as the library saw it at its peak" : "");
-	if (!a->has_peak_view) {
-		fputs("<p>nothing recorded</p>\n", f);
-	} else {
-		fprintf(f, "<p>%s live at %.3f s after start", gg_bytes(a->pv_bytes, b1), (double)a->pv_ms / 1000.0);
-		if (a->pv_record_bytes)
-			fprintf(f, "; the process's peak %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
-			        (double)a->pv_record_ms / 1000.0,
-			        a->peak_in_history ? "" : " (older than the history)");
-		if (a->pv_suggest_gib && !a->sizing)
-			fprintf(f, "; suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)",
-			        (unsigned long long)a->pv_suggest_gib);
-		fputs("</p>\n<table><tr><th>bytes</th><th>stack</th></tr>\n", f);
-		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
-			fprintf(f, "<tr><td>%s</td><td>", gg_bytes(a->pv_sites[i].bytes, b1));
-			html_stack(f, d, a->pv_sites[i].st, o->frames);
-			fputs("</td></tr>\n", f);
-		}
-		fputs("</table>\n", f);
-	}
-	fputs("<h2>Host</h2>\n", f);
-	if (!d->has_host) {
-		fputs("<p>not recorded</p>\n", f);
-	} else {
-		fprintf(f, "<p>rss %s, pinned %s in %llu allocations", gg_bytes(d->rss, b1),
-		        gg_bytes(d->pinned_bytes, b2), (unsigned long long)d->pinned_allocs);
-		if (d->cg_version) {
-			fprintf(f, "; cgroup v%llu usage %s, limit %s", (unsigned long long)d->cg_version,
-			        d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
-			        d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none");
-			if (d->has_cg_oom)
-				fprintf(f, ", oom_kill %llu", (unsigned long long)d->cg_oom_kill);
-			if (d->has_cg_usage && d->has_cg_inactive)
-				fprintf(
-				    f, "; working set %s (usage less %s inactive page cache)",
-				    gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0,
-				             b3),
-				    gg_bytes(d->cg_inactive_file, b1));
-		}
-		fputs("</p>\n", f);
-	}
-	if (d->ndeaths) {
-		fputs("<h2>Recent deaths in the pod</h2>\n<p>processes that died without exiting (SIGKILL, the OOM "
-		      "killer, a crash), newest first</p>\n<table><tr><th>pid</th><th>comm</th><th>GPU used / "
-		      "ceiling</th><th>refused</th><th>working set / limit</th><th>verdict</th></tr>\n",
-		      f);
-		for (size_t i = d->ndeaths; i-- > 0;) {
-			const struct gg_death *x = &d->deaths[i];
-			char v[160];
-			fprintf(f, "<tr><td>%u</td><td>", x->pid);
-			esc(f, x->comm);
-			fprintf(f, "</td><td>%s / %s</td><td>%u</td><td>", gg_bytes(x->gpu_used, b1),
-			        x->gpu_limit == UINT64_MAX ? "none" : gg_bytes(x->gpu_limit, b2), x->refused);
-			if (x->cg_version)
-				fprintf(f, "%s / %s", gg_bytes(x->working_set, b1),
-				        x->host_limit ? gg_bytes(x->host_limit, b2) : "none");
-			else
-				fputs("-", f);
-			fputs("</td><td>", f);
-			esc(f, gg_death_verdict(x, v, sizeof v));
-			fputs("</td></tr>\n", f);
-		}
-		fputs("</table>\n", f);
-	}
-	if (d->nconfig) {
-		fputs("<h2>Configuration</h2>\n<table><tr><th>option</th><th>value</th><th>source</th></tr>\n", f);
-		for (size_t i = 0; i < d->nconfig; i++) {
-			fputs("<tr><td>", f);
-			esc(f, d->config[i].name);
-			fputs("</td><td>", f);
-			esc(f, d->config[i].value);
-			fputs("</td><td>", f);
-			esc(f, d->config[i].source);
-			fputs("</td></tr>\n", f);
-		}
-		fputs("</table>\n", f);
-	}
-}
+/* The header's warnings, in the page's words; NULL: the page leaves it out. */
+static const char *const html_warnings[] = {
+    [GG_W_TRUNCATED] = "<br><b>Truncated dump</b>: figures cover the records read.",
+    [GG_W_SUPPRESSED] = "<br>%llu later dumps suppressed, %llu write errors",
+    [GG_W_SIGNAL_REFUSED] = "<br>%llu allocations refused inside signal handlers that interrupted a GPU call",
+    [GG_W_HISTORY_DROPPED] = "<br>%llu history events lost: the timeline has gaps",
+    [GG_W_CUT_SKEW] = NULL,
+    [GG_W_OVER_BOOKS] = NULL,
+    [GG_W_LOG_DROPPED] = "<br>%llu log lines dropped over the library's rate limit",
+};
 
-int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
+static void html_header(FILE *f, const struct gg_model *m)
 {
-	const struct gg_dump *d = a->d;
-	char b1[32], b2[32], b3[32], b4[32];
+	const struct gg_dump *d = m->d;
 	fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n"
 	      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
 	      "'unsafe-inline'\">\n<title>gpuguard report: ",
@@ -308,24 +209,19 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 	fputs("</b><br>command: <code>", f);
 	esc(f, d->cmdline);
 	fputs("</code>", f);
-	if (d->truncated)
-		fputs("<br><b>Truncated dump</b>: figures cover the records read.", f);
-	/* the trailer's counters, as the text report's header gives them */
-	if (d->suppressed || d->write_errors)
-		fprintf(f, "<br>%llu later dumps suppressed, %llu write errors", (unsigned long long)d->suppressed,
-		        (unsigned long long)d->write_errors);
-	if (d->signal_refused)
-		fprintf(f, "<br>%llu allocations refused inside signal handlers that interrupted a GPU call",
-		        (unsigned long long)d->signal_refused);
-	if (d->history_dropped)
-		fprintf(f, "<br>%llu history events lost: the timeline has gaps",
-		        (unsigned long long)d->history_dropped);
-	if (d->log_dropped)
-		fprintf(f, "<br>%llu log lines dropped over the library's rate limit",
-		        (unsigned long long)d->log_dropped);
-	fputs("</p>\n<h2>Diagnosis</h2>\n", f);
-	for (int i = 0; i < a->ndiags; i++) {
-		const struct gg_diag *g = &a->diags[i];
+	for (int i = 0; i < m->nwarn; i++) {
+		const char *fmt = html_warnings[m->warn[i].kind];
+		if (fmt) /* the formats are the constants above */
+			fprintf(f, fmt, (unsigned long long)m->warn[i].n, (unsigned long long)m->warn[i].n2);
+	}
+	fputs("</p>\n", f);
+}
+
+static void html_diagnoses(FILE *f, const struct gg_model *m)
+{
+	fputs("<h2>Diagnosis</h2>\n", f);
+	for (int i = 0; i < m->ndiag; i++) {
+		const struct gg_diag *g = &m->diag[i];
 		fputs("<div class=\"d\"><h3>", f);
 		esc(f, g->title);
 		fputs("</h3><ul>", f);
@@ -342,15 +238,17 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		}
 		fputs("</ul></div>\n", f);
 	}
+}
 
+static void html_devices(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32], b3[32];
 	fputs("<h2>Devices</h2>\n", f);
 	fprintf(f, "<svg width=\"1100\" height=\"%zu\" font-size=\"12\" font-family=\"sans-serif\">\n",
-	        d->ndevices * 30 + 10);
-	for (size_t i = 0; i < d->ndevices; i++) {
-		const struct gg_dump_device *v = &d->devices[i];
-		uint64_t scale = v->has_limit && v->limit ? v->limit : (v->peak ? v->peak : 1);
-		if (v->has_driver_total && !v->has_limit && v->driver_total)
-			scale = v->driver_total;
+	        m->ndev * 30 + 10);
+	for (size_t i = 0; i < m->ndev; i++) {
+		const struct gg_dump_device *v = m->dev[i].rec;
+		uint64_t scale = m->dev[i].scale;
 		double wu = v->used >= scale ? 700.0 : 700.0 * (double)v->used / (double)scale;
 		double wp = v->peak >= scale ? 700.0 : 700.0 * (double)v->peak / (double)scale;
 		int y = (int)i * 30 + 5;
@@ -365,147 +263,242 @@ int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o
 		        gg_bytes(v->peak, b3));
 	}
 	fputs("</svg>\n", f);
-	if (d->npod) {
-		/* pod scope: who held the shared budget (names are escaped) */
-		fputs("<h2>Pod: processes sharing the budget</h2>\n<table><tr><th>device</th><th>slot</th><th>pid</th>"
-		      "<th>name</th><th>used</th><th>state</th></tr>\n",
-		      f);
-		for (size_t i = 0; i < d->npod; i++) {
-			const struct gg_dump_pod *u = &d->pod[i];
-			fprintf(f, "<tr><td>%u</td><td>%u</td><td>%llu</td><td>", u->dev, u->slot,
-			        (unsigned long long)u->pid);
-			esc(f, u->comm);
-			fprintf(f, "</td><td>%s</td><td>%s</td></tr>\n", gg_bytes(u->used, b1),
-			        u->self    ? "this process"
-			        : u->alive ? "live"
-			                   : "died");
-		}
-		fputs("</table>\n", f);
+	if (!m->npod)
+		return;
+	/* pod scope: who held the shared budget (names are escaped) */
+	fputs("<h2>Pod: processes sharing the budget</h2>\n<table><tr><th>device</th><th>slot</th><th>pid</th>"
+	      "<th>name</th><th>used</th><th>state</th></tr>\n",
+	      f);
+	for (size_t i = 0; i < m->npod; i++) {
+		const struct gg_dump_pod *u = &m->d->pod[i];
+		fprintf(f, "<tr><td>%u</td><td>%u</td><td>%llu</td><td>", u->dev, u->slot, (unsigned long long)u->pid);
+		esc(f, u->comm);
+		fprintf(f, "</td><td>%s</td><td>%s</td></tr>\n", gg_bytes(u->used, b1),
+		        u->self    ? "this process"
+		        : u->alive ? "live"
+		                   : "died");
 	}
+	fputs("</table>\n", f);
+}
 
+/* y of a level on the timeline chart (130 px for top), from base */
+static double chart_y(double base, uint64_t v, uint64_t top)
+{
+	return base - 130.0 * (double)v / (double)top;
+}
+
+static void html_timeline(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32], b3[32];
 	fputs("<h2>Usage timeline</h2>\n", f);
-	if (a->has_timeline && a->t_peak) {
-		/* The ceiling and, in pod scope, the pod's total on the same
-		 * scale: a refusal under a budget with room to spare reads as
-		 * what it is (issue 11, finding 6). */
-		const struct gg_dump_device *cd = NULL;
-		for (size_t i = 0; i < d->ndevices; i++)
-			if (d->devices[i].dev == a->pv_dev)
-				cd = &d->devices[i];
-		uint64_t top = a->t_peak;
-		if (cd && cd->has_limit && cd->limit > top && cd->limit / 4 < top * 2)
-			top = cd->limit;
-		if (cd && cd->pod && cd->used > top)
-			top = cd->used;
-		fputs("<svg width=\"1100\" height=\"175\" font-size=\"11\" font-family=\"sans-serif\">"
-		      "<rect x=\"60\" y=\"5\" width=\"900\" height=\"130\" fill=\"#fafafa\" stroke=\"#ccc\"/><polyline "
-		      "fill=\"none\" stroke=\"#3b82f6\" stroke-width=\"2\" points=\"",
-		      f);
-		uint64_t prev = a->baseline;
-		for (int i = 0; i < GG_TIMELINE; i++) {
-			uint64_t v = a->t_has[i] ? a->t_max[i] : prev;
-			prev = v;
-			fprintf(f, "%.1f,%.1f ", 60 + 900.0 * (i + 0.5) / GG_TIMELINE,
-			        135 - 130.0 * (double)v / (double)top);
-		}
-		fputs("\"/>", f);
-		if (cd && cd->has_limit && cd->limit <= top)
-			fprintf(f,
-			        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#dc2626\" "
-			        "stroke-dasharray=\"6 4\"/>"
-			        "<text x=\"965\" y=\"%.1f\" fill=\"#dc2626\">ceiling %s</text>",
-			        135 - 130.0 * (double)cd->limit / (double)top,
-			        135 - 130.0 * (double)cd->limit / (double)top,
-			        139 - 130.0 * (double)cd->limit / (double)top, gg_bytes(cd->limit, b2));
-		if (cd && cd->pod)
-			fprintf(f,
-			        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#9333ea\" "
-			        "stroke-dasharray=\"2 3\"/>"
-			        "<text x=\"965\" y=\"%.1f\" fill=\"#9333ea\">pod now %s</text>",
-			        135 - 130.0 * (double)cd->used / (double)top,
-			        135 - 130.0 * (double)cd->used / (double)top,
-			        151 - 130.0 * (double)cd->used / (double)top, gg_bytes(cd->used, b3));
-		char w1[32] = "?", w2[32] = "?";
-		for (int k = 0; k < 2 && d->start_unix_ms; k++) {
-			uint64_t t = d->start_unix_ms + (k ? a->t_end : a->t_start);
-			time_t sec = (time_t)(t / 1000);
-			struct tm tm;
-			if (gmtime_r(&sec, &tm))
-				snprintf(k ? w2 : w1, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec,
-				         (unsigned)(t % 1000));
-		}
-		fprintf(f,
-		        "<text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
-		        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text>"
-		        "<text x=\"60\" y=\"165\">%s</text><text x=\"900\" y=\"165\">%s</text></svg>\n",
-		        gg_bytes(top, b1), (double)a->t_start / 1000.0, (double)a->t_end / 1000.0, w1, w2);
-	} else {
+	if (!m->tl.has || !m->tl.peak_bytes) {
 		fputs("<p>No history in this dump.</p>\n", f);
+		return;
 	}
+	uint64_t top = m->tl.chart_top;
+	const struct gg_dump_device *cd = m->tl.chart_dev;
+	fputs("<svg width=\"1100\" height=\"175\" font-size=\"11\" font-family=\"sans-serif\">"
+	      "<rect x=\"60\" y=\"5\" width=\"900\" height=\"130\" fill=\"#fafafa\" stroke=\"#ccc\"/><polyline "
+	      "fill=\"none\" stroke=\"#3b82f6\" stroke-width=\"2\" points=\"",
+	      f);
+	for (int i = 0; i < GG_TIMELINE; i++)
+		fprintf(f, "%.1f,%.1f ", 60 + 900.0 * (i + 0.5) / GG_TIMELINE, chart_y(135, m->tl.level[i], top));
+	fputs("\"/>", f);
+	if (m->tl.chart_ceiling)
+		fprintf(f,
+		        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#dc2626\" "
+		        "stroke-dasharray=\"6 4\"/>"
+		        "<text x=\"965\" y=\"%.1f\" fill=\"#dc2626\">ceiling %s</text>",
+		        chart_y(135, cd->limit, top), chart_y(135, cd->limit, top), chart_y(139, cd->limit, top),
+		        gg_bytes(cd->limit, b2));
+	if (cd && cd->pod)
+		fprintf(f,
+		        "<line x1=\"60\" x2=\"960\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#9333ea\" "
+		        "stroke-dasharray=\"2 3\"/>"
+		        "<text x=\"965\" y=\"%.1f\" fill=\"#9333ea\">pod now %s</text>",
+		        chart_y(135, cd->used, top), chart_y(135, cd->used, top), chart_y(151, cd->used, top),
+		        gg_bytes(cd->used, b3));
+	fprintf(f,
+	        "<text x=\"0\" y=\"15\">%s</text><text x=\"0\" y=\"135\">0</text>"
+	        "<text x=\"60\" y=\"150\">%.3f s</text><text x=\"900\" y=\"150\">%.3f s</text>"
+	        "<text x=\"60\" y=\"165\">%s</text><text x=\"900\" y=\"165\">%s</text></svg>\n",
+	        gg_bytes(top, b1), (double)m->tl.start_ms / 1000.0, (double)m->tl.end_ms / 1000.0, m->tl.wall_start,
+	        m->tl.wall_end);
+}
 
+static void html_histogram(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32];
 	fputs("<h2>Size histogram (live allocations)</h2>\n", f);
-	uint64_t maxc = 1;
-	int nb = 0;
-	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
-		if (a->hist_count[i] > maxc)
-			maxc = a->hist_count[i];
-		nb += a->hist_count[i] != 0;
-	}
-	fprintf(f, "<svg width=\"1000\" height=\"%d\" font-size=\"11\" font-family=\"sans-serif\">\n", nb * 18 + 4);
-	int row = 0;
-	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
-		if (!a->hist_count[i])
-			continue;
+	fprintf(f, "<svg width=\"1000\" height=\"%d\" font-size=\"11\" font-family=\"sans-serif\">\n",
+	        m->nhist * 18 + 4);
+	for (int row = 0; row < m->nhist; row++) {
+		const struct gg_mbucket *b = &m->hist[row];
+		double w = 600.0 * (double)b->count / (double)m->hist_max;
 		fprintf(f,
 		        "<text x=\"0\" y=\"%d\">&gt;= %s</text><rect x=\"100\" y=\"%d\" width=\"%.1f\" height=\"14\" "
 		        "fill=\"#10b981\"/>"
 		        "<text x=\"%.1f\" y=\"%d\">%llu (%s)</text>\n",
-		        row * 18 + 12, gg_bytes(1ull << i, b1), row * 18,
-		        1.0 + 600.0 * (double)a->hist_count[i] / (double)maxc,
-		        110 + 600.0 * (double)a->hist_count[i] / (double)maxc, row * 18 + 12,
-		        (unsigned long long)a->hist_count[i], gg_bytes(a->hist_bytes[i], b2));
-		row++;
+		        row * 18 + 12, gg_bytes(b->min, b1), row * 18, 1.0 + w, 110 + w, row * 18 + 12,
+		        (unsigned long long)b->count, gg_bytes(b->bytes, b2));
 	}
 	fputs("</svg>\n<h2>Flame graph of live bytes (root at top)</h2>\n", f);
-	flame(f, a);
+	flame(f, m);
+}
 
+static void html_sites(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32], b3[32], b4[32];
 	fputs("<h2>Top call sites by live "
 	      "bytes</h2>\n<table><tr><th>#</th><th>live</th><th>allocs</th><th>stack</th></tr>\n",
 	      f);
-	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
-		const struct gg_site *s = a->by_bytes[i];
-		fprintf(f, "<tr><td>%zu</td><td>%s</td><td>%llu</td><td><pre>", i + 1, gg_bytes(s->live_bytes, b1),
+	for (size_t i = 0; i < m->shown; i++) {
+		const struct gg_site *s = m->by_bytes[i].site;
+		fprintf(f, "<tr><td>%zu</td><td>%s</td><td>%llu</td><td>", i + 1, gg_bytes(s->live_bytes, b1),
 		        (unsigned long long)s->live_count);
-		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
-		for (uint32_t k = 0; st && k < st->nframes && (int)k < o->frames; k++) {
-			char py[1024];
-			if (gg_frame_py(&st->frames[k], py, sizeof py)) {
-				esc(f, py);
-				fputc('\n', f);
-				continue;
-			}
-			esc(f, st->frames[k].s ? st->frames[k].s : "?");
-			fputs("  ", f);
-			esc(f, st->frames[k].m);
-			fputs("+0x", f);
-			esc(f, st->frames[k].o);
-			fputc('\n', f);
-		}
-		if (!st)
-			fputs(s->st ? "(stack record missing)" : "(no stack)", f);
-		fputs("</pre></td></tr>\n", f);
+		html_stack(f, &m->by_bytes[i].stack, m->o.frames);
+		fputs("</td></tr>\n", f);
 	}
 	fprintf(f,
 	        "</table>\n<h2>Fragmentation</h2>\n<p>internal waste %s (granted %s - requested %s); pool slack %s; "
 	        "external n/a (no free-block map in format 1)</p>\n",
-	        gg_bytes(a->internal_waste, b1), gg_bytes(a->granted, b2), gg_bytes(a->live_bytes, b3),
-	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b4));
-	if (d->nvmm)
+	        gg_bytes(m->frag.waste, b1), gg_bytes(m->frag.granted, b2), gg_bytes(m->frag.requested, b3),
+	        gg_bytes(m->frag.pool_slack, b4));
+	if (m->frag.nvmm)
 		fprintf(f, "<p>VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s</p>\n",
-		        d->nvmm, gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2),
-		        (unsigned long long)a->vmm_holes, a->vmm_holes == 1 ? "" : "s",
-		        gg_bytes(a->vmm_largest_hole, b3));
-	html_more(f, a, o);
+		        m->frag.nvmm, gg_bytes(m->frag.vmm_reserved, b1), gg_bytes(m->frag.vmm_mapped, b2),
+		        (unsigned long long)m->frag.vmm_holes, m->frag.vmm_holes == 1 ? "" : "s",
+		        gg_bytes(m->frag.vmm_largest_hole, b3));
+}
+
+/* The sections the text report has beyond the charts (issue 11, 6): the
+ * failing request, by count, the peak view. */
+static void html_more(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
+	char b1[32], b2[32];
+	if (d->has_request) {
+		fputs("<h2>Failing request</h2>\n<p>", f);
+		esc(f, d->req_api);
+		fprintf(f, " of %s on device %u, thread %llu, stack %llu: ", gg_bytes(d->req_size, b1), d->req_dev,
+		        (unsigned long long)d->req_tid, (unsigned long long)d->req_stack);
+		esc(f, d->req_outcome);
+		fputs("</p>\n", f);
+		html_stack(f, &m->req_stack, m->o.frames);
+		fputc('\n', f);
+	}
+	fputs(
+	    "<h2>Top call sites by count</h2>\n<table><tr><th>#</th><th>allocs</th><th>live</th><th>stack</th></tr>\n",
+	    f);
+	for (size_t i = 0; i < m->shown; i++) {
+		const struct gg_site *s = m->by_count[i].site;
+		fprintf(f, "<tr><td>%zu</td><td>%llu</td><td>%s</td><td>", i + 1, (unsigned long long)s->live_count,
+		        gg_bytes(s->live_bytes, b1));
+		html_stack(f, &m->by_count[i].stack, m->o.frames);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+	fprintf(f, "<h2>At the GPU peak (device %u%s)</h2>\n", m->peak.dev,
+	        m->peak.carried ? ", as the library saw it at its peak" : "");
+	if (!m->peak.has) {
+		fputs("<p>nothing recorded</p>\n", f);
+		return;
+	}
+	fprintf(f, "<p>%s live at %.3f s after start", gg_bytes(m->peak.bytes, b1), (double)m->peak.ms / 1000.0);
+	if (m->peak.record_bytes)
+		fprintf(f, "; the process's peak %s at %.3f s%s", gg_bytes(m->peak.record_bytes, b2),
+		        (double)m->peak.record_ms / 1000.0, m->peak.in_history ? "" : " (older than the history)");
+	if (m->peak.show_suggest)
+		fprintf(f, "; suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)",
+		        (unsigned long long)m->peak.suggest_gib);
+	fputs("</p>\n<table><tr><th>bytes</th><th>stack</th></tr>\n", f);
+	for (int i = 0; i < m->peak.nsite && i < m->o.top; i++) {
+		fprintf(f, "<tr><td>%s</td><td>", gg_bytes(m->peak.site[i].bytes, b1));
+		html_stack(f, &m->peak.site[i].stack, m->o.frames);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+}
+
+static void html_host(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
+	char b1[32], b2[32], b3[32];
+	fputs("<h2>Host</h2>\n", f);
+	if (!d->has_host) {
+		fputs("<p>not recorded</p>\n", f);
+		return;
+	}
+	fprintf(f, "<p>rss %s, pinned %s in %llu allocations", gg_bytes(d->rss, b1), gg_bytes(d->pinned_bytes, b2),
+	        (unsigned long long)d->pinned_allocs);
+	if (d->cg_version) {
+		fprintf(f, "; cgroup v%llu usage %s, limit %s", (unsigned long long)d->cg_version,
+		        d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
+		        d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none");
+		if (d->has_cg_oom)
+			fprintf(f, ", oom_kill %llu", (unsigned long long)d->cg_oom_kill);
+		if (m->host.has_ws)
+			fprintf(f, "; working set %s (usage less %s inactive page cache)", gg_bytes(m->host.ws, b3),
+			        gg_bytes(d->cg_inactive_file, b1));
+	}
+	fputs("</p>\n", f);
+}
+
+static void html_deaths(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32];
+	if (!m->ndeath)
+		return;
+	fputs("<h2>Recent deaths in the pod</h2>\n<p>processes that died without exiting (SIGKILL, the OOM "
+	      "killer, a crash), newest first</p>\n<table><tr><th>pid</th><th>comm</th><th>GPU used / "
+	      "ceiling</th><th>refused</th><th>working set / limit</th><th>verdict</th></tr>\n",
+	      f);
+	for (size_t i = m->ndeath; i-- > 0;) {
+		const struct gg_death *x = m->death[i].rec;
+		fprintf(f, "<tr><td>%u</td><td>", x->pid);
+		esc(f, x->comm);
+		fprintf(f, "</td><td>%s / %s</td><td>%u</td><td>", gg_bytes(x->gpu_used, b1),
+		        x->gpu_limit == UINT64_MAX ? "none" : gg_bytes(x->gpu_limit, b2), x->refused);
+		if (x->cg_version)
+			fprintf(f, "%s / %s", gg_bytes(x->working_set, b1),
+			        x->host_limit ? gg_bytes(x->host_limit, b2) : "none");
+		else
+			fputs("-", f);
+		fputs("</td><td>", f);
+		esc(f, m->death[i].verdict);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+}
+
+static void html_config(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
+	if (!d->nconfig)
+		return;
+	fputs("<h2>Configuration</h2>\n<table><tr><th>option</th><th>value</th><th>source</th></tr>\n", f);
+	for (size_t i = 0; i < d->nconfig; i++) {
+		fputs("<tr><td>", f);
+		esc(f, d->config[i].name);
+		fputs("</td><td>", f);
+		esc(f, d->config[i].value);
+		fputs("</td><td>", f);
+		esc(f, d->config[i].source);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+}
+
+/* The page: its sections in order, each laid out from the model. */
+static void (*const html_sections[])(FILE *f, const struct gg_model *m) = {
+    html_header, html_diagnoses, html_devices, html_timeline, html_histogram,
+    html_sites,  html_more,      html_host,    html_deaths,   html_config,
+};
+
+int gg_report_html(FILE *f, const struct gg_model *m)
+{
+	for (size_t i = 0; i < sizeof html_sections / sizeof html_sections[0]; i++)
+		html_sections[i](f, m);
 	fputs("</body></html>\n", f);
 	return 0;
 }

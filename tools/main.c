@@ -368,6 +368,28 @@ static int parse_duration_ms(const char *s, uint64_t min, uint64_t max, uint64_t
 	return 0;
 }
 
+/* The text, JSON or HTML report of one analysis, through the report model
+ * (f NULL: text on stdout, after a blank line from the second dump on). */
+static int report_model(const struct gg_analysis *a, const struct gg_opts *o, FILE *f, int json, int i)
+{
+	struct gg_model m;
+	if (gg_model_build(&m, a, o)) {
+		gg_error("out of memory");
+		return -1;
+	}
+	if (json) {
+		gg_report_json(f, &m);
+	} else if (f) {
+		gg_report_html(f, &m);
+	} else {
+		if (i)
+			fputc('\n', stdout);
+		gg_report_text(stdout, &m);
+	}
+	gg_model_free(&m);
+	return 0;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	struct gg_opts o = {10, 8};
@@ -449,20 +471,15 @@ static int cmd_report(int argc, char **argv)
 		gg_analyze(&an[i], &d[i]);
 		if (diff)
 			continue;
-		if (json)
-			gg_report_json(stdout, &an[i], &o);
-		else if (folded == 2)
+		if (folded == 2) {
 			gg_report_speedscope(stdout, &an[i]);
-		else if (folded)
+		} else if (folded) {
 			gg_report_folded(stdout, &an[i]);
-		else if (hf && torch)
+		} else if (hf && torch) {
 			gg_report_torch_snapshot(hf, &an[i]);
-		else if (hf)
-			gg_report_html(hf, &an[i], &o);
-		else {
-			if (i)
-				fputc('\n', stdout);
-			gg_report_text(stdout, &an[i], &o);
+		} else if (report_model(&an[i], &o, json ? stdout : hf ? hf : NULL, json, i)) {
+			rc = GG_EXIT_BADINPUT;
+			break;
 		}
 	}
 	if (diff && rc == GG_EXIT_OK)

@@ -1,39 +1,12 @@
-/* gpuguard command: the text, JSON, folded-stack and diff reports. Each is a
- * pure function of the analysis, so golden files can pin them down. */
+/* gpuguard command: the text and JSON reports, laid out from the report
+ * model (model.c) and deciding nothing of their own; and the folded-stack,
+ * speedscope and diff views of the analysis. Each is a pure function of its
+ * input, so golden files can pin them down. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "tool.h"
-
-void gg_json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	const char *p = s ? s : "", *end = p + strlen(p);
-	while (p < end) {
-		unsigned char c = (unsigned char)*p;
-		int safe;
-		size_t n = gg_text_next(p, end, &safe);
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", f);
-		else if (c == '\r')
-			fputs("\\r", f);
-		else if (c == '\t')
-			fputs("\\t", f);
-		else if (safe)
-			fwrite(p, 1, n, f);
-		else if (c < 0x80)
-			fprintf(f, "\\u%04x", c); /* C0 and DEL */
-		else if (n == 2)
-			fprintf(f, "\\u%04x", (unsigned char)p[1]); /* C1: C2 80..C2 9F is U+0080..U+009F */
-		else
-			fputs("\\ufffd", f); /* not UTF-8 (a path from the command line): the replacement character */
-		p += n;
-	}
-	fputc('"', f);
-}
 
 /* Text output shows dump strings as they are, minus control characters that
  * could move the terminal's cursor or change its colours (gg_put_text). */
@@ -52,12 +25,12 @@ static void frame_name(const struct gg_frame *fr, char *out, size_t n)
 		snprintf(out, n, "%s+0x%s", fr->m, fr->o);
 }
 
-static void text_frames(FILE *f, const struct gg_dump *d, uint64_t st, int max)
+static void text_frames(FILE *f, const struct gg_mstack *st, int max)
 {
 	char buf[1024];
-	struct gg_stack *s = st ? gg_dump_stack(d, st) : NULL;
+	const struct gg_stack *s = st->s;
 	if (!s) {
-		fprintf(f, "        %s\n", st ? "(stack record missing)" : "(no stack captured)");
+		fprintf(f, "        %s\n", st->id ? "(stack record missing)" : "(no stack captured)");
 		return;
 	}
 	for (uint32_t i = 0; i < s->nframes && (int)i < max; i++) {
@@ -70,11 +43,6 @@ static void text_frames(FILE *f, const struct gg_dump *d, uint64_t st, int max)
 		fprintf(f, "        ... %u more frames\n", s->nframes - (uint32_t)max);
 }
 
-static const char *bucket_name(int i, char buf[32])
-{
-	return gg_bytes(1ull << i, buf);
-}
-
 static const char *const spark[] = {"_",
                                     "\xe2\x96\x81",
                                     "\xe2\x96\x82",
@@ -85,60 +53,48 @@ static const char *const spark[] = {"_",
                                     "\xe2\x96\x87",
                                     "\xe2\x96\x88"};
 
-/* Pod records by device, then largest use first. */
-static int pod_cmp(const void *x, const void *y)
+/* The header's warnings, in the text report's words. */
+static void text_warning(FILE *f, const struct gg_mwarn *w, char b1[32])
 {
-	const struct gg_dump_pod *a = *(const struct gg_dump_pod *const *)x, *b = *(const struct gg_dump_pod *const *)y;
-	if (a->dev != b->dev)
-		return a->dev < b->dev ? -1 : 1;
-	return a->used > b->used ? -1 : a->used < b->used;
+	unsigned long long n = w->n;
+	switch (w->kind) {
+	case GG_W_TRUNCATED:
+		fprintf(f, "  TRUNCATED: the dump has no end trailer; figures cover the records read\n");
+		break;
+	case GG_W_SUPPRESSED:
+		fprintf(f, "  %llu later dumps suppressed, %llu write errors\n", n, (unsigned long long)w->n2);
+		break;
+	case GG_W_SIGNAL_REFUSED:
+		fprintf(f,
+		        "  %llu allocations refused inside signal handlers that interrupted a GPU call (README "
+		        "\"What is charged\")\n",
+		        n);
+		break;
+	case GG_W_HISTORY_DROPPED:
+		fprintf(f, "  %llu history events lost to writers a lap behind: the timeline has gaps\n", n);
+		break;
+	case GG_W_CUT_SKEW:
+		fprintf(f,
+		        "  the live table was copied while %llu events happened and could not be put back to one "
+		        "moment: live figures may be off by those events\n",
+		        n);
+		break;
+	case GG_W_OVER_BOOKS:
+		fprintf(f,
+		        "  the live table and the history disagree: rebuilt, they climb %s past the books' own peak; "
+		        "the timeline and peak view are capped at it\n",
+		        gg_bytes(w->n, b1));
+		break;
+	case GG_W_LOG_DROPPED:
+		fprintf(f, "  %llu log lines dropped over the library's rate limit (see the process's stderr)\n", n);
+		break;
+	}
 }
 
-/* Pod scope: who held the shared budget when the dump was written. */
-static void text_pod(FILE *f, const struct gg_dump *d)
+static void text_header(FILE *f, const struct gg_model *m)
 {
-	if (!d->npod)
-		return;
-	const struct gg_dump_pod **v = malloc(d->npod * sizeof *v);
-	if (!v)
-		return;
-	for (size_t i = 0; i < d->npod; i++)
-		v[i] = &d->pod[i];
-	qsort(v, d->npod, sizeof *v, pod_cmp);
+	const struct gg_dump *d = m->d;
 	char b1[32];
-	fprintf(f, "\nPOD (processes sharing the budget, pids in their own namespaces)\n");
-	fprintf(f, "  %-4s %-5s %-10s %-16s %-12s %s\n", "dev", "slot", "pid", "name", "used", "state");
-	for (size_t i = 0; i < d->npod; i++) {
-		fprintf(f, "  %-4u %-5u %-10llu ", v[i]->dev, v[i]->slot, (unsigned long long)v[i]->pid);
-		put_safe(f, v[i]->comm);
-		fprintf(f, "%*s %-12s %s\n", 16 - (int)(strlen(v[i]->comm) < 16 ? strlen(v[i]->comm) : 16), "",
-		        gg_bytes(v[i]->used, b1),
-		        v[i]->self    ? "this process"
-		        : v[i]->alive ? "live"
-		                      : "died");
-	}
-	free(v);
-}
-
-/* Wall-clock time (UTC) of ms after the process started, to line the
- * report up with dashboards. */
-static const char *wall(const struct gg_dump *d, uint64_t ms, char buf[32])
-{
-	uint64_t t = d->start_unix_ms + ms;
-	time_t s = (time_t)(t / 1000);
-	struct tm tm;
-	if (!d->start_unix_ms || !gmtime_r(&s, &tm)) {
-		snprintf(buf, 32, "?");
-		return buf;
-	}
-	snprintf(buf, 32, "%02d:%02d:%02d.%03uZ", tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(t % 1000));
-	return buf;
-}
-
-void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
-{
-	const struct gg_dump *d = a->d;
-	char b1[32], b2[32], b3[32], b4[32], b5[32], lab[320];
 	fprintf(f, "gpuguard report: ");
 	put_safe(f, d->path);
 	fprintf(f, "\n  dump format %llu from libgpuguard ", (unsigned long long)d->format);
@@ -155,36 +111,15 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	put_safe(f, d->unwinder);
 	fprintf(f, " (depth %llu), %zu live allocations, %zu history events (capacity %llu)\n",
 	        (unsigned long long)d->stack_depth, d->nallocs, d->nhist, (unsigned long long)d->history_capacity);
-	if (d->truncated)
-		fprintf(f, "  TRUNCATED: the dump has no end trailer; figures cover the records read\n");
-	if (d->has_end && (d->suppressed || d->write_errors))
-		fprintf(f, "  %llu later dumps suppressed, %llu write errors\n", (unsigned long long)d->suppressed,
-		        (unsigned long long)d->write_errors);
-	if (d->signal_refused)
-		fprintf(f,
-		        "  %llu allocations refused inside signal handlers that interrupted a GPU call (README "
-		        "\"What is charged\")\n",
-		        (unsigned long long)d->signal_refused);
-	if (d->history_dropped)
-		fprintf(f, "  %llu history events lost to writers a lap behind: the timeline has gaps\n",
-		        (unsigned long long)d->history_dropped);
-	if (d->has_cut && !d->cut_exact)
-		fprintf(f,
-		        "  the live table was copied while %llu events happened and could not be put back to one "
-		        "moment: live figures may be off by those events\n",
-		        (unsigned long long)d->cut_skew);
-	if (a->over_books)
-		fprintf(f,
-		        "  the live table and the history disagree: rebuilt, they climb %s past the books' own peak; "
-		        "the timeline and peak view are capped at it\n",
-		        gg_bytes(a->over_books, b1));
-	if (d->log_dropped)
-		fprintf(f, "  %llu log lines dropped over the library's rate limit (see the process's stderr)\n",
-		        (unsigned long long)d->log_dropped);
+	for (int i = 0; i < m->nwarn; i++)
+		text_warning(f, &m->warn[i], b1);
+}
 
+static void text_diagnoses(FILE *f, const struct gg_model *m)
+{
 	fprintf(f, "\nDIAGNOSIS\n");
-	for (int i = 0; i < a->ndiags; i++) {
-		const struct gg_diag *g = &a->diags[i];
+	for (int i = 0; i < m->ndiag; i++) {
+		const struct gg_diag *g = &m->diag[i];
 		fprintf(f, "  %s\n", g->title);
 		for (int k = 0; k < g->nevidence; k++) {
 			fprintf(f, "    - ");
@@ -197,12 +132,17 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			fputc('\n', f);
 		}
 	}
+}
 
+static void text_devices(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
+	char b1[32], b2[32], b3[32], b4[32], b5[32];
 	fprintf(f, "\nDEVICES\n");
 	fprintf(f, "  %-4s %-12s %-12s %-12s %-12s %-12s %-25s %s\n", "dev", "ceiling", "charged", "peak", "live",
 	        "pool", "driver free / total", "refused ceil/cfg/drv");
-	for (size_t i = 0; i < d->ndevices; i++) {
-		const struct gg_dump_device *v = &d->devices[i];
+	for (size_t i = 0; i < m->ndev; i++) {
+		const struct gg_dump_device *v = m->dev[i].rec;
 		char drv[64];
 		if (v->has_driver_free && v->has_driver_total)
 			snprintf(drv, sizeof drv, "%s / %s", gg_bytes(v->driver_free, b1),
@@ -214,11 +154,11 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		        gg_bytes(v->live_bytes, b1), gg_bytes(v->pool_reserved, b2), drv,
 		        (unsigned long long)v->refused_ceiling, (unsigned long long)v->refused_config,
 		        (unsigned long long)v->refused_driver);
-		if (v->has_limit && v->limit) {
-			int w = (int)(v->used >= v->limit ? 40 : (unsigned __int128)v->used * 40 / v->limit);
+		if (m->dev[i].has_fill) {
+			int w = (int)m->dev[i].fill_bar;
 			fprintf(f, "       [%.*s%*s] %llu%% of ceiling\n", w,
 			        "########################################", 40 - w, "",
-			        (unsigned long long)((unsigned __int128)v->used * 100 / v->limit));
+			        (unsigned long long)m->dev[i].fill_pct);
 		}
 	}
 	if (d->has_request) {
@@ -229,184 +169,220 @@ void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		put_safe(f, d->req_outcome);
 		fputc('\n', f);
 		if (d->req_stack)
-			text_frames(f, d, d->req_stack, o->frames);
+			text_frames(f, &m->req_stack, m->o.frames);
 	}
+}
 
-	text_pod(f, d);
+/* Pod scope: who held the shared budget when the dump was written. */
+static void text_pod(FILE *f, const struct gg_model *m)
+{
+	if (!m->pod_sorted)
+		return;
+	char b1[32];
+	fprintf(f, "\nPOD (processes sharing the budget, pids in their own namespaces)\n");
+	fprintf(f, "  %-4s %-5s %-10s %-16s %-12s %s\n", "dev", "slot", "pid", "name", "used", "state");
+	for (size_t i = 0; i < m->npod; i++) {
+		const struct gg_dump_pod *u = m->pod_sorted[i];
+		fprintf(f, "  %-4u %-5u %-10llu ", u->dev, u->slot, (unsigned long long)u->pid);
+		put_safe(f, u->comm);
+		fprintf(f, "%*s %-12s %s\n", 16 - (int)(strlen(u->comm) < 16 ? strlen(u->comm) : 16), "",
+		        gg_bytes(u->used, b1),
+		        u->self    ? "this process"
+		        : u->alive ? "live"
+		                   : "died");
+	}
+}
 
-	fprintf(f, "\nTOP CALL SITES BY LIVE BYTES (%zu sites, %s live in %llu allocations)\n", a->nsites,
-	        gg_bytes(a->live_bytes, b1), (unsigned long long)a->live_count);
-	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
-		const struct gg_site *s = a->by_bytes[i];
+static void text_sites(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32];
+	fprintf(f, "\nTOP CALL SITES BY LIVE BYTES (%zu sites, %s live in %llu allocations)\n", m->nsites,
+	        gg_bytes(m->live_bytes, b1), (unsigned long long)m->live_count);
+	for (size_t i = 0; i < m->shown; i++) {
+		const struct gg_site *s = m->by_bytes[i].site;
 		fprintf(f, "  #%-2zu %-12s %8llu allocs  oldest %.1f s  stack %llu\n", i + 1,
 		        gg_bytes(s->live_bytes, b1), (unsigned long long)s->live_count, (double)s->oldest_age / 1000.0,
 		        (unsigned long long)s->st);
-		text_frames(f, d, s->st, o->frames);
+		text_frames(f, &m->by_bytes[i].stack, m->o.frames);
 	}
 	fprintf(f, "\nTOP CALL SITES BY COUNT\n");
-	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
-		const struct gg_site *s = a->by_count[i];
-		gg_stack_label(d, s->st, lab, sizeof lab);
+	for (size_t i = 0; i < m->shown; i++) {
+		const struct gg_site *s = m->by_count[i].site;
 		fprintf(f, "  #%-2zu %8llu allocs  %-12s stack %-6llu ", i + 1, (unsigned long long)s->live_count,
 		        gg_bytes(s->live_bytes, b1), (unsigned long long)s->st);
-		put_safe(f, lab);
+		put_safe(f, m->by_count[i].label);
 		fputc('\n', f);
 	}
-
 	fprintf(f, "\nSIZE HISTOGRAM (live allocations by requested size)\n");
-	uint64_t maxc = 1;
-	for (int i = 0; i < GG_HIST_BUCKETS; i++)
-		if (a->hist_count[i] > maxc)
-			maxc = a->hist_count[i];
-	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
-		if (!a->hist_count[i])
-			continue;
-		int w = (int)((unsigned __int128)a->hist_count[i] * 30 / maxc);
+	for (int i = 0; i < m->nhist; i++) {
+		const struct gg_mbucket *b = &m->hist[i];
+		int w = (int)((unsigned __int128)b->count * 30 / m->hist_max);
 		if (w == 0)
 			w = 1;
-		fprintf(f, "  >= %-11s %9llu  %-12s %.*s\n", bucket_name(i, b1), (unsigned long long)a->hist_count[i],
-		        gg_bytes(a->hist_bytes[i], b2), w, "##############################");
+		fprintf(f, "  >= %-11s %9llu  %-12s %.*s\n", gg_bytes(b->min, b1), (unsigned long long)b->count,
+		        gg_bytes(b->bytes, b2), w, "##############################");
 	}
+}
 
+static void text_fragmentation(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32], b3[32];
 	fprintf(f, "\nFRAGMENTATION (definitions: gpuguard help report)\n");
-	fprintf(f, "  internal waste: %s (granted %s - requested %s)\n", gg_bytes(a->internal_waste, b1),
-	        gg_bytes(a->granted, b2), gg_bytes(a->live_bytes, b3));
-	fprintf(f, "  pool slack:     %s (reserved %s - used %s)\n",
-	        gg_bytes(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0, b1),
-	        gg_bytes(a->pool_reserved, b2), gg_bytes(a->pool_used, b3));
+	fprintf(f, "  internal waste: %s (granted %s - requested %s)\n", gg_bytes(m->frag.waste, b1),
+	        gg_bytes(m->frag.granted, b2), gg_bytes(m->frag.requested, b3));
+	fprintf(f, "  pool slack:     %s (reserved %s - used %s)\n", gg_bytes(m->frag.pool_slack, b1),
+	        gg_bytes(m->frag.pool_reserved, b2), gg_bytes(m->frag.pool_used, b3));
 	fprintf(f, "  external:       n/a (a format 1 dump holds no free-block map)\n");
-	if (a->torch_frames) {
+	if (m->frag.torch_frames) {
 		fprintf(f, "  PyTorch's caching allocator (");
-		put_safe(f, a->torch_evidence);
+		put_safe(f, m->frag.torch_evidence);
 		fprintf(f, "): %llu of %llu live allocations have its segment sizes\n",
-		        (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+		        (unsigned long long)m->frag.torch_segments, (unsigned long long)m->live_count);
 	} else {
 		fprintf(
 		    f,
 		    "  segment sizes of 2 MiB, 20 MiB or 2 MiB multiples over 10 MiB: %llu of %llu live allocations "
 		    "(no PyTorch frames in the stacks)\n",
-		    (unsigned long long)a->torch_segments, (unsigned long long)a->live_count);
+		    (unsigned long long)m->frag.torch_segments, (unsigned long long)m->live_count);
 	}
-	if (d->nvmm)
-		fprintf(f, "  VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s\n", d->nvmm,
-		        gg_bytes(a->vmm_reserved, b1), gg_bytes(a->vmm_mapped, b2), (unsigned long long)a->vmm_holes,
-		        a->vmm_holes == 1 ? "" : "s", gg_bytes(a->vmm_largest_hole, b3));
+	if (m->frag.nvmm)
+		fprintf(f, "  VMM reservations: %zu, %s reserved, %s mapped, %llu hole%s, largest hole %s\n",
+		        m->frag.nvmm, gg_bytes(m->frag.vmm_reserved, b1), gg_bytes(m->frag.vmm_mapped, b2),
+		        (unsigned long long)m->frag.vmm_holes, m->frag.vmm_holes == 1 ? "" : "s",
+		        gg_bytes(m->frag.vmm_largest_hole, b3));
+}
 
+static void text_timeline(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32], b3[32];
 	fprintf(f, "\nUSAGE TIMELINE (live requested bytes, from the history)\n");
-	if (!a->has_timeline) {
+	if (!m->tl.has) {
 		fprintf(f, "  no history in this dump\n");
-	} else {
-		char w1[32], w2[32];
-		fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start (%s to %s)\n",
-		        (unsigned long long)a->h_allocs, (unsigned long long)a->h_frees,
-		        (unsigned long long)a->h_refusals, (double)a->t_start / 1000.0, (double)a->t_end / 1000.0,
-		        wall(d, a->t_start, w1), wall(d, a->t_end, w2));
-		fprintf(f, "  |");
-		uint64_t prev = a->baseline;
-		for (int i = 0; i < GG_TIMELINE; i++) {
-			uint64_t v = a->t_has[i] ? a->t_max[i] : prev;
-			prev = v;
-			int k = a->t_peak ? (int)((unsigned __int128)v * 8 / a->t_peak) : 0;
-			fputs(spark[k > 8 ? 8 : k], f);
-		}
-		fprintf(f, "|  start %s, peak %s, end %s\n", gg_bytes(a->baseline, b1), gg_bytes(a->t_peak, b2),
-		        gg_bytes(a->t_final, b3));
+		return;
 	}
+	fprintf(f, "  %llu allocs, %llu frees, %llu refusals from %.3f s to %.3f s after start (%s to %s)\n",
+	        (unsigned long long)m->tl.allocs, (unsigned long long)m->tl.frees, (unsigned long long)m->tl.refusals,
+	        (double)m->tl.start_ms / 1000.0, (double)m->tl.end_ms / 1000.0, m->tl.wall_start, m->tl.wall_end);
+	fprintf(f, "  |");
+	for (int i = 0; i < GG_TIMELINE; i++) {
+		int k = m->tl.peak_bytes ? (int)((unsigned __int128)m->tl.level[i] * 8 / m->tl.peak_bytes) : 0;
+		fputs(spark[k > 8 ? 8 : k], f);
+	}
+	fprintf(f, "|  start %s, peak %s, end %s\n", gg_bytes(m->tl.start_bytes, b1), gg_bytes(m->tl.peak_bytes, b2),
+	        gg_bytes(m->tl.end_bytes, b3));
+}
 
-	fprintf(f, "\nAT THE GPU PEAK (device %u, %s)\n", a->pv_dev,
-	        a->pv_carried ? "as the library saw it at its peak; the history is younger"
-	                      : "rebuilt from the live allocations and the history");
-	if (!a->has_peak_view) {
+static void text_peak(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32];
+	fprintf(f, "\nAT THE GPU PEAK (device %u, %s)\n", m->peak.dev,
+	        m->peak.carried ? "as the library saw it at its peak; the history is younger"
+	                        : "rebuilt from the live allocations and the history");
+	if (!m->peak.has) {
 		fprintf(f, "  nothing recorded\n");
-	} else {
-		if (d->nhist || a->pv_carried)
-			fprintf(f, "  %s live at %.3f s after start", gg_bytes(a->pv_bytes, b1),
-			        (double)a->pv_ms / 1000.0);
-		else
-			fprintf(f, "  %s live at the dump (no history to go back in)", gg_bytes(a->pv_bytes, b1));
-		if (a->pv_record_bytes)
-			fprintf(f, "; the process's peak: %s at %.3f s%s", gg_bytes(a->pv_record_bytes, b2),
-			        (double)a->pv_record_ms / 1000.0,
-			        a->peak_in_history ? "" : " (older than the history)");
-		fputc('\n', f);
-		if (a->pv_carried)
-			fprintf(f, "  (the library's snapshot, within 1%% (at least 1 MiB) of the peak)\n");
-		for (int i = 0; i < a->npv_sites && i < o->top; i++) {
-			gg_stack_label(d, a->pv_sites[i].st, lab, sizeof lab);
-			fprintf(f, "  %-14s stack %-5llu ", gg_bytes(a->pv_sites[i].bytes, b1),
-			        (unsigned long long)a->pv_sites[i].st);
-			put_safe(f, lab);
-			fputc('\n', f);
-		}
-		if (a->pv_suggest_gib && !a->sizing)
-			fprintf(f, "  suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)\n",
-			        (unsigned long long)a->pv_suggest_gib);
+		return;
 	}
+	if (!m->peak.at_dump)
+		fprintf(f, "  %s live at %.3f s after start", gg_bytes(m->peak.bytes, b1), (double)m->peak.ms / 1000.0);
+	else
+		fprintf(f, "  %s live at the dump (no history to go back in)", gg_bytes(m->peak.bytes, b1));
+	if (m->peak.record_bytes)
+		fprintf(f, "; the process's peak: %s at %.3f s%s", gg_bytes(m->peak.record_bytes, b2),
+		        (double)m->peak.record_ms / 1000.0, m->peak.in_history ? "" : " (older than the history)");
+	fputc('\n', f);
+	if (m->peak.carried)
+		fprintf(f, "  (the library's snapshot, within 1%% (at least 1 MiB) of the peak)\n");
+	for (int i = 0; i < m->peak.nsite && i < m->o.top; i++) {
+		fprintf(f, "  %-14s stack %-5llu ", gg_bytes(m->peak.site[i].bytes, b1),
+		        (unsigned long long)m->peak.site[i].stack.id);
+		put_safe(f, m->peak.site[i].label);
+		fputc('\n', f);
+	}
+	if (m->peak.show_suggest)
+		fprintf(f, "  suggested GPUGUARD_LIMIT=%lluGi (the peak x1.2, rounded up to a GiB)\n",
+		        (unsigned long long)m->peak.suggest_gib);
+}
 
+static void text_host(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
+	char b1[32], b2[32], b3[32];
 	fprintf(f, "\nHOST\n");
 	if (!d->has_host) {
 		fprintf(f, "  not recorded\n");
-	} else {
-		fprintf(f, "  rss %s, pinned %s in %llu allocations\n", gg_bytes(d->rss, b1),
-		        gg_bytes(d->pinned_bytes, b2), (unsigned long long)d->pinned_allocs);
-		if (d->cg_version)
-			fprintf(
-			    f, "  cgroup v%llu: usage %s, limit %s, oom_kill %s\n", (unsigned long long)d->cg_version,
-			    d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
-			    d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none",
-			    d->has_cg_oom ? (snprintf(b3, sizeof b3, "%llu", (unsigned long long)d->cg_oom_kill), b3)
-			                  : "unknown");
-		if (d->cg_version && d->has_cg_usage && d->has_cg_inactive)
-			fprintf(f,
-			        "  working set %s (usage less %s of inactive page cache, as the kubelet counts it)\n",
-			        gg_bytes(d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0, b1),
-			        gg_bytes(d->cg_inactive_file, b2));
-		if (!d->cg_version)
-			fprintf(f, "  no cgroup memory controller found\n");
+		return;
 	}
-	if (d->ndeaths) {
-		fprintf(f,
-		        "\nRECENT DEATHS IN THE POD (processes that died without exiting: SIGKILL, the OOM killer, a "
-		        "crash)\n");
-		for (size_t i = d->ndeaths; i-- > 0;) {
-			const struct gg_death *x = &d->deaths[i];
-			char v[160], when[32];
-			time_t t = (time_t)(x->found_ms / 1000);
-			struct tm tm;
-			if (!gmtime_r(&t, &tm) || !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm))
-				snprintf(when, sizeof when, "at an unknown time");
-			fprintf(f, "  pid %u (%s), found dead %s: %s\n", x->pid, x->comm, when,
-			        gg_death_verdict(x, v, sizeof v));
-			fprintf(f, "    GPU: %s of %s on entry %u; %u refused", gg_bytes(x->gpu_used, b1),
-			        x->gpu_limit == UINT64_MAX ? "no ceiling" : gg_bytes(x->gpu_limit, b2), x->gpu_entry,
-			        x->refused);
-			if (x->refused && x->refused_age_ms != UINT32_MAX)
-				fprintf(f, ", the last %.1f s before its last record",
-				        (double)x->refused_age_ms / 1000.0);
-			fputc('\n', f);
-			if (x->cg_version)
-				fprintf(f, "    host: %s %s of %s (cgroup v%u)\n",
-				        x->ws_known ? "working set" : "usage", gg_bytes(x->working_set, b1),
-				        x->host_limit ? gg_bytes(x->host_limit, b2) : "no limit", x->cg_version);
-			else
-				fprintf(f, "    host: no cgroup memory controller found\n");
-			if (x->last_ms && x->found_ms >= x->last_ms)
-				fprintf(f, "    last record %.1f s before it was found dead\n",
-				        (double)(x->found_ms - x->last_ms) / 1000.0);
-		}
+	fprintf(f, "  rss %s, pinned %s in %llu allocations\n", gg_bytes(d->rss, b1), gg_bytes(d->pinned_bytes, b2),
+	        (unsigned long long)d->pinned_allocs);
+	if (d->cg_version)
+		fprintf(f, "  cgroup v%llu: usage %s, limit %s, oom_kill %s\n", (unsigned long long)d->cg_version,
+		        d->has_cg_usage ? gg_bytes(d->cg_usage, b1) : "unknown",
+		        d->has_cg_limit ? gg_bytes(d->cg_limit, b2) : "none",
+		        d->has_cg_oom ? (snprintf(b3, sizeof b3, "%llu", (unsigned long long)d->cg_oom_kill), b3)
+		                      : "unknown");
+	if (d->cg_version && m->host.has_ws)
+		fprintf(f, "  working set %s (usage less %s of inactive page cache, as the kubelet counts it)\n",
+		        gg_bytes(m->host.ws, b1), gg_bytes(d->cg_inactive_file, b2));
+	if (!d->cg_version)
+		fprintf(f, "  no cgroup memory controller found\n");
+}
+
+static void text_deaths(FILE *f, const struct gg_model *m)
+{
+	char b1[32], b2[32];
+	if (!m->ndeath)
+		return;
+	fprintf(f, "\nRECENT DEATHS IN THE POD (processes that died without exiting: SIGKILL, the OOM killer, a "
+	           "crash)\n");
+	for (size_t i = m->ndeath; i-- > 0;) {
+		const struct gg_death *x = m->death[i].rec;
+		fprintf(f, "  pid %u (%s), found dead %s: %s\n", x->pid, x->comm, m->death[i].found,
+		        m->death[i].verdict);
+		fprintf(f, "    GPU: %s of %s on entry %u; %u refused", gg_bytes(x->gpu_used, b1),
+		        x->gpu_limit == UINT64_MAX ? "no ceiling" : gg_bytes(x->gpu_limit, b2), x->gpu_entry,
+		        x->refused);
+		if (x->refused && x->refused_age_ms != UINT32_MAX)
+			fprintf(f, ", the last %.1f s before its last record", (double)x->refused_age_ms / 1000.0);
+		fputc('\n', f);
+		if (x->cg_version)
+			fprintf(f, "    host: %s %s of %s (cgroup v%u)\n", x->ws_known ? "working set" : "usage",
+			        gg_bytes(x->working_set, b1), x->host_limit ? gg_bytes(x->host_limit, b2) : "no limit",
+			        x->cg_version);
+		else
+			fprintf(f, "    host: no cgroup memory controller found\n");
+		if (x->last_ms && x->found_ms >= x->last_ms)
+			fprintf(f, "    last record %.1f s before it was found dead\n",
+			        (double)(x->found_ms - x->last_ms) / 1000.0);
 	}
-	if (d->nconfig) {
-		fprintf(f, "\nCONFIGURATION\n");
-		for (size_t i = 0; i < d->nconfig; i++) {
-			fprintf(f, "  ");
-			put_safe(f, d->config[i].name);
-			fprintf(f, "=");
-			put_safe(f, d->config[i].value);
-			fprintf(f, " (");
-			put_safe(f, d->config[i].source);
-			fprintf(f, ")\n");
-		}
+}
+
+static void text_config(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
+	if (!d->nconfig)
+		return;
+	fprintf(f, "\nCONFIGURATION\n");
+	for (size_t i = 0; i < d->nconfig; i++) {
+		fprintf(f, "  ");
+		put_safe(f, d->config[i].name);
+		fprintf(f, "=");
+		put_safe(f, d->config[i].value);
+		fprintf(f, " (");
+		put_safe(f, d->config[i].source);
+		fprintf(f, ")\n");
 	}
+}
+
+/* The text report: its sections in order, each laid out from the model. */
+static void (*const text_sections[])(FILE *f, const struct gg_model *m) = {
+    text_header,   text_diagnoses, text_devices, text_pod,    text_sites,  text_fragmentation,
+    text_timeline, text_peak,      text_host,    text_deaths, text_config,
+};
+
+void gg_report_text(FILE *f, const struct gg_model *m)
+{
+	for (size_t i = 0; i < sizeof text_sections / sizeof text_sections[0]; i++)
+		text_sections[i](f, m);
 }
 
 static void json_kv_u(FILE *f, const char *k, uint64_t v, int comma)
@@ -433,9 +409,9 @@ static void json_opt_u(FILE *f, const char *k, int has, uint64_t v)
 		fprintf(f, "\"%s\":null,", k);
 }
 
-static void json_frames(FILE *f, const struct gg_dump *d, uint64_t st)
+static void json_frames(FILE *f, const struct gg_mstack *st)
 {
-	struct gg_stack *s = st ? gg_dump_stack(d, st) : NULL;
+	const struct gg_stack *s = st->s;
 	fputc('[', f);
 	for (uint32_t i = 0; s && i < s->nframes; i++) {
 		fputs(i ? ",{" : "{", f);
@@ -452,12 +428,20 @@ static void json_frames(FILE *f, const struct gg_dump *d, uint64_t st)
 	fputc(']', f);
 }
 
-static const char *const diag_keys[] = {"ceiling_reached",      "device_full", "fragmentation", "leak_suspected",
-                                        "host_memory_pressure", "sizing",      "none"};
-
-void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o)
+static void json_strings(FILE *f, const char *name, const char (*v)[320], int n)
 {
-	const struct gg_dump *d = a->d;
+	fprintf(f, ",\"%s\":[", name);
+	for (int k = 0; k < n; k++) {
+		if (k)
+			fputc(',', f);
+		gg_json_str(f, v[k]);
+	}
+	fputc(']', f);
+}
+
+static void json_header(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
 	fputs("{\"gpuguard_report\":1,\"dump\":{", f);
 	json_kv_s(f, "path", d->path, 1);
 	json_kv_u(f, "format", d->format, 1);
@@ -478,35 +462,30 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 	json_kv_u(f, "history_dropped", d->history_dropped, 1);
 	json_kv_u(f, "log_dropped", d->log_dropped, 0);
 	fputs("},\n\"diagnoses\":[", f);
-	for (int i = 0; i < a->ndiags; i++) {
-		const struct gg_diag *g = &a->diags[i];
-		fprintf(f, "%s{\"kind\":\"%s\",\"title\":", i ? "," : "", diag_keys[g->kind]);
+	for (int i = 0; i < m->ndiag; i++) {
+		const struct gg_diag *g = &m->diag[i];
+		fprintf(f, "%s{\"kind\":\"%s\",\"title\":", i ? "," : "", gg_diag_key(g->kind));
 		gg_json_str(f, g->title);
-		fputs(",\"evidence\":[", f);
-		for (int k = 0; k < g->nevidence; k++) {
-			if (k)
-				fputc(',', f);
-			gg_json_str(f, g->evidence[k]);
-		}
-		fputs("],\"change\":[", f);
-		for (int k = 0; k < g->nchange; k++) {
-			if (k)
-				fputc(',', f);
-			gg_json_str(f, g->change[k]);
-		}
-		fputs("]}", f);
+		json_strings(f, "evidence", g->evidence, g->nevidence);
+		json_strings(f, "change", g->change, g->nchange);
+		fputc('}', f);
 	}
-	fputs("],\n\"devices\":[", f);
-	for (size_t i = 0; i < d->ndevices; i++) {
-		const struct gg_dump_device *v = &d->devices[i];
+	fputs("],\n", f);
+}
+
+static void json_devices(FILE *f, const struct gg_model *m)
+{
+	fputs("\"devices\":[", f);
+	for (size_t i = 0; i < m->ndev; i++) {
+		const struct gg_dump_device *v = m->dev[i].rec;
 		fprintf(f, "%s{\"dev\":%u,", i ? "," : "", v->dev);
 		json_opt_u(f, "limit", v->has_limit, v->limit);
 		json_kv_u(f, "used", v->used, 1);
 		json_kv_u(f, "peak", v->peak, 1);
 		json_kv_u(f, "pool_reserved", v->pool_reserved, 1);
 		json_kv_u(f, "live_bytes", v->live_bytes, 1);
-		json_kv_u(f, "live_bytes_in_dump", a->dev[v->dev].live_bytes, 1);
-		json_kv_u(f, "granted_in_dump", a->dev[v->dev].granted, 1);
+		json_kv_u(f, "live_bytes_in_dump", m->dev[i].live_in_dump, 1);
+		json_kv_u(f, "granted_in_dump", m->dev[i].granted_in_dump, 1);
 		json_kv_u(f, "allocs", v->allocs, 1);
 		json_kv_u(f, "frees", v->frees, 1);
 		json_kv_u(f, "refused_ceiling", v->refused_ceiling, 1);
@@ -529,8 +508,8 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 			fputs("null}", f);
 	}
 	fputs("],\n\"pod\":[", f);
-	for (size_t i = 0; i < d->npod; i++) {
-		const struct gg_dump_pod *u = &d->pod[i];
+	for (size_t i = 0; i < m->npod; i++) {
+		const struct gg_dump_pod *u = &m->d->pod[i];
 		fprintf(f, "%s{", i ? "," : "");
 		json_kv_u(f, "dev", u->dev, 1);
 		json_kv_u(f, "slot", u->slot, 1);
@@ -542,47 +521,59 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		fputc('}', f);
 	}
 	fputs("],\n", f);
-	if (d->ndeaths) {
-		char v[160];
-		fputs("\"deaths\":[", f);
-		for (size_t i = 0; i < d->ndeaths; i++) {
-			const struct gg_death *x = &d->deaths[i];
-			fprintf(f, "%s{", i ? "," : "");
-			json_kv_u(f, "n", x->n, 1);
-			json_kv_u(f, "pid", x->pid, 1);
-			json_kv_s(f, "comm", x->comm, 1);
-			json_kv_u(f, "found_ms", x->found_ms, 1);
-			json_kv_u(f, "last_ms", x->last_ms, 1);
-			json_kv_u(f, "gpu_used", x->gpu_used, 1);
-			json_opt_u(f, "gpu_limit", x->gpu_limit != UINT64_MAX, x->gpu_limit);
-			json_kv_u(f, "refused", x->refused, 1);
-			json_kv_u(f, "working_set", x->working_set, 1);
-			json_opt_u(f, "host_limit", x->host_limit != 0, x->host_limit);
-			json_kv_s(f, "verdict", gg_death_code(x), 1);
-			json_kv_s(f, "reason", gg_death_verdict(x, v, sizeof v), 0);
-			fputc('}', f);
-		}
-		fputs("],\n", f);
-	}
-	fputs("\"request\":", f);
-	if (d->has_request) {
-		fputc('{', f);
-		json_kv_s(f, "api", d->req_api, 1);
-		json_kv_u(f, "size", d->req_size, 1);
-		json_kv_u(f, "dev", d->req_dev, 1);
-		json_kv_u(f, "tid", d->req_tid, 1);
-		json_kv_u(f, "stack", d->req_stack, 1);
-		json_kv_s(f, "outcome", d->req_outcome, 1);
-		fputs("\"frames\":", f);
-		json_frames(f, d, d->req_stack);
+}
+
+static void json_deaths(FILE *f, const struct gg_model *m)
+{
+	if (!m->ndeath)
+		return;
+	fputs("\"deaths\":[", f);
+	for (size_t i = 0; i < m->ndeath; i++) {
+		const struct gg_death *x = m->death[i].rec;
+		fprintf(f, "%s{", i ? "," : "");
+		json_kv_u(f, "n", x->n, 1);
+		json_kv_u(f, "pid", x->pid, 1);
+		json_kv_s(f, "comm", x->comm, 1);
+		json_kv_u(f, "found_ms", x->found_ms, 1);
+		json_kv_u(f, "last_ms", x->last_ms, 1);
+		json_kv_u(f, "gpu_used", x->gpu_used, 1);
+		json_opt_u(f, "gpu_limit", x->gpu_limit != UINT64_MAX, x->gpu_limit);
+		json_kv_u(f, "refused", x->refused, 1);
+		json_kv_u(f, "working_set", x->working_set, 1);
+		json_opt_u(f, "host_limit", x->host_limit != 0, x->host_limit);
+		json_kv_s(f, "verdict", m->death[i].code, 1);
+		json_kv_s(f, "reason", m->death[i].verdict, 0);
 		fputc('}', f);
-	} else {
-		fputs("null", f);
 	}
+	fputs("],\n", f);
+}
+
+static void json_request(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
+	fputs("\"request\":", f);
+	if (!d->has_request) {
+		fputs("null", f);
+		return;
+	}
+	fputc('{', f);
+	json_kv_s(f, "api", d->req_api, 1);
+	json_kv_u(f, "size", d->req_size, 1);
+	json_kv_u(f, "dev", d->req_dev, 1);
+	json_kv_u(f, "tid", d->req_tid, 1);
+	json_kv_u(f, "stack", d->req_stack, 1);
+	json_kv_s(f, "outcome", d->req_outcome, 1);
+	fputs("\"frames\":", f);
+	json_frames(f, &m->req_stack);
+	fputc('}', f);
+}
+
+static void json_sites(FILE *f, const struct gg_model *m)
+{
 	fprintf(f, ",\n\"live\":{\"bytes\":%llu,\"count\":%llu,\"sites\":%zu},\n\"sites_by_bytes\":[",
-	        (unsigned long long)a->live_bytes, (unsigned long long)a->live_count, a->nsites);
-	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
-		const struct gg_site *s = a->by_bytes[i];
+	        (unsigned long long)m->live_bytes, (unsigned long long)m->live_count, m->nsites);
+	for (size_t i = 0; i < m->shown; i++) {
+		const struct gg_site *s = m->by_bytes[i].site;
 		fprintf(f, "%s\n{", i ? "," : "");
 		json_kv_u(f, "stack", s->st, 1);
 		json_kv_u(f, "live_bytes", s->live_bytes, 1);
@@ -593,96 +584,122 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		json_kv_u(f, "history_frees", s->h_free_count, 1);
 		json_kv_u(f, "history_free_bytes", s->h_free_bytes, 1);
 		fputs("\"frames\":", f);
-		json_frames(f, d, s->st);
+		json_frames(f, &m->by_bytes[i].stack);
 		fputc('}', f);
 	}
 	fputs("],\n\"sites_by_count\":[", f);
-	for (size_t i = 0; i < a->nsites && (int)i < o->top; i++) {
-		const struct gg_site *s = a->by_count[i];
+	for (size_t i = 0; i < m->shown; i++) {
+		const struct gg_site *s = m->by_count[i].site;
 		fprintf(f, "%s{\"stack\":%llu,\"live_count\":%llu,\"live_bytes\":%llu}", i ? "," : "",
 		        (unsigned long long)s->st, (unsigned long long)s->live_count,
 		        (unsigned long long)s->live_bytes);
 	}
 	fputs("],\n\"size_histogram\":[", f);
-	int first = 1;
-	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
-		if (!a->hist_count[i])
-			continue;
-		fprintf(f, "%s{\"min\":%llu,\"count\":%llu,\"bytes\":%llu}", first ? "" : ",", 1ull << i,
-		        (unsigned long long)a->hist_count[i], (unsigned long long)a->hist_bytes[i]);
-		first = 0;
-	}
+	for (int i = 0; i < m->nhist; i++)
+		fprintf(f, "%s{\"min\":%llu,\"count\":%llu,\"bytes\":%llu}", i ? "," : "",
+		        (unsigned long long)m->hist[i].min, (unsigned long long)m->hist[i].count,
+		        (unsigned long long)m->hist[i].bytes);
+	fputs("],\n", f);
+}
+
+static void json_fragmentation(FILE *f, const struct gg_model *m)
+{
 	fprintf(f,
-	        "],\n\"fragmentation\":{\"requested\":%llu,\"granted\":%llu,\"internal_waste\":%llu,"
+	        "\"fragmentation\":{\"requested\":%llu,\"granted\":%llu,\"internal_waste\":%llu,"
 	        "\"pool_reserved\":%llu,\"pool_used\":%llu,\"pool_slack\":%llu,\"external\":null,"
 	        "\"torch_segments\":%llu,\"torch_pattern\":%s",
-	        (unsigned long long)a->live_bytes, (unsigned long long)a->granted,
-	        (unsigned long long)a->internal_waste, (unsigned long long)a->pool_reserved,
-	        (unsigned long long)a->pool_used,
-	        (unsigned long long)(a->pool_reserved > a->pool_used ? a->pool_reserved - a->pool_used : 0),
-	        (unsigned long long)a->torch_segments, a->torch_pattern ? "true" : "false");
-	if (d->nvmm) /* only when the dump has vmm records */
+	        (unsigned long long)m->frag.requested, (unsigned long long)m->frag.granted,
+	        (unsigned long long)m->frag.waste, (unsigned long long)m->frag.pool_reserved,
+	        (unsigned long long)m->frag.pool_used, (unsigned long long)m->frag.pool_slack,
+	        (unsigned long long)m->frag.torch_segments, m->frag.torch_pattern ? "true" : "false");
+	if (m->frag.nvmm) /* only when the dump has vmm records */
 		fprintf(f,
 		        ",\"vmm\":{\"reservations\":%zu,\"reserved\":%llu,\"mapped\":%llu,\"holes\":%llu,"
 		        "\"largest_hole\":%llu}",
-		        d->nvmm, (unsigned long long)a->vmm_reserved, (unsigned long long)a->vmm_mapped,
-		        (unsigned long long)a->vmm_holes, (unsigned long long)a->vmm_largest_hole);
+		        m->frag.nvmm, (unsigned long long)m->frag.vmm_reserved, (unsigned long long)m->frag.vmm_mapped,
+		        (unsigned long long)m->frag.vmm_holes, (unsigned long long)m->frag.vmm_largest_hole);
 	fputs("},\n", f);
+}
+
+static void json_timeline(FILE *f, const struct gg_model *m)
+{
 	fputs("\"timeline\":", f);
-	if (a->has_timeline) {
-		fprintf(f,
-		        "{\"start_ms\":%llu,\"end_ms\":%llu,\"allocs\":%llu,\"frees\":%llu,\"refusals\":%llu,"
-		        "\"start_bytes\":%llu,\"peak_bytes\":%llu,\"end_bytes\":%llu,\"bucket_max\":[",
-		        (unsigned long long)a->t_start, (unsigned long long)a->t_end, (unsigned long long)a->h_allocs,
-		        (unsigned long long)a->h_frees, (unsigned long long)a->h_refusals,
-		        (unsigned long long)a->baseline, (unsigned long long)a->t_peak, (unsigned long long)a->t_final);
-		for (int i = 0; i < GG_TIMELINE; i++) {
-			if (i)
-				fputc(',', f);
-			if (a->t_has[i])
-				fprintf(f, "%llu", (unsigned long long)a->t_max[i]);
-			else
-				fputs("null", f);
-		}
-		fputs("]}", f);
-	} else {
+	if (!m->tl.has) {
 		fputs("null", f);
+		return;
 	}
+	fprintf(f,
+	        "{\"start_ms\":%llu,\"end_ms\":%llu,\"allocs\":%llu,\"frees\":%llu,\"refusals\":%llu,"
+	        "\"start_bytes\":%llu,\"peak_bytes\":%llu,\"end_bytes\":%llu,\"bucket_max\":[",
+	        (unsigned long long)m->tl.start_ms, (unsigned long long)m->tl.end_ms, (unsigned long long)m->tl.allocs,
+	        (unsigned long long)m->tl.frees, (unsigned long long)m->tl.refusals,
+	        (unsigned long long)m->tl.start_bytes, (unsigned long long)m->tl.peak_bytes,
+	        (unsigned long long)m->tl.end_bytes);
+	for (int i = 0; i < GG_TIMELINE; i++) {
+		if (i)
+			fputc(',', f);
+		if (m->tl.bucket_has[i])
+			fprintf(f, "%llu", (unsigned long long)m->tl.bucket_max[i]);
+		else
+			fputs("null", f);
+	}
+	fputs("]}", f);
+}
+
+static void json_peak(FILE *f, const struct gg_model *m)
+{
 	fprintf(f,
 	        ",\n\"peak\":{\"dev\":%u,\"bytes\":%llu,\"ms\":%llu,\"process_peak\":%llu,\"process_peak_ms\":%llu,"
 	        "\"in_history\":%s,\"from\":\"%s\",\"suggested_limit_gib\":",
-	        a->pv_dev, (unsigned long long)a->pv_bytes, (unsigned long long)a->pv_ms,
-	        (unsigned long long)a->pv_record_bytes, (unsigned long long)a->pv_record_ms,
-	        a->peak_in_history ? "true" : "false", a->pv_carried ? "snapshot" : "history");
-	if (a->pv_suggest_gib)
-		fprintf(f, "%llu", (unsigned long long)a->pv_suggest_gib);
+	        m->peak.dev, (unsigned long long)m->peak.bytes, (unsigned long long)m->peak.ms,
+	        (unsigned long long)m->peak.record_bytes, (unsigned long long)m->peak.record_ms,
+	        m->peak.in_history ? "true" : "false", m->peak.carried ? "snapshot" : "history");
+	if (m->peak.suggest_gib)
+		fprintf(f, "%llu", (unsigned long long)m->peak.suggest_gib);
 	else
 		fputs("null", f);
 	fputs(",\"sites\":[", f);
-	for (int i = 0; i < a->npv_sites; i++)
-		fprintf(f, "%s{\"stack\":%llu,\"bytes\":%llu}", i ? "," : "", (unsigned long long)a->pv_sites[i].st,
-		        (unsigned long long)a->pv_sites[i].bytes);
-	fputs("]},\n\"sizing\":", f);
-	if (a->sizing) {
-		fprintf(f,
-		        "{\"mode\":\"%s\",\"query\":%llu,\"total\":%llu,\"free\":%llu,\"held\":%llu,\"of\":\"%s\","
-		        "\"fraction_now\":%u.%03u,\"lower_by\":%u.%03u,",
-		        a->sizing == 1 ? "preallocates" : "grows_into_total", (unsigned long long)a->sz_q->n,
-		        (unsigned long long)a->sz_q->total, (unsigned long long)a->sz_q->free,
-		        (unsigned long long)a->sz_q->used, a->sz_of_free ? "free" : "total", a->sz_cur_pm / 1000,
-		        a->sz_cur_pm % 1000, a->sz_delta_pm / 1000, a->sz_delta_pm % 1000);
-		if (a->sizing == 1)
-			fprintf(f, "\"fraction_advised\":%u.%03u,\"fraction_measured\":%u.%03u,\"measured_of\":\"%s\",",
-			        a->sz_new_pm / 1000, a->sz_new_pm % 1000, a->sz_meas_pm / 1000, a->sz_meas_pm % 1000,
-			        a->sz_meas_of_free ? "free" : "total");
-		if (a->sz_cmd_pm)
-			fprintf(f, "\"fraction_cmdline\":%u.%03u,", a->sz_cmd_pm / 1000, a->sz_cmd_pm % 1000);
-		json_kv_s(f, "framework", a->sz_framework, 1);
-		json_kv_s(f, "knob", a->sz_knob, 0);
-		fputc('}', f);
-	} else {
+	for (int i = 0; i < m->peak.nsite; i++)
+		fprintf(f, "%s{\"stack\":%llu,\"bytes\":%llu}", i ? "," : "",
+		        (unsigned long long)m->peak.site[i].stack.id, (unsigned long long)m->peak.site[i].bytes);
+	fputs("]},\n", f);
+}
+
+/* thousandths as a JSON number, "0.850" */
+static void json_pm(FILE *f, const char *k, unsigned pm)
+{
+	fprintf(f, "\"%s\":%u.%03u,", k, pm / 1000, pm % 1000);
+}
+
+static void json_sizing(FILE *f, const struct gg_model *m)
+{
+	fputs("\"sizing\":", f);
+	if (!m->sizing.mode) {
 		fputs("null", f);
+		return;
 	}
+	const struct gg_meminfo *q = m->sizing.q;
+	fprintf(f, "{\"mode\":\"%s\",\"query\":%llu,\"total\":%llu,\"free\":%llu,\"held\":%llu,\"of\":\"%s\",",
+	        m->sizing.mode == 1 ? "preallocates" : "grows_into_total", (unsigned long long)q->n,
+	        (unsigned long long)q->total, (unsigned long long)q->free, (unsigned long long)q->used,
+	        m->sizing.of_free ? "free" : "total");
+	json_pm(f, "fraction_now", m->sizing.now_pm);
+	json_pm(f, "lower_by", m->sizing.lower_by_pm);
+	if (m->sizing.mode == 1) {
+		json_pm(f, "fraction_advised", m->sizing.advised_pm);
+		json_pm(f, "fraction_measured", m->sizing.measured_pm);
+		json_kv_s(f, "measured_of", m->sizing.measured_of_free ? "free" : "total", 1);
+	}
+	if (m->sizing.cmdline_pm)
+		json_pm(f, "fraction_cmdline", m->sizing.cmdline_pm);
+	json_kv_s(f, "framework", m->sizing.framework, 1);
+	json_kv_s(f, "knob", m->sizing.knob, 0);
+	fputc('}', f);
+}
+
+static void json_host(FILE *f, const struct gg_model *m)
+{
+	const struct gg_dump *d = m->d;
 	fputs(",\n\"config\":[", f);
 	for (size_t i = 0; i < d->nconfig; i++) {
 		fputs(i ? ",{" : "{", f);
@@ -692,23 +709,33 @@ void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *
 		fputc('}', f);
 	}
 	fputs("],\n\"host\":", f);
-	if (d->has_host) {
-		fputc('{', f);
-		json_kv_u(f, "rss", d->rss, 1);
-		json_kv_u(f, "cgroup_version", d->cg_version, 1);
-		json_opt_u(f, "cgroup_limit", d->has_cg_limit, d->cg_limit);
-		json_opt_u(f, "cgroup_usage", d->has_cg_usage, d->cg_usage);
-		json_opt_u(f, "cgroup_oom_kill", d->has_cg_oom, d->cg_oom_kill);
-		json_opt_u(f, "cgroup_inactive_file", d->has_cg_inactive, d->cg_inactive_file);
-		json_opt_u(f, "working_set", d->has_cg_usage && d->has_cg_inactive,
-		           d->cg_usage > d->cg_inactive_file ? d->cg_usage - d->cg_inactive_file : 0);
-		json_kv_u(f, "pinned_bytes", d->pinned_bytes, 1);
-		json_kv_u(f, "pinned_allocs", d->pinned_allocs, 0);
-		fputc('}', f);
-	} else {
-		fputs("null", f);
+	if (!d->has_host) {
+		fputs("null}\n", f);
+		return;
 	}
-	fputs("}\n", f);
+	fputc('{', f);
+	json_kv_u(f, "rss", d->rss, 1);
+	json_kv_u(f, "cgroup_version", d->cg_version, 1);
+	json_opt_u(f, "cgroup_limit", d->has_cg_limit, d->cg_limit);
+	json_opt_u(f, "cgroup_usage", d->has_cg_usage, d->cg_usage);
+	json_opt_u(f, "cgroup_oom_kill", d->has_cg_oom, d->cg_oom_kill);
+	json_opt_u(f, "cgroup_inactive_file", d->has_cg_inactive, d->cg_inactive_file);
+	json_opt_u(f, "working_set", m->host.has_ws, m->host.ws);
+	json_kv_u(f, "pinned_bytes", d->pinned_bytes, 1);
+	json_kv_u(f, "pinned_allocs", d->pinned_allocs, 0);
+	fputs("}}\n", f);
+}
+
+/* The JSON report: its members in order, each laid out from the model. */
+static void (*const json_sections[])(FILE *f, const struct gg_model *m) = {
+    json_header,        json_devices,  json_deaths, json_request, json_sites,
+    json_fragmentation, json_timeline, json_peak,   json_sizing,  json_host,
+};
+
+void gg_report_json(FILE *f, const struct gg_model *m)
+{
+	for (size_t i = 0; i < sizeof json_sections / sizeof json_sections[0]; i++)
+		json_sections[i](f, m);
 }
 
 /* One frame as a folded-stack element: no ';' (the separator) and no

@@ -98,23 +98,6 @@ const char *gg_region_path(const char *opt)
 	return env && *env ? env : GPUGUARD_REGION_DEFAULT_PATH;
 }
 
-void gg_escape_bytes(char *out, const char *s, size_t max)
-{
-	static const char hex[] = "0123456789abcdef";
-	for (size_t i = 0; i < max && s[i]; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c < 0x7f && c != '\\') { /* a backslash only starts escapes */
-			*out++ = (char)c;
-		} else {
-			*out++ = '\\';
-			*out++ = 'x';
-			*out++ = hex[c >> 4];
-			*out++ = hex[c & 15];
-		}
-	}
-	*out = '\0';
-}
-
 /* nvidia-smi's spelling for CUDA (GPU-8-4-4-4-12, lower-case hex), the same
  * shape for HIP, the ordinal for entries without a UUID. */
 static void uuid_text(char out[48], uint32_t kind, const uint8_t u[16])

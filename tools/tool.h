@@ -1,6 +1,8 @@
 /* gpuguard command: what crosses files in tools/. The reader (jsonl.c,
  * load.c) turns a dump (include/gpuguard/dump.h) into a struct gg_dump; the
- * analyzer (analyze.c) aggregates and diagnoses it; output.c and html.c print.
+ * analyzer (analyze.c) aggregates and diagnoses it; model.c turns that into
+ * the report model, which output.c (text, JSON) and html.c lay out. fmt.c
+ * and text.c are the leaves all of them format and print through.
  * region.c reads the pod region (include/gpuguard/region.h) for top.c,
  * metrics.c and http.c (their shared helpers: live.h). Never includes
  * interpose/: those two formats are the contract. */
@@ -321,15 +323,156 @@ struct gg_analysis {
 void gg_analyze(struct gg_analysis *a, const struct gg_dump *d);
 void gg_analysis_free(struct gg_analysis *a);
 uint64_t gg_granted(uint32_t api, uint64_t size);
-const char *gg_bytes(uint64_t v, char buf[32]); /* "1.50 GiB" */
 
-/* output.c */
 struct gg_opts {
 	int top;    /* call sites shown */
 	int frames; /* frames shown per stack in text */
 };
-void gg_report_text(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
-void gg_report_json(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
+
+/* model.c: the report model. Everything the text, JSON and HTML reports
+ * say, worked out once from the analysis (and its diagnoses), so that the
+ * three renderers only lay it out and cannot disagree. It refers to the
+ * dump's own records (header, devices, request, pod, deaths, configuration,
+ * stacks) as read, and holds what is derived from them: the warnings, the
+ * tables' rows with their labels, the histogram's rows, the timeline's
+ * levels, the peak view, the sizing, the host's working set, the deaths'
+ * verdicts. Valid while the dump and the analysis are. docs/report.md. */
+
+/* The report's warnings on the dump itself, in the order text gives them. */
+enum gg_warn_kind {
+	GG_W_TRUNCATED,       /* no end trailer: figures cover the records read */
+	GG_W_SUPPRESSED,      /* n later dumps suppressed, n2 write errors */
+	GG_W_SIGNAL_REFUSED,  /* n allocations refused inside signal handlers */
+	GG_W_HISTORY_DROPPED, /* n history events lost: the timeline has gaps */
+	GG_W_CUT_SKEW,        /* the live table is n events off one moment */
+	GG_W_OVER_BOOKS,      /* the rebuilt views climbed n bytes past the books */
+	GG_W_LOG_DROPPED,     /* n log lines over the library's rate limit */
+};
+struct gg_mwarn {
+	enum gg_warn_kind kind;
+	uint64_t n, n2;
+};
+
+/* A stack as a row shows it: its id, and its record (NULL when the id is 0
+ * or the dump lacks the record). */
+struct gg_mstack {
+	uint64_t id;
+	const struct gg_stack *s;
+};
+
+/* A row of a call-site table. */
+struct gg_msite {
+	const struct gg_site *site;
+	struct gg_mstack stack;
+	char label[320]; /* gg_stack_label */
+};
+
+struct gg_mdev {
+	const struct gg_dump_device *rec;
+	uint64_t live_in_dump, granted_in_dump; /* the live table's, on this device */
+	int has_fill;                           /* a ceiling to be a fraction of */
+	uint64_t fill_pct;                      /* charged of it, in percent */
+	unsigned fill_bar;                      /* and in 40ths, at most 40 */
+	uint64_t scale;                         /* a bar's full length: the ceiling, else the peak or the card */
+};
+
+struct gg_mbucket { /* a power-of-two bucket of live sizes, >= min */
+	uint64_t min, count, bytes;
+};
+
+struct gg_mpv { /* a call site of the peak view */
+	uint64_t bytes;
+	struct gg_mstack stack;
+	char label[320];
+};
+
+struct gg_mflame { /* a stack of the flame graph, with its live bytes */
+	uint64_t bytes;
+	struct gg_mstack stack;
+};
+
+struct gg_mdeath {
+	const struct gg_death *rec;
+	char verdict[160]; /* gg_death_verdict */
+	const char *code;  /* gg_death_code */
+	char found[32];    /* found dead, ISO 8601 UTC, or "at an unknown time" */
+};
+
+struct gg_model {
+	const struct gg_dump *d; /* the header, request, host and configuration records, as read */
+	struct gg_opts o;
+	struct gg_mwarn warn[8];
+	int nwarn;
+	const struct gg_diag *diag; /* the diagnoses, in order */
+	int ndiag;
+	struct gg_mdev *dev; /* one per device record, in the dump's order */
+	size_t ndev;
+	struct gg_mstack req_stack;            /* the failing request's (d->has_request) */
+	const struct gg_dump_pod **pod_sorted; /* by device, then largest first; NULL: none */
+	size_t npod;                           /* pod records; d->pod has them in the dump's order */
+	/* live call sites: the first `shown` of each order (o.top) */
+	size_t nsites, shown;
+	uint64_t live_bytes, live_count;
+	struct gg_msite *by_bytes, *by_count;
+	struct gg_mflame *flame; /* the flame graph's stacks: the first 500 by live bytes */
+	size_t nflame;
+	struct gg_mbucket hist[GG_HIST_BUCKETS]; /* the buckets that hold any */
+	int nhist;
+	uint64_t hist_max; /* the fullest bucket's count (at least 1) */
+	struct {
+		uint64_t requested, granted, waste, pool_reserved, pool_used, pool_slack;
+		int torch_frames, torch_pattern;
+		uint64_t torch_segments;
+		const char *torch_evidence;
+		size_t nvmm; /* reservations; 0: the dump has none */
+		uint64_t vmm_reserved, vmm_mapped, vmm_holes, vmm_largest_hole;
+	} frag;
+	struct {
+		int has; /* a history to draw */
+		uint64_t start_ms, end_ms, allocs, frees, refusals, start_bytes, peak_bytes, end_bytes;
+		char wall_start[32], wall_end[32]; /* gg_wall_ms */
+		int bucket_has[GG_TIMELINE];       /* events in the bucket */
+		uint64_t bucket_max[GG_TIMELINE];  /* its highest level */
+		uint64_t level[GG_TIMELINE];       /* drawn: the highest, else the level carried over */
+		/* the chart's scale: the peak, or the ceiling or pod's use when
+		 * they are near enough to show; the device they come from */
+		uint64_t chart_top;
+		const struct gg_dump_device *chart_dev;
+		int chart_ceiling; /* the ceiling is on the chart */
+	} tl;
+	struct {
+		int has, carried, in_history;
+		int at_dump; /* no history to go back in: the view is the dump's moment */
+		uint32_t dev;
+		uint64_t bytes, ms, record_bytes, record_ms;
+		uint64_t suggest_gib; /* 0: none */
+		int show_suggest;     /* suggested beside the view (not when it sizes itself) */
+		struct gg_mpv site[16];
+		int nsite;
+	} peak;
+	struct {
+		int mode; /* 0 none, 1 preallocates, 2 grows into the total */
+		const struct gg_meminfo *q;
+		int of_free, measured_of_free;
+		unsigned now_pm, lower_by_pm, advised_pm, measured_pm, cmdline_pm;
+		const char *framework, *knob;
+	} sizing;
+	struct {
+		int has_ws;  /* usage and inactive page cache both read */
+		uint64_t ws; /* the working set: usage less inactive page cache */
+	} host;
+	struct gg_mdeath *death; /* in the dump's order, oldest first */
+	size_t ndeath;
+};
+/* 0, or -1 when out of memory (m is then freed). */
+int gg_model_build(struct gg_model *m, const struct gg_analysis *a, const struct gg_opts *o);
+void gg_model_free(struct gg_model *m);
+const char *gg_diag_key(enum gg_diag_kind kind); /* "ceiling_reached", ... */
+
+/* output.c: the text and JSON renderers of the model; the folded,
+ * speedscope and diff views of the analysis. */
+void gg_report_text(FILE *f, const struct gg_model *m);
+void gg_report_json(FILE *f, const struct gg_model *m);
 void gg_report_folded(FILE *f, const struct gg_analysis *a);
 void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope JSON, unit bytes */
 /* torch.c: the pickle torch.cuda.memory._dump_snapshot writes (0, or -1 on a
@@ -337,11 +480,10 @@ void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope J
 int gg_report_torch_snapshot(FILE *f, const struct gg_analysis *a);
 void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
                     int json);
-void gg_json_str(FILE *f, const char *s);
 void gg_stack_label(const struct gg_dump *d, uint64_t st, char *out, size_t outlen);
 
-/* html.c */
-int gg_report_html(FILE *f, const struct gg_analysis *a, const struct gg_opts *o);
+/* html.c: the HTML renderer of the model. */
+int gg_report_html(FILE *f, const struct gg_model *m);
 
 /* region.c: the pod region as read, every field copied out of the file and
  * made safe to print (strings escaped, states folded). Fixed size: the file's
@@ -434,9 +576,18 @@ enum gg_read_why gg_read_why_errno(int e);
  * region file to probe liveness locks on, or -1 (liveness unknown). */
 int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len, int lock_fd, char *err,
                     size_t errlen);
+
+/* fmt.c: the shared formatting (a leaf above text.c). */
+const char *gg_bytes(uint64_t v, char buf[32]); /* "1.50 GiB" */
 /* Copies at most max bytes of s (stopping at a NUL) into out, printable
  * ASCII as is and anything else as \xNN; out holds 4 * max + 1 bytes. */
 void gg_escape_bytes(char *out, const char *s, size_t max);
+void gg_json_str(FILE *f, const char *s);                     /* a JSON string, or "" for NULL */
+const char *gg_fraction(unsigned pm, char buf[16]);           /* thousandths as "0.85" */
+unsigned long long gg_percent(uint64_t part, uint64_t whole); /* whole percent, 0 of 0 */
+/* Wall-clock time (UTC) ms after start_unix_ms, "12:34:56.789Z" (or "?"
+ * when the start is not known), to line a report up with dashboards. */
+const char *gg_wall_ms(uint64_t start_unix_ms, uint64_t ms, char buf[32]);
 
 /* text.c: output safety. Terminal text (reports, top, folded stacks, every
  * message) passes printable ASCII and well-formed UTF-8 above U+009F; C0

@@ -1,5 +1,5 @@
 /* gpuguard: libFuzzer target for the dump reader and the analyzer behind
- * `gpuguard report`: any bytes must give a report or a clean error, never a
+ * `gpuguard report` (and its report model): any bytes must give a report or a clean error, never a
  * crash, a leak or undefined behaviour. `make fuzz` runs it, seeded with
  * tests/golden/. */
 #include <stddef.h>
@@ -20,11 +20,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (gg_dump_load_mem(&d, "fuzz.jsonl", (const char *)data, size, NULL, err, sizeof err) == 0) {
 		struct gg_analysis a;
 		struct gg_opts o = {10, 8};
+		struct gg_model m;
 		gg_analyze(&a, &d);
-		gg_report_text(sink, &a, &o);
-		gg_report_json(sink, &a, &o);
+		if (gg_model_build(&m, &a, &o) == 0) {
+			gg_report_text(sink, &m);
+			gg_report_json(sink, &m);
+			gg_report_html(sink, &m);
+			gg_model_free(&m);
+		}
 		gg_report_folded(sink, &a);
-		gg_report_html(sink, &a, &o);
 		gg_report_diff(sink, &a, &a, &o, 0);
 		gg_analysis_free(&a);
 	}

@@ -1,6 +1,7 @@
 #!/bin/sh
 # gpuguard: golden tests of `gpuguard report` (tests/golden/): each dump beside
-# its expected text (.txt), JSON (.json) and folded (.folded) reports, and,
+# its expected text (.txt), JSON (.json) and folded (.folded) reports, for
+# some the whole HTML page (.html), and,
 # where the tool complains, its exit status and stderr (.err). Also the HTML
 # page's escaping, --diff, exit codes, and the run and dump subcommands.
 # GG_GOLDEN_UPDATE=1 rewrites the expected files from the current tool.
@@ -52,6 +53,8 @@ for dump in *.jsonl; do
 	else
 		bad "$n: --html page missing, unfinished, or with scripts, images or links"
 	fi
+	# a few pages are pinned whole (the report model's HTML renderer)
+	[ -f "$n.html" ] && expect "$n (html)" "$n.html" "$TMP/$n.html"
 done
 if grep -q '&lt;script&gt;alert(1)&lt;/script&gt;' "$TMP/hostile_strings.html" &&
 	grep -q 'f;g&lt;b&gt;&amp;amp;' "$TMP/hostile_strings.html"; then ok; else bad "hostile_strings: dump strings not HTML-escaped"; fi

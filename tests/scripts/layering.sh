@@ -1,14 +1,18 @@
 #!/bin/sh
 # gpuguard: the library's core is layered (issue 12, step 3). From the built
 # objects, each object's undefined symbols are resolved to the object that
-# defines them, which gives the call graph between interpose/ files. It must
+# defines them, which gives the call graph between interpose/ files (or
+# GG_LAYERS_SRC's: tools_layering.sh checks tools/ the same way). It must
 # have no circle, and each object may call only objects of the layers below
 # its own in tests/layers.txt, where every object has its place. A failure
 # names the circle or the call.
 #   GG_LAYERS_OBJ=DIR   the objects to read (default: $GG_TEST_BUILD/obj)
 #   GG_LAYERS_GRAPH=1   print the graph (caller callee symbol) and stop
+#   GG_LAYERS_SRC=DIR   the sources the objects are built from (default: interpose)
+#   GG_LAYERS_FILE=F    the layers (default: tests/layers.txt)
 OBJ=${GG_LAYERS_OBJ:-${GG_TEST_BUILD:-build}/obj}
 LAYERS=${GG_LAYERS_FILE:-tests/layers.txt}
+SRC=${GG_LAYERS_SRC:-interpose}
 
 . "$(dirname "$0")/lib.sh"
 
@@ -24,12 +28,12 @@ fi
 # not part of the library)
 for o in "$OBJ"/*.o; do
 	n=$(basename "$o" .o)
-	[ -f "interpose/$n.c" ] || continue
+	[ -f "$SRC/$n.c" ] || continue
 	nm --defined-only "$o" | awk -v o="$n" 'NF == 3 && $2 ~ /^[A-Z]$/ { print $3, o }'
 done | LC_ALL=C sort >"$TMP/defs"
 for o in "$OBJ"/*.o; do
 	n=$(basename "$o" .o)
-	[ -f "interpose/$n.c" ] || continue
+	[ -f "$SRC/$n.c" ] || continue
 	nm -u "$o" | awk -v o="$n" '{ print $NF, o }'
 done | LC_ALL=C sort >"$TMP/uses"
 LC_ALL=C join "$TMP/uses" "$TMP/defs" | awk '$2 != $3 { print $2, $3, $1 }' | LC_ALL=C sort -u >"$TMP/edges"
@@ -69,7 +73,7 @@ groups=$(awk '
 	}
 	END { for (v in node) if (!(v in index_)) connect(v) }' "$TMP/pairs")
 if [ -z "$groups" ]; then
-	echo "ok   acyclic: $(wc -l <"$TMP/pairs") calls between $(ls interpose/*.c | wc -l) objects, no circle"
+	echo "ok   acyclic: $(wc -l <"$TMP/pairs") calls between $(ls "$SRC"/*.c | wc -l) objects, no circle"
 	ok
 else
 	echo "FAIL acyclic: objects that call each other round a circle, by group:"
@@ -101,7 +105,7 @@ fi
 # 2. Every object has a layer, and every layer's object exists.
 awk '!/^#/ && NF >= 2 { for (i = 2; i <= NF; i++) print $i, NR, $1 }' "$LAYERS" | LC_ALL=C sort >"$TMP/rank"
 missing=
-for c in interpose/*.c; do
+for c in "$SRC"/*.c; do
 	n=$(basename "$c" .c)
 	grep -q "^$n " "$TMP/rank" || missing="$missing $n"
 done
