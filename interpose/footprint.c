@@ -13,9 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "footprint.h"
+#include "base.h"
+#include "ceiling.h"
 #include "gpuguard/nvml_abi.h"
 #include "gpuguard/region.h"
-#include "internal.h"
+#include "log.h"
+#include "options.h"
+#include "resolve.h"
 
 /* NVML's "no per-process figure" (NVML_VALUE_NOT_AVAILABLE). */
 #define NV_NOT_AVAILABLE (~0ull)
