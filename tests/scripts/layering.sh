@@ -222,7 +222,8 @@ else
 fi
 
 # 7. Each X.c with an X.h includes it first of ours, so that X.h is seen
-# to stand on its own; and every header compiles alone.
+# to stand on its own; and every header compiles alone (its static inlines
+# unused there: clang, compiling a header as the file, would say so).
 first=
 for c in "$SRC"/*.c; do
 	n=$(basename "$c" .c)
@@ -244,8 +245,8 @@ $CC -fsyntax-only -aux-info "$TMP/aux" -x c /dev/null >/dev/null 2>&1 && aux=1
 alone=
 for h in "$SRC"/*.h; do
 	# shellcheck disable=SC2046 # no words, or the two of -aux-info
-	if ! $CC -std=gnu11 -Wall -Wextra -Werror -fsyntax-only -Iinclude -iquote "$SRC" \
-		$([ -n "$aux" ] && echo "-aux-info $TMP/aux.$(basename "$h")") -x c "$h" >"$TMP/alone" 2>&1; then
+	if ! $CC -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-unused-const-variable -fsyntax-only \
+		-Iinclude -iquote "$SRC" $([ -n "$aux" ] && echo "-aux-info $TMP/aux.$(basename "$h")") -x c "$h" >"$TMP/alone" 2>&1; then
 		alone="$alone $(basename "$h")"
 		sed 's/^/    /' "$TMP/alone" | head -n 5 >>"$TMP/alone.all"
 	fi
