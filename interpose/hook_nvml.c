@@ -30,7 +30,7 @@ GG_NVML_HOOKS(DECLARE_HOOK)
 NVML_HELPERS(DECLARE_REAL)
 
 #define GG_VENEER_LIB LIBNVML
-/* NVML names no device of its own runtime: what NVML hooks bind is CUDA's */
+/* NVML has no GG_RT_* of its own: its hooks enter as CUDA's, as they always did */
 #define GG_VENEER_RUNTIME GG_RT_CUDA
 #define GG_VENEER_RESULT gg_nvmlReturn_t
 #define GG_VENEER_OOM GG_NVML_ERROR_UNKNOWN /* never answered: no NVML hook allocates */
