@@ -60,7 +60,9 @@ line_of() { grep -n "$1" "$ROOT/tests/python/serve.py" | head -n 1 | cut -d: -f1
 LW=$(line_of LINE_WEIGHTS)
 LK=$(line_of LINE_KV)
 
-"$CC" -O1 -g -rdynamic -o "$TMP/embed" "$ROOT/tests/python/embed.c" -L"$B/sim" -lcuda -ldl -lpthread ||
+# Frame pointers kept: the TSan build walks them (stack.c), and -O1 omits
+# them on x86-64, which sent the walk from native_alloc into the stack.
+"$CC" -O1 -g -fno-omit-frame-pointer -rdynamic -o "$TMP/embed" "$ROOT/tests/python/embed.c" -L"$B/sim" -lcuda -ldl -lpthread ||
 	bad "tests/python/embed.c does not compile"
 
 while read -r name py lib inc libdir; do
