@@ -25,7 +25,7 @@ static int retry_reserve(int dev, uint64_t charge)
 	/* A refusal is a reconcile moment: the runtime charge is set to what
 	 * the driver holds now, which may take it down (a context destroyed)
 	 * as well as up (footprint.c). */
-	gg_footprint_reconcile(dev, 0);
+	gg_footprint_reconcile(dev, GG_FP_MAY_LOWER);
 	gg_pool_reconcile_device(dev);
 	gg_shared_reclaim();
 	return gg_ceiling_try_reserve(dev, charge);
@@ -95,7 +95,11 @@ int gg_account_begin(int dev, uint64_t charge)
 	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
 	if (gg_ceiling_try_reserve(dev, charge) == 0) {
 		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
-		return 0;
+		/* Near the ceiling, the runtime charge is read fresh before the
+		 * grant stands: the ticks are rate-limited, and growth between
+		 * them (libraries loaded lazily) must not take the last bytes. */
+		if (GG_LIKELY(!gg_ceiling_near) || gg_footprint_near_slow(dev, charge) == 0)
+			return 0;
 	}
 	if (retry_reserve(dev, charge) == 0 || wait_reserve(dev, charge) == 0)
 		return 0;

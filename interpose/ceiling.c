@@ -363,9 +363,12 @@ static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 	atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
 	sub_saturating(b->claim, bytes); /* R5 */
 	raise_peak(b->peak, sum);
-	pod_publish(b, sum); /* R2's sum held our claim, now our charge */
+	pod_publish(b, sum);                           /* R2's sum held our claim, now our charge */
+	gg_ceiling_near = lim - sum < GG_CEILING_NEAR; /* sum <= lim: granted */
 	return 0;
 }
+
+GG_TLS uint8_t gg_ceiling_near;
 
 int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 {
@@ -388,6 +391,7 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 	} while (
 	    !atomic_compare_exchange_weak_explicit(b->used, &cur, next, memory_order_seq_cst, memory_order_seq_cst));
 	raise_peak(b->peak, next);
+	gg_ceiling_near = lim - next < GG_CEILING_NEAR; /* next <= lim: granted */
 	return 0;
 }
 

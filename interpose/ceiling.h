@@ -158,6 +158,13 @@ void gg_ceiling_resolve(int dev, uint64_t physical_total);
 /* Atomically adds `bytes` to dev's usage if it stays within the ceiling.
  * 0 on success; -1 refused (and counted under the reason). */
 int gg_ceiling_reserve(int dev, uint64_t bytes);
+/* Set by each grant of gg_ceiling_try_reserve on this thread: whether it
+ * left less than GG_CEILING_NEAR of room (gg_account_begin then reads the
+ * runtime charge fresh, footprint.c). GG_CEILING_NEAR is footprint.h's
+ * GG_FOOTPRINT_STEP (footprint.c asserts it), written out here since the
+ * footprint sits above the ceiling. */
+#define GG_CEILING_NEAR ((int64_t)(64 * GG_MIB))
+extern GG_TLS uint8_t gg_ceiling_near;
 /* The same, without counting a refusal (a first try before reconciling). */
 int gg_ceiling_try_reserve(int dev, uint64_t bytes);
 /* Gives back bytes reserved or charged earlier; saturates at 0. */

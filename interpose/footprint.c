@@ -22,6 +22,9 @@
 #include "options.h"
 #include "resolve.h"
 
+/* The ceiling's "near" is one tick (ceiling.h cannot name our step). */
+_Static_assert(GG_CEILING_NEAR == GG_FOOTPRINT_STEP, "a grant is near the ceiling within one tick");
+
 /* NVML's "no per-process figure" (NVML_VALUE_NOT_AVAILABLE). */
 #define NV_NOT_AVAILABLE (~0ull)
 /* Processes read per device in one call, on the stack (no malloc on any
@@ -40,6 +43,10 @@ struct fp_dev {
 	_Atomic uint64_t over;     /* runtime the ceiling had no room for, at the last reconcile */
 	_Atomic uint64_t last_ms;
 	_Atomic uint64_t reconciles;
+	/* A reconcile asked for while the lock was held: its asker's growth
+	 * may postdate the holder's reading, so the holder reads again after
+	 * letting go (unlock_catch_up). */
+	_Atomic uint32_t again;
 	pthread_mutex_t lock; /* one reconcile or pre-charge at a time per device */
 	gg_nvmlDevice_t handle;
 	int handle_state; /* under lock: 0 not looked up, 1 found, -1 none */
@@ -428,8 +435,9 @@ static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, uns
 	return 0;
 }
 
-static void reconcile_locked(int dev, int after_ctx)
+static void reconcile_locked(int dev, int how)
 {
+	int after_ctx = how & GG_FP_AFTER_CTX;
 	struct fp_dev *d = &fp[dev];
 	gg_nvmlProcessInfo_t p[NV_PROCS];
 	unsigned n = 0;
@@ -450,6 +458,12 @@ static void reconcile_locked(int dev, int after_ctx)
 		atomic_store_explicit(&d->foreseen, 0, memory_order_relaxed);
 	}
 	uint64_t target = gg_footprint_target(drv, books, foreseen, gg_opt.runtime_headroom);
+	/* Down only at a refusal: elsewhere the books may hold grants the
+	 * driver has not made yet (seen under TSan's timing on the shared
+	 * card: a tick's reading 62 MiB low gave that much room to the fill,
+	 * which then passed the ceiling on the card by as much). */
+	if (!(how & GG_FP_MAY_LOWER) && target < charged)
+		target = charged;
 	/* relaxed: figures for readers (dumps, metrics), written under lock */
 	atomic_store_explicit(&d->measured, drv > books ? drv - books : 0, memory_order_relaxed);
 	atomic_store_explicit(&d->driver, drv, memory_order_relaxed);
@@ -458,16 +472,62 @@ static void reconcile_locked(int dev, int after_ctx)
 	set_charge(dev, target);
 }
 
-void gg_footprint_reconcile(int dev, int after_ctx)
+/* Lets go of dev's lock, then does the reconcile that a thread asked for
+ * while it was held: the holder's reading of the driver's figure may
+ * predate that thread's growth (a library it just loaded), which would
+ * otherwise wait for the next tick or refusal. */
+static void unlock_catch_up(int dev)
+{
+	struct fp_dev *d = &fp[dev];
+	for (;;) {
+		pthread_mutex_unlock(&d->lock);
+		/* seq_cst, against the asker's seq_cst store of `again` then its
+		 * trylock (store then load on each side, with glibc's unlock
+		 * and trylock atomic RMWs on the lock word): either the asker
+		 * finds the lock free and reconciles itself, or we see its
+		 * flag here. Not both missed. */
+		if (!atomic_load_explicit(&d->again, memory_order_seq_cst) || pthread_mutex_trylock(&d->lock) != 0)
+			return; /* none asked, or the new holder answers it when it lets go */
+		/* relaxed: under the lock, before the reading that answers it */
+		atomic_store_explicit(&d->again, 0, memory_order_relaxed);
+		reconcile_locked(dev, 0);
+	}
+}
+
+void gg_footprint_reconcile(int dev, int how)
 {
 	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
 		return;
 	struct fp_dev *d = &fp[dev];
-	/* One at a time; a reconcile already running does this one's work. */
-	if (pthread_mutex_trylock(&d->lock) != 0)
-		return;
-	reconcile_locked(dev, after_ctx);
-	pthread_mutex_unlock(&d->lock);
+	/* One at a time: a thread that finds the lock held leaves its
+	 * reconcile to the holder, which reads again when it lets go. */
+	if (pthread_mutex_trylock(&d->lock) != 0) {
+		/* seq_cst: the store of the pair in unlock_catch_up */
+		atomic_store_explicit(&d->again, 1, memory_order_seq_cst);
+		if (pthread_mutex_trylock(&d->lock) != 0)
+			return; /* the holder saw the flag, or its catch-up will */
+	}
+	/* relaxed: under the lock, before the reading below */
+	atomic_store_explicit(&d->again, 0, memory_order_relaxed);
+	reconcile_locked(dev, how);
+	unlock_catch_up(dev);
+}
+
+int gg_footprint_near_slow(int dev, uint64_t charge)
+{
+	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
+		return 0;
+	/* Read fresh at most every GG_FOOTPRINT_NEAR_MS (relaxed: a rate
+	 * limit): growth in the last such interval is the headroom's. */
+	uint64_t now = gg_now_ms();
+	if (now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_NEAR_MS)
+		return 0;
+	/* The grant is given back while the driver's figure is read, so the
+	 * runtime charge can take the room it needs first; then the request
+	 * asks again, as any other. */
+	gg_ceiling_release(dev, charge);
+	gg_footprint_reconcile(dev, 0);
+	return gg_ceiling_try_reserve(dev, charge) == 0 ? 0 : -1;
 }
 
 void gg_footprint_tick_slow(int dev)
@@ -534,7 +594,7 @@ uint64_t gg_footprint_limit_begin(int dev, int limit, uint64_t value, uint64_t c
 		grow = value > current ? value - current : 0;
 	}
 	if (!grow)
-		pthread_mutex_unlock(&d->lock);
+		unlock_catch_up(dev);
 	out->grow = grow;
 	return grow;
 }
@@ -558,7 +618,7 @@ void gg_footprint_limit_end(struct gg_footprint_limit *l, int ok, int charged)
 		/* What the driver really took, at once (a rare call). */
 		reconcile_locked(l->dev, 0);
 	}
-	pthread_mutex_unlock(&d->lock);
+	unlock_catch_up(l->dev);
 }
 
 /* ---- readers ------------------------------------------------------------ */

@@ -20,9 +20,15 @@ void gg_footprint_set_uuid(gg_footprint_uuid_fn fn);
 void gg_footprint_ctx_before(int dev);
 /* Reads the driver's figure for us on dev and sets the runtime charge to
  * it less the books (plus headroom and what cuCtxSetLimit foresaw).
- * after_ctx: a context was just made (the PID diff may run). Skipped when
- * another thread reconciles dev. Slow: NVML calls. */
-void gg_footprint_reconcile(int dev, int after_ctx);
+ * how: GG_FP_AFTER_CTX, a context was just made (the PID diff may run);
+ * GG_FP_MAY_LOWER, the charge may go down (a refusal: this thread's request
+ * is not in the books). Otherwise it only goes up: the books hold grants
+ * whose driver call has not yet returned (this thread's tick, and other
+ * threads' in flight), which the driver's figure does not show yet, so
+ * the difference reads low. Another thread reconciling dev does this one's
+ * work after (footprint.c). Slow: NVML calls. */
+enum { GG_FP_AFTER_CTX = 1, GG_FP_MAY_LOWER = 2 };
+void gg_footprint_reconcile(int dev, int how);
 /* A module or library loaded since the device's last reconcile (bit d):
  * under CUDA_MODULE_LOADING=LAZY its code goes to the card at the first
  * use of a function, so the first lookup after a load reconciles (hooks
@@ -35,6 +41,13 @@ void gg_footprint_first_use(int dev);
 #define GG_FOOTPRINT_MIN_MS 100
 extern GG_TLS int64_t gg_footprint_countdown;
 void gg_footprint_tick_slow(int dev);
+/* A grant that left less than GG_CEILING_NEAR of room: the runtime charge
+ * is read fresh (at most every GG_FOOTPRINT_NEAR_MS) before it stands, so
+ * growth the ticks missed (a library's lazy load) is charged before the
+ * last bytes under the ceiling are given out. 0: the grant stands; -1: it
+ * was given back and no longer fits (the caller's refusal path follows). */
+#define GG_FOOTPRINT_NEAR_MS 1
+int gg_footprint_near_slow(int dev, uint64_t charge);
 static inline void gg_footprint_tick(int dev, uint64_t charge)
 {
 	if (GG_UNLIKELY((gg_footprint_countdown -= (int64_t)charge) < 0))

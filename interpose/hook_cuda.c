@@ -307,7 +307,7 @@ static void primary_retained(const gg_CUcontext *pctx, int dev)
 		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
 	/* A context is what the driver holds most of for a process: its
 	 * figure is read now (and, the first time, our NVML PID found). */
-	gg_footprint_reconcile(dev, 1);
+	gg_footprint_reconcile(dev, GG_FP_AFTER_CTX);
 }
 
 /* The card's processes before the context, for the PID diff (footprint.c),
