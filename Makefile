@@ -193,7 +193,7 @@ LNEXT := -Wl,--no-as-needed -lnextuser -lnextbase -Wl,--as-needed
 # *_lnext the two RTLD_NEXT test libraries, *_lctor the library that calls the
 # driver from its constructor, *_rdyn exports the program's own symbols
 # (-rdynamic); anything else uses dlopen only.
-$(BUILD)/tests/preload/t_%: tests/preload/t_%.c $(SIM) $(PRELOAD_LIBS) $(HEADERS)
+$(BUILD)/tests/preload/t_%: tests/preload/t_%.c $(wildcard tests/preload/*.h) $(SIM) $(PRELOAD_LIBS) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim -L$(BUILD)/tests/preload \
 		$(if $(findstring _lcuda,$*),-lcuda) $(if $(findstring _lhip,$*),-lamdhip64) \
@@ -213,7 +213,7 @@ $(BUILD)/tests/preload/libdeepplugin.so $(BUILD)/tests/preload/libctoruser.so: \
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -L$(BUILD)/sim -lcuda $(LDLIBS)
 
 # ABI conformance: compiles only where the vendor headers are (tests/abi/).
-$(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh $(wildcard tests/abi/*.c tests/abi/*.h) $(HEADERS)
+$(BUILD)/tests/abi/conformance.stamp: tests/abi/check.sh tests/abi/lib.sh tests/scripts/lib.sh $(wildcard tests/abi/*.c tests/abi/*.h) $(HEADERS)
 	@mkdir -p $(@D)
 	CC="$(CC)" OUT=$(@D) sh tests/abi/check.sh > $(@D)/result.txt 2>&1 || { cat $(@D)/result.txt; exit 1; }
 	touch $@

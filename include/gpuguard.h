@@ -56,6 +56,14 @@ const char *gpuguard_version(void);
 /* Copies device `dev`'s books into *out. Returns 0, or -1 for a bad ordinal. */
 int gpuguard_device_stats(int dev, struct gpuguard_device_stats *out);
 
+/* The runtime category's charge on device `dev` now (bytes): what the driver
+ * holds for this process beyond its allocation calls (context, modules,
+ * local memory), as last reconciled, plus the headroom held for its growth
+ * (GPUGUARD_RUNTIME, docs/sharing.md). It is part of `used` and
+ * `process_used` above, so the books alone are process_used less this.
+ * Returns 0, or -1 for a bad ordinal. */
+int gpuguard_device_runtime(int dev, uint64_t *charged);
+
 /* Number of live records in the allocation table, and how many of them sit in
  * the overflow area because the main table was full. */
 int gpuguard_table_stats(uint64_t *live, uint64_t *spilled);

@@ -289,24 +289,27 @@ static uint64_t books_of(int dev, uint64_t charged)
 	return mine > charged ? mine - charged : 0;
 }
 
-/* Publishes a change of our runtime charge to the pod region's entry (a
- * snapshot for the node: region.h). */
+/* Publishes our runtime charge on dev to our slot's runtime word in the pod
+ * region (region.h's runtime table), where readers sum it over the live
+ * slots and a sweep of our slot, kill -9 included, zeroes it with the
+ * charge. Called after the ceiling took a growth (set_charge, limit_end)
+ * and before it gives a shrink back, so the word never exceeds the part of
+ * our slot's used that it names (tests/model/pod.pml, steps T2 and U1). */
 static void publish(int dev, uint64_t before, uint64_t after)
 {
 	struct gg_budget *b = gg_ceiling_budget_peek(dev);
 	if (!b->region || before == after)
 		return;
-	_Atomic uint64_t *w = &gpuguard_region_dev(b->region, b->entry)->runtime;
-	/* relaxed: a snapshot for readers of the file; the charge itself is
-	 * in our slot's used (ceiling.c). Saturating, as every sum here. */
-	if (after > before) {
-		atomic_fetch_add_explicit(w, after - before, memory_order_relaxed);
-		return;
-	}
-	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed), less = before - after;
-	while (!atomic_compare_exchange_weak_explicit(w, &cur, cur > less ? cur - less : 0, memory_order_relaxed,
-	                                              memory_order_relaxed))
-		;
+	/* seq_cst, as the slot's used words: one order with the used word
+	 * the growth went to before (R4) and the shrink goes to after (L1),
+	 * which a sweeper's zeroing (S3) and readers' sums take part in.
+	 * Written only by us (under the device's lock) and by whoever sweeps
+	 * our slot once we are dead: a plain store of the whole figure. */
+	atomic_store_explicit(gpuguard_region_runtime_word(b->region, b->slot, b->entry), after, memory_order_seq_cst);
+	/* relaxed: the entry's snapshot for readers of the file, as its used
+	 * (shared.c publish); the sum is the table's. */
+	atomic_store_explicit(&gpuguard_region_dev(b->region, b->entry)->runtime,
+	                      gpuguard_region_runtime(b->region, b->entry), memory_order_relaxed);
 }
 
 /* Sets the runtime charge of dev to target (under its lock). */
@@ -329,14 +332,17 @@ static void set_charge(int dev, uint64_t target)
 		}
 		atomic_store_explicit(&d->over, target - cur - grow, memory_order_relaxed); /* a figure */
 		target = cur + grow;
-	} else {
-		atomic_store_explicit(&d->over, 0, memory_order_relaxed);
-		if (target < cur)
-			gg_ceiling_release(dev, cur - target);
+		/* relaxed: written under the lock, read as a figure */
+		atomic_store_explicit(&d->charged, target, memory_order_relaxed);
+		publish(dev, cur, target); /* T2: after the used word took it */
+		return;
 	}
-	/* relaxed: written under the lock, read as a figure */
-	atomic_store_explicit(&d->charged, target, memory_order_relaxed);
+	atomic_store_explicit(&d->over, 0, memory_order_relaxed);
+	atomic_store_explicit(&d->charged, target, memory_order_relaxed); /* as above */
+	/* U1: before the used word gives it back */
 	publish(dev, cur, target);
+	if (target < cur)
+		gg_ceiling_release(dev, cur - target);
 }
 
 uint64_t gg_footprint_target(uint64_t driver, uint64_t books, uint64_t foreseen, uint64_t headroom)

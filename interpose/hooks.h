@@ -151,7 +151,8 @@
 #define GG_API_EXPORTS(X)        \
 	X(gpuguard_version)      \
 	X(gpuguard_device_stats) \
-	X(gpuguard_table_stats)
+	X(gpuguard_table_stats)  \
+	X(gpuguard_device_runtime)
 #define GG_LIBC_EXPORTS(X) \
 	X(dlsym)           \
 	X(sigaction)       \

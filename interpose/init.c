@@ -161,6 +161,17 @@ GG_EXPORT int gpuguard_device_stats(int dev, struct gpuguard_device_stats *out)
 	return 0;
 }
 
+GG_EXPORT int gpuguard_device_runtime(int dev, uint64_t *charged)
+{
+	if (dev < 0 || dev >= GG_MAX_DEVICES || !charged)
+		return -1;
+	gg_init_once();
+	struct gg_footprint_stats fs;
+	gg_footprint_read(dev, &fs);
+	*charged = fs.charged;
+	return 0;
+}
+
 GG_EXPORT int gpuguard_table_stats(uint64_t *live, uint64_t *spilled)
 {
 	gg_init_once();

@@ -51,9 +51,14 @@ static int (*is_finalizing)(void);
  * walks. */
 static _Atomic int calibrated;
 
-/* ---- interned code objects: (code, file, name, line table, first line)
- * to an id whose file and function names are copied into an arena. Found
- * lock-free; inserted under ins_lock (a new code object, rare). */
+/* ---- interned code objects: (code, file, name, line table, first line,
+ * version) to an id whose file and function names are copied into an
+ * arena. The address alone is not enough: a code object freed and another
+ * made at its address must not take its names. On 3.12+ the version (a
+ * counter the interpreter hands each new code object) tells them apart;
+ * before, the names' and line table's own addresses and the first line
+ * must all match too. Found lock-free; inserted under ins_lock (a new code
+ * object, rare). */
 #define CODE_SLOTS (1u << 14)
 #define CODE_IDS (CODE_SLOTS / 2)
 #define ARENA_BYTES (8u << 20)
@@ -62,6 +67,7 @@ struct code_slot {
 	_Atomic uintptr_t code; /* 0 = empty; published last (release) */
 	uintptr_t file, name, table;
 	int32_t first;
+	uint32_t version; /* 0 before 3.12 */
 	uint32_t id;
 };
 struct code_entry {
@@ -74,14 +80,14 @@ static uint32_t arena_used, next_code_id; /* under ins_lock */
 static _Atomic uint32_t published_ids;    /* entries below it are complete */
 static pthread_mutex_t ins_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* ---- the line cache: (code, instruction offset) to the frame's word,
- * direct-mapped, each slot a seqlock so that readers never wait. */
+/* ---- the line cache: (code id, instruction offset) to the line,
+ * direct-mapped, each slot a seqlock so that readers never wait. Keyed by
+ * the id, never the address, so it is exactly as safe as the id. */
 #define LINE_SLOTS (1u << 12)
 struct line_slot {
 	_Atomic uint32_t seq; /* odd while written */
-	_Atomic uintptr_t code, table;
-	_Atomic int32_t lasti;
-	_Atomic uint64_t word;
+	_Atomic uint64_t key; /* id << 32 | (uint32_t)lasti; 0 = empty (ids start at 1) */
+	_Atomic int32_t line;
 };
 static struct line_slot *line_slots;
 
@@ -218,6 +224,8 @@ static void detect_locked(void)
 	arena = mem + sz_code + sz_ent + sz_line;
 	/* The constant row's walkers, unless a 3.13 published other offsets. */
 	use_published = memcmp(&L, row, sizeof L) != 0;
+	if (use_published)
+		L.co_version = GG_PY_NONE; /* not published: the row's is not trusted either */
 	/* release: a capture that sees PY_READY sees the layout and tables. */
 	atomic_store_explicit(&state, PY_READY, memory_order_release);
 }
@@ -374,7 +382,7 @@ int gg_pystack_addr2line(int m, const unsigned char *t, size_t n, int first, int
 
 /* The id of the code object at c (type-checked by the caller), found or
  * interned; 0 when the tables are full. */
-static uint32_t code_id(uintptr_t c, uintptr_t file, uintptr_t name, uintptr_t table, int first)
+static uint32_t code_id(uintptr_t c, uintptr_t file, uintptr_t name, uintptr_t table, int first, uint32_t version)
 {
 	uint32_t h = (uint32_t)((c >> 4) * 0x9e3779b1u) & (CODE_SLOTS - 1);
 	for (int locked = 0; locked < 2; locked++) {
@@ -385,7 +393,8 @@ static uint32_t code_id(uintptr_t c, uintptr_t file, uintptr_t name, uintptr_t t
 			/* acquire: pairs with the release store of code below,
 			 * so a match sees the slot's key and id. */
 			uintptr_t k = atomic_load_explicit(&s->code, memory_order_acquire);
-			if (k == c && s->file == file && s->name == name && s->table == table && s->first == first) {
+			if (k == c && s->file == file && s->name == name && s->table == table && s->first == first &&
+			    s->version == version) {
 				if (locked)
 					pthread_mutex_unlock(&ins_lock);
 				return s->id;
@@ -401,7 +410,8 @@ static uint32_t code_id(uintptr_t c, uintptr_t file, uintptr_t name, uintptr_t t
 				e->name = arena_used;
 				copy_str(name, arena + arena_used, NAME_MAX_BYTES);
 				arena_used += (uint32_t)strlen(arena + arena_used) + 1;
-				s->file = file, s->name = name, s->table = table, s->first = first, s->id = id;
+				s->file = file, s->name = name, s->table = table, s->first = first;
+				s->version = version, s->id = id;
 				/* release: a dump that sees the count sees the names. */
 				atomic_store_explicit(&published_ids, id, memory_order_release);
 				/* release: a finder that sees code sees the key and id. */
@@ -417,109 +427,145 @@ static uint32_t code_id(uintptr_t c, uintptr_t file, uintptr_t name, uintptr_t t
 	return 0;
 }
 
-/* The word for code c at byte offset lasti: the slow path of the line
- * cache. 0 = not a frame we can name. */
-static uint64_t frame_word_slow(uintptr_t c, uintptr_t table, int lasti)
+/* The line of code id at byte offset lasti, through the line cache; the
+ * table (a bytes object of the code the id names) decodes a miss. */
+static int line_of(uint32_t id, uintptr_t table, int first, int lasti)
 {
-	uintptr_t file = *(const uintptr_t *)(c + L.co_filename);
-	uintptr_t name = *(const uintptr_t *)(c + L.co_name);
-	int first = *(const int32_t *)(c + L.co_firstlineno);
-	if (!PTR_OK(table) || *(const uintptr_t *)(table + 8) != bytes_type)
-		return 0;
-	uint32_t id = code_id(c, file, name, table, first);
-	if (!id)
-		return 0;
+	uint64_t key = (uint64_t)id << 32 | (uint32_t)lasti;
+	struct line_slot *s = &line_slots[(uint32_t)((key >> 1) * 0x9e3779b97f4a7c15ull >> 52) & (LINE_SLOTS - 1)];
+	/* Seqlock read: acquire pairs with the writer's release store of the
+	 * even count; the acquire fence orders the field loads before the
+	 * second count load, so a torn read is seen as a changed count. */
+	uint32_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+	uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
+	int32_t line = atomic_load_explicit(&s->line, memory_order_relaxed);
+#if !defined(__SANITIZE_THREAD__)
+	atomic_thread_fence(memory_order_acquire);
+#endif
+	/* (ThreadSanitizer models no fences, and GCC refuses this one under it
+	 * as an error; every field is an atomic load, so it reports no race.) */
+	if (!(s1 & 1) && k == key && atomic_load_explicit(&s->seq, memory_order_relaxed) == s1)
+		return line;
 	ssize_t n = *(const ssize_t *)(table + L.bytes_size);
-	int line = gg_pystack_addr2line(minor, (const unsigned char *)(table + L.bytes_sval), n > 0 ? (size_t)n : 0,
-	                                first, lasti);
+	line = gg_pystack_addr2line(minor, (const unsigned char *)(table + L.bytes_sval), n > 0 ? (size_t)n : 0, first,
+	                            lasti);
 	if (line < 0 || line > 0xffffff)
 		line = 0;
-	return GG_PY_FRAME_BIT | (uint64_t)id << 24 | (uint64_t)line;
-}
-
-/* The line cache's fast path, inlined into the walk; a miss goes to
- * frame_word_miss. */
-static uint64_t frame_word_miss(struct line_slot *s, uint32_t s1, uintptr_t c, uintptr_t table, int lasti)
-{
-	uint64_t w = frame_word_slow(c, table, lasti);
-	if (!w)
-		return 0;
 	/* Seqlock write, skipped if another writer holds the slot: relaxed
 	 * CAS to odd, then a release fence so the field stores are not seen
 	 * before the odd count; the release store of the even count publishes
 	 * them. */
 	if (!(s1 & 1) &&
 	    atomic_compare_exchange_strong_explicit(&s->seq, &s1, s1 + 1, memory_order_relaxed, memory_order_relaxed)) {
+#if !defined(__SANITIZE_THREAD__)
 		atomic_thread_fence(memory_order_release);
-		atomic_store_explicit(&s->code, c, memory_order_relaxed);
-		atomic_store_explicit(&s->table, table, memory_order_relaxed);
-		atomic_store_explicit(&s->lasti, lasti, memory_order_relaxed);
-		atomic_store_explicit(&s->word, w, memory_order_relaxed);
+#endif
+		/* (Left out under ThreadSanitizer, as the reader's: GCC refuses
+		 * it there once inlined; every field is atomic.) */
+		atomic_store_explicit(&s->key, key, memory_order_relaxed);
+		atomic_store_explicit(&s->line, line, memory_order_relaxed);
 		atomic_store_explicit(&s->seq, s1 + 2, memory_order_release);
 	}
-	return w;
+	return line;
 }
 
-__attribute__((always_inline)) static inline uint64_t frame_word(struct line_slot *slots, uintptr_t c, uintptr_t table,
-                                                                 int lasti)
+/* The word for code c (its type checked) at byte offset lasti. 0 = not a
+ * frame we can name. */
+static uint64_t frame_word(uintptr_t c, uintptr_t table, int lasti, uint32_t version)
 {
-	uint32_t h = (uint32_t)(((c >> 4) + (uintptr_t)lasti) * 0x9e3779b1u) >> 20 & (LINE_SLOTS - 1);
-	struct line_slot *s = &slots[h];
-	/* Seqlock read: acquire pairs with the writer's release store of the
-	 * even count; the acquire fence orders the field loads before the
-	 * second count load, so a torn read is seen as a changed count. */
-	uint32_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
-	uintptr_t kc = atomic_load_explicit(&s->code, memory_order_relaxed);
-	uintptr_t kt = atomic_load_explicit(&s->table, memory_order_relaxed);
-	int32_t kl = atomic_load_explicit(&s->lasti, memory_order_relaxed);
-	uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
-#if !defined(__SANITIZE_THREAD__)
-	atomic_thread_fence(memory_order_acquire);
-#endif
-	/* (ThreadSanitizer models no fences, and GCC refuses this one under it
-	 * as an error; every field is an atomic load, so it reports no race.) */
-	if (GG_UNLIKELY((s1 & 1) | (kc != c) | (kt != table) | (kl != lasti) ||
-	                atomic_load_explicit(&s->seq, memory_order_relaxed) != s1))
-		return frame_word_miss(s, s1, c, table, lasti);
-	return w;
+	uintptr_t file = *(const uintptr_t *)(c + L.co_filename);
+	uintptr_t name = *(const uintptr_t *)(c + L.co_name);
+	int first = *(const int32_t *)(c + L.co_firstlineno);
+	if (!PTR_OK(table) || *(const uintptr_t *)(table + 8) != bytes_type)
+		return 0;
+	uint32_t id = code_id(c, file, name, table, first, version);
+	if (!id)
+		return 0;
+	return GG_PY_FRAME_BIT | (uint64_t)id << 24 | (uint64_t)line_of(id, table, first, lasti);
 }
+
+/* ---- the per-thread memo: the last combined stack this thread captured,
+ * with what identifies each Python frame it followed (a key). A capture
+ * whose native stack is the same id and whose frames all match their keys
+ * is the same stack: its id comes back without a line looked up, a splice
+ * or an intern (issue 27's cost target). A key is exact, never a hash: the
+ * frame's address, its code object's address, its instruction pointer and
+ * owner, and what tells a code object from another made later at its
+ * address (the version on 3.12+; before, the line table's, names' and
+ * first line's, as the code-object cache's key). */
+#define KEYS (4 * GG_STACK_MAX_DEPTH)
+#define KEY_CODE (1ull << 63) /* in id4: the code's type was checked, and id1-id4 read from it */
+struct py_key {
+	uintptr_t f, c, ip, owner;
+	uint64_t id1, id2, id3, id4; /* version (3.12+), or table, name, file, first */
+	/* 3.12+: where the version is read, c's own where its type was
+	 * checked, else this key's id1 (so the compare needs no branch). */
+	const uint32_t *vp;
+};
+struct py_memo {
+	int busy; /* set while this thread reads or writes it (a signal handler's capture skips it) */
+	int nk;   /* keys; 0 = no memo */
+	uint32_t native, id;
+	uintptr_t ts, head, tail; /* the thread state, the first word read from it, the frame after the last key */
+	struct py_key keys[KEYS];
+};
+
+/* 3.11: a frame's owner and is_entry, as a key word (is_entry places the
+ * splice). 3.12+: none; what the owner decides (a C entry frame, an
+ * incomplete one) follows from the code object and instruction pointer,
+ * which the key holds. */
+#define OWNER_WORD(f) (m == 11 ? (uintptr_t) * (const uint16_t *)((f) + o_entry) : 0)
 
 /* The thread's Python frames, innermost first, at most max; ends[i] = 1
  * when frame i is the last (outermost) one that its native eval-loop call
- * runs. resolve: each frame's word into out (through the line cache);
- * otherwise only a hash of what names the frames (code object, line table,
- * instruction offset) into *hash, for the per-thread memo below. Returns
- * how many, or -1 when a careful read failed. m is a constant in each
- * instantiation, and the layout is copied into locals first: the stores to
- * ends would otherwise make the compiler reload every global after each. */
+ * runs. Each frame's word goes into out (through the caches). keys: when
+ * not NULL, each frame followed is recorded there (the memo), *nk their
+ * count, and *tail the frame after them; *nk = -1 when the walk ended in a
+ * way the memo cannot replay (a pointer that failed its check). Returns
+ * how many words, or -1 when a careful read failed. m is a constant in
+ * each instantiation, and the layout is copied into locals first: the
+ * stores to ends would otherwise make the compiler reload every global
+ * after each. */
 __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t *out, uint8_t *ends, int max,
-                                                         int careful, const int m, int resolve, uint64_t *hash,
-                                                         const struct gg_py_layout *LL)
+                                                         int careful, const int m, const struct gg_py_layout *LL,
+                                                         struct py_key *keys, int *nk, uintptr_t *head, uintptr_t *tail)
 {
 	/* LL is the version's constant row (its offsets fold into the loads)
 	 * or, for a 3.13 whose published offsets differ from the row, L. */
 	const uintptr_t o_back = LL->fr_back, o_code = LL->fr_code, o_ip = LL->fr_lasti, o_owner = LL->fr_owner;
 	const uintptr_t o_entry = LL->fr_is_entry, o_cc = LL->co_code, o_trace = LL->co_firsttraceable;
-	const uintptr_t o_table = LL->co_linetable, ctype = code_type, ftype = frame_type;
-	struct line_slot *const slots = line_slots;
-	uint64_t h = 0x9e3779b97f4a7c15ull;
-	int n = 0;
+	const uintptr_t o_table = LL->co_linetable, o_ver = LL->co_version, ctype = code_type, ftype = frame_type;
+	const uintptr_t o_file = LL->co_filename, o_name = LL->co_name, o_first = LL->co_firstlineno;
+	int n = 0, k = 0, clean = 0;
 	uintptr_t f;
 	if (!rd(ts + LL->ts_frame, &f, careful))
 		return -1;
+	if (keys)
+		*head = f, *nk = -1;
 	if (m == 11 || m == 12) { /* through the cframe */
 		if (!PTR_OK(f) || !rd(f + LL->cframe_current, &f, careful))
 			return PTR_OK(f) ? -1 : 0;
 	}
 	/* Bounded: max frames named, and at most 4 * max followed (shims,
 	 * incomplete frames), so a cycle cannot hold us. */
-	for (int steps = 4 * max; f && n < max && steps; steps--) {
+	int steps = 4 * max;
+	for (;; steps--) {
+		if (!f || n >= max || !steps) {
+			clean = 1; /* the end, or the bounds: the same keys end the same way */
+			break;
+		}
 		uintptr_t c, t, back, ip;
 		if (!PTR_OK(f))
 			break;
-		if (!rd(f + o_back, &back, careful) || !rd(f + o_code, &c, careful))
+		if (!rd(f + o_back, &back, careful) || !rd(f + o_code, &c, careful) || !rd(f + o_ip, &ip, careful))
 			return -1;
 		int owner = m >= 11 ? *(const char *)(f + o_owner) : 0;
+		struct py_key *key = keys ? &keys[k++] : NULL;
+		if (key) {
+			key->f = f, key->c = c, key->ip = ip, key->owner = OWNER_WORD(f);
+			key->id1 = key->id2 = key->id3 = key->id4 = 0;
+			key->vp = (const uint32_t *)&key->id1;
+		}
 		if (m >= 12 && owner == 3) { /* FRAME_OWNED_BY_CSTACK: a C entry */
 			if (n)
 				ends[n - 1] = 1;
@@ -532,14 +578,28 @@ __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t 
 			f = back; /* 3.13's shim executes None */
 			continue;
 		}
+		uintptr_t table = *(const uintptr_t *)(c + o_table);
+		uint32_t version = o_ver != GG_PY_NONE ? *(const uint32_t *)(c + o_ver) : 0;
+		if (key) {
+			if (o_ver != GG_PY_NONE) {
+				key->id1 = version;
+				key->vp = (const uint32_t *)(c + o_ver);
+				if (!version)
+					keys = NULL; /* the counter is spent: no memo */
+			} else {
+				key->id1 = table;
+				key->id2 = *(const uintptr_t *)(c + o_name);
+				key->id3 = *(const uintptr_t *)(c + o_file);
+				key->id4 = (uint32_t) * (const int32_t *)(c + o_first);
+			}
+			key->id4 |= KEY_CODE;
+		}
 		if (m <= 10) { /* a frame object: check its type too */
 			if (!rd(f + 8, &t, careful))
 				return -1;
 			if (t != ftype)
 				break;
 		}
-		if (!rd(f + o_ip, &ip, careful))
-			return -1;
 		int lasti, entry = m <= 10;
 		if (m == 9)
 			lasti = (int32_t)ip;
@@ -561,40 +621,75 @@ __attribute__((always_inline)) static inline int walk_py(uintptr_t ts, uint64_t 
 			}
 			lasti = u < 0 ? -1 : (int)u;
 		}
-		uintptr_t table = *(const uintptr_t *)(c + o_table);
 		ends[n] = (uint8_t)entry;
-		if (resolve) {
-			uint64_t w = frame_word(slots, c, table, lasti);
-			if (w)
-				out[n++] = w;
-		} else {
-			/* Multiply-add: order-sensitive, and enough for a
-			 * memo that a hash collision can only make show the
-			 * last stack's lines for this one. */
-			h = h * 0xff51afd7ed558ccdull + (c ^ table ^ (uint64_t)(uint32_t)lasti << 48);
-			n++;
-		}
+		uint64_t w = frame_word(c, table, lasti, version);
+		if (w)
+			out[n++] = w;
 		f = back;
 	}
 	if (n)
 		ends[n - 1] = 1;
-	if (hash)
-		*hash = h ^ (uint64_t)n;
+	if (keys && clean)
+		*nk = k, *tail = f;
 	return n;
 }
 
-#define WALKERS(M, NAME, ROW)                                                               \
-	static int walk_careful_##NAME(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
-	{                                                                                   \
-		return walk_py(ts, out, ends, max, 1, M, 1, NULL, ROW);                     \
-	}                                                                                   \
-	static int walk_resolve_##NAME(uintptr_t ts, uint64_t *out, uint8_t *ends, int max) \
-	{                                                                                   \
-		return walk_py(ts, out, ends, max, 0, M, 1, NULL, ROW);                     \
-	}                                                                                   \
-	static int walk_hash_##NAME(uintptr_t ts, uint8_t *ends, int max, uint64_t *hash)   \
-	{                                                                                   \
-		return walk_py(ts, NULL, ends, max, 0, M, 0, hash, ROW);                    \
+/* 1 when the thread's frames match the memo's keys, frame by frame (the
+ * memo's thread state and native stack already matched): the steady
+ * state of a capture, a few loads and compares per frame. Reads only what
+ * the recording walk read before it: a frame is followed only where its
+ * address equals the key's, and a code object is read only where its
+ * address equals one whose type was checked, and a live frame holds it. */
+__attribute__((always_inline)) static inline int memo_match(uintptr_t ts, const struct py_memo *mm, const int m,
+                                                            const struct gg_py_layout *LL)
+{
+	const uintptr_t o_back = LL->fr_back, o_code = LL->fr_code, o_ip = LL->fr_lasti;
+	const uintptr_t o_entry = LL->fr_is_entry, o_ver = LL->co_version, o_table = LL->co_linetable;
+	const uintptr_t o_file = LL->co_filename, o_name = LL->co_name, o_first = LL->co_firstlineno;
+	uintptr_t f = *(const uintptr_t *)(ts + LL->ts_frame);
+	if (f != mm->head)
+		return 0;
+	if (m == 11 || m == 12)
+		f = *(const uintptr_t *)(f + LL->cframe_current); /* head was checked when recorded */
+	const struct py_key *key = mm->keys, *end = mm->keys + mm->nk;
+	for (; key < end; key++) {
+		if (f != key->f)
+			return 0;
+		uintptr_t c = *(const uintptr_t *)(f + o_code);
+		uintptr_t ip = *(const uintptr_t *)(f + o_ip);
+		uintptr_t back = *(const uintptr_t *)(f + o_back);
+		if ((c ^ key->c) | (ip ^ key->ip) | (OWNER_WORD(f) ^ key->owner))
+			return 0;
+		if (o_ver != GG_PY_NONE) {
+			/* c is the key's (checked just above), whose type was
+			 * checked when recorded, and a live frame holds it. */
+			if (*key->vp != (uint32_t)key->id1)
+				return 0;
+		} else if (key->id4 & KEY_CODE) {
+			if ((*(const uintptr_t *)(c + o_table) ^ key->id1) |
+			    (*(const uintptr_t *)(c + o_name) ^ key->id2) |
+			    (*(const uintptr_t *)(c + o_file) ^ key->id3) |
+			    ((uint32_t) * (const int32_t *)(c + o_first) ^ (key->id4 & ~KEY_CODE)))
+				return 0;
+		}
+		f = back;
+	}
+	return f == mm->tail;
+}
+
+#define WALKERS(M, NAME, ROW)                                                                                   \
+	static int walk_careful_##NAME(uintptr_t ts, uint64_t *out, uint8_t *ends, int max)                     \
+	{                                                                                                       \
+		return walk_py(ts, out, ends, max, 1, M, ROW, NULL, NULL, NULL, NULL);                          \
+	}                                                                                                       \
+	static int walk_resolve_##NAME(uintptr_t ts, uint64_t *out, uint8_t *ends, int max, struct py_memo *mm) \
+	{                                                                                                       \
+		return walk_py(ts, out, ends, max, 0, M, ROW, mm ? mm->keys : NULL, mm ? &mm->nk : NULL,        \
+		               mm ? &mm->head : NULL, mm ? &mm->tail : NULL);                                   \
+	}                                                                                                       \
+	static int match_##NAME(uintptr_t ts, const struct py_memo *mm)                                         \
+	{                                                                                                       \
+		return memo_match(ts, mm, M, ROW);                                                              \
 	}
 /* gg_py_layouts holds the rows in minor order from 3.9. */
 WALKERS(9, 9, &gg_py_layouts[0])
@@ -606,28 +701,19 @@ WALKERS(13, 13_published, &L)
 
 struct walkers {
 	int (*careful)(uintptr_t, uint64_t *, uint8_t *, int);
-	int (*resolve)(uintptr_t, uint64_t *, uint8_t *, int);
-	int (*hash)(uintptr_t, uint8_t *, int, uint64_t *);
+	int (*resolve)(uintptr_t, uint64_t *, uint8_t *, int, struct py_memo *);
+	int (*match)(uintptr_t, const struct py_memo *);
 };
 static const struct walkers walkers_by_minor[] = {
-    {walk_careful_9, walk_resolve_9, walk_hash_9},    {walk_careful_10, walk_resolve_10, walk_hash_10},
-    {walk_careful_11, walk_resolve_11, walk_hash_11}, {walk_careful_12, walk_resolve_12, walk_hash_12},
-    {walk_careful_13, walk_resolve_13, walk_hash_13},
+    {walk_careful_9, walk_resolve_9, match_9},    {walk_careful_10, walk_resolve_10, match_10},
+    {walk_careful_11, walk_resolve_11, match_11}, {walk_careful_12, walk_resolve_12, match_12},
+    {walk_careful_13, walk_resolve_13, match_13},
 };
 static const struct walkers walkers_published = {walk_careful_13_published, walk_resolve_13_published,
-                                                 walk_hash_13_published};
+                                                 match_13_published};
 
-/* The last Python stack this thread captured, resolved: a capture whose
- * frames hash the same (code objects, line tables and offsets) takes its
- * words from here without one line-cache lookup per frame (issue 27's cost
- * target). Per thread, mapped at its first capture, unmapped by the key's
+/* Per thread, mapped at its first capture, unmapped by the key's
  * destructor when the thread exits. */
-struct py_memo {
-	uint64_t hash;
-	int np;
-	uint8_t ends[GG_STACK_MAX_DEPTH];
-	uint64_t words[GG_STACK_MAX_DEPTH];
-};
 static GG_TLS struct py_memo *memo_tls;
 static pthread_key_t memo_key;
 static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
@@ -659,7 +745,6 @@ static struct py_memo *memo_get(void)
 		munmap(mm, sizeof *mm);
 		return NULL;
 	}
-	mm->np = -1;
 	memo_tls = mm;
 	return mm;
 }
@@ -670,52 +755,10 @@ static int can_read_careful(void)
 	return rd((uintptr_t)&probe, &got, 1) && got == 42;
 }
 
-int gg_pystack_splice(uintptr_t *fr, int n, int cap)
+/* The Python frames py[0,np) spliced into the native frames fr[0,n) where
+ * the eval loop's frames are (room for max): the new count. */
+static int splice(uintptr_t *fr, int n, int max, const uint64_t *py, const uint8_t *ends, int np)
 {
-	if (!ready() || !is_initialized() || is_finalizing())
-		return n;
-	uintptr_t ts = (uintptr_t)gilstate_tstate();
-	if (!PTR_OK(ts))
-		return n; /* a thread with no Python state: native only */
-	uint64_t pybuf[GG_STACK_MAX_DEPTH];
-	const uint64_t *py = pybuf;
-	uint8_t endbuf[GG_STACK_MAX_DEPTH] = {0};
-	const uint8_t *ends = endbuf;
-	int max = cap < GG_STACK_MAX_DEPTH ? cap : GG_STACK_MAX_DEPTH;
-	int np;
-	const struct walkers *wk = use_published ? &walkers_published : &walkers_by_minor[minor - 9];
-	if (GG_UNLIKELY(!atomic_load_explicit(&calibrated, memory_order_relaxed))) {
-		if (can_read_careful()) {
-			np = wk->careful(ts, pybuf, endbuf, max);
-			if (np < 0) {
-				refuse("its frames could not be read with the known layout", minor);
-				return n;
-			}
-		} else
-			np = wk->resolve(ts, pybuf, endbuf, max);
-		atomic_store_explicit(&calibrated, 1, memory_order_relaxed);
-	} else {
-		struct py_memo *mm = memo_get();
-		uint64_t h;
-		np = mm ? wk->hash(ts, endbuf, max, &h) : -1;
-		if (mm && np == mm->np && h == mm->hash) {
-			py = mm->words; /* the same frames as last time: their words */
-			ends = mm->ends;
-		} else {
-			np = wk->resolve(ts, pybuf, endbuf, max);
-			if (mm && np >= 0) {
-				/* Only a stack whose every frame resolved is kept
-				 * (the hash counts frames the words may lack). */
-				int full = wk->hash(ts, mm->ends, max, &h) == np;
-				mm->np = full ? np : -1;
-				mm->hash = h;
-				memcpy(mm->words, pybuf, (size_t)(np > 0 ? np : 0) * sizeof *pybuf);
-				memcpy(mm->ends, endbuf, (size_t)(np > 0 ? np : 0));
-			}
-		}
-	}
-	if (np <= 0)
-		return n;
 	uintptr_t out[GG_STACK_MAX_DEPTH];
 	const uintptr_t lo = eval_lo, span = eval_hi - eval_lo;
 	int o = 0, gi = 0, keep = n, first_eval = -1;
@@ -758,6 +801,78 @@ int gg_pystack_splice(uintptr_t *fr, int n, int cap)
 		out[o++] = (uintptr_t)py[gi++];
 	memcpy(fr, out, (size_t)o * sizeof *out);
 	return o;
+}
+
+uint32_t gg_pystack_stack(uint32_t native, int cap, int (*frames)(uint32_t, const uintptr_t **),
+                          uint32_t (*intern)(const uintptr_t *, int))
+{
+	if (!ready() || !is_initialized() || is_finalizing())
+		return native;
+	uintptr_t ts = (uintptr_t)gilstate_tstate();
+	if (!PTR_OK(ts))
+		return native; /* a thread with no Python state: native only */
+	const struct walkers *wk = use_published ? &walkers_published : &walkers_by_minor[minor - 9];
+	struct py_memo *mm = NULL;
+	if (GG_LIKELY(atomic_load_explicit(&calibrated, memory_order_relaxed))) {
+		mm = memo_get();
+		if (mm && mm->busy)
+			mm = NULL; /* a signal handler's capture, inside this thread's: no memo */
+		if (mm) {
+			mm->busy = 1;
+			/* this thread's own handlers (the only other users) see
+			 * busy before any of the memo is read or changed */
+			atomic_signal_fence(memory_order_seq_cst);
+			if (mm->nk > 0 && mm->native == native && mm->ts == ts && wk->match(ts, mm)) {
+				uint32_t id = mm->id;
+				atomic_signal_fence(memory_order_seq_cst);
+				mm->busy = 0;
+				return id;
+			}
+			mm->nk = 0;
+		}
+	}
+	uintptr_t fr[GG_STACK_MAX_DEPTH];
+	uint64_t py[GG_STACK_MAX_DEPTH];
+	uint8_t ends[GG_STACK_MAX_DEPTH] = {0};
+	int max = cap < GG_STACK_MAX_DEPTH ? cap : GG_STACK_MAX_DEPTH;
+	const uintptr_t *nf;
+	int n = native ? frames(native, &nf) : 0;
+	if (n > max)
+		n = max;
+	if (n > 0)
+		memcpy(fr, nf, (size_t)n * sizeof *fr);
+	else
+		n = 0;
+	int np;
+	uint32_t id = native;
+	if (!mm) {
+		if (!atomic_load_explicit(&calibrated, memory_order_relaxed) && can_read_careful()) {
+			/* The first walk: a layout wrong for this interpreter
+			 * is refused here instead of followed. relaxed: a race
+			 * makes two careful walks. */
+			np = wk->careful(ts, py, ends, max);
+			if (np < 0) {
+				refuse("its frames could not be read with the known layout", minor);
+				return native;
+			}
+		} else
+			np = wk->resolve(ts, py, ends, max, NULL);
+		atomic_store_explicit(&calibrated, 1, memory_order_relaxed);
+	} else
+		np = wk->resolve(ts, py, ends, max, mm);
+	if (np > 0) {
+		n = splice(fr, n, max, py, ends, np);
+		id = intern(fr, n);
+	}
+	if (mm) {
+		if (mm->nk > 0 && id) {
+			mm->native = native, mm->ts = ts, mm->id = id;
+		} else
+			mm->nk = 0;
+		atomic_signal_fence(memory_order_seq_cst);
+		mm->busy = 0;
+	}
+	return id;
 }
 
 int gg_pystack_frame(uintptr_t w, const char **file, const char **func, uint32_t *line)

@@ -13,9 +13,11 @@
 #define GG_PY_FRAME_BIT (1ull << 63)
 /* 1 while captures should look for Python frames (relaxed; a hint). */
 extern _Atomic int gg_py_live;
-/* The calling thread's Python frames spliced into its native frames fr[0,n)
- * (innermost first, room for cap): returns the new count. */
-int gg_pystack_splice(uintptr_t *fr, int n, int cap);
+/* The stack id of native stack id native with the calling thread's Python
+ * frames spliced in (room for cap frames); native when it runs no Python.
+ * stack.c, a layer up, hands down how to read an id's frames and intern. */
+uint32_t gg_pystack_stack(uint32_t native, int cap, int (*frames)(uint32_t, const uintptr_t **),
+                          uint32_t (*intern)(const uintptr_t *, int));
 /* The link map grew: look for an interpreter again if none was found. */
 void gg_pystack_recheck(void);
 /* w's file, function and line if w is a Python frame (1), else 0. */

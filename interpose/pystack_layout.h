@@ -31,6 +31,10 @@ struct gg_py_layout {
 	uint16_t co_linetable;      /* co_lnotab (3.9), co_linetable (3.10+) */
 	uint16_t co_code;           /* co_code_adaptive, 3.11+: the instructions */
 	uint16_t co_firsttraceable; /* int _co_firsttraceable, 3.11+ */
+	/* uint32_t co_version, 3.12+: a counter the interpreter hands each new
+	 * code object (0 once spent), so (address, version) names one object
+	 * even where a freed one's address is reused. */
+	uint16_t co_version;
 	/* PyBytesObject */
 	uint16_t bytes_size, bytes_sval;
 	/* PyASCIIObject / PyCompactUnicodeObject */
@@ -40,12 +44,12 @@ struct gg_py_layout {
 /* x86-64 and aarch64 (LP64): the same layout on both. */
 static const struct gg_py_layout gg_py_layouts[] = {
     /* clang-format off */
-	/* minor ts  cf    back code lasti owner entry  file name first table code trace  bsz bval  len st  asz u8l u8  csz */
-	{ 9,  24, GG_PY_NONE, 24, 32, 104, GG_PY_NONE, GG_PY_NONE, 104, 112, 40, 120, GG_PY_NONE, GG_PY_NONE, 16, 32, 16, 32, 48, 48, 56, 72 },
-	{ 10, 24, GG_PY_NONE, 24, 32, 96, GG_PY_NONE, GG_PY_NONE, 104, 112, 40, 120, GG_PY_NONE, GG_PY_NONE, 16, 32, 16, 32, 48, 48, 56, 72 },
-	{ 11, 56, 8,  48, 32, 56, 69, 68, 112, 120, 72, 136, 184, 168, 16, 32, 16, 32, 48, 48, 56, 72 },
-	{ 12, 56, 0,  8,  0,  56, 70, GG_PY_NONE, 112, 120, 68, 136, 192, 176, 16, 32, 16, 32, 40, 40, 48, 56 },
-	{ 13, 72, GG_PY_NONE, 8, 0, 56, 70, GG_PY_NONE, 112, 120, 68, 136, 200, 184, 16, 32, 16, 32, 40, 40, 48, 56 },
+	/* minor ts  cf    back code lasti owner entry  file name first table code trace  ver  bsz bval  len st  asz u8l u8  csz */
+	{ 9,  24, GG_PY_NONE, 24, 32, 104, GG_PY_NONE, GG_PY_NONE, 104, 112, 40, 120, GG_PY_NONE, GG_PY_NONE, GG_PY_NONE, 16, 32, 16, 32, 48, 48, 56, 72 },
+	{ 10, 24, GG_PY_NONE, 24, 32, 96, GG_PY_NONE, GG_PY_NONE, 104, 112, 40, 120, GG_PY_NONE, GG_PY_NONE, GG_PY_NONE, 16, 32, 16, 32, 48, 48, 56, 72 },
+	{ 11, 56, 8,  48, 32, 56, 69, 68, 112, 120, 72, 136, 184, 168, GG_PY_NONE, 16, 32, 16, 32, 48, 48, 56, 72 },
+	{ 12, 56, 0,  8,  0,  56, 70, GG_PY_NONE, 112, 120, 68, 136, 192, 176, 92, 16, 32, 16, 32, 40, 40, 48, 56 },
+	{ 13, 72, GG_PY_NONE, 8, 0, 56, 70, GG_PY_NONE, 112, 120, 68, 136, 200, 184, 92, 16, 32, 16, 32, 40, 40, 48, 56 },
     /* clang-format on */
 };
 #define GG_PY_LAYOUTS (sizeof gg_py_layouts / sizeof gg_py_layouts[0])

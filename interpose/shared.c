@@ -390,6 +390,7 @@ static void publish(unsigned i)
 	/* relaxed: a snapshot for readers of the file (top, metrics); the
 	 * books are the slots. */
 	atomic_store_explicit(&entry(i)->used, gpuguard_region_used(reg, i), memory_order_relaxed);
+	atomic_store_explicit(&entry(i)->runtime, gpuguard_region_runtime(reg, i), memory_order_relaxed);
 	pod_changed();
 }
 
@@ -414,8 +415,11 @@ static void reclaim_slot(unsigned s, int died, int fd)
 		 * is this thread, at exit. */
 		gg_ceiling_waiters_sub(&e->waiters, atomic_exchange_explicit(&p->waiting[d], 0, memory_order_relaxed));
 		/* S2, S3. seq_cst: ordered before S4 and the wake-up below for
-		 * reservations summing (R2). */
+		 * reservations summing (R2). The runtime word (S3a) before the
+		 * used word it is part of (S3b): a reader summing both never
+		 * sees more runtime than charge (region.h's runtime table). */
 		atomic_store_explicit(&p->claim[d], 0, memory_order_seq_cst);
+		atomic_store_explicit(gpuguard_region_runtime_word(reg, s, d), 0, memory_order_seq_cst);
 		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_seq_cst);
 		if (!held)
 			continue;
@@ -429,14 +433,6 @@ static void reclaim_slot(unsigned s, int died, int fd)
 		if (atomic_load_explicit(&e->state, memory_order_acquire) != GPUGUARD_RDEV_READY)
 			continue;
 		publish(d);
-		/* The runtime snapshot cannot know the leaver's part (its slot
-		 * keeps none): capped by what the pod still holds. relaxed: a
-		 * snapshot, as the entry's used. */
-		uint64_t now = gpuguard_region_used(reg, d);
-		uint64_t rt = atomic_load_explicit(&e->runtime, memory_order_relaxed);
-		while (rt > now && !atomic_compare_exchange_weak_explicit(&e->runtime, &rt, now, memory_order_relaxed,
-		                                                          memory_order_relaxed))
-			;
 		struct gg_budget b = {.used = &e->used, .waiters = &e->waiters, .wake = &e->wake};
 		gg_ceiling_release_budget(&b, 0); /* wakes sleepers: room came back */
 	}
@@ -747,7 +743,8 @@ static void write_fresh(const char *limit_text)
 	 * that was not valid (a zero magic: new, or its creator died) has
 	 * none worth keeping. */
 	static struct gpuguard_region_death keep[GPUGUARD_REGION_DEATHS]; /* under the setup lock */
-	int carry = gpuguard_region_check(reg, GPUGUARD_REGION_SIZE, NULL, 0) == 0;
+	int carry = gpuguard_region_check(reg, GPUGUARD_REGION_SIZE, NULL, 0) == 0 ||
+	            gpuguard_region_check(reg, GPUGUARD_REGION_V3_SIZE, NULL, 0) == 0; /* same ring */
 	/* relaxed: we hold the setup lock and nobody is attached */
 	uint64_t head = carry ? atomic_load_explicit(&h->deaths_head, memory_order_relaxed) : 0;
 	if (carry)
@@ -861,6 +858,19 @@ static void write_identity(void)
 	my_container = i + 1;
 }
 
+/* Whether no process holds a slot of a version 3 file (the slot locks are
+ * at the same offsets in every version): fd is not our main descriptor. */
+static int older_region_idle(int fd)
+{
+	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
+		uint64_t off = gpuguard_region_slot_lock(s);
+		if (lock_byte(fd, off, F_WRLCK) != 0)
+			return 0;
+		lock_byte(fd, off, F_UNLCK);
+	}
+	return 1;
+}
+
 static int attach_locked(void)
 {
 	const char *mine_text = gg_opt.limit_text ? gg_opt.limit_text : "";
@@ -869,7 +879,19 @@ static int attach_locked(void)
 		refuse("cannot stat", errno);
 		return -1;
 	}
-	if (st.st_size != 0 && (uint64_t)st.st_size != GPUGUARD_REGION_SIZE) {
+	int older = 0;
+	if ((uint64_t)st.st_size == GPUGUARD_REGION_V3_SIZE) {
+		/* Version 3, an older library's (no runtime table): extended
+		 * and written afresh where none of its processes is left. */
+		int fd = open_again();
+		older = fd >= 0 && older_region_idle(fd) ? 1 : -1;
+		if (fd >= 0)
+			close(fd);
+		if (older < 0) {
+			refuse("was written by an older gpuguard (region version 3) whose processes still use it", 0);
+			return -1;
+		}
+	} else if (st.st_size != 0 && (uint64_t)st.st_size != GPUGUARD_REGION_SIZE) {
 		refuse("file size does not match the region size (truncated, extended or not a region)", 0);
 		return -1;
 	}
@@ -904,7 +926,7 @@ static int attach_locked(void)
 	 * hold the setup lock, so nobody else is writing it now. (Not "we
 	 * created it": another process can open it and take the setup lock
 	 * between our O_EXCL create and our lock.) */
-	int fresh = atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) == 0;
+	int fresh = older || atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) == 0;
 	char why[96];
 	if (!fresh && gpuguard_region_check(reg, GPUGUARD_REGION_SIZE, why, sizeof why) != 0) {
 		refuse(why, 0);

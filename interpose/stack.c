@@ -451,12 +451,17 @@ __attribute__((noinline)) static uint32_t capture(void)
 	if (!depth)
 		return 0;
 #if defined(__x86_64__)
-	/* Not while Python runs (pystack.c): one native path (the eval loop
-	 * at one depth) is then many Python stacks, which the cache cannot
-	 * tell apart. relaxed: a flag; a capture that races Python's start
-	 * takes either path, and either gives the native stack it saw. */
-	if (cache_on && !atomic_load_explicit(&gg_py_live, memory_order_relaxed))
-		return (uint32_t)cache_capture((uintptr_t)__builtin_frame_address(0));
+	if (cache_on) {
+		uint32_t id = (uint32_t)cache_capture((uintptr_t)__builtin_frame_address(0));
+		/* The cache gives the native stack; one native path (the eval
+		 * loop at one depth) is many Python stacks, which pystack.c
+		 * tells apart (issue 27). A process without Python pays this
+		 * one load and branch. relaxed: a hint; a capture that races
+		 * Python's start takes either path, and either is right. */
+		if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
+			id = gg_pystack_stack(id, depth, gg_stack_frames, intern);
+		return id;
+	}
 #endif
 	void *raw[GG_STACK_MAX_DEPTH + OWN_ROOM];
 	int room = atomic_load_explicit(&own_seen, memory_order_relaxed);
@@ -481,13 +486,12 @@ __attribute__((noinline)) static uint32_t capture(void)
 	if (n > depth)
 		n = depth;
 	uintptr_t *fr = (uintptr_t *)raw + skip;
+	uint32_t id = n > 0 ? intern(fr, n) : 0;
 	/* Python frames where the eval loop runs (pystack.c, issue 27); a
 	 * process without Python pays this one load and branch. */
 	if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
-		n = gg_pystack_splice(fr, n < 0 ? 0 : n, depth);
-	if (n <= 0)
-		return 0;
-	return intern(fr, n);
+		id = gg_pystack_stack(id, depth, gg_stack_frames, intern);
+	return id;
 }
 
 uint32_t gg_stack_capture(void)

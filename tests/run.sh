@@ -110,12 +110,7 @@ want reallib && for n in ${REALLIB_NAMES:-rl_cudart_shared rl_cudart_static rl_c
 		continue
 	fi
 	run "reallib/$n" LD_LIBRARY_PATH="$SIMDIR" LD_PRELOAD="${SAN_RUNTIME:-}" SIMGPU_MEMORY=8Gi "$t"
-	# The books alone (GPUGUARD_RUNTIME=0): these programs hold the books to
-	# the byte, and a card of the process's own reports its whole use as the
-	# process's, so NCCL's leftovers there would read as runtime.
-	# tests/scripts/shared_card.sh runs the same libraries with the runtime
-	# charged, on a shared card whose NVML lists each process.
-	run "reallib/$n+gpuguard" LD_LIBRARY_PATH="$SIMDIR" LD_PRELOAD="$PRELOAD" GPUGUARD_RUNTIME=0 GPUGUARD_LIMIT=2Gi SIMGPU_MEMORY=8Gi "$t"
+	run "reallib/$n+gpuguard" LD_LIBRARY_PATH="$SIMDIR" LD_PRELOAD="$PRELOAD" GPUGUARD_LIMIT=2Gi SIMGPU_MEMORY=8Gi "$t"
 done
 if ! want reallib; then
 	:

@@ -310,11 +310,24 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 	 * those whose holder has exited, so a dead process's memory shows as
 	 * free at once (issue 9, finding 4); one we cannot probe stays held. */
 	for (unsigned k = 0; k < r->ndev; k++) {
-		uint64_t sum = 0;
+		uint64_t sum = 0, rt = 0;
 		for (unsigned j = 0; j < r->nproc; j++)
-			if (r->proc[j].live != GG_LIVE_EXITED)
+			if (r->proc[j].live != GG_LIVE_EXITED) {
 				sum += r->proc[j].used[r->dev[k].index];
+				/* version 4: the slot's runtime word; saturating,
+				 * as the words are untrusted */
+				uint64_t w = 0;
+				if (h->version >= 4)
+					w = atomic_load_explicit(
+					    gpuguard_region_runtime_word(buf, r->proc[j].slot, r->dev[k].index),
+					    memory_order_relaxed);
+				rt = rt + w < rt ? UINT64_MAX : rt + w;
+			}
 		r->dev[k].used = sum;
+		/* The runtime likewise, so a dead member's is gone at once; a
+		 * version 3 region has only the entry's summed word. */
+		if (h->version >= 4)
+			r->dev[k].runtime = rt;
 	}
 	return 0;
 }

@@ -61,7 +61,7 @@
 	  "group")                                                                                                     \
 	X(CONTEXT_RESERVE, context_reserve, COUNT, "0", 0, 1ull << 40, NULL, NULL, "Q", "a quantity: 300Mi, 0.5Gi, 0", \
 	  "device memory charged per process per device for its CUDA context, which no allocation call shows")         \
-	X(RUNTIME, runtime, BOOL, "0", 0, 1, NULL, NULL, NULL, "0 | 1",                                                \
+	X(RUNTIME, runtime, BOOL, "1", 0, 1, NULL, NULL, NULL, "0 | 1",                                                \
 	  "charge what the driver holds for the process beyond its allocations (NVML's per-process figure less "       \
 	  "the books: contexts, modules, local memory) as the runtime category, under the same ceiling")               \
 	X(RUNTIME_HEADROOM, runtime_headroom, COUNT, "32Mi", 0, 1ull << 40, NULL, NULL, NULL, "a quantity: 32Mi, 0",   \

@@ -1,16 +1,19 @@
-/* gpuguard: the pod region, version 3. One small file (default
+/* gpuguard: the pod region, version 4. One small file (default
  * /dev/shm/gpuguard-pod) that every process of a pod maps, so that
  * GPUGUARD_LIMIT is one budget for all of them (README "Pod scope").
  *
  * Layout: a header, GPUGUARD_REGION_DEVICES device entries,
- * GPUGUARD_REGION_PROCS process slots, then GPUGUARD_REGION_DEATHS
- * obituaries (a ring of the pod's recent deaths), at the offsets the header
- * gives.
+ * GPUGUARD_REGION_PROCS process slots, GPUGUARD_REGION_DEATHS obituaries (a
+ * ring of the pod's recent deaths), then (version 4) each slot's runtime
+ * charge per device entry, at the offsets the header gives.
  * Everything is little-endian, as the machines that run it are.
- * A new layout takes a new version, which readers of another one refuse;
+ * A new layout takes a new version, which the library refuses to attach to;
  * a field that comes from reserved bytes (or unused bits) keeps it, and is
  * written so that zero, what an older library leaves there, means "not
- * known".
+ * known". Version 4 only appends a table to version 3 (every offset
+ * before it is the same), so gpuguard's tools read both: a version 3 file
+ * is the version 4 one without the table (gpuguard_region_runtime() then
+ * answers from the device entry's own word, as version 3 kept it).
  *
  * Liveness (DESIGN.md §4): a process owns slot i while it holds an OFD write
  * lock (fcntl F_OFD_SETLK) on the one byte at gpuguard_region_slot_lock(i).
@@ -34,7 +37,8 @@
 #include <string.h>
 
 #define GPUGUARD_REGION_MAGIC 0x31444f5044524747ull /* "GGRDPOD1" */
-#define GPUGUARD_REGION_VERSION 3u                  /* 3: obituaries */
+#define GPUGUARD_REGION_VERSION 4u                  /* 3: obituaries; 4: runtime per slot */
+#define GPUGUARD_REGION_VERSION_OLDEST 3u           /* the oldest the tools read */
 #define GPUGUARD_REGION_DEVICES 16
 #define GPUGUARD_REGION_PROCS 256
 #define GPUGUARD_REGION_LIMIT_TEXT 128
@@ -73,7 +77,10 @@ struct gpuguard_region_header {
 	/* bit s: slot s may hold charges (set at attach step A3, cleared by
 	 * the sweep's S4); a reservation sums the slots these name */
 	_Atomic uint64_t occupied[GPUGUARD_REGION_PROCS / 64];
-	uint32_t ndeaths, death_off, death_size, pad;
+	uint32_t ndeaths, death_off, death_size;
+	/* version 4: the runtime table's offset (GPUGUARD_REGION_RUNTIME_OFF);
+	 * 0 in version 3, whose header had padding here */
+	uint32_t runtime_off;
 	/* obituaries written so far: the next goes to entry deaths_head %
 	 * GPUGUARD_REGION_DEATHS. Carried over when the region is written
 	 * afresh, so the ring lasts for the pod's life. */
@@ -131,10 +138,12 @@ struct gpuguard_region_device {
 	_Atomic uint64_t driver_oom;
 	/* the runtime category (issue 22): what the driver holds for the
 	 * members beyond their allocation calls (contexts, modules, local
-	 * memory), as each member last reconciled it, summed; already part of
-	 * the slots' used (the ceiling holds books + runtime). A snapshot for
-	 * readers, kept by deltas (relaxed) and capped by the pod's used when
-	 * a member leaves; from reserved bytes (0 = none, or an older library) */
+	 * memory), already part of the slots' used (the ceiling holds books +
+	 * runtime). Version 4: a snapshot of the sum of the slots' runtime
+	 * words (the runtime table), published after each change and each
+	 * sweep, as `used` is of theirs; readers sum the table
+	 * (gpuguard_region_runtime). Version 3 kept it by deltas, so a member
+	 * killed with a runtime charge left it here (issue 22's soak). */
 	_Atomic uint64_t runtime;
 	/* what NVML reports the driver and firmware reserve on the card (v2
 	 * `reserved`), as the first member that read it saw it; 0 = not known.
@@ -242,9 +251,19 @@ _Static_assert(sizeof(struct gpuguard_region_death) == 96, "region death layout"
 #define GPUGUARD_REGION_DEVICE_OFF 512u
 #define GPUGUARD_REGION_PROC_OFF (GPUGUARD_REGION_DEVICE_OFF + GPUGUARD_REGION_DEVICES * 128u)
 #define GPUGUARD_REGION_DEATH_OFF (GPUGUARD_REGION_PROC_OFF + GPUGUARD_REGION_PROCS * 384u)
-/* rounded up to whole pages (the deaths fill what version 2 left spare) */
-#define GPUGUARD_REGION_SIZE \
+/* version 3's size, rounded up to whole pages (the deaths fill what
+ * version 2 left spare): where version 4's runtime table starts */
+#define GPUGUARD_REGION_V3_SIZE \
 	((((uint64_t)GPUGUARD_REGION_DEATH_OFF + GPUGUARD_REGION_DEATHS * 96u) + 4095u) / 4096u * 4096u)
+/* The runtime table (version 4): slot s's runtime charge on device entry d
+ * is the word at RUNTIME_OFF + (s * DEVICES + d) * 8. Bytes, part of the
+ * slot's used[d]: its owner raises used[d] before the word and lowers the
+ * word before used[d], so a slot's runtime never exceeds its used; the sweep
+ * (interpose/shared.c, S3) zeroes it with the slot's used, so a member
+ * killed at any instruction leaves none behind (tests/model/pod.pml). */
+#define GPUGUARD_REGION_RUNTIME_OFF ((uint32_t)GPUGUARD_REGION_V3_SIZE)
+#define GPUGUARD_REGION_RUNTIME_SIZE ((uint64_t)GPUGUARD_REGION_PROCS * GPUGUARD_REGION_DEVICES * 8u)
+#define GPUGUARD_REGION_SIZE ((uint64_t)GPUGUARD_REGION_RUNTIME_OFF + GPUGUARD_REGION_RUNTIME_SIZE)
 
 static inline uint64_t gpuguard_region_slot_lock(unsigned slot)
 {
@@ -264,6 +283,13 @@ static inline struct gpuguard_region_proc *gpuguard_region_proc(void *base, unsi
 static inline struct gpuguard_region_death *gpuguard_region_death(void *base, unsigned i)
 {
 	return (struct gpuguard_region_death *)((char *)base + GPUGUARD_REGION_DEATH_OFF) + i % GPUGUARD_REGION_DEATHS;
+}
+
+/* Slot s's runtime word on device entry d (version 4 regions only). */
+static inline _Atomic uint64_t *gpuguard_region_runtime_word(void *base, unsigned s, unsigned d)
+{
+	return (_Atomic uint64_t *)((char *)base + GPUGUARD_REGION_RUNTIME_OFF) +
+	       ((size_t)s * GPUGUARD_REGION_DEVICES + d);
 }
 
 /* The pod's charge on device entry d: the sum of `used` over the occupied
@@ -288,6 +314,29 @@ static inline uint64_t gpuguard_region_used(void *base, unsigned d)
 	return sum;
 }
 
+/* The pod's runtime on device entry d: the sum of the occupied slots'
+ * runtime words (saturating), so a swept member's is gone with its slot;
+ * in a version 3 region, the entry's own word. relaxed: a reading for
+ * reports, as gpuguard_region_used. */
+static inline uint64_t gpuguard_region_runtime(void *base, unsigned d)
+{
+	const struct gpuguard_region_header *h = (const struct gpuguard_region_header *)base;
+	if (h->version < 4)
+		return atomic_load_explicit(&gpuguard_region_dev(base, d)->runtime, memory_order_relaxed);
+	uint64_t sum = 0;
+	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
+		uint64_t bits = atomic_load_explicit((_Atomic uint64_t *)&h->occupied[w], memory_order_relaxed);
+		while (bits) {
+			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			uint64_t u =
+			    atomic_load_explicit(gpuguard_region_runtime_word(base, s, d), memory_order_relaxed);
+			sum = sum + u < sum ? UINT64_MAX : sum + u;
+		}
+	}
+	return sum;
+}
+
 /* Fills in a new region's header: every layout field, the creation time and
  * the limit text (cut to fit), everything but the magic, which the writer
  * stores last (with release where others may be reading). */
@@ -305,6 +354,7 @@ static inline void gpuguard_region_layout(struct gpuguard_region_header *h, uint
 	h->ndeaths = GPUGUARD_REGION_DEATHS;
 	h->death_off = GPUGUARD_REGION_DEATH_OFF;
 	h->death_size = sizeof(struct gpuguard_region_death);
+	h->runtime_off = GPUGUARD_REGION_RUNTIME_OFF;
 	h->created_ms = created_ms;
 	size_t n = strlen(limit_text);
 	if (n >= sizeof(h->limit_text))
@@ -315,7 +365,10 @@ static inline void gpuguard_region_layout(struct gpuguard_region_header *h, uint
 
 /* Validates a region image of len bytes (a mapping or a copy read from the
  * file): magic, version, size and every layout field. 0 if usable; else -1
- * with a one-line reason in why. Never reads outside [buf, buf + len). */
+ * with a one-line reason in why. Never reads outside [buf, buf + len).
+ * A version 3 image (GPUGUARD_REGION_V3_SIZE bytes, no runtime table)
+ * passes too, for the tools; the library maps GPUGUARD_REGION_SIZE bytes
+ * and so takes only the current version. */
 static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why, size_t whylen)
 {
 	const struct gpuguard_region_header *h = (const struct gpuguard_region_header *)buf;
@@ -324,11 +377,12 @@ static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why
 		r = "shorter than its header (truncated)";
 	else if (h->magic != GPUGUARD_REGION_MAGIC)
 		r = "bad magic (not a gpuguard region, or corrupted)";
-	else if (h->version != GPUGUARD_REGION_VERSION)
+	else if (h->version != GPUGUARD_REGION_VERSION && h->version != GPUGUARD_REGION_VERSION_OLDEST)
 		r = "unsupported version (written by another gpuguard release)";
-	else if (h->header_size != sizeof(*h) || h->size != GPUGUARD_REGION_SIZE)
+	else if (h->header_size != sizeof(*h) ||
+	         h->size != (h->version == GPUGUARD_REGION_VERSION ? GPUGUARD_REGION_SIZE : GPUGUARD_REGION_V3_SIZE))
 		r = "header or file size field is wrong";
-	else if (len != GPUGUARD_REGION_SIZE)
+	else if (len != h->size)
 		r = "file size does not match the region size (truncated or extended)";
 	else if (h->ndevices != GPUGUARD_REGION_DEVICES || h->device_off != GPUGUARD_REGION_DEVICE_OFF ||
 	         h->device_size != sizeof(struct gpuguard_region_device))
@@ -339,6 +393,8 @@ static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why
 	else if (h->ndeaths != GPUGUARD_REGION_DEATHS || h->death_off != GPUGUARD_REGION_DEATH_OFF ||
 	         h->death_size != sizeof(struct gpuguard_region_death))
 		r = "deaths table layout is wrong";
+	else if (h->runtime_off != (h->version == GPUGUARD_REGION_VERSION ? GPUGUARD_REGION_RUNTIME_OFF : 0))
+		r = "runtime table layout is wrong";
 	else if (!memchr(h->limit_text, 0, sizeof(h->limit_text)))
 		r = "limit text is not terminated";
 	if (!r)

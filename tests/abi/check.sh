@@ -9,22 +9,7 @@ OUT=${OUT:-build/tests/abi}
 FLAGS="-std=gnu11 -Wall -Wextra -Werror -Iinclude -fsyntax-only"
 mkdir -p "$OUT" || exit 1
 
-passed=0
-failed=0
-skipped=0
-
-ok() {
-	echo "ok   $1"
-	passed=$((passed + 1))
-}
-fail() {
-	echo "FAIL $1"
-	failed=$((failed + 1))
-}
-skip() {
-	echo "skip $1"
-	skipped=$((skipped + 1))
-}
+. "$(dirname "$0")/lib.sh"
 
 # compile NAME WHAT ARGS...: one group, its errors shown indented.
 compile() {
@@ -53,19 +38,7 @@ uncovered() {
 }
 
 # --- CUDA driver (cuda.h) and runtime (cuda_runtime_api.h) ---------------
-cuda_inc=
-if [ -n "$CUDA_INC" ]; then
-	cuda_inc=$CUDA_INC
-else
-	nvcc=$(command -v nvcc 2>/dev/null)
-	for d in ${CUDA_HOME:+"$CUDA_HOME/include"} ${nvcc:+"$(dirname "$(dirname "$nvcc")")/include"} \
-		/usr/local/cuda/include /usr/include; do
-		if [ -f "$d/cuda.h" ]; then
-			cuda_inc=$d
-			break
-		fi
-	done
-fi
+cuda_inc=$(cuda_headers)
 if [ -z "$cuda_inc" ] || [ ! -f "$cuda_inc/cuda.h" ]; then
 	why="no cuda.h (set CUDA_INC, CUDA_HOME or put nvcc on PATH)"
 	skip "cuda: $why"
@@ -106,9 +79,4 @@ else
 	fi
 fi
 
-if [ "$skipped" -gt 0 ]; then
-	echo "harness: $passed passed, $failed failed, $skipped skipped"
-else
-	echo "harness: $passed passed, $failed failed"
-fi
-[ "$failed" -eq 0 ]
+finish

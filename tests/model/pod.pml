@@ -10,11 +10,17 @@
  *            R3 refuse (claim -= b) past the ceiling, else R4 used += b,
  *            R5 claim -= b
  *   release  L1 used -= b, after the driver freed the memory
+ *   runtime  (interpose/footprint.c, set_charge) the runtime category:
+ *            what the driver already holds for the process beyond its
+ *            allocations. Charged as a reservation (R1-R5) followed by
+ *            T2 rt += b, the slot's runtime word (region.h's runtime
+ *            table); given back by U1 rt -= b, then U2 used -= b
  *   sweep    S1 try the slot's lock (held: its owner lives; never waited
- *            on), S2 claim = 0, S3 used = 0, S4 clear the occupancy bit,
- *            S5 unlock
- * The pod's `used` is the sum of `used` over the occupied slots: every word
- * belongs to one slot, so a death leaves nothing the sweep cannot see.
+ *            on), S2 claim = 0, S3a rt = 0, S3b used = 0, S4 clear the
+ *            occupancy bit, S5 unlock
+ * The pod's `used` is the sum of `used` over the occupied slots, and its
+ * runtime the sum of `rt` over them: every word belongs to one slot, so a
+ * death leaves nothing the sweep cannot see.
  *
  * Properties (assertions; spin also reports any state where a process is
  * blocked outside an end label, so a sweep that could wait is an error):
@@ -22,9 +28,17 @@
  *             (asserted at each grant, the only place it grows), and neither
  *             does the pod's used (asserted at R4, the only place it grows)
  *   exact     between operations a live process's slot holds exactly its own
- *             books (BOOKS_EXACT), and a swept slot holds nothing and is not
- *             occupied; so once the dead are swept, the pod's used (the sum
- *             over occupied slots) is exactly what the live processes hold
+ *             books and runtime (BOOKS_EXACT), and a swept slot holds
+ *             nothing and is not occupied; so once the dead are swept, the
+ *             pod's used (the sum over occupied slots) is exactly what the
+ *             live processes hold
+ *   runtime   a slot's runtime word never exceeds its used (T2 after R4,
+ *             U1 before U2, S3a before S3b); and whenever every live
+ *             process is between operations and every dead one is swept,
+ *             the pod's runtime as readers see it (gpuguard top, metrics)
+ *             is exactly the live processes' runtime charges (the
+ *             rtchecker process), whatever step a process died at:
+ *             between its runtime's grant and T2 included
  *
  * tests/scripts/model.sh checks two processes exhaustively and three with a
  * supertrace (bitstate) search: three processes exhaustively take more than
@@ -34,7 +48,11 @@
  * pod-wide word, released after it; the sweep subtracts the slot): spin must
  * find the over-reclaim of issue 9 there. -DREAD_USED_FIRST and
  * -DCOMMIT_CLAIM_FIRST swap the two orders R2 and R4/R5 depend on: spin must
- * find a ceiling violation in each. */
+ * find a ceiling violation in each. -DOLD_RUNTIME models the runtime as
+ * the pod-wide summed word it was (kept by deltas at T2 and U1, capped at
+ * the pod's used after a sweep, which cannot know the dead slot's part):
+ * spin must find a member killed with a runtime charge leaving it there
+ * (the soak's 176 MiB of issue 22). */
 
 #ifdef TWO
 #define N 2 /* the processes */
@@ -59,19 +77,20 @@ byte used[N];  /* slot s's committed charge (region: proc->used[d]) */
 byte claim[N]; /* slot s's reservations in flight (region: proc->claim[d]) */
 bool occ[N];   /* occupancy bit (region: header occupied[]) */
 byte lock[N];  /* the slot's OFD lock: 0 free, else holder + 1 */
+byte rt[N];    /* slot s's runtime charge, part of used[s] (region: the runtime table) */
 #ifdef OLD_PROTOCOL
 byte pod; /* the old pod-wide word */
+#endif
+#ifdef OLD_RUNTIME
+byte rtsum; /* the old pod-wide runtime word (region: device entry's runtime) */
 #endif
 bool alive[N];
 /* ghosts: not in the region, only for the properties */
 byte real[N]; /* bytes the driver gave the process in slot s */
 byte held[N]; /* the process's own books: the one allocation it holds */
-#ifdef OLD_PROTOCOL
+byte hrt[N];  /* the process's own runtime charge (footprint.c: charged) */
 bool idle[N]; /* between operations */
 #define IDLE(v) idle[me] = v
-#else
-#define IDLE(v) skip
-#endif
 
 
 inline die_now(s)
@@ -81,9 +100,8 @@ inline die_now(s)
 	alive[s] = false;
 	real[s] = 0;
 	held[s] = 0;
-#ifdef OLD_PROTOCOL
+	hrt[s] = 0;
 	idle[s] = false;
-#endif
 	byte k;
 	for (k : 0 .. N - 1) {
 		if
@@ -123,7 +141,7 @@ end:
 		for (s : 0 .. N - 1) {
 			quiet = quiet && ((alive[s] && idle[s]) || (!alive[s] && used[s] == 0));
 			if
-			:: alive[s] -> live_held = live_held + held[s]
+			:: alive[s] -> live_held = live_held + held[s] + hrt[s]
 			:: else -> skip
 			fi
 		}
@@ -138,12 +156,47 @@ end:
 
 /* The pod's used: the sum over occupied slots (what readers compute) */
 #define POD_USED ((occ[0] -> used[0] : 0) + (occ[1] -> used[1] : 0) + THIRD(occ[2] -> used[2] : 0))
+/* The pod's runtime as readers see it: the occupied slots' runtime words,
+ * or the old summed word */
+#ifdef OLD_RUNTIME
+#define POD_RT rtsum
+#else
+#define POD_RT ((occ[0] -> rt[0] : 0) + (occ[1] -> rt[1] : 0) + THIRD(occ[2] -> rt[2] : 0))
+#endif
+
+/* The runtime property: a slot's runtime word never exceeds its used; and
+ * whenever the live processes are between operations and the dead are
+ * swept, the pod's runtime is exactly the live processes' own. */
+active proctype rtchecker()
+{
+	byte s, live_rt;
+	bool quiet;
+end:
+	do
+	:: d_step {
+		live_rt = 0;
+		quiet = true;
+		for (s : 0 .. N - 1) {
+			assert(rt[s] <= used[s]);
+			quiet = quiet && ((alive[s] && idle[s]) || (!alive[s] && !occ[s] && used[s] == 0 && rt[s] == 0));
+			if
+			:: alive[s] -> live_rt = live_rt + hrt[s]
+			:: else -> skip
+			fi
+		}
+		s = 0;
+		assert(!quiet || POD_RT == live_rt);
+		live_rt = 0;
+		quiet = false
+	}
+	od
+}
 
 /* Between operations a live process's slot holds exactly its own books:
  * nobody else wrote it, nothing is left in flight. With the sweep's zeroing
  * of dead slots (asserted there), the pod's used is then the live
  * processes' holdings plus the unswept dead, exactly. */
-#define BOOKS_EXACT assert(used[me] == held[me] && claim[me] == 0)
+#define BOOKS_EXACT assert(used[me] == held[me] + hrt[me] && claim[me] == 0 && rt[me] == hrt[me])
 
 /* R2 for slot k: its claim, then its used, if the occupancy snapshot has it;
  * the sum saturates past LIMIT (only "over or not" matters) */
@@ -177,9 +230,14 @@ inline sweep_slot(k)
 			used[k] = 0;
 #else
 			claim[k] = 0;   /* S2 */
-			used[k] = 0;    /* S3 */
+			rt[k] = 0;      /* S3a */
+			used[k] = 0;    /* S3b */
 			occ[k] = false; /* S4 */
-			assert(used[k] == 0 && claim[k] == 0 && !alive[k]);
+			assert(used[k] == 0 && claim[k] == 0 && rt[k] == 0 && !alive[k]);
+#ifdef OLD_RUNTIME
+			/* the old cap: the dead slot's part is not known */
+			atomic { rtsum = (rtsum > POD_USED -> POD_USED : rtsum) };
+#endif
 #endif
 			lock[k] = 0 /* S5 */
 		:: else -> skip /* held: its owner lives */
@@ -191,6 +249,7 @@ inline sweep_slot(k)
 proctype proc(byte me)
 {
 	byte b, sum, o;
+	bool isrt; /* this reservation is a runtime charge */
 restart:
 	/* A1: the slot's lock; a sweeper that holds it lets go in a few steps
 	 * (or dies, and the kernel lets go for it) */
@@ -198,18 +257,26 @@ restart:
 	{
 		/* A2: what a dead owner left; the lock says nobody else writes */
 		claim[me] = 0;
+		rt[me] = 0;
 		used[me] = 0;
+#ifdef OLD_RUNTIME
+		atomic { rtsum = (rtsum > POD_USED -> POD_USED : rtsum) }; /* A2 swept, as S3 */
+#endif
 		/* A3 */
 		atomic { occ[me] = true; IDLE(true) };
 end_idle:
 		do
-		:: /* reserve b */
-			atomic { held[me] == 0 -> SIZE(b) };
+		:: /* reserve b: an allocation, or the runtime's growth (the
+		    * driver already holds it: no grant follows, only T2) */
+			if
+			:: atomic { held[me] == 0 -> SIZE(b); isrt = false }
+			:: atomic { hrt[me] == 0 -> b = 1; isrt = true }
+			fi;
 #ifdef OLD_PROTOCOL
 			atomic { IDLE(false); used[me] = used[me] + b };
 			if
 			:: atomic { pod + b <= LIMIT -> pod = pod + b }
-			:: atomic { pod + b > LIMIT -> used[me] = used[me] - b; IDLE(true); b = 0 };
+			:: atomic { pod + b > LIMIT -> used[me] = used[me] - b; IDLE(true); b = 0; isrt = false };
 				goto refused
 			fi;
 #else
@@ -221,7 +288,7 @@ end_idle:
 			THIRD_DO(read_slot(2));
 			if
 			:: sum > LIMIT -> /* R3 */
-				atomic { claim[me] = claim[me] - b; sum = 0; o = 0; b = 0; BOOKS_EXACT };
+				atomic { claim[me] = claim[me] - b; sum = 0; o = 0; b = 0; isrt = false; BOOKS_EXACT };
 				goto sweep
 			:: else -> atomic { sum = 0; o = 0 }
 			fi;
@@ -233,6 +300,23 @@ end_idle:
 			claim[me] = claim[me] - b; /* R5 */
 #endif
 #endif
+			if
+			:: isrt ->
+				/* T2: the runtime word names the charge just taken */
+				atomic {
+#ifdef OLD_RUNTIME
+					rtsum = rtsum + b;
+#endif
+					rt[me] = rt[me] + b;
+					hrt[me] = b;
+					b = 0;
+					isrt = false;
+					IDLE(true);
+					BOOKS_EXACT
+				};
+				goto next
+			:: else -> skip
+			fi;
 			/* the driver call the grant was for; the process books it */
 			atomic {
 				real[me] = b;
@@ -258,11 +342,23 @@ next:
 			pod = pod - held[me];
 #endif
 			atomic { used[me] = used[me] - held[me]; held[me] = 0; IDLE(true); BOOKS_EXACT } /* L1 */
+		:: /* the runtime shrinks (a context destroyed): U1, then U2 */
+			atomic {
+				hrt[me] != 0 -> IDLE(false);
+#ifdef OLD_RUNTIME
+				rtsum = (rtsum > hrt[me] -> rtsum - hrt[me] : 0);
+#endif
+				rt[me] = rt[me] - hrt[me]
+			};
+#ifdef OLD_PROTOCOL
+			pod = pod - hrt[me];
+#endif
+			atomic { used[me] = used[me] - hrt[me]; hrt[me] = 0; IDLE(true); BOOKS_EXACT } /* U2 */
 		od
 	} unless { !alive[me] };
 	/* killed: locals die with the process; a restart (or a fork child)
 	 * takes the slot again */
-	atomic { b = 0; sum = 0; o = 0 };
+	atomic { b = 0; sum = 0; o = 0; isrt = false };
 	goto restart
 }
 

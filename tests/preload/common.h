@@ -32,6 +32,19 @@ static inline struct gpuguard_device_stats gg_stats(int dev)
 	return s;
 }
 
+/* The runtime category's charge on dev (gpuguard_device_runtime): the part
+ * of gg_stats(dev).used that is not the books. */
+static inline uint64_t gg_runtime(int dev)
+{
+	uint64_t v = 0;
+	int (*f)(int, uint64_t *) = (int (*)(int, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_device_runtime");
+	if (!f || f(dev, &v) != 0) {
+		fprintf(stderr, "gpuguard_device_runtime not found: is libgpuguard preloaded?\n");
+		exit(2);
+	}
+	return v;
+}
+
 /* Name of the object that defines fn ("libgpuguard.so", "libcuda.so.1"...). */
 static inline const char *object_of(void *fn)
 {
@@ -95,6 +108,30 @@ static inline int spawn_self(const char *mode, const char *const *extra_env, cha
 		return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+/* What the simulated card of api ("cuda", "hip") holds on dev, in bytes
+ * of pages, asked through the simulator's simgpu_<api>_debug_used;
+ * UINT64_MAX where it cannot say. */
+static inline unsigned long long sim_held_by(const char *api, int dev)
+{
+	char name[64];
+	snprintf(name, sizeof name, "simgpu_%s_debug_used", api);
+	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
+	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(RTLD_DEFAULT, name);
+	unsigned long long pages = UINT64_MAX;
+	if (!f || f(dev, &pages, NULL, NULL) != 0)
+		return UINT64_MAX;
+	return pages;
+}
+
+/* In main(argc, argv): `PROGRAM NAME` runs test NAME alone (each must fail
+ * on its own without its fix, not only after another's leftovers); with no
+ * argument, every RUN_ONE runs. */
+#define RUN_ONE(name)                                        \
+	do {                                                 \
+		if (argc < 2 || strcmp(argv[1], #name) == 0) \
+			RUN(name);                           \
+	} while (0)
 
 static inline int count_lines(const char *s)
 {

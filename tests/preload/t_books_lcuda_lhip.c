@@ -3,6 +3,7 @@
  * destroy free a context's memory, imported memory is the exporter's, and
  * graph memory is the device's graph reserve. 2 GiB ceiling, 8 GiB card. */
 #include "common.h"
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 #include "gpuguard/hip_abi.h"
 
@@ -45,12 +46,7 @@ static void *need(const char *name)
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
-	    cuCtxSetCurrent(ctx0) != 0) {
-		fprintf(stderr, "simulated driver did not start\n");
-		exit(2);
-	}
+	cuda_start(&ctx0, NULL);
 }
 
 static const gg_CUmemAllocationProp cu_prop = {.type = GG_CU_MEM_ALLOCATION_TYPE_PINNED,

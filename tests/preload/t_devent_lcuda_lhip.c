@@ -13,6 +13,7 @@
 #include "gpuguard/cuda_abi.h"
 #include "gpuguard/hip_abi.h"
 #include "gpuguard/region.h"
+#include "pod_region.h"
 
 static char region_path[256];
 static char region_env[300];
@@ -26,14 +27,10 @@ static void use_region(const char *name)
 	snprintf(region_env, sizeof region_env, "GPUGUARD_SHARED=%s", region_path);
 }
 
+/* The region as the parent sees it (read-only mapping). */
 static struct gpuguard_region_header *map_region(void)
 {
-	int fd = open(region_path, O_RDONLY);
-	if (fd < 0)
-		return NULL;
-	void *p = mmap(NULL, GPUGUARD_REGION_SIZE, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	return p == MAP_FAILED ? NULL : p;
+	return map_region_at(region_path);
 }
 
 /* How many entries are bound, and how many of them have no UUID. */

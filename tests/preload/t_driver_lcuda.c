@@ -3,6 +3,7 @@
  * Covers the ceiling, refunds, memory info, every allocation family, and the
  * pass-through of what we do not govern. */
 #include "common.h"
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 
 static gg_CUcontext ctx0, ctx1;
@@ -10,11 +11,7 @@ static gg_CUcontext ctx0, ctx1;
 static void setup(void)
 {
 	gg_CUdevice d;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
-	    cuCtxSetCurrent(ctx0) != 0) {
-		fprintf(stderr, "simulated driver did not start\n");
-		exit(2);
-	}
+	cuda_start(&ctx0, NULL);
 	if (cuDeviceGet(&d, 1) == 0)
 		cuDevicePrimaryCtxRetain(&ctx1, d);
 }

@@ -2,17 +2,16 @@
  * the simulated GPU. Each case runs this program again as a child with its
  * own GPUGUARD_DUMP_DIR, then reads back what it left there: whole files
  * under final names, mode 0600, no temporary files, one message on errors. */
-#include "common.h"
+#include "dumps.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 #include "gpuguard/hip_abi.h"
 
@@ -20,12 +19,7 @@ static gg_CUcontext ctx0;
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
-	    cuCtxSetCurrent(ctx0) != 0) {
-		fprintf(stderr, "simulated driver did not start\n");
-		exit(2);
-	}
+	cuda_start(&ctx0, NULL);
 }
 
 static void sleep_ms(int ms)
@@ -296,57 +290,6 @@ static int child_storm(void)
 
 /* ---- the parent's side ---- */
 
-static char base_dir[2048];
-
-static const char *new_dir(const char *name)
-{
-	static char d[4096];
-	snprintf(d, sizeof d, "%s/%s", base_dir, name);
-	mkdir(d, 0700);
-	return d;
-}
-
-struct listing {
-	int finals, temps;
-	char first[4096];
-};
-
-static struct listing list_dir(const char *dir)
-{
-	struct listing l = {0, 0, ""};
-	DIR *d = opendir(dir);
-	if (!d)
-		return l;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		if (strncmp(e->d_name, "gpuguard-", 9) == 0 && n > 6 && strcmp(e->d_name + n - 6, ".jsonl") == 0) {
-			if (!l.finals++ ||
-			    strcmp(e->d_name, strrchr(l.first, '/') ? strrchr(l.first, '/') + 1 : "") < 0)
-				snprintf(l.first, sizeof l.first, "%s/%s", dir, e->d_name);
-		} else if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp")) {
-			l.temps++;
-		}
-	}
-	closedir(d);
-	return l;
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *b = malloc((size_t)n + 1);
-	size_t got = fread(b, 1, (size_t)n, f);
-	b[got] = 0;
-	fclose(f);
-	return b;
-}
-
 /* A whole dump: header first, every line an object, the trailer last with
  * the right record count. Returns the text (caller frees) or NULL. */
 static char *check_whole(const char *path, const char *trigger)
@@ -385,18 +328,6 @@ static int count_str(const char *s, const char *needle)
 	for (const char *p = s; (p = strstr(p, needle)); p++)
 		n++;
 	return n;
-}
-
-static int run_child(const char *mode, const char *dir, const char *const *more, char *err, size_t n)
-{
-	char dd[4200];
-	snprintf(dd, sizeof dd, "GPUGUARD_DUMP_DIR=%s", dir);
-	const char *env[16] = {dd};
-	int k = 1;
-	for (; more && *more && k < 15; more++)
-		env[k++] = *more;
-	env[k] = NULL;
-	return spawn_self(mode, env, err, n);
 }
 
 static char err[65536];
@@ -670,12 +601,8 @@ int main(int argc, char **argv)
 			return child_vmm();
 		return 99;
 	}
-	const char *root = getenv("GPUGUARD_DUMP_DIR");
-	snprintf(base_dir, sizeof base_dir, "%s/t_dump.XXXXXX", root && *root ? root : "/tmp");
-	if (!mkdtemp(base_dir)) {
-		perror("mkdtemp");
+	if (dumps_init("t_dump") != 0)
 		return 2;
-	}
 	RUN(dump_on_ceiling_refusal);
 	RUN(dump_on_driver_out_of_memory);
 	RUN(a_signal_the_application_handles_stays_its_own);

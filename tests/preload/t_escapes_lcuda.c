@@ -7,65 +7,25 @@
 
 #include <pthread.h>
 
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 
 static gg_CUcontext ctx0, ctx1;
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
-	    cuDeviceGet(&d, 1) != 0 || cuDevicePrimaryCtxRetain(&ctx1, d) != 0 || cuCtxSetCurrent(ctx0) != 0) {
-		fprintf(stderr, "simulated driver did not start with two devices\n");
-		exit(2);
-	}
+	cuda_start(&ctx0, &ctx1);
 }
 
 /* What the simulated card holds in pages on dev. */
 static unsigned long long sim_held(int dev)
 {
-	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
-	unsigned long long pages = UINT64_MAX;
-	if (!f || f(dev, &pages, NULL, NULL) != 0)
-		return UINT64_MAX;
-	return pages;
+	return sim_held_by("cuda", dev);
 }
 
-/* Item 2: device 1's pool, asked for by ordinal (default or current), used
- * from a stream of device 0. The old code took a pool it did not see
- * created to be the stream's device's: 3 x 900 MiB granted on device 1's
- * 1 GiB ceiling, all charged to device 0. */
-static void other_devices_pool(int current)
-{
-	gg_CUstream s0 = NULL;
-	gg_CUmemoryPool p1 = NULL;
-	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamCreate(&s0, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(current ? cuDeviceGetMemPool(&p1, 1) : cuDeviceGetDefaultMemPool(&p1, 1), GG_CUDA_SUCCESS);
-	gg_CUdeviceptr a[3] = {0};
-	int granted = 0, refused = 0;
-	for (int i = 0; i < 3; i++) {
-		gg_CUresult rc = cuMemAllocFromPoolAsync(&a[granted], 900 * MIB, p1, s0);
-		if (rc == GG_CUDA_SUCCESS)
-			granted++;
-		else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
-			refused++;
-	}
-	CHECK_EQ_INT(granted, 1);
-	CHECK_EQ_INT(refused, 2);
-	CHECK(sim_held(1) <= 1 * GIB);
-	CHECK_EQ_U64(gg_stats(1).used, 900 * MIB);
-	CHECK_EQ_U64(gg_stats(0).used, 0);
-	for (int i = 0; i < granted; i++)
-		CHECK_EQ_INT(cuMemFreeAsync(a[i], s0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamSynchronize(s0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuMemPoolTrimTo(p1, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_U64(sim_held(1), 0);
-	CHECK_EQ_U64(gg_stats(1).used, 0);
-	CHECK_EQ_INT(cuStreamDestroy(s0), GG_CUDA_SUCCESS);
-}
+/* Item 2 (pool_cases.h), through the driver. */
+#define POOL_CASES_CUDA
+#include "pool_cases.h"
 
 TEST(another_devices_default_pool_is_charged_to_that_device)
 {
@@ -243,10 +203,12 @@ static void run_of(uint64_t size)
 	static gg_CUdeviceptr p[MAX];
 	int n = 0;
 	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
-	uint64_t used0 = gg_stats(1).used, held0 = sim_held(1);
+	/* the books: used less the runtime category (on by default: the
+	 * card's partly filled pages as NVML shows them, and the headroom) */
+	uint64_t used0 = gg_stats(1).used - gg_runtime(1), held0 = sim_held(1);
 	while (n < MAX && cuMemAlloc_v2(&p[n], size) == GG_CUDA_SUCCESS)
 		n++;
-	uint64_t books = gg_stats(1).used - used0, card = sim_held(1) - held0;
+	uint64_t books = gg_stats(1).used - gg_runtime(1) - used0, card = sim_held(1) - held0;
 	printf("%llu-byte blocks: %d granted, books %llu MiB, card %llu MiB\n", (unsigned long long)size, n,
 	       (unsigned long long)(books / MIB), (unsigned long long)(card / MIB));
 	CHECK(n > 0 && n < MAX);
@@ -256,7 +218,7 @@ static void run_of(uint64_t size)
 	CHECK(books + 2 * MIB > card);
 	for (int i = 0; i < n; i++)
 		CHECK_EQ_INT(cuMemFree_v2(p[i]), GG_CUDA_SUCCESS);
-	CHECK_EQ_U64(gg_stats(1).used, used0);
+	CHECK_EQ_U64(gg_stats(1).used - gg_runtime(1), used0);
 	CHECK_EQ_U64(sim_held(1), held0);
 	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
 }
@@ -270,14 +232,6 @@ TEST(small_blocks_cost_what_the_card_holds)
 	run_of(1 * MIB);
 	run_of(1536 * 1024);
 }
-
-/* `t_escapes_lcuda NAME` runs that test alone (each must fail on its own
- * without its fix, not only after another's leftovers). */
-#define RUN_ONE(name)                                        \
-	do {                                                 \
-		if (argc < 2 || strcmp(argv[1], #name) == 0) \
-			RUN(name);                           \
-	} while (0)
 
 int main(int argc, char **argv)
 {

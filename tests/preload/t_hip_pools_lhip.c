@@ -4,16 +4,15 @@
 #include "common.h"
 #include "gpuguard/hip_abi.h"
 
+/* What the simulated card holds in pages on dev. */
 static unsigned long long sim_held(int dev)
 {
-	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-	        RTLD_DEFAULT, "simgpu_hip_debug_used");
-	unsigned long long pages = UINT64_MAX;
-	if (!f || f(dev, &pages, NULL, NULL) != 0)
-		return UINT64_MAX;
-	return pages;
+	return sim_held_by("hip", dev);
 }
+
+/* the cases shared with CUDA (pool_cases.h) */
+#define POOL_CASES_HIP
+#include "pool_cases.h"
 
 /* Finding 6: ROCm keeps a destroyed pool's live block until it is freed,
  * and cannot say which pool a pointer came from: what the blocks hold
@@ -43,37 +42,8 @@ TEST(hip_destroyed_pool_keeps_its_live_blocks_charged)
  * draws from device 1's pool and is charged there. */
 TEST(hip_async_on_another_devices_stream_is_charged_to_that_device)
 {
-	gg_hipStream_t s1 = NULL;
-	CHECK_EQ_INT(hipSetDevice(1), GG_hipSuccess);
-	CHECK_EQ_INT(hipStreamCreate(&s1), GG_hipSuccess);
-	CHECK_EQ_INT(hipSetDevice(0), GG_hipSuccess);
-	uint64_t used0 = gg_stats(0).used;
-	void *a[8] = {0};
-	int granted = 0, refused = 0;
-	for (int i = 0; i < 8; i++) {
-		gg_hipError_t rc = hipMallocAsync(&a[granted], 1 * GIB, s1);
-		if (rc == GG_hipSuccess)
-			granted++;
-		else if (rc == GG_hipErrorOutOfMemory)
-			refused++;
-	}
-	CHECK_EQ_INT(granted, 4);
-	CHECK_EQ_INT(refused, 4);
-	CHECK(sim_held(1) <= 4 * GIB);
-	CHECK_EQ_U64(gg_stats(1).used, 4 * GIB);
-	CHECK_EQ_U64(gg_stats(0).used, used0);
-	for (int i = 0; i < granted; i++)
-		CHECK_EQ_INT(hipFreeAsync(a[i], s1), GG_hipSuccess);
-	CHECK_EQ_INT(hipStreamSynchronize(s1), GG_hipSuccess);
-	CHECK_EQ_U64(sim_held(1), 0);
-	CHECK_EQ_U64(gg_stats(1).used, 0);
+	async_on_other_devices_stream(1);
 }
-
-#define RUN_ONE(name)                                        \
-	do {                                                 \
-		if (argc < 2 || strcmp(argv[1], #name) == 0) \
-			RUN(name);                           \
-	} while (0)
 
 int main(int argc, char **argv)
 {

@@ -41,6 +41,7 @@
 #include "gpuguard/cuda_abi.h"
 #include "gpuguard/nvml_abi.h"
 #include "gpuguard/region.h"
+#include "pod_region.h"
 
 /* ---- the worker --------------------------------------------------------- */
 
@@ -404,12 +405,7 @@ static int finish(struct w *w, char *err, size_t n)
 /* The region as the parent sees it (read-only mapping). */
 static struct gpuguard_region_header *map_region(void)
 {
-	int fd = open(region_path, O_RDONLY);
-	if (fd < 0)
-		return NULL;
-	void *p = mmap(NULL, GPUGUARD_REGION_SIZE, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	return p == MAP_FAILED ? NULL : p;
+	return map_region_at(region_path);
 }
 
 static uint64_t region_used(struct gpuguard_region_header *h, uint64_t *limit)

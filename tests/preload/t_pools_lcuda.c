@@ -4,31 +4,25 @@
  * hold, and allocations on a stream of another device. GPUGUARD_LIMIT=4Gi
  * on two 16 GiB simulated cards (see .env). */
 #include "common.h"
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 
 static gg_CUcontext ctx0, ctx1;
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&ctx0, d) != 0 ||
-	    cuDeviceGet(&d, 1) != 0 || cuDevicePrimaryCtxRetain(&ctx1, d) != 0 || cuCtxSetCurrent(ctx0) != 0) {
-		fprintf(stderr, "simulated driver did not start with two devices\n");
-		exit(2);
-	}
+	cuda_start(&ctx0, &ctx1);
 }
 
 /* What the simulated card holds in pages on dev. */
 static unsigned long long sim_held(int dev)
 {
-	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
-	unsigned long long pages = UINT64_MAX;
-	if (!f || f(dev, &pages, NULL, NULL) != 0)
-		return UINT64_MAX;
-	return pages;
+	return sim_held_by("cuda", dev);
 }
+
+/* the cases shared with HIP (pool_cases.h), through the driver */
+#define POOL_CASES_CUDA
+#include "pool_cases.h"
 
 static gg_CUmemoryPool make_pool(int dev)
 {
@@ -135,38 +129,8 @@ TEST(pools_past_256_are_charged_by_what_they_hold)
  * old code granted 8 x 1 GiB under the 4 GiB ceiling. */
 TEST(async_on_another_devices_stream_is_charged_to_that_device)
 {
-	gg_CUstream s1 = NULL;
-	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamCreate(&s1, 0), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
-	gg_CUdeviceptr a[8] = {0};
-	int granted = 0, refused = 0;
-	for (int i = 0; i < 8; i++) {
-		gg_CUresult rc = cuMemAllocAsync(&a[granted], 1 * GIB, s1);
-		if (rc == GG_CUDA_SUCCESS)
-			granted++;
-		else if (rc == GG_CUDA_ERROR_OUT_OF_MEMORY)
-			refused++;
-	}
-	CHECK_EQ_INT(granted, 4);
-	CHECK_EQ_INT(refused, 4);
-	CHECK(sim_held(1) <= 4 * GIB);
-	CHECK_EQ_U64(gg_stats(1).used, 4 * GIB);
-	CHECK_EQ_U64(gg_stats(0).used, 0);
-	for (int i = 0; i < granted; i++)
-		CHECK_EQ_INT(cuMemFreeAsync(a[i], s1), GG_CUDA_SUCCESS);
-	CHECK_EQ_INT(cuStreamSynchronize(s1), GG_CUDA_SUCCESS);
-	CHECK_EQ_U64(sim_held(1), 0);
-	CHECK_EQ_U64(gg_stats(1).used, 0);
+	async_on_other_devices_stream(0);
 }
-
-/* `t_pools_lcuda NAME` runs that test alone (each must fail on its own
- * without its fix, not only after another's leftovers). */
-#define RUN_ONE(name)                                        \
-	do {                                                 \
-		if (argc < 2 || strcmp(argv[1], #name) == 0) \
-			RUN(name);                           \
-	} while (0)
 
 int main(int argc, char **argv)
 {

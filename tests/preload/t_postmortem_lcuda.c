@@ -6,81 +6,27 @@
  * a dump taken during alloc/free churn, by signal or by refusal, lists
  * exactly what its own history adds up to. Each case is a child process
  * (this program again) with its own GPUGUARD_DUMP_DIR. */
-#include "common.h"
+#include "dumps.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <sys/stat.h>
 #include <time.h>
 
+#include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
 
 static gg_CUcontext ctx0;
 
 static void setup(void)
 {
-	gg_CUdevice d;
-	gg_CUcontext c;
-	if (cuInit(0) != 0 || cuDeviceGet(&d, 0) != 0 || cuDevicePrimaryCtxRetain(&c, d) != 0 ||
-	    cuCtxSetCurrent(c) != 0) {
-		fprintf(stderr, "simulated driver did not start\n");
-		exit(2);
-	}
-	ctx0 = c;
+	cuda_start(&ctx0, NULL);
 }
 
 static void sleep_ms(int ms)
 {
 	struct timespec ts = {ms / 1000, ms ? (long)(ms % 1000) * 1000000 : 20000};
 	nanosleep(&ts, NULL);
-}
-
-struct listing {
-	int finals, partials, temps;
-	char first[4096], partial[4096];
-};
-
-static struct listing list_dir(const char *dir)
-{
-	struct listing l;
-	memset(&l, 0, sizeof l);
-	DIR *d = opendir(dir);
-	if (!d)
-		return l;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		if (strncmp(e->d_name, "gpuguard-", 9) == 0 && n > 14 &&
-		    !strcmp(e->d_name + n - 14, ".partial.jsonl")) {
-			if (!l.partials++)
-				snprintf(l.partial, sizeof l.partial, "%s/%s", dir, e->d_name);
-		} else if (strncmp(e->d_name, "gpuguard-", 9) == 0 && n > 6 && !strcmp(e->d_name + n - 6, ".jsonl")) {
-			if (!l.finals++)
-				snprintf(l.first, sizeof l.first, "%s/%s", dir, e->d_name);
-		} else if (e->d_name[0] == '.' && strstr(e->d_name, ".tmp")) {
-			l.temps++;
-		}
-	}
-	closedir(d);
-	return l;
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *b = malloc((size_t)n + 1);
-	size_t got = fread(b, 1, (size_t)n, f);
-	b[got] = 0;
-	fclose(f);
-	return b;
 }
 
 /* ---- children ---- */
@@ -206,42 +152,7 @@ static int child_churn(void)
 
 /* ---- the parent's side ---- */
 
-static char base_dir[2048];
 static char err[65536];
-
-static const char *new_dir(const char *name)
-{
-	static char d[4096];
-	snprintf(d, sizeof d, "%s/%s", base_dir, name);
-	mkdir(d, 0700);
-	return d;
-}
-
-static int run_child(const char *mode, const char *dir, const char *const *more)
-{
-	char dd[4200];
-	snprintf(dd, sizeof dd, "GPUGUARD_DUMP_DIR=%s", dir);
-	const char *env[16] = {dd};
-	int k = 1;
-	for (; more && *more && k < 15; more++)
-		env[k++] = *more;
-	env[k] = NULL;
-	return spawn_self(mode, env, err, sizeof err);
-}
-
-/* A whole dump: the trailer last, with the records counted. */
-static int whole(const char *b)
-{
-	size_t n = strlen(b);
-	if (n < 2 || b[n - 1] != '\n')
-		return 0;
-	const char *last = b + n - 1;
-	while (last > b && last[-1] != '\n')
-		last--;
-	char want[64];
-	snprintf(want, sizeof want, "{\"t\":\"end\",\"records\":%d,", count_lines(b) - 1);
-	return strncmp(last, want, strlen(want)) == 0;
-}
 
 static void fatal_case(const char *end, int want_rc)
 {
@@ -249,7 +160,7 @@ static void fatal_case(const char *end, int want_rc)
 	char pe[64];
 	snprintf(pe, sizeof pe, "PM_END=%s", end);
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_TEST_DUMP_DELAY_MS=300", pe, NULL};
-	int rc = run_child("fatal", dir, env);
+	int rc = run_child("fatal", dir, env, err, sizeof err);
 	CHECK_EQ_INT(rc, want_rc);
 	struct listing l = list_dir(dir);
 	if (l.finals != 1 || l.temps != 0)
@@ -327,7 +238,7 @@ TEST(kill_9_mid_write_becomes_a_readable_partial_dump)
 	l = list_dir(dir);
 	CHECK_EQ_INT(l.temps, 1);
 	CHECK_EQ_INT(l.finals + l.partials, 0);
-	CHECK_EQ_INT(run_child("arm", dir, NULL), 0);
+	CHECK_EQ_INT(run_child("arm", dir, NULL, err, sizeof err), 0);
 	l = list_dir(dir);
 	CHECK_EQ_INT(l.temps, 0);
 	CHECK_EQ_INT(l.partials, 1);
@@ -382,7 +293,7 @@ TEST(sweep_takes_only_dead_processes_files)
 			fclose(f);
 		}
 	}
-	CHECK_EQ_INT(run_child("arm", dir, NULL), 0);
+	CHECK_EQ_INT(run_child("arm", dir, NULL, err, sizeof err), 0);
 	struct stat st;
 	CHECK(stat(names[0], &st) == 0); /* this test's own: alive */
 	CHECK(stat(names[1], &st) != 0);
@@ -400,7 +311,7 @@ static void cut_case(const char *how)
 	char ph[64];
 	snprintf(ph, sizeof ph, "PM_HOW=%s", how);
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", "GPUGUARD_HISTORY=4Mi", "GPUGUARD_DUMP_INTERVAL=0", ph, NULL};
-	CHECK_EQ_INT(run_child("churn", dir, env), 0);
+	CHECK_EQ_INT(run_child("churn", dir, env, err, sizeof err), 0);
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	int dumps = 0;
@@ -461,12 +372,8 @@ int main(int argc, char **argv)
 			return child_churn();
 		return 99;
 	}
-	const char *root = getenv("GPUGUARD_DUMP_DIR");
-	snprintf(base_dir, sizeof base_dir, "%s/t_postmortem.XXXXXX", root && *root ? root : "/tmp");
-	if (!mkdtemp(base_dir)) {
-		perror("mkdtemp");
+	if (dumps_init("t_postmortem") != 0)
 		return 2;
-	}
 	RUN(abort_after_a_refusal_leaves_the_dump);
 	RUN(sigsegv_after_a_refusal_leaves_the_dump);
 	RUN(sigsegv_handler_of_the_application_still_runs_after_the_dump);

@@ -31,15 +31,10 @@ sighandler_t bsd_signal(int sig, sighandler_t handler);
 
 /* ---- allocations from a handler ---------------------------------------- */
 
+/* What the simulated card holds in pages on dev. */
 static unsigned long long sim_held(int dev)
 {
-	int (*f)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
-	    (int (*)(int, unsigned long long *, unsigned long long *, unsigned long long *))dlsym(
-	        RTLD_DEFAULT, "simgpu_cuda_debug_used");
-	unsigned long long pages = UINT64_MAX;
-	if (!f || f(dev, &pages, NULL, NULL) != 0)
-		return UINT64_MAX;
-	return pages;
+	return sim_held_by("cuda", dev);
 }
 
 enum { H_ALLOC, H_PITCH, H_MANAGED, H_ASYNC, H_ARRAY, H_N };

@@ -7,6 +7,11 @@
 #   subinterp from a sub-interpreter, where the version has one
 #   finalize  from a __del__ that runs while the interpreter finalises
 #   threads   from 8 threads at once, 50 blocks each (the shared caches)
+#   reuse     from alpha(), then from beta() whose code object was made at
+#             the address alpha's had before it was freed, both called from
+#             the same line: beta's block must be named beta (the code
+#             caches and the per-thread memo must not take the address for
+#             the object). Prints "reused" when the address was reused.
 import ctypes
 import sys
 
@@ -106,6 +111,37 @@ elif mode == "threads":
     for t in ts:
         t.join()
     assert len(held) == 400
+elif mode == "reuse":
+    SRC = "def {0}(alloc):\n    alloc()\n"
+
+    def make(name):
+        # The module's code is dropped after exec; the function keeps its own.
+        ns = {}
+        exec(compile(SRC.format(name), "reuse_%s.py" % name, "exec"), ns)
+        return ns[name]
+
+    def call(fn):
+        fn(alloc)
+
+    def run(name, addr):
+        # A function whose code object is at addr (any for None), called
+        # once; freed on return. The allocator hands a freed block to the
+        # next object of its size (pymalloc is last in, first out), so this
+        # seldom takes more than one try.
+        for _ in range(1000):
+            fn = make(name)
+            if addr is None or id(fn.__code__) == addr:
+                call(fn)
+                return id(fn.__code__)
+            del fn
+        return None
+
+    alloc()  # the process's first capture, which keeps no memo: alpha's will
+    addr = None
+    for name in ("alpha", "beta"):  # both from this one line: the same stack but for the code
+        addr = run(name, addr)
+    if addr is not None:
+        print("reused")
 elif mode == "finalize":
     alloc()
     late = Late()  # a module global: collected during finalisation

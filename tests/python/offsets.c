@@ -58,6 +58,7 @@ int main(void)
 #endif
 	cmp("co_code", L->co_code, NONE);
 	cmp("co_firsttraceable", L->co_firsttraceable, NONE);
+	cmp("co_version", L->co_version, NONE);
 #else
 #if PY_MINOR_VERSION <= 12
 	cmp("ts_frame", L->ts_frame, offsetof(PyThreadState, cframe));
@@ -81,6 +82,12 @@ int main(void)
 	cmp("co_code", L->co_code, offsetof(PyCodeObject, co_code_adaptive));
 	cmp("co_firsttraceable", L->co_firsttraceable, offsetof(PyCodeObject, _co_firsttraceable));
 	cmp("FRAME_OWNED_BY_GENERATOR", 1, FRAME_OWNED_BY_GENERATOR);
+#if PY_MINOR_VERSION >= 12
+	cmp("co_version", L->co_version, offsetof(PyCodeObject, co_version));
+	cmp("sizeof co_version", 4, sizeof(((PyCodeObject *)0)->co_version));
+#else
+	cmp("co_version", L->co_version, NONE);
+#endif
 #if PY_MINOR_VERSION >= 12
 	cmp("FRAME_OWNED_BY_CSTACK", 3, FRAME_OWNED_BY_CSTACK);
 #endif

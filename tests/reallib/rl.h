@@ -48,6 +48,26 @@ static inline struct gpuguard_device_stats rl_gg(void)
 	return s;
 }
 
+/* The runtime category's part of rl_gg().used (gpuguard_device_runtime):
+ * what NVML shows for the process beyond the books (on the simulator, the
+ * card's own overhead and what a library leaves behind it), plus the
+ * headroom held once it shows any. 0 when not preloaded. */
+static inline uint64_t rl_runtime(void)
+{
+	uint64_t v = 0;
+	int (*f)(int, uint64_t *) = (int (*)(int, uint64_t *))dlsym(RTLD_DEFAULT, "gpuguard_device_runtime");
+	if (!f || f(0, &v) != 0)
+		return 0;
+	return v;
+}
+
+/* gpuguard's books for device 0, without the runtime category (which the
+ * reconciles move at moments of their own: GPUGUARD_RUNTIME is on). */
+static inline uint64_t rl_books(void)
+{
+	return rl_gg().used - rl_runtime();
+}
+
 /* What the simulated card really holds on device 0 (pages in use x 2 MiB),
  * from the simulator's own introspection; cudart opened libcuda.so.1 with
  * RTLD_LOCAL, so look it up through that handle. UINT64_MAX if unknown. */

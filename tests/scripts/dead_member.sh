@@ -10,13 +10,6 @@ member() { # always run with &: exec makes $! the member itself
 	exec env LD_PRELOAD="$GG_TEST_PRELOAD" LD_LIBRARY_PATH="$GG_TEST_SIMDIR" GPUGUARD_SHARED="$TMP/pod" \
 		GPUGUARD_LIMIT=1Gi GPUGUARD_CONTEXT_RESERVE=0 GPUGUARD_DUMP_DIR="$TMP" "$CLIENT"
 }
-lines() { # FILE N: waits (10 s at most) for N lines
-	i=0
-	while [ "$(wc -l <"$1")" -lt "$2" ] && [ $i -lt 200 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-}
 GIB=1073741824
 HELD=$((GIB - 500 * 1048576))
 

@@ -18,52 +18,12 @@
 # Node's packages come from tests/deploy/package-lock.json, installed into
 # build/deploy-node (never into the tree). Without node or npm, or promtool,
 # or the CRD, those checks are skipped by name.
-ROOT=$(pwd)
-BUILD=${GG_TEST_BUILD:-$ROOT/build}
+. tests/deploy/lib.sh
 TOOL="$BUILD/bin/gpuguard"
 MKREGION="$BUILD/tests/tools/mkregion"
-# shared/ beside the tree (GG_SHARED: elsewhere, as in a git worktree)
-SHARED=${GG_SHARED:-$ROOT/../shared}
-CRD="$SHARED/data/kyverno/kyverno.io_clusterpolicies.yaml"
-NODE_DIR="$ROOT/build/deploy-node"
-V="$ROOT/tests/deploy/validate.cjs"
-. "$(dirname "$0")/lib.sh"
-PIDS=
-on_exit() { for p in $PIDS; do kill $p 2>/dev/null; done; }
 
-# counts validate.cjs's lines: WANT ok = each must be ok; WANT fail = at
-# least one must be FAIL (a broken copy)
-count() {
-	want=$1 what=$2 file=$3
-	if [ "$want" = ok ]; then
-		while IFS= read -r l; do
-			case $l in
-			ok\ *) ok ;;
-			skip\ *)
-				skipped=$((skipped + 1))
-				echo "$l"
-				;;
-			*)
-				failed=$((failed + 1))
-				echo "$l"
-				;;
-			esac
-		done <"$file"
-		grep -q . "$file" || bad "$what: the checker printed nothing"
-	elif grep -q '^FAIL ' "$file"; then
-		ok
-	else
-		bad "$what: the checker passed a broken copy"
-		sed 's/^/    /' "$file"
-	fi
-}
-
-POLICIES="deploy/policy/clusterpolicy.yaml deploy/policy/mutatingpolicy.yaml deploy/policy/mutatingadmissionpolicy.yaml"
 MANIFESTS="$POLICIES deploy/plain/pod.yaml deploy/monitoring/service.yaml deploy/namespace.yaml
 deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml deploy/node/exporter.yaml"
-CORPUS="tests/deploy/corpus/vllm.yaml tests/deploy/corpus/kserve.yaml tests/deploy/corpus/triton.yaml
-tests/deploy/corpus/tgi.yaml tests/deploy/corpus/ray.yaml"
-MPCRD="$SHARED/data/kyverno/policies.kyverno.io_mutatingpolicies.yaml"
 # every YAML file under deploy/ is a manifest the schema check sees, but the
 # promtool test
 for f in $(find deploy -name '*.yaml' | sort); do
@@ -81,29 +41,9 @@ if [ -n "${SAN:-}" ]; then
 fi
 
 # --- node: the schemas, PSS, the policy, rules, metrics, README -------------
-have_node=
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-	skip "deploy-schemas: no node and npm on this machine (tests/deps.sh installs nodejs and npm)"
-elif ! cmp -s tests/deploy/package-lock.json "$NODE_DIR/package-lock.json" || [ ! -d "$NODE_DIR/node_modules" ]; then
-	rm -rf "$NODE_DIR"
-	mkdir -p "$NODE_DIR"
-	cp tests/deploy/package.json tests/deploy/package-lock.json "$NODE_DIR/"
-	if npm ci --prefix "$NODE_DIR" --no-audit --no-fund --loglevel=error >"$TMP/npm.log" 2>&1; then
-		have_node=1
-	else
-		rm -f "$NODE_DIR/package-lock.json"
-		skip "deploy-schemas: npm ci of tests/deploy/package-lock.json failed (no registry?): $(tail -n 1 "$TMP/npm.log")"
-	fi
-else
-	have_node=1
-fi
-export NODE_PATH="$NODE_DIR/node_modules"
-val() { node "$V" "$@"; }
+node_setup
 
 if [ -n "$have_node" ]; then
-	# without it validate.cjs skips the policy's schema by name
-	if [ -f "$CRD" ]; then export KYVERNO_CRD="$CRD"; else export KYVERNO_CRD=; fi
-	if [ -f "$MPCRD" ]; then export KYVERNO_MP_CRD="$MPCRD"; else export KYVERNO_MP_CRD=; fi
 	# shellcheck disable=SC2086
 	val schema $MANIFESTS tests/deploy/app-pod.yaml $CORPUS >"$TMP/schema" 2>&1
 	count ok schema "$TMP/schema"

@@ -55,11 +55,7 @@ HC="$GG_TEST_BUILD/tests/tools/httpc"
 serve() { # NAME ROOT: GETs /metrics once from a server on a free port
 	"$TOOL" metrics --discover "$2" --listen 127.0.0.1:0 2>"$TMP/$1.err" &
 	spid=$!
-	i=0
-	while ! grep -q "serving metrics on" "$TMP/$1.err" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
+	wait_file "$TMP/$1.err" "serving metrics on"
 	port=$(sed -n 's|^gpuguard: serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$TMP/$1.err")
 	printf 'GET /metrics HTTP/1.1\r\n\r\n' | "$HC" 127.0.0.1 "${port:-1}" 5 | tr -d '\r' >"$TMP/$1.resp"
 	kill $spid 2>/dev/null

@@ -33,16 +33,6 @@ if ! ${CC:-cc} -std=gnu11 -Iinclude -o "$TMP/sleeper" tests/e2e/sleeper.c -L"$B/
 	finish
 fi
 
-# wait_file FILE PATTERN: up to 5 s for PATTERN in FILE.
-wait_file() {
-	i=0
-	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
-}
-
 # 1. A forwarding init without the library, its child a plain process: the
 # init is not signalled, so the child (whose SIGUSR2 would kill it) lives.
 sh -c 'trap "kill -USR2 \$c" USR2; sleep 30 & c=$!; echo "$c" >"$1.tmp"; mv "$1.tmp" "$1"; wait "$c"; wait "$c"' sh "$TMP/child1" &

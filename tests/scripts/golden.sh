@@ -103,13 +103,6 @@ expect "diff leak_old -> leak (json)" "diff_leak.json" "$TMP/diff_leak.json"
 [ $? -eq 2 ] && ok || bad "a good then a bad dump: want exit 2"
 
 # Exit statuses: 1 for usage errors, 2 for unreadable input.
-check_rc() {
-	want=$1
-	shift
-	"$@" >/dev/null 2>&1
-	got=$?
-	[ "$got" -eq "$want" ] && ok || bad "$*: exit $got, want $want"
-}
 check_rc 1 "$GG"
 check_rc 1 "$GG" frobnicate
 check_rc 1 "$GG" report

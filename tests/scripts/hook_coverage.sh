@@ -13,29 +13,14 @@
 #     cudaTypedefs.h or cudart names, with no row serving that version (a
 #     legacy ABI below every row must be classified `gap`).
 # Where a header is missing, that part is skipped by name.
-# Env: CC, CUDA_INC, HIP_INC, HOOKS_DIR.
+# Env: CC, CUDA_INC (or CUDA_HOME), HIP_INC, HOOKS_DIR.
 CC=${CC:-cc}
 ROOT=$(pwd)
 RULES=$ROOT/tests/abi/entry_points.txt
 HOOKS_DIR=${HOOKS_DIR:-$ROOT/interpose} # where hooks.h is (another, to show the test fails on it)
 LOOKUPS=$ROOT/tests/abi/cudart13-lookups.txt
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-passed=0
-failed=0
-skipped=0
-ok() {
-	echo "ok   $1"
-	passed=$((passed + 1))
-}
-fail() {
-	echo "FAIL $1"
-	failed=$((failed + 1))
-}
-skip() {
-	echo "skip $1"
-	skipped=$((skipped + 1))
-}
+. "$ROOT/tests/abi/lib.sh"
+T=$TMP
 
 # The hook rows, one per line: "name base min below ptsz" (ptsz "-" where
 # the row has none), through the preprocessor, as hook_cuda.c expands them.
@@ -123,13 +108,7 @@ declared_cuda() {
 }
 
 # --- CUDA --------------------------------------------------------------------
-cuda_inc=${CUDA_INC:-}
-if [ -z "$cuda_inc" ]; then
-	nvcc=$(command -v nvcc 2>/dev/null)
-	for d in ${nvcc:+"$(dirname "$(dirname "$nvcc")")/include"} /usr/local/cuda/include /usr/include; do
-		[ -f "$d/cuda.h" ] && [ -f "$d/cudaTypedefs.h" ] && cuda_inc=$d && break
-	done
-fi
+cuda_inc=$(cuda_headers cudaTypedefs.h)
 if [ -z "$cuda_inc" ]; then
 	skip "cuda: no cuda.h and cudaTypedefs.h (set CUDA_INC)"
 else
@@ -210,9 +189,4 @@ else
 	check_names hip "$T/hip.names"
 fi
 
-if [ "$skipped" -gt 0 ]; then
-	echo "harness: $passed passed, $failed failed, $skipped skipped"
-else
-	echo "harness: $passed passed, $failed failed"
-fi
-[ "$failed" -eq 0 ]
+finish

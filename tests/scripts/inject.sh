@@ -15,48 +15,8 @@
 # Without node and npm, kubectl (with kustomize v5), or shared/, those
 # checks are skipped by name. Node's packages as tests/scripts/deploy.sh has
 # them (build/deploy-node, from tests/deploy/package-lock.json).
-ROOT=$(pwd)
-BUILD=${GG_TEST_BUILD:-$ROOT/build}
-# shared/ beside the tree (GG_SHARED: elsewhere, as in a git worktree)
-SHARED=${GG_SHARED:-$ROOT/../shared}
-CRD="$SHARED/data/kyverno/kyverno.io_clusterpolicies.yaml"
-NODE_DIR="$ROOT/build/deploy-node"
-V="$ROOT/tests/deploy/validate.cjs"
-. "$(dirname "$0")/lib.sh"
-PIDS=
-on_exit() { for p in $PIDS; do kill $p 2>/dev/null; done; }
+. tests/deploy/lib.sh
 
-# counts validate.cjs's lines: WANT ok = each must be ok; WANT fail = at
-# least one must be FAIL (a broken copy)
-count() {
-	want=$1 what=$2 file=$3
-	if [ "$want" = ok ]; then
-		while IFS= read -r l; do
-			case $l in
-			ok\ *) ok ;;
-			skip\ *)
-				skipped=$((skipped + 1))
-				echo "$l"
-				;;
-			*)
-				failed=$((failed + 1))
-				echo "$l"
-				;;
-			esac
-		done <"$file"
-		grep -q . "$file" || bad "$what: the checker printed nothing"
-	elif grep -q '^FAIL ' "$file"; then
-		ok
-	else
-		bad "$what: the checker passed a broken copy"
-		sed 's/^/    /' "$file"
-	fi
-}
-
-POLICIES="deploy/policy/clusterpolicy.yaml deploy/policy/mutatingpolicy.yaml deploy/policy/mutatingadmissionpolicy.yaml"
-CORPUS="tests/deploy/corpus/vllm.yaml tests/deploy/corpus/kserve.yaml tests/deploy/corpus/triton.yaml
-tests/deploy/corpus/tgi.yaml tests/deploy/corpus/ray.yaml"
-MPCRD="$SHARED/data/kyverno/policies.kyverno.io_mutatingpolicies.yaml"
 KYVERNO_TESTS="$SHARED/data/kyverno/tests"
 
 # The policies do not change with a sanitizer: the plain run checks them.
@@ -65,28 +25,9 @@ if [ -n "${SAN:-}" ]; then
 	finish
 fi
 
-have_node=
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-	skip "deploy-schemas: no node and npm on this machine (tests/deps.sh installs nodejs and npm)"
-elif ! cmp -s tests/deploy/package-lock.json "$NODE_DIR/package-lock.json" || [ ! -d "$NODE_DIR/node_modules" ]; then
-	rm -rf "$NODE_DIR"
-	mkdir -p "$NODE_DIR"
-	cp tests/deploy/package.json tests/deploy/package-lock.json "$NODE_DIR/"
-	if npm ci --prefix "$NODE_DIR" --no-audit --no-fund --loglevel=error >"$TMP/npm.log" 2>&1; then
-		have_node=1
-	else
-		rm -f "$NODE_DIR/package-lock.json"
-		skip "deploy-schemas: npm ci of tests/deploy/package-lock.json failed (no registry?): $(tail -n 1 "$TMP/npm.log")"
-	fi
-else
-	have_node=1
-fi
-export NODE_PATH="$NODE_DIR/node_modules"
-val() { node "$V" "$@"; }
+node_setup
 
 if [ -n "$have_node" ]; then
-	if [ -f "$CRD" ]; then export KYVERNO_CRD="$CRD"; else export KYVERNO_CRD=; fi
-	if [ -f "$MPCRD" ]; then export KYVERNO_MP_CRD="$MPCRD"; else export KYVERNO_MP_CRD=; fi
 	# --- the three ways in, on the corpus of real pods (tests/deploy/corpus.cjs)
 	mkdir -p "$TMP/bad"
 	inj() { node tests/deploy/inject.cjs "$@"; }

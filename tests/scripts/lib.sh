@@ -31,6 +31,46 @@ skip() {
 	echo "skip $*"
 }
 
+# lines FILE N: waits (10 s at most) until FILE has N lines.
+lines() {
+	i=0
+	while [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 200 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+}
+
+# wait_file FILE PATTERN [SECONDS]: up to SECONDS (5) for a line matching
+# PATTERN in FILE; the status says whether one came.
+wait_file() {
+	i=0
+	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt $((${3:-5} * 20)) ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	grep -q "$2" "$1" 2>/dev/null
+}
+
+# ok_lines FILE [PREFIX]: a checker's output, each "ok ..." line a check
+# passed, each other line one failed (said with PREFIX before it).
+ok_lines() {
+	while IFS= read -r l; do
+		case $l in
+		ok\ *) ok ;;
+		*) bad "${2:-}$l" ;;
+		esac
+	done <"$1"
+}
+
+# check_rc WANT CMD...: CMD (its output dropped) must exit WANT.
+check_rc() {
+	want=$1
+	shift
+	"$@" >/dev/null 2>&1
+	got=$?
+	[ "$got" -eq "$want" ] && ok || bad "$*: exit $got, want $want"
+}
+
 # The harness line, then exit 0 only if nothing failed.
 finish() {
 	if [ "$skipped" -gt 0 ]; then

@@ -40,11 +40,7 @@ R="$TMP/pod"
 serve() {
 	"$GG" metrics --region "$R" --listen 127.0.0.1:0 "$@" 2>"$TMP/srv.err" &
 	srv=$!
-	i=0
-	while ! grep -q "serving metrics on" "$TMP/srv.err" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
+	wait_file "$TMP/srv.err" "serving metrics on"
 	port=$(sed -n 's|^gpuguard: serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p' "$TMP/srv.err")
 	[ -n "$port" ] || {
 		bad "metrics --listen $* did not start: $(cat "$TMP/srv.err")"

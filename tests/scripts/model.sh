@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpuguard: checks the pod reservation protocol (tests/model/pod.pml) with
-# spin. The protocol must pass; the old protocol and each swapped order must
-# be caught (the model can fail). Two processes: exhaustive. Three processes:
+# spin. The protocol must pass; the old protocol, each swapped order and the
+# old summed runtime word (issue 22) must be caught (the model can fail). Two processes: exhaustive. Three processes:
 # a supertrace (bitstate) search, which covers most but not provably all
 # states. SKIPs where spin or a C compiler is missing.
 ROOT=$(pwd)
@@ -44,5 +44,6 @@ check two-procs-mixed pass "$EX" "-DMEMLIM=1024" TWO "LIMIT 2" MIXED
 check old-protocol-over-reclaims fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" OLD_PROTOCOL
 check read-used-first-passes-ceiling fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" READ_USED_FIRST
 check commit-claim-first-passes-ceiling fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 1" COMMIT_CLAIM_FIRST
+check old-runtime-word-keeps-the-dead fail "$EX" "-DMEMLIM=1024" TWO "LIMIT 2" OLD_RUNTIME
 check three-procs-supertrace pass "-w${GG_MODEL_BITS:-23} -m200000" "-DBITSTATE" "LIMIT 2"
 finish

@@ -30,12 +30,7 @@ fi
 
 # --- the manifest's rules, and broken copies that must break them ----------
 $M check "$EXPORTER" >"$TMP/check" 2>&1
-while IFS= read -r l; do
-	case $l in
-	ok\ *) ok ;;
-	*) bad "manifest: $l" ;;
-	esac
-done <"$TMP/check"
+ok_lines "$TMP/check" "manifest: "
 [ "$(grep -c '^ok ' "$TMP/check")" -ge 15 ] || bad "manifest check printed too little" "$TMP/check"
 for w in no-cap extra-cap no-amd-toleration no-amd-node writable-mount escalation; do
 	$M mutate "$EXPORTER" "$TMP/bad-$w.yaml" "$w" && $M check "$TMP/bad-$w.yaml" >"$TMP/out" 2>&1

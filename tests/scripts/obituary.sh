@@ -49,13 +49,6 @@ member() {
 	eval "${name}_pid=$!"
 	pids="$pids $!"
 }
-lines() { # FILE N: waits (10 s at most) for N lines
-	i=0
-	while [ "$(wc -l <"$1")" -lt "$2" ] && [ $i -lt 200 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-}
 mkdir -p "$TMP/dumps"
 : >"$TMP/termlog"
 : >"$TMP/quietlog"

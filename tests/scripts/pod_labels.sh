@@ -16,13 +16,6 @@ TOOL="$GG_TEST_BUILD/bin/gpuguard"
 MK="$GG_TEST_BUILD/tests/tools/mkregion"
 CLIENT="$GG_TEST_BUILD/tests/tools/podclient"
 FAIL_PREFIX=pod_labels- BAD_LINES=20
-lines() { # FILE N: waits (10 s at most) for N lines
-	i=0
-	while [ "$(wc -l <"$1")" -lt "$2" ] && [ $i -lt 200 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-}
 U=0c1d2e3f-3333-4a4a-8b8b-000000000003
 VOL="$TMP/pods/$U/volumes/kubernetes.io~empty-dir/gpuguard-region"
 mkdir -p "$VOL"

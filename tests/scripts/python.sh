@@ -115,7 +115,7 @@ while read -r name py lib inc libdir; do
 		fi
 	done
 	# 3. Hostile stacks.
-	for mode in gen coro deep subinterp finalize threads; do
+	for mode in gen coro deep subinterp finalize threads reuse; do
 		FAIL_PREFIX="$name hostile $mode: "
 		rm -rf "$TMP/d" && mkdir "$TMP/d"
 		region
@@ -140,6 +140,18 @@ while read -r name py lib inc libdir; do
 			# Every one of the 400 blocks under threaded_alloc.
 			sum=$(grep "in threaded_alloc;" "$TMP/f.txt" | awk '{ s += $NF } END { print s + 0 }')
 			[ "$sum" = 419430400 ] && ok || bad "threaded_alloc holds $sum bytes, not 400 MiB" "$TMP/f.txt"
+		fi
+		if [ $mode = reuse ]; then
+			# beta's code object at the address alpha's had: each
+			# block under its own function, none under the other's.
+			if grep -q "^reused" "$TMP/run.log"; then
+				for fn in alpha beta; do
+					n=$(grep -c "reuse_$fn.py:2 in $fn;.* 1048576\$" "$TMP/f.txt")
+					[ "$n" = 1 ] && ok || bad "$n blocks under $fn, not 1 (a stale name?)" "$TMP/f.txt"
+				done
+			else
+				skip "$name hostile reuse: no code object was made at a freed one's address"
+			fi
 		fi
 		if [ $mode = deep ]; then
 			# Cut at the depth limit (64 frames), not walked to 1,000.

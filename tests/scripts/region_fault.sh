@@ -21,15 +21,6 @@ member() { # DIR: a member of the pod in DIR, 1 GiB ceiling
 		GPUGUARD_LIMIT=1Gi GPUGUARD_CONTEXT_RESERVE=0 GPUGUARD_DUMP_DIR="$1" "$CLIENT"
 }
 
-# lines FILE N: waits (10 s at most) until FILE has N lines
-lines() {
-	i=0
-	while [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 200 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-}
-
 # under DIR NAME HOW: a member holds 300 MiB when HOW happens to its region;
 # then 300 MiB more must be granted, 500 refused and 400 granted (its own
 # 1 GiB ceiling, with the 600 it holds), and it must exit 0 having said so

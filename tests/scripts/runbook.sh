@@ -52,12 +52,7 @@ if not alerts:
 PYEOF
 }
 check deploy/monitoring/prometheusrule.yaml docs/runbook.md >"$TMP/out" 2>&1
-while IFS= read -r l; do
-	case $l in
-	ok\ *) ok ;;
-	*) bad "$l" ;;
-	esac
-done <"$TMP/out"
+ok_lines "$TMP/out"
 [ "$(grep -c '^ok ' "$TMP/out")" -ge 2 ] || bad "the check printed too little" "$TMP/out"
 # broken copies: an alert without runbook_url, one pointing elsewhere, a
 # section gone

@@ -39,16 +39,6 @@ CEIL=$(((CARD - 3 * CONTEXT) / 3 / MIB / 2 * 2 * MIB)) # three equal ceilings: t
 SLACK=$((HEADROOM + 4 * MIB)) # what a full pod may stay below its ceiling: the headroom and a step
 pids=
 
-# waitfor FILE PATTERN: 60 s at most
-waitfor() {
-	i=0
-	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt 600 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
-}
-
 # watch_max FILE PID: the largest used memory the watcher saw for PID
 watch_max() {
 	awk -v p="$2" '$1 == "max" && $3 == p { print $4 }' "$1"
@@ -87,12 +77,12 @@ run() {
 		# around its first context, which two contexts made at the same
 		# moment cannot tell apart (footprint.c says so and falls back to
 		# GPUGUARD_CONTEXT_RESERVE). Pods here start one after another.
-		if [ "$offset" != 0 ] && ! waitfor "$TMP/$name.out" '^started '; then
+		if [ "$offset" != 0 ] && ! wait_file "$TMP/$name.out" '^started ' 60; then
 			bad "$name: never started" "$TMP/$name.out" "$TMP/$name.err"
 		fi
 	done
 	for name in $names; do
-		if waitfor "$TMP/$name.out" '^filled '; then ok; else bad "$name: never filled" "$TMP/$name.out" "$TMP/$name.err"; fi
+		if wait_file "$TMP/$name.out" '^filled ' 60; then ok; else bad "$name: never filled" "$TMP/$name.out" "$TMP/$name.err"; fi
 	done
 	sleep 0.3 # the watcher sees every pod full
 	exec 4>&- 5>&- 6>&-
@@ -141,7 +131,7 @@ for name in ka kb; do
 	pids="$pids $!"
 done
 exec 7>"$TMP/ka.in" 8>"$TMP/kb.in"
-waitfor "$TMP/ka.out" '^filled ' && waitfor "$TMP/kb.out" '^filled ' && ok || bad "kill: pods never filled" "$TMP/ka.out" "$TMP/kb.out"
+wait_file "$TMP/ka.out" '^filled ' 60 && wait_file "$TMP/kb.out" '^filled ' 60 && ok || bad "kill: pods never filled" "$TMP/ka.out" "$TMP/kb.out"
 ka_filled=$(awk '/^filled /{print $2}' "$TMP/ka.out")
 kill -9 "$(cat "$TMP/ka.pid")"
 wait "$(cat "$TMP/ka.pid")" 2>/dev/null
@@ -155,7 +145,7 @@ env LD_LIBRARY_PATH="$GG_TEST_SIMDIR" SIMGPU_SHARED="$CARD_NAME" SIMGPU_MEMORY=8
 echo $! >"$TMP/kc.pid"
 pids="$pids $!"
 exec 7>"$TMP/kc.in"
-if waitfor "$TMP/kc.out" '^filled '; then
+if wait_file "$TMP/kc.out" '^filled ' 60; then
 	kc_filled=$(awk '/^filled /{print $2}' "$TMP/kc.out")
 	set -- $(grep '^filled ' "$TMP/kc.out")
 	if [ "$kc_filled" -ge $((ka_filled - 4 * MIB)) ] && [ "${8:-1}" = 0 ]; then

@@ -63,7 +63,10 @@ else
 	echo "check final-four-live FAIL ($live live processes in the region, want 4)"
 	rc=1
 fi
-room=$((CEILING_BYTES - PODSOAK_LIVE))
+# the room: the ceiling less the books and the parked workers' runtime
+# (their own cards' partly filled pages, and the headroom held once NVML
+# shows any: GPUGUARD_RUNTIME is on); parked, they reconcile no more
+room=$((CEILING_BYTES - PODSOAK_LIVE - ${runtime:-0}))
 if [ "$room" -gt 0 ]; then
 	echo "soak: probing with $room bytes, the room left under the ceiling"
 	LD_PRELOAD="$PRE" "$SOAK" probe "$room" || rc=1

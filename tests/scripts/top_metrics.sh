@@ -23,16 +23,6 @@ done
 unset GPUGUARD_SHARED
 ESC=$(printf '\033')
 
-# wait_for FILE PATTERN: up to 5 s for a line matching PATTERN in FILE.
-wait_for() {
-	i=0
-	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
-}
-
 # The pod: a CUDA device with a ceiling, a HIP one without, a device known
 # by ordinal only, one entry still being claimed; three processes, one slot
 # with an unknown state.
@@ -53,7 +43,7 @@ now_ms=$(($(date +%s) * 1000))
 "$MK" --hold 0,9 "$R" >"$TMP/hold.out" 2>&1 &
 holder=$!
 pids="$pids $holder"
-wait_for "$TMP/hold.out" held || bad "the lock holder did not start: $(cat "$TMP/hold.out")"
+wait_file "$TMP/hold.out" held || bad "the lock holder did not start: $(cat "$TMP/hold.out")"
 
 "$GG" top --once --region "$R" >"$TMP/top.txt" 2>"$TMP/top.err"
 rc=$?
@@ -274,13 +264,6 @@ done
 	bad "an unterminated comm: not cut at 15 bytes and escaped"
 
 # 3. Usage and help.
-check_rc() {
-	want=$1
-	shift
-	"$@" >/dev/null 2>&1
-	got=$?
-	[ "$got" -eq "$want" ] && ok || bad "$*: exit $got, want $want"
-}
 check_rc 1 "$GG" top --bogus
 check_rc 1 "$GG" top --interval 0
 check_rc 1 "$GG" top --interval fast
@@ -312,7 +295,7 @@ frames=$(grep -c "gpuguard top: $R" "$TMP/top-live.txt")
 "$GG" metrics --region "$R" --listen 127.0.0.1:0 --timeout 1s 2>"$TMP/srv.err" &
 srv=$!
 pids="$pids $srv"
-if ! wait_for "$TMP/srv.err" "serving metrics on"; then
+if ! wait_file "$TMP/srv.err" "serving metrics on"; then
 	bad "metrics --listen did not start: $(cat "$TMP/srv.err")"
 	finish
 fi
@@ -398,7 +381,7 @@ rc=$?
 "$GG" metrics --region "$R" --listen "[::1]:0" 2>"$TMP/srv6.err" &
 srv6=$!
 pids="$pids $srv6"
-if wait_for "$TMP/srv6.err" "serving metrics on http://\[::1\]:"; then
+if wait_file "$TMP/srv6.err" "serving metrics on http://\[::1\]:"; then
 	port=$(sed -n 's|^gpuguard: serving metrics on http://\[::1\]:\([0-9]*\)/metrics$|\1|p' "$TMP/srv6.err")
 	printf 'GET /metrics HTTP/1.1\r\n\r\n' | "$HC" ::1 "$port" 5 | head -n 1 | grep -q "^HTTP/1.1 200 OK" && ok ||
 		bad "GET over IPv6"
@@ -422,7 +405,7 @@ if [ -f "$B/lib/libgpuguard.so" ] && [ -f "$B/sim/libcuda.so.1" ] &&
 	) >"$TMP/sleeper.out" 2>&1 &
 	sl=$!
 	pids="$pids $sl"
-	if wait_for "$TMP/sleeper.out" ready; then
+	if wait_file "$TMP/sleeper.out" ready; then
 		"$GG" metrics --region "$TMP/e2e-pod" >"$TMP/e2e.txt" 2>&1
 		grep -q "^gpuguard_process_info{slot=\"[0-9]*\",pid=\"$sl\",comm=\"sleeper\",state=\"live\"} 1$" "$TMP/e2e.txt" &&
 			grep -q "^gpuguard_process_used_bytes{.*pid=\"$sl\".*,UUID=\"GPU-[0-9a-f-]\{36\}\"} 268435456$" "$TMP/e2e.txt" &&

@@ -847,21 +847,30 @@ gg_CUresult cuStreamQuery_ptsz(gg_CUstream hStream)
 	return local_cuStreamQuery(ptsz(hStream));
 }
 
-gg_CUresult cuStreamGetPriority(gg_CUstream hStream, int *priority)
+/* What a stream getter asks about (the getters below): *s is the stream,
+ * or NULL for a default stream (the getter answers for the context); 0, or
+ * the error the driver gives for no context, no out pointer or a stale
+ * handle. */
+static gg_CUresult stream_getter(gg_CUstream h, const void *out, struct stream **s)
 {
+	*s = NULL;
 	REQUIRE_CTX(dev);
 	(void)dev;
-	if (!priority)
+	if (!out)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*priority = PRIO_LEAST;
+	if (default_stream(h))
 		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*priority = s->prio;
-	return GG_CUDA_SUCCESS;
+	*s = stream_obj(h);
+	return *s ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_HANDLE;
+}
+
+gg_CUresult cuStreamGetPriority(gg_CUstream hStream, int *priority)
+{
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, priority, &s);
+	if (!r)
+		*priority = s ? s->prio : PRIO_LEAST;
+	return r;
 }
 
 gg_CUresult cuStreamGetPriority_ptsz(gg_CUstream hStream, int *priority)
@@ -871,19 +880,11 @@ gg_CUresult cuStreamGetPriority_ptsz(gg_CUstream hStream, int *priority)
 
 gg_CUresult cuStreamGetFlags(gg_CUstream hStream, unsigned int *flags)
 {
-	REQUIRE_CTX(dev);
-	(void)dev;
-	if (!flags)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*flags = 0;
-		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*flags = s->flags;
-	return GG_CUDA_SUCCESS;
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, flags, &s);
+	if (!r)
+		*flags = s ? s->flags : 0;
+	return r;
 }
 
 gg_CUresult cuStreamGetFlags_ptsz(gg_CUstream hStream, unsigned int *flags)
@@ -895,19 +896,11 @@ gg_CUresult cuStreamGetFlags_ptsz(gg_CUstream hStream, unsigned int *flags)
  * is not modelled (one id for all threads' per-thread streams) */
 gg_CUresult cuStreamGetId(gg_CUstream hStream, unsigned long long *streamId)
 {
-	REQUIRE_CTX(dev);
-	(void)dev;
-	if (!streamId)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*streamId = hStream == STREAM_PER_THREAD ? 2 : 1;
-		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*streamId = s->id;
-	return GG_CUDA_SUCCESS;
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, streamId, &s);
+	if (!r)
+		*streamId = s ? s->id : (hStream == STREAM_PER_THREAD ? 2 : 1);
+	return r;
 }
 
 gg_CUresult cuStreamGetId_ptsz(gg_CUstream hStream, unsigned long long *streamId)
@@ -917,19 +910,11 @@ gg_CUresult cuStreamGetId_ptsz(gg_CUstream hStream, unsigned long long *streamId
 
 gg_CUresult cuStreamGetCtx(gg_CUstream hStream, gg_CUcontext *pctx)
 {
-	REQUIRE_CTX(dev);
-	(void)dev;
-	if (!pctx)
-		return GG_CUDA_ERROR_INVALID_VALUE;
-	if (default_stream(hStream)) {
-		*pctx = cur_ctx();
-		return GG_CUDA_SUCCESS;
-	}
-	struct stream *s = stream_obj(hStream);
-	if (!s)
-		return GG_CUDA_ERROR_INVALID_HANDLE;
-	*pctx = s->ctx;
-	return GG_CUDA_SUCCESS;
+	struct stream *s;
+	gg_CUresult r = stream_getter(hStream, pctx, &s);
+	if (!r)
+		*pctx = s ? s->ctx : cur_ctx();
+	return r;
 }
 
 gg_CUresult cuStreamGetCtx_ptsz(gg_CUstream hStream, gg_CUcontext *pctx)
@@ -3109,22 +3094,27 @@ static gg_CUresult set_on(gg_CUstream s, int ok)
 
 #define SYNC_STREAM STREAM_LEGACY
 
-gg_CUresult cuMemcpy(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpy_ptds(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyAsync(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyAsync_ptsz(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount));
-}
+/* A 1-D copy's four entry points: name<ver> (synchronous, on the legacy
+ * stream), name<ver>_ptds, name Async<ver> and its _ptsz, each as
+ * good as ok (an expression of dst, src and ByteCount). */
+#define SIM_MEMCPY_1D(name, ver, Tdst, Tsrc, ok)                                                       \
+	gg_CUresult name##ver(Tdst dst, Tsrc src, size_t ByteCount)                                    \
+	{                                                                                              \
+		return copy_on(SYNC_STREAM, ok);                                                       \
+	}                                                                                              \
+	gg_CUresult name##ver##_ptds(Tdst dst, Tsrc src, size_t ByteCount)                             \
+	{                                                                                              \
+		return copy_on(STREAM_PER_THREAD, ok);                                                 \
+	}                                                                                              \
+	gg_CUresult name##Async##ver(Tdst dst, Tsrc src, size_t ByteCount, gg_CUstream hStream)        \
+	{                                                                                              \
+		return copy_on(hStream, ok);                                                           \
+	}                                                                                              \
+	gg_CUresult name##Async##ver##_ptsz(Tdst dst, Tsrc src, size_t ByteCount, gg_CUstream hStream) \
+	{                                                                                              \
+		return copy_on(ptsz(hStream), ok);                                                     \
+	}
+SIM_MEMCPY_1D(cuMemcpy, , gg_CUdeviceptr, gg_CUdeviceptr, any_range_ok(dst, ByteCount) && any_range_ok(src, ByteCount))
 gg_CUresult cuMemcpyPeer(gg_CUdeviceptr dst, gg_CUcontext dstCtx, gg_CUdeviceptr src, gg_CUcontext srcCtx,
                          size_t ByteCount)
 {
@@ -3148,54 +3138,10 @@ gg_CUresult cuMemcpyPeerAsync_ptsz(gg_CUdeviceptr dst, gg_CUcontext dstCtx, gg_C
 {
 	return local_cuMemcpyPeerAsync(dst, dstCtx, src, srcCtx, ByteCount, ptsz(hStream));
 }
-gg_CUresult cuMemcpyHtoD_v2(gg_CUdeviceptr dst, const void *src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyHtoD_v2_ptds(gg_CUdeviceptr dst, const void *src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyHtoDAsync_v2(gg_CUdeviceptr dst, const void *src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyHtoDAsync_v2_ptsz(gg_CUdeviceptr dst, const void *src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), (src || !ByteCount) && dev_range_ok(dst, ByteCount));
-}
-gg_CUresult cuMemcpyDtoH_v2(void *dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoH_v2_ptds(void *dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoHAsync_v2(void *dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), (dst || !ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoD_v2(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(SYNC_STREAM, dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoD_v2_ptds(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount)
-{
-	return copy_on(STREAM_PER_THREAD, dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoDAsync_v2(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(hStream, dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
-gg_CUresult cuMemcpyDtoDAsync_v2_ptsz(gg_CUdeviceptr dst, gg_CUdeviceptr src, size_t ByteCount, gg_CUstream hStream)
-{
-	return copy_on(ptsz(hStream), dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount));
-}
+SIM_MEMCPY_1D(cuMemcpyHtoD, _v2, gg_CUdeviceptr, const void *, (src || !ByteCount) && dev_range_ok(dst, ByteCount))
+SIM_MEMCPY_1D(cuMemcpyDtoH, _v2, void *, gg_CUdeviceptr, (dst || !ByteCount) && dev_range_ok(src, ByteCount))
+SIM_MEMCPY_1D(cuMemcpyDtoD, _v2, gg_CUdeviceptr, gg_CUdeviceptr,
+              dev_range_ok(dst, ByteCount) && dev_range_ok(src, ByteCount))
 
 /* CUDA_MEMCPY2D (v2) as cuda.h lays it out; CUmemorytype host 1, device 2,
  * array 3, unified 4. Array copies are not simulated. */
@@ -3287,46 +3233,33 @@ static int set_ok(gg_CUdeviceptr d, size_t n, size_t elem)
 	return !__builtin_mul_overflow(n, elem, &bytes) && (d % elem) == 0 && dev_range_ok(d, bytes);
 }
 
-gg_CUresult cuMemsetD8_v2(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-	(void)uc;
-	return set_on(SYNC_STREAM, set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD8_v2_ptds(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-	(void)uc;
-	return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD8Async(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream)
-{
-	(void)uc;
-	return set_on(hStream, set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD8Async_ptsz(gg_CUdeviceptr dstDevice, unsigned char uc, size_t N, gg_CUstream hStream)
-{
-	(void)uc;
-	return set_on(ptsz(hStream), set_ok(dstDevice, N, 1));
-}
-gg_CUresult cuMemsetD32_v2(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-	(void)ui;
-	return set_on(SYNC_STREAM, set_ok(dstDevice, N, 4));
-}
-gg_CUresult cuMemsetD32_v2_ptds(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N)
-{
-	(void)ui;
-	return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, 4));
-}
-gg_CUresult cuMemsetD32Async(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream)
-{
-	(void)ui;
-	return set_on(hStream, set_ok(dstDevice, N, 4));
-}
-gg_CUresult cuMemsetD32Async_ptsz(gg_CUdeviceptr dstDevice, unsigned int ui, size_t N, gg_CUstream hStream)
-{
-	(void)ui;
-	return set_on(ptsz(hStream), set_ok(dstDevice, N, 4));
-}
+/* A 1-D memset's four entry points, D<bits> of <T> values <elem> bytes each:
+ * the synchronous _v2 (on the legacy stream), its _ptds, Async and
+ * Async_ptsz. Memory holds no values: the value is not used. */
+#define SIM_MEMSET_1D(bits, T, elem)                                                                              \
+	gg_CUresult cuMemsetD##bits##_v2(gg_CUdeviceptr dstDevice, T value, size_t N)                             \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(SYNC_STREAM, set_ok(dstDevice, N, elem));                                           \
+	}                                                                                                         \
+	gg_CUresult cuMemsetD##bits##_v2_ptds(gg_CUdeviceptr dstDevice, T value, size_t N)                        \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(STREAM_PER_THREAD, set_ok(dstDevice, N, elem));                                     \
+	}                                                                                                         \
+	gg_CUresult cuMemsetD##bits##Async(gg_CUdeviceptr dstDevice, T value, size_t N, gg_CUstream hStream)      \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(hStream, set_ok(dstDevice, N, elem));                                               \
+	}                                                                                                         \
+	gg_CUresult cuMemsetD##bits##Async_ptsz(gg_CUdeviceptr dstDevice, T value, size_t N, gg_CUstream hStream) \
+	{                                                                                                         \
+		(void)value;                                                                                      \
+		return set_on(ptsz(hStream), set_ok(dstDevice, N, elem));                                         \
+	}
+SIM_MEMSET_1D(8, unsigned char, 1)
+SIM_MEMSET_1D(32, unsigned int, 4)
+
 static int set2d_ok(gg_CUdeviceptr d, size_t pitch, size_t w, size_t h)
 {
 	size_t bytes;
@@ -5171,13 +5104,9 @@ static int sim_cuda_integrity(uint32_t version, uint64_t unix_seconds, uint32_t 
 	struct integrity_head h = {SIM_DRIVER_VERSION,         version,     pid, thread, g_et_cudart, g_et_integrity,
 	                           (const void *)et_integrity, unix_seconds};
 	struct sim_md2 c;
-	uint8_t k[16], pad[16], inner[16], mac[16];
+	uint8_t k[16], mac[16];
 	memcpy(k, SIM_INTEGRITY_KEY, 16);
-	/* HMAC by hand over the streamed message (sim_hmac_md2 wants one buffer) */
-	for (int i = 0; i < 16; i++)
-		pad[i] = k[i] ^ 0x36;
-	sim_md2_init(&c);
-	sim_md2_update(&c, pad, 16);
+	sim_hmac_md2_begin(&c, k);
 	sim_md2_update(&c, &h, sizeof(h));
 	for (int d = 0; d < sim_device_count(); d++) {
 		struct integrity_dev dv;
@@ -5185,13 +5114,7 @@ static int sim_cuda_integrity(uint32_t version, uint64_t unix_seconds, uint32_t 
 		sim_device_pci(d, &dv.domain, &dv.bus, &dv.device);
 		sim_md2_update(&c, &dv, sizeof(dv));
 	}
-	sim_md2_final(&c, inner);
-	for (int i = 0; i < 16; i++)
-		pad[i] = k[i] ^ 0x5c;
-	sim_md2_init(&c);
-	sim_md2_update(&c, pad, 16);
-	sim_md2_update(&c, inner, 16);
-	sim_md2_final(&c, mac);
+	sim_hmac_md2_end(&c, k, mac);
 	memcpy(out, mac, 16);
 	return 0;
 }

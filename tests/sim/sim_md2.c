@@ -84,25 +84,39 @@ void sim_md2(const void *data, size_t n, uint8_t out[16])
 	sim_md2_final(&c, out);
 }
 
-/* RFC 2104 with B = 16 (MD2's block): H(K ^ opad || H(K ^ ipad || text)) */
+/* RFC 2104 with B = 16 (MD2's block): H(K ^ opad || H(K ^ ipad || text)),
+ * for a text streamed into c between begin and end (k: the 16-byte key). */
+void sim_hmac_md2_begin(struct sim_md2 *c, const uint8_t k[16])
+{
+	uint8_t pad[16];
+	for (int i = 0; i < 16; i++)
+		pad[i] = k[i] ^ 0x36;
+	sim_md2_init(c);
+	sim_md2_update(c, pad, 16);
+}
+
+void sim_hmac_md2_end(struct sim_md2 *c, const uint8_t k[16], uint8_t out[16])
+{
+	uint8_t pad[16], inner[16];
+	sim_md2_final(c, inner);
+	for (int i = 0; i < 16; i++)
+		pad[i] = k[i] ^ 0x5c;
+	sim_md2_init(c);
+	sim_md2_update(c, pad, 16);
+	sim_md2_update(c, inner, 16);
+	sim_md2_final(c, out);
+}
+
+/* ... for a text in one buffer, the key any length (hashed past 16 bytes) */
 void sim_hmac_md2(const uint8_t *key, size_t keylen, const void *data, size_t n, uint8_t out[16])
 {
-	uint8_t k[16] = {0}, pad[16], inner[16];
+	uint8_t k[16] = {0};
 	if (keylen > 16)
 		sim_md2(key, keylen, k);
 	else
 		memcpy(k, key, keylen);
 	struct sim_md2 c;
-	for (int i = 0; i < 16; i++)
-		pad[i] = k[i] ^ 0x36;
-	sim_md2_init(&c);
-	sim_md2_update(&c, pad, 16);
+	sim_hmac_md2_begin(&c, k);
 	sim_md2_update(&c, data, n);
-	sim_md2_final(&c, inner);
-	for (int i = 0; i < 16; i++)
-		pad[i] = k[i] ^ 0x5c;
-	sim_md2_init(&c);
-	sim_md2_update(&c, pad, 16);
-	sim_md2_update(&c, inner, 16);
-	sim_md2_final(&c, out);
+	sim_hmac_md2_end(&c, k, out);
 }

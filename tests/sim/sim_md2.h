@@ -17,6 +17,8 @@ void sim_md2_update(struct sim_md2 *c, const void *data, size_t n);
 void sim_md2_final(struct sim_md2 *c, uint8_t out[16]);
 void sim_md2(const void *data, size_t n, uint8_t out[16]);
 void sim_hmac_md2(const uint8_t *key, size_t keylen, const void *data, size_t n, uint8_t out[16]);
+void sim_hmac_md2_begin(struct sim_md2 *c, const uint8_t k[16]);
+void sim_hmac_md2_end(struct sim_md2 *c, const uint8_t k[16], uint8_t out[16]);
 
 #pragma GCC visibility pop
 

@@ -864,14 +864,25 @@ static void pool_ensure_default(struct sim_dev *d, int dev)
 	d->default_pool = d->current_pool = p->handle;
 }
 
-/* lock the pool's device and return the pool, or NULL (nothing locked) */
-static struct pool *pool_lock(uint64_t h, struct sim_dev **dp)
+/* The device a handle of kind tag (TAG_POOL, TAG_VMM) names, locked; NULL
+ * (nothing locked) for another kind or no such device. The caller looks
+ * the handle up in the device's table and unlocks d->mu. */
+static struct sim_dev *handle_dev_lock(uint64_t h, int tag)
 {
 	sim_init();
-	if (h_tag(h) != TAG_POOL || h_dev(h) >= g_ndev)
+	if (h_tag(h) != tag || h_dev(h) >= g_ndev)
 		return NULL;
 	struct sim_dev *d = &g_dev[h_dev(h)];
 	pthread_mutex_lock(&d->mu);
+	return d;
+}
+
+/* lock the pool's device and return the pool, or NULL (nothing locked) */
+static struct pool *pool_lock(uint64_t h, struct sim_dev **dp)
+{
+	struct sim_dev *d = handle_dev_lock(h, TAG_POOL);
+	if (!d)
+		return NULL;
 	struct pool *p = st_get(&d->pools, h);
 	if (!p) {
 		pthread_mutex_unlock(&d->mu);
@@ -881,28 +892,27 @@ static struct pool *pool_lock(uint64_t h, struct sim_dev **dp)
 	return p;
 }
 
-uint64_t sim_pool_default(int dev)
+/* dev's default pool (current 0) or its current one, made on first use */
+static uint64_t pool_of(int dev, int current)
 {
 	if (!sim_device_valid(dev))
 		return 0;
 	struct sim_dev *d = &g_dev[dev];
 	pthread_mutex_lock(&d->mu);
 	pool_ensure_default(d, dev);
-	uint64_t h = d->default_pool;
+	uint64_t h = current ? d->current_pool : d->default_pool;
 	pthread_mutex_unlock(&d->mu);
 	return h;
 }
 
+uint64_t sim_pool_default(int dev)
+{
+	return pool_of(dev, 0);
+}
+
 uint64_t sim_pool_current(int dev)
 {
-	if (!sim_device_valid(dev))
-		return 0;
-	struct sim_dev *d = &g_dev[dev];
-	pthread_mutex_lock(&d->mu);
-	pool_ensure_default(d, dev);
-	uint64_t h = d->current_pool;
-	pthread_mutex_unlock(&d->mu);
-	return h;
+	return pool_of(dev, 1);
 }
 
 int sim_pool_set_current(int dev, uint64_t h)
@@ -1340,11 +1350,9 @@ static void vmm_destroy(struct sim_dev *d, struct vmm *v)
 
 static struct vmm *vmm_lock(uint64_t h, struct sim_dev **dp)
 {
-	sim_init();
-	if (h_tag(h) != TAG_VMM || h_dev(h) >= g_ndev)
+	struct sim_dev *d = handle_dev_lock(h, TAG_VMM);
+	if (!d)
 		return NULL;
-	struct sim_dev *d = &g_dev[h_dev(h)];
-	pthread_mutex_lock(&d->mu);
 	struct vmm *v = st_get(&d->vmms, h);
 	if (!v) {
 		pthread_mutex_unlock(&d->mu);

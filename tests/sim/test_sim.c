@@ -1966,6 +1966,21 @@ static void *card_stress_thread(void *p)
 	return NULL;
 }
 
+/* The agent's answer to a command: "ok", or "err RC" (the driver's). */
+static void agent_say(int rc)
+{
+	printf(rc ? "err %d\n" : "ok\n", rc);
+}
+
+/* ... to a memory-info command: "ok FREE TOTAL", or "err RC". */
+static void agent_say_info(int rc, size_t f, size_t t)
+{
+	if (rc)
+		printf("err %d\n", rc);
+	else
+		printf("ok %zu %zu\n", f, t);
+}
+
 static int agent_main(void)
 {
 	char line[256];
@@ -1987,29 +2002,26 @@ static int agent_main(void)
 			gg_CUcontext c;
 			if (!(rc = cuInit(0)) && !(rc = cuDevicePrimaryCtxRetain(&c, (int)a)))
 				rc = cuCtxSetCurrent(c);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "etretain")) { /* as cudart: the export table's retain */
 			void *const *rt = NULL;
 			gg_CUcontext c;
 			if (!(rc = cuInit(0)) && !(rc = cuGetExportTable((const void **)&rt, &ET_CUDART)) &&
 			    !(rc = ((gg_CUresult(*)(gg_CUcontext *, int))rt[2])(&c, (int)a)))
 				rc = cuCtxSetCurrent(c);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "alloc")) {
 			rc = nptr < 256 ? cuMemAlloc_v2(&ptrs[nptr], a) : 1;
 			nptr += !rc;
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "hipalloc")) { /* HIP's card: another one, shared the same way */
 			void *hp = NULL;
 			rc = hipMalloc(&hp, a);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "hipinfo")) {
 			size_t f = 0, t = 0;
 			rc = hipMemGetInfo(&f, &t);
-			if (rc)
-				printf("err %d\n", rc);
-			else
-				printf("ok %zu %zu\n", f, t);
+			agent_say_info(rc, f, t);
 		} else if (!strcmp(cmd, "stress")) { /* stress <pairs>: four threads */
 			pthread_t th[4];
 			struct stress_arg sa[4];
@@ -2032,10 +2044,7 @@ static int agent_main(void)
 		} else if (!strcmp(cmd, "info")) {
 			size_t f = 0, t = 0;
 			rc = cuMemGetInfo_v2(&f, &t);
-			if (rc)
-				printf("err %d\n", rc);
-			else
-				printf("ok %zu %zu\n", f, t);
+			agent_say_info(rc, f, t);
 		} else if (!strcmp(cmd, "fp")) { /* fp [dev] */
 			unsigned long long v[FP_N];
 			simgpu_cuda_debug_footprint((int)a, v, FP_N);
@@ -2120,19 +2129,19 @@ static int agent_main(void)
 		} else if (!strcmp(cmd, "ctxcreate")) {
 			rc = nmade < 16 ? cuCtxCreate_v2(&made[nmade], 0, (int)a) : 1;
 			nmade += !rc;
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "ctxdestroy")) {
 			rc = nmade ? cuCtxDestroy_v2(made[--nmade]) : 1;
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "reset")) {
 			rc = cuDevicePrimaryCtxReset_v2((int)a);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "modload")) { /* a fatbin header saying a bytes in all */
 			unsigned char img[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
 			uint64_t fat = a - 16;
 			memcpy(img + 8, &fat, 8);
 			rc = cuModuleLoadData(&mod, img);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "libload")) { /* the same, as a library, current context or not */
 			unsigned char img[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
 			uint64_t fat = a - 16;
@@ -2140,13 +2149,13 @@ static int agent_main(void)
 			gg_CUlibrary lib;
 			if (!(rc = cuInit(0)) && !(rc = cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0)))
 				mod = (gg_CUmodule)(void *)lib;
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "unload")) {
 			rc = cuModuleUnload(mod);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "getfn")) {
 			rc = cuModuleGetFunction(&fn, mod, "kernel");
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "setfp")) { /* setfp local flags */
 			int got = -1;
 			if (!(rc = simgpu_cuda_func_set_footprint(fn, a, (unsigned)b)))
@@ -2154,7 +2163,7 @@ static int agent_main(void)
 			printf(rc ? "err %d\n" : "ok %d\n", rc ? rc : got);
 		} else if (!strcmp(cmd, "launch")) {
 			rc = cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "launchex")) { /* CUlaunchConfig: dims, shared bytes, stream, attrs */
 			struct {
 				unsigned dims[7];
@@ -2163,10 +2172,10 @@ static int agent_main(void)
 				unsigned nattrs;
 			} cfg = {{1, 1, 1, 128, 1, 1, 0}, NULL, NULL, 0};
 			rc = cuLaunchKernelEx(&cfg, fn, NULL, NULL);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "setlimit")) {
 			rc = cuCtxSetLimit((gg_CUlimit)a, b);
-			printf(rc ? "err %d\n" : "ok\n", rc);
+			agent_say(rc);
 		} else if (!strcmp(cmd, "mode")) {
 			gg_CUmoduleLoadingMode m = 0;
 			rc = cuModuleGetLoadingMode(&m);

@@ -25,6 +25,9 @@ static const char usage[] = "usage: mkregion PATH [SPEC...]     write a region i
                             "  devstate=I:STATE  empty|claiming|ready|N\n"
                             "  devwait=I:NS      device entry I's time spent waiting (wait_ns)\n"
                             "  devoom=I:N        device entry I's driver out-of-memory count\n"
+                            "  devruntime=I:BYTES device entry I's runtime word (version 3's sum, or\n"
+                            "                    version 4's snapshot)\n"
+                            "  procruntime=S:DEV=BYTES slot S's runtime word on device entry DEV\n"
                             "  dumps=N           the header's count of dumps written\n"
                             "  pod=NAMESPACE:NAME the header's pod identity (without it: none, as an\n"
                             "                    older library leaves it)\n"
@@ -41,6 +44,8 @@ static const char usage[] = "usage: mkregion PATH [SPEC...]     write a region i
                             "                    entry I of the deaths ring; GPU_LIMIT none or bytes;\n"
                             "                    REFUSED_AGE_MS none or ms; FLAGS GPUGUARD_OBIT_* bits\n"
                             "  hostile=MODE      applied last: truncate=N extend magic version header-size\n"
+                            "                    v3 (an older library's layout: version 3, no runtime\n"
+                            "                    table; not hostile, but written last too)\n"
                             "                    size-field devlayout proclayout deathlayout limit-unterminated\n"
                             "                    comm-unterminated huge random=SEED random-ready=SEED\n";
 
@@ -187,6 +192,11 @@ static size_t hostile(char *buf, const char *mode, const char *spec)
 		len++;
 	} else if (!strcmp(mode, "magic")) {
 		h->magic ^= 1;
+	} else if (!strcmp(mode, "v3")) {
+		h->version = 3;
+		h->size = GPUGUARD_REGION_V3_SIZE;
+		h->runtime_off = 0;
+		len = GPUGUARD_REGION_V3_SIZE;
 	} else if (!strcmp(mode, "version")) {
 		h->version = GPUGUARD_REGION_VERSION + 1;
 	} else if (!strcmp(mode, "header-size")) {
@@ -322,6 +332,21 @@ int main(int argc, char **argv)
 				die("want devoom=I:N:", spec);
 			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->driver_oom =
 			    num(f[1], spec);
+		} else if (!strcmp(arg, "devruntime")) {
+			char *f[2];
+			if (fields(v, f, 2) != 2)
+				die("want devruntime=I:BYTES:", spec);
+			gpuguard_region_dev(buf, index_in(f[0], GPUGUARD_REGION_DEVICES, spec))->runtime =
+			    num(f[1], spec);
+		} else if (!strcmp(arg, "procruntime")) {
+			char *f[2];
+			if (fields(v, f, 2) != 2 || !strchr(f[1], '='))
+				die("want procruntime=S:DEV=BYTES:", spec);
+			char *at = strchr(f[1], '=');
+			*at = 0;
+			unsigned slot = index_in(f[0], GPUGUARD_REGION_PROCS, spec);
+			unsigned dev = index_in(f[1], GPUGUARD_REGION_DEVICES, spec);
+			*gpuguard_region_runtime_word(buf, slot, dev) = num(at + 1, spec);
 		} else if (!strcmp(arg, "pod")) {
 			char *f[2];
 			if (fields(v, f, 2) != 2 || strlen(f[0]) >= sizeof h->pod_namespace ||
