@@ -38,11 +38,11 @@ LIB := $(BUILD)/lib/libgpuguard.so
 # preprocessor (tests/exports.c); tests/scripts/exports.sh compares nm -D with
 # it. A test's input, so not part of lib (the image's build has no tests/).
 EXPORTS := $(BUILD)/lib/exports.txt
-# The core modules unit tests compile in directly (no hooks, no preload).
-CORE_SRCS := interpose/base.c interpose/resolve.c interpose/table.c interpose/options.c interpose/ceiling.c interpose/log.c \
-	interpose/pool.c interpose/account.c interpose/init.c interpose/history.c interpose/stack.c interpose/pystack.c \
-	interpose/dump.c interpose/dump_json.c interpose/dump_records.c interpose/dump_host.c interpose/meminfo.c interpose/vmm.c \
-	interpose/shared.c interpose/signal.c interpose/footprint.c
+# The core modules unit tests compile in directly (no hooks, no preload):
+# every object of tests/layers.txt's layers below the hooks' bodies (shape),
+# so a new module is its .c, its .h and its place in tests/layers.txt.
+CORE_SRCS := $(patsubst %,interpose/%.c,$(shell awk '$$1 == "shape" { exit } \
+	!/^\#/ { for (i = 2; i <= NF; i++) if ($$i !~ /\.h$$/) print $$i }' tests/layers.txt 2>/dev/null))
 HEADERS := $(wildcard include/*.h include/gpuguard/*.h interpose/*.h tests/*.h)
 
 SIM_CUDA := $(BUILD)/sim/libcuda.so.1
@@ -186,7 +186,7 @@ $(BUILD)/tests/unit/libstackchain.so: tests/unit/stack_chain.c tests/unit/stack_
 unit_core = $(if $(UNIT_CORE_$(1)),$(patsubst %,interpose/%.c,$(UNIT_CORE_$(1))),$(CORE_SRCS))
 $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_SRCS) $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -Iinterpose -o $@ $< $(call unit_core,$*) $(patsubst %,tools/%.c,$(UNIT_TOOLS_$*)) $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) -iquote interpose -o $@ $< $(call unit_core,$*) $(patsubst %,tools/%.c,$(UNIT_TOOLS_$*)) $(LDLIBS)
 
 LNEXT := -Wl,--no-as-needed -lnextuser -lnextbase -Wl,--as-needed
 # Programs run under LD_PRELOAD. *_lcuda links the driver, *_lhip HIP, *_lnvml NVML,

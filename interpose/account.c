@@ -2,7 +2,18 @@
  * reserve against the ceiling, call the driver, then record or roll back.
  * Free: take the record out first, call the driver, put it back if the
  * driver refused. Unknown pointers pass through and are only counted. */
-#include "internal.h"
+#include "account.h"
+#include "base.h"
+#include "ceiling.h"
+#include "dump.h"
+#include "footprint.h"
+#include "history.h"
+#include "log.h"
+#include "options.h"
+#include "pool.h"
+#include "shared.h"
+#include "stack.h"
+#include "table.h"
 
 GG_TLS uint16_t gg_cur_ctx;
 

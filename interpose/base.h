@@ -1,13 +1,22 @@
 /* gpuguard: the leaf layer (base.c). The clock, the thread id, the futex
  * and the per-thread hook state, with the process-wide words every layer
  * reads: everything else calls down into these, and they call nothing of
- * ours. Included by internal.h. */
+ * ours. Every other header of interpose/ includes it. */
 #ifndef GPUGUARD_BASE_H
 #define GPUGUARD_BASE_H
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "gpuguard.h"
+
+#define GG_EXPORT __attribute__((visibility("default")))
+#define GG_MAX_DEVICES GPUGUARD_MAX_DEVICES
+#define GG_UNLIMITED UINT64_MAX
+
+#define GG_MIB (1024ull * 1024ull)
+#define GG_PAGE (2 * GG_MIB) /* GPU page since Pascal (DESIGN.md §5) */
 
 #define GG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GG_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -7,9 +7,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ceiling.h"
+#include "base.h"
 #include "gpuguard/charge.h"
 #include "gpuguard/region.h"
-#include "internal.h"
+#include "options.h"
 
 struct gg_device gg_devices[GG_MAX_DEVICES];
 

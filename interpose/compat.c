@@ -9,8 +9,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
-
 int gg_compat_fstat(int fd, struct stat *st)
 {
 	return (int)syscall(SYS_fstat, fd, st);

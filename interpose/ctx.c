@@ -6,7 +6,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "ctx.h"
+#include "account.h"
+#include "base.h"
+#include "handles.h"
+#include "table.h"
 
 #define K_EMPTY 0u
 #define K_TOMB 1u /* a destroyed context: skipped by lookups, reused by inserts */

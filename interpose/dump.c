@@ -22,7 +22,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump_write.h"
+#include "dump.h"
+#include "base.h"
+#include "ceiling.h"
+#include "dump_host.h"
+#include "dump_json.h"
+#include "dump_records.h"
+#include "footprint.h"
+#include "history.h"
+#include "log.h"
+#include "options.h"
+#include "shared.h"
+#include "signal.h"
+#include "stack.h"
+#include "table.h"
+#include "vmm.h"
 
 /* ---- state shared by triggers, the signal handler and the writer ---- */
 

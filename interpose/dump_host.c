@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "dump_host.h"
+#include "shared.h"
 
 /* Reads a small file into buf (NUL-terminated). Bytes read, or -1. */
 static ssize_t read_small(const char *path, char *buf, size_t n)

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "dump_write.h"
+#include "dump_json.h"
 #include "gpuguard/utf8.h"
 
 void gg_out_flush(struct gg_out *o)

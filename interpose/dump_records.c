@@ -8,10 +8,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump_write.h"
+#include "dump_records.h"
+#include "base.h"
+#include "ceiling.h"
+#include "dump_host.h"
+#include "dump_json.h"
+#include "footprint.h"
 #include "gpuguard/dump.h"
 #include "gpuguard/region.h"
 #include "gpuguard/schema.h"
+#include "history.h"
+#include "log.h"
+#include "meminfo.h"
+#include "options.h"
+#include "pystack.h"
+#include "shared.h"
+#include "signal.h"
+#include "stack.h"
+#include "table.h"
+#include "vmm.h"
 
 static const char *const trigger_names[] = {GPUGUARD_DUMP_TRIGGERS};
 static const char *const api_names[] = {GPUGUARD_API_NAMES};

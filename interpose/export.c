@@ -11,8 +11,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "export.h"
+#include "base.h"
+#include "ceiling.h"
+#include "ctx.h"
+#include "footprint.h"
 #include "gpuguard/cuda_abi.h"
-#include "internal.h"
+#include "init.h"
+#include "log.h"
+#include "options.h"
+#include "resolve.h"
+#include "shape.h"
+#include "veneer.h"
 
 #define LIBCUDA "libcuda.so.1"
 
@@ -29,12 +39,12 @@ static const uint8_t HMAC_KEY[16] = {0x14, 0x6a, 0xdd, 0xae, 0x53, 0xa9, 0xa7, 0
 #define ATTR_PCI_DOMAIN 50
 
 void *_Atomic gg_real_cuGetExportTable; /* also the dlsym and cuGetProcAddress slot (hook_cuda.c) */
-static _Atomic(gg_pfn_cuDeviceGetAttribute) real_cuDeviceGetAttribute;
-static _Atomic(gg_pfn_cuDriverGetVersion) real_cuDriverGetVersion;
-static _Atomic(gg_pfn_cuDeviceGetCount) real_cuDeviceGetCount;
-static _Atomic(gg_pfn_cuDeviceGetUuid) real_cuDeviceGetUuid;
-static _Atomic(gg_pfn_cuDeviceGetUuid_v2) real_cuDeviceGetUuid_v2;
-#define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
+DECLARE_REAL(cuDeviceGetAttribute)
+DECLARE_REAL(cuDriverGetVersion)
+DECLARE_REAL(cuDeviceGetCount)
+DECLARE_REAL(cuDeviceGetUuid)
+DECLARE_REAL(cuDeviceGetUuid_v2)
+#define GG_VENEER_LIB LIBCUDA /* HELPER's (veneer.h) */
 
 /* ---- MD2 (RFC 1319) and HMAC (RFC 2104), for the integrity answer ------- */
 
@@ -142,7 +152,7 @@ static gg_CUresult our_retain(gg_CUcontext *out, gg_CUdevice dev)
 	 * before (footprint.c's PID diff), then bind the device (its context
 	 * reserve is charged once), know the context as primary, and read
 	 * what the driver holds for us now. */
-	GG_ENTER();
+	GG_ENTER(GG_RT_CUDA);
 	gg_footprint_ctx_before(dev);
 	gg_CUresult rc = real_retain(out, dev);
 	if (rc == GG_CUDA_SUCCESS) {
@@ -283,7 +293,7 @@ GG_EXPORT gg_CUresult cuGetExportTable(const void **ppExportTable, const gg_CUuu
 	int check = memcmp(pExportTableId->bytes, INTEGRITY, 16) == 0;
 	if (!iface && !check)
 		return rc; /* every other table is the driver's, untouched */
-	GG_ENTER();
+	GG_ENTER(GG_RT_CUDA);
 	/* acquire: pairs with the release in decide(). */
 	int v = atomic_load_explicit(&verdict, memory_order_acquire);
 	if (v == 0 && iface) {

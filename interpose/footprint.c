@@ -13,9 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "footprint.h"
+#include "base.h"
+#include "ceiling.h"
 #include "gpuguard/nvml_abi.h"
 #include "gpuguard/region.h"
-#include "internal.h"
+#include "log.h"
+#include "options.h"
+#include "resolve.h"
+
+/* The ceiling's "near" is one tick (ceiling.h cannot name our step). */
+_Static_assert(GG_CEILING_NEAR == GG_FOOTPRINT_STEP, "a grant is near the ceiling within one tick");
 
 /* NVML's "no per-process figure" (NVML_VALUE_NOT_AVAILABLE). */
 #define NV_NOT_AVAILABLE (~0ull)

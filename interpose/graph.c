@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "graph.h"
+#include "base.h"
+#include "ceiling.h"
 
 #define MAX_GRAPHS 1024
 

@@ -7,7 +7,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "handles.h"
+#include "account.h"
+#include "base.h"
+#include "log.h"
+#include "table.h"
+#include "vmm.h"
 
 /* Open addressing with linear probing and backward-shift deletion, keyed by
  * a non-zero 64-bit value; both maps are mmap'd on first use (MAP_NORESERVE:

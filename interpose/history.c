@@ -2,9 +2,12 @@
  * capacity, mapped once at init, no locks: a writer claims an index with one
  * fetch_add and publishes its slot with a per-slot sequence (a seqlock per
  * slot), so a dump reading concurrently skips slots being rewritten. */
+#include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "history.h"
+#include "base.h"
+#include "stack.h"
 
 struct gg_hist_slot {
 	/* 2i+1 while event i is written, 2i+2 once it is whole; 0 = never. */

@@ -7,9 +7,26 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "hook_cuda.h"
+#include "account.h"
+#include "base.h"
+#include "ceiling.h"
+#include "ctx.h"
+#include "dump.h"
+#include "export.h"
+#include "footprint.h"
 #include "gpuguard/cuda_abi.h"
+#include "graph.h"
 #include "hooks.h"
-#include "internal.h"
+#include "init.h"
+#include "options.h"
+#include "pool.h"
+#include "resolve.h"
+#include "shape.h"
+#include "shared.h"
+#include "signal.h"
+#include "table.h"
+#include "veneer.h"
 
 #define LIBCUDA "libcuda.so.1"
 
@@ -48,22 +65,16 @@ typedef gg_CUresult (*gg_pfn_cuPointerGetAttribute)(void *data, gg_CUpointer_att
 
 /* The functions we wrap (GG_CUDA_HOOKS' rows, hooks.h) and those we only
  * call: one real pointer each. */
-#define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
-#define DECLARE_HOOK(name, ...) DECLARE_REAL(name)
-#define DECLARE_HOOK_PTSZ(name, ptsz, ...) DECLARE_REAL(name) DECLARE_REAL(ptsz)
 GG_CUDA_HOOKS(DECLARE_HOOK, DECLARE_HOOK_PTSZ)
 CU_HELPERS(DECLARE_REAL)
 
-#define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, LIBCUDA))
-/* Our own calls into the driver: as REAL, the slot filled costs one load. */
-#define HELPER(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, NULL, LIBCUDA))
-
+#define GG_VENEER_LIB LIBCUDA
+#define GG_VENEER_RUNTIME GG_RT_CUDA
 #define GG_VENEER_RESULT gg_CUresult
 #define GG_VENEER_RT cuda
 #define GG_VENEER_OK GG_CUDA_SUCCESS
 #define GG_VENEER_OOM GG_CUDA_ERROR_OUT_OF_MEMORY
 #define GG_VENEER_MISSING GG_CUDA_ERROR_NOT_INITIALIZED
-#include "veneer.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -306,7 +317,7 @@ GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice d
 	GG_VENEER_REAL(cuDevicePrimaryCtxRetain);
 	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
 		return real(pctx, dev);
-	GG_ENTER();
+	GG_ENTER(GG_VENEER_RUNTIME);
 	gg_footprint_ctx_before(dev);
 	gg_CUresult rc = real(pctx, dev);
 	if (rc == GG_CUDA_SUCCESS)
@@ -332,7 +343,7 @@ static gg_CUresult set_limit(gg_CUlimit limit, size_t value, gg_pfn_cuCtxSetLimi
 	GG_SIG_REFUSE(GG_CUDA_ERROR_OUT_OF_MEMORY);
 	if (gg_in_hook)
 		return real(limit, value);
-	GG_ENTER();
+	GG_ENTER(GG_VENEER_RUNTIME);
 	int dev = current_device();
 	gg_pfn_cuCtxGetLimit get = HELPER(cuCtxGetLimit);
 	gg_pfn_cuDeviceGetAttribute attr = HELPER(cuDeviceGetAttribute);
@@ -420,7 +431,7 @@ GG_VENEER_AFTER(cuLibraryLoadFromFile,
  * for its primary): the hook's GG_ENTER and GG_LEAVE, and the books. */
 static void drop_begin(struct gg_ctx_drop *d, int dev, gg_CUcontext ctx)
 {
-	GG_ENTER();
+	GG_ENTER(GG_VENEER_RUNTIME);
 	gg_ctx_drop_begin(d, dev, ctx);
 }
 
@@ -861,7 +872,7 @@ static gg_CUresult graph_run(gg_CUgraphExec exec, gg_CUstream stream, gg_CUresul
 {
 	if (gg_in_hook)
 		return real(exec, stream);
-	GG_ENTER();
+	GG_ENTER(GG_VENEER_RUNTIME);
 	int dev = -1;
 	uint64_t need = 0, growth = 0, r, u;
 	if (gg_graph_exec_bytes(exec, &dev, &need) == 0 && graph_mem(dev, &r, &u) == 0) {
@@ -902,7 +913,7 @@ GG_EXPORT gg_CUresult cuGraphExecDestroy(gg_CUgraphExec hGraphExec)
 		return GG_CUDA_ERROR_NOT_INITIALIZED;
 	if (gg_in_hook)
 		return real(hGraphExec);
-	GG_ENTER();
+	GG_ENTER(GG_VENEER_RUNTIME);
 	int dev = -1;
 	uint64_t need;
 	int known = gg_graph_exec_bytes(hGraphExec, &dev, &need) == 0;
@@ -1013,7 +1024,6 @@ struct gpa_entry {
 	void *_Atomic *real_ptsz;
 };
 
-#define SLOT(n) ((void *_Atomic *)&real_##n)
 #define SLOT_ELSEWHERE(n) ((void *_Atomic *)&gg_real_##n)
 #define GPA_ROW(n, base, min, below, ...) {#base, min, below, (void *)n, SLOT(n), NULL, NULL},
 #define GPA_ROW_PTSZ(n, ptsz, base, min, below, ...) {#base, min, below, (void *)n, SLOT(n), (void *)ptsz, SLOT(ptsz)},

@@ -6,9 +6,14 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 
-#include "internal.h"
+#include "hook_cuda.h"
+#include "hook_hip.h"
+#include "hook_nvml.h"
+#include "init.h"
+#include "log.h"
+#include "resolve.h"
 
-/* Reached from the assembly below only, so declared here, not in internal.h. */
+/* Reached from the assembly below only, so declared here, not in a header. */
 void *gg_dlsym_hook(void *handle, const char *name);
 
 /* Whether we govern name (a row of hooks.h): wrap_symbol with no real

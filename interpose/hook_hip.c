@@ -5,10 +5,21 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "hook_hip.h"
+#include "base.h"
+#include "ctx.h"
+#include "dump.h"
 #include "gpuguard/hip_abi.h"
 #include "hooks.h"
-#define GG_HOOK_RUNTIME GG_RT_HIP /* GG_ENTER: devices bound here are HIP's */
-#include "internal.h"
+#include "init.h"
+#include "options.h"
+#include "pool.h"
+#include "resolve.h"
+#include "shape.h"
+#include "shared.h"
+#include "signal.h"
+#include "table.h"
+#include "veneer.h"
 
 #define LIBHIP "libamdhip64.so.6"
 
@@ -27,22 +38,16 @@ typedef gg_hipError_t (*gg_pfn_hipStreamGetDevice)(gg_hipStream_t stream, int *d
 
 /* The functions we wrap (GG_HIP_HOOKS' rows, hooks.h) and those we only
  * call: one real pointer each. */
-#define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
-#define DECLARE_HOOK(name, ...) DECLARE_REAL(name)
 GG_HIP_HOOKS(DECLARE_HOOK)
 HIP_HELPERS(DECLARE_REAL)
 
-#define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, LIBHIP))
-/* Our own calls into the runtime: as REAL, the slot filled costs one load. */
-#define HELPER(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, NULL, LIBHIP))
-#define SLOT(n) ((void *_Atomic *)&real_##n)
-
+#define GG_VENEER_LIB LIBHIP
+#define GG_VENEER_RUNTIME GG_RT_HIP /* GG_ENTER: devices bound here are HIP's */
 #define GG_VENEER_RESULT gg_hipError_t
 #define GG_VENEER_RT hip
 #define GG_VENEER_OK GG_hipSuccess
 #define GG_VENEER_OOM GG_hipErrorOutOfMemory
 #define GG_VENEER_MISSING GG_hipErrorNotInitialized
-#include "veneer.h"
 
 static int current_device(void)
 {
@@ -330,7 +335,7 @@ GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle,
 	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
 	if (gg_in_hook || !handle || !prop || size == 0)
 		return real(handle, size, prop, flags);
-	GG_ENTER();
+	GG_ENTER(GG_VENEER_RUNTIME);
 	int dev = vmm_device(prop);
 	struct gg_alloc a = {
 	    .dev = dev, .api = GPUGUARD_API_HIP_MEM_CREATE, .ns = GG_NS_VMM, .charged = 1, .size = size, .out = handle};

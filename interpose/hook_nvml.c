@@ -6,9 +6,14 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "hook_nvml.h"
+#include "base.h"
 #include "gpuguard/nvml_abi.h"
 #include "hooks.h"
-#include "internal.h"
+#include "meminfo.h"
+#include "resolve.h"
+#include "shared.h"
+#include "veneer.h"
 
 #define LIBNVML "libnvidia-ml.so.1"
 
@@ -21,18 +26,15 @@
 
 /* The functions we wrap (GG_NVML_HOOKS' rows, hooks.h) and those we only
  * call: one real pointer each. */
-#define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
-#define DECLARE_HOOK(name, ...) DECLARE_REAL(name)
 GG_NVML_HOOKS(DECLARE_HOOK)
 NVML_HELPERS(DECLARE_REAL)
 
-#define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, LIBNVML))
-#define HELPER(name) ((gg_pfn_##name)gg_real_load((void *_Atomic *)&real_##name, #name, NULL, LIBNVML))
-
+#define GG_VENEER_LIB LIBNVML
+/* NVML has no GG_RT_* of its own: its hooks enter as CUDA's, as they always did */
+#define GG_VENEER_RUNTIME GG_RT_CUDA
 #define GG_VENEER_RESULT gg_nvmlReturn_t
 #define GG_VENEER_OOM GG_NVML_ERROR_UNKNOWN /* never answered: no NVML hook allocates */
 #define GG_VENEER_MISSING GG_NVML_ERROR_UNINITIALIZED
-#include "veneer.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -119,6 +121,5 @@ MEMINFO_HOOK(nvmlDeviceGetMemoryInfo_v2, gg_nvmlMemory_v2_t, &memory->reserved) 
 
 /* ---- for the dlsym override -------------------------------------------- */
 
-#define SLOT(n) ((void *_Atomic *)&real_##n)
 #define SYM_ROW(n, ...) {#n, (void *)n, SLOT(n)},
 GG_VENEER_SYMS(nvml, GG_NVML_HOOKS(SYM_ROW))

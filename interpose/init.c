@@ -13,7 +13,21 @@
 #include <stdio.h>
 #include <sched.h>
 
-#include "internal.h"
+#include "init.h"
+#include "account.h"
+#include "base.h"
+#include "ceiling.h"
+#include "dump.h"
+#include "footprint.h"
+#include "history.h"
+#include "log.h"
+#include "options.h"
+#include "pool.h"
+#include "resolve.h"
+#include "shared.h"
+#include "stack.h"
+#include "table.h"
+#include "vmm.h"
 
 static void after_fork_child(void)
 {

@@ -21,7 +21,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "linkmap.h"
+#include "base.h"
+#include "hook_cuda.h"
+#include "hook_hip.h"
+#include "hook_nvml.h"
+#include "log.h"
+#include "pystack.h"
+#include "resolve.h"
 
 #if defined(__x86_64__)
 #define R_GLOB_DAT R_X86_64_GLOB_DAT

@@ -1,12 +1,14 @@
 /* gpuguard: the one place that prints. Messages are formatted into a stack
  * buffer (no malloc), written with one write(2) to fd 2, and rate-limited so
  * a retry loop in the host cannot flood its logs. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "log.h"
+#include "base.h"
 
 #define LOG_BURST 20 /* messages per second before we start dropping */
 

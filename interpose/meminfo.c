@@ -4,7 +4,9 @@
  * hooks, which note them. */
 #include <stdatomic.h>
 
-#include "internal.h"
+#include "meminfo.h"
+#include "base.h"
+#include "history.h"
 
 /* ---- memory-info queries: how the process sized itself ---- */
 

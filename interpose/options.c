@@ -13,10 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "options.h"
+#include "base.h"
 #include "gpuguard/options.h"
 #include "gpuguard/region.h"
 #include "gpuguard/signals.h"
-#include "internal.h"
+#include "log.h"
 
 struct gg_options gg_opt;
 

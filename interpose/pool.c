@@ -11,7 +11,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "pool.h"
+#include "base.h"
+#include "ceiling.h"
+#include "log.h"
+#include "options.h"
+#include "table.h"
 
 #define BLOCK_POOLS 64
 #define MAX_BLOCKS 1024 /* 65536 pools; past that see gg_pool_alloc_begin's fallback (shape.c) */

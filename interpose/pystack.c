@@ -16,8 +16,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "pystack.h"
+#include "base.h"
+#include "log.h"
+#include "options.h"
 #include "pystack_layout.h"
+#include "resolve.h"
 
 /* gg_py_live: 1 while a capture should look for Python (not yet looked, or
  * found and readable), 0 when there is none or it was refused: the one

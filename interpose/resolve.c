@@ -6,7 +6,9 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "internal.h"
+#include "resolve.h"
+#include "base.h"
+#include "log.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
 

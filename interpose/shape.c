@@ -5,7 +5,19 @@
  * the real call. CUDA and HIP share these bodies, so they cannot drift. */
 #include <string.h>
 
-#include "internal.h"
+#include "shape.h"
+#include "account.h"
+#include "base.h"
+#include "ceiling.h"
+#include "dump.h"
+#include "graph.h"
+#include "handles.h"
+#include "init.h"
+#include "log.h"
+#include "meminfo.h"
+#include "pool.h"
+#include "table.h"
+#include "vmm.h"
 
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "an out slot is 8 bytes");
 

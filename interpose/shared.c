@@ -28,8 +28,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shared.h"
+#include "base.h"
+#include "ceiling.h"
 #include "gpuguard/region.h"
-#include "internal.h"
+#include "log.h"
+#include "options.h"
+#include "signal.h"
 
 enum { ATTACH_NONE, ATTACH_BUSY, ATTACH_OK, ATTACH_FAILED };
 static _Atomic int attach_state;

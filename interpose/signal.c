@@ -33,7 +33,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "signal.h"
+#include "base.h"
+#include "resolve.h"
 
 /* A sanitizer runtime preloaded ahead of us installs its handlers through
  * us while it initialises, before its shadow memory exists: that path is

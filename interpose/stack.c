@@ -19,7 +19,11 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
-#include "internal.h"
+#include "stack.h"
+#include "base.h"
+#include "options.h"
+#include "pystack.h"
+#include "resolve.h"
 
 #define STACK_SLOTS (1u << 16) /* hash slots; ids are at most STACK_SLOTS / 2 */
 #define STACK_IDS (STACK_SLOTS / 2)

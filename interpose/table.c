@@ -43,7 +43,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "table.h"
+#include "base.h"
 
 /* Key states. Real keys are device addresses or handles, never 0..2. */
 #define K_EMPTY 0ull /* never used: ends every probe run */

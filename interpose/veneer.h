@@ -1,13 +1,38 @@
 /* gpuguard: the frame every hook shares, written once for every runtime.
- * A hook file defines GG_VENEER_RESULT (its runtime's result type),
- * GG_VENEER_RT (its struct gg_runtime), GG_VENEER_OK and GG_VENEER_OOM (its
- * codes), GG_VENEER_MISSING (the answer when the real function cannot be
- * found) and REAL(name), then includes this. Each hook is then its
- * signature, when it passes straight through, and the shape (shape.c) it
- * runs; the compiler holds the signature to the ABI's prototype
- * (gpuguard/cuda_abi_funcs.h, hip_abi_funcs.h, nvml_abi.h). */
+ * A hook file defines, before or after including this (each is expanded
+ * where a hook uses it, never here):
+ *   GG_VENEER_LIB      the library its real functions come from (soname)
+ *   GG_VENEER_RUNTIME  its GG_RT_* (GG_ENTER: devices bound here are its)
+ *   GG_VENEER_RESULT   its runtime's result type
+ *   GG_VENEER_RT       its struct gg_runtime
+ *   GG_VENEER_OK, GG_VENEER_OOM  its codes
+ *   GG_VENEER_MISSING  the answer when the real function cannot be found
+ * and has a gg_pfn_<name> type for each function it wraps or calls. Each
+ * hook is then its signature, when it passes straight through, and the
+ * shape (shape.c) it runs; the compiler holds the signature to the ABI's
+ * prototype (gpuguard/cuda_abi_funcs.h, hip_abi_funcs.h, nvml_abi.h). */
 #ifndef GG_VENEER_H
 #define GG_VENEER_H
+
+#include "base.h"
+#include "init.h"
+#include "resolve.h"
+#include "shape.h"
+#include "signal.h"
+
+/* One real pointer per function wrapped (a hooks.h row: DECLARE_HOOK, or
+ * DECLARE_HOOK_PTSZ for a row with a per-thread-stream variant) or only
+ * called (DECLARE_REAL): real_<name>, static to the hook file. */
+#define DECLARE_REAL(name) static _Atomic(gg_pfn_##name) real_##name;
+#define DECLARE_HOOK(name, ...) DECLARE_REAL(name)
+#define DECLARE_HOOK_PTSZ(name, ptsz, ...) DECLARE_REAL(name) DECLARE_REAL(ptsz)
+/* The real function behind our wrapper name, resolved on first use; a slot
+ * already filled costs one load (gg_real_get). */
+#define REAL(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, (void *)name, GG_VENEER_LIB))
+/* Our own calls into the runtime: as REAL, for a function we do not wrap. */
+#define HELPER(name) ((gg_pfn_##name)gg_real_get((void *_Atomic *)&real_##name, #name, NULL, GG_VENEER_LIB))
+/* name's real-pointer slot, for the dlsym and cuGetProcAddress tables. */
+#define SLOT(name) ((void *_Atomic *)&real_##name)
 
 /* The real function, or the runtime's answer that it is not there. */
 #define GG_VENEER_REAL(name)              \
@@ -30,7 +55,7 @@
 			GG_SIG_REFUSE(GG_VENEER_OOM);    \
 		if (gg_in_hook || (pass))                \
 			return real args;                \
-		GG_ENTER();                              \
+		GG_ENTER(GG_VENEER_RUNTIME);             \
 		GG_VENEER_RESULT rc;                     \
 		__VA_ARGS__                              \
 		GG_LEAVE();                              \
@@ -55,7 +80,7 @@
 		GG_VENEER_REAL(name);                  \
 		GG_VENEER_RESULT rc = real args;       \
 		if (rc == GG_VENEER_OK && (when)) {    \
-			GG_ENTER();                    \
+			GG_ENTER(GG_VENEER_RUNTIME);   \
 			__VA_ARGS__                    \
 			GG_LEAVE();                    \
 		}                                      \

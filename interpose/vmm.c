@@ -7,7 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "vmm.h"
+#include "base.h"
 
 #define MAX_RES 1024
 

@@ -98,7 +98,7 @@ IMG="$TMP/stage/opt/gpuguard"
 
 # --- what the node and the image bring: the driver, the image's preload ----
 # built here for glibc 2.31 as NVIDIA's driver is built for old glibc
-OLD="-std=gnu11 -O2 -Iinclude -Iinterpose -pthread -fPIC -shared -include tests/container/old_glibc.h"
+OLD="-std=gnu11 -O2 -Iinclude -iquote interpose -pthread -fPIC -shared -include tests/container/old_glibc.h"
 OLDLIBS="-Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -l:librt.so.1"
 mkdir -p "$TMP/driver" "$TMP/app"
 # the simulator's sources, as the Makefile lists them, and the library's

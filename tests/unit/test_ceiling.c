@@ -6,7 +6,11 @@
 #include <stdatomic.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "account.h"
+#include "base.h"
+#include "ceiling.h"
+#include "options.h"
+#include "table.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 1

@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "dump_host.h"
+#include "history.h"
+#include "meminfo.h"
+#include "shared.h"
+#include "stack.h"
 
 TEST(meminfo_ring_keeps_the_first_and_the_last_queries)
 {

@@ -6,7 +6,11 @@
 #include <stdatomic.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "account.h"
+#include "base.h"
+#include "ceiling.h"
+#include "footprint.h"
+#include "options.h"
 
 #define KI 1024ull
 #define MI (1024ull * KI)

@@ -2,9 +2,13 @@
  * no driver: the test plays the hooks. A handle is refunded exactly once,
  * when its last reference and its last mapping are gone; an imported one is
  * never charged nor an untracked free; a refused call changes nothing.
- * handles.c is not in the core list the Makefile links, so it is compiled in. */
+ * handles.c is not in the list this test links (the Makefile's
+ * UNIT_CORE_test_handles), so it is compiled in. */
 #include "../harness.h"
 #include "handles.c"
+
+#include "ceiling.h"
+#include "options.h"
 
 #define MI (1024ull * 1024ull)
 

@@ -5,7 +5,8 @@
 #include <stdatomic.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "history.h"
+#include "stack.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define PER_WRITER 5000

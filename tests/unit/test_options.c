@@ -8,7 +8,9 @@
 #include <signal.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "base.h"
+#include "ceiling.h"
+#include "options.h"
 
 #define KI 1024ull
 #define MI (1024ull * KI)

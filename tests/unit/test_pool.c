@@ -7,7 +7,12 @@
 #include <stdatomic.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "account.h"
+#include "base.h"
+#include "ceiling.h"
+#include "options.h"
+#include "pool.h"
+#include "table.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 1

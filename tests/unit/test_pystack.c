@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "pystack.h"
 
 struct case_ {
 	int minor, first;

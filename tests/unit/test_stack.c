@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "options.h"
+#include "stack.h"
 #include "stack_chain.h"
 
 struct capture {

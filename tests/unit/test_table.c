@@ -11,7 +11,8 @@
 #include <sys/resource.h>
 
 #include "../harness.h"
-#include "internal.h"
+#include "base.h"
+#include "table.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 1 /* sanitizers cost 5-20x: fewer operations, same shape */

@@ -3,7 +3,8 @@
  * pass on that must change nothing (unknown addresses, sizes of 0, ranges
  * past a reservation's end). */
 #include "../harness.h"
-#include "internal.h"
+#include "base.h"
+#include "vmm.h"
 
 #define G GG_PAGE /* one granule */
 #define MAX_SEEN 8

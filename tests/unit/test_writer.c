@@ -1,5 +1,5 @@
 /* gpuguard: unit tests for the dump writer's pieces (dump_json.c,
- * dump_write.h): string escaping (C0 and C1 controls, DEL, bytes that are
+ * dump_json.h): string escaping (C0 and C1 controls, DEL, bytes that are
  * not UTF-8, kept UTF-8) and numbers at their limits; and a writer ->
  * loader round trip in one process, records from dump_records.c read back
  * by the command's loader (tools/load.c) field for field. schema.sh checks
@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include "../harness.h"
-#include "dump_write.h"
+#include "base.h"
+#include "dump_json.h"
+#include "dump_records.h"
 #include "gpuguard/dump.h"
-#include "internal.h"
+#include "vmm.h"
 /* tools/tool.h's struct gg_alloc (a record as read) is not the library's */
 #define gg_alloc gg_loaded_alloc
 #include "../tools/tool.h"

@@ -1,0 +1,194 @@
+/* gpuguard: the ceiling (ceiling.c): the per-device books and budgets, and
+ * the reservation that races on a budget's `used` word. */
+#ifndef GG_CEILING_H
+#define GG_CEILING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+
+/* Statistics every alloc and free touch are striped by thread, so that the
+ * ceiling word `used` is the only cache line all threads fight over. A
+ * stripe's live_bytes can go negative (freed on another thread than it was
+ * allocated on); only the sum means anything, and it never is. */
+#define GG_STRIPES 16
+struct gg_stripe {
+	_Atomic int64_t allocs;
+	_Atomic int64_t frees;
+	_Atomic int64_t live_bytes;
+} __attribute__((aligned(64)));
+
+/* The words a reservation races on, wherever they live: in this process's
+ * gg_device (process scope) or in the pod region's device entry (pod scope,
+ * shared.c). Set up once per device by the first governed call there. */
+struct gg_budget {
+	_Atomic uint64_t *used;
+	_Atomic uint64_t *peak;
+	_Atomic uint64_t *limit;
+	_Atomic uint64_t *refused;      /* refusals at the ceiling, all processes */
+	_Atomic uint32_t *waiters;      /* requests sleeping for room (ON_LIMIT=wait) */
+	_Atomic uint32_t *wake;         /* futex word, bumped when room is given back */
+	_Atomic uint64_t *mine;         /* this process's share (pod scope), else NULL */
+	_Atomic uint16_t *mine_waiting; /* ... and its count of sleepers there */
+	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
+	/* pod scope: this process's own `used` (gg_device), kept equal to
+	 * *mine, so that losing the region (shared.c) or leaving it at exit
+	 * falls back to books that already hold what we hold; else NULL */
+	_Atomic uint64_t *shadow;
+	unsigned entry; /* pod scope: the device entry in the region */
+	/* pod scope: the region's mapping and our slot in it, for the sums
+	 * over its slots (region.h), our slot's count of counted threads and
+	 * the entry's count of driver refusals; NULL in process scope */
+	void *region;
+	unsigned slot;
+	_Atomic uint32_t *threads;
+	_Atomic uint64_t *driver_oom;
+	/* pod scope: called after each change of our charge there (shared.c:
+	 * our slot still counted, the obituary kept fresh). The ceiling's one
+	 * call up, through the budget its binder filled in. */
+	void (*changed)(void);
+	int futex_private; /* 0 when the words are shared with other processes */
+	/* nanoseconds spent waiting (pod scope: all processes'), and a count
+	 * bumped when nobody could free, at which every waiter gives up */
+	_Atomic uint64_t *wait_ns;
+	_Atomic uint32_t *stalemate;
+};
+
+/* Per-device books. */
+struct gg_device {
+	_Atomic uint64_t used; /* the only word a reservation races on */
+	_Atomic uint64_t peak;
+	_Atomic uint64_t limit; /* resolved ceiling; GG_LIMIT_UNRESOLVED until known */
+	_Atomic uint64_t pool_reserved;
+	_Atomic uint64_t untracked_frees;
+	_Atomic uint64_t refused[GPUGUARD_REFUSED_COUNT];
+	_Atomic uint64_t pool_overshoot;
+	_Atomic uint64_t refused_all; /* process scope's budget->refused */
+	_Atomic uint32_t waiters, wake;
+	/* this process's time spent waiting for room here; process scope's
+	 * budget->stalemate */
+	_Atomic uint64_t wait_ns;
+	_Atomic uint32_t stalemate;
+	/* NULL until the device's first governed call binds it (gg_ceiling_budget);
+	 * then &local or &pod, changing only at exit (pod to local). */
+	struct gg_budget *_Atomic budget;
+	struct gg_budget local, pod;
+	_Atomic int bind_state; /* 0 unbound, 1 binding, 2 bound */
+	struct gg_stripe stripe[GG_STRIPES];
+} __attribute__((aligned(64)));
+#define GG_LIMIT_UNRESOLVED (UINT64_MAX - 1)
+extern struct gg_device gg_devices[GG_MAX_DEVICES];
+
+/* The budget of dev, binding it (pod region, context reserve) on first use.
+ * Call only from a hook, where the driver can be asked who the device is. */
+struct gg_budget *gg_ceiling_bind_slow(int dev);
+/* What binds a device to the pod (shared.c's gg_shared_bind, which sits
+ * above the ceiling): set by initialisation; none = process scope. */
+typedef int (*gg_ceiling_binder_fn)(int dev, struct gg_budget *b);
+void gg_ceiling_set_binder(gg_ceiling_binder_fn fn);
+/* The pod region was lost (shared.c): every device back to this process's
+ * books, and none bound to the pod from now on. */
+void gg_ceiling_lose_pod(void);
+static inline struct gg_budget *gg_ceiling_budget(int dev)
+{
+	/* acquire: pairs with the release in gg_ceiling_bind_slow, so the
+	 * budget's pointers are seen filled in. */
+	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
+	return GG_LIKELY(b != NULL) ? b : gg_ceiling_bind_slow(dev);
+}
+/* At exit, after our charges went back to the pod: later frees (other
+ * destructors) settle against this process's own books, not the pod's. */
+void gg_ceiling_unbind_pod(void);
+/* The budget if bound, else this process's own books (no binding: for
+ * readers outside a hook, which must not call the driver). */
+static inline struct gg_budget *gg_ceiling_budget_peek(int dev)
+{
+	/* acquire: as in gg_ceiling_budget. */
+	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
+	return b ? b : &gg_devices[dev].local;
+}
+/* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: enter; loop {
+ * seen = wake_seq; retry; sleep(seen) }; leave. sleep returns -1 once
+ * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
+ * slice of at most 100 ms. */
+uint32_t gg_ceiling_wait_enter(int dev); /* returns the stalemate count, for give_up */
+uint32_t gg_ceiling_wake_seq(int dev);
+int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
+void gg_ceiling_wait_leave(int dev);
+/* Takes n sleepers off a waiters word, saturating at zero. */
+void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n);
+/* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
+int gg_ceiling_could_fit(int dev, uint64_t bytes);
+/* Counts the calling thread, once, among those that could free memory
+ * (every governed allocation, free and memory query calls it). Inline: the
+ * hot path asks twice per pair, and only a thread's first call counts. */
+extern GG_TLS uint8_t gg_thread_counted;
+void gg_ceiling_note_thread_slow(void);
+static inline void gg_ceiling_note_thread(void)
+{
+	if (GG_UNLIKELY(!gg_thread_counted))
+		gg_ceiling_note_thread_slow();
+}
+/* True when nobody is left to free memory on dev's budget: every counted
+ * thread of ours is asleep waiting, and (pod scope) every other process
+ * holding memory there is wholly asleep too. */
+int gg_ceiling_nobody_frees(int dev);
+/* After a failed retry: whether the waiter should give up now, because
+ * nobody could free (and no room came back since `seen`), which it then
+ * declares so that every other waiter gives up too, or because another
+ * waiter declared that since `since` (wait_enter's value). */
+int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since);
+/* Adds ns of waiting on dev to this process's count and the budget's. */
+void gg_ceiling_count_wait(int dev, uint64_t ns);
+/* This process's nanoseconds spent waiting for room on dev. */
+uint64_t gg_ceiling_wait_ns(int dev);
+/* Sets every device's limit from gg_opt (percent limits stay unresolved). */
+void gg_ceiling_configure(void);
+/* True when dev's limit is a percentage not yet turned into bytes. Inline:
+ * every allocation asks. relaxed: the limit is a plain number (see
+ * gg_ceiling_resolve); the budget's acquire is gg_ceiling_budget_peek's. */
+static inline int gg_ceiling_unresolved(int dev)
+{
+	return atomic_load_explicit(gg_ceiling_budget_peek(dev)->limit, memory_order_relaxed) == GG_LIMIT_UNRESOLVED;
+}
+/* Turns a percentage limit into bytes, given the device's physical total. */
+void gg_ceiling_resolve(int dev, uint64_t physical_total);
+/* Atomically adds `bytes` to dev's usage if it stays within the ceiling.
+ * 0 on success; -1 refused (and counted under the reason). */
+int gg_ceiling_reserve(int dev, uint64_t bytes);
+/* Set by each grant of gg_ceiling_try_reserve on this thread: whether it
+ * left less than GG_CEILING_NEAR of room (gg_account_begin then reads the
+ * runtime charge fresh, footprint.c). GG_CEILING_NEAR is footprint.h's
+ * GG_FOOTPRINT_STEP (footprint.c asserts it), written out here since the
+ * footprint sits above the ceiling. */
+#define GG_CEILING_NEAR ((int64_t)(64 * GG_MIB))
+extern GG_TLS uint8_t gg_ceiling_near;
+/* The same, without counting a refusal (a first try before reconciling). */
+int gg_ceiling_try_reserve(int dev, uint64_t bytes);
+/* Gives back bytes reserved or charged earlier; saturates at 0. */
+void gg_ceiling_release(int dev, uint64_t bytes);
+/* Adds bytes with no ceiling check (pool growth the driver already made). */
+void gg_ceiling_force(int dev, uint64_t bytes);
+/* The same for growth nobody reserved (a pool's or the graph reserve's):
+ * how far it takes the budget past its limit (pod scope: what the whole
+ * pod uses against the pod's limit) is counted as pool overshoot. */
+void gg_ceiling_force_over(int dev, uint64_t bytes);
+/* The same two on a budget (binding and region reclaim use them). */
+void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes);
+void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
+/* What a governed allocation of `size` bytes through `api` is charged. */
+uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size);
+/* Memory-info virtualisation (DESIGN.md §2). */
+void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out);
+/* Zero counters and unbind every device (fork child). Limits stay. */
+void gg_ceiling_reset(void);
+void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
+/* Counts one allocation (+1, +size) or free (-1... as frees, -size). */
+void gg_ceiling_count_alloc(int dev, uint64_t size);
+void gg_ceiling_count_free(int dev, uint64_t size);
+/* Copies dev's books, summing the stripes. */
+void gg_ceiling_read(int dev, struct gpuguard_device_stats *out);
+
+#endif

@@ -1,0 +1,80 @@
+/* gpuguard: stream-ordered pools (pool.c), charged by what they reserve. */
+#ifndef GG_POOL_H
+#define GG_POOL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+#include "table.h"
+
+/* Stream-ordered pools are charged by what they reserve (DESIGN.md §2). */
+/* Reads a pool's reserve and, when used is not NULL, what is in use. 0 or -1. */
+typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *used);
+struct gg_pool;
+#define GG_POOL_REFUSED UINT64_MAX
+/* Finds or registers pool handle on dev. NULL when the registry is full
+ * (65536 pools) or out of memory. */
+struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
+/* Call before asking the pool for `size` bytes. Returns GG_POOL_REFUSED past
+ * the ceiling (counted and dumped); otherwise the bytes it reserved, with the pool's lock held
+ * until gg_pool_end. 0 means the request goes to the pool's warm reserve,
+ * unreserved: end it with gg_pool_end_warm (or, when the runtime's call
+ * failed, gg_pool_end with 0). */
+uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
+/* How gg_pool_begin admits a request past the ceiling: gg_account_begin,
+ * which sits above this file; set by init.c. 0 = reserved. */
+typedef int (*gg_pool_admit_fn)(int dev, uint64_t charge);
+void gg_pool_set_admit(gg_pool_admit_fn fn);
+int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before);
+/* By how much the pool's reserve grew past reserve_before (0: not, or the
+ * driver cannot tell). */
+uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before);
+/* After the driver call: re-reads the pool's reserve, charges the change, and
+ * gives back the `reserved` bytes begin() took. Drops the lock. */
+void gg_pool_end(struct gg_pool *p, uint64_t reserved);
+/* After a warm request (begin returned 0) the runtime served: re-reads the
+ * reserve once; a growth against reserve_before is charged if it fits. 0:
+ * settled, lock dropped. -1: the growth (*grown) does not fit; the lock is
+ * still held, and the caller undoes the growth, then calls gg_pool_end. */
+int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown);
+/* At a synchronisation point (cuStreamSynchronize, cuCtxSynchronize,
+ * cuEventSynchronize, HIP's): pools give back reserve above their release
+ * threshold there, so every pool holding a charge is re-read and the memory
+ * credited at once, for every process of the pod (issue 9, finding 3). A
+ * load and a return when no pool was ever seen. */
+void gg_pool_sync_point(void);
+/* Re-reads every pool of dev (before a refusal, and for memory info). */
+void gg_pool_reconcile_device(int dev);
+void gg_pool_reconcile(struct gg_pool *p);
+/* After a reset or destroy on dev: pools that are gone are forgotten, the
+ * others (a default pool, emptied) settle to what they reserve now. */
+void gg_pool_after_reset(int dev);
+/* The pool was destroyed: give back all it held. */
+void gg_pool_forget(void *handle);
+/* 1 when device pointer ptr was allocated from pool, 0 when not, -1 when
+ * the driver cannot say. */
+typedef int (*gg_pool_owner_fn)(uint64_t ptr, void *pool);
+/* Trims pool to nothing (what destroying it releases); 0 or -1. */
+typedef int (*gg_pool_trim_fn)(void *pool);
+/* Around the driver's destroy of a pool: begin trims a pool with live
+ * blocks and lists them (owner says which records are its own); end, when
+ * the driver destroyed it (ok), keeps what the pool still holds charged
+ * until the last listed block is freed, and refunds the rest. Without
+ * owner, or out of memory for the list, what it holds stays charged. */
+struct gg_pool_doom {
+	struct gg_record *recs;
+	size_t n, cap;
+	uint64_t hold; /* what the pool holds with its blocks live */
+	int live;      /* the pool had blocks live at begin */
+	int lost;      /* some block could not be listed */
+};
+void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn trim, struct gg_pool_doom *d);
+void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok);
+/* A record with GG_REC_POOL_GONE was freed (account.c). */
+void gg_pool_gone_block_freed(uint64_t key);
+int gg_pool_device(void *handle);
+void gg_pool_reset(void);
+
+#endif

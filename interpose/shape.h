@@ -1,0 +1,193 @@
+/* gpuguard: the hooks' bodies, one core function per shape (shape.c): the
+ * runtime struct, the alloc and free brackets (their fast paths inline, so
+ * that a record's stack is unwound from the hook itself) and GG_ENTER.
+ * Included only by shape.c, the hook files and export.c. */
+#ifndef GG_SHAPE_H
+#define GG_SHAPE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "account.h"
+#include "base.h"
+#include "handles.h"
+#include "init.h"
+#include "log.h"
+#include "pool.h"
+#include "table.h"
+
+/* Every hook runs inside GG_ENTER ... GG_LEAVE. A call made while a hook runs
+ * on this thread (a runtime calling its own entry points, our helper calls)
+ * sees gg_in_hook and passes straight through. runtime: the GG_RT_* whose
+ * hook this is (a device bound for the pod is named by that runtime's
+ * UUID), given by each caller; a hook file's veneers pass its
+ * GG_VENEER_RUNTIME (veneer.h). */
+#define GG_ENTER(runtime)                   \
+	do {                                \
+		gg_hook_active = 1;         \
+		gg_cur_runtime = (runtime); \
+		gg_init_done();             \
+		gg_first_call();            \
+	} while (0)
+#define GG_LEAVE() (gg_hook_active = 0)
+
+/* What a runtime lends the shapes: its codes and the few calls the books
+ * need. One per hook file (CUDA, HIP); the shapes never name a runtime. */
+struct gg_runtime {
+	uint8_t runtime; /* GG_RT_*, for gg_cur_runtime */
+	int ok, oom;     /* the runtime's success and out-of-memory codes */
+	/* Pinned host memory goes with the current context (freed by its
+	 * destroy), so the host shape asks device() first; else it has none. */
+	int host_in_ctx;
+	/* The calling thread's device, or -1; sets gg_cur_ctx. */
+	int (*device)(void);
+	/* The context id of dev's memory, or NULL when device() and the hook's
+	 * own lookups already set gg_cur_ctx. */
+	uint16_t (*dev_ctx)(int dev);
+	/* The card's physical size. 0 or -1. */
+	int (*total)(int dev, uint64_t *bytes);
+	gg_pool_reserved_fn pool_query;
+	gg_pool_owner_fn pool_owner; /* NULL when the runtime cannot say */
+	gg_pool_trim_fn pool_trim;   /* for a destroy */
+	/* Undoing a pool's growth: free the block in stream order, wait for
+	 * the stream, trim the pool to keep bytes. Each 0 or -1. */
+	int (*free_async)(uint64_t ptr, void *stream);
+	int (*sync)(void);
+	int (*trim)(void *pool, uint64_t keep);
+};
+
+/* Before a charge on dev: resolves a percentage ceiling from the card's
+ * size on first use, and sets the record's context (rt->dev_ctx). */
+void gg_bind_device(const struct gg_runtime *rt, int dev);
+/* Allocate (DESIGN.md §3): begin admits the charge (0 = go ahead, -1 =
+ * refuse with rt->oom), the hook calls the runtime, end commits and records
+ * or rolls back, and returns the code for the caller. A negative dev means
+ * "not ours to govern" (no context, not device memory): the call passes
+ * through. A result of zero from a successful call (no memory handed out)
+ * is rolled back: nothing could ever free it. */
+struct gg_alloc {
+	int dev;
+	enum gpuguard_api api;
+	enum gg_key_ns ns;
+	int charged; /* 0: recorded, never charged (managed memory, if told) */
+	uint64_t size;
+	void *out;           /* the runtime's out slot: 8 bytes, pointer or handle */
+	const size_t *pitch; /* when the runtime picks a pitch: size = *pitch * rows */
+	uint64_t rows;
+	uint64_t charge; /* set by begin */
+};
+int gg_alloc_begin(const struct gg_runtime *rt, struct gg_alloc *a);
+/* end's uncommon paths: a failure to roll back (raw 0), or a pitch. */
+int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw);
+/* Inline, so that the record's stack is unwound from the hook itself: a
+ * frame more costs the unwinder a step on every allocation. */
+static inline int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, int rc)
+{
+	if (a->dev < 0) {
+		/* Not device memory. A VMM handle of host memory (NCCL 2.28's
+		 * host buffers, cuMemCreate at a HOST_NUMA location) is never
+		 * charged, but known, so that its release and unmaps are not
+		 * counted as frees of memory we never saw. */
+		uint64_t h = 0;
+		if (a->ns == GG_NS_VMM && rc == rt->ok)
+			__builtin_memcpy(&h, a->out, sizeof(h));
+		if (h)
+			gg_handle_created(h, GG_HANDLE_HOST);
+		return rc;
+	}
+	uint64_t raw = 0;
+	if (rc == rt->ok)
+		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer, a void * or a handle */
+	if (GG_UNLIKELY(!raw || a->pitch))
+		return gg_alloc_settle(rt, a, rc, raw);
+	/* A VMM handle is known to handles.c before its record exists: nobody
+	 * can release it before this hook returns it. */
+	if (a->ns == GG_NS_VMM)
+		gg_handle_created(raw, GG_HANDLE_CHARGED);
+	gg_account_commit(a->dev, a->ns, raw, a->size, a->api, a->charge);
+	return rc;
+}
+#define GG_ALLOC(rt, a, call) (gg_alloc_begin(rt, a) == 0 ? gg_alloc_end(rt, a, call) : (rt)->oom)
+
+/* Allocate from a stream-ordered pool (pool.c): charged by what the pool
+ * reserves. A growth past the ceiling is undone and refused (*out nulled). */
+struct gg_pool_alloc {
+	struct gg_alloc a; /* a.dev: the pool's device */
+	void *pool, *stream;
+	struct gg_pool *p; /* set by begin, as below */
+	uint64_t before, reserved;
+};
+int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_pool_alloc *pa);
+int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc);
+#define GG_POOL_ALLOC(rt, pa, call) (gg_pool_alloc_begin(rt, pa) == 0 ? gg_pool_alloc_end(rt, pa, call) : (rt)->oom)
+
+/* Free: take the record out before the runtime can hand the address to
+ * another thread, put it back if it refuses (DESIGN.md §3). An unknown
+ * pointer freed is counted on the current device (never a graph's). */
+struct gg_free {
+	struct gg_record rec;
+	enum gg_key_ns ns;
+	uint64_t raw;
+	int known;
+};
+void gg_free_untracked(const struct gg_runtime *rt, const struct gg_free *f);
+static inline void gg_free_begin(struct gg_free *f, enum gg_key_ns ns, uint64_t raw)
+{
+	f->ns = ns;
+	f->raw = raw;
+	f->known = gg_account_forget(ns, raw, &f->rec);
+}
+static inline int gg_free_end(const struct gg_runtime *rt, struct gg_free *f, int rc)
+{
+	if (f->known)
+		gg_account_freed(&f->rec, rc == rt->ok);
+	else if (rc == rt->ok)
+		gg_free_untracked(rt, f);
+	return rc;
+}
+/* A VMM handle's release: handles.c's when it knows the handle (a mapped or
+ * retained one outlives the release), else the plain free. */
+struct gg_release {
+	struct gg_vmm_op op;
+	struct gg_free f;
+	int tracked;
+};
+void gg_release_begin(struct gg_release *r, uint64_t handle);
+int gg_release_end(const struct gg_runtime *rt, struct gg_release *r, int rc);
+/* An unmap of [ptr, ptr+size), or the free of the address range itself
+ * (range: the driver drops what is still mapped there with it). */
+void gg_unmap_begin(struct gg_vmm_op *op, uint64_t ptr, uint64_t size);
+int gg_unmap_end(const struct gg_runtime *rt, struct gg_vmm_op *op, int rc, uint64_t ptr, uint64_t size, int range);
+
+/* Pinned host memory: recorded for dumps, never charged. begin before the
+ * runtime's call sets the context of the record. */
+void gg_host_alloc_begin(const struct gg_runtime *rt);
+int gg_host_alloc_end(const struct gg_runtime *rt, int rc, const void *out, uint64_t size);
+void gg_host_free_begin(struct gg_free *f, uint64_t raw);
+int gg_host_free_end(const struct gg_runtime *rt, struct gg_free *f, int rc);
+
+/* Memory info, after the runtime answered into f and t (the hook's own
+ * variables, so NULL outputs are tolerated, HAMi-core #333): the ceiling's
+ * view, copied out on success. Device total: min(ceiling, physical). */
+int gg_meminfo_end(const struct gg_runtime *rt, int rc, size_t f, size_t t, size_t *free_out, size_t *total_out);
+int gg_total_end(const struct gg_runtime *rt, int rc, size_t *bytes, int dev);
+
+/* Pool management. created: after the runtime's create of a pool on dev
+ * (-1: not device memory). trimmed: after a trim, whose refund the next
+ * request sees at once. destroy: around the destroy (pool.c's doom). */
+int gg_pool_created(const struct gg_runtime *rt, int rc, const void *pool_out, int dev);
+int gg_pool_trimmed(const struct gg_runtime *rt, int rc, void *pool);
+void gg_pool_destroy_enter(const struct gg_runtime *rt, void *pool, struct gg_pool_doom *d);
+int gg_pool_destroy_leave(const struct gg_runtime *rt, void *pool, struct gg_pool_doom *d, int rc);
+
+/* Note after success: each runs the books only when the runtime's call
+ * succeeded and no hook of ours is already running on this thread, and
+ * returns rc. A handle out slot may be NULL (then nothing is noted). */
+int gg_note_synced(const struct gg_runtime *rt, int rc);
+int gg_note_retained(const struct gg_runtime *rt, int rc, const void *handle_out);
+int gg_note_imported(const struct gg_runtime *rt, int rc, const void *handle_out);
+int gg_note_reserved(const struct gg_runtime *rt, int rc, const void *ptr_out, uint64_t size);
+int gg_note_mapped(const struct gg_runtime *rt, int rc, uint64_t ptr, uint64_t size, uint64_t handle);
+
+#endif
