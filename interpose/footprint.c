@@ -441,7 +441,9 @@ static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, uns
 	return 0;
 }
 
-static void reconcile_locked(int dev, int how)
+/* inflight: bytes of this thread's grant that the books hold and the
+ * driver does not yet (gg_footprint_near_slow), left out of the books. */
+static void reconcile_locked(int dev, int how, uint64_t inflight)
 {
 	int after_ctx = how & GG_FP_AFTER_CTX;
 	struct fp_dev *d = &fp[dev];
@@ -457,6 +459,7 @@ static void reconcile_locked(int dev, int how)
 		return;
 	uint64_t charged = atomic_load_explicit(&d->charged, memory_order_relaxed);
 	uint64_t books = books_of(dev, charged);
+	books = books > inflight ? books - inflight : 0;
 	uint64_t foreseen = atomic_load_explicit(&d->foreseen, memory_order_relaxed);
 	if (foreseen && drv >= books + foreseen) {
 		/* the driver shows them now: nothing more to hold apart */
@@ -496,14 +499,12 @@ static void unlock_catch_up(int dev)
 			return; /* none asked, or the new holder answers it when it lets go */
 		/* relaxed: under the lock, before the reading that answers it */
 		atomic_store_explicit(&d->again, 0, memory_order_relaxed);
-		reconcile_locked(dev, 0);
+		reconcile_locked(dev, 0, 0);
 	}
 }
 
-void gg_footprint_reconcile(int dev, int how)
+static void reconcile(int dev, int how, uint64_t inflight)
 {
-	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
-		return;
 	struct fp_dev *d = &fp[dev];
 	/* One at a time: a thread that finds the lock held leaves its
 	 * reconcile to the holder, which reads again when it lets go. */
@@ -515,8 +516,15 @@ void gg_footprint_reconcile(int dev, int how)
 	}
 	/* relaxed: under the lock, before the reading below */
 	atomic_store_explicit(&d->again, 0, memory_order_relaxed);
-	reconcile_locked(dev, how);
+	reconcile_locked(dev, how, inflight);
 	unlock_catch_up(dev);
+}
+
+void gg_footprint_reconcile(int dev, int how)
+{
+	if (!gg_opt.runtime || dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
+	reconcile(dev, how, 0);
 }
 
 int gg_footprint_near_slow(int dev, uint64_t charge)
@@ -528,11 +536,19 @@ int gg_footprint_near_slow(int dev, uint64_t charge)
 	uint64_t now = gg_now_ms();
 	if (now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_NEAR_MS)
 		return 0;
-	/* The grant is given back while the driver's figure is read, so the
-	 * runtime charge can take the room it needs first; then the request
-	 * asks again, as any other. */
+	/* Read with the grant held (it is left out of the books: the driver
+	 * has not made it yet). Giving it back first would let another
+	 * thread take the room meanwhile, and refuse a request that fits. */
+	reconcile(dev, 0, charge);
+	/* relaxed: written under the lock by the reading above (or one after
+	 * it); a figure. */
+	if (atomic_load_explicit(&fp[dev].over, memory_order_relaxed) == 0)
+		return 0;
+	/* The runtime found did not all fit beside the grant: the driver
+	 * already holds it, the request not yet. The grant goes back, the
+	 * runtime takes the room, and the request asks again, as any other. */
 	gg_ceiling_release(dev, charge);
-	gg_footprint_reconcile(dev, 0);
+	reconcile(dev, 0, 0);
 	return gg_ceiling_try_reserve(dev, charge) == 0 ? 0 : -1;
 }
 
@@ -622,7 +638,7 @@ void gg_footprint_limit_end(struct gg_footprint_limit *l, int ok, int charged)
 		else
 			atomic_fetch_add_explicit(&d->foreseen, l->grow, memory_order_relaxed);
 		/* What the driver really took, at once (a rare call). */
-		reconcile_locked(l->dev, 0);
+		reconcile_locked(l->dev, 0, 0);
 	}
 	unlock_catch_up(l->dev);
 }
