@@ -174,7 +174,13 @@ TEST(million_pairs_never_pass_the_ceiling_and_balance_to_the_byte)
 	CHECK(s.peak <= LIMIT + TRANSIENT);
 	CHECK(s.peak > LIMIT / 2); /* we really ran near the ceiling */
 	CHECK(refusals > 1000);    /* ... and into it */
-	CHECK_EQ_U64(s.used, 0);
+	/* The books balance to the byte: used less the runtime category (on by
+	 * default). A reading taken while another thread's pool growth was
+	 * in the driver and not yet in the books raises that charge, and only
+	 * a refusal lowers it (footprint.c), so it may stay after the last. */
+	uint64_t runtime = gg_runtime(0);
+	CHECK(runtime <= s.used);
+	CHECK_EQ_U64(s.used - runtime, 0);
 	CHECK_EQ_U64(s.pool_reserved, 0);
 	CHECK_EQ_U64(s.live_bytes, 0);
 	CHECK_EQ_U64(s.allocs, ok_allocs);
