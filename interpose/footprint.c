@@ -47,6 +47,9 @@ struct fp_dev {
 	 * may postdate the holder's reading, so the holder reads again after
 	 * letting go (unlock_catch_up). */
 	_Atomic uint32_t again;
+	/* when gg_footprint_near_slow last read (or tried to: a reading NVML
+	 * cannot give leaves last_ms alone), for its rate limit */
+	_Atomic uint64_t near_ms;
 	pthread_mutex_t lock; /* one reconcile or pre-charge at a time per device */
 	gg_nvmlDevice_t handle;
 	int handle_state; /* under lock: 0 not looked up, 1 found, -1 none */
@@ -534,8 +537,13 @@ int gg_footprint_near_slow(int dev, uint64_t charge)
 	/* Read fresh at most every GG_FOOTPRINT_NEAR_MS (relaxed: a rate
 	 * limit): growth in the last such interval is the headroom's. */
 	uint64_t now = gg_now_ms();
-	if (now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_NEAR_MS)
+	if (now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_NEAR_MS ||
+	    now - atomic_load_explicit(&fp[dev].near_ms, memory_order_relaxed) < GG_FOOTPRINT_NEAR_MS)
 		return 0;
+	/* relaxed: the rate limit's own clock, also where NVML cannot say
+	 * (no per-process figure, our PID not found), so that no request
+	 * near the ceiling pays for a process listing more than once a ms */
+	atomic_store_explicit(&fp[dev].near_ms, now, memory_order_relaxed);
 	/* Read with the grant held (it is left out of the books: the driver
 	 * has not made it yet). Giving it back first would let another
 	 * thread take the room meanwhile, and refuse a request that fits. */
@@ -685,6 +693,8 @@ void gg_footprint_reset(void)
 		atomic_store_explicit(&d->foreseen, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->local, 0, memory_order_relaxed);
 		atomic_store_explicit(&d->last_ms, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->near_ms, 0, memory_order_relaxed);
+		atomic_store_explicit(&d->again, 0, memory_order_relaxed);
 		pthread_mutex_init(&d->lock, NULL);
 		d->card_checked = 0;
 	}
