@@ -177,7 +177,8 @@ static const char help_check[] = "NAME\n"
                                  "    what was found, or what is wrong (neither LD_PRELOAD nor the process's\n"
                                  "    /etc/ld.so.preload naming it, or either naming a file that does not\n"
                                  "    exist, which the loader ignores; the library not mapped; the limit\n"
-                                 "    missing or invalid).\n"
+                                 "    missing or invalid; in pod scope, its pod region there but not\n"
+                                 "    usable, so that each process would keep a ceiling of its own).\n"
                                  "\n"
                                  "EXIT STATUS\n"
                                  "    0 the process runs with the library and a valid ceiling; 1 usage error;\n"
@@ -1187,6 +1188,33 @@ static void why_not_loaded(long pid, char *out, size_t n)
 	snprintf(out, n, "LD_PRELOAD names no libgpuguard");
 }
 
+/* Pod scope (the default): the region the process names, read as the
+ * process sees it (/proc/PID/root: a probe in another mount namespace sees
+ * the container's /dev/shm). Not there yet is fine: no process has made
+ * its first GPU call. Any other failure means each process will fall back
+ * to a ceiling of its own (docs/dumps.md), which the probe reports. */
+static int check_region(long pid, const char *comm)
+{
+	char scope[64], path[4096], at[4200];
+	if (proc_env(pid, "GPUGUARD_SCOPE", scope, sizeof scope) == 0 && !strcmp(scope, "process"))
+		return 0;
+	if (proc_env(pid, "GPUGUARD_SHARED", path, sizeof path) != 0 || !path[0])
+		snprintf(path, sizeof path, "%s", GPUGUARD_REGION_DEFAULT_PATH);
+	if (path[0] != '/')
+		return 0; /* the library refuses a relative path itself, and says so */
+	snprintf(at, sizeof at, "/proc/%ld/root%s", pid, path);
+	static struct gg_region r; /* 100 KiB: not on the stack */
+	char err[1024];
+	enum gg_read_why why;
+	if (gg_region_read_why(&r, at, err, sizeof err, &why) == 0 || why == GG_READ_MISSING)
+		return 0;
+	gg_error("check: process %ld (%s): its pod region is not usable (%s), so each process of the pod "
+	         "falls back to a ceiling of its own and the pod may hold its limit once per process; remove "
+	         "the file or fix GPUGUARD_SHARED",
+	         pid, text_safe(comm) ? comm : "?", err);
+	return -1;
+}
+
 static int cmd_check(int argc, char **argv)
 {
 	const char *pidarg = NULL;
@@ -1239,6 +1267,8 @@ static int cmd_check(int argc, char **argv)
 		         target, text_safe(comm) ? comm : "?", text_safe(limit) ? limit : "(unprintable)");
 		return GG_EXIT_BADINPUT;
 	}
+	if (check_region(target, comm) != 0)
+		return GG_EXIT_BADINPUT;
 	printf("gpuguard check: process %ld (%s) runs with libgpuguard, GPUGUARD_LIMIT=%s\n", target,
 	       text_safe(comm) ? comm : "?", text_safe(limit) ? limit : "(unprintable)");
 	return GG_EXIT_OK;

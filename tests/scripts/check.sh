@@ -36,13 +36,22 @@ case_() {
 		sed 's/^/    /' "$TMP/$name.out"
 	fi
 }
-case_ loaded 0 "runs with libgpuguard, GPUGUARD_LIMIT=20Gi" LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=20Gi
-case_ list 0 "GPUGUARD_LIMIT=0=20Gi,*=8Gi" LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT="0=20Gi,*=8Gi"
+case_ loaded 0 "runs with libgpuguard, GPUGUARD_LIMIT=20Gi" LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=20Gi GPUGUARD_SHARED="$TMP/pod"
+case_ list 0 "GPUGUARD_LIMIT=0=20Gi,*=8Gi" LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT="0=20Gi,*=8Gi" GPUGUARD_SHARED="$TMP/pod"
 case_ not-loaded 2 "does not run with libgpuguard: LD_PRELOAD is not set in it" GPUGUARD_LIMIT=20Gi
 case_ missing-file 2 "LD_PRELOAD names $TMP/gone/libgpuguard.so, which does not exist, so the loader ignored it" \
 	LD_PRELOAD="${RUNTIME}$TMP/gone/libgpuguard.so" GPUGUARD_LIMIT=20Gi
 case_ bad-limit 2 'GPUGUARD_LIMIT="20 gigs" is not valid' LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT="20 gigs"
 case_ no-limit 2 "GPUGUARD_LIMIT is not set in it: no ceiling is enforced" LD_PRELOAD="$GG_TEST_PRELOAD"
+# Pod scope: a region there but broken (each process would keep a ceiling
+# of its own) fails the probe; none yet, or process scope, does not.
+printf 'not a region' >"$TMP/broken.region"
+case_ broken-region 2 "its pod region is not usable" \
+	LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=20Gi GPUGUARD_SHARED="$TMP/broken.region"
+case_ region-not-yet 0 "runs with libgpuguard" \
+	LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=20Gi GPUGUARD_SHARED="$TMP/none.region"
+case_ broken-region-process-scope 0 "runs with libgpuguard" \
+	LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_LIMIT=20Gi GPUGUARD_SHARED="$TMP/broken.region" GPUGUARD_SCOPE=process
 # behind an init (a shell as PID 1 of the container): its child counts
 sh -c "env LD_PRELOAD='$GG_TEST_PRELOAD' GPUGUARD_LIMIT=4Gi sleep 30 >/dev/null 2>&1; :" &
 pid=$!
