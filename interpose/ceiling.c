@@ -342,6 +342,12 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
  * pod's used is then exactly what the live processes hold. */
 static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 {
+	/* A request past the ceiling itself can never be granted: refused
+	 * before R1, so that its claim never makes a racing request that
+	 * fits see the pod as full (a 2 GiB request under a 1 GiB ceiling
+	 * refused a churning thread's 64 MiB under TSan: t_postmortem). */
+	if (bytes > lim)
+		return -1;
 	/* R1: announce the request. seq_cst, as every step here: R1 then R2
 	 * in one process against R1 then R2 in another is a Dekker pair, so
 	 * of two racing requests at least one sees the other's claim (the
