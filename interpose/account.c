@@ -150,7 +150,18 @@ void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 {
 	gg_ceiling_note_thread(); /* a thread that frees may free again */
-	return gg_table && gg_table_remove(gg_table, gg_key(ns, raw), out);
+	if (!gg_table)
+		return 0;
+	/* seq_cst, both: against the flagging's increments around its
+	 * remove and insert (pool.c): a remove that missed a record the
+	 * flagging held out saw the count odd, or saw it move. */
+	uint64_t gen = atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst);
+	if (gg_table_remove(gg_table, gg_key(ns, raw), out))
+		return 1;
+	if (!(gen & 1) && atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst) == gen)
+		return 0;
+	gg_pool_flagging_wait();
+	return gg_table_remove(gg_table, gg_key(ns, raw), out);
 }
 
 void gg_account_freed(const struct gg_record *rec, int ok)

@@ -494,6 +494,9 @@ void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 	pthread_mutex_lock(&zombie_lock);
 	z->next = zombies;
 	zombies = z;
+	/* seq_cst: odd while records are out of the table below, against
+	 * gg_account_forget's reads around its remove (gg_pool_flagging) */
+	atomic_fetch_add_explicit(&gg_pool_flag_gen, 1, memory_order_seq_cst);
 	for (size_t i = 0; i < d->n; i++) {
 		struct gg_record r;
 		z->keys[i] = d->recs[i].key;
@@ -508,6 +511,7 @@ void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 		z->gone[i] = 0;
 		z->live++;
 	}
+	atomic_fetch_add_explicit(&gg_pool_flag_gen, 1, memory_order_seq_cst); /* even: all back */
 	if (z->live == 0) {
 		zombies = z->next;
 		zombie_release(z); /* every block went before we flagged it */
@@ -517,6 +521,16 @@ out:
 	if (d->recs)
 		munmap(d->recs, d->cap * sizeof(*d->recs));
 	memset(d, 0, sizeof(*d));
+}
+
+_Atomic uint64_t gg_pool_flag_gen;
+
+void gg_pool_flagging_wait(void)
+{
+	/* The flagging runs under zombie_lock: once we hold it, every record
+	 * it took out is back in the table. */
+	pthread_mutex_lock(&zombie_lock);
+	pthread_mutex_unlock(&zombie_lock);
 }
 
 void gg_pool_gone_block_freed(uint64_t key)

@@ -72,6 +72,13 @@ struct gg_pool_doom {
 };
 void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn trim, struct gg_pool_doom *d);
 void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok);
+/* A destroyed pool's blocks are flagged by taking each record out of the
+ * table and putting it back (gg_pool_destroy_end, under its lock); this
+ * count is odd meanwhile. A free that finds no record while it moved
+ * waits for the flagging (gg_pool_flagging_wait) and looks again, so it is
+ * not taken for an untracked free that leaves the pool charged. */
+extern _Atomic uint64_t gg_pool_flag_gen;
+void gg_pool_flagging_wait(void);
 /* A record with GG_REC_POOL_GONE was freed (account.c). */
 void gg_pool_gone_block_freed(uint64_t key);
 int gg_pool_device(void *handle);
