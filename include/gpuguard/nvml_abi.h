@@ -51,6 +51,12 @@ typedef struct gg_nvmlProcessInfo_t {
 #define GG_NVML_ERROR_GPU_NOT_FOUND 28
 #define GG_NVML_ERROR_UNKNOWN 999
 
+/* MIG (nvmlDeviceGetMigMode) and a figure NVML cannot give (usedGpuMemory
+ * of a process, on some drivers for MIG instances): nvml.h's values. */
+#define GG_NVML_DEVICE_MIG_DISABLE 0
+#define GG_NVML_DEVICE_MIG_ENABLE 1
+#define GG_NVML_VALUE_NOT_AVAILABLE (~0ull)
+
 /* nvmlInitWithFlags */
 #define GG_NVML_INIT_FLAG_NO_GPUS 1
 #define GG_NVML_INIT_FLAG_NO_ATTACH 2
@@ -60,6 +66,17 @@ typedef struct gg_nvmlProcessInfo_t {
 #define GG_NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define GG_NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 #define GG_NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
+
+/* MIG: the parent GPU's mode and instances, an instance's parent. */
+#define GG_NVML_MIG_FUNCS(X)                                                                                    \
+	X(nvmlDeviceGetMigMode, (gg_nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)) \
+	X(nvmlDeviceGetMaxMigDeviceCount, (gg_nvmlDevice_t device, unsigned int *count))                        \
+	X(nvmlDeviceGetMigDeviceHandleByIndex,                                                                  \
+	  (gg_nvmlDevice_t device, unsigned int index, gg_nvmlDevice_t *migDevice))                             \
+	X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, (gg_nvmlDevice_t migDevice, gg_nvmlDevice_t * device))  \
+	X(nvmlDeviceIsMigDeviceHandle, (gg_nvmlDevice_t device, unsigned int *isMigDevice))                     \
+	X(nvmlDeviceGetGpuInstanceId, (gg_nvmlDevice_t device, unsigned int *id))                               \
+	X(nvmlDeviceGetComputeInstanceId, (gg_nvmlDevice_t device, unsigned int *id))
 
 /* X(name, params) for every function returning nvmlReturn_t. Unversioned
  * names whose ABI differs from their successor's are marked legacy. */
@@ -78,6 +95,7 @@ typedef struct gg_nvmlProcessInfo_t {
 	X(nvmlDeviceGetIndex, (gg_nvmlDevice_t device, unsigned int *index))                 \
 	X(nvmlDeviceGetName, (gg_nvmlDevice_t device, char *name, unsigned int length))      \
 	X(nvmlDeviceGetUUID, (gg_nvmlDevice_t device, char *uuid, unsigned int length))      \
+	GG_NVML_MIG_FUNCS(X)                                                                 \
 	X(nvmlDeviceGetMemoryInfo, (gg_nvmlDevice_t device, gg_nvmlMemory_t * memory))       \
 	X(nvmlDeviceGetMemoryInfo_v2, (gg_nvmlDevice_t device, gg_nvmlMemory_v2_t * memory)) \
 	X(nvmlDeviceGetComputeRunningProcesses_v3,                                           \

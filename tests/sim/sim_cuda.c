@@ -8,6 +8,9 @@
 #include "simcore.h"
 #include "sim_md2.h"
 
+/* the CUDA library: its devices are what CUDA_VISIBLE_DEVICES names under MIG (simcore.h) */
+const int sim_lib_shows_mig = 1;
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,10 +282,14 @@ gg_CUresult cuDeviceGetUuid_v2(gg_CUuuid *uuid, gg_CUdevice dev)
 	return GG_CUDA_SUCCESS;
 }
 
-/* No MIG here, so the legacy query answers the same as _v2. */
+/* The legacy query names the GPU: a MIG instance's is its parent's (the
+ * driver API's cuDeviceGetUuid_v2 answers the instance's MIG UUID). */
 gg_CUresult cuDeviceGetUuid(gg_CUuuid *uuid, gg_CUdevice dev)
 {
-	return local_cuDeviceGetUuid_v2(uuid, dev);
+	gg_CUresult rc = local_cuDeviceGetUuid_v2(uuid, dev);
+	if (rc == GG_CUDA_SUCCESS)
+		sim_device_parent_uuid(dev, (uint8_t *)uuid->bytes);
+	return rc;
 }
 
 gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)

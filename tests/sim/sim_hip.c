@@ -5,6 +5,9 @@
 #include "gpuguard/hip_abi.h"
 #include "simcore.h"
 
+/* HIP knows no MIG (simcore.h) */
+const int sim_lib_shows_mig = 0;
+
 #include <string.h>
 
 #define SIM_EXPORT __attribute__((visibility("default")))

@@ -15,7 +15,11 @@
 #include "gpuguard/nvml_abi.h"
 #include "simcore.h"
 
-/* A handle points into this array; it is checked, never trusted. */
+/* NVML's devices are the GPUs; its MIG handles are the instances (simcore.h) */
+const int sim_lib_shows_mig = 0;
+
+/* A handle points into this array; it is checked, never trusted. Entry i
+ * is the card's slot i: the GPUs, then GPU 0's MIG instances (simcore.h). */
 struct nvmlDevice_st {
 	int index;
 };
@@ -25,7 +29,8 @@ static struct nvmlDevice_st g_nvdev[SIM_MAX_DEVICES];
 static atomic_int g_refs;
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static uint64_t g_reserved; /* SIMGPU_NVML_RESERVED */
+static uint64_t g_reserved;   /* SIMGPU_NVML_RESERVED */
+static int g_mig_no_proc_mem; /* SIMGPU_MIG_NO_PROC_MEM=1 */
 
 #define UUID_LEN 40 /* "GPU-" + 36 */
 
@@ -38,6 +43,8 @@ static void env_init(void)
 	}
 	for (int i = 0; i < SIM_MAX_DEVICES; i++)
 		g_nvdev[i].index = i;
+	e = getenv("SIMGPU_MIG_NO_PROC_MEM");
+	g_mig_no_proc_mem = e && !strcmp(e, "1");
 }
 
 static int inited(void)
@@ -47,14 +54,20 @@ static int inited(void)
 	return atomic_load_explicit(&g_refs, memory_order_acquire) > 0;
 }
 
-/* The device behind a handle, or -1. */
+/* The slot behind a handle (a GPU, or a MIG instance), or -1. */
 static int dev_of(gg_nvmlDevice_t h)
 {
 	uintptr_t p = (uintptr_t)h, lo = (uintptr_t)&g_nvdev[0];
 	if (p < lo || (p - lo) % sizeof(g_nvdev[0]))
 		return -1;
 	uintptr_t i = (p - lo) / sizeof(g_nvdev[0]);
-	return i < (uintptr_t)sim_device_count() ? (int)i : -1;
+	return i < (uintptr_t)sim_slot_count() ? (int)i : -1;
+}
+
+/* A MIG instance's number, or -1 for a GPU. */
+static int mig_of(int slot)
+{
+	return slot >= sim_device_count() ? slot - sim_device_count() : -1;
 }
 
 #define REQUIRE_INIT()                                      \
@@ -84,19 +97,19 @@ static gg_nvmlReturn_t put_string(const char *s, char *buf, unsigned int length)
 	return GG_NVML_SUCCESS;
 }
 
-static void uuid_string(int dev, char out[UUID_LEN + 1])
+static void uuid_string(int slot, char out[UUID_LEN + 1])
 {
-	uint8_t u[16];
-	sim_device_uuid(dev, u);
-	snprintf(out, UUID_LEN + 1, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-	         u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	sim_slot_uuid_string(slot, out, UUID_LEN + 1);
 }
 
 /* What this process holds on dev in the simulated libcuda (its pages and
  * any footprint: context, modules, local memory), found by soname
  * (RTLD_NOLOAD: linked, or dlopen'ed even RTLD_LOCAL); 0 if it is not loaded. */
-static unsigned long long cuda_used(int dev)
+static unsigned long long cuda_used(int slot)
 {
+	int dev = sim_cuda_device_of_slot(slot);
+	if (dev < 0)
+		return 0;
 	typedef int (*used_fn)(int, unsigned long long *, unsigned long long *, unsigned long long *);
 	typedef int (*fp_fn)(int, unsigned long long *, int);
 	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
@@ -119,15 +132,27 @@ struct mem {
 	unsigned long long total, reserved, free, used;
 };
 
+/* What a slot holds; GPU 0 in MIG mode also holds its instances'. */
+static unsigned long long slot_used(int slot)
+{
+	unsigned long long u = sim_card_shared() ? sim_card_used(slot) : cuda_used(slot);
+	for (int k = 0; slot == 0 && k < sim_mig_count(); k++)
+		u += slot_used(sim_device_count() + k);
+	return u;
+}
+
 static struct mem mem_of(int dev)
 {
 	if (sim_card_shared()) {
 		/* the card's reserve was taken when it was made, for every process */
-		struct mem m = {sim_device_total(dev), sim_card_reserved(dev), 0, sim_card_used(dev)};
+		struct mem m = {sim_slot_total(dev), sim_card_reserved(dev), 0, slot_used(dev)};
+		if (m.used > m.total - m.reserved) /* GPU 0's instances may take its reserve too */
+			m.used = m.total - m.reserved;
 		m.free = m.total - m.reserved - m.used;
 		return m;
 	}
-	struct mem m = {sim_device_total(dev), g_reserved, 0, cuda_used(dev)};
+	/* a MIG instance has no reserve of its own (the GPU's holds it) */
+	struct mem m = {sim_slot_total(dev), mig_of(dev) < 0 ? g_reserved : 0, 0, slot_used(dev)};
 	if (m.reserved > m.total)
 		m.reserved = m.total;
 	if (m.used > m.total - m.reserved)
@@ -260,7 +285,7 @@ gg_nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, gg_nvmlDevice_t *dev
 	if (!uuid || !device)
 		return GG_NVML_ERROR_INVALID_ARGUMENT;
 	char s[UUID_LEN + 1];
-	for (int d = 0; d < sim_device_count(); d++) {
+	for (int d = 0; d < sim_slot_count(); d++) { /* "GPU-…" and "MIG-…" */
 		uuid_string(d, s);
 		if (!strcmp(s, uuid)) {
 			*device = &g_nvdev[d];
@@ -270,11 +295,15 @@ gg_nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, gg_nvmlDevice_t *dev
 	return GG_NVML_ERROR_NOT_FOUND;
 }
 
+/* A MIG handle has no index of its own here (NOT_SUPPORTED): the
+ * simulator's choice, so that nothing learns a MIG device by its index. */
 gg_nvmlReturn_t nvmlDeviceGetIndex(gg_nvmlDevice_t device, unsigned int *index)
 {
 	REQUIRE_DEV(dev, device);
 	if (!index)
 		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	if (mig_of(dev) >= 0)
+		return GG_NVML_ERROR_NOT_SUPPORTED;
 	*index = (unsigned int)dev;
 	return GG_NVML_SUCCESS;
 }
@@ -338,16 +367,29 @@ static gg_nvmlReturn_t processes(gg_nvmlDevice_t device, unsigned int *infoCount
 	if (!infoCount)
 		return GG_NVML_ERROR_INVALID_ARGUMENT;
 	struct sim_card_proc p[MAX_PROCS];
-	unsigned int n;
-	if (sim_card_shared()) {
-		int k = sim_card_procs(dev, p, MAX_PROCS);
-		n = (unsigned)(k < MAX_PROCS ? k : MAX_PROCS);
-	} else {
-		unsigned long long used = mem_of(dev).used;
-		n = used ? 1 : 0;
-		p[0].nvml_pid = sim_nvml_pid_self();
-		memset(p[0].use, 0, sizeof(p[0].use));
-		p[0].use[SIM_USE_MEMORY] = used;
+	unsigned mig[MAX_PROCS]; /* each entry's instance, ~0u: none */
+	unsigned int n = 0;
+	/* a MIG instance's processes, or a GPU's: in MIG mode GPU 0's are
+	 * its instances' (the aggregate a privileged caller sees) */
+	int first = dev, last = dev;
+	if (dev == 0 && sim_mig_count())
+		first = sim_device_count(), last = first + sim_mig_count() - 1;
+	for (int s = first; s <= last; s++) {
+		if (sim_card_shared()) {
+			int k = sim_card_procs(s, p + n, (int)(MAX_PROCS - n));
+			k = k < (int)(MAX_PROCS - n) ? k : (int)(MAX_PROCS - n);
+			for (int i = 0; i < k; i++)
+				mig[n + (unsigned)i] = mig_of(s) < 0 ? ~0u : (unsigned)mig_of(s);
+			n += (unsigned)k;
+		} else {
+			unsigned long long used = slot_used(s);
+			if (used && n < MAX_PROCS) {
+				p[n].nvml_pid = sim_nvml_pid_self();
+				memset(p[n].use, 0, sizeof(p[n].use));
+				p[n].use[SIM_USE_MEMORY] = used;
+				mig[n++] = mig_of(s) < 0 ? ~0u : (unsigned)mig_of(s);
+			}
+		}
 	}
 	if (*infoCount < n) {
 		*infoCount = n;
@@ -359,10 +401,17 @@ static gg_nvmlReturn_t processes(gg_nvmlDevice_t device, unsigned int *infoCount
 		unsigned long long used = 0;
 		for (int u = 0; u < SIM_USE_N; u++)
 			used += p[i].use[u];
+		/* SIMGPU_MIG_NO_PROC_MEM: a driver that gives no per-process
+		 * figure on MIG (tests/sim/README.md "MIG") */
+		if (mig[i] != ~0u && g_mig_no_proc_mem)
+			used = GG_NVML_VALUE_NOT_AVAILABLE;
+		/* a MIG process's GPU instance is its instance's number, its
+		 * compute instance 0 (one per GPU instance here) */
+		unsigned ci = mig[i] == ~0u ? ~0u : 0;
 		if (v1)
 			((gg_nvmlProcessInfo_v1_t *)infos)[i] = (gg_nvmlProcessInfo_v1_t){p[i].nvml_pid, used};
 		else
-			((gg_nvmlProcessInfo_t *)infos)[i] = (gg_nvmlProcessInfo_t){p[i].nvml_pid, used, ~0u, ~0u};
+			((gg_nvmlProcessInfo_t *)infos)[i] = (gg_nvmlProcessInfo_t){p[i].nvml_pid, used, mig[i], ci};
 	}
 	*infoCount = n;
 	return GG_NVML_SUCCESS;
@@ -384,6 +433,83 @@ gg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(gg_nvmlDevice_t device, uns
                                                      gg_nvmlProcessInfo_v1_t *infos)
 {
 	return processes(device, infoCount, infos, 1);
+}
+
+/* ------------------------------------------------------------------- MIG */
+
+/* GPU 0 in MIG mode (SIMGPU_MIG) and its instances, each a device of its
+ * own: its handle (by index under the GPU, or by its "MIG-…" UUID) answers
+ * for the instance alone (memory, processes, UUID). Up to 7 instances can
+ * exist on the card (an H100's most), so the count NVML reports is 7 and an
+ * index with no instance is NOT_FOUND, as on a card partly carved. */
+#define MIG_MOST 7
+
+gg_nvmlReturn_t nvmlDeviceGetMigMode(gg_nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
+{
+	REQUIRE_DEV(dev, device);
+	if (!currentMode || !pendingMode || mig_of(dev) >= 0)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*currentMode = *pendingMode =
+	    dev == 0 && sim_mig_count() ? GG_NVML_DEVICE_MIG_ENABLE : GG_NVML_DEVICE_MIG_DISABLE;
+	return GG_NVML_SUCCESS;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(gg_nvmlDevice_t device, unsigned int *count)
+{
+	REQUIRE_DEV(dev, device);
+	if (!count || mig_of(dev) >= 0)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*count = dev == 0 && sim_mig_count() ? MIG_MOST : 0;
+	return GG_NVML_SUCCESS;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(gg_nvmlDevice_t device, unsigned int index,
+                                                    gg_nvmlDevice_t *migDevice)
+{
+	REQUIRE_DEV(dev, device);
+	if (!migDevice || dev != 0 || !sim_mig_count() || index >= MIG_MOST)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	if (index >= (unsigned)sim_mig_count())
+		return GG_NVML_ERROR_NOT_FOUND;
+	*migDevice = &g_nvdev[sim_device_count() + (int)index];
+	return GG_NVML_SUCCESS;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(gg_nvmlDevice_t migDevice, gg_nvmlDevice_t *device)
+{
+	REQUIRE_DEV(dev, migDevice);
+	if (!device || mig_of(dev) < 0)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*device = &g_nvdev[0];
+	return GG_NVML_SUCCESS;
+}
+
+gg_nvmlReturn_t nvmlDeviceIsMigDeviceHandle(gg_nvmlDevice_t device, unsigned int *isMigDevice)
+{
+	REQUIRE_DEV(dev, device);
+	if (!isMigDevice)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*isMigDevice = mig_of(dev) >= 0;
+	return GG_NVML_SUCCESS;
+}
+
+/* the instance's number; its one compute instance is 0 */
+gg_nvmlReturn_t nvmlDeviceGetGpuInstanceId(gg_nvmlDevice_t device, unsigned int *id)
+{
+	REQUIRE_DEV(dev, device);
+	if (!id || mig_of(dev) < 0)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*id = (unsigned)mig_of(dev);
+	return GG_NVML_SUCCESS;
+}
+
+gg_nvmlReturn_t nvmlDeviceGetComputeInstanceId(gg_nvmlDevice_t device, unsigned int *id)
+{
+	REQUIRE_DEV(dev, device);
+	if (!id || mig_of(dev) < 0)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	*id = 0;
+	return GG_NVML_SUCCESS;
 }
 
 /* ----------------------------------------------- topology queries (NCCL) */

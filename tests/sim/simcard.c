@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #define CARD_MAGIC 0x31445241434d4953ull /* "SIMCARD1" */
-#define CARD_VERSION 1u
-#define CARD_PROCS 64     /* processes on one card at a time */
-#define CARD_WAIT_MS 5000 /* how long a joiner waits for the creator */
+#define CARD_VERSION 2u                  /* 2: MIG instances */
+#define CARD_PROCS 64                    /* processes on one card at a time */
+#define CARD_WAIT_MS 5000                /* how long a joiner waits for the creator */
 #define CARD_NAME_MAX 100
 
 struct card_proc {
@@ -38,9 +38,10 @@ struct card {
 	 * the creator, load-acquire by joiners, so they read a whole card */
 	_Atomic uint32_t ready;
 	pthread_mutex_t mu; /* process-shared, robust; guards everything below */
-	int32_t ndev;
+	int32_t ndev, nmig;
 	uint64_t total, reserved, uuid_seed;
-	uint64_t used[SIM_MAX_DEVICES]; /* sum of the live entries' use */
+	uint64_t mig_size[SIM_MAX_DEVICES]; /* GPU 0's instances, slots ndev + k */
+	uint64_t used[SIM_MAX_DEVICES];     /* per slot: sum of the live entries' use */
 	struct card_proc proc[CARD_PROCS];
 };
 
@@ -244,6 +245,12 @@ static int card_slot_unlocked(void)
 
 /* ------------------------------------------------------------- charges */
 
+/* A slot's size: a GPU's, or a MIG instance's (written before ready). */
+static uint64_t slot_total(int slot)
+{
+	return slot < g_card->ndev ? g_card->total : g_card->mig_size[slot - g_card->ndev];
+}
+
 int sim_card_take(int dev, int use, uint64_t bytes)
 {
 	int rc = SIM_ENOMEM;
@@ -253,8 +260,8 @@ int sim_card_take(int dev, int use, uint64_t bytes)
 		/* a card that looks full may hold the dead: sweep, then look again */
 		if (pass)
 			card_sweep_unlocked();
-		uint64_t held = g_card->used[dev] + g_card->reserved;
-		if (held <= g_card->total && bytes <= g_card->total - held) {
+		uint64_t held = g_card->used[dev] + sim_card_reserved(dev), total = slot_total(dev);
+		if (held <= total && bytes <= total - held) {
 			g_card->used[dev] += bytes;
 			g_card->proc[s].use[dev][use] += bytes;
 			rc = SIM_OK;
@@ -289,10 +296,10 @@ uint64_t sim_card_used(int dev)
 	return u;
 }
 
+/* A GPU's reserve; an instance has none of its own. */
 uint64_t sim_card_reserved(int dev)
 {
-	(void)dev;
-	return g_card->reserved; /* written before ready, never after */
+	return dev < g_card->ndev ? g_card->reserved : 0; /* written before ready, never after */
 }
 
 int sim_card_procs(int dev, struct sim_card_proc *out, int max)
@@ -344,7 +351,8 @@ static int name_ok(const char *s)
 	return 1;
 }
 
-static int card_init(struct card *c, int ndev, uint64_t total, uint64_t seed)
+static int card_init(struct card *c, int ndev, uint64_t total, uint64_t seed, int nmig,
+                     const uint64_t mig_size[SIM_MAX_DEVICES])
 {
 	pthread_mutexattr_t a;
 	if (pthread_mutexattr_init(&a) || pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) ||
@@ -361,6 +369,8 @@ static int card_init(struct card *c, int ndev, uint64_t total, uint64_t seed)
 	c->total = total;
 	c->reserved = reserved > total ? total : reserved;
 	c->uuid_seed = seed;
+	c->nmig = nmig;
+	memcpy(c->mig_size, mig_size, sizeof(c->mig_size));
 	c->magic = CARD_MAGIC;
 	c->version = CARD_VERSION;
 	c->size = (uint32_t)sizeof(*c);
@@ -372,7 +382,8 @@ static int card_init(struct card *c, int ndev, uint64_t total, uint64_t seed)
 /* Makes the card or joins it. The creator wins O_CREAT|O_EXCL and fills the
  * card before it sets ready; a joiner waits (boundedly) for the size and
  * then for ready. A joiner takes the card's devices, size and UUID seed. */
-int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_seed)
+int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_seed, int *nmig,
+                  uint64_t mig_size[SIM_MAX_DEVICES])
 {
 	if (!name_ok(name)) {
 		fprintf(stderr,
@@ -391,7 +402,7 @@ int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_s
 			if (ftruncate(fd, (off_t)sz) == 0)
 				c = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			close(fd);
-			if (c == MAP_FAILED || card_init(c, *ndev, *total, *uuid_seed)) {
+			if (c == MAP_FAILED || card_init(c, *ndev, *total, *uuid_seed, *nmig, mig_size)) {
 				fprintf(stderr, "simgpu: error: cannot make the shared card /dev/shm%s: %s\n", path,
 				        strerror(errno));
 				if (c != MAP_FAILED)
@@ -443,6 +454,8 @@ int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_s
 		*ndev = c->ndev;
 		*total = c->total;
 		*uuid_seed = c->uuid_seed;
+		*nmig = c->nmig;
+		memcpy(mig_size, c->mig_size, sizeof(c->mig_size));
 		g_card = c;
 		return 0;
 	}

@@ -284,6 +284,13 @@ static uint64_t g_uuid_seed; /* SIMGPU_UUID_SEED, hashed */
 static int g_same_cards;     /* SIMGPU_SAME_CARDS=1: HIP device d is CUDA's card d */
 static int g_shared;         /* SIMGPU_SHARED: the card's books are simcard.c's */
 static struct sim_dev g_dev[SIM_MAX_DEVICES];
+/* MIG (SIMGPU_MIG): the card's slots are its GPUs (0 .. g_nphys-1) and GPU
+ * 0's instances after them (g_nphys + k); device d of this library is slot
+ * g_slot[d]: the GPU d itself except in the CUDA library under MIG. */
+static int g_nphys, g_nmig;
+static uint64_t g_gpu_total;
+static uint64_t g_mig_size[SIM_MAX_DEVICES];
+static int g_slot[SIM_MAX_DEVICES];
 
 static pthread_mutex_t g_hmu = PTHREAD_MUTEX_INITIALIZER; /* handles + host memory */
 static struct slot_table g_handles;
@@ -351,6 +358,117 @@ int sim_parse_quantity(const char *s, uint64_t *out)
 	return -1;
 }
 
+/* SIMGPU_MIG (the CUDA and NVML libraries): "<n>" instances of equal size,
+ * or a list of sizes "40Gi,20Gi", carved out of GPU 0. 0 with the sizes
+ * filled, -1 after a message naming the variable, the value and the
+ * syntax. */
+static int mig_parse(const char *e, uint64_t gpu, int most, uint64_t size[SIM_MAX_DEVICES], int *n)
+{
+	int k = 0;
+	uint64_t sum = 0;
+	char *end;
+	long v = strtol(e, &end, 10);
+	if (*e >= '0' && *e <= '9' && !*end) {
+		if (v < 1 || v > most)
+			goto bad;
+		for (k = 0; k < v; k++)
+			size[k] = gpu / (uint64_t)v - (gpu / (uint64_t)v) % SIM_PAGE;
+		sum = size[0] * (uint64_t)v;
+	} else {
+		char buf[256];
+		if (strlen(e) >= sizeof buf)
+			goto bad;
+		strcpy(buf, e);
+		for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			uint64_t q;
+			if (k == most || sim_parse_quantity(t, &q) || q < SIM_PAGE)
+				goto bad;
+			size[k++] = q - q % SIM_PAGE;
+			sum += q - q % SIM_PAGE;
+		}
+	}
+	if (!k || !size[0] || sum > gpu)
+		goto bad;
+	*n = k;
+	return 0;
+bad:
+	fprintf(stderr,
+	        "simgpu: ignoring invalid SIMGPU_MIG=%s (expected a count of 1 to %d equal instances, or a list of "
+	        "sizes such as 40Gi,20Gi, each at least 2Mi, adding up to at most GPU 0's memory); MIG is off\n",
+	        e, most);
+	return -1;
+}
+
+static void slot_string(int slot, char *buf, unsigned len);
+static uint64_t slot_total(int slot);
+
+/* A MIG instance's number among the instances, from its UUID string
+ * "MIG-…", or -1. */
+static int mig_by_uuid(const char *s, size_t len)
+{
+	for (int k = 0; k < g_nmig; k++) {
+		char u[64];
+		slot_string(g_nphys + k, u, sizeof u);
+		if (strlen(u) == len && !strncmp(u, s, len))
+			return k;
+	}
+	return -1;
+}
+
+/* The CUDA library's devices under MIG: CUDA_VISIBLE_DEVICES' entries in
+ * order, a "MIG-<uuid>" naming its instance, an index or "GPU-<uuid>"
+ * naming a GPU, and GPU 0 (in MIG mode) standing for its first instance;
+ * one instance at most (CUDA's MIG support enumerates a single MIG device
+ * per process); the list ends at the first entry that names nothing, as
+ * CUDA's does. Unset: the first instance, then the other GPUs. */
+static int mig_visible(int slot[SIM_MAX_DEVICES])
+{
+	const char *e = getenv("CUDA_VISIBLE_DEVICES");
+	int n = 0, mig_seen = 0;
+	if (!e) {
+		slot[n++] = g_nphys;
+		for (int d = 1; d < g_nphys; d++)
+			slot[n++] = d;
+		return n;
+	}
+	while (*e && n < SIM_MAX_DEVICES) {
+		size_t len = strcspn(e, ",");
+		int s = -1;
+		if (len > 4 && !strncmp(e, "MIG-", 4)) {
+			int k = mig_by_uuid(e, len);
+			s = k < 0 ? -1 : g_nphys + k;
+		} else if (len > 4 && !strncmp(e, "GPU-", 4)) {
+			for (int d = 0; d < g_nphys && s < 0; d++) {
+				char u[64];
+				slot_string(d, u, sizeof u);
+				if (strlen(u) == len && !strncmp(u, e, len))
+					s = d;
+			}
+		} else if (len && strspn(e, "0123456789") == len) {
+			long i = strtol(e, NULL, 10);
+			s = i < g_nphys ? (int)i : -1;
+		}
+		if (s < 0)
+			break;
+		if (s == 0)
+			s = g_nphys; /* the MIG-mode GPU: its first instance */
+		if (s >= g_nphys) {
+			if (mig_seen)
+				s = -2; /* a second instance: not enumerated */
+			mig_seen = 1;
+		}
+		int dup = 0;
+		for (int i = 0; i < n; i++)
+			dup |= slot[i] == s;
+		if (s >= 0 && !dup)
+			slot[n++] = s;
+		e += len;
+		if (*e == ',')
+			e++;
+	}
+	return n;
+}
+
 static void do_init(void)
 {
 	int ndev = 1;
@@ -380,15 +498,33 @@ static void do_init(void)
 		g_uuid_seed = (g_uuid_seed ^ (unsigned char)*e) * 0x100000001b3ull;
 	e = getenv("SIMGPU_SAME_CARDS");
 	g_same_cards = e && !strcmp(e, "1");
-	/* a shared card's devices, size and UUIDs are its maker's */
+	/* MIG: NVIDIA's libraries only (HIP has none); at most 7 instances, as
+	 * on an H100, and a slot for each beside the GPUs */
+	int nmig = 0;
+	e = getenv("SIMGPU_MIG");
+	if (!SIM_LIB_ID && e && *e && ndev > 0) {
+		int most = SIM_MAX_DEVICES - ndev < 7 ? SIM_MAX_DEVICES - ndev : 7;
+		if (most < 1 || mig_parse(e, mem, most, g_mig_size, &nmig))
+			nmig = 0;
+	}
+	/* a shared card's devices, size, UUIDs and instances are its maker's */
 	e = getenv("SIMGPU_SHARED");
 	if (e && *e && ndev > 0)
-		g_shared = sim_card_open(e, &ndev, &mem, &g_uuid_seed) == 0;
+		g_shared = sim_card_open(e, &ndev, &mem, &g_uuid_seed, &nmig, g_mig_size) == 0;
+	g_nphys = ndev;
+	g_nmig = nmig;
+	g_gpu_total = mem;
+	/* the devices this library shows: the GPUs, or under MIG for the CUDA
+	 * library the instances and GPUs CUDA_VISIBLE_DEVICES names */
+	for (int d = 0; d < ndev; d++)
+		g_slot[d] = d;
+	if (nmig && sim_lib_shows_mig)
+		ndev = mig_visible(g_slot);
 	for (int d = 0; d < ndev; d++) {
 		struct sim_dev *dv = &g_dev[d];
 		pthread_mutex_init(&dv->mu, NULL);
-		dv->total = mem;
-		dv->npages = mem / SIM_PAGE;
+		dv->total = slot_total(g_slot[d]);
+		dv->npages = dv->total / SIM_PAGE;
 		uint64_t words = (dv->npages + 63) / 64;
 		dv->bits = calloc(words, sizeof(uint64_t));
 		dv->pkind = calloc(dv->npages, 1);
@@ -431,7 +567,7 @@ uint64_t sim_device_free(int dev)
 	if (!sim_device_valid(dev))
 		return 0;
 	if (g_shared) {
-		uint64_t held = sim_card_used(dev) + sim_card_reserved(dev);
+		uint64_t held = sim_card_used(g_slot[dev]) + sim_card_reserved(g_slot[dev]);
 		return held < g_dev[dev].total ? g_dev[dev].total - held : 0;
 	}
 	struct sim_dev *d = &g_dev[dev];
@@ -449,11 +585,14 @@ static uint64_t splitmix64(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-void sim_device_uuid(int dev, uint8_t out[16])
+/* A GPU's UUID from (seed, library, index); an instance's from (seed,
+ * "MIG", its number): the CUDA library and NVML agree. */
+static void slot_uuid(int slot, uint8_t out[16])
 {
-	sim_init();
 	uint64_t lib = g_same_cards ? 0 : SIM_LIB_ID; /* the card, not the library */
-	uint64_t x = g_uuid_seed ^ (lib << 32) ^ (uint64_t)(unsigned)dev;
+	uint64_t x = g_uuid_seed ^ (lib << 32) ^ (uint64_t)(unsigned)slot;
+	if (slot >= g_nphys)
+		x = g_uuid_seed ^ (0x4d4947ull << 40) ^ (uint64_t)(unsigned)(slot - g_nphys);
 	for (int i = 0; i < 16; i += 8) {
 		uint64_t r = splitmix64(&x);
 		memcpy(out + i, &r, 8);
@@ -462,12 +601,92 @@ void sim_device_uuid(int dev, uint8_t out[16])
 	out[8] = (uint8_t)((out[8] & 0x3f) | 0x80); /* RFC 4122 variant */
 }
 
+void sim_device_uuid(int dev, uint8_t out[16])
+{
+	sim_init();
+	slot_uuid(dev >= 0 && dev < g_ndev ? g_slot[dev] : dev, out);
+}
+
+int sim_device_parent_uuid(int dev, uint8_t out[16])
+{
+	sim_init();
+	if (dev < 0 || dev >= g_ndev || g_slot[dev] < g_nphys)
+		return -1;
+	slot_uuid(0, out);
+	return 0;
+}
+
+int sim_slot_count(void)
+{
+	sim_init();
+	return g_nphys + g_nmig;
+}
+
+int sim_mig_count(void)
+{
+	sim_init();
+	return g_nmig;
+}
+
+/* slot_total and slot_string run inside sim_init's once as well */
+static uint64_t slot_total(int slot)
+{
+	if (slot < 0 || slot >= g_nphys + g_nmig)
+		return 0;
+	return slot < g_nphys ? g_gpu_total : g_mig_size[slot - g_nphys];
+}
+
+uint64_t sim_slot_total(int slot)
+{
+	sim_init();
+	return slot_total(slot);
+}
+
+void sim_slot_uuid_string(int slot, char *buf, unsigned len)
+{
+	sim_init();
+	slot_string(slot, buf, len);
+}
+
+static void slot_string(int slot, char *buf, unsigned len)
+{
+	uint8_t u[16];
+	slot_uuid(slot, u);
+	snprintf(buf, len, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+	         slot < g_nphys ? "GPU" : "MIG", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
+	         u[11], u[12], u[13], u[14], u[15]);
+}
+
+int sim_slot_device(int slot)
+{
+	sim_init();
+	for (int d = 0; d < g_ndev; d++)
+		if (g_slot[d] == slot)
+			return d;
+	return -1;
+}
+
+int sim_cuda_device_of_slot(int slot)
+{
+	sim_init();
+	if (!g_nmig)
+		return slot >= 0 && slot < g_nphys ? slot : -1;
+	int v[SIM_MAX_DEVICES], n = mig_visible(v);
+	for (int d = 0; d < n; d++)
+		if (v[d] == slot)
+			return d;
+	return -1;
+}
+
 /* PCI location of device d: domain 0, bus 0x18 + 0x10 d, device 0 (the
- * CUDA and NVML libraries agree) */
+ * CUDA and NVML libraries agree); a MIG instance is on its GPU's */
 void sim_device_pci(int dev, int *domain, int *bus, int *device)
 {
+	int slot = dev >= 0 && dev < g_ndev ? g_slot[dev] : dev;
+	if (slot >= g_nphys)
+		slot = 0;
 	*domain = 0;
-	*bus = 0x18 + 0x10 * dev;
+	*bus = 0x18 + 0x10 * slot;
 	*device = 0;
 }
 
@@ -509,15 +728,15 @@ static int64_t pages_take(struct sim_dev *d, uint64_t n, int kind, void *ptr)
 {
 	if (n == 0 || n > pages_avail(d))
 		return -1;
-	int dev = (int)(d - g_dev);
-	if (g_shared && sim_card_take(dev, SIM_USE_MEMORY, n * SIM_PAGE))
+	int slot = g_slot[d - g_dev];
+	if (g_shared && sim_card_take(slot, SIM_USE_MEMORY, n * SIM_PAGE))
 		return -1;
 	int64_t r = bits_find_run(d->bits, n, d->hint, d->npages);
 	if (r < 0)
 		r = bits_find_run(d->bits, n, 0, d->npages);
 	if (r < 0) {
 		if (g_shared)
-			sim_card_give(dev, SIM_USE_MEMORY, n * SIM_PAGE);
+			sim_card_give(slot, SIM_USE_MEMORY, n * SIM_PAGE);
 		return -1;
 	}
 	uint64_t s = (uint64_t)r;
@@ -541,7 +760,7 @@ static void pages_give(struct sim_dev *d, uint64_t s, uint64_t n)
 	}
 	pages_account(d, -(int64_t)n);
 	if (g_shared)
-		sim_card_give((int)(d - g_dev), SIM_USE_MEMORY, n * SIM_PAGE);
+		sim_card_give(g_slot[d - g_dev], SIM_USE_MEMORY, n * SIM_PAGE);
 }
 
 /* ------------------------------------------------------------ small pages */
@@ -1268,7 +1487,7 @@ int sim_vmm_create_ctx(int dev, uint32_t ctx, uint64_t size, const void *prop, u
 	memcpy(v->prop, prop, prop_len);
 	int rc = SIM_OK;
 	pthread_mutex_lock(&d->mu);
-	if (n > pages_avail(d) || (g_shared && sim_card_take(dev, SIM_USE_MEMORY, n * SIM_PAGE))) {
+	if (n > pages_avail(d) || (g_shared && sim_card_take(g_slot[dev], SIM_USE_MEMORY, n * SIM_PAGE))) {
 		rc = SIM_ENOMEM;
 	} else {
 		uint64_t i = d->hint, got = 0;
@@ -1874,7 +2093,7 @@ int sim_charge(int dev, int use, uint64_t bytes)
 	int rc = SIM_OK;
 	pthread_mutex_lock(&d->mu);
 	uint64_t held = d->used_pages * SIM_PAGE + d->fp_total;
-	if (bytes > d->total - held || (g_shared && sim_card_take(dev, use, bytes))) {
+	if (bytes > d->total - held || (g_shared && sim_card_take(g_slot[dev], use, bytes))) {
 		rc = SIM_ENOMEM;
 	} else {
 		d->fp[use] += bytes;
@@ -1895,7 +2114,7 @@ void sim_uncharge(int dev, int use, uint64_t bytes)
 	d->fp[use] -= bytes;
 	d->fp_total -= bytes;
 	if (g_shared)
-		sim_card_give(dev, use, bytes);
+		sim_card_give(g_slot[dev], use, bytes);
 	pthread_mutex_unlock(&d->mu);
 }
 

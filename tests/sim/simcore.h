@@ -73,6 +73,21 @@ int sim_parse_quantity(const char *s, uint64_t *out); /* 0 on success */
 void sim_device_uuid(int dev, uint8_t out[16]);
 void sim_device_pci(int dev, int *domain, int *bus, int *device);
 
+/* MIG (SIMGPU_MIG, tests/sim/README.md "MIG"): GPU 0 split into instances,
+ * each a card of its own. The card's slots are the GPUs (0 .. GPUs-1) and
+ * the instances after them. Each API library defines sim_lib_shows_mig: 1
+ * (the CUDA library) makes its devices the instances and GPUs that
+ * CUDA_VISIBLE_DEVICES names, 0 (NVML, HIP) keeps them the GPUs. */
+extern const int sim_lib_shows_mig;
+int sim_mig_count(void);  /* instances; 0: MIG off */
+int sim_slot_count(void); /* GPUs + instances */
+uint64_t sim_slot_total(int slot);
+void sim_slot_uuid_string(int slot, char *buf, unsigned len); /* "GPU-…" or "MIG-…" */
+int sim_slot_device(int slot);                                /* this library's device that is the slot, or -1 */
+int sim_cuda_device_of_slot(int slot);                        /* the CUDA library's device that is the slot, or -1 */
+/* the parent GPU's UUID for a device that is an instance (0), else -1 */
+int sim_device_parent_uuid(int dev, uint8_t out[16]);
+
 /* Contexts. Every allocation, pool and VMM handle carries the id of the
  * context it was made in; the plain functions use the primary context (0).
  * sim_free_context frees all of a context's memory, as cuDevicePrimaryCtxReset,
@@ -141,9 +156,11 @@ int sim_footprint(int dev, uint64_t out[SIM_USE_N]);
 /* The card shared by processes (simcard.c), set up by sim_init when
  * SIMGPU_SHARED names one. */
 int sim_card_shared(void); /* 1 when this library's cards are shared */
-int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_seed);
-int sim_card_take(int dev, int use, uint64_t bytes); /* SIM_OK or SIM_ENOMEM */
-void sim_card_give(int dev, int use, uint64_t bytes);
+/* The card's functions take slots (GPUs, then MIG instances), not devices. */
+int sim_card_open(const char *name, int *ndev, uint64_t *total, uint64_t *uuid_seed, int *nmig,
+                  uint64_t mig_size[SIM_MAX_DEVICES]);
+int sim_card_take(int slot, int use, uint64_t bytes); /* SIM_OK or SIM_ENOMEM */
+void sim_card_give(int slot, int use, uint64_t bytes);
 /* the whole card: what all live processes use (reserve excluded), and the
  * reserve (SIMGPU_NVML_RESERVED of the process that made the card) */
 uint64_t sim_card_used(int dev);

@@ -2123,6 +2123,50 @@ static int agent_main(void)
 			else
 				printf("ok %llu %llu %llu %llu %llu %llu\n", m2.total, m2.reserved, m2.free, m2.used,
 				       m1.used, m1.free);
+		} else if (!strcmp(cmd, "count")) {
+			int n = 0;
+			if (!(rc = cuInit(0)))
+				rc = cuDeviceGetCount(&n);
+			printf(rc ? "err %d\n" : "ok %d\n", rc ? rc : n);
+		} else if (!strcmp(cmd, "total")) {
+			size_t t = 0;
+			rc = cuDeviceTotalMem_v2(&t, (int)a);
+			agent_say_info(rc, t, t);
+		} else if (!strcmp(cmd, "uuid1")) { /* the legacy query */
+			gg_CUuuid u;
+			char c[41] = "";
+			if (!(rc = cuDeviceGetUuid(&u, (int)a)))
+				uuid_format(u.bytes, c);
+			if (rc)
+				printf("err %d\n", rc);
+			else
+				printf("ok %s\n", c);
+		} else if (!strcmp(cmd, "migdev")) { /* migdev k: GPU 0's instance k, as NVML shows it */
+			gg_nvmlDevice_t h0, m = NULL, by = NULL, up = NULL;
+			unsigned cur = 9, pend = 9, most = 0, is0 = 9, is = 9, n = 16, gi = 0, idx = 0;
+			char u[GG_NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+			gg_nvmlMemory_v2_t m2 = {.version = GG_nvmlMemory_v2};
+			gg_nvmlProcessInfo_t info[16];
+			if (!nvml_up && !(rc = nvmlInit_v2()))
+				nvml_up = 1;
+			if (!rc && !(rc = nvmlDeviceGetHandleByIndex_v2(0, &h0)) &&
+			    !(rc = nvmlDeviceGetMigMode(h0, &cur, &pend)) &&
+			    !(rc = nvmlDeviceGetMaxMigDeviceCount(h0, &most)) &&
+			    !(rc = nvmlDeviceIsMigDeviceHandle(h0, &is0)) &&
+			    !(rc = nvmlDeviceGetMigDeviceHandleByIndex(h0, (unsigned)a, &m)) &&
+			    !(rc = nvmlDeviceIsMigDeviceHandle(m, &is)) &&
+			    !(rc = nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m, &up)) &&
+			    !(rc = nvmlDeviceGetUUID(m, u, sizeof u)) && !(rc = nvmlDeviceGetHandleByUUID(u, &by)) &&
+			    !(rc = nvmlDeviceGetMemoryInfo_v2(m, &m2)) && !(rc = nvmlDeviceGetGpuInstanceId(m, &gi)))
+				rc = nvmlDeviceGetComputeRunningProcesses_v3(m, &n, info);
+			if (rc)
+				printf("err %d\n", rc);
+			else /* mode max uuid total used free nprocs used0 gi: sane handles, index refused */
+				printf("ok %u %u %s %llu %llu %llu %u %llu %u %d\n", cur, most, u, m2.total, m2.used,
+				       m2.free, n, n ? info[0].usedGpuMemory : 0, gi,
+				       cur == pend && !is0 && is == 1 && up == h0 && by == m &&
+				           (!n || info[0].gpuInstanceId == gi) &&
+				           nvmlDeviceGetIndex(m, &idx) == GG_NVML_ERROR_NOT_SUPPORTED);
 		} else if (!strcmp(cmd, "hold")) {
 			simgpu_cuda_debug_card_hold();
 			printf("ok\n");
@@ -2627,6 +2671,174 @@ TEST(shared_card_local_memory_heap_fifo)
  * context, modules), under the PID the host sees (here moved by
  * SIMGPU_NVML_PID_OFFSET, as a container's would be); count 0 sizes the
  * array; memory info is the whole card's, the reserve taken once. */
+/* ------------------------------------------------------------------- MIG */
+
+#define MIG_ENV(card, mig, vis)                                                                          \
+	{"SIMGPU_SHARED", card}, {"SIMGPU_MEMORY", "8Gi"}, {"SIMGPU_DEVICES", "2"}, {"SIMGPU_MIG", mig}, \
+	    {"CUDA_VISIBLE_DEVICES", vis}, {"SIMGPU_CONTEXT", "64Mi"}, {"SIMGPU_NVML_RESERVED", "64Mi"}, \
+	{                                                                                                \
+		"SIMGPU_MIG_NO_PROC_MEM", NULL                                                           \
+	}
+#define MIG_NENV 8
+
+/* "migdev k"'s answer */
+struct migdev {
+	unsigned mode, most, n, gi;
+	char uuid[64];
+	unsigned long long total, used, free_, used0;
+	int sane;
+};
+
+static int migdev(struct agent *a, int k, struct migdev *m)
+{
+	char r[512], cmd[32];
+	snprintf(cmd, sizeof cmd, "migdev %d", k);
+	memset(m, 0, sizeof *m);
+	if (agent_ask(a, r, sizeof r, cmd))
+		return -1;
+	return sscanf(r, "%u %u %63s %llu %llu %llu %u %llu %u %d", &m->mode, &m->most, m->uuid, &m->total, &m->used,
+	              &m->free_, &m->n, &m->used0, &m->gi, &m->sane) == 10
+	           ? 0
+	           : -1;
+}
+
+/* SIMGPU_MIG splits GPU 0 into instances, each a card of its own: a
+ * "MIG-…" in CUDA_VISIBLE_DEVICES makes it CUDA device 0 with its own size
+ * and UUID (the legacy query names the GPU); NVML's MIG handles answer for
+ * the instance, the GPU's for all of them; index and GPU-… forms still name
+ * GPUs (GPU 0 standing for its first instance); a bad SIMGPU_MIG leaves MIG
+ * off. One process, no shared card. */
+TEST(mig_instances)
+{
+	struct env_set e0[] = {MIG_ENV(NULL, "6Gi,2Gi", NULL)};
+	struct agent a, b, c;
+	struct migdev m0, m1;
+	char r[128], gpu0[64] = "", inst0[64] = "";
+	CHECK_EQ_INT(agent_start(&a, e0, MIG_NENV), 0);
+	CHECK_EQ_U64(agent_num(&a, "count"), 2); /* instance 0, then GPU 1 */
+	CHECK_EQ_U64(agent_num(&a, "total 0"), 6 * GiB);
+	CHECK_EQ_U64(agent_num(&a, "total 1"), 8 * GiB);
+	CHECK_EQ_INT(agent_ask(&a, inst0, sizeof inst0, "uuid 0"), 0);
+	CHECK_EQ_INT(agent_ask(&a, gpu0, sizeof gpu0, "uuid1 0"), 0);
+	CHECK_EQ_INT(migdev(&a, 0, &m0), 0);
+	CHECK_EQ_INT(migdev(&a, 1, &m1), 0);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof r, "migdev 2"), -1);
+	CHECK(!strcmp(r, "err 6")); /* NOT_FOUND: room for 7, two made */
+	CHECK(m0.mode == 1 && m0.most == 7 && m0.sane && m1.sane && m1.gi == 1);
+	CHECK(!strncmp(m0.uuid, "MIG-", 4) && !strcmp(m0.uuid + 4, inst0 + 4)); /* cuDeviceGetUuid_v2's bytes */
+	CHECK(strcmp(m0.uuid, m1.uuid) && strcmp(inst0, gpu0));
+	CHECK(m0.total == 6 * GiB && m1.total == 2 * GiB);
+	agent_stop(&a);
+
+	/* instance 1 alone: 2 GiB, its own UUID; it runs out at its size */
+	struct env_set e1[] = {MIG_ENV(NULL, "6Gi,2Gi", m1.uuid)};
+	CHECK_EQ_INT(agent_start(&b, e1, MIG_NENV), 0);
+	CHECK_EQ_U64(agent_num(&b, "count"), 1);
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof r, "uuid 0"), 0);
+	CHECK(!strcmp(r + 4, m1.uuid + 4));
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof r, "uuid1 0"), 0);
+	CHECK(!strcmp(r, gpu0));
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof r, "alloc 2147483648"), -1);
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 1073741824"), 0);
+	CHECK_EQ_U64(agent_num(&b, "info"), 1 * GiB - 64 * MiB); /* less its context */
+	CHECK_EQ_INT(migdev(&b, 1, &m1), 0);
+	CHECK(m1.used == 1 * GiB + 64 * MiB && m1.free_ == 1 * GiB - 64 * MiB && m1.n == 1 &&
+	      m1.used0 == 1 * GiB + 64 * MiB);
+	CHECK_EQ_INT(migdev(&b, 0, &m0), 0);
+	CHECK(m0.used == 0 && m0.n == 0 && m0.free_ == 6 * GiB);
+	unsigned long long t, res, fr, us, us1, fr1;
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof r, "nvmem"), 0); /* the GPU: all of it, its reserve */
+	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu %llu %llu %llu", &t, &res, &fr, &us, &us1, &fr1), 6);
+	CHECK(t == 8 * GiB && res == 64 * MiB && us == 1 * GiB + 64 * MiB && fr == t - res - us);
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof r, "nvml"), 0); /* the GPU lists the instances' processes */
+	CHECK(!strncmp(r, "1 ", 2));
+	agent_stop(&b);
+
+	/* "1" is GPU 1; "0" and GPU 0's own UUID stand for its first instance */
+	struct env_set e2[] = {MIG_ENV(NULL, "6Gi,2Gi", "1,0")};
+	CHECK_EQ_INT(agent_start(&c, e2, MIG_NENV), 0);
+	CHECK_EQ_U64(agent_num(&c, "count"), 2);
+	CHECK_EQ_U64(agent_num(&c, "total 0"), 8 * GiB);
+	CHECK_EQ_U64(agent_num(&c, "total 1"), 6 * GiB);
+	agent_stop(&c);
+	struct env_set e3[] = {MIG_ENV(NULL, "6Gi,2Gi", gpu0)};
+	CHECK_EQ_INT(agent_start(&c, e3, MIG_NENV), 0);
+	CHECK_EQ_U64(agent_num(&c, "count"), 1);
+	CHECK_EQ_U64(agent_num(&c, "total 0"), 6 * GiB);
+	agent_stop(&c);
+	/* two equal instances by count; a list past the GPU leaves MIG off */
+	struct env_set e4[] = {MIG_ENV(NULL, "2", NULL)};
+	CHECK_EQ_INT(agent_start(&c, e4, MIG_NENV), 0);
+	CHECK_EQ_U64(agent_num(&c, "count"), 2);
+	CHECK_EQ_U64(agent_num(&c, "total 0"), 4 * GiB);
+	agent_stop(&c);
+	struct env_set e5[] = {MIG_ENV(NULL, "6Gi,4Gi", NULL)};
+	CHECK_EQ_INT(agent_start(&c, e5, MIG_NENV), 0); /* says so on stderr */
+	CHECK_EQ_U64(agent_num(&c, "count"), 2);
+	CHECK_EQ_U64(agent_num(&c, "total 0"), 8 * GiB);
+	CHECK_EQ_INT(agent_ask(&c, r, sizeof r, "migdev 0"), -1);
+	CHECK(!strcmp(r, "err 2")); /* no MIG: INVALID_ARGUMENT */
+	agent_stop(&c);
+}
+
+/* On a shared card each instance is a pool of its own: processes on one
+ * instance share it and run it out, one on the other instance is not
+ * touched; NVML lists each instance's processes on its handle and all of
+ * them on the GPU's; a joiner takes the maker's instances; with
+ * SIMGPU_MIG_NO_PROC_MEM=1 an instance's per-process figures are
+ * NVML_VALUE_NOT_AVAILABLE. */
+TEST(mig_shared_card)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set e0[] = {MIG_ENV(name, "2", NULL)};
+	struct agent a, b, c, w;
+	struct migdev m0, m1;
+	CHECK_EQ_INT(agent_start(&w, e0, MIG_NENV), 0);
+	CHECK_EQ_INT(migdev(&w, 1, &m1), 0);
+	struct env_set e1[] = {MIG_ENV(name, "7Gi", m1.uuid)}; /* a joiner's own SIMGPU_MIG does not matter */
+	CHECK_EQ_INT(agent_start(&a, e0, MIG_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, e1, MIG_NENV), 0);
+	CHECK_EQ_INT(agent_start(&c, e0, MIG_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "init"), 0);
+	CHECK_EQ_U64(agent_num(&b, "total 0"), 4 * GiB);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 3221225472"), 0); /* 3 GiB on instance 0 */
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 3221225472"), 0); /* and on instance 1 */
+	char r[128];
+	CHECK_EQ_INT(agent_ask(&c, r, sizeof r, "alloc 1073741824"), -1); /* instance 0 is full */
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_U64(agent_num(&c, "info"), 1 * GiB - 128 * MiB);
+	CHECK_EQ_U64(agent_num(&b, "info"), 1 * GiB - 64 * MiB);
+	CHECK_EQ_INT(migdev(&w, 0, &m0), 0);
+	CHECK_EQ_INT(migdev(&w, 1, &m1), 0);
+	CHECK(m0.n == 2 && m0.used == 3 * GiB + 128 * MiB && m0.free_ == 1 * GiB - 128 * MiB);
+	CHECK(m1.n == 1 && m1.used0 == 3 * GiB + 64 * MiB);
+	unsigned long long t, res, fr, us, us1, fr1;
+	CHECK_EQ_INT(agent_ask(&w, r, sizeof r, "nvmem"), 0);
+	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu %llu %llu %llu", &t, &res, &fr, &us, &us1, &fr1), 6);
+	CHECK(t == 8 * GiB && us == 6 * GiB + 192 * MiB);
+	CHECK_EQ_INT(agent_ask(&w, r, sizeof r, "nvml"), 0);
+	CHECK(!strncmp(r, "3 ", 2));
+	struct env_set e2[] = {MIG_ENV(name, "2", NULL)};
+	e2[MIG_NENV - 1].value = "1";
+	struct agent v;
+	CHECK_EQ_INT(agent_start(&v, e2, MIG_NENV), 0);
+	CHECK_EQ_INT(migdev(&v, 1, &m1), 0);
+	CHECK(m1.n == 1 && m1.used0 == ~0ull && m1.used == 3 * GiB + 64 * MiB);
+	agent_stop(&v);
+	agent_kill(&a); /* its instance's memory comes back */
+	waitpid(a.pid, NULL, 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "alloc 1073741824"), 0);
+	agent_stop(&b);
+	agent_stop(&c);
+	agent_stop(&w);
+	card_gone();
+}
+
 TEST(shared_card_nvml_whole_card)
 {
 	REQUIRE_SHM();
@@ -2986,6 +3198,8 @@ int main(int argc, char **argv)
 	RUN(shared_card_local_memory_heap_fifo);
 	RUN(shared_card_nvml_whole_card);
 	RUN(shared_card_pid_namespace);
+	RUN(mig_instances);
+	RUN(mig_shared_card);
 	RUN(footprint_off_by_default);
 	RUN(nvml_watch_records_peaks);
 	RUN(nvml_watch_bad_input);
