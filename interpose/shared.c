@@ -1282,6 +1282,26 @@ void gg_shared_after_fork_child(void)
 
 /* ---- NVML ----------------------------------------------------------------- */
 
+/* The CUDA ordinal whose UUID is uuid (cuDeviceGetUuid_v2: a MIG instance's
+ * is its MIG UUID); -1 when the driver is not in use here, so no ordinal is
+ * known; -2 when the process's devices are known and none is it: a card
+ * this process is not on, such as the GPU whose MIG instance it uses. */
+static int cuda_ordinal_of(const uint8_t uuid[16])
+{
+	int seen = 0;
+	for (int d = 0; d < GG_MAX_DEVICES && identity[GG_RT_CUDA]; d++) {
+		uint8_t u[16];
+		uint64_t physical;
+		int rc = identity[GG_RT_CUDA](d, u, &physical);
+		if (rc != 0)
+			break; /* 1: no driver in use; -1: no device d (the end of the list) */
+		if (memcmp(u, uuid, 16) == 0)
+			return d;
+		seen = 1;
+	}
+	return seen ? -2 : -1;
+}
+
 void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	uint64_t lim = GG_LIMIT_UNRESOLVED, used = 0;
@@ -1299,7 +1319,16 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 	}
 	if (!found) {
 		/* No process of the pod has used it yet, or process scope: this
-		 * process's own books, with NVML's index as the ordinal. */
+		 * process's own books, for the ordinal with the device's UUID
+		 * (CUDA_VISIBLE_DEVICES renumbers; a MIG handle has no index),
+		 * else NVML's index as the ordinal while the driver is not in
+		 * use. A device that is none of ours is left as the driver
+		 * says: under MIG the parent GPU, whose instance is our card. */
+		int d = uuid ? cuda_ordinal_of(uuid) : -1;
+		if (d == -2)
+			return;
+		if (d >= 0)
+			index = (unsigned)d;
 		if (index >= GG_MAX_DEVICES)
 			return;
 		struct gg_budget *b = gg_ceiling_budget_peek((int)index);

@@ -68,8 +68,10 @@ struct gg_pod_use {
 void gg_shared_foreach_use(void (*fn)(const struct gg_pod_use *, void *), void *arg);
 /* NVML's view of one device, in place: the physical free/total become the
  * budget's, consistent with cuMemGetInfo. uuid: the 16 bytes of NVML's
- * "GPU-..." UUID, or NULL when unknown; index: NVML's index, used as the
- * ordinal when the UUID names no device this process or the pod knows. */
+ * "GPU-..." or "MIG-..." UUID, or NULL when unknown; index: NVML's index
+ * (UINT32_MAX for none), used as the ordinal only while this process's
+ * CUDA devices are not known. A device that is neither the pod's nor this
+ * process's is left as it is. */
 void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, uint64_t *total_bytes);
 
 #endif

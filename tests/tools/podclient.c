@@ -7,11 +7,17 @@
  *           "host failed N"; H frees the most recent: "host free ok"
  *   i       cuMemGetInfo: "info FREE TOTAL" in bytes
  *   n       NVML's nvmlDeviceGetMemoryInfo for index 0: "nvml FREE TOTAL"
+ *   N UUID  the same for the device NVML finds by UUID ("GPU-…" or
+ *           "MIG-…"), v2 and v1: "nvmlu FREE TOTAL FREE1 TOTAL1"
+ *   M K     the UUID of GPU 0's MIG instance K: "mig UUID" or "mig failed N"
+ *   F MIB   cuMemAlloc_v2 of MIB MiB until one fails, all kept:
+ *           "filled BYTES err CODE"
  *   l PATH  dlopen(PATH, RTLD_NOW | RTLD_LOCAL), as a plugin: "load ok" or
  *           "load failed"; g PATH: the same with RTLD_GLOBAL
  *   u       dlclose of the last one loaded: "unload ok"
  *   q       exits 0
- * Prints "ready" once the context is current. Every line is flushed. */
+ * Prints "ready" once the context is current. Every line is flushed.
+ * With --nvml it makes no context (a monitoring agent, NVML only). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +43,63 @@ static void nvml_info(void)
 		printf("nvml %llu %llu\n", m.free, m.total);
 }
 
-int main(void)
+/* NVML's function name in libnvidia-ml.so.1, found as a monitoring agent
+ * would (dlsym). */
+static void *nvml_sym(const char *name)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	gg_nvmlReturn_t (*init)(void) = h ? (gg_nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2") : NULL;
+	return init && init() == GG_NVML_SUCCESS ? dlsym(h, name) : NULL;
+}
+
+/* The device NVML finds by UUID: its memory, v2 then v1. */
+static void nvml_by_uuid(const char *uuid)
+{
+	gg_pfn_nvmlDeviceGetHandleByUUID by = (gg_pfn_nvmlDeviceGetHandleByUUID)nvml_sym("nvmlDeviceGetHandleByUUID");
+	gg_pfn_nvmlDeviceGetMemoryInfo_v2 mem2 =
+	    (gg_pfn_nvmlDeviceGetMemoryInfo_v2)nvml_sym("nvmlDeviceGetMemoryInfo_v2");
+	gg_pfn_nvmlDeviceGetMemoryInfo mem1 = (gg_pfn_nvmlDeviceGetMemoryInfo)nvml_sym("nvmlDeviceGetMemoryInfo");
+	gg_nvmlDevice_t dev;
+	gg_nvmlMemory_v2_t m2 = {.version = GG_nvmlMemory_v2};
+	gg_nvmlMemory_t m1;
+	int rc = !by || !mem2 || !mem1 ? -1 : by(uuid, &dev);
+	if (!rc)
+		rc = mem2(dev, &m2);
+	if (!rc)
+		rc = mem1(dev, &m1);
+	if (rc)
+		printf("nvmlu failed %d\n", rc);
+	else
+		printf("nvmlu %llu %llu %llu %llu\n", m2.free, m2.total, m1.free, m1.total);
+}
+
+static void mig_uuid(unsigned k)
+{
+	gg_pfn_nvmlDeviceGetHandleByIndex_v2 get =
+	    (gg_pfn_nvmlDeviceGetHandleByIndex_v2)nvml_sym("nvmlDeviceGetHandleByIndex_v2");
+	gg_pfn_nvmlDeviceGetMigDeviceHandleByIndex mig =
+	    (gg_pfn_nvmlDeviceGetMigDeviceHandleByIndex)nvml_sym("nvmlDeviceGetMigDeviceHandleByIndex");
+	gg_pfn_nvmlDeviceGetUUID name = (gg_pfn_nvmlDeviceGetUUID)nvml_sym("nvmlDeviceGetUUID");
+	gg_nvmlDevice_t gpu, inst;
+	char u[GG_NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+	int rc = !get || !mig || !name ? -1 : get(0, &gpu);
+	if (!rc)
+		rc = mig(gpu, k, &inst);
+	if (!rc)
+		rc = name(inst, u, sizeof u);
+	if (rc)
+		printf("mig failed %d\n", rc);
+	else
+		printf("mig %s\n", u);
+}
+
+int main(int argc, char **argv)
 {
 	gg_CUdevice d;
 	gg_CUcontext ctx;
-	if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx)) {
+	int nvml_only = argc > 1 && !strcmp(argv[1], "--nvml");
+	if (!nvml_only &&
+	    (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx))) {
 		fprintf(stderr, "podclient: the simulated driver did not start\n");
 		return 2;
 	}
@@ -96,6 +154,23 @@ int main(void)
 				printf("info failed %d\n", rc);
 		} else if (line[0] == 'n') {
 			nvml_info();
+		} else if (line[0] == 'N') {
+			char *u = line + 1;
+			while (*u == ' ')
+				u++;
+			u[strcspn(u, "\n")] = 0;
+			nvml_by_uuid(u);
+		} else if (line[0] == 'M') {
+			mig_uuid((unsigned)strtoul(line + 1, NULL, 10));
+		} else if (line[0] == 'F') {
+			size_t step = (size_t)strtoul(line + 1, NULL, 10) << 20, got = 0;
+			gg_CUdeviceptr p;
+			int rc = step ? 0 : 1;
+			while (!rc && n < sizeof live / sizeof live[0] && !(rc = cuMemAlloc_v2(&p, step))) {
+				live[n++] = p;
+				got += step;
+			}
+			printf("filled %zu err %d\n", got, rc);
 		} else if (line[0] == 'l' || line[0] == 'g') {
 			char *path = line + 1;
 			while (*path == ' ')
