@@ -7,6 +7,7 @@
  * variables there (issue 10, finding 15; tests/scripts/exports.sh checks
  * getenv is not imported). */
 #define _GNU_SOURCE
+#define GG_OPTIONS_WRITER /* the one file that writes the options (options.h) */
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@
 #include "gpuguard/signals.h"
 #include "log.h"
 
-struct gg_options gg_opt;
+struct gg_options gg_options_store;
 
 #define GG_OPTION_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc) \
 	{"GPUGUARD_" #id,                                                            \

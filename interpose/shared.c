@@ -49,16 +49,6 @@ static int find_entry(uint32_t kind, const uint8_t uuid[16])
 	return -1;
 }
 
-static uint64_t limit_for(int dev, uint64_t physical)
-{
-	const struct gpuguard_limit *s = &gg_opt.limits.dev[dev];
-	if (s->kind == GPUGUARD_LIMIT_BYTES)
-		return s->value;
-	if (s->kind == GPUGUARD_LIMIT_PERCENT)
-		return physical ? (uint64_t)((unsigned __int128)physical * s->value / 10000) : GG_LIMIT_UNRESOLVED;
-	return GG_UNLIMITED;
-}
-
 /* Finds or (under the setup lock) fills in the entry for this device. */
 static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t physical)
 {
@@ -68,7 +58,7 @@ static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t 
 		uint64_t none = GG_UNLIMITED;
 		/* relaxed: the limit is a plain number read with relaxed loads. */
 		atomic_compare_exchange_strong_explicit(&gg_shared_entry((unsigned)i)->limit, &none,
-		                                        limit_for(dev, physical), memory_order_relaxed,
+		                                        gg_ceiling_limit_for(dev, physical), memory_order_relaxed,
 		                                        memory_order_relaxed);
 		return i;
 	}
@@ -90,7 +80,7 @@ static int claim_entry(int dev, uint32_t kind, const uint8_t uuid[16], uint64_t 
 		e->kind = kind;
 		memcpy(e->uuid, uuid, 16);
 		e->physical = physical;
-		atomic_store_explicit(&e->limit, limit_for(dev, physical), memory_order_relaxed);
+		atomic_store_explicit(&e->limit, gg_ceiling_limit_for(dev, physical), memory_order_relaxed);
 		atomic_store_explicit(&e->used, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->peak, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->refused, 0, memory_order_relaxed);
@@ -283,7 +273,7 @@ void gg_nvml_meminfo(const uint8_t *uuid, unsigned index, uint64_t *free_bytes, 
 		lim = atomic_load_explicit(b->limit, memory_order_relaxed); /* as above */
 		used = atomic_load_explicit(b->used, memory_order_relaxed);
 		if (lim == GG_LIMIT_UNRESOLVED)
-			lim = limit_for((int)index, *total_bytes);
+			lim = gg_ceiling_limit_for((int)index, *total_bytes);
 	}
 	uint64_t room = lim > used ? lim - used : 0;
 	if (*total_bytes > lim)

@@ -22,6 +22,11 @@
 #include "shared_sweep.h"
 
 static unsigned my_container; /* 1 + our container's index in the header's names; 0 = none */
+/* The pod's budget, once adopted: pod scope's own, never the options'
+ * (which stay as the environment gave them). Written once, under the setup
+ * lock, before gg_ceiling_adopt_limits publishes it; a fork child keeps it,
+ * as it keeps the region's budget. */
+static struct gpuguard_limits pod_limits;
 
 /* Takes a free (or dead) slot with our main descriptor and makes it ours. */
 static int claim_slot(void)
@@ -120,9 +125,11 @@ static int adopt_limit(const char *mine_text)
 	else if (gg_opt.verbose)
 		gg_log(GG_LOG_INFO, "GPUGUARD_LIMIT is unset here; the pod region %s holds \"%s\"", gg_opt.shared_path,
 		       theirs);
-	gg_opt.limits = l;
-	gg_opt.limit_set = 1;
-	gg_ceiling_configure();
+	/* A fork child that attaches afresh adopts the same budget again:
+	 * limits other threads may be reading are not written over. */
+	if (memcmp(&pod_limits, &l, sizeof l) != 0)
+		pod_limits = l;
+	gg_ceiling_adopt_limits(&pod_limits);
 	return 0;
 }
 
