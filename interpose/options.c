@@ -194,7 +194,7 @@ static int parse_limit(const struct gg_option_row *r, const char *v, void *field
 	gg_opt.limit_set = 1;
 	snprintf(limit_text, sizeof limit_text, "%s", v);
 	gg_opt.limit_text = limit_text;
-	gg_opt.limit_len = strlen(v); /* shared.c refuses to share a cut copy */
+	gg_opt.limit_len = strlen(v); /* shared_attach.c refuses to share a cut copy */
 	if (gpuguard_parse_limit(v, field) != 0) {
 		gg_opt.limit_bad = 1;
 		return -1;
