@@ -1143,6 +1143,18 @@ static void diag_ceiling(struct gg_analysis *a, const struct dctx *c, struct gg_
 		         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
 	if (dev && dev->pod && dev->process_used < used)
 		pod_evidence(g, d, dv, dev->process_used, used);
+	/* issue 22: the ceiling was the driver's own limit (MPS memory
+	 * partitioning), less what others in the cgroup use */
+	if (dev && dev->has_driver_limit && limit && (!dev->has_own_limit || limit < dev->own_limit)) {
+		evidence(g,
+		         "the ceiling of %s is the driver's limit: the cgroup's hard limit (MPS memory partitioning, "
+		         "dmem.max) is %s, of which its processes used %s at the last reading; gpuguard's own "
+		         "ceiling is %s, and it refused before the driver would",
+		         gg_bytes(limit, b1), gg_bytes(dev->driver_limit, b2), gg_bytes(dev->driver_limit_used, b3),
+		         dev->has_own_limit ? gg_bytes(dev->own_limit, b4) : "none");
+		change(g, "raise the cgroup's device memory limit (nvidia-smi memory-limits, dmem.max), or lower "
+		          "what the other processes in the cgroup use");
+	}
 	/* issue 22: the books alone would have fit; what the driver
 	 * holds beyond them (context, modules, local memory) did not */
 	if (dev && dev->has_runtime && dev->runtime && d->has_request && limit &&

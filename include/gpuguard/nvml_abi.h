@@ -100,11 +100,11 @@ typedef struct gg_nvmlProcessInfo_t {
  * it). MIG handles are not supported. The layout is the documented one:
  * one pointer then three unsigned long long. */
 typedef struct gg_nvmlGetMemoryLimits_v1_t {
-	const char *nameSpace;        /* [in] full path to the cgroup's sysfs directory */
-	unsigned long long softLimit; /* [out] bytes; 0 = none */
-	unsigned long long hardLimit; /* [out] bytes; GG_NVML_DEVICE_MEMORY_LIMIT_MAX = none */
+	const char *nameSpace;          /* [in] full path to the cgroup's sysfs directory */
+	unsigned long long softLimit;   /* [out] bytes; 0 = none */
+	unsigned long long hardLimit;   /* [out] bytes; GG_NVML_DEVICE_MEMORY_LIMIT_MAX = none */
 	unsigned long long currentUsed; /* [out] bytes the cgroup uses on the device */
-} gg_nvmlGetMemoryLimits_v1_t;  /* nvmlGetMemoryLimits_v1_t */
+} gg_nvmlGetMemoryLimits_v1_t;          /* nvmlGetMemoryLimits_v1_t */
 /* NVML_DEVICE_MEMORY_LIMIT_MAX: "no hard limit". Its value is not in the
  * pages we could read; all ones is assumed (dmem.max reads "max"), and any
  * hard limit at or above the card's memory is treated as none anyway. */

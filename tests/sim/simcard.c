@@ -26,7 +26,7 @@
 #define CARD_PROCS 64     /* processes on one card at a time */
 #define CARD_WAIT_MS 5000 /* how long a joiner waits for the creator */
 #define CARD_NAME_MAX 100
-#define CARD_CGROUPS 32     /* cgroups with processes on the card, ever */
+#define CARD_CGROUPS 32      /* cgroups with processes on the card, ever */
 #define CARD_CGROUP_PATH 256 /* "/sys/fs/cgroup/..." */
 #define CGROUP_ROOT "/sys/fs/cgroup"
 

@@ -2881,9 +2881,13 @@ TEST(shared_card_made_once_under_a_race)
  * the driver's own, over all the device memory of the processes in the
  * cgroup and below it (contexts and modules included); NVML's
  * nvmlDeviceGetMemoryLimits_v1 answers its limits and use by sysfs path. */
-#define DMEM_ENV(name, cg, max, min)                                                                   \
-	{CARD_ENV(name, "64Mi"), {"SIMGPU_CGROUP", cg}, {"SIMGPU_DMEM_MAX", max}, {"SIMGPU_DMEM_MIN", min}, \
-	 {"SIMGPU_NVML_NO_MEMORY_LIMITS", NULL}}
+#define DMEM_ENV(name, cg, max, min)                                                                               \
+	{                                                                                                          \
+		CARD_ENV(name, "64Mi"), {"SIMGPU_CGROUP", cg}, {"SIMGPU_DMEM_MAX", max}, {"SIMGPU_DMEM_MIN", min}, \
+		{                                                                                                  \
+			"SIMGPU_NVML_NO_MEMORY_LIMITS", NULL                                                       \
+		}                                                                                                  \
+	}
 #define DMEM_NENV (CARD_NENV + 4)
 TEST(shared_card_dmem_limit)
 {
@@ -2905,7 +2909,7 @@ TEST(shared_card_dmem_limit)
 	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);            /* the same cgroup: 640 Mi */
 	CHECK_EQ_INT(agent_ask(&b, r, sizeof(r), "alloc 536870912"), -1);
 	CHECK(!strcmp(r, "err 2"));
-	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 268435456"), 0); /* 896 Mi */
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 268435456"), 0);         /* 896 Mi */
 	CHECK_EQ_INT(agent_ask(&b, r, sizeof(r), "modload 268435456"), -1); /* modules count too */
 	CHECK(!strcmp(r, "err 2"));
 	CHECK_EQ_U64(agent_fp(&b, 0, 2), 0);
