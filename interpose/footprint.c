@@ -533,10 +533,12 @@ static int said_dmem[GG_MAX_DEVICES]; /* under each device's lock */
  * dev's ceiling at min(our own, the room the tightest one leaves us). A
  * cgroup's currentUsed counts every process in it (and below), contexts
  * and modules included; ours is the part of it that the budget already
- * holds: this process's own figure in process scope, the pod's charge
- * less our headroom in pod scope (its members share the cgroup). So the
- * room is hard - (currentUsed - ours), and a budget at the ceiling leaves
- * the cgroup at its hard limit less the headroom. Under the device's lock,
+ * holds: this process's own figure in process scope; in pod scope the
+ * other members' charge and our own figure (its members share the
+ * cgroup; their headroom counts as theirs, which errs by at most their
+ * headroom, kept inside the ceiling anyway). So the room is
+ * hard - (currentUsed - ours), and a budget at the ceiling leaves the
+ * cgroup at its hard limit less our headroom. Under the device's lock,
  * NVML entered. The levels with a limit are found at the first reading;
  * a limit set later on another level is not seen (docs/sharing.md). */
 static void dmem_update(int dev, gg_nvmlDevice_t h, uint64_t drv)
@@ -546,10 +548,11 @@ static void dmem_update(int dev, gg_nvmlDevice_t h, uint64_t drv)
 		return;
 	struct gg_budget *b = gg_ceiling_budget_peek(dev);
 	uint64_t ours = drv;
-	if (b->region) {
+	if (b->region && b->mine) {
+		/* relaxed: figures; the next reading corrects a stale one */
 		uint64_t pod = gpuguard_region_used(b->region, b->entry);
-		uint64_t head = atomic_load_explicit(&d->measured, memory_order_relaxed) ? gg_opt.runtime_headroom : 0;
-		ours = pod > head ? pod - head : 0;
+		uint64_t mine = atomic_load_explicit(b->mine, memory_order_relaxed);
+		ours = (pod > mine ? pod - mine : 0) + drv;
 	}
 	char path[sizeof cg_path];
 	memcpy(path, cg_path, cg_len + 1);

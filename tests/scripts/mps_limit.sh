@@ -74,9 +74,10 @@ card_gone() {
 # (the driver would too, at 1088 MiB), then 64 MiB fit and 128 MiB more is
 # refused by us (the driver would take it: 1024 MiB exactly).
 card_gone
-printf 'i\na 256\na 256\na 256\na 256\na 64\na 128\nq\n' |
+printf 'i\nn\na 256\na 256\na 256\na 256\na 64\na 128\nq\n' |
 	client binds /pods/a SIMGPU_DMEM_MAX=1Gi GPUGUARD_LIMIT=4Gi
 expect binds "^info [0-9]* $((1024 * MIB))\$" "cuMemGetInfo's total is not the driver's 1 GiB limit"
+expect binds "^nvml [0-9]* $((1024 * MIB))\$" "NVML's memory info total is not the driver's 1 GiB limit"
 [ "$(grep -c '^alloc ok' "$TMP/binds.out")" -eq 4 ] && ok || bad "binds: not 4 grants" "$TMP/binds.out"
 [ "$(grep -c '^alloc refused 2' "$TMP/binds.out")" -eq 2 ] && ok || bad "binds: not 2 refusals" "$TMP/binds.out"
 refused_by_us binds
@@ -141,6 +142,29 @@ if wait_file "$TMP/twoA.out" '^alloc ok' 20; then
 	wait "$bpid"
 else
 	bad "twoA: 512 MiB under a 1 GiB limit refused" "$TMP/twoA.out" "$TMP/twoA.err"
+fi
+echo q >&3
+exec 3>&-
+wait "$apid"
+apid=
+
+# 4b. Pod scope: two members of one pod in one limited cgroup share the
+# ceiling; A holds 512 MiB, B's 256 MiB fit (960 MiB charged with two
+# contexts and headrooms), a second 256 MiB is ours to refuse.
+card_gone
+mkfifo "$TMP/pa.in"
+client podA /pods/d SIMGPU_DMEM_MAX=1Gi GPUGUARD_SCOPE=pod GPUGUARD_SHARED="$TMP/pod.region" <"$TMP/pa.in" &
+apid=$!
+exec 3>"$TMP/pa.in"
+echo 'a 512' >&3
+if wait_file "$TMP/podA.out" '^alloc ok' 20; then
+	printf 'i\na 256\na 256\nq\n' | client podB /pods/d GPUGUARD_SCOPE=pod GPUGUARD_SHARED="$TMP/pod.region"
+	expect podB "^info [0-9]* $((1024 * MIB))\$" "the pod's cuMemGetInfo total is not the driver's 1 GiB"
+	[ "$(sed -n 3p "$TMP/podB.out")" = "alloc ok" ] && ok || bad "podB: 256 MiB beside A's refused" "$TMP/podB.out"
+	[ "$(sed -n 4p "$TMP/podB.out")" = "alloc refused 2" ] && ok || bad "podB: 256 MiB past the limit granted" "$TMP/podB.out"
+	refused_by_us podB
+else
+	bad "podA: 512 MiB under a 1 GiB limit refused" "$TMP/podA.out" "$TMP/podA.err"
 fi
 echo q >&3
 exec 3>&-
