@@ -221,6 +221,7 @@ static void cgroup_read(void)
 {
 	char buf[4096];
 	const char *rel = gg_opt.cgroup && *gg_opt.cgroup ? gg_opt.cgroup : NULL;
+	int from_opt = rel != NULL;
 	if (!rel) {
 		int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
@@ -241,8 +242,15 @@ static void cgroup_read(void)
 	size_t n = strlen(rel);
 	while (n > 1 && rel[n - 1] == '/')
 		n--;
-	if (rel[0] != '/' || sizeof(CG_ROOT) + n > sizeof cg_path)
+	if (rel[0] != '/' || sizeof(CG_ROOT) + n > sizeof cg_path) {
+		if (from_opt)
+			gg_log(
+			    GG_LOG_WARN,
+			    "GPUGUARD_CGROUP=%s is not valid; accepted: an absolute cgroup v2 path as "
+			    "/proc/self/cgroup writes it (/kubepods/pod1/ctr); the driver's memory limit is not read",
+			    rel);
 		return;
+	}
 	if (n == 1) /* the root: its own directory, no trailing '/' */
 		n = 0;
 	memcpy(cg_path, CG_ROOT, sizeof(CG_ROOT) - 1);

@@ -185,5 +185,12 @@ printf 'i\na 256\na 256\na 256\na 256\nq\n' |
 	client oldnvml /pods/a SIMGPU_DMEM_MAX=1Gi GPUGUARD_LIMIT=4Gi SIMGPU_NVML_NO_MEMORY_LIMITS=1
 expect oldnvml "^info [0-9]* $((4096 * MIB))\$" "cuMemGetInfo's total is not GPUGUARD_LIMIT's"
 no_err oldnvml "driver memory limit" "a limit was said without the function"
+
+# 7. A GPUGUARD_CGROUP that is not an absolute path: said, with the syntax,
+# and nothing read.
+card_gone
+printf 'i\nq\n' | client badcg /pods/a SIMGPU_DMEM_MAX=1Gi GPUGUARD_LIMIT=4Gi GPUGUARD_CGROUP=pods/a
+expect badcg "^info [0-9]* $((4096 * MIB))\$" "cuMemGetInfo's total is not GPUGUARD_LIMIT's"
+expect_err badcg "GPUGUARD_CGROUP=pods/a is not valid; accepted: an absolute cgroup v2 path" "the bad value was not named"
 card_gone
 finish
