@@ -1124,6 +1124,13 @@ static void ceiling_advice(struct gg_analysis *a, const struct dctx *c, struct g
 	if (!a->sizing && c->dev && c->dev->has_driver_total && rec * GiB > c->dev->driver_total)
 		change(g, "note: %lluGi is more than the card's %s: lowering the batch size is the only way",
 		       (unsigned long long)rec, gg_bytes(c->dev->driver_total, b1));
+	/* issue 22: under a driver's limit that binds, ours alone cannot grow */
+	if (!a->sizing && c->dev && c->dev->has_driver_limit && limit &&
+	    (!c->dev->has_own_limit || limit < c->dev->own_limit))
+		change(g,
+		       "note: a higher GPUGUARD_LIMIT alone changes nothing here: the driver's limit on the "
+		       "cgroup (%s) sets the ceiling; raise that as well",
+		       gg_bytes(c->dev->driver_limit, b1));
 }
 
 static void diag_ceiling(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)

@@ -91,6 +91,8 @@ case $d in
 esac
 "$GG_TEST_BUILD/bin/gpuguard" report "$TMP/binds"/gpuguard-*.jsonl >"$TMP/binds.report" 2>&1
 grep -q "is the driver's limit" "$TMP/binds.report" && ok || bad "binds: the report does not say the ceiling is the driver's" "$TMP/binds.report"
+grep -q "a higher GPUGUARD_LIMIT alone changes nothing" "$TMP/binds.report" && ok ||
+	bad "binds: the report advises a higher GPUGUARD_LIMIT alone" "$TMP/binds.report"
 
 # 2. No GPUGUARD_LIMIT: the hard limit is adopted.
 card_gone
