@@ -1125,8 +1125,7 @@ static void ceiling_advice(struct gg_analysis *a, const struct dctx *c, struct g
 		change(g, "note: %lluGi is more than the card's %s: lowering the batch size is the only way",
 		       (unsigned long long)rec, gg_bytes(c->dev->driver_total, b1));
 	/* issue 22: under a driver's limit that binds, ours alone cannot grow */
-	if (!a->sizing && c->dev && c->dev->has_driver_limit && limit &&
-	    (!c->dev->has_own_limit || limit < c->dev->own_limit))
+	if (c->dev && c->dev->has_driver_limit && limit && (!c->dev->has_own_limit || limit < c->dev->own_limit))
 		change(g,
 		       "note: a higher GPUGUARD_LIMIT alone changes nothing here: the driver's limit on the "
 		       "cgroup (%s) sets the ceiling; raise that as well",
