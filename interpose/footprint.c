@@ -694,19 +694,14 @@ static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, uns
  * subtree, so a limit on the pod's cgroup holds its containers). */
 #define DMEM_LEVELS 8
 
-/* The ceiling gpuguard has of its own on dev: GPUGUARD_LIMIT (a percentage
- * of NVML's total), or none. */
+/* The ceiling gpuguard has of its own on dev: the limits in force
+ * (GPUGUARD_LIMIT, or the pod's budget once adopted; a percentage of NVML's
+ * total), GG_UNLIMITED for none. */
 static uint64_t own_ceiling(int dev, gg_nvmlDevice_t h)
 {
-	const struct gpuguard_limit *s = &gg_opt.limits.dev[dev];
 	gg_nvmlMemory_t m;
-	if (s->kind == GPUGUARD_LIMIT_BYTES)
-		return s->value;
-	if (s->kind != GPUGUARD_LIMIT_PERCENT)
-		return GG_UNLIMITED;
-	if (!nv.mem1 || nv.mem1(h, &m) != GG_NVML_SUCCESS)
-		return GG_LIMIT_UNRESOLVED;
-	return (uint64_t)((unsigned __int128)m.total * s->value / 10000);
+	uint64_t total = nv.mem1 && nv.mem1(h, &m) == GG_NVML_SUCCESS ? m.total : 0;
+	return gg_ceiling_limit_for(dev, total);
 }
 
 static int said_dmem[GG_MAX_DEVICES]; /* under each device's lock */
