@@ -63,6 +63,7 @@ SMI=nvidia-smi
 command -v nvidia-smi >/dev/null 2>&1 || SMI=
 
 pids=
+# shellcheck disable=SC2317 # run by the trap
 cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -85,6 +86,7 @@ metric() { "$GG" metrics --region "$1" 2>/dev/null | awk -v m="$2" 'index($1, m 
 
 # ---- the card's size for the test ------------------------------------------
 timeout -k 5 60 "$BIN/card" ctx >"$D/ctx.out" 2>&1
+# shellcheck disable=SC2046 # the line's words
 set -- $(grep '^ctx ' "$D/ctx.out")
 if [ "${1:-}" != ctx ] || [ "${2:-0}" -le 0 ]; then
 	cat "$D/ctx.out"
@@ -142,7 +144,7 @@ start_pod() {
 		echo "$me" >"$D/$n.nvpid"
 	else
 		new=$(printf '%s\n' "$after" | grep -vxF "$(printf '%s\n' "$before")")
-		[ "$(printf '%s\n' "$new" | grep -c .)" = 1 ] && echo "$new" >"$D/$n.nvpid" || : >"$D/$n.nvpid"
+		if [ "$(printf '%s\n' "$new" | grep -c .)" = 1 ]; then echo "$new" >"$D/$n.nvpid"; else : >"$D/$n.nvpid"; fi
 	fi
 	return 0
 }
@@ -172,6 +174,7 @@ stop_watch() {
 # figures to $D/TAG.table
 judge() {
 	n=$1 t=$2
+	# shellcheck disable=SC2046 # the line's words
 	set -- $(grep '^filled ' "$D/$n.out")
 	filled=${2:--} err=${4:--} cref=${6:--} dref=${8:--}
 	nvpid=$(cat "$D/$n.nvpid" 2>/dev/null)
@@ -189,7 +192,7 @@ judge() {
 		"$(mib "$filled")" "$(mib "${used:--}")" "$(mib "${rt:--}")" "$(mib "$nvmax")" "$smimax" "$cref" "$dref" \
 		>>"$D/$t.table"
 	if [ "$filled" = - ]; then
-		echo "$n never filled: $(tail -n 1 "$D/$n.out" "$D/$n.err" 2>/dev/null | tr '\n|' '  ' | cut -c1-120)" >>"$D/$t.fail"
+		echo "$n never filled: $(tail -q -n 1 "$D/$n.out" "$D/$n.err" 2>/dev/null | tr '\n|' '  ' | cut -c1-120)" >>"$D/$t.fail"
 		return
 	fi
 	[ "$err" = 2 ] && [ "$cref" -ge 1 ] && [ "$dref" = 0 ] ||
@@ -218,7 +221,7 @@ round() {
 		"NVML max" "smi max" "refused gg/drv" >"$D/$t.table"
 	base=$(card_used)
 	start_watch "$t"
-	names= fd=4 podno=0
+	names='' fd=4 podno=0
 	for spec in "$@"; do
 		n=$t-${spec%%:*}
 		rest=${spec#*:}
@@ -228,7 +231,7 @@ round() {
 		podno=$((podno + 1))
 		[ "$FAULT" = nolib ] && [ $podno = 2 ] && nolib=nolib
 		start_pod "$n" "$bin" "${rest#*:}" "$loading" $fd $nolib ||
-			echo "$n never started: $(tail -n 1 "$D/$n.out" "$D/$n.err" 2>/dev/null | tr '\n|' '  ' | cut -c1-120)" >>"$D/$t.fail"
+			echo "$n never started: $(tail -q -n 1 "$D/$n.out" "$D/$n.err" 2>/dev/null | tr '\n|' '  ' | cut -c1-120)" >>"$D/$t.fail"
 		names="$names $n"
 		fd=$((fd + 1))
 	done
@@ -266,7 +269,7 @@ report() {
 
 # ---- kill -9: a full pod dies; the card and its region give its memory back
 kill_round() {
-	t=kill
+	t='kill'
 	: >"$D/$t.fail"
 	: >"$D/$t.note"
 	printf '%-10s %-8s %10s %10s %10s %10s %10s %10s %s\n' pod nvml-pid "ceil MiB" filled "gg used" "gg rt" \
@@ -307,6 +310,7 @@ kill_round() {
 	exec 7>"$D/$n.in"
 	cp "$D/kill-a.nvpid" "$D/$n.nvpid" # judged by the card's total below
 	if wait_file "$D/$n.out" '^filled ' "$WAIT"; then
+		# shellcheck disable=SC2046 # the line's words
 		set -- $(grep '^filled ' "$D/$n.out")
 		if [ "$2" -lt $((${a_filled:-0} - 4 * MIB)) ] || [ "${8:-1}" != 0 ]; then
 			echo "kill-c in the dead pod's region got $2 bytes (driver refusals ${8:-?}), kill-a had $a_filled" >>"$D/$t.fail"
