@@ -68,10 +68,11 @@ cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# wait_file FILE PATTERN SECONDS
+# wait_file FILE PATTERN SECONDS [PID]: no longer than PID lives
 wait_file() {
 	wi=0
 	while ! grep -q "$2" "$1" 2>/dev/null && [ $wi -lt $(($3 * 10)) ]; do
+		if [ -n "${4:-}" ] && ! kill -0 "$4" 2>/dev/null; then break; fi
 		sleep 0.1
 		wi=$((wi + 1))
 	done
@@ -103,9 +104,10 @@ CARD_FREE=$FREE0
 if [ "$BALLAST" -gt 0 ]; then
 	mkfifo "$D/ballast.in"
 	"$BIN/card" ballast "$BALLAST" <"$D/ballast.in" >"$D/ballast.out" 2>&1 &
-	pids="$pids $!"
+	bpid=$!
+	pids="$pids $bpid"
 	exec 3>"$D/ballast.in"
-	if ! wait_file "$D/ballast.out" '^holding ' "$WAIT"; then
+	if ! wait_file "$D/ballast.out" '^holding ' "$WAIT" "$bpid"; then
 		cat "$D/ballast.out"
 		for r in $ROUNDS; do row "pods_$r" - - - - FAIL "the ballast did not take $BALLAST bytes"; done
 		exit 1
@@ -134,7 +136,7 @@ start_pod() {
 	echo $! >"$D/$n.pid"
 	pids="$pids $!"
 	eval "exec $5>\"$D/$n.in\""
-	if ! wait_file "$D/$n.out" '^started ' "$WAIT"; then
+	if ! wait_file "$D/$n.out" '^started ' "$WAIT" "$(cat "$D/$n.pid")"; then
 		: >"$D/$n.nvpid"
 		return 1
 	fi
@@ -235,7 +237,7 @@ round() {
 		names="$names $n"
 		fd=$((fd + 1))
 	done
-	for n in $names; do wait_file "$D/$n.out" '^filled ' "$WAIT"; done
+	for n in $names; do wait_file "$D/$n.out" '^filled ' "$WAIT" "$(cat "$D/$n.pid")"; done
 	sleep 0.5 # the watchers see every pod full
 	stop_watch
 	for n in $names; do judge "$n" "$t"; done
@@ -277,8 +279,8 @@ kill_round() {
 	start_watch "$t"
 	start_pod kill-a "$REALLIB/rl_fill_shared" cudart LAZY 7 || echo "kill-a never started" >>"$D/$t.fail"
 	start_pod kill-b "$REALLIB/rl_fill_static" driver LAZY 8 || echo "kill-b never started" >>"$D/$t.fail"
-	wait_file "$D/kill-a.out" '^filled ' "$WAIT"
-	wait_file "$D/kill-b.out" '^filled ' "$WAIT"
+	wait_file "$D/kill-a.out" '^filled ' "$WAIT" "$(cat "$D/kill-a.pid")"
+	wait_file "$D/kill-b.out" '^filled ' "$WAIT" "$(cat "$D/kill-b.pid")"
 	a_filled=$(awk '/^filled /{print $2}' "$D/kill-a.out")
 	a_nv=$(cat "$D/kill-a.nvpid")
 	before=$(card_used)
@@ -309,7 +311,7 @@ kill_round() {
 	pids="$pids $!"
 	exec 7>"$D/$n.in"
 	cp "$D/kill-a.nvpid" "$D/$n.nvpid" # judged by the card's total below
-	if wait_file "$D/$n.out" '^filled ' "$WAIT"; then
+	if wait_file "$D/$n.out" '^filled ' "$WAIT" "$(cat "$D/$n.pid")"; then
 		# shellcheck disable=SC2046 # the line's words
 		set -- $(grep '^filled ' "$D/$n.out")
 		if [ "$2" -lt $((${a_filled:-0} - 4 * MIB)) ] || [ "${8:-1}" != 0 ]; then

@@ -101,10 +101,13 @@ fi
 if [ ! -f "$LIB" ] && [ -z "${GG_LIB:-}" ] && command -v make >/dev/null 2>&1; then
 	make lib >/dev/null 2>&1
 fi
-if [ ! -f "$LIB" ]; then
-	echo "check-gpu: $LIB is missing (make lib)" >&2
-	exit 1
-fi
+# (a list, as a sanitizer build preloads its runtime first)
+for f in $(printf '%s\n' "$LIB" | tr ':' ' '); do
+	if [ ! -f "$f" ]; then
+		echo "check-gpu: $f is missing (make lib)" >&2
+		exit 1
+	fi
+done
 echo "library: $LIB, GPUGUARD_LIMIT=4Gi"
 
 if command -v timeout >/dev/null 2>&1; then
@@ -120,6 +123,10 @@ tmo() {
 	if [ $have_timeout = 1 ]; then timeout -k 10 "$t" "$@"; else "$@"; fi
 }
 GG_BIN=${GG_GPUGUARD:-$ROOT/build/bin/gpuguard}
+# The new parts' Python (GG_GPU_PYTHON, default python3; empty: none, as
+# under a sanitizer, whose runtime is not for preloading into python3)
+PY=${GG_GPU_PYTHON-python3}
+have_py() { [ -n "$PY" ] && command -v "$PY" >/dev/null 2>&1; }
 
 # row NAME CEILING MEMINFO REFUSAL WORKING RESULT NOTE
 row() {
@@ -415,9 +422,9 @@ if want overhead; then
 		else
 			row "overhead_$m" n/a n/a n/a n/a SKIP "no $OUT/card (make check-gpu builds it with nvcc)"
 		fi
-		if command -v python3 >/dev/null 2>&1; then
+		if have_py; then
 			run_measure "torch_overhead_$m" "$LOGS/torch-overhead-$m.log" \
-				env CUDA_MODULE_LOADING=$m python3 "$SRC/torch_costs.py" overhead
+				env CUDA_MODULE_LOADING=$m "$PY" "$SRC/torch_costs.py" overhead
 			sed -n "s/^GGCOST /$m &/p" "$LOGS/torch-overhead-$m.log" >>"$COSTS"
 		else
 			row "torch_overhead_$m" n/a n/a n/a n/a SKIP "no python3"
@@ -471,7 +478,7 @@ if want pairs; then
 			row "pairs_$v" n/a n/a n/a n/a SKIP "no $OUT/pairs (make check-gpu builds it with nvcc)"
 		fi
 		for c in native cudaMallocAsync; do
-			if ! command -v python3 >/dev/null 2>&1; then
+			if ! have_py; then
 				row "torch_pairs_${c}_$v" n/a n/a n/a n/a SKIP "no python3"
 				continue
 			fi
@@ -479,7 +486,7 @@ if want pairs; then
 			[ $c = cudaMallocAsync ] && conf=backend:cudaMallocAsync
 			# shellcheck disable=SC2086
 			run_measure "torch_pairs_${c}_$v" "$LOGS/torch-pairs-$c-$v.log" env LD_PRELOAD="$pre" GPUGUARD_LIMIT=4Gi \
-				$opts PYTORCH_CUDA_ALLOC_CONF="$conf" python3 "$SRC/torch_costs.py" pairs
+				$opts PYTORCH_CUDA_ALLOC_CONF="$conf" "$PY" "$SRC/torch_costs.py" pairs
 			sed -n "s/^GGPAIR /$v &/p" "$LOGS/torch-pairs-$c-$v.log" >>"$PAIRS"
 		done
 	done
