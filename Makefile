@@ -258,7 +258,10 @@ build/gpu/pairs: tests/gpu/pairs.cu
 build/gpu/nvml_watch: $(NVML_WATCH)
 	@mkdir -p $(@D)
 	cp -f $< $@
-gpu-build: $(GPU_BINS)
+# Everything make check-gpu runs, built here (tests/gpu/lent.sh --prepare):
+# the card programs above and run.sh's device-code programs (-gencode).
+gpu-build: lib $(TOOL) $(REALLIB_BINS) $(GPU_BINS)
+	GG_GPU_BUILD_ONLY=1 sh tests/gpu/run.sh
 
 # -rdynamic: the demo's dump names its functions, as a real server's would.
 $(BUILD)/examples/%: examples/%.c $(HEADERS)

@@ -29,7 +29,10 @@
 # programs reallib torch torch_dump torch_pod pods overhead pairs),
 # GG_GPU_PODS_TIMEOUT (seconds for pods.sh, default 240), GG_GPU_PAIRS
 # (pairs' "PAIRS_PER_ROUND ROUNDS", default "2000 15"), GG_GPU_LOGS (where
-# logs, rows.txt and dumps go, default build/gpu).
+# logs, rows.txt and dumps go, default build/gpu), GG_GPU_BUILD_ONLY=1
+# (build the CUDA programs into build/gpu/ and stop: `make gpu-build`, so a
+# lent card need not compile), GG_GPU_PREBUILT=1 (never compile: use
+# build/gpu/ as it is, as tests/gpu/lent.sh does on the card).
 #
 # GG_GPU_SIM=1 runs it on the simulator's shared card instead
 # (tests/scripts/gpu_selftest.sh): build/sim first in LD_LIBRARY_PATH,
@@ -78,7 +81,7 @@ have_gpu() {
 	fi
 	[ -e /dev/nvidiactl ] && ls /dev/nvidia[0-9]* >/dev/null 2>&1
 }
-if ! have_gpu; then
+if [ -z "${GG_GPU_BUILD_ONLY:-}" ] && ! have_gpu; then
 	echo "no NVIDIA GPU: check-gpu skipped"
 	exit 0
 fi
@@ -185,7 +188,9 @@ fi
 
 BUILT=""    # programs with a binary to run
 NOBUILD=""  # programs that failed to build and have no binary
-if [ -n "$NVCC" ] && want programs; then
+if [ -n "${GG_GPU_PREBUILT:-}" ]; then
+	want programs && echo "note: GG_GPU_PREBUILT: the programs already in $OUT, not compiled here"
+elif [ -n "$NVCC" ] && want programs; then
 	CUDA_DIR=$(cd "$(dirname "$NVCC")/.." && pwd)
 	echo "nvcc: $NVCC ($("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
 	# The driver is not linked at build time on a GPU-less box: use the stub.
@@ -237,6 +242,12 @@ if [ -n "$NVCC" ] && want programs; then
 	done
 elif want programs; then
 	echo "note: nvcc not found (PATH, \$CUDA_HOME, /usr/local/cuda)"
+fi
+if [ -n "${GG_GPU_BUILD_ONLY:-}" ]; then
+	[ -n "$NVCC" ] || { echo "check-gpu: GG_GPU_BUILD_ONLY: no nvcc" >&2; exit 1; }
+	echo "built into $OUT:$(for p in $PROGS; do [ -x "$OUT/$p" ] && printf ' %s' "$p"; done)"
+	[ -z "$NOBUILD" ]
+	exit
 fi
 want programs || PROGS=
 for p in $PROGS; do
