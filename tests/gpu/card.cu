@@ -36,14 +36,14 @@ static struct {
 } g_nv;
 
 struct snap {
-	int ok;                       /* v1 read */
-	gg_nvmlMemory_t m1;           /* card, v1 */
-	gg_nvmlMemory_v2_t m2;        /* card, v2 (m2_ok) */
+	int ok;                /* v1 read */
+	gg_nvmlMemory_t m1;    /* card, v1 */
+	gg_nvmlMemory_v2_t m2; /* card, v2 (m2_ok) */
 	int m2_ok;
-	unsigned n;                   /* processes listed (procs_ok) */
+	unsigned n; /* processes listed (procs_ok) */
 	int procs_ok;
 	gg_nvmlProcessInfo_t p[MAXP];
-	size_t mem_free;              /* cuMemGetInfo, where a context is current */
+	size_t mem_free; /* cuMemGetInfo, where a context is current */
 	int mem_ok;
 };
 
@@ -65,12 +65,14 @@ static void nvml_open(CUdevice d)
 		return;
 	}
 	gg_pfn_nvmlInit_v2 init = (gg_pfn_nvmlInit_v2)dlsym(h, "nvmlInit_v2");
-	gg_pfn_nvmlDeviceGetHandleByUUID by_uuid = (gg_pfn_nvmlDeviceGetHandleByUUID)dlsym(h, "nvmlDeviceGetHandleByUUID");
+	gg_pfn_nvmlDeviceGetHandleByUUID by_uuid =
+	    (gg_pfn_nvmlDeviceGetHandleByUUID)dlsym(h, "nvmlDeviceGetHandleByUUID");
 	gg_pfn_nvmlDeviceGetHandleByIndex_v2 by_index =
 	    (gg_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
 	g_nv.v1 = (gg_pfn_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo");
 	g_nv.v2 = (gg_pfn_nvmlDeviceGetMemoryInfo_v2)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
-	g_nv.procs = (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+	g_nv.procs =
+	    (gg_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
 	if (!init || !g_nv.v1 || init() != GG_NVML_SUCCESS) {
 		printf("GGINFO card: NVML does not start\n");
 		return;
@@ -79,9 +81,9 @@ static void nvml_open(CUdevice d)
 	char s[64];
 	if (cuDeviceGetUuid(&u, d) == CUDA_SUCCESS) {
 		const unsigned char *b = (const unsigned char *)u.bytes;
-		snprintf(s, sizeof s,
-		         "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
-		         b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+		snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+		         b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+		         b[15]);
 		if (by_uuid && by_uuid(s, &g_nv.dev) == GG_NVML_SUCCESS) {
 			g_nv.ok = 1;
 			return;
@@ -163,13 +165,13 @@ static void cost(const char *stage, const struct snap *a, const struct snap *b)
 		fail("no figure for a stage", 0);
 }
 
-#define CU(call)                                     \
-	do {                                         \
-		CUresult rc_ = (call);               \
-		if (rc_ != CUDA_SUCCESS) {           \
-			fail(#call, (int)rc_);       \
-			return 1;                    \
-		}                                    \
+#define CU(call)                               \
+	do {                                   \
+		CUresult rc_ = (call);         \
+		if (rc_ != CUDA_SUCCESS) {     \
+			fail(#call, (int)rc_); \
+			return 1;              \
+		}                              \
 	} while (0)
 
 static int context(CUdevice *d, CUcontext *ctx, struct snap *before, struct snap *after)
@@ -254,8 +256,8 @@ static int overhead(void)
 	if (sim)
 		printf("GGINFO card: the simulator: cublasCreate without the GEMM\n");
 	if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS ||
-	    (!sim &&
-	     cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, x, n, y, n, &zero, z, n) != CUBLAS_STATUS_SUCCESS) ||
+	    (!sim && cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, x, n, y, n, &zero, z, n) !=
+	                 CUBLAS_STATUS_SUCCESS) ||
 	    cudaDeviceSynchronize() != cudaSuccess) {
 		fail("cublasCreate + cublasSgemm", 0);
 		return 1;
@@ -298,7 +300,8 @@ static int overhead(void)
 		CU(cuCtxSynchronize());
 		take(b, 1);
 		unsigned long long r0 = (cur + 15) / 16 * 16, r1 = (now + 15) / 16 * 16;
-		unsigned long long formula = r1 > r0 ? (r1 - r0) * (unsigned long long)tpsm * (unsigned long long)sms : 0;
+		unsigned long long formula =
+		    r1 > r0 ? (r1 - r0) * (unsigned long long)tpsm * (unsigned long long)sms : 0;
 		long long measured = (long long)a->mem_free - (long long)b->mem_free;
 		char ratio[32] = "-";
 		if (formula)

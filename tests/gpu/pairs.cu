@@ -43,7 +43,8 @@ static cudaError_t round_of(enum kind k, cudaStream_t s, int n)
 			if ((e = cudaMalloc(&p, SIZE)) != cudaSuccess || (e = cudaFree(p)) != cudaSuccess)
 				return e;
 		} else {
-			if ((e = cudaMallocAsync(&p, SIZE, s)) != cudaSuccess || (e = cudaFreeAsync(p, s)) != cudaSuccess)
+			if ((e = cudaMallocAsync(&p, SIZE, s)) != cudaSuccess ||
+			    (e = cudaFreeAsync(p, s)) != cudaSuccess)
 				return e;
 		}
 	}
@@ -109,7 +110,8 @@ int main(int argc, char **argv)
 	/* 1k live blocks of each kind beside the pairs */
 	static void *live[2][LIVE];
 	for (int i = 0; i < LIVE; i++)
-		if (cudaMalloc(&live[0][i], SIZE) != cudaSuccess || cudaMallocAsync(&live[1][i], SIZE, 0) != cudaSuccess) {
+		if (cudaMalloc(&live[0][i], SIZE) != cudaSuccess ||
+		    cudaMallocAsync(&live[1][i], SIZE, 0) != cudaSuccess) {
 			printf("GGFAIL pairs: %d live blocks\n", LIVE);
 			return 1;
 		}
