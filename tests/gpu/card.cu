@@ -49,6 +49,12 @@ struct snap {
 
 static int failures;
 
+/* An empty kernel, as PTX the driver compiles for the card: a launch after
+ * cuCtxSetLimit, where the driver grows local memory at the launch rather
+ * than at the call. */
+static const char empty_ptx[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
+                                ".visible .entry gg_empty()\n{\n\tret;\n}\n";
+
 static void fail(const char *what, int code)
 {
 	printf("GGFAIL card: %s (%d)\n", what, code);
@@ -284,6 +290,12 @@ static int overhead(void)
 	int tpsm = 0, sms = 0;
 	CU(cuDeviceGetAttribute(&tpsm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, d));
 	CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+	CUmodule mod;
+	CUfunction fn;
+	CU(cuModuleLoadData(&mod, empty_ptx));
+	CU(cuModuleGetFunction(&fn, mod, "gg_empty"));
+	CU(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL)); /* loaded, lazily or not */
+	CU(cuCtxSynchronize());
 	size_t cur = 0;
 	CU(cuCtxGetLimit(&cur, CU_LIMIT_STACK_SIZE));
 	printf("GGINFO card: %d SMs, %d threads per SM, stack %zu bytes a thread at start\n", sms, tpsm, cur);
@@ -291,6 +303,9 @@ static int overhead(void)
 		CU(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024));
 		CU(cuCtxGetLimit(&cur, CU_LIMIT_STACK_SIZE));
 	}
+	struct snap *c = (struct snap *)calloc(1, sizeof *c);
+	if (!c)
+		return 1;
 	const size_t to[] = {4096, 16384};
 	for (int i = 0; i < 2; i++) {
 		take(a, 1);
@@ -299,18 +314,28 @@ static int overhead(void)
 		CU(cuCtxGetLimit(&now, CU_LIMIT_STACK_SIZE));
 		CU(cuCtxSynchronize());
 		take(b, 1);
+		CU(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+		CU(cuCtxSynchronize());
+		take(c, 1);
 		unsigned long long r0 = (cur + 15) / 16 * 16, r1 = (now + 15) / 16 * 16;
 		unsigned long long formula =
 		    r1 > r0 ? (r1 - r0) * (unsigned long long)tpsm * (unsigned long long)sms : 0;
 		long long measured = (long long)a->mem_free - (long long)b->mem_free;
-		char ratio[32] = "-";
-		if (formula)
+		long long launched = (long long)a->mem_free - (long long)c->mem_free;
+		char ratio[32] = "-", ratio_l[32] = "-";
+		if (formula) {
 			snprintf(ratio, sizeof ratio, "%.3f", (double)measured / (double)formula);
+			snprintf(ratio_l, sizeof ratio_l, "%.3f", (double)launched / (double)formula);
+		}
 		long long nv_self = self_used(b) >= 0 && self_used(a) >= 0 ? self_used(b) - self_used(a) : -1;
-		printf("GGSTACK from=%zu to=%zu measured=%lld nvml=%lld formula=%llu ratio=%s\n", cur, now, measured,
-		       nv_self, formula, ratio);
+		/* measured: at the call; launched: after a launch too */
+		printf("GGSTACK from=%zu to=%zu measured=%lld nvml=%lld formula=%llu ratio=%s launched=%lld "
+		       "ratio_launched=%s\n",
+		       cur, now, measured, nv_self, formula, ratio, launched, ratio_l);
 		cur = now;
 	}
+	free(c);
+	cuModuleUnload(mod);
 	if (nr == ncclSuccess)
 		ncclCommDestroy(comm);
 	cublasDestroy(h);

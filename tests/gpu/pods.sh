@@ -207,7 +207,9 @@ judge() {
 	elif [ "$nvmax" -lt $((RUN_CEIL - SLACK)) ]; then
 		echo "$n: NVML saw at most $nvmax bytes, short of its ceiling $RUN_CEIL less $SLACK" >>"$D/$t.fail"
 	fi
-	if [ "$smimax" != - ] && [ $((smimax * MIB)) -gt $((RUN_CEIL + MIB)) ]; then
+	if [ -n "$SMI" ] && [ "$smimax" = - ]; then
+		echo "$n: nvidia-smi never listed pid ${nvpid:-?}" >>"$D/$t.smi_note"
+	elif [ "$smimax" != - ] && [ $((smimax * MIB)) -gt $((RUN_CEIL + MIB)) ]; then
 		echo "$n: nvidia-smi saw $smimax MiB, over its ceiling $((RUN_CEIL / MIB)) MiB" >>"$D/$t.fail"
 	fi
 }
@@ -219,6 +221,7 @@ round() {
 	shift 2
 	: >"$D/$t.fail"
 	: >"$D/$t.note"
+	: >"$D/$t.smi_note"
 	printf '%-10s %-8s %10s %10s %10s %10s %10s %10s %s\n' pod nvml-pid "ceil MiB" filled "gg used" "gg rt" \
 		"NVML max" "smi max" "refused gg/drv" >"$D/$t.table"
 	base=$(card_used)
@@ -258,14 +261,17 @@ round() {
 report() {
 	echo "== pods_$1 ($2; sizes in MiB)"
 	cat "$D/$1.table"
-	sed 's/^/note: /' "$D/$1.note" 2>/dev/null
+	sed 's/^/note: /' "$D/$1.note" "$D/$1.smi_note" 2>/dev/null
 	sed 's/^/GGFAIL pods: /' "$D/$1.fail"
 	if [ -s "$D/$1.fail" ]; then
 		row "pods_$1" - n/a - - FAIL "$(head -n 1 "$D/$1.fail" | tr '|' ' ')"
 	else
 		nv=yes
 		[ -s "$D/$1.note" ] && nv="card total"
-		row "pods_$1" "$nv (NVML)" n/a "gpuguard's" n/a PASS "$3, ceiling $((RUN_CEIL / MIB)) MiB${SMI:+, nvidia-smi agrees}"
+		smi=", nvidia-smi agrees"
+		[ -n "$SMI" ] || smi=", no nvidia-smi"
+		[ -s "$D/$1.smi_note" ] && smi=", $(head -n 1 "$D/$1.smi_note")"
+		row "pods_$1" "$nv (NVML)" n/a "gpuguard's" n/a PASS "$3, ceiling $((RUN_CEIL / MIB)) MiB$smi"
 	fi
 }
 
@@ -274,6 +280,7 @@ kill_round() {
 	t='kill'
 	: >"$D/$t.fail"
 	: >"$D/$t.note"
+	: >"$D/$t.smi_note"
 	printf '%-10s %-8s %10s %10s %10s %10s %10s %10s %s\n' pod nvml-pid "ceil MiB" filled "gg used" "gg rt" \
 		"NVML max" "smi max" "refused gg/drv" >"$D/$t.table"
 	start_watch "$t"
@@ -306,7 +313,7 @@ kill_round() {
 	mkfifo "$D/$n.in"
 	env LD_PRELOAD="$LIB" GPUGUARD_RUNTIME=1 GPUGUARD_SHARED="$D/kill-a.region" GPUGUARD_LIMIT="$RUN_CEIL" \
 		GPUGUARD_DUMP_DIR="$D" GPUGUARD_DUMP_MAX=0 GPUGUARD_TERMINATION_LOG= \
-		"$REALLIB/rl_fill_static" cudart hold <"$D/$n.in" >"$D/$n.out" 2>"$D/$n.err" &
+		"$REALLIB/rl_fill_shared" cudart hold <"$D/$n.in" >"$D/$n.out" 2>"$D/$n.err" &
 	echo $! >"$D/$n.pid"
 	pids="$pids $!"
 	exec 7>"$D/$n.in"
@@ -314,7 +321,7 @@ kill_round() {
 	if wait_file "$D/$n.out" '^filled ' "$WAIT" "$(cat "$D/$n.pid")"; then
 		# shellcheck disable=SC2046 # the line's words
 		set -- $(grep '^filled ' "$D/$n.out")
-		if [ "$2" -lt $((${a_filled:-0} - 4 * MIB)) ] || [ "${8:-1}" != 0 ]; then
+		if [ "$2" -lt $((${a_filled:-0} - SLACK)) ] || [ "${8:-1}" != 0 ]; then
 			echo "kill-c in the dead pod's region got $2 bytes (driver refusals ${8:-?}), kill-a had $a_filled" >>"$D/$t.fail"
 		fi
 		used=$(metric "$D/kill-a.region" gpuguard_device_used_bytes)

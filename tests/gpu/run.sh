@@ -461,8 +461,9 @@ if want overhead; then
 	awk '$2 == "GGSTACK" {
 		for (i = 3; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
 		nv = (f["nvml"] + 0 >= 0) ? sprintf("%.1f MiB", f["nvml"] / 1048576) : "-"
-		printf "%-6s %6s -> %-6s measured %8.1f MiB, NVML %s, formula %8.1f MiB, ratio %s\n", $1, f["from"], f["to"],
-			f["measured"] / 1048576, nv, f["formula"] / 1048576, f["ratio"]
+		printf "%-6s %6s -> %-6s at the call %8.1f MiB (NVML %s), after a launch %8.1f MiB, formula %8.1f MiB, ratio %s / %s\n",
+			$1, f["from"], f["to"], f["measured"] / 1048576, nv, f["launched"] / 1048576, f["formula"] / 1048576,
+			f["ratio"], f["ratio_launched"]
 	}' "$COSTS"
 	echo
 fi
