@@ -24,6 +24,9 @@ CARRY="build/lib build/bin build/reallib build/gpu build/unw"
 
 if [ "${1:-}" = --prepare ]; then
 	make -j2 gpu-build || exit 1
+	# logs of runs here are not for the card (and a FIFO left behind cannot travel)
+	rm -rf build/gpu/new build/gpu/old build/gpu/dumps build/gpu/pods build/gpu/*.log build/gpu/rows.txt
+	find build/gpu -type p -delete
 	mkdir -p build/unw
 	u=$(ldconfig -p | awk '$1 == "libunwind.so.8" { print $NF; exit }')
 	if [ -n "$u" ]; then

@@ -64,7 +64,10 @@ command -v nvidia-smi >/dev/null 2>&1 || SMI=
 
 pids=
 # shellcheck disable=SC2317 # run by the trap
-cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null; done; }
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done
+	rm -f "$D"/*.in # FIFOs: nothing to keep, and no copy of build/ wants them
+}
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
