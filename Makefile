@@ -98,11 +98,12 @@ CUDA_ROOT := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
 # rl_fill_*: the pods of tests/scripts/shared_card.sh, not test programs themselves
 REALLIB_BINS := $(addprefix $(REALLIB)/,$(REALLIB_NAMES) rl_fill_shared rl_fill_static)
 # make check-gpu's card programs (tests/gpu/card.cu, pairs.cu; host code), built
-# here so a lent card needs no compiler; the plain build's nvml_watch beside
-# them, as tests/gpu/lent.sh carries build/gpu. tests/scripts/gpu_selftest.sh runs them
+# here so a lent card needs no compiler; nvml_watch beside them, as
+# tests/gpu/lent.sh carries build/gpu. tests/scripts/gpu_selftest.sh runs them
 # on the simulator.
 GPU_BINS := build/gpu/card build/gpu/pairs
-ifeq ($(SAN),)
+# only the plain build's (a sanitizer's or aarch64's would not run on the card)
+ifeq ($(BUILD),build)
 GPU_BINS += build/gpu/nvml_watch
 endif
 endif
