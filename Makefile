@@ -97,6 +97,15 @@ ifneq ($(NVCC),)
 CUDA_ROOT := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
 # rl_fill_*: the pods of tests/scripts/shared_card.sh, not test programs themselves
 REALLIB_BINS := $(addprefix $(REALLIB)/,$(REALLIB_NAMES) rl_fill_shared rl_fill_static)
+# make check-gpu's card programs (tests/gpu/card.cu, pairs.cu; host code), built
+# here so a lent card needs no compiler; nvml_watch beside them, as
+# tests/gpu/lent.sh carries build/gpu. tests/scripts/gpu_selftest.sh runs them
+# on the simulator.
+GPU_BINS := build/gpu/card build/gpu/pairs
+# only the plain build's (a sanitizer's or aarch64's would not run on the card)
+ifeq ($(BUILD),build)
+GPU_BINS += build/gpu/nvml_watch
+endif
 endif
 REALLIB_DEPS := tests/reallib/rl.h tests/harness.h include/gpuguard.h
 # -rdynamic: the exit dump's report names the program's own functions.
@@ -105,12 +114,12 @@ NVCC_FLAGS := -std=c++17 -Iinclude -Xcompiler -Wall,-Werror,-Wno-deprecated-decl
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
 
-.PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu bench demo install clean deps format format-check fuzz image-context image-stage
+.PHONY: all lib sim tests check check-all soak check-aarch64 check-gpu gpu-build bench demo install clean deps format format-check fuzz image-context image-stage
 all: lib sim tests $(EXAMPLES) $(TOOL)
 lib: $(LIB)
 sim: $(SIM) $(NVML_WATCH)
 tests: $(EXPORTS) $(UNIT_BINS) $(PRELOAD_BINS) $(PRELOAD_LIBS) $(SIM_TEST) $(BUILD)/tests/abi/conformance.stamp $(TEST_TOOLS) $(SERVERS) \
-	$(REALLIB_BINS)
+	$(REALLIB_BINS) $(GPU_BINS)
 
 # Each object depends on the headers it includes, as the compiler lists
 # them (-MMD: build/obj/NAME.d; -MP: a header that goes away breaks nothing).
@@ -238,6 +247,23 @@ $(REALLIB)/rl_fill_static: tests/reallib/rl_fill.cu $(REALLIB_DEPS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -cudart static -o $@ $< -lcublas -lcublasLt -lnccl -ldl
 
+# The card programs: linked against the stub libcuda (the driver is the card's
+# own, or build/sim's under LD_LIBRARY_PATH), cudart, cuBLAS and NCCL.
+GPU_DEPS := include/gpuguard/nvml_abi.h
+build/gpu/card: tests/gpu/card.cu $(GPU_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $< -L$(CUDA_ROOT)/lib64/stubs -lcuda -lcublas -lnccl -ldl
+build/gpu/pairs: tests/gpu/pairs.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -cudart shared -o $@ $<
+build/gpu/nvml_watch: $(NVML_WATCH)
+	@mkdir -p $(@D)
+	cp -f $< $@
+# Everything make check-gpu runs, built here (tests/gpu/lent.sh --prepare):
+# the card programs above and run.sh's device-code programs (-gencode).
+gpu-build: lib $(TOOL) $(REALLIB_BINS) $(GPU_BINS)
+	GG_GPU_BUILD_ONLY=1 sh tests/gpu/run.sh
+
 # -rdynamic: the demo's dump names its functions, as a real server's would.
 $(BUILD)/examples/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -347,7 +373,7 @@ check-all: deps
 check-aarch64: deps
 	sh tests/aarch64.sh
 
-check-gpu: lib $(REALLIB_BINS)
+check-gpu: lib $(TOOL) $(REALLIB_BINS) $(GPU_BINS)
 	REALLIB_NAMES="$(REALLIB_NAMES)" sh tests/gpu/run.sh
 
 # Instruction counts per pair for the named variants (callgrind), then the
