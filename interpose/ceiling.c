@@ -158,27 +158,6 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 		atomic_fetch_add_explicit(b->driver_oom, 1, memory_order_relaxed); /* the pod's, for metrics */
 }
 
-static struct gg_stripe *my_stripe(int dev)
-{
-	return &gg_devices[dev].stripe[gg_gettid() % GG_STRIPES];
-}
-
-/* relaxed throughout: statistics, summed by readers that want a snapshot,
- * never used to decide anything. */
-void gg_ceiling_count_alloc(int dev, uint64_t size)
-{
-	struct gg_stripe *s = my_stripe(dev);
-	atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
-}
-
-void gg_ceiling_count_free(int dev, uint64_t size)
-{
-	struct gg_stripe *s = my_stripe(dev);
-	atomic_fetch_add_explicit(&s->frees, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
-}
-
 /* ---- pod scope: sums over the region's slots (region.h) ------------------ */
 
 /* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot, claim
@@ -435,17 +414,6 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 	wake_waiters(b);
 }
 
-void gg_ceiling_release(int dev, uint64_t bytes)
-{
-	/* Nothing came back (a pool settled at what it held): no wake-up. A
-	 * waiter's own retry settles pools, and waking itself would turn its
-	 * sleep into a busy loop. (Reclaiming a dead slot wakes with 0 bytes
-	 * through gg_ceiling_release_budget: room did come back there.) */
-	if (bytes == 0)
-		return;
-	gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
-}
-
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 {
 	if (b->claim) {
@@ -652,12 +620,6 @@ void gg_ceiling_wait_leave(int dev)
 	if (b->mine_waiting)
 		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_seq_cst); /* as in wait_enter */
 	atomic_fetch_sub_explicit(&waiting_threads, 1, memory_order_seq_cst);        /* likewise */
-}
-
-uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size)
-{
-	/* One rule for the library and the command (gpuguard/charge.h). */
-	return gpuguard_charge_size(api, size);
 }
 
 void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out)

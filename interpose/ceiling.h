@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base.h"
+#include "gpuguard/charge.h"
 
 /* Statistics every alloc and free touch are striped by thread, so that the
  * ceiling word `used` is the only cache line all threads fight over. A
@@ -167,27 +168,59 @@ int gg_ceiling_reserve(int dev, uint64_t bytes);
 extern GG_TLS uint8_t gg_ceiling_near;
 /* The same, without counting a refusal (a first try before reconciling). */
 int gg_ceiling_try_reserve(int dev, uint64_t bytes);
-/* Gives back bytes reserved or charged earlier; saturates at 0. */
-void gg_ceiling_release(int dev, uint64_t bytes);
+/* Gives back bytes reserved or charged earlier; saturates at 0. Inline:
+ * every free of a charged block calls it. Nothing came back (a pool settled
+ * at what it held): no wake-up. A waiter's own retry settles pools, and
+ * waking itself would turn its sleep into a busy loop. (Reclaiming a dead
+ * slot wakes with 0 bytes through gg_ceiling_release_budget: room did come
+ * back there.) */
+void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
+static inline void gg_ceiling_release(int dev, uint64_t bytes)
+{
+	if (bytes != 0)
+		gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
+}
 /* Adds bytes with no ceiling check (pool growth the driver already made). */
 void gg_ceiling_force(int dev, uint64_t bytes);
 /* The same for growth nobody reserved (a pool's or the graph reserve's):
  * how far it takes the budget past its limit (pod scope: what the whole
  * pod uses against the pod's limit) is counted as pool overshoot. */
 void gg_ceiling_force_over(int dev, uint64_t bytes);
-/* The same two on a budget (binding and region reclaim use them). */
+/* The same on a budget (binding and region reclaim use it, and
+ * gg_ceiling_release_budget above). */
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes);
-void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
-/* What a governed allocation of `size` bytes through `api` is charged. */
-uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size);
+/* What a governed allocation of `size` bytes through `api` is charged: one
+ * rule for the library and the command (gpuguard/charge.h). Inline: every
+ * allocation and every free asks (issue 24, fewer calls per pair). */
+static inline uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size)
+{
+	return gpuguard_charge_size(api, size);
+}
 /* Memory-info virtualisation (DESIGN.md §2). */
 void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out);
 /* Zero counters and unbind every device (fork child). Limits stay. */
 void gg_ceiling_reset(void);
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
-/* Counts one allocation (+1, +size) or free (-1... as frees, -size). */
-void gg_ceiling_count_alloc(int dev, uint64_t size);
-void gg_ceiling_count_free(int dev, uint64_t size);
+/* Counts one allocation (+1, +size) or free (-1... as frees, -size), on
+ * the calling thread's stripe. relaxed throughout: statistics, summed by
+ * readers that want a snapshot, never used to decide anything. Inline:
+ * each runs once per pair. */
+static inline struct gg_stripe *gg_ceiling_stripe(int dev)
+{
+	return &gg_devices[dev].stripe[gg_gettid() % GG_STRIPES];
+}
+static inline void gg_ceiling_count_alloc(int dev, uint64_t size)
+{
+	struct gg_stripe *s = gg_ceiling_stripe(dev);
+	atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+}
+static inline void gg_ceiling_count_free(int dev, uint64_t size)
+{
+	struct gg_stripe *s = gg_ceiling_stripe(dev);
+	atomic_fetch_add_explicit(&s->frees, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+}
 /* Copies dev's books, summing the stripes. */
 void gg_ceiling_read(int dev, struct gpuguard_device_stats *out);
 
