@@ -110,18 +110,25 @@ static inline struct gg_budget *gg_ceiling_budget_peek(int dev)
 	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
 	return b ? b : &gg_devices[dev].local;
 }
-/* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: enter; loop {
- * seen = wake_seq; retry; sleep(seen) }; leave. sleep returns -1 once
- * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
- * slice of at most 100 ms. */
-uint32_t gg_ceiling_wait_enter(int dev); /* returns the stalemate count, for give_up */
-uint32_t gg_ceiling_wake_seq(int dev);
-int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
-void gg_ceiling_wait_leave(int dev);
+/* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: b =
+ * gg_ceiling_budget(dev) once; enter(b); loop { seen = wake_seq(b); retry;
+ * give_up(b); sleep(b, seen) }; leave(b). The waiting words are the entered
+ * budget's throughout, so that leave undoes what enter did even if the
+ * device was rebound meanwhile (a lost pod region); only the retry looks
+ * the budget up again. sleep returns -1 once deadline_ns (CLOCK_MONOTONIC)
+ * has passed, else 0 after a wake-up or a slice of at most 100 ms. */
+uint32_t gg_ceiling_wait_enter(struct gg_budget *b); /* returns the stalemate count, for give_up */
+uint32_t gg_ceiling_wake_seq(const struct gg_budget *b);
+int gg_ceiling_wait_sleep(const struct gg_budget *b, uint32_t seen, uint64_t deadline_ns);
+void gg_ceiling_wait_leave(struct gg_budget *b);
 /* Takes n sleepers off a waiters word, saturating at zero. */
 void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n);
-/* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
-int gg_ceiling_could_fit(int dev, uint64_t bytes);
+/* False when bytes exceed b's ceiling outright: no amount of waiting helps.
+ * relaxed: the limit is a plain number (see gg_ceiling_resolve). */
+static inline int gg_ceiling_could_fit(const struct gg_budget *b, uint64_t bytes)
+{
+	return bytes <= atomic_load_explicit(b->limit, memory_order_relaxed);
+}
 /* Counts the calling thread, once, among those that could free memory
  * (every governed allocation, free and memory query calls it). Inline: the
  * hot path asks twice per pair, and only a thread's first call counts. */
@@ -135,14 +142,15 @@ static inline void gg_ceiling_note_thread(void)
 /* True when nobody is left to free memory on dev's budget: every counted
  * thread of ours is asleep waiting, and (pod scope) every other process
  * holding memory there is wholly asleep too. */
-int gg_ceiling_nobody_frees(int dev);
+int gg_ceiling_nobody_frees(const struct gg_budget *b);
 /* After a failed retry: whether the waiter should give up now, because
  * nobody could free (and no room came back since `seen`), which it then
  * declares so that every other waiter gives up too, or because another
  * waiter declared that since `since` (wait_enter's value). */
-int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since);
-/* Adds ns of waiting on dev to this process's count and the budget's. */
-void gg_ceiling_count_wait(int dev, uint64_t ns);
+int gg_ceiling_give_up(struct gg_budget *b, uint32_t seen, uint32_t since);
+/* Adds ns of waiting on dev (through budget b) to this process's count and
+ * the budget's. */
+void gg_ceiling_count_wait(int dev, struct gg_budget *b, uint64_t ns);
 /* This process's nanoseconds spent waiting for room on dev. */
 uint64_t gg_ceiling_wait_ns(int dev);
 /* Sets every device's limit from gg_opt (percent limits stay unresolved). */
@@ -156,8 +164,21 @@ static inline int gg_ceiling_unresolved(int dev)
 }
 /* Turns a percentage limit into bytes, given the device's physical total. */
 void gg_ceiling_resolve(int dev, uint64_t physical_total);
+/* What a reservation says (issue 24): granted, or refused with its reason,
+ * so that no caller reads the configuration to tell why. GRANTED is 0, so
+ * `verdict != 0` reads "refused". */
+enum gg_verdict {
+	GG_VERDICT_GRANTED = 0,
+	GG_VERDICT_CEILING, /* it did not fit the budget's limit */
+	GG_VERDICT_CONFIG,  /* GPUGUARD_LIMIT was invalid: every request fails closed */
+};
+/* The refusal a refused verdict is counted and dumped under. */
+static inline enum gpuguard_refusal gg_verdict_reason(enum gg_verdict v)
+{
+	return v == GG_VERDICT_CONFIG ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING;
+}
 /* Atomically adds `bytes` to dev's usage if it stays within the ceiling.
- * 0 on success; -1 refused (and counted under the reason). */
+ * 0 on success; -1 refused (and counted under the verdict's reason). */
 int gg_ceiling_reserve(int dev, uint64_t bytes);
 /* Set by each grant of gg_ceiling_try_reserve on this thread: whether it
  * left less than GG_CEILING_NEAR of room (gg_account_begin then reads the
@@ -166,8 +187,9 @@ int gg_ceiling_reserve(int dev, uint64_t bytes);
  * footprint sits above the ceiling. */
 #define GG_CEILING_NEAR ((int64_t)(64 * GG_MIB))
 extern GG_TLS uint8_t gg_ceiling_near;
-/* The same, without counting a refusal (a first try before reconciling). */
-int gg_ceiling_try_reserve(int dev, uint64_t bytes);
+/* The same, without counting a refusal (a first try before reconciling):
+ * the verdict. */
+enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes);
 /* Gives back bytes reserved or charged earlier; saturates at 0. Inline:
  * every free of a charged block calls it. Nothing came back (a pool settled
  * at what it held): no wake-up. A waiter's own retry settles pools, and
