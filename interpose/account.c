@@ -137,7 +137,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	    .flags = charge ? GG_REC_CHARGED : 0,
 	};
 	gg_ceiling_count_alloc(dev, size);
-	gg_history_add(GG_HIST_ALLOC, dev, api, raw, size, r.stack);
+	gg_history_alloc_at(dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (gg_table && gg_table_insert(gg_table, &r) >= 0)
 		return;
