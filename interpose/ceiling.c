@@ -194,28 +194,13 @@ static uint64_t budget_used(const struct gg_budget *b)
  * set to now, the pod's charge as the caller already knows it, then the
  * region's own upkeep. relaxed: a snapshot for readers of the file; the
  * books are the slots, and nothing decides by it. No re-sum of the slots
- * here: the hot path has the sum in hand (R2) or a delta (L1), and the
- * sweep republishes the exact sum (shared.c, publish). */
+ * here: the hot path has the sum in hand (R2), and the sweep republishes
+ * the exact sum (shared.c, publish). A release (L1) publishes nothing
+ * (gg_ceiling_release_budget). */
 static void pod_publish(struct gg_budget *b, uint64_t now)
 {
 	atomic_store_explicit(b->used, now, memory_order_relaxed);
 	b->changed();
-}
-
-/* After a release in the pod: the snapshot less bytes, saturating, as one
- * atomic step so that our own threads' frees never lose each other's
- * (relaxed: the snapshot, as in pod_publish). The region's upkeep
- * (b->changed: the truncated-file check and the obituary's rate-limited
- * host sample) waits for the next charge or sweep: a release has already
- * written its slot words when the check would run, so the check bought a
- * free nothing but an earlier notice, at two clock and flag reads per pair
- * (issue 24). */
-static void pod_publish_less(struct gg_budget *b, uint64_t bytes)
-{
-	uint64_t cur = atomic_load_explicit(b->used, memory_order_relaxed);
-	while (!atomic_compare_exchange_weak_explicit(b->used, &cur, cur > bytes ? cur - bytes : 0,
-	                                              memory_order_relaxed, memory_order_relaxed))
-		;
 }
 
 /* Whether another live process could still free memory on b's entry:
@@ -410,7 +395,15 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 		sub_saturating(b->mine, bytes);
 		if (b->shadow)
 			sub_saturating(b->shadow, bytes); /* the private copy, as in R4 */
-		pod_publish_less(b, bytes);
+		                                          /* No publish: the entry's snapshot (region.h) is a reported
+		                                           * figure, nobody decides by it, and our tools sum the slots
+		                                           * instead. It is refreshed by the next reservation (R2's sum)
+		                                           * or sweep (the exact sum); a third CAS loop on a cache line
+		                                           * every member writes cost each free ~12 instructions (issue
+		                                           * 24). The region's upkeep (b->changed: the truncated-file
+		                                           * check and the obituary's rate-limited host sample) likewise
+		                                           * waits for the next charge or sweep: a release has already
+		                                           * written its slot words when the check would run. */
 	} else {
 		sub_saturating(b->used, bytes);
 	}
