@@ -137,6 +137,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	    .flags = charge ? GG_REC_CHARGED : 0,
 	};
 	gg_ceiling_count_alloc(dev, size);
+	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
 	gg_history_alloc_at(dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (gg_table && gg_table_insert(gg_table, &r) >= 0)
@@ -153,6 +154,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
 {
 	gg_ceiling_release(dev, charge);
+	gg_footprint_after(dev, 0);
 	if (driver_oom)
 		gg_account_refuse(dev, GPUGUARD_REFUSED_DRIVER);
 }

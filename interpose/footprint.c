@@ -255,6 +255,8 @@ void gg_footprint_ctx_before(int dev)
 	pthread_mutex_unlock(&diff_lock);
 }
 
+static void cand_keep(int dev, const gg_nvmlProcessInfo_t *p, unsigned n);
+
 static void ctx_diff(int dev, const gg_nvmlProcessInfo_t *p, unsigned n)
 {
 	if (pthread_mutex_trylock(&diff_lock) != 0)
@@ -272,13 +274,185 @@ static void ctx_diff(int dev, const gg_nvmlProcessInfo_t *p, unsigned n)
 			}
 		}
 		/* Another process that made its context at the same moment
-		 * makes two new entries: ours cannot be told, so none is
-		 * taken (the fallback says so), rather than a neighbour's. */
+		 * makes two new entries: none is taken yet, rather than a
+		 * neighbour's. They become candidates, told apart by our own
+		 * next allocations (the probe, below). */
 		if (found && !several)
 			atomic_store_explicit(&my_pid, found, memory_order_relaxed); /* as in find_me */
+		else if (several)
+			cand_keep(dev, p, n);
 		before_dev = -1;
 	}
 	pthread_mutex_unlock(&diff_lock);
+}
+
+/* ---- telling ours apart from contexts made at the same moment ------------ */
+
+static void fallback(int dev, const char *why);
+
+/* Several PIDs new around our first context (pods of one rollout starting
+ * together on a shared card): each is a candidate. Our own allocations
+ * tell them apart: the card's processes are read just before the driver
+ * call of one (the tick, gg_footprint_tick_slow) and just after it
+ * (gg_footprint_probe_end), and ours is the one candidate that grew by
+ * what the call took. A neighbour that allocated as much in the same
+ * instant makes two candidates match, and that reading says nothing.
+ * PROBE_VOTES readings naming the same candidate, and none naming
+ * another, decide; so does being the only candidate left on the card (we
+ * are on it). All of it under diff_lock. */
+#define NV_CANDS 8
+#define PROBE_MIN GG_PAGE /* a smaller call may land in pages the process holds already */
+#define PROBE_TOL GG_PAGE /* what the charge rule and the driver's rounding may differ by */
+#define PROBE_VOTES 2
+#define PROBE_TRIES 64     /* then the fallback stands for good (said once) */
+#define PROBE_STALE_MS 100 /* a probe whose call never returned through us (refused) */
+static uint32_t cand_pid[NV_CANDS];
+static uint64_t cand_before[NV_CANDS]; /* each one's used, read before the probe's call */
+static unsigned cand_n, cand_tries, cand_votes;
+static int cand_dev = -1;
+static uint32_t cand_vote; /* the candidate the last useful reading named */
+static uint32_t probe_tid; /* the thread whose probe is in flight; 0 = none */
+static uint64_t probe_bytes, probe_ms;
+/* Candidates wait for a probe: the tick's one extra check (relaxed: a
+ * hint; the candidates themselves are read under diff_lock). */
+static _Atomic int cand_pending;
+GG_TLS int gg_footprint_probe;
+
+/* The candidates from the diff: p[0..n) less the PIDs seen before. */
+static void cand_keep(int dev, const gg_nvmlProcessInfo_t *p, unsigned n)
+{
+	unsigned k = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int old = 0;
+		for (unsigned j = 0; j < before_n && !old; j++)
+			old = before_pids[j] == p[i].pid;
+		if (!old && k < NV_CANDS)
+			cand_pid[k++] = p[i].pid;
+	}
+	cand_n = k;
+	cand_dev = dev;
+	cand_tries = cand_votes = 0;
+	cand_vote = probe_tid = 0;
+	atomic_store_explicit(&cand_pending, 1, memory_order_relaxed);
+	gg_log(GG_LOG_INFO,
+	       "device %d: %u processes made their contexts at the same moment as ours; ours is told apart by "
+	       "our next allocations (until then no runtime is charged for it)",
+	       dev, k);
+}
+
+static void cand_done(void)
+{
+	cand_n = 0;
+	cand_dev = -1;
+	probe_tid = 0;
+	atomic_store_explicit(&cand_pending, 0, memory_order_relaxed);
+}
+
+/* used of pid in p[0..n), or NV_NOT_AVAILABLE when it is not listed */
+static uint64_t used_of(const gg_nvmlProcessInfo_t *p, unsigned n, uint32_t pid)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (p[i].pid == pid)
+			return p[i].usedGpuMemory;
+	return NV_NOT_AVAILABLE;
+}
+
+/* The card's processes on dev for a probe: 0, or -1 (the device busy, or
+ * NVML cannot say). */
+static int probe_list(int dev, gg_nvmlProcessInfo_t *p, unsigned *n)
+{
+	if (pthread_mutex_trylock(&fp[dev].lock) != 0)
+		return -1; /* a reconcile or a cuCtxSetLimit holds it: another time */
+	int rc = -1;
+	if (nv_enter() == 0) {
+		gg_nvmlDevice_t h = nv_handle(dev);
+		rc = h && nv_procs(h, p, n) == 0 ? 0 : -1;
+		nv_leave();
+	}
+	pthread_mutex_unlock(&fp[dev].lock);
+	return rc;
+}
+
+/* Before the driver call of an allocation of `bytes` on dev (this thread
+ * holds its grant): arms a probe. */
+static void probe_begin(int dev, uint64_t bytes)
+{
+	/* Every allocation ticks while candidates wait (a handful do). */
+	gg_footprint_countdown = 0;
+	if (bytes < PROBE_MIN || pthread_mutex_trylock(&diff_lock) != 0)
+		return;
+	gg_nvmlProcessInfo_t p[NV_PROCS];
+	unsigned n = 0;
+	if (cand_dev == dev && cand_n && !probe_tid && probe_list(dev, p, &n) == 0) {
+		for (unsigned i = 0; i < cand_n; i++)
+			cand_before[i] = used_of(p, n, cand_pid[i]);
+		probe_tid = gg_gettid();
+		probe_bytes = bytes;
+		probe_ms = gg_now_ms();
+		gg_footprint_probe = 1;
+	}
+	pthread_mutex_unlock(&diff_lock);
+}
+
+void gg_footprint_probe_end(int dev, uint64_t made)
+{
+	gg_footprint_probe = 0;
+	gg_nvmlProcessInfo_t p[NV_PROCS];
+	unsigned n = 0;
+	uint32_t decided = 0;
+	pthread_mutex_lock(&diff_lock); /* held briefly, never across a driver call */
+	if (probe_tid != gg_gettid() || cand_dev != dev) {
+		pthread_mutex_unlock(&diff_lock);
+		return;
+	}
+	probe_tid = 0;
+	/* Refused, or not the call probed (a refusal left the probe armed):
+	 * the reading says nothing. */
+	int useful = made == probe_bytes && gg_now_ms() - probe_ms < PROBE_STALE_MS;
+	if (useful && probe_list(dev, p, &n) == 0) {
+		unsigned left = 0, matched = 0;
+		uint32_t match = 0, last = 0;
+		for (unsigned i = 0; i < cand_n; i++) {
+			uint64_t after = used_of(p, n, cand_pid[i]);
+			if (after == NV_NOT_AVAILABLE)
+				continue; /* gone from the card: not us */
+			cand_pid[left] = cand_pid[i];
+			cand_before[left++] = cand_before[i];
+			last = cand_pid[i];
+			uint64_t before = cand_before[i];
+			if (before == NV_NOT_AVAILABLE || after < before)
+				continue;
+			uint64_t grew = after - before;
+			if (grew + PROBE_TOL >= made && grew <= made + PROBE_TOL) {
+				matched++;
+				match = cand_pid[i];
+			}
+		}
+		cand_n = left;
+		if (left == 1) {
+			decided = last;
+		} else if (matched == 1) {
+			cand_votes = match == cand_vote ? cand_votes + 1 : 1;
+			cand_vote = match;
+			if (cand_votes >= PROBE_VOTES)
+				decided = match;
+		}
+		if (!left)
+			cand_done();
+	}
+	if (decided) {
+		atomic_store_explicit(&my_pid, decided, memory_order_relaxed); /* as in find_me */
+		cand_done();
+		gg_log(GG_LOG_INFO, "device %d: our process is PID %u on the card (told apart by our own allocations)",
+		       dev, decided);
+	} else if (cand_n && ++cand_tries >= PROBE_TRIES) {
+		cand_done();
+		fallback(dev, "our PID could not be told from those of processes that made their contexts at the "
+		              "same moment");
+	}
+	pthread_mutex_unlock(&diff_lock);
+	if (decided)
+		gg_footprint_reconcile(dev, 0); /* the driver's figure, at once */
 }
 
 /* ---- the reconcile ------------------------------------------------------ */
@@ -560,17 +734,20 @@ int gg_footprint_near_slow(int dev, uint64_t charge)
 	return gg_ceiling_try_reserve(dev, charge) == 0 ? 0 : -1;
 }
 
-void gg_footprint_tick_slow(int dev)
+void gg_footprint_tick_slow(int dev, uint64_t charge)
 {
 	gg_footprint_countdown = GG_FOOTPRINT_STEP;
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return;
 	/* Every GG_FOOTPRINT_STEP bytes a thread allocates, at most every
 	 * GG_FOOTPRINT_MIN_MS per device: a bound on NVML's cost whatever the
 	 * allocation rate. relaxed: a rate limit. */
 	uint64_t now = gg_now_ms();
-	if (dev < 0 || dev >= GG_MAX_DEVICES ||
-	    now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) < GG_FOOTPRINT_MIN_MS)
-		return;
-	gg_footprint_reconcile(dev, 0);
+	if (now - atomic_load_explicit(&fp[dev].last_ms, memory_order_relaxed) >= GG_FOOTPRINT_MIN_MS)
+		gg_footprint_reconcile(dev, 0);
+	/* Last, nearest the driver call: our PID still to be told apart. */
+	if (GG_UNLIKELY(atomic_load_explicit(&cand_pending, memory_order_relaxed)))
+		probe_begin(dev, charge);
 }
 
 GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_STEP;
@@ -701,4 +878,6 @@ void gg_footprint_reset(void)
 	atomic_store_explicit(&my_pid, 0, memory_order_relaxed);
 	pthread_mutex_init(&diff_lock, NULL);
 	before_dev = -1;
+	cand_done();
+	gg_footprint_probe = 0;
 }

@@ -40,7 +40,18 @@ void gg_footprint_first_use(int dev);
 #define GG_FOOTPRINT_STEP ((int64_t)(64 * GG_MIB))
 #define GG_FOOTPRINT_MIN_MS 100
 extern GG_TLS int64_t gg_footprint_countdown;
-void gg_footprint_tick_slow(int dev);
+void gg_footprint_tick_slow(int dev, uint64_t charge);
+/* Set on a thread whose tick read the card's processes before this
+ * allocation's driver call, to tell our PID from others' (footprint.c);
+ * probe_end reads them again after it: made = the bytes the call took, or
+ * 0 when it failed. */
+extern GG_TLS int gg_footprint_probe;
+void gg_footprint_probe_end(int dev, uint64_t made);
+static inline void gg_footprint_after(int dev, uint64_t made)
+{
+	if (GG_UNLIKELY(gg_footprint_probe))
+		gg_footprint_probe_end(dev, made);
+}
 /* A grant that left less than GG_CEILING_NEAR of room: the runtime charge
  * is read fresh (at most every GG_FOOTPRINT_NEAR_MS) before it stands, so
  * growth the ticks missed (a library's lazy load) is charged before the
@@ -51,7 +62,7 @@ int gg_footprint_near_slow(int dev, uint64_t charge);
 static inline void gg_footprint_tick(int dev, uint64_t charge)
 {
 	if (GG_UNLIKELY((gg_footprint_countdown -= (int64_t)charge) < 0))
-		gg_footprint_tick_slow(dev);
+		gg_footprint_tick_slow(dev, charge);
 }
 /* The target runtime charge, from the driver's figure, the books, the
  * foreseen heap/FIFO and the headroom (pure: unit-tested). */

@@ -17,6 +17,10 @@ PIDS=
 on_exit() { for p in $PIDS; do kill $p 2>/dev/null; done; }
 
 POLICIES="deploy/policy/clusterpolicy.yaml deploy/policy/mutatingpolicy.yaml deploy/policy/mutatingadmissionpolicy.yaml"
+# every manifest under deploy/ that the checks see (deploy.sh fails on one
+# left out): the API server's rules in inject.sh read them too
+MANIFESTS="$POLICIES deploy/plain/pod.yaml deploy/monitoring/service.yaml deploy/namespace.yaml
+deploy/monitoring/servicemonitor.yaml deploy/monitoring/prometheusrule.yaml deploy/node/exporter.yaml"
 CORPUS="tests/deploy/corpus/vllm.yaml tests/deploy/corpus/kserve.yaml tests/deploy/corpus/triton.yaml
 tests/deploy/corpus/tgi.yaml tests/deploy/corpus/ray.yaml"
 

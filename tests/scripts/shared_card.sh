@@ -64,7 +64,7 @@ run() {
 		mode=${rest#*:}
 		mkfifo "$TMP/$name.in"
 		env LD_LIBRARY_PATH="$GG_TEST_SIMDIR" SIMGPU_SHARED="$CARD_NAME" SIMGPU_MEMORY=8Gi \
-			SIMGPU_NVML_PID_OFFSET="$offset" CUDA_MODULE_LOADING="$loading" \
+			SIMGPU_NVML_PID_OFFSET="$offset" CUDA_MODULE_LOADING="$loading" SIMGPU_CONTEXT_DELAY_MS="${TOGETHER:-0}" \
 			LD_PRELOAD="$GG_TEST_PRELOAD" GPUGUARD_RUNTIME=1 GPUGUARD_SHARED="$TMP/$name.region" GPUGUARD_LIMIT="$CEIL" \
 			GPUGUARD_DUMP_DIR="$TMP" GPUGUARD_DUMP_MAX=0 GPUGUARD_TERMINATION_LOG= \
 			"$bin" "$mode" hold <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err" &
@@ -74,10 +74,12 @@ run() {
 		fd=$((fd + 1))
 		names="$names $name"
 		# NVML's PIDs not ours: each finds its PID as the one new entry
-		# around its first context, which two contexts made at the same
-		# moment cannot tell apart (footprint.c says so and falls back to
-		# GPUGUARD_CONTEXT_RESERVE). Pods here start one after another.
-		if [ "$offset" != 0 ] && ! wait_file "$TMP/$name.out" '^started ' 60; then
+		# around its first context. Here the pods start one after
+		# another; with TOGETHER (ms) they start at once and each
+		# context takes that long before and after the card shows it,
+		# so each sees all three appear, and tells its own apart by its
+		# allocations (footprint.c's probe).
+		if [ "$offset" != 0 ] && [ -z "${TOGETHER:-}" ] && ! wait_file "$TMP/$name.out" '^started ' 60; then
 			bad "$name: never started" "$TMP/$name.out" "$TMP/$name.err"
 		fi
 	done
@@ -112,11 +114,21 @@ run() {
 		fi
 	done
 	if grep -q '^errors 0$' "$TMP/$tag.watch"; then ok; else bad "$tag: the watcher's NVML calls failed" "$TMP/$tag.watch"; fi
+	[ -n "${TOGETHER:-}" ] || return 0
+	for name in $names; do
+		if grep -q 'made their contexts at the same moment' "$TMP/$name.err" &&
+			grep -q "our process is PID $(($(cat "$TMP/$name.pid") + offset)) on the card" "$TMP/$name.err"; then
+			ok
+		else
+			bad "$name: did not tell its PID from its neighbours' (or the contexts were not made together)" "$TMP/$name.err"
+		fi
+	done
 }
 
 run lazy 0 LAZY a:shared:driver b:static:cudart c:shared:cublas
 run eager 0 EAGER a:shared:cudart b:shared:nccl c:static:cublas
 run nspid 100000 LAZY a:static:driver b:shared:cudart c:static:cudart
+TOGETHER=1500 run together 100000 EAGER a:shared:driver b:static:cudart c:shared:cudart
 
 # kill -9: pods a and b full; a dies; the card and a's region give its
 # memory back, and a new process of a's pod fills a's whole ceiling again

@@ -4,6 +4,7 @@
  * driver's error codes. Nothing here runs a kernel; streams are synchronous. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include "gpuguard/cuda_abi.h"
 #include "simcore.h"
 #include "sim_md2.h"
@@ -3608,6 +3609,7 @@ gg_CUresult cuPointerGetAttributes(unsigned int numAttributes, gg_CUpointer_attr
 static pthread_once_t g_fp_once = PTHREAD_ONCE_INIT;
 static int g_fp_on;         /* modules, local memory, heap and FIFO are charged */
 static uint64_t g_ctx_cost; /* SIMGPU_CONTEXT */
+static long g_ctx_delay_ms; /* SIMGPU_CONTEXT_DELAY_MS */
 static double g_mod_factor; /* SIMGPU_MODULE_FACTOR */
 static int g_lazy;          /* CUDA_MODULE_LOADING is not EAGER */
 /* the footprint fields of every context and library; taken before simcore's
@@ -3647,6 +3649,31 @@ static void fp_env(void)
 	}
 	e = getenv("CUDA_MODULE_LOADING");
 	g_lazy = !(e && !strcmp(e, "EAGER"));
+	e = getenv("SIMGPU_CONTEXT_DELAY_MS");
+	if (e && *e) {
+		char *end;
+		long v = strtol(e, &end, 10);
+		if (*end || v < 0 || v > 60000)
+			fprintf(
+			    stderr,
+			    "simgpu: ignoring invalid SIMGPU_CONTEXT_DELAY_MS=%s (expected milliseconds, 0..60000)\n",
+			    e);
+		else
+			g_ctx_delay_ms = v;
+	}
+}
+
+/* SIMGPU_CONTEXT_DELAY_MS: a context's creation takes this long before
+ * the card shows it, and as long again after, so that processes started
+ * together make their contexts "at the same moment" (each one's NVML
+ * listing before its own context lacks the others, and the one after has
+ * them all), as pods of one rollout on a shared card do. */
+static void ctx_delay(void)
+{
+	struct timespec ts = {g_ctx_delay_ms / 1000, (g_ctx_delay_ms % 1000) * 1000000L};
+	if (g_ctx_delay_ms > 0)
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
 }
 
 static void fp_init(void)
@@ -3684,6 +3711,11 @@ static gg_CUresult ctx_charge(gg_CUcontext c)
 	fp_init();
 	gg_CUresult r = GG_CUDA_SUCCESS;
 	pthread_mutex_lock(&g_fp_mu);
+	int first = !c->charged;
+	pthread_mutex_unlock(&g_fp_mu);
+	if (first)
+		ctx_delay(); /* before the card shows the context */
+	pthread_mutex_lock(&g_fp_mu);
 	if (!c->charged) {
 		r = fp_take_unlocked(c, SIM_USE_CONTEXT, g_ctx_cost);
 		if (!r) {
@@ -3692,6 +3724,8 @@ static gg_CUresult ctx_charge(gg_CUcontext c)
 		}
 	}
 	pthread_mutex_unlock(&g_fp_mu);
+	if (first)
+		ctx_delay(); /* and after: the call is still in flight */
 	return r;
 }
 
