@@ -65,10 +65,12 @@ int gg_hook_sleep(const struct gg_budget *b, uint32_t seen, uint64_t deadline_ns
 static enum gg_verdict wait_reserve(int dev, uint64_t charge, enum gg_verdict v)
 {
 	/* The budget, looked up once: its waiting words are entered and left
-	 * as a pair (a lost pod region rebinds the device meanwhile; leaving
-	 * the local budget's words would leave the pod's counting us asleep
-	 * for good). Only the retry looks again, as it must reserve against
-	 * what the device is bound to now. */
+	 * as a pair, also when a lost pod region rebinds the device
+	 * meanwhile (then the wait moves to the device's own books, and the
+	 * lost region's words are not touched again; before, the leave
+	 * decremented the local budget's waiters, which another thread
+	 * waiting there may have raised). The retry reserves against what
+	 * the device is bound to now. */
 	struct gg_budget *b = gg_ceiling_budget(dev);
 	if (gg_opt.wait_ms == 0 || v == GG_VERDICT_CONFIG || !gg_ceiling_could_fit(b, charge))
 		return v;
@@ -82,6 +84,14 @@ static enum gg_verdict wait_reserve(int dev, uint64_t charge, enum gg_verdict v)
 	uint64_t start = gg_mono_ns(), deadline = start + gg_opt.wait_ms * 1000000ull;
 	uint32_t since = gg_ceiling_wait_enter(b);
 	for (;;) {
+		if (GG_UNLIKELY(gg_ceiling_wait_moved(dev, b))) {
+			/* The pod region was lost meanwhile: its words are
+			 * not ours any more; wait on what the device is
+			 * bound to now (this process's own books). */
+			gg_ceiling_wait_leave(b);
+			b = gg_ceiling_budget(dev);
+			since = gg_ceiling_wait_enter(b);
+		}
 		uint32_t seen = gg_ceiling_wake_seq(b);
 		v = retry_reserve(dev, charge);
 		if (v == GG_VERDICT_GRANTED || v == GG_VERDICT_CONFIG)
@@ -137,7 +147,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	    .flags = charge ? GG_REC_CHARGED : 0,
 	};
 	gg_ceiling_count_alloc(dev, size);
-	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
+	gg_footprint_after(dev, charge);                           /* one thread-local load, unless a probe waits */
 	gg_history_alloc_at(dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (gg_table && gg_table_insert(gg_table, &r) >= 0)

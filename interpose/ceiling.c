@@ -20,6 +20,13 @@ struct gg_device gg_devices[GG_MAX_DEVICES];
 static _Atomic gg_ceiling_binder_fn binder;
 /* The region was lost (gg_ceiling_lose_pod); seq_cst, see there. */
 static _Atomic int pod_lost;
+/* A pod budget whose region was lost (gg_ceiling_lose_pod): its words may
+ * be another pod's by now (a file written afresh), so not a word into them.
+ * seq_cst: the flag's load, as the binder's in gg_ceiling_bind_slow. */
+static int pod_gone(const struct gg_budget *b)
+{
+	return b->claim && atomic_load_explicit(&pod_lost, memory_order_seq_cst);
+}
 /* Our slot's count of counted threads, once a device is bound to the pod;
  * NULL before and after (exit, loss). relaxed: the slot's mapping was
  * published with the budget that carried it (release in bind_slow), and
@@ -507,7 +514,7 @@ void gg_ceiling_count_wait(int dev, struct gg_budget *b, uint64_t ns)
 {
 	/* relaxed: statistics */
 	atomic_fetch_add_explicit(&gg_devices[dev].wait_ns, ns, memory_order_relaxed);
-	if (b->wait_ns != &gg_devices[dev].wait_ns)
+	if (b->wait_ns != &gg_devices[dev].wait_ns && !pod_gone(b))
 		atomic_fetch_add_explicit(b->wait_ns, ns, memory_order_relaxed);
 }
 
@@ -601,12 +608,19 @@ void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n)
 		;
 }
 
+int gg_ceiling_wait_moved(int dev, const struct gg_budget *b)
+{
+	return gg_ceiling_budget(dev) != b;
+}
+
 void gg_ceiling_wait_leave(struct gg_budget *b)
 {
-	gg_ceiling_waiters_sub(b->waiters, 1);
-	if (b->mine_waiting)
-		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_seq_cst); /* as in wait_enter */
-	atomic_fetch_sub_explicit(&waiting_threads, 1, memory_order_seq_cst);        /* likewise */
+	if (!pod_gone(b)) {
+		gg_ceiling_waiters_sub(b->waiters, 1);
+		if (b->mine_waiting)
+			atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_seq_cst); /* as in wait_enter */
+	}
+	atomic_fetch_sub_explicit(&waiting_threads, 1, memory_order_seq_cst); /* likewise */
 }
 
 void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out)

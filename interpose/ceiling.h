@@ -121,6 +121,11 @@ uint32_t gg_ceiling_wait_enter(struct gg_budget *b); /* returns the stalemate co
 uint32_t gg_ceiling_wake_seq(const struct gg_budget *b);
 int gg_ceiling_wait_sleep(const struct gg_budget *b, uint32_t seen, uint64_t deadline_ns);
 void gg_ceiling_wait_leave(struct gg_budget *b);
+/* True when dev is bound to another budget than b now: the pod region was
+ * lost during the wait (the device fell back to this process's books).
+ * The waiter then leaves b (whose region words wait_leave no longer
+ * touches) and enters the device's budget. */
+int gg_ceiling_wait_moved(int dev, const struct gg_budget *b);
 /* Takes n sleepers off a waiters word, saturating at zero. */
 void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n);
 /* False when bytes exceed b's ceiling outright: no amount of waiting helps.
