@@ -147,10 +147,21 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	    .flags = charge ? GG_REC_CHARGED : 0,
 	};
 	gg_ceiling_count_alloc(dev, size);
-	gg_footprint_after(dev, charge);                           /* one thread-local load, unless a probe waits */
+	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
+	/* The record goes in before its event is claimed, as a free's event
+	 * follows its record's removal (forgotten, below): a dump's cut
+	 * (dump.c, settle_cut) then sees every call that was in flight at
+	 * its moment either on both sides of it, or with its event after it,
+	 * which the cut undoes from the copy. With the event first, an
+	 * allocation whose insert came after the copy had walked past its
+	 * slot was in the history but in no dump: the dump listed 64 MiB
+	 * less than its history added up to (t_postmortem's churn cases,
+	 * about 1 run in 12 under load). No other thread can free the
+	 * address before its event: we have not returned it yet. */
+	int in = gg_table && gg_table_insert(gg_table, &r) >= 0;
 	gg_history_alloc_at(dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
-	if (gg_table && gg_table_insert(gg_table, &r) >= 0)
+	if (in)
 		return;
 	/* Not even the overflow area had room (mmap failed). The allocation
 	 * works and stays charged, but we cannot refund it at its free: the
@@ -169,6 +180,26 @@ void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
 		gg_account_refuse(dev, GPUGUARD_REFUSED_DRIVER);
 }
 
+/* The address a record's key names (its namespace bits cleared). */
+static uint64_t free_raw(const struct gg_record *rec)
+{
+	return rec->key ^ ((rec->key >> 62) << 62);
+}
+
+/* A free's event is claimed as soon as its record is out of the table,
+ * before the driver call (the address is not reusable until then). A
+ * dump's cut (dump.c, settle_cut) whose copy of the table no longer holds
+ * the record then finds the event when it reads the history, unless this
+ * thread stops between the two for longer than the whole copy. Claimed
+ * after the driver's free, as it was, the event was missed whenever the
+ * free was still inside the driver. 1. */
+static int forgotten(struct gg_record *out)
+{
+	gg_history_add(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, free_raw(out), out->size, out->stack);
+	out->flags |= GG_REC_FREE_SAID;
+	return 1;
+}
+
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 {
 	gg_ceiling_note_thread(); /* a thread that frees may free again */
@@ -179,19 +210,26 @@ int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 	 * flagging held out saw the count odd, or saw it move. */
 	uint64_t gen = atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst);
 	if (gg_table_remove(gg_table, gg_key(ns, raw), out))
-		return 1;
+		return forgotten(out);
 	if (!(gen & 1) && atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst) == gen)
 		return 0;
 	gg_pool_flagging_wait();
-	return gg_table_remove(gg_table, gg_key(ns, raw), out);
+	return gg_table_remove(gg_table, gg_key(ns, raw), out) ? forgotten(out) : 0;
 }
 
 void gg_account_freed(const struct gg_record *rec, int ok)
 {
 	if (!ok) {
-		/* The driver kept the memory: the record goes back, books unchanged. */
+		/* The driver kept the memory: the record goes back, books
+		 * unchanged; the free's event, already said, is answered by an
+		 * allocation's, claimed after the insert as at any commit. */
+		struct gg_record back = *rec;
+		back.flags &= (uint8_t)~GG_REC_FREE_SAID;
 		if (gg_table)
-			gg_table_insert(gg_table, rec);
+			gg_table_insert(gg_table, &back);
+		if (rec->flags & GG_REC_FREE_SAID)
+			gg_history_add(GG_HIST_ALLOC, rec->dev, (enum gpuguard_api)rec->api, free_raw(rec), rec->size,
+			               rec->stack);
 		return;
 	}
 	if (rec->flags & GG_REC_CHARGED)
@@ -199,8 +237,9 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 	if (rec->flags & GG_REC_POOL_GONE)
 		gg_pool_gone_block_freed(rec->key); /* the destroyed pool's memory, at its last block */
 	gg_ceiling_count_free(rec->dev, rec->size);
-	gg_history_add(GG_HIST_FREE, rec->dev, (enum gpuguard_api)rec->api, rec->key ^ ((rec->key >> 62) << 62),
-	               rec->size, rec->stack);
+	if (!(rec->flags & GG_REC_FREE_SAID)) /* a context's records, taken out by ctx.c */
+		gg_history_add(GG_HIST_FREE, rec->dev, (enum gpuguard_api)rec->api, free_raw(rec), rec->size,
+		               rec->stack);
 }
 
 void gg_account_host_alloc(uint64_t raw, uint64_t size)

@@ -54,17 +54,43 @@ static void local_budget(struct gg_device *g)
 	};
 }
 
+/* The limits in force when not GPUGUARD_LIMIT's: a pod region's budget,
+ * once adopted (pod scope keeps it: gg_ceiling_adopt_limits). NULL: the
+ * options' own. */
+static const struct gpuguard_limits *_Atomic limits_adopted;
+
+/* The spec in force for dev. acquire: pairs with the release in
+ * gg_ceiling_adopt_limits, for the adopted limits' contents. */
+static const struct gpuguard_limit *limit_spec(int dev)
+{
+	const struct gpuguard_limits *l = atomic_load_explicit(&limits_adopted, memory_order_acquire);
+	return &(l ? l : &gg_opt.limits)->dev[dev];
+}
+
+uint64_t gg_ceiling_limit_for(int dev, uint64_t physical)
+{
+	const struct gpuguard_limit *s = limit_spec(dev);
+	if (gg_opt.limit_bad)
+		return 0;
+	if (s->kind == GPUGUARD_LIMIT_BYTES)
+		return s->value;
+	if (s->kind == GPUGUARD_LIMIT_PERCENT)
+		return physical ? (uint64_t)((unsigned __int128)physical * s->value / 10000) : GG_LIMIT_UNRESOLVED;
+	return GG_UNLIMITED;
+}
+
+void gg_ceiling_adopt_limits(const struct gpuguard_limits *l)
+{
+	/* release: the limits' contents (written by the caller) before the
+	 * pointer that limit_spec acquires. Once, under the pod's setup lock. */
+	atomic_store_explicit(&limits_adopted, l, memory_order_release);
+	gg_ceiling_configure();
+}
+
 void gg_ceiling_configure(void)
 {
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		const struct gpuguard_limit *s = &gg_opt.limits.dev[d];
-		uint64_t lim = GG_UNLIMITED;
-		if (gg_opt.limit_bad)
-			lim = 0;
-		else if (s->kind == GPUGUARD_LIMIT_BYTES)
-			lim = s->value;
-		else if (s->kind == GPUGUARD_LIMIT_PERCENT)
-			lim = GG_LIMIT_UNRESOLVED;
+		uint64_t lim = gg_ceiling_limit_for(d, 0);
 		/* relaxed: configure runs during initialisation, before any hook
 		 * reads the limit (gg_init_once publishes it with release). */
 		atomic_store_explicit(&gg_devices[d].limit, lim, memory_order_relaxed);
@@ -143,10 +169,10 @@ void gg_ceiling_unbind_pod(void)
 
 void gg_ceiling_resolve(int dev, uint64_t physical_total)
 {
-	const struct gpuguard_limit *s = &gg_opt.limits.dev[dev];
-	if (s->kind != GPUGUARD_LIMIT_PERCENT)
+	if (limit_spec(dev)->kind != GPUGUARD_LIMIT_PERCENT)
 		return;
-	unsigned __int128 v = (unsigned __int128)physical_total * s->value / 10000;
+	/* a card that says it has no memory has room for none */
+	uint64_t v = physical_total ? gg_ceiling_limit_for(dev, physical_total) : 0;
 	uint64_t expect = GG_LIMIT_UNRESOLVED;
 	/* Every thread computes the same value, so whichever CAS wins is right;
 	 * relaxed because the limit is a plain number read with relaxed loads. */

@@ -158,7 +158,19 @@ int gg_ceiling_give_up(struct gg_budget *b, uint32_t seen, uint32_t since);
 void gg_ceiling_count_wait(int dev, struct gg_budget *b, uint64_t ns);
 /* This process's nanoseconds spent waiting for room on dev. */
 uint64_t gg_ceiling_wait_ns(int dev);
-/* Sets every device's limit from gg_opt (percent limits stay unresolved). */
+/* Device dev's ceiling in bytes, from the limits in force (GPUGUARD_LIMIT,
+ * or the pod's budget once adopted): GG_UNLIMITED for none, 0 for a
+ * GPUGUARD_LIMIT that did not parse (fail closed), GG_LIMIT_UNRESOLVED for
+ * a percentage while physical (the card's total) is 0, unknown. The one
+ * place a percentage becomes bytes. */
+uint64_t gg_ceiling_limit_for(int dev, uint64_t physical);
+struct gpuguard_limits;
+/* A pod region's budget wins over GPUGUARD_LIMIT: l (pod scope's own,
+ * unchanged from now on) becomes the limits in force, and every device's
+ * limit is set again (gg_ceiling_configure). NULL: the options' own. */
+void gg_ceiling_adopt_limits(const struct gpuguard_limits *l);
+/* Sets every device's limit from the limits in force (percent limits stay
+ * unresolved). */
 void gg_ceiling_configure(void);
 /* True when dev's limit is a percentage not yet turned into bytes. Inline:
  * every allocation asks. relaxed: the limit is a plain number (see

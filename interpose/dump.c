@@ -650,11 +650,12 @@ static struct since *since_find(struct since *set, uint64_t mask, uint64_t key)
 }
 
 /* Puts the copied table back to the cut's moment, and trims the history to
- * it. An allocation's event is claimed before its record is inserted, so
- * every record the copy saw that came after the cut has its event since
- * the cut; a free's event is claimed after its record is removed (after
- * the driver's free), so one whose free was still inside the driver when
- * the history was read is missed: the one blind spot, a free in flight. */
+ * it. An allocation's event is claimed just after its record is inserted,
+ * and a free's just after its record is removed, before the driver's free
+ * (account.c): a call in flight at the cut is then on one side of it in
+ * both, or has its event since the cut, which undoes what the copy saw of
+ * it. The one blind spot: a thread stopped between its table operation
+ * and its claim for longer than the whole copy and history read. */
 static void settle_cut(struct gg_dump_cut *c, uint64_t hcap)
 {
 	c->skew = c->through > c->seq ? c->through - c->seq : 0;

@@ -28,7 +28,7 @@ typedef int (*gg_meminfo_fn)(uint64_t *free_bytes, uint64_t *total_bytes);
 void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn);
 /* Arms dumps (gg_dump_arm) and, once that has finished (the knobs above
  * are read), takes the host sample: 0, or -1 while another thread arms. For
- * the pod obituary (shared.c), on application threads. */
+ * the pod obituary (shared_obit.c), on application threads. */
 int gg_dump_host_sample_armed(struct gg_host_sample *h);
 /* Pinned host memory, tracked for the dump's host record only. */
 void gg_dump_pinned(int64_t bytes, int64_t count);

@@ -57,7 +57,7 @@ void gg_dump_read_test_knobs(void)
 {
 	const char *e = secure_getenv("GPUGUARD_TEST_CGROUP_DIR");
 	/* Written only when it changed: other threads' obituary refreshes
-	 * (shared.c) read it once arming is done, so the re-read at exit
+	 * (shared_obit.c) read it once arming is done, so the re-read at exit
 	 * must not rewrite the same bytes under them. */
 	if (strncmp(test_cgroup_dir, e ? e : "", sizeof test_cgroup_dir - 1) != 0)
 		snprintf(test_cgroup_dir, sizeof test_cgroup_dir, "%s", e ? e : "");

@@ -312,19 +312,9 @@ static void primary_retained(const gg_CUcontext *pctx, int dev)
 
 /* The card's processes before the context, for the PID diff (footprint.c),
  * then the books after. */
-GG_EXPORT gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
-{
-	GG_VENEER_REAL(cuDevicePrimaryCtxRetain);
-	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
-		return real(pctx, dev);
-	GG_ENTER(GG_VENEER_RUNTIME);
-	gg_footprint_ctx_before(dev);
-	gg_CUresult rc = real(pctx, dev);
-	if (rc == GG_CUDA_SUCCESS)
-		primary_retained(pctx, dev);
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER(cuDevicePrimaryCtxRetain, (gg_CUcontext * pctx, gg_CUdevice dev), (pctx, dev), 0,
+          dev < 0 || dev >= GG_MAX_DEVICES, gg_footprint_ctx_before(dev);
+          rc = real(pctx, dev); if (rc == GG_CUDA_SUCCESS) primary_retained(pctx, dev);)
 
 /* ---- what the driver takes without an allocation call (footprint.c) ---- */
 
@@ -544,15 +534,8 @@ static int stream_device(gg_CUstream s)
  * capturing stream can be made. */
 static _Atomic int captures_seen;
 
-#define BEGIN_CAPTURE_HOOK(name, params, args)                                  \
-	GG_EXPORT gg_CUresult name params                                       \
-	{                                                                       \
-		gg_pfn_##name real = REAL(name);                                \
-		if (!real)                                                      \
-			return GG_CUDA_ERROR_NOT_INITIALIZED;                   \
-		atomic_store_explicit(&captures_seen, 1, memory_order_relaxed); \
-		return real args;                                               \
-	}
+#define BEGIN_CAPTURE_HOOK(name, params, args) \
+	GG_VENEER_PASS(name, params, args, atomic_store_explicit(&captures_seen, 1, memory_order_relaxed);)
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture, (gg_CUstream s), (s))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_ptsz, (gg_CUstream s), (s))
 BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, (gg_CUstream s, gg_CUstreamCaptureMode m), (s, m))
@@ -906,26 +889,13 @@ GG_VENEER_TO(cuGraphUpload, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), gr
 GG_VENEER_TO(cuGraphUpload_ptsz, (gg_CUgraphExec hGraphExec, gg_CUstream hStream), graph_run,
              (hGraphExec, hStream, real))
 
-GG_EXPORT gg_CUresult cuGraphExecDestroy(gg_CUgraphExec hGraphExec)
-{
-	gg_pfn_cuGraphExecDestroy real = REAL(cuGraphExecDestroy);
-	if (!real)
-		return GG_CUDA_ERROR_NOT_INITIALIZED;
-	if (gg_in_hook)
-		return real(hGraphExec);
-	GG_ENTER(GG_VENEER_RUNTIME);
-	int dev = -1;
-	uint64_t need;
-	int known = gg_graph_exec_bytes(hGraphExec, &dev, &need) == 0;
-	gg_CUresult rc = real(hGraphExec);
-	if (rc == GG_CUDA_SUCCESS) {
-		gg_graph_forget(hGraphExec, 1);
-		if (known)
-			graph_reconcile(dev, 0);
-	}
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER(
+    cuGraphExecDestroy, (gg_CUgraphExec hGraphExec), (hGraphExec), 0, 0, int dev = -1; uint64_t need;
+    int known = gg_graph_exec_bytes(hGraphExec, &dev, &need) == 0; rc = real(hGraphExec); if (rc == GG_CUDA_SUCCESS) {
+	    gg_graph_forget(hGraphExec, 1);
+	    if (known)
+		    graph_reconcile(dev, 0);
+    })
 
 GG_VENEER_AFTER(cuGraphDestroy, (gg_CUgraph hGraph), (hGraph), !gg_in_hook, gg_graph_forget(hGraph, 0);)
 

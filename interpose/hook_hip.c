@@ -326,23 +326,11 @@ static int vmm_device(const gg_hipMemAllocationProp *prop)
 	return loc->id;
 }
 
-GG_EXPORT gg_hipError_t hipMemCreate(gg_hipMemGenericAllocationHandle_t *handle, size_t size,
-                                     const gg_hipMemAllocationProp *prop, unsigned long long flags)
-{
-	gg_pfn_hipMemCreate real = REAL(hipMemCreate);
-	if (!real)
-		return GG_hipErrorNotInitialized;
-	GG_SIG_REFUSE(GG_hipErrorOutOfMemory);
-	if (gg_in_hook || !handle || !prop || size == 0)
-		return real(handle, size, prop, flags);
-	GG_ENTER(GG_VENEER_RUNTIME);
-	int dev = vmm_device(prop);
-	struct gg_alloc a = {
-	    .dev = dev, .api = GPUGUARD_API_HIP_MEM_CREATE, .ns = GG_NS_VMM, .charged = 1, .size = size, .out = handle};
-	gg_hipError_t rc = GG_ALLOC(&hip, &a, real(handle, size, prop, flags));
-	GG_LEAVE();
-	return rc;
-}
+GG_VENEER_ALLOC(hipMemCreate,
+                (gg_hipMemGenericAllocationHandle_t * handle, size_t size, const gg_hipMemAllocationProp *prop,
+                 unsigned long long flags),
+                (handle, size, prop, flags), !handle || !prop || size == 0, .dev = vmm_device(prop),
+                .api = GPUGUARD_API_HIP_MEM_CREATE, .ns = GG_NS_VMM, .charged = 1, .size = size, .out = handle)
 
 GG_VENEER_RELEASE(hipMemRelease, (gg_hipMemGenericAllocationHandle_t handle), (handle), !handle, handle)
 

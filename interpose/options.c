@@ -7,6 +7,7 @@
  * variables there (issue 10, finding 15; tests/scripts/exports.sh checks
  * getenv is not imported). */
 #define _GNU_SOURCE
+#define GG_OPTIONS_WRITER /* the one file that writes the options (options.h) */
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@
 #include "gpuguard/signals.h"
 #include "log.h"
 
-struct gg_options gg_opt;
+struct gg_options gg_options_store;
 
 #define GG_OPTION_ROW(id, field, type, def, lo, hi, choices, bad, flag, syntax, doc) \
 	{"GPUGUARD_" #id,                                                            \
@@ -193,7 +194,7 @@ static int parse_limit(const struct gg_option_row *r, const char *v, void *field
 	gg_opt.limit_set = 1;
 	snprintf(limit_text, sizeof limit_text, "%s", v);
 	gg_opt.limit_text = limit_text;
-	gg_opt.limit_len = strlen(v); /* shared.c refuses to share a cut copy */
+	gg_opt.limit_len = strlen(v); /* shared_attach.c refuses to share a cut copy */
 	if (gpuguard_parse_limit(v, field) != 0) {
 		gg_opt.limit_bad = 1;
 		return -1;

@@ -46,7 +46,17 @@ struct gg_options {
 	size_t limit_len; /* strlen of the whole value */
 };
 #define GG_STACK_MAX_DEPTH 64
-extern struct gg_options gg_opt;
+/* The options, read-only once loaded: gg_options_load (options.c) alone
+ * writes them, through gg_options_store; everyone else reads gg_opt, a
+ * const view of it, so a write does not compile (what a pod region's budget
+ * changes is pod scope's own: gg_ceiling_adopt_limits). A unit test that
+ * sets options defines GG_OPTIONS_WRITER before its includes. */
+extern struct gg_options gg_options_store;
+#ifdef GG_OPTIONS_WRITER
+#define gg_opt gg_options_store
+#else
+#define gg_opt (*(const struct gg_options *)&gg_options_store)
+#endif
 /* Reads every option from the environment into gg_opt; reports bad values. */
 void gg_options_load(void);
 /* The value row had (its default when unset) and where it came from. */

@@ -19,6 +19,8 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 #define GG_REC_CHARGED 0x1   /* the record's charge was added to its device's `used` */
 #define GG_REC_HOST 0x2      /* pinned host memory: never charged, not a device allocation */
 #define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
+#define GG_REC_FREE_SAID \
+	0x8 /* on a record taken out for a free: its history event is claimed (account.c); never in the table */
 /* Pinned host pointers share the table under GG_NS_PTR with this bit set:
  * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
 #define GG_HOST_KEY_BIT (1ull << 61)

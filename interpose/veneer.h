@@ -10,7 +10,20 @@
  * and has a gg_pfn_<name> type for each function it wraps or calls. Each
  * hook is then its signature, when it passes straight through, and the
  * shape (shape.c) it runs; the compiler holds the signature to the ABI's
- * prototype (gpuguard/cuda_abi_funcs.h, hip_abi_funcs.h, nvml_abi.h). */
+ * prototype (gpuguard/cuda_abi_funcs.h, hip_abi_funcs.h, nvml_abi.h).
+ *
+ * Every exported hook of a file that includes this is one of the GG_VENEER*
+ * macros below: none resolves its real function or enters the books by
+ * hand (tests/scripts/veneer.sh fails on one that does). The exceptions,
+ * each for a reason the frame cannot take (the check reads these lines):
+ *   veneer-exempt: cuGetProcAddress cuGetProcAddress_v2  the lookup itself:
+ *     it answers NOT_FOUND (not GG_VENEER_MISSING) when the driver has none,
+ *     and substitutes pointers after the real call without entering the books
+ *   veneer-exempt: cuGetExportTable  export.c: its real pointer is the one
+ *     slot gg_real_cuGetExportTable that hook_cuda.c's tables name too, and
+ *     it enters the books only for cudart's two tables, after the real call
+ * A helper a GG_VENEER_TO hook hands its real function to (its frame its
+ * own) may enter the books itself: it is static, not a hook. */
 #ifndef GG_VENEER_H
 #define GG_VENEER_H
 
@@ -85,6 +98,16 @@
 			GG_LEAVE();                    \
 		}                                      \
 		return rc;                             \
+	}
+
+/* Passes straight through after a note (statements, before the real call)
+ * that touches no books, so needs no frame. */
+#define GG_VENEER_PASS(name, params, args, ...) \
+	GG_EXPORT GG_VENEER_RESULT name params  \
+	{                                       \
+		GG_VENEER_REAL(name);           \
+		__VA_ARGS__                     \
+		return real args;               \
 	}
 
 /* Hands the real function, with args, to impl, whose frame is its own (a

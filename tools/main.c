@@ -369,16 +369,21 @@ static int parse_duration_ms(const char *s, uint64_t min, uint64_t max, uint64_t
 	return 0;
 }
 
-/* The text, JSON or HTML report of one analysis, through the report model
- * (f NULL: text on stdout, after a blank line from the second dump on). */
-static int report_model(const struct gg_analysis *a, const struct gg_opts *o, FILE *f, int json, int i)
+/* The text, JSON, HTML, folded (folded 1) or speedscope (folded 2) report
+ * of one analysis, through the report model (f NULL: text on stdout, after
+ * a blank line from the second dump on). */
+static int report_model(const struct gg_analysis *a, const struct gg_opts *o, FILE *f, int json, int folded, int i)
 {
 	struct gg_model m;
 	if (gg_model_build(&m, a, o)) {
 		gg_error("out of memory");
 		return -1;
 	}
-	if (json) {
+	if (folded == 2) {
+		gg_report_speedscope(stdout, &m);
+	} else if (folded) {
+		gg_report_folded(stdout, &m);
+	} else if (json) {
 		gg_report_json(f, &m);
 	} else if (f) {
 		gg_report_html(f, &m);
@@ -472,19 +477,28 @@ static int cmd_report(int argc, char **argv)
 		gg_analyze(&an[i], &d[i]);
 		if (diff)
 			continue;
-		if (folded == 2) {
-			gg_report_speedscope(stdout, &an[i]);
-		} else if (folded) {
-			gg_report_folded(stdout, &an[i]);
-		} else if (hf && torch) {
+		if (hf && torch) {
 			gg_report_torch_snapshot(hf, &an[i]);
-		} else if (report_model(&an[i], &o, json ? stdout : hf ? hf : NULL, json, i)) {
+		} else if (report_model(&an[i], &o, json ? stdout : hf ? hf : NULL, json, folded, i)) {
 			rc = GG_EXIT_BADINPUT;
 			break;
 		}
 	}
-	if (diff && rc == GG_EXIT_OK)
-		gg_report_diff(stdout, &an[0], &an[1], &o, json);
+	if (diff && rc == GG_EXIT_OK) {
+		struct gg_model mo, mn;
+		if (gg_model_build(&mo, &an[0], &o)) {
+			gg_error("out of memory");
+			rc = GG_EXIT_BADINPUT;
+		} else if (gg_model_build(&mn, &an[1], &o)) {
+			gg_error("out of memory");
+			gg_model_free(&mo);
+			rc = GG_EXIT_BADINPUT;
+		} else {
+			gg_report_diff(stdout, &mo, &mn, json);
+			gg_model_free(&mo);
+			gg_model_free(&mn);
+		}
+	}
 	/* The page replaces FILE only when whole: a dump that could not be
 	 * read leaves FILE as it was. */
 	if (hf && rc == GG_EXIT_OK && gg_outfile_commit(&page, oerr, sizeof oerr)) {

@@ -133,6 +133,15 @@ static int sites(struct gg_model *m, const struct gg_analysis *a)
 		m->flame[i].bytes = a->by_bytes[i]->live_bytes;
 		m->flame[i].stack = mstack(a->d, a->by_bytes[i]->st);
 	}
+	m->nlive = a->nsites;
+	m->live = calloc(m->nlive + 1, sizeof *m->live);
+	if (!m->live)
+		return -1;
+	for (size_t i = 0; i < m->nlive; i++) {
+		m->live[i].bytes = a->by_bytes[i]->live_bytes;
+		m->live[i].count = a->by_bytes[i]->live_count;
+		m->live[i].stack = mstack(a->d, a->by_bytes[i]->st);
+	}
 	m->hist_max = 1;
 	for (int i = 0; i < GG_HIST_BUCKETS; i++) {
 		if (!a->hist_count[i])
@@ -291,6 +300,7 @@ void gg_model_free(struct gg_model *m)
 	free(m->by_bytes);
 	free(m->by_count);
 	free(m->flame);
+	free(m->live);
 	free(m->death);
 	memset(m, 0, sizeof *m);
 }

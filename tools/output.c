@@ -1,6 +1,6 @@
-/* gpuguard command: the text and JSON reports, laid out from the report
- * model (model.c) and deciding nothing of their own; and the folded-stack,
- * speedscope and diff views of the analysis. Each is a pure function of its
+/* gpuguard command: the text and JSON reports, the folded-stack and
+ * speedscope views and the diff of two dumps, all laid out from the report
+ * model (model.c), never from the analysis. Each is a pure function of its
  * input, so golden files can pin them down. */
 #include <stdlib.h>
 #include <string.h>
@@ -763,15 +763,15 @@ static void folded_frame(FILE *f, const struct gg_frame *fr)
 	}
 }
 
-static void folded_stack(FILE *f, const struct gg_dump *d, uint64_t st)
+static void folded_stack(FILE *f, const struct gg_mstack *ms)
 {
-	struct gg_stack *s = st ? gg_dump_stack(d, st) : NULL;
-	if (!st) {
+	const struct gg_stack *s = ms->s;
+	if (!ms->id) {
 		fputs("[no stack]", f);
 		return;
 	}
 	if (!s || !s->nframes) {
-		fprintf(f, "[stack %llu]", (unsigned long long)st);
+		fprintf(f, "[stack %llu]", (unsigned long long)ms->id);
 		return;
 	}
 	for (uint32_t i = s->nframes; i-- > 0;) {
@@ -781,14 +781,14 @@ static void folded_stack(FILE *f, const struct gg_dump *d, uint64_t st)
 	}
 }
 
-void gg_report_folded(FILE *f, const struct gg_analysis *a)
+void gg_report_folded(FILE *f, const struct gg_model *m)
 {
-	for (size_t i = 0; i < a->nsites; i++) {
-		const struct gg_site *s = a->by_bytes[i];
-		if (!s->live_bytes)
+	for (size_t i = 0; i < m->nlive; i++) {
+		const struct gg_mlive *s = &m->live[i];
+		if (!s->bytes)
 			continue;
-		folded_stack(f, a->d, s->st);
-		fprintf(f, " %llu\n", (unsigned long long)s->live_bytes);
+		folded_stack(f, &s->stack);
+		fprintf(f, " %llu\n", (unsigned long long)s->bytes);
 	}
 }
 
@@ -824,17 +824,17 @@ static size_t ss_index(struct ss_frame **tab, size_t *n, const struct gg_frame *
 	return e->idx;
 }
 
-void gg_report_speedscope(FILE *f, const struct gg_analysis *a)
+void gg_report_speedscope(FILE *f, const struct gg_model *m)
 {
-	const struct gg_dump *d = a->d;
+	const struct gg_dump *d = m->d;
 	struct ss_frame *tab = NULL, *e, *tmp;
 	size_t nf = 0;
 	struct gg_frame nostack = {"[no stack]", "0", NULL, NULL, 0};
 	/* frames first (indexes), in order of first use */
-	for (size_t i = 0; i < a->nsites; i++) {
-		const struct gg_site *s = a->by_bytes[i];
-		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
-		if (!s->live_bytes)
+	for (size_t i = 0; i < m->nlive; i++) {
+		const struct gg_mlive *s = &m->live[i];
+		const struct gg_stack *st = s->stack.s;
+		if (!s->bytes)
 			continue;
 		if (!st || !st->nframes)
 			ss_index(&tab, &nf, &nostack);
@@ -861,13 +861,13 @@ void gg_report_speedscope(FILE *f, const struct gg_analysis *a)
 	fprintf(f,
 	        "]},\"profiles\":[{\"type\":\"sampled\",\"name\":\"live device memory\",\"unit\":\"bytes\","
 	        "\"startValue\":0,\"endValue\":%llu,\"samples\":[",
-	        (unsigned long long)a->live_bytes);
+	        (unsigned long long)m->live_bytes);
 	int first = 1;
-	for (size_t i = 0; i < a->nsites; i++) {
-		const struct gg_site *s = a->by_bytes[i];
-		if (!s->live_bytes)
+	for (size_t i = 0; i < m->nlive; i++) {
+		const struct gg_mlive *s = &m->live[i];
+		if (!s->bytes)
 			continue;
-		struct gg_stack *st = s->st ? gg_dump_stack(d, s->st) : NULL;
+		const struct gg_stack *st = s->stack.s;
 		fputs(first ? "[" : ",[", f);
 		first = 0;
 		if (!st || !st->nframes)
@@ -879,11 +879,11 @@ void gg_report_speedscope(FILE *f, const struct gg_analysis *a)
 	}
 	fputs("],\"weights\":[", f);
 	first = 1;
-	for (size_t i = 0; i < a->nsites; i++) {
-		const struct gg_site *s = a->by_bytes[i];
-		if (!s->live_bytes)
+	for (size_t i = 0; i < m->nlive; i++) {
+		const struct gg_mlive *s = &m->live[i];
+		if (!s->bytes)
 			continue;
-		fprintf(f, "%s%llu", first ? "" : ",", (unsigned long long)s->live_bytes);
+		fprintf(f, "%s%llu", first ? "" : ",", (unsigned long long)s->bytes);
 		first = 0;
 	}
 	fputs("]}]}\n", f);
@@ -903,14 +903,14 @@ struct diff_row {
 	UT_hash_handle hh;
 };
 
-static char *stack_key(const struct gg_dump *d, uint64_t st)
+static char *stack_key(const struct gg_mstack *st)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&buf, &len);
 	if (!m)
 		return NULL;
-	folded_stack(m, d, st);
+	folded_stack(m, st);
 	fclose(m);
 	return buf;
 }
@@ -924,11 +924,11 @@ static int cmp_growth(const void *x, const void *y)
 	return strcmp(a->key, b->key);
 }
 
-static void diff_add(struct diff_row **rows, const struct gg_analysis *a, int is_new)
+static void diff_add(struct diff_row **rows, const struct gg_model *m, int is_new)
 {
-	for (size_t i = 0; i < a->nsites; i++) {
-		const struct gg_site *s = a->by_bytes[i];
-		char *k = stack_key(a->d, s->st);
+	for (size_t i = 0; i < m->nlive; i++) {
+		const struct gg_mlive *s = &m->live[i];
+		char *k = stack_key(&s->stack);
 		if (!k)
 			continue;
 		struct diff_row *r = NULL;
@@ -945,27 +945,29 @@ static void diff_add(struct diff_row **rows, const struct gg_analysis *a, int is
 			free(k);
 		}
 		if (is_new) {
-			r->st_new = s->st;
-			r->b_new += s->live_bytes;
-			r->c_new += s->live_count;
+			r->st_new = s->stack.id;
+			r->b_new += s->bytes;
+			r->c_new += s->count;
 		} else {
-			r->st_old = s->st;
-			r->b_old += s->live_bytes;
-			r->c_old += s->live_count;
+			r->st_old = s->stack.id;
+			r->b_old += s->bytes;
+			r->c_old += s->count;
 		}
 	}
 }
 
 /* The process's peak as the report knows it: its peak record, else the
  * history's highest point. */
-static uint64_t diff_peak(const struct gg_analysis *a)
+static uint64_t diff_peak(const struct gg_model *m)
 {
-	return a->pv_record_bytes > a->pv_bytes ? a->pv_record_bytes : a->pv_bytes;
+	return m->peak.record_bytes > m->peak.bytes ? m->peak.record_bytes : m->peak.bytes;
 }
 
-void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
-                    int json)
+/* The sites shown: o.top of the new dump's options (main.c builds both
+ * models with the same). */
+void gg_report_diff(FILE *f, const struct gg_model *old, const struct gg_model *new_, int json)
 {
+	const struct gg_opts *o = &new_->o;
 	struct diff_row *rows = NULL, *r, *tmp;
 	diff_add(&rows, old, 0);
 	diff_add(&rows, new_, 1);
@@ -1007,14 +1009,11 @@ void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_anal
 		uint64_t po = diff_peak(old), pn = diff_peak(new_);
 		fprintf(f, "  peak %s -> %s (%s%s)", gg_bytes(po, b1), gg_bytes(pn, b2), pn < po ? "-" : "+",
 		        gg_bytes(pn < po ? po - pn : pn - po, b3));
-		if (old->npv_sites && new_->npv_sites) {
-			char l1[320], l2[320];
-			gg_stack_label(old->d, old->pv_sites[0].st, l1, sizeof l1);
-			gg_stack_label(new_->d, new_->pv_sites[0].st, l2, sizeof l2);
-			fprintf(f, "; largest at the peak: %s ", gg_bytes(old->pv_sites[0].bytes, b1));
-			put_safe(f, l1);
-			fprintf(f, " -> %s ", gg_bytes(new_->pv_sites[0].bytes, b2));
-			put_safe(f, l2);
+		if (old->peak.nsite && new_->peak.nsite) {
+			fprintf(f, "; largest at the peak: %s ", gg_bytes(old->peak.site[0].bytes, b1));
+			put_safe(f, old->peak.site[0].label);
+			fprintf(f, " -> %s ", gg_bytes(new_->peak.site[0].bytes, b2));
+			put_safe(f, new_->peak.site[0].label);
 		}
 		fprintf(f, "\n\n");
 		fprintf(f, "  %-13s %-12s %-12s %-15s %s\n", "growth", "old", "new", "allocs",

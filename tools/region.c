@@ -214,7 +214,7 @@ int gg_region_parse(struct gg_region *r, const char *path, void *buf, size_t len
 		p->has_pinned = e->has_pinned == 1;
 		p->host_pinned = p->has_pinned ? atomic_load_explicit(&e->host_pinned, memory_order_relaxed) : 0;
 		/* Died without exiting, not yet swept: its record, as the sweep
-		 * will move it to the ring (interpose/shared.c obit_write). */
+		 * will move it to the ring (interpose/shared_obit.c, gg_shared_obit_write). */
 		uint64_t obit = atomic_load_explicit(&e->obit_ms, memory_order_relaxed);
 		if (p->live == GG_LIVE_EXITED && obit && r->npending < GG_MAX_DEATHS) {
 			struct gg_death *d = &r->pending[r->npending++];

@@ -391,6 +391,11 @@ struct gg_mflame { /* a stack of the flame graph, with its live bytes */
 	struct gg_mstack stack;
 };
 
+struct gg_mlive { /* a live call site: its stack, live bytes and records */
+	uint64_t bytes, count;
+	struct gg_mstack stack;
+};
+
 struct gg_mdeath {
 	const struct gg_death *rec;
 	char verdict[160]; /* gg_death_verdict */
@@ -416,6 +421,10 @@ struct gg_model {
 	struct gg_msite *by_bytes, *by_count;
 	struct gg_mflame *flame; /* the flame graph's stacks: the first 500 by live bytes */
 	size_t nflame;
+	/* every call site, by live bytes (ties: the analysis's order), for
+	 * --folded, --speedscope and --diff */
+	struct gg_mlive *live;
+	size_t nlive;
 	struct gg_mbucket hist[GG_HIST_BUCKETS]; /* the buckets that hold any */
 	int nhist;
 	uint64_t hist_max; /* the fullest bucket's count (at least 1) */
@@ -469,17 +478,16 @@ int gg_model_build(struct gg_model *m, const struct gg_analysis *a, const struct
 void gg_model_free(struct gg_model *m);
 const char *gg_diag_key(enum gg_diag_kind kind); /* "ceiling_reached", ... */
 
-/* output.c: the text and JSON renderers of the model; the folded,
- * speedscope and diff views of the analysis. */
+/* output.c: the renderers of the model: text, JSON, the folded and
+ * speedscope views, and the diff of two. */
 void gg_report_text(FILE *f, const struct gg_model *m);
 void gg_report_json(FILE *f, const struct gg_model *m);
-void gg_report_folded(FILE *f, const struct gg_analysis *a);
-void gg_report_speedscope(FILE *f, const struct gg_analysis *a); /* speedscope JSON, unit bytes */
+void gg_report_folded(FILE *f, const struct gg_model *m);
+void gg_report_speedscope(FILE *f, const struct gg_model *m); /* speedscope JSON, unit bytes */
 /* torch.c: the pickle torch.cuda.memory._dump_snapshot writes (0, or -1 on a
  * write error). */
 int gg_report_torch_snapshot(FILE *f, const struct gg_analysis *a);
-void gg_report_diff(FILE *f, const struct gg_analysis *old, const struct gg_analysis *new_, const struct gg_opts *o,
-                    int json);
+void gg_report_diff(FILE *f, const struct gg_model *old, const struct gg_model *new_, int json);
 void gg_stack_label(const struct gg_dump *d, uint64_t st, char *out, size_t outlen);
 
 /* html.c: the HTML renderer of the model. */

@@ -171,7 +171,7 @@ struct gpuguard_region_proc {
 	/* pinned host memory this process holds (cuMemHostAlloc, hipHostMalloc
 	 * and the like), valid where has_pinned says so: an older library kept
 	 * its GPUGUARD_CONTEXT_RESERVE here, which nothing read. relaxed: a
-	 * statistic for metrics (interpose/shared.c, pinned_publish). */
+	 * statistic for metrics (interpose/shared_pinned.c, pinned_publish). */
 	_Atomic uint64_t host_pinned;
 	/* requests of this process sleeping on each entry, counted before the
 	 * entry's `waiters` and uncounted after, so a process killed while
@@ -260,7 +260,7 @@ _Static_assert(sizeof(struct gpuguard_region_death) == 96, "region death layout"
  * is the word at RUNTIME_OFF + (s * DEVICES + d) * 8. Bytes, part of the
  * slot's used[d]: its owner raises used[d] before the word and lowers the
  * word before used[d], so a slot's runtime never exceeds its used; the sweep
- * (interpose/shared.c, S3) zeroes it with the slot's used, so a member
+ * (interpose/shared_sweep.c, S3) zeroes it with the slot's used, so a member
  * killed at any instruction leaves none behind (tests/model/pod.pml). */
 #define GPUGUARD_REGION_RUNTIME_OFF ((uint32_t)GPUGUARD_REGION_V3_SIZE)
 #define GPUGUARD_REGION_RUNTIME_SIZE ((uint64_t)GPUGUARD_REGION_PROCS * GPUGUARD_REGION_DEVICES * 8u)

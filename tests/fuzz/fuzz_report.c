@@ -26,10 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			gg_report_text(sink, &m);
 			gg_report_json(sink, &m);
 			gg_report_html(sink, &m);
+			gg_report_folded(sink, &m);
+			gg_report_speedscope(sink, &m);
+			gg_report_diff(sink, &m, &m, 0);
+			gg_report_diff(sink, &m, &m, 1);
 			gg_model_free(&m);
 		}
-		gg_report_folded(sink, &a);
-		gg_report_diff(sink, &a, &a, &o, 0);
 		gg_analysis_free(&a);
 	}
 	gg_dump_free(&d);

@@ -1,6 +1,7 @@
 /* gpuguard: unit tests for ceiling.c (reserve, release, force, charge sizes,
  * memory-info virtualisation, percent limits) and the refusal bracket in
  * account.c, plus threads racing for the last bytes under a ceiling. */
+#define GG_OPTIONS_WRITER /* these tests set options (options.h) */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -176,6 +177,42 @@ TEST(percent_limits_resolve)
 	gg_ceiling_configure();
 	gg_ceiling_resolve(7, UINT64_MAX - 1);
 	CHECK_EQ_U64(atomic_load(&gg_devices[7].limit), (UINT64_MAX - 1) / 2);
+	setup(0, GG_UNLIMITED);
+}
+
+/* Issue 24: a pod region's budget is pod scope's own (adopted through the
+ * ceiling), never written into the options, and the ceiling turns its
+ * percentages into bytes as it does GPUGUARD_LIMIT's. */
+TEST(adopted_pod_limits_leave_the_options_alone)
+{
+	setup(0, GG_UNLIMITED);
+	gg_opt.limit_set = 1;
+	gg_opt.limits.dev[1] = (struct gpuguard_limit){GPUGUARD_LIMIT_BYTES, 4 * GI};
+	gg_opt.limits.dev[2] = (struct gpuguard_limit){GPUGUARD_LIMIT_PERCENT, 2500};
+	gg_ceiling_configure();
+	CHECK_EQ_U64(atomic_load(&gg_devices[1].limit), 4 * GI);
+	CHECK_EQ_U64(gg_ceiling_limit_for(2, 80 * GI), 20 * GI);
+	CHECK_EQ_U64(gg_ceiling_limit_for(2, 0), GG_LIMIT_UNRESOLVED); /* the card's size not known yet */
+	CHECK_EQ_U64(gg_ceiling_limit_for(3, 80 * GI), GG_UNLIMITED);
+	struct gpuguard_limits before = gg_opt.limits;
+	struct gpuguard_limits pod;
+	memset(&pod, 0, sizeof pod);
+	pod.dev[1] = (struct gpuguard_limit){GPUGUARD_LIMIT_PERCENT, 5000};
+	pod.dev[2] = (struct gpuguard_limit){GPUGUARD_LIMIT_BYTES, 3 * GI};
+	gg_ceiling_adopt_limits(&pod);
+	/* the options are as the environment gave them */
+	CHECK(memcmp(&before, &gg_opt.limits, sizeof before) == 0);
+	/* the books follow the pod's budget */
+	CHECK(gg_ceiling_unresolved(1));
+	CHECK_EQ_U64(atomic_load(&gg_devices[2].limit), 3 * GI);
+	CHECK_EQ_U64(gg_ceiling_limit_for(1, 80 * GI), 40 * GI);
+	gg_ceiling_resolve(1, 80 * GI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[1].limit), 40 * GI);
+	gg_ceiling_resolve(2, 80 * GI); /* bytes: untouched */
+	CHECK_EQ_U64(atomic_load(&gg_devices[2].limit), 3 * GI);
+	gg_ceiling_adopt_limits(NULL); /* the options' own again */
+	CHECK_EQ_U64(atomic_load(&gg_devices[1].limit), 4 * GI);
+	CHECK(gg_ceiling_unresolved(2));
 	setup(0, GG_UNLIMITED);
 }
 
@@ -537,6 +574,7 @@ int main(void)
 	RUN(overflow_refused);
 	RUN(peak_and_force);
 	RUN(percent_limits_resolve);
+	RUN(adopted_pod_limits_leave_the_options_alone);
 	RUN(bad_limit_refuses_as_config);
 	RUN(charge_size_rules);
 	RUN(meminfo_virtualised);

@@ -3,6 +3,7 @@
  * pre-charge (admitted, refused past the ceiling, undone when the driver
  * refuses), and which refusals are the runtime's doing. No NVML here: the
  * reconcile finds none and leaves the charge as the pre-charge set it. */
+#define GG_OPTIONS_WRITER /* these tests set options (options.h) */
 #include <stdatomic.h>
 
 #include "../harness.h"

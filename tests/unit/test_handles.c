@@ -4,6 +4,7 @@
  * never charged nor an untracked free; a refused call changes nothing.
  * handles.c is not in the list this test links (the Makefile's
  * UNIT_CORE_test_handles), so it is compiled in. */
+#define GG_OPTIONS_WRITER /* these tests set options (options.h) */
 #include "../harness.h"
 #include "handles.c"
 

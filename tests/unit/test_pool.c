@@ -3,6 +3,7 @@
  * The device's `used` must always equal the pools' reserves plus the other
  * charges once settled, a warm reserve is never refused, and growth past the
  * ceiling is. */
+#define GG_OPTIONS_WRITER /* these tests set options (options.h) */
 #include <pthread.h>
 #include <stdatomic.h>
 

@@ -5,6 +5,7 @@
  * unwinder and depth are fixed at the first capture, so each case runs in a
  * child of its own; interning itself is test_history's. */
 #define _GNU_SOURCE
+#define GG_OPTIONS_WRITER /* these tests set options (options.h) */
 #include <dlfcn.h>
 #include <string.h>
 #include <sys/wait.h>
