@@ -157,6 +157,7 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 	gg_log_bytes(rq, sizeof rq, req_size);
 	gg_log_bytes(us, sizeof us, used);
 	int n;
+	struct gg_footprint_dmem dl;
 	if (why == GPUGUARD_REFUSED_DRIVER)
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d failed: the driver is out of memory (%s charged); "
@@ -167,7 +168,18 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		             "gpuguard: %s of %s on device %d refused: GPUGUARD_LIMIT is not valid, every allocation "
 		             "is refused; pid %d\n",
 		             gg_dump_api_name(req_api), rq, dev, (int)getpid());
-	else if (gg_footprint_refusal_is_runtime(dev, req_size)) {
+	else if (gg_footprint_driver_limit(dev, &dl) && dl.binds) {
+		char hb[32], ub[32];
+		n = snprintf(
+		    line, sizeof line,
+		    "gpuguard: %s of %s on device %d refused at the ceiling set by the driver's limit: %s of "
+		    "%s%s used; the cgroup's hard limit (MPS memory partitioning) is %s, of which its processes "
+		    "used %s; refused before the driver would%s; pid %d; dumps in %s\n",
+		    gg_dump_api_name(req_api), rq, dev, us, gg_log_bytes(li, sizeof li, lim),
+		    ds.pod ? " (the pod's budget)" : "", gg_log_bytes(hb, sizeof hb, dl.hard),
+		    gg_log_bytes(ub, sizeof ub, dl.used), gg_opt.wait_ms ? " after waiting" : "", (int)getpid(),
+		    gg_opt.dump_dir);
+	} else if (gg_footprint_refusal_is_runtime(dev, req_size)) {
 		struct gg_footprint_stats fs;
 		char rt[32];
 		gg_footprint_read(dev, &fs);

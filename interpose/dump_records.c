@@ -146,6 +146,13 @@ void gg_dump_rec_devices(struct gg_out *o, const struct gg_dump_req *req, const 
 		GG_OUT_U64(o, device, runtime, fs.charged);
 		GG_OUT_KEY(o, device, runtime_driver);
 		gg_out_u64_or_null(o, fs.driver != 0, fs.driver);
+		struct gg_footprint_dmem dl;
+		if (gg_footprint_driver_limit(d, &dl)) {
+			GG_OUT_U64(o, device, driver_limit, dl.hard);
+			GG_OUT_U64(o, device, driver_limit_used, dl.used);
+			GG_OUT_KEY(o, device, own_limit);
+			gg_out_u64_or_null(o, dl.own < GG_LIMIT_UNRESOLVED, dl.own);
+		}
 		gg_out_end_record(o);
 	}
 }

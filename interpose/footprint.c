@@ -4,7 +4,9 @@
  * category, "runtime": the driver's own per-process figure (NVML's used
  * memory for our PID) less the books, reconciled at moments the hot path
  * never sees (docs/sharing.md says which and why), and pre-charged where
- * the growth can be foreseen (cuCtxSetLimit). */
+ * the growth can be foreseen (cuCtxSetLimit). Where the driver enforces a
+ * limit itself (MPS v3 memory partitioning, a cgroup's dmem.max), the
+ * ceiling is kept under it, read at the same moments. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -54,6 +56,16 @@ struct fp_dev {
 	gg_nvmlDevice_t handle;
 	int handle_state; /* under lock: 0 not looked up, 1 found, -1 none */
 	int card_checked; /* under lock: card_check ran */
+	/* The driver's own limit (dmem_update). Under lock: whether it was
+	 * asked (0 not yet, 1 a hard limit found, -1 none or no
+	 * partitioning) and which cgroup levels have one (bit 0: ours, 1 its
+	 * parent, ...). Relaxed figures for readers: the binding level's
+	 * limits and use at the last reading, the ceiling gpuguard has of
+	 * its own, and the one it keeps now. */
+	int dmem_state;
+	unsigned dmem_levels;
+	_Atomic uint32_t dmem_found; /* the figures below are written (release, after them) */
+	_Atomic uint64_t dmem_hard, dmem_soft, dmem_used, dmem_own, dmem_ceiling;
 };
 static struct fp_dev fp[GG_MAX_DEVICES] = {
     [0 ... GG_MAX_DEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
@@ -78,6 +90,7 @@ static struct {
 	gg_pfn_nvmlDeviceGetComputeRunningProcesses_v2 procs2;
 	gg_pfn_nvmlDeviceGetMemoryInfo_v2 mem2;
 	gg_pfn_nvmlDeviceGetMemoryInfo mem1;
+	gg_pfn_nvmlDeviceGetMemoryLimits_v1 limits; /* NULL before driver r615: no partitioning */
 	int ok;
 } nv;
 static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
@@ -99,6 +112,7 @@ static void nv_load(void)
 	nv.mem2 = (gg_pfn_nvmlDeviceGetMemoryInfo_v2)gg_real_dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
 	nv.mem1 = (gg_pfn_nvmlDeviceGetMemoryInfo)gg_real_dlsym(h, "nvmlDeviceGetMemoryInfo");
 	nv.shutdown = (gg_pfn_nvmlShutdown)gg_real_dlsym(h, "nvmlShutdown");
+	nv.limits = (gg_pfn_nvmlDeviceGetMemoryLimits_v1)gg_real_dlsym(h, "nvmlDeviceGetMemoryLimits_v1");
 	nv.ok = nv.init && nv.shutdown && nv.by_uuid && (nv.procs3 || nv.procs2);
 }
 
@@ -193,10 +207,64 @@ static int has_pid(const gg_nvmlProcessInfo_t *p, unsigned n, uint32_t pid)
 	return 0;
 }
 
+/* This process's cgroup v2 as the driver's nameSpace wants it: "full path
+ * to sysfs cgroup" (NVML's nvmlGetMemoryLimits_v1_t), so /sys/fs/cgroup and
+ * the path of /proc/self/cgroup's "0::" line, or GPUGUARD_CGROUP's. Inside
+ * a container with a cgroup namespace that line is the namespace's view
+ * ("0::/") and /sys/fs/cgroup is the container's own cgroup, so the path
+ * names the same directory from where NVML runs. "" = none. Read once. */
+#define CG_ROOT "/sys/fs/cgroup"
+static char cg_path[sizeof(CG_ROOT) + 4096];
+static size_t cg_len;
+
+static void cgroup_read(void)
+{
+	char buf[4096];
+	const char *rel = gg_opt.cgroup && *gg_opt.cgroup ? gg_opt.cgroup : NULL;
+	int from_opt = rel != NULL;
+	if (!rel) {
+		int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			return;
+		buf[n] = '\0';
+		/* cgroup v2's one line, "0::/path"; v1 lines have controllers */
+		char *p = strncmp(buf, "0::", 3) == 0 ? buf : strstr(buf, "\n0::");
+		if (!p)
+			return;
+		p += p == buf ? 3 : 4;
+		p[strcspn(p, "\n")] = '\0';
+		rel = p;
+	}
+	size_t n = strlen(rel);
+	while (n > 1 && rel[n - 1] == '/')
+		n--;
+	if (rel[0] != '/' || sizeof(CG_ROOT) + n > sizeof cg_path) {
+		if (from_opt)
+			gg_log(
+			    GG_LOG_WARN,
+			    "GPUGUARD_CGROUP=%s is not valid; accepted: an absolute cgroup v2 path as "
+			    "/proc/self/cgroup writes it (/kubepods/pod1/ctr); the driver's memory limit is not read",
+			    rel);
+		return;
+	}
+	if (n == 1) /* the root: its own directory, no trailing '/' */
+		n = 0;
+	memcpy(cg_path, CG_ROOT, sizeof(CG_ROOT) - 1);
+	memcpy(cg_path + sizeof(CG_ROOT) - 1, rel, n);
+	cg_len = sizeof(CG_ROOT) - 1 + n;
+	cg_path[cg_len] = '\0';
+}
+
 static void pid_once(void)
 {
 	nv_load();
 	ns_pid = outer_nspid();
+	if (nv.limits)
+		cgroup_read();
 }
 
 /* Our entry among p[0..n), or -1. */
@@ -548,6 +616,7 @@ static void fallback(int dev, const char *why)
 }
 
 static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, unsigned *n);
+static void dmem_update(int dev, gg_nvmlDevice_t h, uint64_t drv);
 
 /* The driver's figure for us on dev: 0 and *out, or -1 (said once). Under
  * the device's lock. p, n: the process list read, for the caller. */
@@ -615,7 +684,135 @@ static int driver_figure_in(int dev, uint64_t *out, gg_nvmlProcessInfo_t *p, uns
 		return -1;
 	}
 	*out = p[i].usedGpuMemory;
+	dmem_update(dev, h, *out);
 	return 0;
+}
+
+/* ---- the driver's own limit: MPS v3 memory partitioning ----------------- */
+
+/* Cgroup levels read: ours and up to 7 above it (dmem.max binds a whole
+ * subtree, so a limit on the pod's cgroup holds its containers). */
+#define DMEM_LEVELS 8
+
+/* The ceiling gpuguard has of its own on dev: the limits in force
+ * (GPUGUARD_LIMIT, or the pod's budget once adopted; a percentage of NVML's
+ * total), GG_UNLIMITED for none. */
+static uint64_t own_ceiling(int dev, gg_nvmlDevice_t h)
+{
+	gg_nvmlMemory_t m;
+	uint64_t total = nv.mem1 && nv.mem1(h, &m) == GG_NVML_SUCCESS ? m.total : 0;
+	return gg_ceiling_limit_for(dev, total);
+}
+
+static int said_dmem[GG_MAX_DEVICES]; /* under each device's lock */
+
+/* Reads the driver's limits on our cgroup and those above it, and keeps
+ * dev's ceiling at min(our own, the room the tightest one leaves us). A
+ * cgroup's currentUsed counts every process in it (and below), contexts
+ * and modules included; ours is the part of it that the budget already
+ * holds: this process's own figure in process scope; in pod scope the
+ * other members' charge and our own figure (its members share the
+ * cgroup; their headroom counts as theirs, which errs by at most their
+ * headroom, kept inside the ceiling anyway). So the room is
+ * hard - (currentUsed - ours), and a budget at the ceiling leaves the
+ * cgroup at its hard limit less our headroom. Under the device's lock,
+ * NVML entered. The levels with a limit are found at the first reading;
+ * a limit set later on another level is not seen (docs/sharing.md). */
+static void dmem_update(int dev, gg_nvmlDevice_t h, uint64_t drv)
+{
+	struct fp_dev *d = &fp[dev];
+	if (!nv.limits || !cg_len || d->dmem_state < 0 || gg_opt.limit_bad)
+		return;
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	uint64_t ours = drv;
+	if (b->region && b->mine) {
+		/* relaxed: figures; the next reading corrects a stale one */
+		uint64_t pod = gpuguard_region_used(b->region, b->entry);
+		uint64_t mine = atomic_load_explicit(b->mine, memory_order_relaxed);
+		ours = (pod > mine ? pod - mine : 0) + drv;
+	}
+	char path[sizeof cg_path];
+	memcpy(path, cg_path, cg_len + 1);
+	size_t len = cg_len;
+	int first = d->dmem_state == 0;
+	uint64_t room = UINT64_MAX, hard = 0, soft = 0, used = 0;
+	for (unsigned lvl = 0; lvl < DMEM_LEVELS; lvl++) {
+		if (first || (d->dmem_levels & (1u << lvl))) {
+			gg_nvmlGetMemoryLimits_v1_t l = {.nameSpace = path};
+			gg_nvmlReturn_t rc = nv.limits(h, &l);
+			if (rc == GG_NVML_SUCCESS && l.hardLimit != GG_NVML_DEVICE_MEMORY_LIMIT_MAX) {
+				d->dmem_levels |= 1u << lvl;
+				uint64_t others = l.currentUsed > ours ? l.currentUsed - ours : 0;
+				uint64_t r = l.hardLimit > others ? l.hardLimit - others : 0;
+				if (r < room) {
+					room = r;
+					hard = l.hardLimit;
+					soft = l.softLimit;
+					used = l.currentUsed;
+				}
+			} else if (first && lvl == 0 && rc != GG_NVML_SUCCESS && rc != GG_NVML_ERROR_NOT_FOUND) {
+				break; /* no partitioning here (an older NVML, MIG, not supported): off, silently */
+			}
+		}
+		if (len <= sizeof(CG_ROOT) - 1)
+			break; /* the root read */
+		while (len > sizeof(CG_ROOT) - 1 && path[len - 1] != '/')
+			len--;
+		len--; /* the '/' before the last name */
+		path[len] = '\0';
+	}
+	if (first)
+		d->dmem_state = d->dmem_levels ? 1 : -1;
+	if (d->dmem_state < 0 || room == UINT64_MAX)
+		return;
+	uint64_t own = own_ceiling(dev, h);
+	uint64_t ceiling = own < room ? own : room;
+	/* relaxed: figures for readers, written under the lock */
+	atomic_store_explicit(&d->dmem_hard, hard, memory_order_relaxed);
+	atomic_store_explicit(&d->dmem_soft, soft, memory_order_relaxed);
+	atomic_store_explicit(&d->dmem_used, used, memory_order_relaxed);
+	atomic_store_explicit(&d->dmem_own, own, memory_order_relaxed);
+	atomic_store_explicit(&d->dmem_ceiling, ceiling, memory_order_relaxed);
+	/* release: a reader that sees the flag (acquire) sees the first
+	 * figures above whole; later ones are a snapshot, as any figure */
+	atomic_store_explicit(&d->dmem_found, 1, memory_order_release);
+	/* relaxed: the limit is a plain number, read with relaxed loads by
+	 * every reservation (gg_ceiling_resolve sets it the same way); a
+	 * request racing this store is judged by either ceiling. In pod
+	 * scope it is the pod's word, and every member sets it alike. */
+	atomic_store_explicit(b->limit, ceiling, memory_order_relaxed);
+	if (!said_dmem[dev]) {
+		said_dmem[dev] = 1;
+		char hb[32], sb[32], cb[32];
+		gg_log(
+		    GG_LOG_INFO,
+		    "driver memory limit on device %d: hard %s, soft %s (cgroup %s); gpuguard's ceiling is %s%s", dev,
+		    gg_log_bytes(hb, sizeof hb, hard), gg_log_bytes(sb, sizeof sb, soft), cg_path,
+		    gg_log_bytes(cb, sizeof cb, ceiling),
+		    own >= GG_LIMIT_UNRESOLVED
+		        ? " (no GPUGUARD_LIMIT: the driver's limit, less what others in the cgroup use, is the ceiling)"
+		    : own > room ? " (the driver's limit binds: gpuguard refuses first)"
+		                 : " (GPUGUARD_LIMIT binds)");
+	}
+}
+
+int gg_footprint_driver_limit(int dev, struct gg_footprint_dmem *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (dev < 0 || dev >= GG_MAX_DEVICES)
+		return 0;
+	struct fp_dev *d = &fp[dev];
+	/* acquire: pairs with dmem_update's release */
+	if (!atomic_load_explicit(&d->dmem_found, memory_order_acquire))
+		return 0;
+	/* relaxed: a snapshot of figures */
+	out->hard = atomic_load_explicit(&d->dmem_hard, memory_order_relaxed);
+	out->soft = atomic_load_explicit(&d->dmem_soft, memory_order_relaxed);
+	out->used = atomic_load_explicit(&d->dmem_used, memory_order_relaxed);
+	out->own = atomic_load_explicit(&d->dmem_own, memory_order_relaxed);
+	out->ceiling = atomic_load_explicit(&d->dmem_ceiling, memory_order_relaxed);
+	out->binds = out->ceiling < out->own;
+	return 1;
 }
 
 /* inflight: bytes of this thread's grant that the books hold and the
@@ -874,6 +1071,8 @@ void gg_footprint_reset(void)
 		atomic_store_explicit(&d->again, 0, memory_order_relaxed);
 		pthread_mutex_init(&d->lock, NULL);
 		d->card_checked = 0;
+		d->dmem_state = 0; /* the child asks again: its own figure is not its parent's */
+		d->dmem_levels = 0;
 	}
 	atomic_store_explicit(&my_pid, 0, memory_order_relaxed);
 	pthread_mutex_init(&diff_lock, NULL);

@@ -96,6 +96,17 @@ void gg_footprint_read(int dev, struct gg_footprint_stats *out);
 /* Whether a refusal of request bytes on dev is the runtime's doing: the
  * books alone would have fit under the ceiling. */
 int gg_footprint_refusal_is_runtime(int dev, uint64_t request);
+/* The driver's own limit on dev (MPS v3 memory partitioning: the hard
+ * limit of this process's cgroup or one above it, nvmlDeviceGetMemoryLimits_v1),
+ * at the last reconcile: 1 and *out where one was found, else 0. */
+struct gg_footprint_dmem {
+	uint64_t hard, soft; /* the binding cgroup's limits */
+	uint64_t used;       /* what that cgroup used then (everyone in it) */
+	uint64_t own;        /* gpuguard's own ceiling (GG_UNLIMITED: none) */
+	uint64_t ceiling;    /* the ceiling kept: min(own, hard - what others in the cgroup use) */
+	int binds;           /* the driver's limit set the ceiling (ceiling < own) */
+};
+int gg_footprint_driver_limit(int dev, struct gg_footprint_dmem *out);
 /* Fork child: figures and PID forgotten. */
 void gg_footprint_reset(void);
 

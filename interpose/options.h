@@ -33,6 +33,7 @@ struct gg_options {
 	uint64_t context_reserve;    /* bytes */
 	int runtime;                 /* GPUGUARD_RUNTIME: charge the driver's per-process figure */
 	uint64_t runtime_headroom;   /* bytes held for growth between reconciles */
+	const char *cgroup;          /* GPUGUARD_CGROUP; "" = from /proc/self/cgroup */
 	uint64_t wait_ms;            /* GPUGUARD_ON_LIMIT=wait:<ms>; 0 = fail */
 	const char *termination_log; /* GPUGUARD_TERMINATION_LOG; "" = off */
 	int unwinder_fp;             /* GPUGUARD_TEST_UNWINDER=frame-pointer */

@@ -1124,6 +1124,12 @@ static void ceiling_advice(struct gg_analysis *a, const struct dctx *c, struct g
 	if (!a->sizing && c->dev && c->dev->has_driver_total && rec * GiB > c->dev->driver_total)
 		change(g, "note: %lluGi is more than the card's %s: lowering the batch size is the only way",
 		       (unsigned long long)rec, gg_bytes(c->dev->driver_total, b1));
+	/* issue 22: under a driver's limit that binds, ours alone cannot grow */
+	if (c->dev && c->dev->has_driver_limit && limit && (!c->dev->has_own_limit || limit < c->dev->own_limit))
+		change(g,
+		       "note: a higher GPUGUARD_LIMIT alone changes nothing here: the driver's limit on the "
+		       "cgroup (%s) sets the ceiling; raise that as well",
+		       gg_bytes(c->dev->driver_limit, b1));
 }
 
 static void diag_ceiling(struct gg_analysis *a, const struct dctx *c, struct gg_diag *g)
@@ -1143,6 +1149,18 @@ static void diag_ceiling(struct gg_analysis *a, const struct dctx *c, struct gg_
 		         (unsigned long long)dev->refused_ceiling, gg_bytes(limit, b1), gg_bytes(peak, b2));
 	if (dev && dev->pod && dev->process_used < used)
 		pod_evidence(g, d, dv, dev->process_used, used);
+	/* issue 22: the ceiling was the driver's own limit (MPS memory
+	 * partitioning), less what others in the cgroup use */
+	if (dev && dev->has_driver_limit && limit && (!dev->has_own_limit || limit < dev->own_limit)) {
+		evidence(g,
+		         "the ceiling of %s is the driver's limit: the cgroup's hard limit (MPS memory partitioning, "
+		         "dmem.max) is %s, of which its processes used %s at the last reading; gpuguard's own "
+		         "ceiling is %s, and it refused before the driver would",
+		         gg_bytes(limit, b1), gg_bytes(dev->driver_limit, b2), gg_bytes(dev->driver_limit_used, b3),
+		         dev->has_own_limit ? gg_bytes(dev->own_limit, b4) : "none");
+		change(g, "raise the cgroup's device memory limit (nvidia-smi memory-limits, dmem.max), or lower "
+		          "what the other processes in the cgroup use");
+	}
 	/* issue 22: the books alone would have fit; what the driver
 	 * holds beyond them (context, modules, local memory) did not */
 	if (dev && dev->has_runtime && dev->runtime && d->has_request && limit &&

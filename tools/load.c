@@ -206,6 +206,11 @@ static int rec_device(struct loader *l, const struct gg_jval *o)
 	    (get_u64(l, o, GPUGUARD_KEY(device, runtime), &v.runtime, NULL) ||
 	     get_u64(l, o, GPUGUARD_KEY(device, runtime_driver), &v.runtime_driver, &v.has_runtime_driver)))
 		goto bad;
+	v.has_driver_limit = gg_json_get(&l->j, o, GPUGUARD_KEY(device, driver_limit)) != NULL;
+	if (v.has_driver_limit && (get_u64(l, o, GPUGUARD_KEY(device, driver_limit), &v.driver_limit, NULL) ||
+	                           get_u64(l, o, GPUGUARD_KEY(device, driver_limit_used), &v.driver_limit_used, NULL) ||
+	                           get_u64(l, o, GPUGUARD_KEY(device, own_limit), &v.own_limit, &v.has_own_limit)))
+		goto bad;
 	if (scope && strcmp(scope, "pod") && strcmp(scope, "process")) {
 		lfail(l, "field \"scope\": expected \"pod\" or \"process\"");
 		goto bad;

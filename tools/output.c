@@ -500,6 +500,11 @@ static void json_devices(FILE *f, const struct gg_model *m)
 			json_kv_u(f, "runtime", v->runtime, 1);
 			json_opt_u(f, "runtime_driver", v->has_runtime_driver, v->runtime_driver);
 		}
+		if (v->has_driver_limit) {
+			json_kv_u(f, "driver_limit", v->driver_limit, 1);
+			json_kv_u(f, "driver_limit_used", v->driver_limit_used, 1);
+			json_opt_u(f, "own_limit", v->has_own_limit, v->own_limit);
+		}
 		json_opt_u(f, "driver_free", v->has_driver_free, v->driver_free);
 		fprintf(f, "\"driver_total\":");
 		if (v->has_driver_total)

@@ -110,6 +110,11 @@ struct gg_dump_device {
 	 * process_used, and the driver's per-process figure (has_: read) */
 	int has_runtime, has_runtime_driver;
 	uint64_t runtime, runtime_driver;
+	/* issue 22: the driver's own limit (MPS memory partitioning), where one
+	 * was found: the cgroup's hard limit, its use, gpuguard's own ceiling
+	 * (has_own_limit 0: none) */
+	int has_driver_limit, has_own_limit;
+	uint64_t driver_limit, driver_limit_used, own_limit;
 };
 
 struct gg_config {

@@ -38,7 +38,13 @@
  *     pre-charges included), and the driver's own per-process figure
  *     (NVML's used memory for this process) it was last reconciled
  *     against, null when never read. Readers treat both as absent in older
- *     dumps.
+ *     dumps. Where the driver enforces a limit itself (MPS v3 memory
+ *     partitioning: a cgroup's dmem.max, issue 22) also
+ *     "driver_limit":N,"driver_limit_used":N,"own_limit":N|null after
+ *     runtime_driver: the binding cgroup's hard limit, what all its
+ *     processes used at the last reading, and the ceiling gpuguard has of
+ *     its own (null: none); limit is then the smaller of own_limit and the
+ *     room the cgroup leaves. Absent where no such limit was found.
  *  3b {"t":"pod","slot":N,"pid":N,"comm":"...","self":0|1,"alive":0|1,
  *     "dev":N,"used":N}
  *     pod scope only: one per process of the pod (this one included,

@@ -47,6 +47,7 @@ typedef struct gg_nvmlProcessInfo_t {
 #define GG_NVML_ERROR_NO_PERMISSION 4
 #define GG_NVML_ERROR_NOT_FOUND 6
 #define GG_NVML_ERROR_INSUFFICIENT_SIZE 7
+#define GG_NVML_ERROR_FUNCTION_NOT_FOUND 13
 #define GG_NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
 #define GG_NVML_ERROR_GPU_NOT_FOUND 28
 #define GG_NVML_ERROR_UNKNOWN 999
@@ -87,6 +88,32 @@ typedef struct gg_nvmlProcessInfo_t {
 	X(nvmlDeviceGetComputeRunningProcesses, /* legacy: the v1 layout */                  \
 	  (gg_nvmlDevice_t device, unsigned int *infoCount, gg_nvmlProcessInfo_v1_t *infos))
 
+/* MPS v3 memory partitioning (CUDA 13.4, driver r615; NVML API reference,
+ * nvmlDeviceGetMemoryLimits_v1 and struct nvmlGetMemoryLimits_v1_t, and
+ * docs.nvidia.com/deploy/mps/latest/mpsv3-memory-partitioning.html): the
+ * limits the driver enforces on a cgroup v2 (the dmem controller: hard =
+ * dmem.max, an allocation past it fails with out-of-memory; soft =
+ * dmem.min) and what the cgroup uses, all device memory of its processes
+ * counted. Declared here and outside GG_NVML_FUNCS: CUDA 13.0's nvml.h,
+ * the toolkit here, has neither, so the conformance test cannot check
+ * them, and callers resolve the function at run time (older drivers lack
+ * it). MIG handles are not supported. The layout is the documented one:
+ * one pointer then three unsigned long long. */
+typedef struct gg_nvmlGetMemoryLimits_v1_t {
+	const char *nameSpace;          /* [in] full path to the cgroup's sysfs directory */
+	unsigned long long softLimit;   /* [out] bytes; 0 = none */
+	unsigned long long hardLimit;   /* [out] bytes; GG_NVML_DEVICE_MEMORY_LIMIT_MAX = none */
+	unsigned long long currentUsed; /* [out] bytes the cgroup uses on the device */
+} gg_nvmlGetMemoryLimits_v1_t;          /* nvmlGetMemoryLimits_v1_t */
+/* NVML_DEVICE_MEMORY_LIMIT_MAX: "no hard limit". Its value is not in the
+ * pages we could read; all ones is assumed (dmem.max reads "max"), and any
+ * hard limit at or above the card's memory is treated as none anyway. */
+#define GG_NVML_DEVICE_MEMORY_LIMIT_MAX (~0ull)
+_Static_assert(sizeof(void *) != 8 || sizeof(gg_nvmlGetMemoryLimits_v1_t) == 32,
+               "nvmlGetMemoryLimits_v1_t is 32 bytes on LP64");
+typedef gg_nvmlReturn_t (*gg_pfn_nvmlDeviceGetMemoryLimits_v1)(gg_nvmlDevice_t device,
+                                                               gg_nvmlGetMemoryLimits_v1_t *limits);
+
 #ifdef GG_ABI_NO_PROTOTYPES
 #define GG_NVML_DECLARE(name, params) typedef gg_nvmlReturn_t(*gg_pfn_##name) params;
 #else
@@ -94,6 +121,7 @@ typedef struct gg_nvmlProcessInfo_t {
 	typedef gg_nvmlReturn_t(*gg_pfn_##name) params; \
 	gg_nvmlReturn_t name params;
 const char *nvmlErrorString(gg_nvmlReturn_t result);
+gg_nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(gg_nvmlDevice_t device, gg_nvmlGetMemoryLimits_v1_t *limits);
 #endif
 GG_NVML_FUNCS(GG_NVML_DECLARE)
 #undef GG_NVML_DECLARE

@@ -67,6 +67,10 @@
 	X(RUNTIME_HEADROOM, runtime_headroom, COUNT, "32Mi", 0, 1ull << 40, NULL, NULL, NULL, "a quantity: 32Mi, 0",   \
 	  "held inside the ceiling, once the driver shows a runtime, for growth between reconciles (lazy module "      \
 	  "loads, a launch's local memory, the heap and FIFO's first use)")                                            \
+	X(CGROUP, cgroup, PATH, "", 0, 4095, NULL, NULL, NULL,                                                         \
+	  "a cgroup v2 path (/kubepods/pod1/ctr); empty = this process's own, from /proc/self/cgroup",                 \
+	  "the cgroup whose driver-enforced device memory limit (MPS v3 memory partitioning) gpuguard reads and "      \
+	  "keeps under; its parents' are read too")                                                                    \
 	X(ON_LIMIT, wait_ms, ON_LIMIT, "fail", 0, 0, NULL, NULL, "L", "fail | wait:<duration> (wait:2s, wait:500ms)",  \
 	  "past the ceiling: fail at once, or wait up to the duration for memory freed anywhere in the budget")        \
 	X(TERMINATION_LOG, termination_log, PATH, "/dev/termination-log", 0, 4095, NULL,                               \

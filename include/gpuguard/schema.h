@@ -33,6 +33,7 @@
 	K(device, refused_ceiling, 1) K(device, refused_config, 1) K(device, refused_driver, 1)                       \
 	K(device, pool_overshoot, 1) K(device, driver_free, 1) K(device, driver_total, 1) K(device, scope, 0)         \
 	K(device, process_used, 0) K(device, wait_ms, 0) K(device, runtime, 0) K(device, runtime_driver, 0)            \
+	K(device, driver_limit, 0) K(device, driver_limit_used, 0) K(device, own_limit, 0)                            \
 	K(pod, slot, 1) K(pod, pid, 1) K(pod, comm, 1) K(pod, self, 1) K(pod, alive, 1) K(pod, dev, 1)                \
 	K(pod, used, 1)                                                                                               \
 	K(death, n, 1) K(death, pid, 1) K(death, comm, 1) K(death, start_ms, 1) K(death, last_ms, 1)                  \

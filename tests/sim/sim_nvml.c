@@ -386,6 +386,36 @@ gg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(gg_nvmlDevice_t device, uns
 	return processes(device, infoCount, infos, 1);
 }
 
+/* ------------------------- MPS v3 memory partitioning (the cgroup's limits) */
+
+/* nvmlDeviceGetMemoryLimits_v1 (CUDA 13.4, driver r615): the limits the
+ * driver enforces on the cgroup whose sysfs directory nameSpace names, and
+ * what it uses, on the shared card's model (simcard.c). Not on a card of
+ * one process's own (NOT_SUPPORTED, as on a driver without partitioning);
+ * SIMGPU_NVML_NO_MEMORY_LIMITS=1 answers as an NVML that predates the
+ * function would through a stub (FUNCTION_NOT_FOUND). A path no process on
+ * the card was ever in, or below: NOT_FOUND (NVIDIA's page names no code
+ * for it; ours is a guess). Its own block, apart from the rest, so that
+ * it merges alongside other additions. */
+gg_nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(gg_nvmlDevice_t device, gg_nvmlGetMemoryLimits_v1_t *limits)
+{
+	REQUIRE_DEV(dev, device);
+	const char *off = getenv("SIMGPU_NVML_NO_MEMORY_LIMITS");
+	if (off && !strcmp(off, "1"))
+		return GG_NVML_ERROR_FUNCTION_NOT_FOUND;
+	if (!limits || !limits->nameSpace)
+		return GG_NVML_ERROR_INVALID_ARGUMENT;
+	if (!sim_card_shared())
+		return GG_NVML_ERROR_NOT_SUPPORTED;
+	uint64_t soft, hard, used;
+	if (sim_card_dmem(dev, limits->nameSpace, &soft, &hard, &used) != 0)
+		return GG_NVML_ERROR_NOT_FOUND;
+	limits->softLimit = soft;
+	limits->hardLimit = hard ? hard : GG_NVML_DEVICE_MEMORY_LIMIT_MAX;
+	limits->currentUsed = used;
+	return GG_NVML_SUCCESS;
+}
+
 /* ----------------------------------------------- topology queries (NCCL) */
 
 /* What NCCL asks of NVML to build its topology, for a PCIe card without

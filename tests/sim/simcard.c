@@ -3,7 +3,10 @@
  * a POSIX shared memory object made by the first process; a process-shared
  * robust mutex guards them, and each process has an entry keyed by pid and
  * start time that is swept once the process is gone, so a death (kill -9
- * included) gives its memory back, as the kernel driver does at exit. */
+ * included) gives its memory back, as the kernel driver does at exit. A
+ * process's cgroup v2 may carry a hard limit the driver enforces itself
+ * (MPS v3 memory partitioning: SIMGPU_DMEM_MAX), over all device memory of
+ * the cgroup's processes. */
 #define _GNU_SOURCE
 #include "simcore.h"
 
@@ -19,16 +22,28 @@
 #include <unistd.h>
 
 #define CARD_MAGIC 0x31445241434d4953ull /* "SIMCARD1" */
-#define CARD_VERSION 1u
+#define CARD_VERSION 2u
 #define CARD_PROCS 64     /* processes on one card at a time */
 #define CARD_WAIT_MS 5000 /* how long a joiner waits for the creator */
 #define CARD_NAME_MAX 100
+#define CARD_CGROUPS 32      /* cgroups with processes on the card, ever */
+#define CARD_CGROUP_PATH 256 /* "/sys/fs/cgroup/..." */
+#define CGROUP_ROOT "/sys/fs/cgroup"
 
 struct card_proc {
 	int32_t pid;       /* as /proc names it; 0: a free entry */
 	uint32_t nvml_pid; /* what NVML reports */
 	uint64_t start;    /* its start time (proc_stat): a reused pid is another process */
+	int32_t cg;        /* its cgroup: an index into card.cg, -1 none */
 	uint64_t use[SIM_MAX_DEVICES][SIM_USE_N];
+};
+
+/* A cgroup v2 that a process on the card is in, by its sysfs path, with
+ * the limits SIMGPU_DMEM_MAX / _MIN set on it (on every device of the
+ * card; 0 = none). Entries stay for the card's life. */
+struct card_cgroup {
+	char path[CARD_CGROUP_PATH];
+	uint64_t hard, soft;
 };
 
 struct card {
@@ -42,6 +57,8 @@ struct card {
 	uint64_t total, reserved, uuid_seed;
 	uint64_t used[SIM_MAX_DEVICES]; /* sum of the live entries' use */
 	struct card_proc proc[CARD_PROCS];
+	int32_t ncg, limited; /* cgroups in cg; 1 once any has a hard limit */
+	struct card_cgroup cg[CARD_CGROUPS];
 };
 
 static struct card *g_card; /* NULL: this library's cards are its own */
@@ -204,6 +221,148 @@ static void card_sweep_unlocked(void)
 	}
 }
 
+/* ------------------------------------------------------------ cgroups */
+
+/* This process's cgroup v2 as the driver finds it: the "0::" line of
+ * /proc/self/cgroup, under /sys/fs/cgroup; SIMGPU_CGROUP (a path such as
+ * /pods/a) stands for that line, so that tests put processes in cgroups of
+ * their own without root. "" if neither says. */
+static void cgroup_self(char out[CARD_CGROUP_PATH])
+{
+	char buf[4096];
+	const char *rel = getenv("SIMGPU_CGROUP");
+	out[0] = 0;
+	if (!rel || !*rel) {
+		if (read_small("/proc/self/cgroup", buf, sizeof(buf)))
+			return;
+		char *p = strstr(buf, "0::");
+		if (!p || (p != buf && p[-1] != '\n'))
+			return;
+		rel = p + 3;
+		p[3 + strcspn(p + 3, "\n")] = 0;
+	}
+	if (rel[0] != '/') {
+		fprintf(stderr, "simgpu: ignoring SIMGPU_CGROUP=%s (expected an absolute cgroup path: /pods/a)\n", rel);
+		return;
+	}
+	size_t n = strlen(rel);
+	while (n > 1 && rel[n - 1] == '/')
+		n--;
+	if (n == 1) /* the root */
+		n = 0;
+	if (sizeof(CGROUP_ROOT) + n > CARD_CGROUP_PATH) {
+		fprintf(stderr, "simgpu: the cgroup path %s is too long for the shared card; no cgroup limit\n", rel);
+		return;
+	}
+	memcpy(out, CGROUP_ROOT, sizeof(CGROUP_ROOT) - 1);
+	memcpy(out + sizeof(CGROUP_ROOT) - 1, rel, n);
+	out[sizeof(CGROUP_ROOT) - 1 + n] = 0;
+}
+
+/* SIMGPU_DMEM_MAX or _MIN as a quantity; 0 unset (or invalid, said). */
+static uint64_t dmem_env(const char *name)
+{
+	const char *e = getenv(name);
+	uint64_t v = 0;
+	if (e && *e && sim_parse_quantity(e, &v)) {
+		fprintf(stderr, "simgpu: ignoring invalid %s=%s (expected a quantity: 2Gi, 512Mi)\n", name, e);
+		v = 0;
+	}
+	return v;
+}
+
+/* The card's entry for this process's cgroup, made if new; the limits in
+ * SIMGPU_DMEM_MAX / _MIN, where given, are set on it (the last process to
+ * join with them sets them, as an administrator's write to dmem.max). */
+static int32_t cgroup_join_unlocked(void)
+{
+	char path[CARD_CGROUP_PATH];
+	cgroup_self(path);
+	if (!path[0])
+		return -1;
+	int32_t i = 0;
+	while (i < g_card->ncg && strcmp(g_card->cg[i].path, path))
+		i++;
+	if (i == g_card->ncg) {
+		if (i == CARD_CGROUPS) {
+			fprintf(stderr, "simgpu: the shared card knows %d cgroups already; %s gets no limit\n",
+			        CARD_CGROUPS, path);
+			return -1;
+		}
+		memset(&g_card->cg[i], 0, sizeof(g_card->cg[i]));
+		memcpy(g_card->cg[i].path, path, sizeof(path));
+		g_card->ncg++;
+	}
+	uint64_t hard = dmem_env("SIMGPU_DMEM_MAX"), soft = dmem_env("SIMGPU_DMEM_MIN");
+	if (hard) {
+		g_card->cg[i].hard = hard;
+		g_card->limited = 1;
+	}
+	if (soft)
+		g_card->cg[i].soft = soft;
+	return i;
+}
+
+/* path is a, or a cgroup below a. */
+static int cgroup_within(const char *path, const char *a)
+{
+	size_t n = strlen(a);
+	return !strncmp(path, a, n) && (path[n] == 0 || path[n] == '/');
+}
+
+/* What the cgroup at path and those below it use on dev (live entries). */
+static uint64_t cgroup_used_unlocked(const char *path, int dev)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < CARD_PROCS; i++) {
+		const struct card_proc *e = &g_card->proc[i];
+		if (!e->pid || e->cg < 0 || !cgroup_within(g_card->cg[e->cg].path, path))
+			continue;
+		for (int u = 0; u < SIM_USE_N; u++)
+			sum += e->use[dev][u];
+	}
+	return sum;
+}
+
+/* Whether bytes more on dev for the process in entry s stays within the
+ * hard limit of its cgroup and of every cgroup above it, as dmem.max
+ * binds a cgroup's whole subtree. */
+static int cgroup_fits_unlocked(int s, int dev, uint64_t bytes)
+{
+	int32_t mine = g_card->proc[s].cg;
+	if (!g_card->limited || mine < 0)
+		return 1;
+	for (int32_t i = 0; i < g_card->ncg; i++) {
+		const struct card_cgroup *c = &g_card->cg[i];
+		if (!c->hard || !cgroup_within(g_card->cg[mine].path, c->path))
+			continue;
+		uint64_t u = cgroup_used_unlocked(c->path, dev);
+		if (u > c->hard || bytes > c->hard - u)
+			return 0;
+	}
+	return 1;
+}
+
+int sim_card_dmem(int dev, const char *path, uint64_t *soft, uint64_t *hard, uint64_t *used)
+{
+	int known = 0;
+	card_lock();
+	card_sweep_unlocked();
+	*soft = 0;
+	*hard = 0;
+	/* a cgroup is known when a process on the card was in it or below it */
+	for (int32_t i = 0; i < g_card->ncg; i++) {
+		if (!strcmp(g_card->cg[i].path, path)) {
+			*soft = g_card->cg[i].soft;
+			*hard = g_card->cg[i].hard;
+		}
+		known |= cgroup_within(g_card->cg[i].path, path);
+	}
+	*used = known ? cgroup_used_unlocked(path, dev) : 0;
+	card_unlock();
+	return known ? 0 : -1;
+}
+
 /* this process's entry, taken on its first charge; -1 if the card has
  * CARD_PROCS live processes already */
 static int card_slot_unlocked(void)
@@ -228,6 +387,7 @@ static int card_slot_unlocked(void)
 				e->pid = pp;
 				e->nvml_pid = sim_nvml_pid_self();
 				e->start = start;
+				e->cg = cgroup_join_unlocked();
 				g_slot = i;
 				g_slot_pid = me;
 				g_slot_pp = pp;
@@ -254,7 +414,7 @@ int sim_card_take(int dev, int use, uint64_t bytes)
 		if (pass)
 			card_sweep_unlocked();
 		uint64_t held = g_card->used[dev] + g_card->reserved;
-		if (held <= g_card->total && bytes <= g_card->total - held) {
+		if (held <= g_card->total && bytes <= g_card->total - held && cgroup_fits_unlocked(s, dev, bytes)) {
 			g_card->used[dev] += bytes;
 			g_card->proc[s].use[dev][use] += bytes;
 			rc = SIM_OK;

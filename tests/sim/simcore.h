@@ -155,6 +155,10 @@ struct sim_card_proc {
 /* live processes with a footprint on dev; returns how many there are and
  * fills at most max of them */
 int sim_card_procs(int dev, struct sim_card_proc *out, int max);
+/* The cgroup at path (its sysfs directory, "/sys/fs/cgroup/..."): its
+ * limits on every device (0 = none) and what it and the cgroups below it
+ * use on dev. 0, or -1 when no process on the card was ever in it or below. */
+int sim_card_dmem(int dev, const char *path, uint64_t *soft, uint64_t *hard, uint64_t *used);
 /* test introspection: take the card's lock and keep it (the caller is then
  * killed, to show a dead holder does not wedge the card) */
 void sim_card_debug_hold_lock(void);

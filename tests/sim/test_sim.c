@@ -2123,6 +2123,19 @@ static int agent_main(void)
 			else
 				printf("ok %llu %llu %llu %llu %llu %llu\n", m2.total, m2.reserved, m2.free, m2.used,
 				       m1.used, m1.free);
+		} else if (!strcmp(cmd, "dmem")) { /* dmem <path>: ok soft hard used (the cgroup's, device 0) */
+			char path[200] = "";
+			gg_nvmlDevice_t h;
+			gg_nvmlGetMemoryLimits_v1_t l = {.nameSpace = path};
+			sscanf(line, "%*s %199s", path);
+			if (!nvml_up && !(rc = nvmlInit_v2()))
+				nvml_up = 1;
+			if (!rc && !(rc = nvmlDeviceGetHandleByIndex_v2(0, &h)))
+				rc = nvmlDeviceGetMemoryLimits_v1(h, &l);
+			if (rc)
+				printf("err %d\n", rc);
+			else
+				printf("ok %llu %llu %llu\n", l.softLimit, l.hardLimit, l.currentUsed);
 		} else if (!strcmp(cmd, "hold")) {
 			simgpu_cuda_debug_card_hold();
 			printf("ok\n");
@@ -2864,6 +2877,97 @@ TEST(shared_card_made_once_under_a_race)
 	card_gone();
 }
 
+/* MPS v3 memory partitioning: a cgroup's hard limit (SIMGPU_DMEM_MAX) is
+ * the driver's own, over all the device memory of the processes in the
+ * cgroup and below it (contexts and modules included); NVML's
+ * nvmlDeviceGetMemoryLimits_v1 answers its limits and use by sysfs path. */
+#define DMEM_ENV(name, cg, max, min)                                                                               \
+	{                                                                                                          \
+		CARD_ENV(name, "64Mi"), {"SIMGPU_CGROUP", cg}, {"SIMGPU_DMEM_MAX", max}, {"SIMGPU_DMEM_MIN", min}, \
+		{                                                                                                  \
+			"SIMGPU_NVML_NO_MEMORY_LIMITS", NULL                                                       \
+		}                                                                                                  \
+	}
+#define DMEM_NENV (CARD_NENV + 4)
+TEST(shared_card_dmem_limit)
+{
+	REQUIRE_SHM();
+	const char *name = card_new();
+	struct env_set ea[] = DMEM_ENV(name, "/pods/a", "1Gi", "512Mi"), eb[] = DMEM_ENV(name, "/pods/a/", NULL, NULL),
+	               ec[] = DMEM_ENV(name, "/pods/c", NULL, NULL), ed[] = DMEM_ENV(name, "/pods/a/x", NULL, NULL),
+	               eo[] = DMEM_ENV(NULL, "/pods/a", "1Gi", NULL);
+	struct agent a, b, c, d, o;
+	char r[128];
+	eb[6].value = "EAGER"; /* CUDA_MODULE_LOADING: a module takes its memory at load */
+	unsigned long long soft = 1, hard = 0, used = 0;
+	CHECK_EQ_INT(agent_start(&a, ea, DMEM_NENV), 0);
+	CHECK_EQ_INT(agent_start(&b, eb, DMEM_NENV), 0);
+	CHECK_EQ_INT(agent_start(&c, ec, DMEM_NENV), 0);
+	CHECK_EQ_INT(agent_start(&d, ed, DMEM_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "alloc 536870912"), 0); /* 512 Mi + 64 Mi context */
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "init"), 0);            /* the same cgroup: 640 Mi */
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof(r), "alloc 536870912"), -1);
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "alloc 268435456"), 0);         /* 896 Mi */
+	CHECK_EQ_INT(agent_ask(&b, r, sizeof(r), "modload 268435456"), -1); /* modules count too */
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_U64(agent_fp(&b, 0, 2), 0);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "modload 67108864"), 0);
+	CHECK_EQ_U64(agent_fp(&b, 0, 2), 64 * MiB);
+	CHECK_EQ_INT(agent_ask(&b, NULL, 0, "unload"), 0);
+	/* another cgroup is not limited; the card has room */
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&c, NULL, 0, "alloc 2147483648"), 0);
+	/* a cgroup below /pods/a is held to its limit too */
+	CHECK_EQ_INT(agent_ask(&d, NULL, 0, "init"), 0); /* 960 Mi */
+	CHECK_EQ_INT(agent_ask(&d, r, sizeof(r), "alloc 134217728"), -1);
+	CHECK(!strcmp(r, "err 2"));
+	CHECK_EQ_INT(agent_ask(&c, r, sizeof(r), "dmem /sys/fs/cgroup/pods/a"), 0);
+	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu", &soft, &hard, &used), 3);
+	CHECK_EQ_U64(soft, 512 * MiB);
+	CHECK_EQ_U64(hard, 1 * GiB);
+	CHECK_EQ_U64(used, 960 * MiB);
+	/* no limit of its own: soft 0, hard the maximum; its use is its own */
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "dmem /sys/fs/cgroup/pods/c"), 0);
+	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu", &soft, &hard, &used), 3);
+	CHECK_EQ_U64(soft, 0);
+	CHECK_EQ_U64(hard, ~0ull);
+	CHECK_EQ_U64(used, 2 * GiB + 64 * MiB);
+	/* a parent counts those below it */
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "dmem /sys/fs/cgroup/pods"), 0);
+	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu", &soft, &hard, &used), 3);
+	CHECK_EQ_U64(used, 3 * GiB);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "dmem /sys/fs/cgroup/pods/none"), -1);
+	CHECK(!strcmp(r, "err 6"));
+	/* memory given back is room again */
+	CHECK_EQ_INT(agent_ask(&a, NULL, 0, "freeall"), 0);
+	CHECK_EQ_INT(agent_ask(&d, NULL, 0, "alloc 134217728"), 0);
+	agent_kill(&b); /* a death gives the cgroup its memory back */
+	waitpid(b.pid, NULL, 0);
+	CHECK_EQ_INT(agent_ask(&a, r, sizeof(r), "dmem /sys/fs/cgroup/pods/a"), 0);
+	CHECK_EQ_INT(sscanf(r, "%llu %llu %llu", &soft, &hard, &used), 3);
+	CHECK_EQ_U64(used, 64 * MiB + 64 * MiB + 128 * MiB);
+	/* an old NVML's stub; a card of its own has no partitioning */
+	eo[CARD_NENV + 3].value = "1";
+	CHECK_EQ_INT(agent_start(&o, eo, DMEM_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&o, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&o, r, sizeof(r), "dmem /sys/fs/cgroup/pods/a"), -1);
+	CHECK(!strcmp(r, "err 13"));
+	agent_stop(&o);
+	eo[CARD_NENV + 3].value = NULL;
+	CHECK_EQ_INT(agent_start(&o, eo, DMEM_NENV), 0);
+	CHECK_EQ_INT(agent_ask(&o, NULL, 0, "init"), 0);
+	CHECK_EQ_INT(agent_ask(&o, NULL, 0, "alloc 2147483648"), 0); /* its own card: no cgroup limit */
+	CHECK_EQ_INT(agent_ask(&o, r, sizeof(r), "dmem /sys/fs/cgroup/pods/a"), -1);
+	CHECK(!strcmp(r, "err 3"));
+	agent_stop(&o);
+	agent_stop(&a);
+	agent_stop(&c);
+	agent_stop(&d);
+	card_gone();
+}
+
 /* Threads of two processes allocate and free on one card at once: every
  * call succeeds, and the card is back to the two contexts afterwards. */
 TEST(shared_card_concurrent)
@@ -2986,6 +3090,7 @@ int main(int argc, char **argv)
 	RUN(shared_card_local_memory_heap_fifo);
 	RUN(shared_card_nvml_whole_card);
 	RUN(shared_card_pid_namespace);
+	RUN(shared_card_dmem_limit);
 	RUN(footprint_off_by_default);
 	RUN(nvml_watch_records_peaks);
 	RUN(nvml_watch_bad_input);
