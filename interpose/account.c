@@ -20,7 +20,7 @@ GG_TLS uint16_t gg_cur_ctx;
 /* Before refusing: count what pools on this device released at
  * synchronisation points we did not see, and what dead processes of the
  * pod held. Then try again. */
-static int retry_reserve(int dev, uint64_t charge)
+static enum gg_verdict retry_reserve(int dev, uint64_t charge)
 {
 	/* A refusal is a reconcile moment: the runtime charge is set to what
 	 * the driver holds now, which may take it down (a context destroyed)
@@ -31,7 +31,7 @@ static int retry_reserve(int dev, uint64_t charge)
 	return gg_ceiling_try_reserve(dev, charge);
 }
 
-int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
+int gg_hook_sleep(const struct gg_budget *b, uint32_t seen, uint64_t deadline_ns)
 {
 	/* Asleep for room (ON_LIMIT=wait), a hook runs no driver code and
 	 * holds no lock of ours: a signal handler that allocates now is not
@@ -49,7 +49,7 @@ int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 	 * before the sleep begins, and ours below happen after it ends (no
 	 * other thread reads these thread-local words). */
 	atomic_signal_fence(memory_order_seq_cst);
-	int rc = gg_ceiling_wait_sleep(dev, seen, deadline_ns);
+	int rc = gg_ceiling_wait_sleep(b, seen, deadline_ns);
 	atomic_signal_fence(memory_order_seq_cst);
 	gg_hook_active = active;
 	gg_cur_runtime = runtime;
@@ -58,12 +58,22 @@ int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 	return rc;
 }
 
-/* GPUGUARD_ON_LIMIT=wait: waits for room and reserves. 0 = reserved, -1 =
- * not waiting (fail mode) or the time ran out. */
-static int wait_reserve(int dev, uint64_t charge)
+/* GPUGUARD_ON_LIMIT=wait: waits for room and reserves. The verdict: granted,
+ * or the refusal that stands (the last retry's; `v` when not waiting at all:
+ * fail mode, a configuration that fails closed, or a request past the
+ * ceiling itself). */
+static enum gg_verdict wait_reserve(int dev, uint64_t charge, enum gg_verdict v)
 {
-	if (gg_opt.wait_ms == 0 || gg_opt.limit_bad || !gg_ceiling_could_fit(dev, charge))
-		return -1;
+	/* The budget, looked up once: its waiting words are entered and left
+	 * as a pair, also when a lost pod region rebinds the device
+	 * meanwhile (then the wait moves to the device's own books, and the
+	 * lost region's words are not touched again; before, the leave
+	 * decremented the local budget's waiters, which another thread
+	 * waiting there may have raised). The retry reserves against what
+	 * the device is bound to now. */
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	if (gg_opt.wait_ms == 0 || v == GG_VERDICT_CONFIG || !gg_ceiling_could_fit(b, charge))
+		return v;
 	/* GPUGUARD_ON_LIMIT=wait: sleep until memory comes back anywhere in
 	 * the budget or the time is up (the protocol is in ceiling.c), or
 	 * until nobody is left who could free any (ceiling.c, "Who could
@@ -72,28 +82,35 @@ static int wait_reserve(int dev, uint64_t charge)
 	 * stalling for the whole duration. */
 	gg_ceiling_note_thread(); /* the waiter itself, whichever path it came by */
 	uint64_t start = gg_mono_ns(), deadline = start + gg_opt.wait_ms * 1000000ull;
-	int rc = -1;
-	uint32_t since = gg_ceiling_wait_enter(dev);
+	uint32_t since = gg_ceiling_wait_enter(b);
 	for (;;) {
-		uint32_t seen = gg_ceiling_wake_seq(dev);
-		if (retry_reserve(dev, charge) == 0) {
-			rc = 0;
-			break;
+		if (GG_UNLIKELY(gg_ceiling_wait_moved(dev, b))) {
+			/* The pod region was lost meanwhile: its words are
+			 * not ours any more; wait on what the device is
+			 * bound to now (this process's own books). */
+			gg_ceiling_wait_leave(b);
+			b = gg_ceiling_budget(dev);
+			since = gg_ceiling_wait_enter(b);
 		}
-		if (gg_ceiling_give_up(dev, seen, since))
+		uint32_t seen = gg_ceiling_wake_seq(b);
+		v = retry_reserve(dev, charge);
+		if (v == GG_VERDICT_GRANTED || v == GG_VERDICT_CONFIG)
 			break;
-		if (gg_hook_sleep(dev, seen, deadline) != 0) /* a signal handler's allocation is governed */
+		if (gg_ceiling_give_up(b, seen, since))
+			break;
+		if (gg_hook_sleep(b, seen, deadline) != 0) /* a signal handler's allocation is governed */
 			break;
 	}
-	gg_ceiling_wait_leave(dev);
-	gg_ceiling_count_wait(dev, gg_mono_ns() - start);
-	return rc;
+	gg_ceiling_wait_leave(b);
+	gg_ceiling_count_wait(dev, b, gg_mono_ns() - start);
+	return v;
 }
 
 int gg_account_begin(int dev, uint64_t charge)
 {
 	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
-	if (gg_ceiling_try_reserve(dev, charge) == 0) {
+	enum gg_verdict v = gg_ceiling_try_reserve(dev, charge);
+	if (v == GG_VERDICT_GRANTED) {
 		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
 		/* Near the ceiling, the runtime charge is read fresh before the
 		 * grant stands: the ticks are rate-limited, and growth between
@@ -101,9 +118,12 @@ int gg_account_begin(int dev, uint64_t charge)
 		if (GG_LIKELY(!gg_ceiling_near) || gg_footprint_near_slow(dev, charge) == 0)
 			return 0;
 	}
-	if (retry_reserve(dev, charge) == 0 || wait_reserve(dev, charge) == 0)
+	v = retry_reserve(dev, charge);
+	if (v != GG_VERDICT_GRANTED)
+		v = wait_reserve(dev, charge, v);
+	if (v == GG_VERDICT_GRANTED)
 		return 0;
-	gg_account_refuse(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
+	gg_account_refuse(dev, gg_verdict_reason(v));
 	return -1;
 }
 
@@ -139,7 +159,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	 * about 1 run in 12 under load). No other thread can free the
 	 * address before its event: we have not returned it yet. */
 	int in = gg_table && gg_table_insert(gg_table, &r) >= 0;
-	gg_history_add(GG_HIST_ALLOC, dev, api, raw, size, r.stack);
+	gg_history_alloc_at(dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (in)
 		return;

@@ -32,11 +32,12 @@ void gg_account_host_alloc(uint64_t raw, uint64_t size);
 int gg_account_host_forget(uint64_t raw, struct gg_record *out);
 void gg_account_host_freed(const struct gg_record *rec, int ok);
 
+struct gg_budget;
 /* GPUGUARD_ON_LIMIT=wait's sleep (gg_ceiling_wait_sleep) as a hook makes
  * it: for its duration this thread counts as outside any hook, so that a
  * signal handler allocating meanwhile is charged or refused, never passed
  * through as re-entry (issue 10, finding 9). */
-int gg_hook_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
+int gg_hook_sleep(const struct gg_budget *b, uint32_t seen, uint64_t deadline_ns);
 
 /* Memory-info virtualisation for dev, in place (DESIGN.md §2). */
 void gg_account_meminfo(int dev, size_t *free_bytes, size_t *total_bytes);

@@ -20,6 +20,13 @@ struct gg_device gg_devices[GG_MAX_DEVICES];
 static _Atomic gg_ceiling_binder_fn binder;
 /* The region was lost (gg_ceiling_lose_pod); seq_cst, see there. */
 static _Atomic int pod_lost;
+/* A pod budget whose region was lost (gg_ceiling_lose_pod): its words may
+ * be another pod's by now (a file written afresh), so not a word into them.
+ * seq_cst: the flag's load, as the binder's in gg_ceiling_bind_slow. */
+static int pod_gone(const struct gg_budget *b)
+{
+	return b->claim && atomic_load_explicit(&pod_lost, memory_order_seq_cst);
+}
 /* Our slot's count of counted threads, once a device is bound to the pod;
  * NULL before and after (exit, loss). relaxed: the slot's mapping was
  * published with the budget that carried it (release in bind_slow), and
@@ -184,27 +191,6 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 		atomic_fetch_add_explicit(b->driver_oom, 1, memory_order_relaxed); /* the pod's, for metrics */
 }
 
-static struct gg_stripe *my_stripe(int dev)
-{
-	return &gg_devices[dev].stripe[gg_gettid() % GG_STRIPES];
-}
-
-/* relaxed throughout: statistics, summed by readers that want a snapshot,
- * never used to decide anything. */
-void gg_ceiling_count_alloc(int dev, uint64_t size)
-{
-	struct gg_stripe *s = my_stripe(dev);
-	atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
-}
-
-void gg_ceiling_count_free(int dev, uint64_t size)
-{
-	struct gg_stripe *s = my_stripe(dev);
-	atomic_fetch_add_explicit(&s->frees, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
-}
-
 /* ---- pod scope: sums over the region's slots (region.h) ------------------ */
 
 /* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot, claim
@@ -241,28 +227,13 @@ static uint64_t budget_used(const struct gg_budget *b)
  * set to now, the pod's charge as the caller already knows it, then the
  * region's own upkeep. relaxed: a snapshot for readers of the file; the
  * books are the slots, and nothing decides by it. No re-sum of the slots
- * here: the hot path has the sum in hand (R2) or a delta (L1), and the
- * sweep republishes the exact sum (shared.c, publish). */
+ * here: the hot path has the sum in hand (R2), and the sweep republishes
+ * the exact sum (shared.c, publish). A release (L1) publishes nothing
+ * (gg_ceiling_release_budget). */
 static void pod_publish(struct gg_budget *b, uint64_t now)
 {
 	atomic_store_explicit(b->used, now, memory_order_relaxed);
 	b->changed();
-}
-
-/* After a release in the pod: the snapshot less bytes, saturating, as one
- * atomic step so that our own threads' frees never lose each other's
- * (relaxed: the snapshot, as in pod_publish). The region's upkeep
- * (b->changed: the truncated-file check and the obituary's rate-limited
- * host sample) waits for the next charge or sweep: a release has already
- * written its slot words when the check would run, so the check bought a
- * free nothing but an earlier notice, at two clock and flag reads per pair
- * (issue 24). */
-static void pod_publish_less(struct gg_budget *b, uint64_t bytes)
-{
-	uint64_t cur = atomic_load_explicit(b->used, memory_order_relaxed);
-	while (!atomic_compare_exchange_weak_explicit(b->used, &cur, cur > bytes ? cur - bytes : 0,
-	                                              memory_order_relaxed, memory_order_relaxed))
-		;
 }
 
 /* Whether another live process could still free memory on b's entry:
@@ -366,14 +337,14 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
  * tests/model/pod.pml step by step. A process killed at any instruction
  * leaves only words of its own slot, which the sweep zeroes (S2-S4): the
  * pod's used is then exactly what the live processes hold. */
-static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
+static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 {
 	/* A request past the ceiling itself can never be granted: refused
 	 * before R1, so that its claim never makes a racing request that
 	 * fits see the pod as full (a 2 GiB request under a 1 GiB ceiling
 	 * refused a churning thread's 64 MiB under TSan: t_postmortem). */
 	if (bytes > lim)
-		return -1;
+		return GG_VERDICT_CEILING;
 	/* R1: announce the request. seq_cst, as every step here: R1 then R2
 	 * in one process against R1 then R2 in another is a Dekker pair, so
 	 * of two racing requests at least one sees the other's claim (the
@@ -385,7 +356,7 @@ static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 	if (sum > lim) {
 		/* R3: refused; the claim goes, nothing was charged */
 		sub_saturating(b->claim, bytes);
-		return -1;
+		return GG_VERDICT_CEILING;
 	}
 	/* R4 before R5: a reader between them counts us twice (safe); the
 	 * other order would let one read neither. */
@@ -397,15 +368,17 @@ static int pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 	raise_peak(b->peak, sum);
 	pod_publish(b, sum);                           /* R2's sum held our claim, now our charge */
 	gg_ceiling_near = lim - sum < GG_CEILING_NEAR; /* sum <= lim: granted */
-	return 0;
+	return GG_VERDICT_GRANTED;
 }
 
 GG_TLS uint8_t gg_ceiling_near;
 
-int gg_ceiling_try_reserve(int dev, uint64_t bytes)
+enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
 {
+	/* The one place the configuration's verdict is read: every caller
+	 * gets the reason with the refusal. */
 	if (GG_UNLIKELY(gg_opt.limit_bad))
-		return -1;
+		return GG_VERDICT_CONFIG;
 	struct gg_budget *b = gg_ceiling_budget(dev);
 	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	if (b->claim)
@@ -417,21 +390,22 @@ int gg_ceiling_try_reserve(int dev, uint64_t bytes)
 	uint64_t next;
 	do {
 		if (__builtin_add_overflow(cur, bytes, &next) || next > lim)
-			return -1;
+			return GG_VERDICT_CEILING;
 		/* The CAS itself is the whole decision (check and take in one
 		 * step): two requests racing for the last bytes cannot both pass. */
 	} while (
 	    !atomic_compare_exchange_weak_explicit(b->used, &cur, next, memory_order_seq_cst, memory_order_seq_cst));
 	raise_peak(b->peak, next);
 	gg_ceiling_near = lim - next < GG_CEILING_NEAR; /* next <= lim: granted */
-	return 0;
+	return GG_VERDICT_GRANTED;
 }
 
 int gg_ceiling_reserve(int dev, uint64_t bytes)
 {
-	if (gg_ceiling_try_reserve(dev, bytes) == 0)
+	enum gg_verdict v = gg_ceiling_try_reserve(dev, bytes);
+	if (v == GG_VERDICT_GRANTED)
 		return 0;
-	gg_ceiling_count_refusal(dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
+	gg_ceiling_count_refusal(dev, gg_verdict_reason(v));
 	return -1;
 }
 
@@ -454,22 +428,19 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 		sub_saturating(b->mine, bytes);
 		if (b->shadow)
 			sub_saturating(b->shadow, bytes); /* the private copy, as in R4 */
-		pod_publish_less(b, bytes);
+		                                          /* No publish: the entry's snapshot (region.h) is a reported
+		                                           * figure, nobody decides by it, and our tools sum the slots
+		                                           * instead. It is refreshed by the next reservation (R2's sum)
+		                                           * or sweep (the exact sum); a third CAS loop on a cache line
+		                                           * every member writes cost each free ~12 instructions (issue
+		                                           * 24). The region's upkeep (b->changed: the truncated-file
+		                                           * check and the obituary's rate-limited host sample) likewise
+		                                           * waits for the next charge or sweep: a release has already
+		                                           * written its slot words when the check would run. */
 	} else {
 		sub_saturating(b->used, bytes);
 	}
 	wake_waiters(b);
-}
-
-void gg_ceiling_release(int dev, uint64_t bytes)
-{
-	/* Nothing came back (a pool settled at what it held): no wake-up. A
-	 * waiter's own retry settles pools, and waking itself would turn its
-	 * sleep into a busy loop. (Reclaiming a dead slot wakes with 0 bytes
-	 * through gg_ceiling_release_budget: room did come back there.) */
-	if (bytes == 0)
-		return;
-	gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
 }
 
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
@@ -515,11 +486,8 @@ void gg_ceiling_force_over(int dev, uint64_t bytes)
  * and then reads `used` (its retry); a releaser writes `used` and then reads
  * waiters. seq_cst on all four makes at least one side see the other: either
  * the retry fits, or the releaser bumps `wake` after the waiter read it and
- * the futex wait returns at once. */
-int gg_ceiling_could_fit(int dev, uint64_t bytes)
-{
-	return bytes <= atomic_load_explicit(gg_ceiling_budget(dev)->limit, memory_order_relaxed);
-}
+ * the futex wait returns at once. (gg_ceiling_could_fit, ceiling.h, is
+ * the waiter's first question: whether waiting can help at all.) */
 
 /* Who could free (GPUGUARD_ON_LIMIT=wait without stalls, issue 11).
  * Memory a budget holds comes back only when a thread that holds it frees
@@ -559,9 +527,8 @@ void gg_ceiling_note_thread_slow(void)
 		pod_set_threads(atomic_load_explicit(&pod_threads, memory_order_relaxed), n);
 }
 
-int gg_ceiling_nobody_frees(int dev)
+int gg_ceiling_nobody_frees(const struct gg_budget *b)
 {
-	struct gg_budget *b = gg_ceiling_budget(dev);
 	/* seq_cst: as in gg_ceiling_note_thread */
 	if (atomic_load_explicit(&waiting_threads, memory_order_seq_cst) <
 	    atomic_load_explicit(&gpu_threads, memory_order_seq_cst))
@@ -569,12 +536,11 @@ int gg_ceiling_nobody_frees(int dev)
 	return !(b->claim && pod_others_could_free(b));
 }
 
-void gg_ceiling_count_wait(int dev, uint64_t ns)
+void gg_ceiling_count_wait(int dev, struct gg_budget *b, uint64_t ns)
 {
-	struct gg_budget *b = gg_ceiling_budget(dev);
 	/* relaxed: statistics */
 	atomic_fetch_add_explicit(&gg_devices[dev].wait_ns, ns, memory_order_relaxed);
-	if (b->wait_ns != &gg_devices[dev].wait_ns)
+	if (b->wait_ns != &gg_devices[dev].wait_ns && !pod_gone(b))
 		atomic_fetch_add_explicit(b->wait_ns, ns, memory_order_relaxed);
 }
 
@@ -584,9 +550,8 @@ uint64_t gg_ceiling_wait_ns(int dev)
 	return atomic_load_explicit(&gg_devices[dev].wait_ns, memory_order_relaxed);
 }
 
-uint32_t gg_ceiling_wait_enter(int dev)
+uint32_t gg_ceiling_wait_enter(struct gg_budget *b)
 {
-	struct gg_budget *b = gg_ceiling_budget(dev);
 	/* seq_cst: read before we count as asleep, so a stalemate declared
 	 * by anyone who saw us asleep is one we see (gg_ceiling_give_up). */
 	uint32_t since = atomic_load_explicit(b->stalemate, memory_order_seq_cst);
@@ -616,9 +581,8 @@ uint32_t gg_ceiling_wait_enter(int dev)
 	return since;
 }
 
-int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since)
+int gg_ceiling_give_up(struct gg_budget *b, uint32_t seen, uint32_t since)
 {
-	struct gg_budget *b = gg_ceiling_budget(dev);
 	/* seq_cst: the declarer's bump comes before its wake-up below, so a
 	 * waiter woken by it reads the new count. */
 	if (atomic_load_explicit(b->stalemate, memory_order_seq_cst) != since)
@@ -627,7 +591,7 @@ int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since)
 	 * our retry and the look bumped the wake word, and its holder's
 	 * waiting++ came after that free: both seq_cst, so seeing it asleep
 	 * means seeing the bump too; then retry instead). */
-	if (!gg_ceiling_nobody_frees(dev) || gg_ceiling_wake_seq(dev) != seen)
+	if (!gg_ceiling_nobody_frees(b) || gg_ceiling_wake_seq(b) != seen)
 		return 0;
 	/* A stalemate: everyone waiting now waits on someone who waits. All
 	 * of them give up, not only the first to look (the others would
@@ -638,13 +602,13 @@ int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since)
 	return 1;
 }
 
-uint32_t gg_ceiling_wake_seq(int dev)
+uint32_t gg_ceiling_wake_seq(const struct gg_budget *b)
 {
 	/* seq_cst: read before the retry, in the Dekker pair above */
-	return atomic_load_explicit(gg_ceiling_budget(dev)->wake, memory_order_seq_cst);
+	return atomic_load_explicit(b->wake, memory_order_seq_cst);
 }
 
-int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
+int gg_ceiling_wait_sleep(const struct gg_budget *b, uint32_t seen, uint64_t deadline_ns)
 {
 	uint64_t now = gg_mono_ns();
 	if (now >= deadline_ns)
@@ -655,7 +619,6 @@ int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns)
 	if (left > 100000000ull)
 		left = 100000000ull;
 	struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
-	struct gg_budget *b = gg_ceiling_budget(dev);
 	gg_futex_wait(b->wake, seen, &ts, b->futex_private);
 	return 0;
 }
@@ -671,19 +634,19 @@ void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n)
 		;
 }
 
-void gg_ceiling_wait_leave(int dev)
+int gg_ceiling_wait_moved(int dev, const struct gg_budget *b)
 {
-	struct gg_budget *b = gg_ceiling_budget(dev);
-	gg_ceiling_waiters_sub(b->waiters, 1);
-	if (b->mine_waiting)
-		atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_seq_cst); /* as in wait_enter */
-	atomic_fetch_sub_explicit(&waiting_threads, 1, memory_order_seq_cst);        /* likewise */
+	return gg_ceiling_budget(dev) != b;
 }
 
-uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size)
+void gg_ceiling_wait_leave(struct gg_budget *b)
 {
-	/* One rule for the library and the command (gpuguard/charge.h). */
-	return gpuguard_charge_size(api, size);
+	if (!pod_gone(b)) {
+		gg_ceiling_waiters_sub(b->waiters, 1);
+		if (b->mine_waiting)
+			atomic_fetch_sub_explicit(b->mine_waiting, 1, memory_order_seq_cst); /* as in wait_enter */
+	}
+	atomic_fetch_sub_explicit(&waiting_threads, 1, memory_order_seq_cst); /* likewise */
 }
 
 void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base.h"
+#include "gpuguard/charge.h"
 
 /* Statistics every alloc and free touch are striped by thread, so that the
  * ceiling word `used` is the only cache line all threads fight over. A
@@ -109,18 +110,30 @@ static inline struct gg_budget *gg_ceiling_budget_peek(int dev)
 	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
 	return b ? b : &gg_devices[dev].local;
 }
-/* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: enter; loop {
- * seen = wake_seq; retry; sleep(seen) }; leave. sleep returns -1 once
- * deadline_ns (CLOCK_MONOTONIC) has passed, else 0 after a wake-up or a
- * slice of at most 100 ms. */
-uint32_t gg_ceiling_wait_enter(int dev); /* returns the stalemate count, for give_up */
-uint32_t gg_ceiling_wake_seq(int dev);
-int gg_ceiling_wait_sleep(int dev, uint32_t seen, uint64_t deadline_ns);
-void gg_ceiling_wait_leave(int dev);
+/* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: b =
+ * gg_ceiling_budget(dev) once; enter(b); loop { seen = wake_seq(b); retry;
+ * give_up(b); sleep(b, seen) }; leave(b). The waiting words are the entered
+ * budget's throughout, so that leave undoes what enter did even if the
+ * device was rebound meanwhile (a lost pod region); only the retry looks
+ * the budget up again. sleep returns -1 once deadline_ns (CLOCK_MONOTONIC)
+ * has passed, else 0 after a wake-up or a slice of at most 100 ms. */
+uint32_t gg_ceiling_wait_enter(struct gg_budget *b); /* returns the stalemate count, for give_up */
+uint32_t gg_ceiling_wake_seq(const struct gg_budget *b);
+int gg_ceiling_wait_sleep(const struct gg_budget *b, uint32_t seen, uint64_t deadline_ns);
+void gg_ceiling_wait_leave(struct gg_budget *b);
+/* True when dev is bound to another budget than b now: the pod region was
+ * lost during the wait (the device fell back to this process's books).
+ * The waiter then leaves b (whose region words wait_leave no longer
+ * touches) and enters the device's budget. */
+int gg_ceiling_wait_moved(int dev, const struct gg_budget *b);
 /* Takes n sleepers off a waiters word, saturating at zero. */
 void gg_ceiling_waiters_sub(_Atomic uint32_t *waiters, uint32_t n);
-/* False when bytes exceed dev's ceiling outright: no amount of waiting helps. */
-int gg_ceiling_could_fit(int dev, uint64_t bytes);
+/* False when bytes exceed b's ceiling outright: no amount of waiting helps.
+ * relaxed: the limit is a plain number (see gg_ceiling_resolve). */
+static inline int gg_ceiling_could_fit(const struct gg_budget *b, uint64_t bytes)
+{
+	return bytes <= atomic_load_explicit(b->limit, memory_order_relaxed);
+}
 /* Counts the calling thread, once, among those that could free memory
  * (every governed allocation, free and memory query calls it). Inline: the
  * hot path asks twice per pair, and only a thread's first call counts. */
@@ -134,14 +147,15 @@ static inline void gg_ceiling_note_thread(void)
 /* True when nobody is left to free memory on dev's budget: every counted
  * thread of ours is asleep waiting, and (pod scope) every other process
  * holding memory there is wholly asleep too. */
-int gg_ceiling_nobody_frees(int dev);
+int gg_ceiling_nobody_frees(const struct gg_budget *b);
 /* After a failed retry: whether the waiter should give up now, because
  * nobody could free (and no room came back since `seen`), which it then
  * declares so that every other waiter gives up too, or because another
  * waiter declared that since `since` (wait_enter's value). */
-int gg_ceiling_give_up(int dev, uint32_t seen, uint32_t since);
-/* Adds ns of waiting on dev to this process's count and the budget's. */
-void gg_ceiling_count_wait(int dev, uint64_t ns);
+int gg_ceiling_give_up(struct gg_budget *b, uint32_t seen, uint32_t since);
+/* Adds ns of waiting on dev (through budget b) to this process's count and
+ * the budget's. */
+void gg_ceiling_count_wait(int dev, struct gg_budget *b, uint64_t ns);
 /* This process's nanoseconds spent waiting for room on dev. */
 uint64_t gg_ceiling_wait_ns(int dev);
 /* Device dev's ceiling in bytes, from the limits in force (GPUGUARD_LIMIT,
@@ -167,8 +181,21 @@ static inline int gg_ceiling_unresolved(int dev)
 }
 /* Turns a percentage limit into bytes, given the device's physical total. */
 void gg_ceiling_resolve(int dev, uint64_t physical_total);
+/* What a reservation says (issue 24): granted, or refused with its reason,
+ * so that no caller reads the configuration to tell why. GRANTED is 0, so
+ * `verdict != 0` reads "refused". */
+enum gg_verdict {
+	GG_VERDICT_GRANTED = 0,
+	GG_VERDICT_CEILING, /* it did not fit the budget's limit */
+	GG_VERDICT_CONFIG,  /* GPUGUARD_LIMIT was invalid: every request fails closed */
+};
+/* The refusal a refused verdict is counted and dumped under. */
+static inline enum gpuguard_refusal gg_verdict_reason(enum gg_verdict v)
+{
+	return v == GG_VERDICT_CONFIG ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING;
+}
 /* Atomically adds `bytes` to dev's usage if it stays within the ceiling.
- * 0 on success; -1 refused (and counted under the reason). */
+ * 0 on success; -1 refused (and counted under the verdict's reason). */
 int gg_ceiling_reserve(int dev, uint64_t bytes);
 /* Set by each grant of gg_ceiling_try_reserve on this thread: whether it
  * left less than GG_CEILING_NEAR of room (gg_account_begin then reads the
@@ -177,29 +204,62 @@ int gg_ceiling_reserve(int dev, uint64_t bytes);
  * footprint sits above the ceiling. */
 #define GG_CEILING_NEAR ((int64_t)(64 * GG_MIB))
 extern GG_TLS uint8_t gg_ceiling_near;
-/* The same, without counting a refusal (a first try before reconciling). */
-int gg_ceiling_try_reserve(int dev, uint64_t bytes);
-/* Gives back bytes reserved or charged earlier; saturates at 0. */
-void gg_ceiling_release(int dev, uint64_t bytes);
+/* The same, without counting a refusal (a first try before reconciling):
+ * the verdict. */
+enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes);
+/* Gives back bytes reserved or charged earlier; saturates at 0. Inline:
+ * every free of a charged block calls it. Nothing came back (a pool settled
+ * at what it held): no wake-up. A waiter's own retry settles pools, and
+ * waking itself would turn its sleep into a busy loop. (Reclaiming a dead
+ * slot wakes with 0 bytes through gg_ceiling_release_budget: room did come
+ * back there.) */
+void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
+static inline void gg_ceiling_release(int dev, uint64_t bytes)
+{
+	if (bytes != 0)
+		gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
+}
 /* Adds bytes with no ceiling check (pool growth the driver already made). */
 void gg_ceiling_force(int dev, uint64_t bytes);
 /* The same for growth nobody reserved (a pool's or the graph reserve's):
  * how far it takes the budget past its limit (pod scope: what the whole
  * pod uses against the pod's limit) is counted as pool overshoot. */
 void gg_ceiling_force_over(int dev, uint64_t bytes);
-/* The same two on a budget (binding and region reclaim use them). */
+/* The same on a budget (binding and region reclaim use it, and
+ * gg_ceiling_release_budget above). */
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes);
-void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes);
-/* What a governed allocation of `size` bytes through `api` is charged. */
-uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size);
+/* What a governed allocation of `size` bytes through `api` is charged: one
+ * rule for the library and the command (gpuguard/charge.h). Inline: every
+ * allocation and every free asks (issue 24, fewer calls per pair). */
+static inline uint64_t gg_ceiling_charge_size(enum gpuguard_api api, uint64_t size)
+{
+	return gpuguard_charge_size(api, size);
+}
 /* Memory-info virtualisation (DESIGN.md §2). */
 void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out);
 /* Zero counters and unbind every device (fork child). Limits stay. */
 void gg_ceiling_reset(void);
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
-/* Counts one allocation (+1, +size) or free (-1... as frees, -size). */
-void gg_ceiling_count_alloc(int dev, uint64_t size);
-void gg_ceiling_count_free(int dev, uint64_t size);
+/* Counts one allocation (+1, +size) or free (-1... as frees, -size), on
+ * the calling thread's stripe. relaxed throughout: statistics, summed by
+ * readers that want a snapshot, never used to decide anything. Inline:
+ * each runs once per pair. */
+static inline struct gg_stripe *gg_ceiling_stripe(int dev)
+{
+	return &gg_devices[dev].stripe[gg_gettid() % GG_STRIPES];
+}
+static inline void gg_ceiling_count_alloc(int dev, uint64_t size)
+{
+	struct gg_stripe *s = gg_ceiling_stripe(dev);
+	atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+}
+static inline void gg_ceiling_count_free(int dev, uint64_t size)
+{
+	struct gg_stripe *s = gg_ceiling_stripe(dev);
+	atomic_fetch_add_explicit(&s->frees, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+}
 /* Copies dev's books, summing the stripes. */
 void gg_ceiling_read(int dev, struct gpuguard_device_stats *out);
 

@@ -229,8 +229,11 @@ uint64_t gg_history_capacity(void)
 
 /* The ring's part of gg_history_add, apart so that the peak tracking every
  * event does (also with the ring off) needs no stack frame. */
+/* A ring event's time when its caller has none to hand on. */
+#define GG_HIST_NOW UINT64_MAX
+
 __attribute__((noinline)) static void ring_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p,
-                                               uint64_t s, uint32_t stack)
+                                               uint64_t s, uint32_t stack, uint64_t ms)
 {
 	/* relaxed: the index only has to be unique; the slot's seq carries the
 	 * ordering with readers. */
@@ -250,7 +253,7 @@ __attribute__((noinline)) static void ring_add(enum gg_hist_op op, int dev, enum
 	/* release fence: orders the odd seq above before the payload stores, so
 	 * a reader that sees new payload also sees seq changed (its re-check). */
 	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&sl->ms, gg_now_ms(), memory_order_relaxed);
+	atomic_store_explicit(&sl->ms, ms == GG_HIST_NOW ? gg_now_ms() : ms, memory_order_relaxed);
 	atomic_store_explicit(&sl->p, p, memory_order_relaxed);
 	atomic_store_explicit(&sl->s, s, memory_order_relaxed);
 	atomic_store_explicit(&sl->meta,
@@ -264,23 +267,36 @@ __attribute__((noinline)) static void ring_add(enum gg_hist_op op, int dev, enum
 
 /* gg_history_add at a new peak: the peak first, then the event, as there. */
 __attribute__((noinline)) static void add_at_peak(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p,
-                                                  uint64_t s, uint32_t stack, uint64_t live)
+                                                  uint64_t s, uint32_t stack, uint64_t live, uint64_t ms)
 {
 	/* relaxed: compared only, as in track_peak */
 	raise_peak(dev, live, atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed));
 	if (ring)
-		ring_add(op, dev, api, p, s, stack);
+		ring_add(op, dev, api, p, s, stack, ms);
+}
+
+/* The body of both entry points below: ms is the event's time, or
+ * GG_HIST_NOW to read the clock only if the ring records the event. */
+static inline __attribute__((always_inline)) void history_add(enum gg_hist_op op, int dev, enum gpuguard_api api,
+                                                              uint64_t p, uint64_t s, uint32_t stack, uint64_t ms)
+{
+	uint64_t live = track_peak(op, dev, s, stack);
+	if (GG_UNLIKELY(live)) {
+		add_at_peak(op, dev, api, p, s, stack, live, ms);
+		return;
+	}
+	if (ring)
+		ring_add(op, dev, api, p, s, stack, ms);
 }
 
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
 {
-	uint64_t live = track_peak(op, dev, s, stack);
-	if (GG_UNLIKELY(live)) {
-		add_at_peak(op, dev, api, p, s, stack, live);
-		return;
-	}
-	if (ring)
-		ring_add(op, dev, api, p, s, stack);
+	history_add(op, dev, api, p, s, stack, GG_HIST_NOW);
+}
+
+void gg_history_alloc_at(int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack, uint64_t ms)
+{
+	history_add(GG_HIST_ALLOC, dev, api, p, s, stack, ms);
 }
 
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)

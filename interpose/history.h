@@ -23,6 +23,11 @@ int gg_history_init(uint64_t capacity);
 uint64_t gg_history_capacity(void);
 void gg_history_after_fork_child(void);
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack);
+/* An allocation's event at ms (gg_now_ms's clock): the caller read the clock
+ * for its record already and hands the reading on, so the event reads none
+ * (one clock read per event, issue 24). Six arguments, as gg_history_add,
+ * so that neither needs a stack frame on the way through. */
+void gg_history_alloc_at(int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack, uint64_t ms);
 /* Copies up to max whole events, oldest first. Returns how many. */
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max);
 /* Events claimed so far: a dump's cut is the moment this was read. An

@@ -251,7 +251,8 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 		 * (gg_pool_end_warm), as a request at the ceiling always was. */
 		return 0;
 	}
-	if (gg_ceiling_try_reserve(p->dev, need) == 0)
+	enum gg_verdict v = gg_ceiling_try_reserve(p->dev, need);
+	if (v == GG_VERDICT_GRANTED)
 		return need;
 	/* Past the ceiling: the one admission path (account.c's
 	 * gg_account_begin, handed down as `admit`) decides, after this pool
@@ -265,7 +266,7 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	pthread_mutex_unlock(&p->lock);
 	gg_pool_admit_fn admit = atomic_load_explicit(&admit_fn, memory_order_relaxed);
 	if (!admit) {
-		gg_ceiling_count_refusal(p->dev, gg_opt.limit_bad ? GPUGUARD_REFUSED_CONFIG : GPUGUARD_REFUSED_CEILING);
+		gg_ceiling_count_refusal(p->dev, gg_verdict_reason(v));
 		return GG_POOL_REFUSED;
 	}
 	if (admit(p->dev, need) != 0)
@@ -294,28 +295,29 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 	pthread_mutex_unlock(&p->lock);
 }
 
-int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
+enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
 {
 	uint64_t reserved;
 	*grown_out = 0;
 	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0) {
 		gg_pool_end(p, 0); /* the driver cannot tell: keep what we hold */
-		return 0;
+		return GG_VERDICT_GRANTED;
 	}
 	if (reserved > reserve_before) {
 		/* Grown despite the free reserve (fragmented): charged now if
 		 * it fits, else the caller undoes it (lock still held). */
 		uint64_t grown = reserved - reserve_before;
-		if (gg_ceiling_try_reserve(p->dev, grown) != 0) {
+		enum gg_verdict v = gg_ceiling_try_reserve(p->dev, grown);
+		if (v != GG_VERDICT_GRANTED) {
 			*grown_out = grown;
-			return -1;
+			return v;
 		}
 		settle_to(p, grown, reserved);
 	} else if (reserved != p->charged) {
 		settle_to(p, 0, reserved); /* released at a sync we did not see */
 	}
 	pthread_mutex_unlock(&p->lock);
-	return 0;
+	return GG_VERDICT_GRANTED;
 }
 
 void gg_pool_after_reset(int dev)

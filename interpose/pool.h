@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base.h"
+#include "ceiling.h"
 #include "table.h"
 
 /* Stream-ordered pools are charged by what they reserve (DESIGN.md §2). */
@@ -35,10 +36,12 @@ uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before);
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
 /* After a warm request (begin returned 0) the runtime served: re-reads the
- * reserve once; a growth against reserve_before is charged if it fits. 0:
- * settled, lock dropped. -1: the growth (*grown) does not fit; the lock is
- * still held, and the caller undoes the growth, then calls gg_pool_end. */
-int gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown);
+ * reserve once; a growth against reserve_before is charged if it fits.
+ * GG_VERDICT_GRANTED: settled, lock dropped. Else the reservation's
+ * refusal: the growth (*grown) does not fit; the lock is still held, and the
+ * caller undoes the growth, refuses under the verdict's reason, then calls
+ * gg_pool_end. */
+enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown);
 /* At a synchronisation point (cuStreamSynchronize, cuCtxSynchronize,
  * cuEventSynchronize, HIP's): pools give back reserve above their release
  * threshold there, so every pool holding a charge is re-read and the memory

@@ -133,7 +133,8 @@ int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int
 		/* Served from the warm reserve, unreserved: one read of the
 		 * reserve settles it, the common case. */
 		uint64_t grew = 0;
-		if (gg_pool_end_warm(pa->p, pa->before, &grew) == 0) {
+		enum gg_verdict v = gg_pool_end_warm(pa->p, pa->before, &grew);
+		if (v == GG_VERDICT_GRANTED) {
 			gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* the pool carries the charge */
 			return rc;
 		}
@@ -150,7 +151,7 @@ int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int
 			memset(a->out, 0, sizeof(uint64_t));
 			raw = 0;
 			rc = rt->oom;
-			gg_account_refuse(a->dev, GPUGUARD_REFUSED_CEILING);
+			gg_account_refuse(a->dev, gg_verdict_reason(v));
 			gg_ceiling_release(a->dev, grew); /* the settle below charges what is left */
 		} else {
 			credit = grew; /* kept: the settle takes it as charged, not as a second overshoot */

@@ -113,12 +113,13 @@ struct gpuguard_region_device {
 	uint32_t kind;          /* GPUGUARD_RDEV_CUDA / _HIP / _ORDINAL */
 	uint8_t uuid[16];
 	_Atomic uint64_t limit; /* bytes; UINT64_MAX = no ceiling */
-	/* the pod's charge as last published (after every change, by whoever
-	 * made it: the sum it saw when it reserved, the last value less what
-	 * it freed, the exact sum at each sweep): a snapshot for readers of
-	 * the file, which racing members can leave off by a step until the
-	 * next one. The books themselves are the slots' `used` words;
-	 * gpuguard_region_used() sums them, as gpuguard's own tools do. */
+	/* the pod's charge as last published (by whoever reserved, the sum
+	 * it saw; the exact sum at each sweep; frees do not publish, so it
+	 * can read high until the next reservation or sweep): a snapshot for
+	 * readers of the file, which racing members can leave off by a step
+	 * until the next one. The books themselves are the slots' `used`
+	 * words; gpuguard_region_used() sums them, as gpuguard's own tools
+	 * do. */
 	_Atomic uint64_t used;
 	_Atomic uint64_t peak;
 	_Atomic uint64_t refused;   /* requests refused at the ceiling, all processes */

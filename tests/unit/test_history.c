@@ -55,6 +55,23 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* An event takes the clock reading its caller hands on (the allocation's
+ * record time: one clock read per event, issue 24), or reads the clock
+ * itself; the first event at a new peak (add_at_peak) takes it too. */
+TEST(events_keep_the_time_they_are_given)
+{
+	CHECK_EQ_INT(gg_history_init(8), 0);
+	uint64_t before = gg_now_ms();
+	gg_history_alloc_at(4, GPUGUARD_API_CU_MEM_ALLOC, 0x1000, 1ull << 40, 1, 123456789); /* a peak */
+	gg_history_alloc_at(4, GPUGUARD_API_CU_MEM_ALLOC, 0x2000, 10, 1, 987654321);
+	gg_history_add(GG_HIST_FREE, 4, GPUGUARD_API_CU_MEM_ALLOC, 0x2000, 10, 1);
+	uint64_t after = gg_now_ms();
+	CHECK_EQ_U64(gg_history_snapshot(snap, 4096), 3);
+	CHECK_EQ_U64(snap[0].ms, 123456789);
+	CHECK_EQ_U64(snap[1].ms, 987654321);
+	CHECK(snap[2].ms >= before && snap[2].ms <= after);
+}
+
 TEST(reader_never_sees_a_torn_event)
 {
 	CHECK_EQ_INT(gg_history_init(256), 0);
@@ -148,6 +165,7 @@ TEST(stacks_intern_concurrently)
 int main(void)
 {
 	RUN(events_come_back_oldest_first);
+	RUN(events_keep_the_time_they_are_given);
 	RUN(reader_never_sees_a_torn_event);
 	RUN(stacks_intern_to_one_id);
 	RUN(stacks_intern_concurrently);

@@ -125,6 +125,10 @@ TEST(load_bad_limit_fails_closed)
 	capture_end();
 	CHECK_EQ_INT(gg_opt.limit_set, 1);
 	CHECK_EQ_INT(gg_opt.limit_bad, 1);
+	/* The reservation itself says why (issue 24): no caller reads the
+	 * configuration to tell. */
+	CHECK_EQ_INT(gg_ceiling_try_reserve(0, 1), GG_VERDICT_CONFIG);
+	CHECK_EQ_INT(gg_ceiling_try_reserve(0, 0), GG_VERDICT_CONFIG);
 	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1);
 	CHECK_EQ_INT(gg_ceiling_reserve(5, 0), -1);
 	CHECK_EQ_U64(atomic_load(&gg_devices[0].refused[GPUGUARD_REFUSED_CONFIG]), 1);
@@ -140,7 +144,9 @@ TEST(load_bad_limit_fails_closed)
 	CHECK_EQ_U64(atomic_load(&gg_devices[0].limit), MI);
 	CHECK(gg_ceiling_unresolved(1));
 	CHECK_EQ_INT(gg_ceiling_reserve(0, MI), 0);
+	CHECK_EQ_INT(gg_ceiling_try_reserve(0, 1), GG_VERDICT_CEILING);
 	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].refused[GPUGUARD_REFUSED_CEILING]), 1);
 	gg_ceiling_release(0, MI);
 
 	/* Unset: accounting only. */

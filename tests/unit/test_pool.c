@@ -319,7 +319,7 @@ TEST(grow_warm_refuse_trim_forget)
 	r = gg_pool_begin(pa, 1 * MI, &before);
 	CHECK_EQ_U64(r, 0);
 	fake_set(&a, 8 * MI, 4 * MI);
-	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), -1);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_CEILING); /* refused, with its reason */
 	CHECK_EQ_U64(grown, 2 * MI);
 	fake_set(&a, 6 * MI, 3 * MI); /* the caller's undo: freed, trimmed to before */
 	gg_pool_end(pa, 0);
@@ -382,6 +382,33 @@ TEST(grow_warm_refuse_trim_forget)
 	gg_ceiling_release(0, 58 * MI);
 	CHECK_EQ_U64(used0(), 0);
 	setup(GG_UNLIMITED);
+}
+
+/* Under a limit that fails closed, a pool made before we loaded still
+ * serves its warm reserve (never refused, DESIGN.md §2), but its growth is
+ * refused with the configuration's reason, which the reservation returns
+ * (issue 24: the caller used to count it as a ceiling refusal). */
+TEST(bad_limit_growth_refused_as_config)
+{
+	uint64_t grown = 0, before = 0;
+	static struct fake a;
+	setup(64 * MI);
+	gg_opt.limit_bad = 1;
+	fake_init(&a, 8 * MI, 0); /* a reserve we never charged */
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	uint64_t r = gg_pool_begin(pa, 1 * MI, &before);
+	CHECK_EQ_U64(r, 0);            /* warm: goes ahead unreserved */
+	fake_set(&a, 10 * MI, 7 * MI); /* fragmented: the pool grew all the same */
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_CONFIG);
+	CHECK_EQ_U64(grown, 2 * MI);
+	fake_set(&a, 8 * MI, 0); /* the caller's undo */
+	gg_pool_end(pa, 0);
+	/* Cold: refused at once (no admission path here), counted as config. */
+	r = gg_pool_begin(pa, 16 * MI, &before);
+	CHECK_EQ_U64(r, GG_POOL_REFUSED);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].refused[GPUGUARD_REFUSED_CONFIG]), 1);
+	CHECK_EQ_U64(refused0(), 0);
+	gg_opt.limit_bad = 0;
 }
 
 TEST(query_failure_keeps_the_reservation)
@@ -652,6 +679,7 @@ int main(void)
 	RUN(concurrent_registration_one_entry);
 	RUN(grow_warm_refuse_trim_forget);
 	RUN(warm_requests_judged_from_what_we_know);
+	RUN(bad_limit_growth_refused_as_config);
 	RUN(query_failure_keeps_the_reservation);
 	RUN(concurrent_pools_stay_under_ceiling);
 	RUN(destroyed_pool_held_until_last_block);
