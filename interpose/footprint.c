@@ -445,8 +445,10 @@ static int probe_list(int dev, gg_nvmlProcessInfo_t *p, unsigned *n)
  * holds its grant): arms a probe. */
 static void probe_begin(int dev, uint64_t bytes)
 {
-	/* Every allocation ticks while candidates wait (a handful do). */
-	gg_footprint_countdown = 0;
+	/* While candidates wait, the next allocation of PROBE_MIN or more
+	 * ticks at once; smaller ones only every PROBE_MIN bytes, so a
+	 * process that makes no large ones pays for this rarely. */
+	gg_footprint_countdown = (int64_t)PROBE_MIN - 1;
 	if (bytes < PROBE_MIN || pthread_mutex_trylock(&diff_lock) != 0)
 		return;
 	gg_nvmlProcessInfo_t p[NV_PROCS];
