@@ -826,6 +826,18 @@ static void reconcile_locked(int dev, int how, uint64_t inflight)
 	gg_nvmlProcessInfo_t p[NV_PROCS];
 	unsigned n = 0;
 	uint64_t drv;
+	/* The books are read on both sides of the driver's figure, and the
+	 * larger kept. Read after it alone, a free that completed in between
+	 * (the driver's free, then the release of its charge) was gone from
+	 * the books but still in the driver's figure, and read as that much
+	 * runtime, held until the next refusal: a 64 MiB block taken for
+	 * runtime, with the headroom on top, refused a churning thread's
+	 * request that fitted (t_postmortem's multithreaded refusal, a fourth
+	 * dump, under qemu). An allocation completing in between is in the
+	 * second reading. acquire fences: the first reading is done before
+	 * the driver's figure is read, and the second after it. */
+	uint64_t books_before = books_of(dev, atomic_load_explicit(&d->charged, memory_order_relaxed));
+	atomic_thread_fence(memory_order_acquire);
 	int rc = driver_figure(dev, &drv, p, &n);
 	if (rc != 0 && after_ctx && nv.ok && n) {
 		ctx_diff(dev, p, n);
@@ -833,8 +845,11 @@ static void reconcile_locked(int dev, int how, uint64_t inflight)
 	}
 	if (rc != 0)
 		return;
+	atomic_thread_fence(memory_order_acquire);
 	uint64_t charged = atomic_load_explicit(&d->charged, memory_order_relaxed);
 	uint64_t books = books_of(dev, charged);
+	if (books_before > books)
+		books = books_before;
 	books = books > inflight ? books - inflight : 0;
 	uint64_t foreseen = atomic_load_explicit(&d->foreseen, memory_order_relaxed);
 	if (foreseen && drv >= books + foreseen) {
