@@ -551,10 +551,8 @@ BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz, CAPTURE_TO_GRAPH_PARAMS, (s
 /* The graph hStream is capturing into, or NULL when it is not capturing.
  * A capturing stream allocates nothing: the request becomes a node of that
  * graph, whose memory the graph reserve holds (graph.c). */
-static gg_CUgraph capture_graph(gg_CUstream hStream, int ptsz)
+static gg_CUgraph __attribute__((noinline)) capture_graph_slow(gg_CUstream hStream, int ptsz)
 {
-	if (GG_LIKELY(!atomic_load_explicit(&captures_seen, memory_order_relaxed)))
-		return NULL;
 	gg_pfn_cuStreamGetCaptureInfo_v3 f =
 	    ptsz ? HELPER(cuStreamGetCaptureInfo_v3_ptsz) : HELPER(cuStreamGetCaptureInfo_v3);
 	gg_CUstreamCaptureStatus st = 0;
@@ -562,6 +560,14 @@ static gg_CUgraph capture_graph(gg_CUstream hStream, int ptsz)
 	if (!f || f(hStream, &st, NULL, &g, NULL, NULL, NULL) != GG_CUDA_SUCCESS || st != CAPTURE_ACTIVE)
 		return NULL;
 	return g;
+}
+/* Inline: until the first capture, a load and no call on every
+ * stream-ordered request. */
+static inline gg_CUgraph capture_graph(gg_CUstream hStream, int ptsz)
+{
+	if (GG_LIKELY(!atomic_load_explicit(&captures_seen, memory_order_relaxed)))
+		return NULL;
+	return capture_graph_slow(hStream, ptsz);
 }
 
 /* A captured allocation: passed through, not charged, not recorded; its

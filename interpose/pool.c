@@ -26,8 +26,12 @@ struct gg_pool {
 	void *_Atomic handle; /* NULL = free entry, DEAD_POOL = destroyed */
 	int dev;
 	gg_pool_reserved_fn query;
-	pthread_mutex_t lock; /* held across one allocation's driver call */
-	uint64_t charged;     /* reserve we charged; written under lock only */
+	/* Held across one allocation's driver call: 0 free, 1 held, 2 held
+	 * with a waiter (a futex, not a pthread mutex: the pair takes it once,
+	 * and glibc's lock and unlock were ~40 instructions of it, issue 24).
+	 * All zero is free, so a fresh or reset entry needs no init. */
+	_Atomic uint32_t lock;
+	uint64_t charged; /* reserve we charged; written under lock only */
 	/* What the pool's blocks take, at most (under lock only): the driver's
 	 * USED_MEM_CURRENT when last read, plus every request since (a block
 	 * in the reserve: the request rounded to 512 B). Frees go to the
@@ -39,6 +43,46 @@ struct gg_pool {
 	uint64_t used_est;
 	int used_known; /* used_est was read at least once */
 };
+
+/* The pool lock (the entry's lock word). acquire on taking it, release on
+ * giving it back: the pool's charged and used_est, written under it, are
+ * ordered between one holder and the next. Private futex: the registry is
+ * this process's own memory. */
+static void __attribute__((noinline)) lock_slow(struct gg_pool *p, uint32_t c)
+{
+	if (c != 2)
+		c = atomic_exchange_explicit(&p->lock, 2, memory_order_acquire);
+	while (c != 0) {
+		gg_futex_wait(&p->lock, 2, NULL, 1);
+		c = atomic_exchange_explicit(&p->lock, 2, memory_order_acquire);
+	}
+}
+
+static inline void pool_lock(struct gg_pool *p)
+{
+	uint32_t c = 0;
+	if (GG_UNLIKELY(
+	        !atomic_compare_exchange_strong_explicit(&p->lock, &c, 1, memory_order_acquire, memory_order_relaxed)))
+		lock_slow(p, c);
+}
+
+/* 0 when taken. */
+static inline int pool_trylock(struct gg_pool *p)
+{
+	uint32_t c = 0;
+	return atomic_compare_exchange_strong_explicit(&p->lock, &c, 1, memory_order_acquire, memory_order_relaxed)
+	           ? 0
+	           : -1;
+}
+
+static inline void pool_unlock(struct gg_pool *p)
+{
+	/* 2: someone sleeps (or is about to) on the word; hand it back and wake one. */
+	if (GG_UNLIKELY(atomic_fetch_sub_explicit(&p->lock, 1, memory_order_release) != 1)) {
+		atomic_store_explicit(&p->lock, 0, memory_order_release);
+		gg_futex_wake(&p->lock, 1, 1);
+	}
+}
 
 static struct gg_pool *_Atomic blocks[MAX_BLOCKS];
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -66,13 +110,21 @@ static struct gg_pool *find(void *handle)
 	return NULL;
 }
 
-struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
+/* The pool this thread used last: a hit costs a load and a compare
+ * instead of the registry's scan. Valid while its handle is still the one
+ * asked for: an entry is never unmapped, and one that died or was reused
+ * holds another handle (DEAD_POOL, or the new pool's). */
+static GG_TLS struct gg_pool *tls_last;
+
+static struct gg_pool *__attribute__((noinline)) get_slow(void *handle, int dev, gg_pool_reserved_fn query)
 {
 	if (!handle || handle == DEAD_POOL)
 		return NULL;
 	struct gg_pool *p = find(handle);
-	if (GG_LIKELY(p != NULL))
+	if (GG_LIKELY(p != NULL)) {
+		tls_last = p;
 		return p;
+	}
 	/* First sight of this pool. Registration is rare, so a mutex keeps two
 	 * threads from registering the same pool twice (which would charge its
 	 * reserve twice). It is never held across a call out of the library. */
@@ -108,7 +160,10 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 			p->charged = 0;
 			p->used_est = 0;
 			p->used_known = 0;
-			pthread_mutex_init(&p->lock, NULL);
+			/* p->lock: 0 in a fresh entry (mmap) and in a dead one
+			 * (given back by forget_keeping); a thread that found the
+			 * entry before it died may still hold it, so it is left
+			 * as it is. */
 			/* release: publishes dev, query and the lock to find(). */
 			atomic_store_explicit(&p->handle, handle, memory_order_release);
 			/* release: publishes the block pointer (and the entry)
@@ -118,7 +173,20 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 		}
 	}
 	pthread_mutex_unlock(&reg_lock);
+	if (p)
+		tls_last = p;
 	return p;
+}
+
+struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
+{
+	struct gg_pool *p = tls_last;
+	/* acquire: as find()'s, pairs with the release store that published
+	 * the entry's dev and query with its handle. */
+	if (GG_LIKELY(p != NULL && (uintptr_t)handle > (uintptr_t)DEAD_POOL &&
+	              atomic_load_explicit(&p->handle, memory_order_acquire) == handle))
+		return p;
+	return get_slow(handle, dev, query);
 }
 
 int gg_pool_device(void *handle)
@@ -163,10 +231,10 @@ void gg_pool_reconcile(struct gg_pool *p)
 {
 	/* trylock: an allocation holds the lock across its driver call and
 	 * settles the pool itself when done; nobody ever waits here. */
-	if (pthread_mutex_trylock(&p->lock) != 0)
+	if (pool_trylock(p) != 0)
 		return;
 	settle_locked(p, 0);
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock(p);
 }
 
 void gg_pool_reconcile_device(int dev)
@@ -225,7 +293,7 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	 * fit the warm reserve alone must not both be let through unreserved,
 	 * or the second grows the pool past the ceiling. The driver serialises
 	 * a pool's allocations internally anyway. */
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	if (p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit) {
 		/* Warm by what we know (used_est above): no question to the
 		 * driver. The reserve's read after the call (gg_pool_end_warm)
@@ -263,7 +331,7 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	 * refusal there is counted and dumped; with no admission path (unit
 	 * tests without initialisation) it is refused at once, and counted. */
 	settle_locked(p, 0);
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock(p);
 	gg_pool_admit_fn admit = atomic_load_explicit(&admit_fn, memory_order_relaxed);
 	if (!admit) {
 		gg_ceiling_count_refusal(p->dev, gg_verdict_reason(v));
@@ -271,7 +339,7 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	}
 	if (admit(p->dev, need) != 0)
 		return GG_POOL_REFUSED;
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	return need;
 }
 
@@ -292,7 +360,7 @@ int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
 void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 {
 	settle_locked(p, reserved);
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock(p);
 }
 
 enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
@@ -316,7 +384,7 @@ enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uin
 	} else if (reserved != p->charged) {
 		settle_to(p, 0, reserved); /* released at a sync we did not see */
 	}
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock(p);
 	return GG_VERDICT_GRANTED;
 }
 
@@ -344,7 +412,7 @@ static void forget_keeping(void *handle, uint64_t keep)
 	struct gg_pool *p = find(handle);
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	if (keep <= p->charged)
 		gg_ceiling_release(p->dev, p->charged - keep);
 	else
@@ -353,7 +421,7 @@ static void forget_keeping(void *handle, uint64_t keep)
 	p->charged = 0;
 	/* release: orders the books above before the entry can be reused. */
 	atomic_store_explicit(&p->handle, DEAD_POOL, memory_order_release);
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock(p);
 }
 
 void gg_pool_forget(void *handle)
@@ -426,9 +494,9 @@ void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn
 	d->live = 1;
 	/* What stays after the destroy: the pool trimmed to nothing. If it
 	 * cannot be trimmed or read, all it reserved (on the safe side). */
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	d->hold = p->charged;
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock(p);
 	if (trim && trim(handle) == 0 && p->query(handle, &reserved, NULL) == 0)
 		d->hold = reserved;
 	if (!owner || !gg_table) {

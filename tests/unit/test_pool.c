@@ -138,6 +138,42 @@ TEST(registry_grows_and_reuses)
 	CHECK_EQ_INT(gg_pool_device(&f[N - 1]), -1);
 }
 
+/* A thread remembers the last pool it used (issue 24: a load and a compare
+ * instead of the registry's scan on every request). Once that pool is gone
+ * and another takes its entry, the remembered entry answers for neither the
+ * dead handle nor the dead-entry marker. */
+TEST(last_pool_remembered_until_it_dies)
+{
+	static struct fake a, b;
+	setup(GG_UNLIMITED);
+	fake_init(&a, 0, 0);
+	fake_init(&b, 0, 0);
+	struct gg_pool *pa = gg_pool_get(&a, 1, fake_query);
+	CHECK(pa != NULL);
+	CHECK(gg_pool_get(&a, 1, fake_query) == pa);
+	gg_pool_forget(&a);
+	CHECK_EQ_INT(gg_pool_device(&a), -1);
+	struct gg_pool *pb = gg_pool_get(&b, 2, fake_query);
+	CHECK(pb == pa); /* the one dead entry, taken again */
+	CHECK_EQ_INT(gg_pool_device(&b), 2);
+	/* a once more (remembered: b's entry, which held a): a new entry. */
+	struct gg_pool *pa2 = gg_pool_get(&a, 3, fake_query);
+	CHECK(pa2 != NULL && pa2 != pb);
+	CHECK_EQ_INT(gg_pool_device(&a), 3);
+	CHECK(gg_pool_get(&b, 0, fake_query) == pb);
+	CHECK(gg_pool_get(&a, 0, fake_query) == pa2);
+	/* The remembered entry dead: the marker it holds is no handle. */
+	gg_pool_forget(&a);
+	CHECK(gg_pool_get((void *)1, 0, fake_query) == NULL);
+	/* A fork child's reset empties the remembered entry too. */
+	gg_pool_reset();
+	CHECK_EQ_INT(gg_pool_device(&b), -1);
+	struct gg_pool *pb2 = gg_pool_get(&b, 0, fake_query);
+	CHECK(pb2 != NULL);
+	CHECK_EQ_INT(gg_pool_device(&b), 0);
+	gg_pool_reset();
+}
+
 /* ---- concurrent registration ---- */
 
 #define REG_T 8
@@ -676,6 +712,7 @@ int main(void)
 {
 	RUN(get_registers_once);
 	RUN(registry_grows_and_reuses);
+	RUN(last_pool_remembered_until_it_dies);
 	RUN(concurrent_registration_one_entry);
 	RUN(grow_warm_refuse_trim_forget);
 	RUN(warm_requests_judged_from_what_we_know);
