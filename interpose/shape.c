@@ -21,13 +21,24 @@
 
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "an out slot is 8 bytes");
 
+_Atomic int gg_hooks_ready;
+
+void gg_enter_first(void)
+{
+	gg_init_done();
+	gg_first_call();
+	/* relaxed: both once-set flags, read after gg_init_done's acquire of
+	 * the finished initialisation (which set gg_inert, if ever). release:
+	 * publishes that acquire to every hook that reads 1 (GG_ENTER). */
+	if (!atomic_load_explicit(&gg_inert, memory_order_relaxed) &&
+	    atomic_load_explicit(&gg_gpu_called, memory_order_relaxed))
+		atomic_store_explicit(&gg_hooks_ready, 1, memory_order_release);
+}
+
 /* GG_ENTER for the runtime that lent rt (this file is no hook file). */
 static void enter(const struct gg_runtime *rt)
 {
-	gg_hook_active = 1;
-	gg_cur_runtime = rt->runtime;
-	gg_init_done();
-	gg_first_call();
+	GG_ENTER(rt->runtime);
 }
 
 static uint64_t out_value(const void *out)

@@ -22,13 +22,41 @@
  * sees gg_in_hook and passes straight through. runtime: the GG_RT_* whose
  * hook this is (a device bound for the pod is named by that runtime's
  * UUID), given by each caller; a hook file's veneers pass its
- * GG_VENEER_RUNTIME (veneer.h). */
+ * GG_VENEER_RUNTIME (veneer.h).
+ *
+ * gg_hooks_ready: 1 once initialisation is done, the first GPU call has
+ * written what it held back, and this copy is not inert; then a hook's
+ * entry is one load (was three: the init state, the first-call flag and
+ * the inert flag, issue 24). Set once by gg_enter_first, never cleared (a
+ * fork child keeps its parent's initialisation). acquire: pairs with the
+ * release store there, made after that thread's acquire of the finished
+ * initialisation, so a hook that sees 1 sees what initialisation wrote. */
+extern _Atomic int gg_hooks_ready;
+/* GG_ENTER's first calls on any thread: runs initialisation and the first
+ * call's log release, then sets gg_hooks_ready when the copy governs. */
+void gg_enter_first(void);
+#define GG_HOOKS_READY() GG_LIKELY(atomic_load_explicit(&gg_hooks_ready, memory_order_acquire))
 #define GG_ENTER(runtime)                   \
 	do {                                \
 		gg_hook_active = 1;         \
 		gg_cur_runtime = (runtime); \
-		gg_init_done();             \
-		gg_first_call();            \
+		if (!GG_HOOKS_READY())      \
+			gg_enter_first();   \
+	} while (0)
+/* A veneer's entry: passes straight through (returns what pass_through
+ * returns) when re-entered, or in an inert copy; else GG_ENTER. The inert
+ * flag is read only while the hooks are not ready (ready implies governed). */
+#define GG_ENTER_OR_PASS(runtime, pass_through)                  \
+	do {                                                     \
+		if (gg_hook_active)                              \
+			return pass_through;                     \
+		int gg_ready_ = GG_HOOKS_READY();                \
+		if (!gg_ready_ && gg_in_hook)                    \
+			return pass_through; /* an inert copy */ \
+		gg_hook_active = 1;                              \
+		gg_cur_runtime = (runtime);                      \
+		if (!gg_ready_)                                  \
+			gg_enter_first();                        \
 	} while (0)
 #define GG_LEAVE() (gg_hook_active = 0)
 

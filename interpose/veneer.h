@@ -60,19 +60,19 @@
  * check); re-entered, or where pass holds (arguments the runtime answers
  * for itself), goes straight to the runtime; else runs the body, which sets
  * rc, between GG_ENTER and GG_LEAVE. */
-#define GG_VENEER(name, params, args, refuse, pass, ...) \
-	GG_EXPORT GG_VENEER_RESULT name params           \
-	{                                                \
-		GG_VENEER_REAL(name);                    \
-		if (refuse)                              \
-			GG_SIG_REFUSE(GG_VENEER_OOM);    \
-		if (gg_in_hook || (pass))                \
-			return real args;                \
-		GG_ENTER(GG_VENEER_RUNTIME);             \
-		GG_VENEER_RESULT rc;                     \
-		__VA_ARGS__                              \
-		GG_LEAVE();                              \
-		return rc;                               \
+#define GG_VENEER(name, params, args, refuse, pass, ...)        \
+	GG_EXPORT GG_VENEER_RESULT name params                  \
+	{                                                       \
+		GG_VENEER_REAL(name);                           \
+		if (refuse)                                     \
+			GG_SIG_REFUSE(GG_VENEER_OOM);           \
+		if (pass)                                       \
+			return real args;                       \
+		GG_ENTER_OR_PASS(GG_VENEER_RUNTIME, real args); \
+		GG_VENEER_RESULT rc;                            \
+		__VA_ARGS__                                     \
+		GG_LEAVE();                                     \
+		return rc;                                      \
 	}
 
 /* Notes what a successful call did: the real call, then note(rt, rc, ...),
