@@ -628,8 +628,8 @@ static inline gg_CUresult alloc_async(gg_pfn_cuMemAllocAsync f, gg_CUdeviceptr *
 	if (graph)
 		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, s));
 	int dev = stream_device(s); /* its pool is that device's current one */
-	struct gg_pool_alloc pa =
-	    GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_ASYNC, dev, device_pool(dev), bytesize, dptr, s);
+	struct gg_pool_alloc pa;
+	gg_pool_alloc_init(&pa, GPUGUARD_API_CU_MEM_ALLOC_ASYNC, dev, device_pool(dev), bytesize, dptr, s);
 	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, s));
 }
 
@@ -641,7 +641,8 @@ static inline gg_CUresult alloc_from_pool(gg_pfn_cuMemAllocFromPoolAsync f, gg_C
 		return captured_alloc(dptr, bytesize, graph, s, f(dptr, bytesize, pool, s));
 	int sdev = stream_device(s); /* and gg_cur_ctx, for the record */
 	int dev = pool_home(pool, sdev);
-	struct gg_pool_alloc pa = GG_POOL_ALLOC_OF(GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, dev, pool, bytesize, dptr, s);
+	struct gg_pool_alloc pa;
+	gg_pool_alloc_init(&pa, GPUGUARD_API_CU_MEM_ALLOC_FROM_POOL, dev, pool, bytesize, dptr, s);
 	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, s));
 }
 

@@ -146,6 +146,24 @@ struct gg_pool_alloc {
 	struct gg_pool *p; /* set by begin, as below */
 	uint64_t before, reserved;
 };
+/* Fills a stream-ordered request of size bytes from pool on dev, for stream:
+ * the fields begin reads. Not a designated initialiser, which zeroes the
+ * whole struct (11 stores a request, issue 24); begin sets p, before,
+ * reserved and a.charge before anything reads them, and rows is read only
+ * with a pitch. */
+static inline void gg_pool_alloc_init(struct gg_pool_alloc *pa, enum gpuguard_api api, int dev, void *pool,
+                                      uint64_t size, void *out, void *stream)
+{
+	pa->a.dev = dev;
+	pa->a.api = api;
+	pa->a.ns = GG_NS_PTR;
+	pa->a.charged = 1;
+	pa->a.size = size;
+	pa->a.out = out;
+	pa->a.pitch = NULL;
+	pa->pool = pool;
+	pa->stream = stream;
+}
 int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_pool_alloc *pa);
 int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc);
 #define GG_POOL_ALLOC(rt, pa, call) (gg_pool_alloc_begin(rt, pa) == 0 ? gg_pool_alloc_end(rt, pa, call) : (rt)->oom)

@@ -126,18 +126,10 @@
 
 /* A stream-ordered allocation of size bytes from pool on dev (an
  * expression that may use dev), for stream. */
-#define GG_VENEER_POOL_ALLOC(name, params, args, pass, api, dev_, pool, size, out, stream)       \
-	GG_VENEER(name, params, args, 1, pass, int dev = dev_;                                   \
-	          struct gg_pool_alloc pa = GG_POOL_ALLOC_OF(api, dev, pool, size, out, stream); \
+#define GG_VENEER_POOL_ALLOC(name, params, args, pass, api, dev_, pool, size, out, stream) \
+	GG_VENEER(name, params, args, 1, pass, int dev = dev_; struct gg_pool_alloc pa;    \
+	          gg_pool_alloc_init(&pa, api, dev, pool, size, out, stream);              \
 	          rc = GG_POOL_ALLOC(&GG_VENEER_RT, &pa, real args);)
-/* The struct gg_pool_alloc of such a request. */
-#define GG_POOL_ALLOC_OF(api_, dev_, pool_, size_, out_, stream_)                                           \
-	(struct gg_pool_alloc)                                                                              \
-	{                                                                                                   \
-		.a = {.dev = dev_, .api = api_, .ns = GG_NS_PTR, .charged = 1, .size = size_, .out = out_}, \
-		.pool = pool_, .stream = stream_                                                            \
-	}
-
 /* A free of raw in namespace ns; a null raw goes to the runtime. */
 #define GG_VENEER_FREE(name, params, args, ns, raw)                                                                   \
 	GG_VENEER(name, params, args, 0, !(raw), struct gg_free f; gg_free_begin(&f, ns, (uint64_t)(uintptr_t)(raw)); \
