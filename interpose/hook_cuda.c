@@ -100,8 +100,10 @@ static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_
 		/* First sight of this context on any thread: ask its device. */
 		gg_pfn_cuCtxGetDevice f = HELPER(cuCtxGetDevice);
 		gg_CUdevice d = -1;
-		if (!f || f(&d) != GG_CUDA_SUCCESS || d < 0 || d >= GG_MAX_DEVICES)
+		if (!f || f(&d) != GG_CUDA_SUCCESS || d < 0 || d >= GG_MAX_DEVICES) {
+			gg_cur_ctx = 0;
 			return -1;
+		}
 		dev = d;
 		id = gg_ctx_id(c, dev, 0);
 		gg_shared_check_card(dev, GG_RT_CUDA); /* HIP's dev on another card? */
@@ -113,13 +115,14 @@ static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_
 
 /* The calling thread's device, or -1 without a context; sets gg_cur_ctx to
  * its context's id for the record the hook is about to make. */
-static int current_device(void)
+static inline __attribute__((always_inline)) int current_device(void)
 {
 	gg_pfn_cuCtxGetCurrent f = HELPER(cuCtxGetCurrent);
 	gg_CUcontext c = NULL;
-	gg_cur_ctx = 0;
-	if (!f || f(&c) != GG_CUDA_SUCCESS || !c)
+	if (GG_UNLIKELY(!f || f(&c) != GG_CUDA_SUCCESS || !c)) {
+		gg_cur_ctx = 0;
 		return -1;
+	}
 	/* acquire: pairs with the release bump in gg_ctx_forget, so a cache
 	 * filled before a destroy is never trusted after it. */
 	uint32_t epoch = atomic_load_explicit(&gg_ctx_epoch, memory_order_acquire);
@@ -128,6 +131,11 @@ static int current_device(void)
 		return tls_ctx.dev;
 	}
 	return current_device_slow(c, epoch);
+}
+/* The same, out of line: struct gg_runtime's device(). */
+static int device_of_thread(void)
+{
+	return current_device();
 }
 
 static int device_total(int dev, uint64_t *bytes)
@@ -187,7 +195,7 @@ static const struct gg_runtime cuda = {
     .ok = GG_CUDA_SUCCESS,
     .oom = GG_CUDA_ERROR_OUT_OF_MEMORY,
     .host_in_ctx = 1,
-    .device = current_device,
+    .device = device_of_thread,
     .total = device_total,
     .pool_query = pool_query,
     .pool_owner = pool_owner,
