@@ -48,7 +48,7 @@ void gg_dump_set_meminfo(int runtime, gg_meminfo_fn fn)
 		meminfo_fn[runtime] = fn;
 }
 
-static _Atomic int armed;          /* 0 no, 1 arming, 2 armed */
+_Atomic int gg_dump_armed;         /* 0 no, 1 arming, 2 armed (dump.h) */
 static _Atomic int writer_running; /* the writer thread exists (exit waits for it) */
 static _Atomic int handler_installed;
 static _Atomic uint32_t wake_word; /* futex the writer sleeps on */
@@ -79,8 +79,7 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 
 static void refusal_body(int dev, enum gpuguard_refusal why);
 
-static GG_TLS enum gpuguard_api req_api;
-static GG_TLS uint64_t req_size;
+GG_TLS struct gg_dump_noted gg_dump_noted;
 
 static void wake_writer(void)
 {
@@ -108,16 +107,10 @@ static int rate_ok(void)
 	return 1;
 }
 
-void gg_dump_note_request(enum gpuguard_api api, uint64_t size)
-{
-	req_api = api;
-	req_size = size;
-}
-
 void gg_dump_noted_request(enum gpuguard_api *api, uint64_t *size)
 {
-	*api = req_api;
-	*size = req_size;
+	*api = gg_dump_noted.api;
+	*size = gg_dump_noted.size;
 }
 
 void gg_dump_pinned(int64_t bytes, int64_t count)
@@ -154,7 +147,7 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 	gg_ceiling_read(dev, &ds);
 	uint64_t lim = ds.limit, used = ds.used;
 	char rq[32], us[32], li[32], line[512];
-	gg_log_bytes(rq, sizeof rq, req_size);
+	gg_log_bytes(rq, sizeof rq, gg_dump_noted.size);
 	gg_log_bytes(us, sizeof us, used);
 	int n;
 	struct gg_footprint_dmem dl;
@@ -162,12 +155,12 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d failed: the driver is out of memory (%s charged); "
 		             "pid %d; dumps in %s\n",
-		             gg_dump_api_name(req_api), rq, dev, us, (int)getpid(), gg_opt.dump_dir);
+		             gg_dump_api_name(gg_dump_noted.api), rq, dev, us, (int)getpid(), gg_opt.dump_dir);
 	else if (why == GPUGUARD_REFUSED_CONFIG)
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d refused: GPUGUARD_LIMIT is not valid, every allocation "
 		             "is refused; pid %d\n",
-		             gg_dump_api_name(req_api), rq, dev, (int)getpid());
+		             gg_dump_api_name(gg_dump_noted.api), rq, dev, (int)getpid());
 	else if (gg_footprint_driver_limit(dev, &dl) && dl.binds) {
 		char hb[32], ub[32];
 		n = snprintf(
@@ -175,11 +168,11 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		    "gpuguard: %s of %s on device %d refused at the ceiling set by the driver's limit: %s of "
 		    "%s%s used; the cgroup's hard limit (MPS memory partitioning) is %s, of which its processes "
 		    "used %s; refused before the driver would%s; pid %d; dumps in %s\n",
-		    gg_dump_api_name(req_api), rq, dev, us, gg_log_bytes(li, sizeof li, lim),
+		    gg_dump_api_name(gg_dump_noted.api), rq, dev, us, gg_log_bytes(li, sizeof li, lim),
 		    ds.pod ? " (the pod's budget)" : "", gg_log_bytes(hb, sizeof hb, dl.hard),
 		    gg_log_bytes(ub, sizeof ub, dl.used), gg_opt.wait_ms ? " after waiting" : "", (int)getpid(),
 		    gg_opt.dump_dir);
-	} else if (gg_footprint_refusal_is_runtime(dev, req_size)) {
+	} else if (gg_footprint_refusal_is_runtime(dev, gg_dump_noted.size)) {
 		struct gg_footprint_stats fs;
 		char rt[32];
 		gg_footprint_read(dev, &fs);
@@ -187,7 +180,7 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		             "gpuguard: %s of %s on device %d refused at the ceiling because of the runtime: %s of "
 		             "%s%s used, of which %s is what the driver holds beyond the allocations (context, "
 		             "modules, local memory)%s; pid %d; dumps in %s\n",
-		             gg_dump_api_name(req_api), rq, dev, us,
+		             gg_dump_api_name(gg_dump_noted.api), rq, dev, us,
 		             lim >= GG_LIMIT_UNRESOLVED ? "?" : gg_log_bytes(li, sizeof li, lim),
 		             ds.pod ? " (the pod's budget)" : "", gg_log_bytes(rt, sizeof rt, fs.charged),
 		             gg_opt.wait_ms ? " after waiting" : "", (int)getpid(), gg_opt.dump_dir);
@@ -195,7 +188,7 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d refused at the ceiling: %s of %s%s used%s; pid %d; "
 		             "dumps in %s\n",
-		             gg_dump_api_name(req_api), rq, dev, us,
+		             gg_dump_api_name(gg_dump_noted.api), rq, dev, us,
 		             lim >= GG_LIMIT_UNRESOLVED ? "?" : gg_log_bytes(li, sizeof li, lim),
 		             ds.pod ? " (the pod's budget)" : "", gg_opt.wait_ms ? " after waiting" : "", (int)getpid(),
 		             gg_opt.dump_dir);
@@ -218,7 +211,7 @@ void gg_dump_on_refusal(int dev, enum gpuguard_refusal why)
 static void refusal_body(int dev, enum gpuguard_refusal why)
 {
 	uint32_t st = gg_stack_capture();
-	gg_history_add(GG_HIST_REFUSE, dev, req_api, 0, req_size, st);
+	gg_history_add(GG_HIST_REFUSE, dev, gg_dump_noted.api, 0, gg_dump_noted.size, st);
 	if (why == GPUGUARD_REFUSED_CONFIG || !rate_ok())
 		return;
 	gg_dump_arm();
@@ -229,11 +222,11 @@ static void refusal_body(int dev, enum gpuguard_refusal why)
 		atomic_fetch_add_explicit(&n_suppressed, 1, memory_order_relaxed);
 		return; /* one is queued or being written: it tells the same story */
 	}
-	slot_req = (struct gg_dump_req){1, dev, req_api, req_size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER,
-	                                0, 0,   0,       0};
+	slot_req = (struct gg_dump_req){
+	    1, dev, gg_dump_noted.api, gg_dump_noted.size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER, 0, 0, 0, 0};
 	/* The failing thread has the context the writer lacks: ask the driver
 	 * here, once per dump (rate-limited above), with our hooks bypassed. */
-	gg_meminfo_fn mi = meminfo_fn[gpuguard_api_runtime(req_api) == GPUGUARD_RUNTIME_HIP ? 1 : 0];
+	gg_meminfo_fn mi = meminfo_fn[gpuguard_api_runtime(gg_dump_noted.api) == GPUGUARD_RUNTIME_HIP ? 1 : 0];
 	if (mi && mi(&slot_req.driver_free, &slot_req.driver_total) == 0)
 		slot_req.have_meminfo = 1;
 	slot_trigger = why == GPUGUARD_REFUSED_DRIVER ? GG_DUMP_DRIVER_OOM : GG_DUMP_CEILING;
@@ -505,19 +498,17 @@ static void sweep_partials(void)
 	closedir(d);
 }
 
-void gg_dump_arm(void)
+void gg_dump_arm_slow(void)
 {
-	/* acquire: pairs with the release store of 2 below. */
-	if (GG_LIKELY(atomic_load_explicit(&armed, memory_order_acquire) == 2))
-		return;
 	int expect = 0;
 	/* acq_rel: exactly one thread wins the right to start the writer. */
-	if (!atomic_compare_exchange_strong_explicit(&armed, &expect, 1, memory_order_acq_rel, memory_order_acquire))
+	if (!atomic_compare_exchange_strong_explicit(&gg_dump_armed, &expect, 1, memory_order_acq_rel,
+	                                             memory_order_acquire))
 		return; /* another thread arms; a trigger meanwhile just waits queued */
 	gg_dump_read_test_knobs();
 	if (gg_opt.dump_max == 0) {
 		/* No dumps at all: no thread, and the signal keeps its meaning. */
-		atomic_store_explicit(&armed, 2, memory_order_release);
+		atomic_store_explicit(&gg_dump_armed, 2, memory_order_release);
 		return;
 	}
 	const char *delay = secure_getenv("GPUGUARD_TEST_DUMP_DELAY_MS");
@@ -537,13 +528,13 @@ void gg_dump_arm(void)
 	install_handler();
 	gg_sig_watch_fatal(finish_in_flight);
 	/* release: whoever sees 2 sees the handler installed. */
-	atomic_store_explicit(&armed, 2, memory_order_release);
+	atomic_store_explicit(&gg_dump_armed, 2, memory_order_release);
 }
 
 void gg_dump_after_fork_child(void)
 {
 	/* No writer thread exists here; the handler (inherited) stays installed. */
-	atomic_store_explicit(&armed, 0, memory_order_relaxed);
+	atomic_store_explicit(&gg_dump_armed, 0, memory_order_relaxed);
 	atomic_store_explicit(&writer_running, 0, memory_order_relaxed);
 	atomic_store_explicit(&slot_state, 0, memory_order_relaxed);
 	atomic_store_explicit(&n_started, 0, memory_order_relaxed);
@@ -583,7 +574,7 @@ int gg_dump_host_sample_armed(struct gg_host_sample *h)
 	gg_dump_arm(); /* reads the test knobs the host sample uses; once */
 	/* acquire: pairs with the release store of 2 in gg_dump_arm, after
 	 * which the test knobs are read and stay put. */
-	if (atomic_load_explicit(&armed, memory_order_acquire) != 2)
+	if (atomic_load_explicit(&gg_dump_armed, memory_order_acquire) != 2)
 		return -1;
 	gg_dump_host_sample(h);
 	return 0;

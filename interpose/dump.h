@@ -11,16 +11,34 @@
 #include "shared.h"
 
 /* What the hook about to call gg_ceiling_count_refusal is asking for, so a
- * refusal can name the request (set by gg_bracket_begin and the pool paths). */
-void gg_dump_note_request(enum gpuguard_api api, uint64_t size);
+ * refusal can name the request (set by gg_bracket_begin and the pool paths).
+ * Inline, one thread-local pair: it runs on every allocation (issue 24). */
+struct gg_dump_noted {
+	enum gpuguard_api api;
+	uint64_t size;
+};
+extern GG_TLS struct gg_dump_noted gg_dump_noted;
+static inline void gg_dump_note_request(enum gpuguard_api api, uint64_t size)
+{
+	gg_dump_noted.api = api;
+	gg_dump_noted.size = size;
+}
 /* The request noted last on this thread (gg_hook_sleep keeps it across a
  * signal handler's own hook). */
 void gg_dump_noted_request(enum gpuguard_api *api, uint64_t *size);
 /* A refusal was counted on dev: history event + rate-limited dump. */
 void gg_dump_on_refusal(int dev, enum gpuguard_refusal why);
 /* Arms dumps on first device activity: starts the writer thread and
- * installs the signal handler. Cheap after the first call. */
-void gg_dump_arm(void);
+ * installs the signal handler. After the first call, one load inline.
+ * gg_dump_armed: 0 no, 1 arming, 2 armed; acquire: pairs with the slow
+ * path's release store of 2, made once the writer and handler are set. */
+extern _Atomic int gg_dump_armed;
+void gg_dump_arm_slow(void);
+static inline void gg_dump_arm(void)
+{
+	if (GG_UNLIKELY(atomic_load_explicit(&gg_dump_armed, memory_order_acquire) != 2))
+		gg_dump_arm_slow();
+}
 /* The driver's own free/total for the calling thread's current device,
  * asked on the failing thread (the writer has no context). One per runtime
  * (0 = CUDA, 1 = HIP), registered by the hook files. 0 or -1. */
