@@ -513,11 +513,8 @@ GG_VENEER_HOST_FREE(cuMemFreeHost, (void *p), (p), p)
  * the driver cannot tell (a handle it refuses, or no cuStreamGetDevice for
  * a context we never saw), the current device, as the driver call itself
  * then fails or runs in the current context. */
-static int stream_device(gg_CUstream s)
+static int __attribute__((noinline)) stream_device_slow(gg_CUstream s, int dev)
 {
-	int dev = current_device();
-	if ((uintptr_t)s <= 2)
-		return dev;
 	gg_pfn_cuStreamGetCtx gc = HELPER(cuStreamGetCtx);
 	gg_CUcontext c = NULL;
 	if (!gc || gc(s, &c) != GG_CUDA_SUCCESS || !c)
@@ -534,6 +531,15 @@ static int stream_device(gg_CUstream s)
 	}
 	gg_cur_ctx = id;
 	return sdev;
+}
+/* Inline: a default stream (the common case) asks the current context
+ * alone. */
+static inline int stream_device(gg_CUstream s)
+{
+	int dev = current_device();
+	if ((uintptr_t)s <= 2)
+		return dev;
+	return stream_device_slow(s, dev);
 }
 
 /* Set, for good, by the first stream capture begun through our hooks: until
