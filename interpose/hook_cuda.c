@@ -635,8 +635,8 @@ static int pool_home(gg_CUmemoryPool pool, int fallback)
  * per-thread one). Inline: the record's stack is unwound from the hook. */
 
 /* cuMemAllocAsync draws from the current pool of the stream's device. */
-static inline gg_CUresult alloc_async(gg_pfn_cuMemAllocAsync f, gg_CUdeviceptr *dptr, size_t bytesize, gg_CUstream s,
-                                      int ptsz)
+static inline __attribute__((always_inline)) gg_CUresult alloc_async(gg_pfn_cuMemAllocAsync f, gg_CUdeviceptr *dptr,
+                                                                     size_t bytesize, gg_CUstream s, int ptsz)
 {
 	gg_CUgraph graph = capture_graph(s, ptsz);
 	if (graph)
@@ -660,7 +660,8 @@ static inline gg_CUresult alloc_from_pool(gg_pfn_cuMemAllocFromPoolAsync f, gg_C
 	return GG_POOL_ALLOC(&cuda, &pa, f(dptr, bytesize, pool, s));
 }
 
-static inline gg_CUresult free_async(gg_pfn_cuMemFreeAsync f, gg_CUdeviceptr dptr, gg_CUstream s, int ptsz)
+static inline __attribute__((always_inline)) gg_CUresult free_async(gg_pfn_cuMemFreeAsync f, gg_CUdeviceptr dptr,
+                                                                    gg_CUstream s, int ptsz)
 {
 	/* A free node of the graph: nothing is freed now, and nothing of ours
 	 * (a captured allocation was never recorded). */
