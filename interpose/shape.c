@@ -48,22 +48,9 @@ static uint64_t out_value(const void *out)
 	return v;
 }
 
-/* A percentage ceiling needs the card's size, which we learn on first use
- * (never from a constructor: no runtime calls there, DESIGN.md §1); and
- * the record's context, where the runtime has none of its own. Inline on
- * the allocation paths. */
-static inline void bind(const struct gg_runtime *rt, int dev)
-{
-	uint64_t total;
-	if (GG_UNLIKELY(gg_ceiling_unresolved(dev)) && rt->total(dev, &total) == 0)
-		gg_ceiling_resolve(dev, total);
-	if (rt->dev_ctx)
-		gg_cur_ctx = rt->dev_ctx(dev);
-}
-
 void gg_bind_device(const struct gg_runtime *rt, int dev)
 {
-	bind(rt, dev);
+	gg_bind(rt, dev);
 }
 
 /* ---- allocate ----------------------------------------------------------- */
@@ -73,7 +60,7 @@ int gg_alloc_begin(const struct gg_runtime *rt, struct gg_alloc *a)
 	a->charge = 0;
 	if (a->dev < 0)
 		return 0;
-	bind(rt, a->dev);
+	gg_bind(rt, a->dev);
 	a->charge = a->charged ? gg_ceiling_charge_size(a->api, a->size) : 0;
 	gg_dump_note_request(a->api, a->size);
 	return gg_account_begin(a->dev, a->charge);
@@ -98,23 +85,6 @@ int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uin
 }
 
 /* ---- allocate from a pool ------------------------------------------------ */
-
-int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_pool_alloc *pa)
-{
-	struct gg_alloc *a = &pa->a;
-	pa->p = a->dev >= 0 ? gg_pool_get(pa->pool, a->dev, rt->pool_query) : NULL;
-	if (!pa->p) {
-		/* Unknown device, or the pool registry full (65536 pools) or
-		 * out of memory: charge it like a plain allocation, but never
-		 * refund it (end), as the pool may keep the memory after the
-		 * free and we cannot read what it holds. Safe, not exact. */
-		return gg_alloc_begin(rt, a);
-	}
-	bind(rt, a->dev);
-	gg_dump_note_request(a->api, a->size);
-	pa->reserved = gg_pool_begin(pa->p, a->size, &pa->before);
-	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
-}
 
 /* At the ceiling the runtime could not serve the request from the warm
  * reserve and grew the pool instead: that growth does not fit. Hand the

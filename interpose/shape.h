@@ -11,6 +11,8 @@
 
 #include "account.h"
 #include "base.h"
+#include "ceiling.h"
+#include "dump.h"
 #include "handles.h"
 #include "init.h"
 #include "log.h"
@@ -86,7 +88,17 @@ struct gg_runtime {
 };
 
 /* Before a charge on dev: resolves a percentage ceiling from the card's
- * size on first use, and sets the record's context (rt->dev_ctx). */
+ * size on first use (never from a constructor: no runtime calls there,
+ * DESIGN.md §1), and sets the record's context (rt->dev_ctx), where the
+ * runtime has none of its own. Inline on the allocation paths. */
+static inline void gg_bind(const struct gg_runtime *rt, int dev)
+{
+	uint64_t total;
+	if (GG_UNLIKELY(gg_ceiling_unresolved(dev)) && rt->total(dev, &total) == 0)
+		gg_ceiling_resolve(dev, total);
+	if (rt->dev_ctx)
+		gg_cur_ctx = rt->dev_ctx(dev);
+}
 void gg_bind_device(const struct gg_runtime *rt, int dev);
 /* Allocate (DESIGN.md §3): begin admits the charge (0 = go ahead, -1 =
  * refuse with rt->oom), the hook calls the runtime, end commits and records
@@ -164,7 +176,24 @@ static inline void gg_pool_alloc_init(struct gg_pool_alloc *pa, enum gpuguard_ap
 	pa->pool = pool;
 	pa->stream = stream;
 }
-int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_pool_alloc *pa);
+/* Inline in the hook (issue 24: a frame less on every stream-ordered
+ * request). */
+static inline int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_pool_alloc *pa)
+{
+	struct gg_alloc *a = &pa->a;
+	pa->p = a->dev >= 0 ? gg_pool_get(pa->pool, a->dev, rt->pool_query) : NULL;
+	if (GG_UNLIKELY(!pa->p)) {
+		/* Unknown device, or the pool registry full (65536 pools) or
+		 * out of memory: charge it like a plain allocation, but never
+		 * refund it (end), as the pool may keep the memory after the
+		 * free and we cannot read what it holds. Safe, not exact. */
+		return gg_alloc_begin(rt, a);
+	}
+	gg_bind(rt, a->dev);
+	gg_dump_note_request(a->api, a->size);
+	pa->reserved = gg_pool_begin(pa->p, a->size, &pa->before);
+	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
+}
 int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc);
 #define GG_POOL_ALLOC(rt, pa, call) (gg_pool_alloc_begin(rt, pa) == 0 ? gg_pool_alloc_end(rt, pa, call) : (rt)->oom)
 
