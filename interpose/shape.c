@@ -99,10 +99,10 @@ static int undo_growth(const struct gg_runtime *rt, struct gg_pool_alloc *pa, ui
 	return 0;
 }
 
-int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc)
+int gg_pool_alloc_end_slow(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc, uint64_t raw,
+                           enum gg_verdict v, uint64_t grew)
 {
 	struct gg_alloc *a = &pa->a;
-	uint64_t raw = rc == rt->ok ? out_value(a->out) : 0;
 	if (!pa->p) {
 		if (!raw || a->dev < 0)
 			return gg_alloc_end(rt, a, rc);
@@ -111,15 +111,9 @@ int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int
 	}
 	uint64_t credit = pa->reserved;
 	if (raw && pa->reserved == 0) {
-		/* Served from the warm reserve, unreserved: one read of the
-		 * reserve settles it, the common case. */
-		uint64_t grew = 0;
-		enum gg_verdict v = gg_pool_end_warm(pa->p, pa->before, &grew);
-		if (v == GG_VERDICT_GRANTED) {
-			gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* the pool carries the charge */
-			return rc;
-		}
-		/* The card holds the growth now, past the ceiling, until it is
+		/* Served from the warm reserve, unreserved, and the read after
+		 * it (gg_pool_alloc_end, inline) refused the growth under v:
+		 * the card holds the growth now, past the ceiling, until it is
 		 * handed back: a neighbour's OOM on a shared card. Charged for
 		 * that moment, so pool_overshoot counts it and the peak shows
 		 * it even when the hand-back succeeds (issue 25, item 5: 1,400

@@ -194,7 +194,32 @@ static inline int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_poo
 	pa->reserved = gg_pool_begin(pa->p, a->size, &pa->before);
 	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
 }
-int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc);
+/* end's paths other than a warm request granted (shape.c): no pool entry,
+ * a request that reserved, the runtime's failure, or a warm request whose
+ * growth the read after it refused under v (grew: that growth). */
+int gg_pool_alloc_end_slow(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc, uint64_t raw,
+                           enum gg_verdict v, uint64_t grew);
+/* Inline: the common case, a request the warm reserve served, is one read
+ * of the reserve and the record, with no frame of shape.c between. */
+static inline int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc)
+{
+	struct gg_alloc *a = &pa->a;
+	uint64_t raw = 0;
+	if (rc == rt->ok)
+		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer */
+	enum gg_verdict v = GG_VERDICT_GRANTED;
+	uint64_t grew = 0;
+	if (GG_LIKELY(pa->p && raw && pa->reserved == 0)) {
+		/* Served from the warm reserve, unreserved: one read of the
+		 * reserve settles it. */
+		v = gg_pool_end_warm(pa->p, pa->before, &grew);
+		if (GG_LIKELY(v == GG_VERDICT_GRANTED)) {
+			gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* the pool carries the charge */
+			return rc;
+		}
+	}
+	return gg_pool_alloc_end_slow(rt, pa, rc, raw, v, grew);
+}
 #define GG_POOL_ALLOC(rt, pa, call) (gg_pool_alloc_begin(rt, pa) == 0 ? gg_pool_alloc_end(rt, pa, call) : (rt)->oom)
 
 /* Free: take the record out before the runtime can hand the address to
