@@ -23,11 +23,63 @@ int gg_history_init(uint64_t capacity);
 uint64_t gg_history_capacity(void);
 void gg_history_after_fork_child(void);
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack);
-/* An allocation's event at ms (gg_now_ms's clock): the caller read the clock
- * for its record already and hands the reading on, so the event reads none
- * (one clock read per event, issue 24). Six arguments, as gg_history_add,
- * so that neither needs a stack frame on the way through. */
-void gg_history_alloc_at(int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack, uint64_t ms);
+
+/* The words every event moves, also with the ring off (history.c): read
+ * and moved by the inline fast path below, so that an event that sets no
+ * new peak while the ring is off calls nothing (issue 24: the two calls
+ * per pair, with their frames, cost half of what the tracking did). */
+#define GG_HIST_SITE_IDS ((1u << 15) + 1) /* stack ids 0 .. 2^15 (stack.c) */
+struct gg_history_words {
+	/* Both set once by gg_history_init, before any event; never again
+	 * while the process has other threads. */
+	_Atomic int64_t *site_live; /* [dev][stack id]: live bytes; NULL when unmapped */
+	void *ring;                 /* the ring, NULL when GPUGUARD_HISTORY=0 */
+	/* The process's live bytes by device as the events tell them, and
+	 * their highest point (issue 11, finding 4). */
+	_Atomic int64_t live[GG_MAX_DEVICES];
+	_Atomic uint64_t peak[GG_MAX_DEVICES];
+};
+extern struct gg_history_words gg_history_words;
+/* A time the caller does not have: the ring reads the clock itself. */
+#define GG_HIST_NOW UINT64_MAX
+/* The rest of an event whose live bytes passed the peak (live != 0), or
+ * whose ring is on: the peak first, then the ring's slot. */
+void gg_history_event_slow(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack,
+                           uint64_t live, uint64_t ms);
+
+/* Moves the live counts by one event; returns the device's new live bytes
+ * when they pass its peak (the slow path's business), else 0. */
+static inline __attribute__((always_inline)) uint64_t gg_history_track(enum gg_hist_op op, int dev, uint64_t s,
+                                                                       uint32_t stack)
+{
+	struct gg_history_words *w = &gg_history_words;
+	if ((unsigned)dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
+		return 0;
+	int64_t d = op == GG_HIST_FREE ? -(int64_t)s : (int64_t)s;
+	/* relaxed: a sum of independent deltas; no other memory hangs on it. */
+	if (GG_LIKELY(w->site_live != NULL) && stack < GG_HIST_SITE_IDS)
+		atomic_fetch_add_explicit(&w->site_live[(size_t)dev * GG_HIST_SITE_IDS + stack], d,
+		                          memory_order_relaxed);
+	/* relaxed: as above. */
+	int64_t now = atomic_fetch_add_explicit(&w->live[dev], d, memory_order_relaxed) + d;
+	if (op == GG_HIST_FREE || now <= 0)
+		return 0;
+	/* relaxed: compared only; the slow path's CAS settles races. */
+	uint64_t pk = atomic_load_explicit(&w->peak[dev], memory_order_relaxed);
+	return (uint64_t)now > pk ? (uint64_t)now : 0;
+}
+
+/* An event, inline: ms is its time (gg_now_ms's clock), or GG_HIST_NOW
+ * for the ring to read the clock only if it records the event. An
+ * allocation's caller read the clock for its record already and hands the
+ * reading on (one clock read per event, issue 24). */
+static inline __attribute__((always_inline)) void gg_history_event(enum gg_hist_op op, int dev, enum gpuguard_api api,
+                                                                   uint64_t p, uint64_t s, uint32_t stack, uint64_t ms)
+{
+	uint64_t live = gg_history_track(op, dev, s, stack);
+	if (GG_UNLIKELY(live != 0) || gg_history_words.ring)
+		gg_history_event_slow(op, dev, api, p, s, stack, live, ms);
+}
 /* Copies up to max whole events, oldest first. Returns how many. */
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max);
 /* Events claimed so far: a dump's cut is the moment this was read. An
