@@ -207,8 +207,7 @@ uint64_t gg_history_capacity(void)
 	return ring_slots() ? ring_mask + 1 : 0;
 }
 
-static void ring_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack,
-                     uint64_t ms)
+void gg_history_ring_add(uint64_t meta, uint64_t p, uint64_t s, uint64_t ms)
 {
 	/* relaxed: the index only has to be unique; the slot's seq carries the
 	 * ordering with readers. */
@@ -228,26 +227,24 @@ static void ring_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_
 	/* release fence: orders the odd seq above before the payload stores, so
 	 * a reader that sees new payload also sees seq changed (its re-check). */
 	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&sl->ms, ms == GG_HIST_NOW ? gg_now_ms() : ms, memory_order_relaxed);
+	atomic_store_explicit(&sl->ms, ms, memory_order_relaxed);
 	atomic_store_explicit(&sl->p, p, memory_order_relaxed);
 	atomic_store_explicit(&sl->s, s, memory_order_relaxed);
-	atomic_store_explicit(&sl->meta,
-	                      (uint64_t)stack << 32 | (uint64_t)op << 24 | (uint64_t)(api & 0xffff) << 8 |
-	                          (uint64_t)(dev & 0xff),
-	                      memory_order_relaxed);
+	atomic_store_explicit(&sl->meta, meta, memory_order_relaxed);
 	/* release: pairs with the reader's acquire load of seq, so whoever sees
 	 * 2i+2 sees this event's whole payload. */
 	atomic_store_explicit(&sl->seq, 2 * i + 2, memory_order_release);
 }
 
-void gg_history_event_slow(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack,
-                           uint64_t live, uint64_t ms)
+void gg_history_ring_add_now(uint64_t meta, uint64_t p, uint64_t s)
 {
-	if (live)
-		/* relaxed: compared only, as in gg_history_track */
-		raise_peak(dev, live, atomic_load_explicit(&gg_history_words.peak[dev], memory_order_relaxed));
-	if (ring_slots())
-		ring_add(op, dev, api, p, s, stack, ms);
+	gg_history_ring_add(meta, p, s, gg_now_ms());
+}
+
+void gg_history_peak_slow(int dev, uint64_t live)
+{
+	/* relaxed: compared only, as in gg_history_track */
+	raise_peak(dev, live, atomic_load_explicit(&gg_history_words.peak[dev], memory_order_relaxed));
 }
 
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)

@@ -40,12 +40,23 @@ struct gg_history_words {
 	_Atomic uint64_t peak[GG_MAX_DEVICES];
 };
 extern struct gg_history_words gg_history_words;
-/* A time the caller does not have: the ring reads the clock itself. */
+/* A time the caller does not have: the event reads the clock itself,
+ * only when the ring records it. */
 #define GG_HIST_NOW UINT64_MAX
-/* The rest of an event whose live bytes passed the peak (live != 0), or
- * whose ring is on: the peak first, then the ring's slot. */
-void gg_history_event_slow(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack,
-                           uint64_t live, uint64_t ms);
+/* An allocation's live bytes passed dev's peak: the peak, its time and
+ * (1% past the last) the sites live at it. */
+void gg_history_peak_slow(int dev, uint64_t live);
+/* The ring's slot for one event; meta as gg_history_meta packs it. Four
+ * arguments and no call inside, so that it needs no stack frame. */
+void gg_history_ring_add(uint64_t meta, uint64_t p, uint64_t s, uint64_t ms);
+/* The same at the time now (the clock read there, not in the caller: a
+ * call in the inline path would cost its caller registers when the ring
+ * is off). */
+void gg_history_ring_add_now(uint64_t meta, uint64_t p, uint64_t s);
+static inline uint64_t gg_history_meta(enum gg_hist_op op, int dev, enum gpuguard_api api, uint32_t stack)
+{
+	return (uint64_t)stack << 32 | (uint64_t)op << 24 | (uint64_t)(api & 0xffff) << 8 | (uint64_t)(dev & 0xff);
+}
 
 /* Moves the live counts by one event; returns the device's new live bytes
  * when they pass its peak (the slow path's business), else 0. */
@@ -77,9 +88,16 @@ static inline __attribute__((always_inline)) void gg_history_event(enum gg_hist_
                                                                    uint64_t p, uint64_t s, uint32_t stack, uint64_t ms)
 {
 	uint64_t live = gg_history_track(op, dev, s, stack);
-	if (GG_UNLIKELY(live != 0) || gg_history_words.ring)
-		gg_history_event_slow(op, dev, api, p, s, stack, live, ms);
+	if (GG_UNLIKELY(live != 0))
+		gg_history_peak_slow(dev, live); /* the peak first, then the event */
+	if (!gg_history_words.ring)
+		return;
+	if (ms == GG_HIST_NOW) /* a constant at every call site: the test folds */
+		gg_history_ring_add_now(gg_history_meta(op, dev, api, stack), p, s);
+	else
+		gg_history_ring_add(gg_history_meta(op, dev, api, stack), p, s, ms);
 }
+
 /* Copies up to max whole events, oldest first. Returns how many. */
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max);
 /* Events claimed so far: a dump's cut is the moment this was read. An
