@@ -106,11 +106,24 @@ static enum gg_verdict wait_reserve(int dev, uint64_t charge, enum gg_verdict v)
 	return v;
 }
 
+/* gg_account_begin past its first try: the retry, the wait, the refusal.
+ * Apart, so that the granted path saves no more registers than its own
+ * calls need (issue 24: 6 pushes and pops a pair). */
+__attribute__((noinline)) static int begin_slow(int dev, uint64_t charge)
+{
+	enum gg_verdict v = retry_reserve(dev, charge);
+	if (v != GG_VERDICT_GRANTED)
+		v = wait_reserve(dev, charge, v);
+	if (v == GG_VERDICT_GRANTED)
+		return 0;
+	gg_account_refuse(dev, gg_verdict_reason(v));
+	return -1;
+}
+
 int gg_account_begin(int dev, uint64_t charge)
 {
 	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
-	enum gg_verdict v = gg_ceiling_try_reserve(dev, charge);
-	if (v == GG_VERDICT_GRANTED) {
+	if (GG_LIKELY(gg_ceiling_try_reserve(dev, charge) == GG_VERDICT_GRANTED)) {
 		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
 		/* Near the ceiling, the runtime charge is read fresh before the
 		 * grant stands: the ticks are rate-limited, and growth between
@@ -118,13 +131,7 @@ int gg_account_begin(int dev, uint64_t charge)
 		if (GG_LIKELY(!gg_ceiling_near) || gg_footprint_near_slow(dev, charge) == 0)
 			return 0;
 	}
-	v = retry_reserve(dev, charge);
-	if (v != GG_VERDICT_GRANTED)
-		v = wait_reserve(dev, charge, v);
-	if (v == GG_VERDICT_GRANTED)
-		return 0;
-	gg_account_refuse(dev, gg_verdict_reason(v));
-	return -1;
+	return begin_slow(dev, charge);
 }
 
 void gg_account_refuse(int dev, enum gpuguard_refusal why)
