@@ -57,7 +57,7 @@ static void *writer_main(void *arg)
 
 /* An event takes the clock reading its caller hands on (the allocation's
  * record time: one clock read per event, issue 24), or reads the clock
- * itself; the first event at a new peak (add_at_peak) takes it too. */
+ * itself; the first event at a new peak (gg_history_peak_slow) takes it too. */
 TEST(events_keep_the_time_they_are_given)
 {
 	CHECK_EQ_INT(gg_history_init(8), 0);
