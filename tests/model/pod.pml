@@ -9,15 +9,22 @@
  *   reserve  R1 claim += b, R2 sum claim then used of every occupied slot,
  *            R3 refuse (claim -= b) past the ceiling, else R4 used += b,
  *            R5 claim -= b
- *   release  L1 used -= b, after the driver freed the memory
+ *            with a refill (issue 24): R1 claims b + extra, R4b credit +=
+ *            extra; past the ceiling R3a drops the extra, R3b takes every
+ *            slot's credit back (an exchange each, ours too), R2 once more,
+ *            and only then R3 refuses
+ *   grant    from our credit (issue 24): F1 used += b, F2 credit -= b if it
+ *            holds b (a CAS), else F3 used -= b and the slow path (R1...)
+ *   release  L1 used -= b, after the driver freed the memory (never into
+ *            the credit: -DCREDIT_FAST_RELEASE shows why)
  *   runtime  (interpose/footprint.c, set_charge) the runtime category:
  *            what the driver already holds for the process beyond its
  *            allocations. Charged as a reservation (R1-R5) followed by
  *            T2 rt += b, the slot's runtime word (region.h's runtime
  *            table); given back by U1 rt -= b, then U2 used -= b
  *   sweep    S1 try the slot's lock (held: its owner lives; never waited
- *            on), S2 claim = 0, S3a rt = 0, S3b used = 0, S4 clear the
- *            occupancy bit, S5 unlock
+ *            on), S2 claim = 0, S2b credit = 0, S3a rt = 0, S3b used = 0,
+ *            S4 clear the occupancy bit, S5 unlock
  * The pod's `used` is the sum of `used` over the occupied slots, and its
  * runtime the sum of `rt` over them: every word belongs to one slot, so a
  * death leaves nothing the sweep cannot see.
@@ -39,6 +46,13 @@
  *             is exactly the live processes' runtime charges (the
  *             rtchecker process), whatever step a process died at:
  *             between its runtime's grant and T2 included
+ *   no false refusal
+ *             when nothing in the books changed since a refuser took the
+ *             credits back (calm), the pod's used plus every claim, the
+ *             refused request's included, does pass LIMIT
+ * R2 reads claim, credit, used: F1 raises used before F2 lowers the credit,
+ * R4 raises used and R4b the credit before R5 lowers the claim, so a word a
+ * request moves out of is always read before the word it moves into.
  *
  * tests/scripts/model.sh checks two processes exhaustively and three with a
  * supertrace (bitstate) search: three processes exhaustively take more than
@@ -52,7 +66,11 @@
  * the pod-wide summed word it was (kept by deltas at T2 and U1, capped at
  * the pod's used after a sweep, which cannot know the dead slot's part):
  * spin must find a member killed with a runtime charge leaving it there
- * (the soak's 176 MiB of issue 22). */
+ * (the soak's 176 MiB of issue 22). -DCREDIT_GRANT_CAS_FIRST (F2 before
+ * F1) and -DCREDIT_FAST_RELEASE (a release into the credit: credit += b,
+ * then used -= b, which needs R2 to read used before the credit, the
+ * opposite of what F1/F2 need) must pass the ceiling; -DNO_STEAL must
+ * refuse falsely. */
 
 #ifdef TWO
 #define N 2 /* the processes */
