@@ -410,10 +410,12 @@ static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint
 		/* F3: taken back meanwhile; the slow path. seq_cst: as F1. */
 		sub_saturating(b->mine, bytes);
 	}
-	/* A refill while our credit cannot serve this request: claimed with
-	 * it, kept only if the pod has plenty of room (R4b). */
+	/* A refill while our credit holds less than a chunk (so it never
+	 * holds two): claimed with the request, kept only if the pod has
+	 * plenty of room (R4b). */
 	uint64_t extra = 0;
-	if (lim >= POD_CREDIT_ROOM + POD_CREDIT_CHUNK && bytes <= lim - POD_CREDIT_ROOM - POD_CREDIT_CHUNK)
+	if (k < POD_CREDIT_CHUNK && lim >= POD_CREDIT_ROOM + POD_CREDIT_CHUNK &&
+	    bytes <= lim - POD_CREDIT_ROOM - POD_CREDIT_CHUNK)
 		extra = POD_CREDIT_CHUNK;
 	uint64_t claimed = bytes + extra; /* what R5 takes back */
 	/* R1: announce the request. seq_cst, as every step here: R1 then R2
