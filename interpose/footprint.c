@@ -554,7 +554,7 @@ static void publish(int dev, uint64_t before, uint64_t after)
 	 * our slot once we are dead: a plain store of the whole figure. */
 	atomic_store_explicit(gpuguard_region_runtime_word(b->region, b->slot, b->entry), after, memory_order_seq_cst);
 	/* relaxed: the entry's snapshot for readers of the file, as its used
-	 * (shared.c publish); the sum is the table's. */
+	 * (shared_sweep.c, publish); the sum is the table's. */
 	atomic_store_explicit(&gpuguard_region_dev(b->region, b->entry)->runtime,
 	                      gpuguard_region_runtime(b->region, b->entry), memory_order_relaxed);
 }
