@@ -370,8 +370,12 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
  * request while the pod has plenty of room, so that the next requests of
  * this process are granted from its own slot's words alone (F1-F2). */
 #define POD_CREDIT_CHUNK (4 * GG_MIB)
-/* Room the pod must keep, beyond the refill, for a refill to be taken. */
-#define POD_CREDIT_ROOM (8 * POD_CREDIT_CHUNK)
+/* Room the pod must keep, beyond the refill, for a refill to be taken: at
+ * least GG_CEILING_NEAR, so that no credit is taken near the ceiling, where
+ * a grant reads the runtime charge fresh (gg_ceiling_near; a fast grant
+ * keeps the thread's last answer). */
+#define POD_CREDIT_ROOM (16 * POD_CREDIT_CHUNK)
+_Static_assert(POD_CREDIT_ROOM >= (uint64_t)GG_CEILING_NEAR, "no credit near the ceiling");
 
 /* Pod scope (b->claim set): the slots are the books, and this follows
  * tests/model/pod.pml step by step. A process killed at any instruction
