@@ -106,11 +106,24 @@ static enum gg_verdict wait_reserve(int dev, uint64_t charge, enum gg_verdict v)
 	return v;
 }
 
+/* gg_account_begin past its first try: the retry, the wait, the refusal.
+ * Apart, so that the granted path saves no more registers than its own
+ * calls need (issue 24: 6 pushes and pops a pair). */
+__attribute__((noinline)) static int begin_slow(int dev, uint64_t charge)
+{
+	enum gg_verdict v = retry_reserve(dev, charge);
+	if (v != GG_VERDICT_GRANTED)
+		v = wait_reserve(dev, charge, v);
+	if (v == GG_VERDICT_GRANTED)
+		return 0;
+	gg_account_refuse(dev, gg_verdict_reason(v));
+	return -1;
+}
+
 int gg_account_begin(int dev, uint64_t charge)
 {
 	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
-	enum gg_verdict v = gg_ceiling_try_reserve(dev, charge);
-	if (v == GG_VERDICT_GRANTED) {
+	if (GG_LIKELY(gg_ceiling_try_reserve(dev, charge) == GG_VERDICT_GRANTED)) {
 		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
 		/* Near the ceiling, the runtime charge is read fresh before the
 		 * grant stands: the ticks are rate-limited, and growth between
@@ -118,13 +131,7 @@ int gg_account_begin(int dev, uint64_t charge)
 		if (GG_LIKELY(!gg_ceiling_near) || gg_footprint_near_slow(dev, charge) == 0)
 			return 0;
 	}
-	v = retry_reserve(dev, charge);
-	if (v != GG_VERDICT_GRANTED)
-		v = wait_reserve(dev, charge, v);
-	if (v == GG_VERDICT_GRANTED)
-		return 0;
-	gg_account_refuse(dev, gg_verdict_reason(v));
-	return -1;
+	return begin_slow(dev, charge);
 }
 
 void gg_account_refuse(int dev, enum gpuguard_refusal why)
@@ -159,7 +166,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	 * about 1 run in 12 under load). No other thread can free the
 	 * address before its event: we have not returned it yet. */
 	int in = gg_table && gg_table_insert(gg_table, &r) >= 0;
-	gg_history_alloc_at(dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
+	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (in)
 		return;
@@ -186,18 +193,18 @@ static uint64_t free_raw(const struct gg_record *rec)
 	return rec->key ^ ((rec->key >> 62) << 62);
 }
 
-/* A free's event is claimed as soon as its record is out of the table,
- * before the driver call (the address is not reusable until then). A
- * dump's cut (dump.c, settle_cut) whose copy of the table no longer holds
- * the record then finds the event when it reads the history, unless this
- * thread stops between the two for longer than the whole copy. Claimed
- * after the driver's free, as it was, the event was missed whenever the
- * free was still inside the driver. 1. */
-static int forgotten(struct gg_record *out)
+/* A remove that missed while pool.c's flagging may have held the record out
+ * of the table: waits for the flagging and looks again. seq_cst, the
+ * second load: against the flagging's increments around its remove and
+ * insert (pool.c): a remove that missed a record the flagging held out saw
+ * the count odd, or saw it move. Apart from gg_account_forget: a free of an
+ * unknown pointer is rare, and the fast path then needs no more. */
+__attribute__((noinline)) static int forget_missed(uint64_t key, struct gg_record *out, uint64_t gen)
 {
-	gg_history_add(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, free_raw(out), out->size, out->stack);
-	out->flags |= GG_REC_FREE_SAID;
-	return 1;
+	if (!(gen & 1) && atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst) == gen)
+		return 0;
+	gg_pool_flagging_wait();
+	return gg_table_remove(gg_table, key, out);
 }
 
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
@@ -205,16 +212,23 @@ int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 	gg_ceiling_note_thread(); /* a thread that frees may free again */
 	if (!gg_table)
 		return 0;
-	/* seq_cst, both: against the flagging's increments around its
-	 * remove and insert (pool.c): a remove that missed a record the
-	 * flagging held out saw the count odd, or saw it move. */
+	/* seq_cst: the first of the pair forget_missed completes (pool.c's
+	 * flagging). */
 	uint64_t gen = atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst);
-	if (gg_table_remove(gg_table, gg_key(ns, raw), out))
-		return forgotten(out);
-	if (!(gen & 1) && atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst) == gen)
+	uint64_t key = gg_key(ns, raw);
+	if (GG_UNLIKELY(!gg_table_remove(gg_table, key, out)) && !forget_missed(key, out, gen))
 		return 0;
-	gg_pool_flagging_wait();
-	return gg_table_remove(gg_table, gg_key(ns, raw), out) ? forgotten(out) : 0;
+	/* The free's event is claimed as soon as its record is out of the
+	 * table, before the driver call (the address is not reusable until
+	 * then). A dump's cut (dump.c, settle_cut) whose copy of the table no
+	 * longer holds the record then finds the event when it reads the
+	 * history, unless this thread stops between the two for longer than
+	 * the whole copy. Claimed after the driver's free, as it was, the
+	 * event was missed whenever the free was still inside the driver. */
+	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, free_raw(out), out->size, out->stack,
+	                 GG_HIST_NOW);
+	out->flags |= GG_REC_FREE_SAID;
+	return 1;
 }
 
 void gg_account_freed(const struct gg_record *rec, int ok)

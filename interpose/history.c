@@ -20,17 +20,22 @@ struct gg_hist_slot {
 	_Atomic uint64_t meta; /* stack << 32 | op << 24 | api << 8 | dev */
 };
 
-static struct gg_hist_slot *ring;
+struct gg_history_words gg_history_words;
+
+/* The ring, typed (gg_history_words.ring). */
+static inline struct gg_hist_slot *ring_slots(void)
+{
+	return gg_history_words.ring;
+}
 static uint64_t ring_mask;
 static _Atomic uint64_t ring_head; /* next index to claim */
 static _Atomic uint64_t ring_dropped;
 
 /* The process's live bytes by device as the events tell them, and their
- * highest point: what was live at the GPU peak is reconstructed from these
- * and the ring (issue 11, finding 4). One more relaxed add per event, on
- * the path that already claims a ring index. */
-static _Atomic int64_t live_by_dev[GG_MAX_DEVICES];
-static _Atomic uint64_t peak_by_dev[GG_MAX_DEVICES], peak_ms_by_dev[GG_MAX_DEVICES];
+ * highest point (gg_history_words, history.h), with its time: what was
+ * live at the GPU peak is reconstructed from these and the ring (issue 11,
+ * finding 4). */
+static _Atomic uint64_t peak_ms_by_dev[GG_MAX_DEVICES];
 
 /* Live bytes by device and stack id, so that a dump carries what was live
  * at the peak even when the history has long wrapped (issue 11, finding
@@ -38,8 +43,7 @@ static _Atomic uint64_t peak_by_dev[GG_MAX_DEVICES], peak_ms_by_dev[GG_MAX_DEVIC
  * nothing. At each new peak that is 1% (at least 1 MiB) above the last
  * snapshot, the growing thread copies the largest GG_PEAK_SITES of its
  * device: at most some hundreds of scans in a process's life. */
-#define SITE_IDS ((1u << 15) + 1) /* stack ids 0 .. 2^15 (stack.c) */
-static _Atomic int64_t *site_live;
+#define SITE_IDS GG_HIST_SITE_IDS
 static struct peak_snap {
 	_Atomic uint64_t seq; /* odd while being written; the writer holds it */
 	_Atomic uint64_t bytes, ms, n;
@@ -64,7 +68,7 @@ __attribute__((noinline)) static void snap_peak(int dev, uint64_t v)
 	uint64_t top_st[GG_PEAK_SITES], top_b[GG_PEAK_SITES];
 	unsigned n = 0;
 	uint32_t ids = gg_stack_ids();
-	const _Atomic int64_t *row = site_live + (size_t)dev * SITE_IDS;
+	const _Atomic int64_t *row = gg_history_words.site_live + (size_t)dev * SITE_IDS;
 	for (uint32_t id = 0; id <= ids && id < SITE_IDS; id++) {
 		/* relaxed: other threads move these meanwhile; the snapshot is
 		 * a blend of nearby moments, which the report says. */
@@ -96,37 +100,13 @@ __attribute__((noinline)) static void raise_peak(int dev, uint64_t v, uint64_t p
 	 * value, so a reader may pair a new peak with the previous peak's time
 	 * for an instant; the report treats the time as approximate. */
 	while (v > pk)
-		if (atomic_compare_exchange_weak_explicit(&peak_by_dev[dev], &pk, v, memory_order_relaxed,
+		if (atomic_compare_exchange_weak_explicit(&gg_history_words.peak[dev], &pk, v, memory_order_relaxed,
 		                                          memory_order_relaxed)) {
 			atomic_store_explicit(&peak_ms_by_dev[dev], gg_now_ms(), memory_order_relaxed);
-			if (site_live)
+			if (gg_history_words.site_live)
 				snap_peak(dev, v);
 			break;
 		}
-}
-
-/* Moves the live counts by one event; returns the device's new live bytes
- * when they pass its peak (raise_peak's business), else 0. Calls nothing,
- * so gg_history_add needs no stack frame on the way through. */
-static inline __attribute__((always_inline)) uint64_t track_peak(enum gg_hist_op op, int dev, uint64_t s,
-                                                                 uint32_t stack)
-{
-	if (dev < 0 || dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
-		return 0;
-	/* relaxed: a sum of independent deltas; no other memory hangs on it. */
-	if (site_live && stack < SITE_IDS)
-		atomic_fetch_add_explicit(&site_live[(size_t)dev * SITE_IDS + stack],
-		                          op == GG_HIST_FREE ? -(int64_t)s : (int64_t)s, memory_order_relaxed);
-	if (op == GG_HIST_FREE) {
-		atomic_fetch_sub_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed);
-		return 0;
-	}
-	int64_t now = atomic_fetch_add_explicit(&live_by_dev[dev], (int64_t)s, memory_order_relaxed) + (int64_t)s;
-	if (now <= 0)
-		return 0;
-	/* relaxed: compared only; raise_peak's CAS settles races. */
-	uint64_t pk = atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed);
-	return (uint64_t)now > pk ? (uint64_t)now : 0;
 }
 
 int gg_history_peak_sites(int dev, struct gg_peak_sites *out)
@@ -161,7 +141,7 @@ uint64_t gg_history_live(int dev)
 {
 	if (dev < 0 || dev >= GG_MAX_DEVICES)
 		return 0;
-	int64_t v = atomic_load_explicit(&live_by_dev[dev], memory_order_relaxed);
+	int64_t v = atomic_load_explicit(&gg_history_words.live[dev], memory_order_relaxed);
 	return v > 0 ? (uint64_t)v : 0;
 }
 
@@ -170,7 +150,7 @@ void gg_history_peak(int dev, uint64_t *bytes, uint64_t *ms)
 	*bytes = *ms = 0;
 	if (dev < 0 || dev >= GG_MAX_DEVICES)
 		return;
-	*bytes = atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed);
+	*bytes = atomic_load_explicit(&gg_history_words.peak[dev], memory_order_relaxed);
 	*ms = atomic_load_explicit(&peak_ms_by_dev[dev], memory_order_relaxed);
 }
 
@@ -178,11 +158,11 @@ void gg_history_peak(int dev, uint64_t *bytes, uint64_t *ms)
  * ring is left mapped). */
 int gg_history_init(uint64_t capacity)
 {
-	if (!site_live) {
+	if (!gg_history_words.site_live) {
 		void *s = mmap(NULL, (size_t)GG_MAX_DEVICES * SITE_IDS * sizeof(int64_t), PROT_READ | PROT_WRITE,
 		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (s != MAP_FAILED)
-			site_live = s; /* before any event: init runs first */
+			gg_history_words.site_live = s; /* before any event: init runs first */
 	}
 	if (capacity == 0)
 		return 0;
@@ -194,7 +174,7 @@ int gg_history_init(uint64_t capacity)
 	if (m == MAP_FAILED)
 		return -1;
 	ring_mask = cap - 1;
-	ring = m;
+	gg_history_words.ring = m;
 	atomic_store_explicit(&ring_head, 0, memory_order_relaxed);
 	return 0;
 }
@@ -209,36 +189,30 @@ int gg_history_init(uint64_t capacity)
 void gg_history_after_fork_child(void)
 {
 	for (int d = 0; d < GG_MAX_DEVICES; d++) {
-		atomic_store_explicit(&live_by_dev[d], 0, memory_order_relaxed);
-		atomic_store_explicit(&peak_by_dev[d], 0, memory_order_relaxed);
+		atomic_store_explicit(&gg_history_words.live[d], 0, memory_order_relaxed);
+		atomic_store_explicit(&gg_history_words.peak[d], 0, memory_order_relaxed);
 		atomic_store_explicit(&peak_ms_by_dev[d], 0, memory_order_relaxed);
 		memset(&psnap[d], 0, sizeof psnap[d]);
 	}
-	if (site_live)
-		madvise(site_live, (size_t)GG_MAX_DEVICES * SITE_IDS * sizeof(int64_t), MADV_DONTNEED);
-	if (ring)
-		madvise(ring, (ring_mask + 1) * sizeof(struct gg_hist_slot), MADV_DONTNEED);
+	if (gg_history_words.site_live)
+		madvise(gg_history_words.site_live, (size_t)GG_MAX_DEVICES * SITE_IDS * sizeof(int64_t), MADV_DONTNEED);
+	if (ring_slots())
+		madvise(ring_slots(), (ring_mask + 1) * sizeof(struct gg_hist_slot), MADV_DONTNEED);
 	atomic_store_explicit(&ring_head, 0, memory_order_relaxed);
 	atomic_store_explicit(&ring_dropped, 0, memory_order_relaxed);
 }
 
 uint64_t gg_history_capacity(void)
 {
-	return ring ? ring_mask + 1 : 0;
+	return ring_slots() ? ring_mask + 1 : 0;
 }
 
-/* The ring's part of gg_history_add, apart so that the peak tracking every
- * event does (also with the ring off) needs no stack frame. */
-/* A ring event's time when its caller has none to hand on. */
-#define GG_HIST_NOW UINT64_MAX
-
-__attribute__((noinline)) static void ring_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p,
-                                               uint64_t s, uint32_t stack, uint64_t ms)
+void gg_history_ring_add(uint64_t meta, uint64_t p, uint64_t s, uint64_t ms)
 {
 	/* relaxed: the index only has to be unique; the slot's seq carries the
 	 * ordering with readers. */
 	uint64_t i = atomic_fetch_add_explicit(&ring_head, 1, memory_order_relaxed);
-	struct gg_hist_slot *sl = &ring[i & ring_mask];
+	struct gg_hist_slot *sl = &ring_slots()[i & ring_mask];
 	uint64_t cur = atomic_load_explicit(&sl->seq, memory_order_relaxed);
 	/* Only one writer per slot at a time: a writer a whole lap behind (or
 	 * one still writing the previous lap) gives its event up rather than
@@ -253,55 +227,34 @@ __attribute__((noinline)) static void ring_add(enum gg_hist_op op, int dev, enum
 	/* release fence: orders the odd seq above before the payload stores, so
 	 * a reader that sees new payload also sees seq changed (its re-check). */
 	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&sl->ms, ms == GG_HIST_NOW ? gg_now_ms() : ms, memory_order_relaxed);
+	atomic_store_explicit(&sl->ms, ms, memory_order_relaxed);
 	atomic_store_explicit(&sl->p, p, memory_order_relaxed);
 	atomic_store_explicit(&sl->s, s, memory_order_relaxed);
-	atomic_store_explicit(&sl->meta,
-	                      (uint64_t)stack << 32 | (uint64_t)op << 24 | (uint64_t)(api & 0xffff) << 8 |
-	                          (uint64_t)(dev & 0xff),
-	                      memory_order_relaxed);
+	atomic_store_explicit(&sl->meta, meta, memory_order_relaxed);
 	/* release: pairs with the reader's acquire load of seq, so whoever sees
 	 * 2i+2 sees this event's whole payload. */
 	atomic_store_explicit(&sl->seq, 2 * i + 2, memory_order_release);
 }
 
-/* gg_history_add at a new peak: the peak first, then the event, as there. */
-__attribute__((noinline)) static void add_at_peak(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p,
-                                                  uint64_t s, uint32_t stack, uint64_t live, uint64_t ms)
+void gg_history_ring_add_now(uint64_t meta, uint64_t p, uint64_t s)
 {
-	/* relaxed: compared only, as in track_peak */
-	raise_peak(dev, live, atomic_load_explicit(&peak_by_dev[dev], memory_order_relaxed));
-	if (ring)
-		ring_add(op, dev, api, p, s, stack, ms);
+	gg_history_ring_add(meta, p, s, gg_now_ms());
 }
 
-/* The body of both entry points below: ms is the event's time, or
- * GG_HIST_NOW to read the clock only if the ring records the event. */
-static inline __attribute__((always_inline)) void history_add(enum gg_hist_op op, int dev, enum gpuguard_api api,
-                                                              uint64_t p, uint64_t s, uint32_t stack, uint64_t ms)
+void gg_history_peak_slow(int dev, uint64_t live)
 {
-	uint64_t live = track_peak(op, dev, s, stack);
-	if (GG_UNLIKELY(live)) {
-		add_at_peak(op, dev, api, p, s, stack, live, ms);
-		return;
-	}
-	if (ring)
-		ring_add(op, dev, api, p, s, stack, ms);
+	/* relaxed: compared only, as in gg_history_track */
+	raise_peak(dev, live, atomic_load_explicit(&gg_history_words.peak[dev], memory_order_relaxed));
 }
 
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
 {
-	history_add(op, dev, api, p, s, stack, GG_HIST_NOW);
-}
-
-void gg_history_alloc_at(int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack, uint64_t ms)
-{
-	history_add(GG_HIST_ALLOC, dev, api, p, s, stack, ms);
+	gg_history_event(op, dev, api, p, s, stack, GG_HIST_NOW);
 }
 
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)
 {
-	if (!ring || max == 0)
+	if (!ring_slots() || max == 0)
 		return 0;
 	/* acquire: pairs with nothing in particular (slots carry their own
 	 * ordering); it just bounds the range to events claimed so far. */
@@ -312,7 +265,7 @@ uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)
 		start = head - max;
 	uint64_t n = 0;
 	for (uint64_t i = start; i < head; i++) {
-		struct gg_hist_slot *sl = &ring[i & ring_mask];
+		struct gg_hist_slot *sl = &ring_slots()[i & ring_mask];
 		/* acquire: pairs with the writer's release store of 2i+2. */
 		uint64_t s1 = atomic_load_explicit(&sl->seq, memory_order_acquire);
 		if (s1 != 2 * i + 2)

@@ -57,19 +57,78 @@ static void *writer_main(void *arg)
 
 /* An event takes the clock reading its caller hands on (the allocation's
  * record time: one clock read per event, issue 24), or reads the clock
- * itself; the first event at a new peak (add_at_peak) takes it too. */
+ * itself; the first event at a new peak (gg_history_peak_slow) takes it too. */
 TEST(events_keep_the_time_they_are_given)
 {
 	CHECK_EQ_INT(gg_history_init(8), 0);
 	uint64_t before = gg_now_ms();
-	gg_history_alloc_at(4, GPUGUARD_API_CU_MEM_ALLOC, 0x1000, 1ull << 40, 1, 123456789); /* a peak */
-	gg_history_alloc_at(4, GPUGUARD_API_CU_MEM_ALLOC, 0x2000, 10, 1, 987654321);
+	gg_history_event(GG_HIST_ALLOC, 4, GPUGUARD_API_CU_MEM_ALLOC, 0x1000, 1ull << 40, 1, 123456789); /* a peak */
+	gg_history_event(GG_HIST_ALLOC, 4, GPUGUARD_API_CU_MEM_ALLOC, 0x2000, 10, 1, 987654321);
 	gg_history_add(GG_HIST_FREE, 4, GPUGUARD_API_CU_MEM_ALLOC, 0x2000, 10, 1);
 	uint64_t after = gg_now_ms();
 	CHECK_EQ_U64(gg_history_snapshot(snap, 4096), 3);
 	CHECK_EQ_U64(snap[0].ms, 123456789);
 	CHECK_EQ_U64(snap[1].ms, 987654321);
 	CHECK(snap[2].ms >= before && snap[2].ms <= after);
+}
+
+/* The live bytes, the peak and the sites live at the peak are exact with
+ * the ring off (the inline fast path calls nothing unless a peak passes)
+ * and with it on (every event goes through the slow path): issue 24 moved
+ * the tracking inline, and these figures must not move with it. */
+static void peak_case(int dev, int ring_on)
+{
+	if (!gg_stack_depth())
+		gg_stack_init(16);
+	uintptr_t f1[] = {0x1111, (uintptr_t)dev}, f2[] = {0x2222, (uintptr_t)dev};
+	uint32_t s1 = gg_stack_intern(f1, 2), s2 = gg_stack_intern(f2, 2);
+	CHECK(s1 != 0 && s2 != 0 && s1 != s2);
+	void *ring = gg_history_words.ring;
+	if (!ring_on)
+		gg_history_words.ring = NULL;
+	const uint64_t M = 1ull << 20;
+	struct gg_peak_sites ps;
+	uint64_t pk, ms;
+	gg_history_event(GG_HIST_ALLOC, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xa000, 8 * M, s1, 5);
+	gg_history_event(GG_HIST_ALLOC, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xb000, 4 * M, s2, 6);
+	gg_history_event(GG_HIST_FREE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xa000, 8 * M, s1, GG_HIST_NOW);
+	gg_history_add(GG_HIST_ALLOC, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xc000, 2 * M, s2);
+	CHECK_EQ_U64(gg_history_live(dev), 6 * M);
+	gg_history_peak(dev, &pk, &ms);
+	CHECK_EQ_U64(pk, 12 * M);
+	CHECK_EQ_INT(gg_history_peak_sites(dev, &ps), 0);
+	CHECK_EQ_U64(ps.bytes, 12 * M);
+	CHECK_EQ_INT((int)ps.n, 2);
+	CHECK_EQ_U64(ps.st[0], s1);
+	CHECK_EQ_U64(ps.b[0], 8 * M);
+	CHECK_EQ_U64(ps.st[1], s2);
+	CHECK_EQ_U64(ps.b[1], 4 * M);
+	/* A new peak past the last snapshot by more than 1 MiB: sites again. */
+	gg_history_event(GG_HIST_ALLOC, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xd000, 7 * M, s1, 7);
+	gg_history_peak(dev, &pk, &ms);
+	CHECK_EQ_U64(pk, 13 * M);
+	CHECK_EQ_INT(gg_history_peak_sites(dev, &ps), 0);
+	CHECK_EQ_U64(ps.bytes, 13 * M);
+	CHECK_EQ_U64(ps.st[0], s1);
+	CHECK_EQ_U64(ps.b[0], 7 * M);
+	CHECK_EQ_U64(ps.st[1], s2);
+	CHECK_EQ_U64(ps.b[1], 6 * M);
+	/* Frees take live to 0 and leave the peak; a refusal moves nothing. */
+	gg_history_add(GG_HIST_REFUSE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0, 64 * M, s1);
+	gg_history_event(GG_HIST_FREE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xb000, 4 * M, s2, GG_HIST_NOW);
+	gg_history_event(GG_HIST_FREE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xc000, 2 * M, s2, GG_HIST_NOW);
+	gg_history_event(GG_HIST_FREE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xd000, 7 * M, s1, GG_HIST_NOW);
+	CHECK_EQ_U64(gg_history_live(dev), 0);
+	gg_history_peak(dev, &pk, &ms);
+	CHECK_EQ_U64(pk, 13 * M);
+	gg_history_words.ring = ring;
+}
+
+TEST(peak_and_its_sites_exact_ring_off_and_on)
+{
+	CHECK_EQ_INT(gg_history_init(64), 0);
+	peak_case(9, 0);
+	peak_case(10, 1);
 }
 
 TEST(reader_never_sees_a_torn_event)
@@ -166,6 +225,7 @@ int main(void)
 {
 	RUN(events_come_back_oldest_first);
 	RUN(events_keep_the_time_they_are_given);
+	RUN(peak_and_its_sites_exact_ring_off_and_on);
 	RUN(reader_never_sees_a_torn_event);
 	RUN(stacks_intern_to_one_id);
 	RUN(stacks_intern_concurrently);
