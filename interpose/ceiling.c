@@ -193,27 +193,60 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 
 /* ---- pod scope: sums over the region's slots (region.h) ------------------ */
 
-/* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot, claim
- * before used, saturating. seq_cst: the loads of the Dekker pair with R1
- * and R4 (pod_try_reserve). claim first: a request between R4 and R5 is
- * then seen in one word or the other, never in neither. */
-static uint64_t pod_sum(const struct gg_budget *b)
+/* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot,
+ * claim, credit, used, saturating; *used_out gets the used part alone.
+ * seq_cst: the loads of the Dekker pair with R1 and R4 (pod_try_reserve).
+ * A word a request moves bytes out of is read before the word it moves
+ * them into: R4 and R4b raise used and the credit before R5 lowers the
+ * claim, F1 raises used before F2 lowers the credit; so a request in
+ * flight is seen in one word or the other, never in neither. */
+static uint64_t pod_sum(const struct gg_budget *b, uint64_t *used_out)
 {
-	uint64_t sum = 0;
+	uint64_t sum = 0, used = 0;
 	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
 		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[w],
 		                                     memory_order_seq_cst);
 		while (bits) {
-			struct gpuguard_region_proc *p =
-			    gpuguard_region_proc(b->region, w * 64 + (unsigned)__builtin_ctzll(bits));
+			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+			struct gpuguard_region_proc *p = gpuguard_region_proc(b->region, s);
 			bits &= bits - 1;
 			uint64_t c = atomic_load_explicit(&p->claim[b->entry], memory_order_seq_cst);
+			uint64_t k = atomic_load_explicit(gpuguard_region_credit_word(b->region, s, b->entry),
+			                                  memory_order_seq_cst);
 			uint64_t u = atomic_load_explicit(&p->used[b->entry], memory_order_seq_cst);
-			if (__builtin_add_overflow(sum, c, &sum) || __builtin_add_overflow(sum, u, &sum))
+			if (__builtin_add_overflow(sum, c, &sum) || __builtin_add_overflow(sum, k, &sum) ||
+			    __builtin_add_overflow(sum, u, &sum)) {
+				*used_out = UINT64_MAX;
 				return UINT64_MAX; /* a scribbled slot: refuse rather than wrap */
+			}
+			used = used + u < used ? UINT64_MAX : used + u;
 		}
 	}
+	*used_out = used;
 	return sum;
+}
+
+/* R3b: every occupied slot's credit taken back, ours included, before a
+ * refusal. An exchange each (seq_cst: against the owner's F2, a CAS that
+ * then finds too little and takes the slow path; and before our second
+ * R2). Credit is memory reserved and not handed out, so taking it frees
+ * room and harms nobody: its owner reserves again when it next needs. */
+static void pod_take_back(const struct gg_budget *b)
+{
+	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
+		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[w],
+		                                     memory_order_seq_cst);
+		while (bits) {
+			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			_Atomic uint64_t *k = gpuguard_region_credit_word(b->region, s, b->entry);
+			/* relaxed: only spares a write to a line that holds none;
+			 * a credit raised after this load is R4b's, whose R1 claim
+			 * our second R2 sees in one word or the other. */
+			if (atomic_load_explicit(k, memory_order_relaxed))
+				atomic_exchange_explicit(k, 0, memory_order_seq_cst);
+		}
+	}
 }
 
 /* What the budget holds: in pod scope the slots' used, summed. */
@@ -333,6 +366,17 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
 		;
 }
 
+/* The credit (issue 24): what a slow-path reservation reserves beyond its
+ * request while the pod has plenty of room, so that the next requests of
+ * this process are granted from its own slot's words alone (F1-F2). */
+#define POD_CREDIT_CHUNK (4 * GG_MIB)
+/* Room the pod must keep, beyond the refill, for a refill to be taken: at
+ * least GG_CEILING_NEAR, so that no credit is taken near the ceiling, where
+ * a grant reads the runtime charge fresh (gg_ceiling_near; a fast grant
+ * keeps the thread's last answer). */
+#define POD_CREDIT_ROOM (16 * POD_CREDIT_CHUNK)
+_Static_assert(POD_CREDIT_ROOM >= (uint64_t)GG_CEILING_NEAR, "no credit near the ceiling");
+
 /* Pod scope (b->claim set): the slots are the books, and this follows
  * tests/model/pod.pml step by step. A process killed at any instruction
  * leaves only words of its own slot, which the sweep zeroes (S2-S4): the
@@ -345,18 +389,72 @@ static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint
 	 * refused a churning thread's 64 MiB under TSan: t_postmortem). */
 	if (bytes > lim)
 		return GG_VERDICT_CEILING;
+	/* relaxed: a hint; F2's CAS decides. Only this process raises its
+	 * credit (R4b), anyone may take it (R3b). */
+	uint64_t k = atomic_load_explicit(b->credit, memory_order_relaxed);
+	if (GG_LIKELY(k >= bytes)) {
+		/* F1: used += b FIRST. seq_cst: against other reservations'
+		 * R2, which read our credit before our used: between F1 and F2
+		 * they count b twice (safe), never in neither word. */
+		atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
+		/* F2: credit -= b, if it still holds b. seq_cst: against a
+		 * refuser's take-back (R3b), an exchange: either our CAS comes
+		 * first (the bytes are ours, in used) or it fails. */
+		while (k >= bytes && !atomic_compare_exchange_weak_explicit(b->credit, &k, k - bytes,
+		                                                            memory_order_seq_cst, memory_order_relaxed))
+			;
+		if (GG_LIKELY(k >= bytes)) {
+			/* relaxed: the private copy of our used, as in R4 */
+			atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
+			/* No peak, snapshot or region upkeep here: they follow
+			 * the slow path, at each refill (see docs/pod-scope.md);
+			 * gg_ceiling_near keeps this thread's last slow answer. */
+			return GG_VERDICT_GRANTED;
+		}
+		/* F3: taken back meanwhile; the slow path. seq_cst: as F1. */
+		sub_saturating(b->mine, bytes);
+	}
+	/* A refill while our credit holds less than a chunk (so it never
+	 * holds two): claimed with the request, kept only if the pod has
+	 * plenty of room (R4b). */
+	uint64_t extra = 0;
+	if (k < POD_CREDIT_CHUNK && lim >= POD_CREDIT_ROOM + POD_CREDIT_CHUNK &&
+	    bytes <= lim - POD_CREDIT_ROOM - POD_CREDIT_CHUNK)
+		extra = POD_CREDIT_CHUNK;
+	uint64_t claimed = bytes + extra; /* what R5 takes back */
 	/* R1: announce the request. seq_cst, as every step here: R1 then R2
 	 * in one process against R1 then R2 in another is a Dekker pair, so
 	 * of two racing requests at least one sees the other's claim (the
 	 * last to claim sees every earlier one), and the sum of grants never
 	 * passes the ceiling. */
-	atomic_fetch_add_explicit(b->claim, bytes, memory_order_seq_cst);
-	/* R2: claim then used of every occupied slot, our own included */
-	uint64_t sum = pod_sum(b);
-	if (sum > lim) {
-		/* R3: refused; the claim goes, nothing was charged */
-		sub_saturating(b->claim, bytes);
-		return GG_VERDICT_CEILING;
+	atomic_fetch_add_explicit(b->claim, claimed, memory_order_seq_cst);
+	int taken_back = 0;
+	uint64_t used, sum;
+	for (;;) {
+		/* R2: claim, credit, used of every occupied slot, ours included */
+		sum = pod_sum(b, &used);
+		if (sum <= lim)
+			break;
+		if (extra) {
+			/* R3a: the refill goes. Our claim still covers bytes, so
+			 * whoever summed since R1 saw at least them: the sum less
+			 * the refill is a sum for bytes alone. */
+			sub_saturating(b->claim, extra);
+			sum -= extra;
+			claimed = bytes;
+			extra = 0;
+			if (sum <= lim)
+				break;
+		}
+		if (taken_back) {
+			/* R3: refused; the claim goes, nothing was charged */
+			sub_saturating(b->claim, bytes);
+			return GG_VERDICT_CEILING;
+		}
+		/* R3b: every slot's credit taken back, then R2 once more: no
+		 * false refusal (the model's property) */
+		pod_take_back(b);
+		taken_back = 1;
 	}
 	/* R4 before R5: a reader between them counts us twice (safe); the
 	 * other order would let one read neither. */
@@ -364,9 +462,13 @@ static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint
 	/* relaxed: a private copy of the R4 word for the fall-back to our own
 	 * books; the RMW loses no update, and nothing is published by it. */
 	atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
-	sub_saturating(b->claim, bytes); /* R5 */
-	raise_peak(b->peak, sum);
-	pod_publish(b, sum);                           /* R2's sum held our claim, now our charge */
+	/* R4b: the refill, where plenty of room is left (sum holds it; a
+	 * refill not kept was only claimed). seq_cst: before R5, as R4. */
+	if (extra && lim - sum >= POD_CREDIT_ROOM)
+		atomic_fetch_add_explicit(b->credit, extra, memory_order_seq_cst);
+	sub_saturating(b->claim, claimed); /* R5 */
+	raise_peak(b->peak, used + bytes);
+	pod_publish(b, used + bytes);                  /* the pod's used, ours now included */
 	gg_ceiling_near = lim - sum < GG_CEILING_NEAR; /* sum <= lim: granted */
 	return GG_VERDICT_GRANTED;
 }

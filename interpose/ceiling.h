@@ -34,6 +34,7 @@ struct gg_budget {
 	_Atomic uint64_t *mine;         /* this process's share (pod scope), else NULL */
 	_Atomic uint16_t *mine_waiting; /* ... and its count of sleepers there */
 	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
+	_Atomic uint64_t *credit;       /* pod scope: our slot's credit (region.h), else NULL */
 	/* pod scope: this process's own `used` (gg_device), kept equal to
 	 * *mine, so that losing the region (shared.c) or leaving it at exit
 	 * falls back to books that already hold what we hold; else NULL */

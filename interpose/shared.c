@@ -143,6 +143,7 @@ int gg_shared_bind(int dev, struct gg_budget *b)
 	    .mine = &gg_shared_me->used[i],
 	    .mine_waiting = &gg_shared_me->waiting[i],
 	    .claim = &gg_shared_me->claim[i],
+	    .credit = gpuguard_region_credit_word(gg_shared_reg, gg_shared_slot, (unsigned)i),
 	    .shadow = &gg_devices[dev].used,
 	    .wait_ns = &e->wait_ns,
 	    .stalemate = &e->stalemate,

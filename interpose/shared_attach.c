@@ -70,6 +70,7 @@ static void write_fresh(const char *limit_text)
 	 * none worth keeping. */
 	static struct gpuguard_region_death keep[GPUGUARD_REGION_DEATHS]; /* under the setup lock */
 	int carry = gpuguard_region_check(gg_shared_reg, GPUGUARD_REGION_SIZE, NULL, 0) == 0 ||
+	            gpuguard_region_check(gg_shared_reg, GPUGUARD_REGION_V4_SIZE, NULL, 0) == 0 ||
 	            gpuguard_region_check(gg_shared_reg, GPUGUARD_REGION_V3_SIZE, NULL, 0) == 0; /* same ring */
 	/* relaxed: we hold the setup lock and nobody is attached */
 	uint64_t head = carry ? atomic_load_explicit(&h->deaths_head, memory_order_relaxed) : 0;
@@ -208,8 +209,10 @@ static int attach_locked(void)
 		return -1;
 	}
 	int older = 0;
-	if ((uint64_t)st.st_size == GPUGUARD_REGION_V3_SIZE) {
-		/* Version 3, an older library's (no runtime table): extended
+	int v3 = (uint64_t)st.st_size == GPUGUARD_REGION_V3_SIZE;
+	if (v3 || (uint64_t)st.st_size == GPUGUARD_REGION_V4_SIZE) {
+		/* Version 3 or 4, an older library's (no runtime table, no
+		 * credit table; its sums would leave our credit out): extended
 		 * and written afresh where none of its processes is left. */
 		int fd = gg_shared_open_again();
 		older = fd >= 0 && older_region_idle(fd) ? 1 : -1;
@@ -217,7 +220,9 @@ static int attach_locked(void)
 			close(fd);
 		if (older < 0) {
 			gg_shared_refuse(
-			    "was written by an older gpuguard (region version 3) whose processes still use it", 0);
+			    v3 ? "was written by an older gpuguard (region version 3) whose processes still use it"
+			       : "was written by an older gpuguard (region version 4) whose processes still use it",
+			    0);
 			return -1;
 		}
 	} else if (st.st_size != 0 && (uint64_t)st.st_size != GPUGUARD_REGION_SIZE) {

@@ -63,6 +63,9 @@ void gg_shared_reclaim_slot(unsigned s, int died, int fd)
 		 * used word it is part of (S3b): a reader summing both never
 		 * sees more runtime than charge (region.h's runtime table). */
 		atomic_store_explicit(&p->claim[d], 0, memory_order_seq_cst);
+		/* S2b: the slot's credit (reserved, never handed out), before
+		 * its used, as the model orders it: a death leaks none of it */
+		atomic_store_explicit(gpuguard_region_credit_word(gg_shared_reg, s, d), 0, memory_order_seq_cst);
 		atomic_store_explicit(gpuguard_region_runtime_word(gg_shared_reg, s, d), 0, memory_order_seq_cst);
 		uint64_t held = atomic_exchange_explicit(&p->used[d], 0, memory_order_seq_cst);
 		if (!held)
@@ -107,6 +110,7 @@ static int slot_idle(unsigned s)
 	for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
 		if (atomic_load_explicit(&p->used[d], memory_order_relaxed) ||
 		    atomic_load_explicit(&p->claim[d], memory_order_relaxed) ||
+		    atomic_load_explicit(gpuguard_region_credit_word(gg_shared_reg, s, d), memory_order_relaxed) ||
 		    atomic_load_explicit(&p->waiting[d], memory_order_relaxed))
 			return 0;
 	/* relaxed: as above */

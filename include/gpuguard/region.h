@@ -1,11 +1,12 @@
-/* gpuguard: the pod region, version 4. One small file (default
+/* gpuguard: the pod region, version 5. One small file (default
  * /dev/shm/gpuguard-pod) that every process of a pod maps, so that
  * GPUGUARD_LIMIT is one budget for all of them (README "Pod scope").
  *
  * Layout: a header, GPUGUARD_REGION_DEVICES device entries,
  * GPUGUARD_REGION_PROCS process slots, GPUGUARD_REGION_DEATHS obituaries (a
  * ring of the pod's recent deaths), then (version 4) each slot's runtime
- * charge per device entry, at the offsets the header gives.
+ * charge per device entry, at the offsets the header gives, then (version
+ * 5) each slot's credit per device entry.
  * Everything is little-endian, as the machines that run it are.
  * A new layout takes a new version, which the library refuses to attach to;
  * a field that comes from reserved bytes (or unused bits) keeps it, and is
@@ -14,6 +15,10 @@
  * before it is the same), so gpuguard's tools read both: a version 3 file
  * is the version 4 one without the table (gpuguard_region_runtime() then
  * answers from the device entry's own word, as version 3 kept it).
+ * Version 5 appends the credit table likewise; the tools never read it
+ * (a credit is reserved, not used), so they read all three alike. A
+ * library attaches to its own version only: a version 4 library counts no
+ * credit in its sums, so the two in one pod could pass the ceiling.
  *
  * Liveness (DESIGN.md §4): a process owns slot i while it holds an OFD write
  * lock (fcntl F_OFD_SETLK) on the one byte at gpuguard_region_slot_lock(i).
@@ -37,7 +42,7 @@
 #include <string.h>
 
 #define GPUGUARD_REGION_MAGIC 0x31444f5044524747ull /* "GGRDPOD1" */
-#define GPUGUARD_REGION_VERSION 4u                  /* 3: obituaries; 4: runtime per slot */
+#define GPUGUARD_REGION_VERSION 5u                  /* 3: obituaries; 4: runtime per slot; 5: credit */
 #define GPUGUARD_REGION_VERSION_OLDEST 3u           /* the oldest the tools read */
 #define GPUGUARD_REGION_DEVICES 16
 #define GPUGUARD_REGION_PROCS 256
@@ -264,7 +269,16 @@ _Static_assert(sizeof(struct gpuguard_region_death) == 96, "region death layout"
  * killed at any instruction leaves none behind (tests/model/pod.pml). */
 #define GPUGUARD_REGION_RUNTIME_OFF ((uint32_t)GPUGUARD_REGION_V3_SIZE)
 #define GPUGUARD_REGION_RUNTIME_SIZE ((uint64_t)GPUGUARD_REGION_PROCS * GPUGUARD_REGION_DEVICES * 8u)
-#define GPUGUARD_REGION_SIZE ((uint64_t)GPUGUARD_REGION_RUNTIME_OFF + GPUGUARD_REGION_RUNTIME_SIZE)
+#define GPUGUARD_REGION_V4_SIZE ((uint64_t)GPUGUARD_REGION_RUNTIME_OFF + GPUGUARD_REGION_RUNTIME_SIZE)
+/* The credit table (version 5): slot s's credit on device entry d is the
+ * word at CREDIT_OFF + (s * DEVICES + d) * 8. Bytes its owner reserved from
+ * the pod and has not handed out (interpose/ceiling.c, tests/model/pod.pml
+ * steps R4b, F1-F3, R3b): counted by every reservation's sum with the
+ * slot's claim and used, zeroed by the sweep before used (S2b) and by any
+ * refuser before it refuses (R3b). Not part of used: readers that report
+ * what the pod uses leave it out. */
+#define GPUGUARD_REGION_CREDIT_OFF ((uint32_t)GPUGUARD_REGION_V4_SIZE)
+#define GPUGUARD_REGION_SIZE ((uint64_t)GPUGUARD_REGION_CREDIT_OFF + GPUGUARD_REGION_RUNTIME_SIZE)
 
 static inline uint64_t gpuguard_region_slot_lock(unsigned slot)
 {
@@ -286,7 +300,23 @@ static inline struct gpuguard_region_death *gpuguard_region_death(void *base, un
 	return (struct gpuguard_region_death *)((char *)base + GPUGUARD_REGION_DEATH_OFF) + i % GPUGUARD_REGION_DEATHS;
 }
 
-/* Slot s's runtime word on device entry d (version 4 regions only). */
+/* Slot s's credit word on device entry d (version 5 regions only). */
+static inline _Atomic uint64_t *gpuguard_region_credit_word(void *base, unsigned s, unsigned d)
+{
+	return (_Atomic uint64_t *)((char *)base + GPUGUARD_REGION_CREDIT_OFF) +
+	       ((size_t)s * GPUGUARD_REGION_DEVICES + d);
+}
+
+/* The size of a region of version v that the tools read; 0 for others. */
+static inline uint64_t gpuguard_region_size_of(uint32_t v)
+{
+	return v == GPUGUARD_REGION_VERSION ? GPUGUARD_REGION_SIZE
+	       : v == 4u                    ? GPUGUARD_REGION_V4_SIZE
+	       : v == 3u                    ? GPUGUARD_REGION_V3_SIZE
+	                                    : 0;
+}
+
+/* Slot s's runtime word on device entry d (version 4 regions and later). */
 static inline _Atomic uint64_t *gpuguard_region_runtime_word(void *base, unsigned s, unsigned d)
 {
 	return (_Atomic uint64_t *)((char *)base + GPUGUARD_REGION_RUNTIME_OFF) +
@@ -367,8 +397,8 @@ static inline void gpuguard_region_layout(struct gpuguard_region_header *h, uint
 /* Validates a region image of len bytes (a mapping or a copy read from the
  * file): magic, version, size and every layout field. 0 if usable; else -1
  * with a one-line reason in why. Never reads outside [buf, buf + len).
- * A version 3 image (GPUGUARD_REGION_V3_SIZE bytes, no runtime table)
- * passes too, for the tools; the library maps GPUGUARD_REGION_SIZE bytes
+ * A version 3 or 4 image (no runtime table, no credit table) passes too,
+ * for the tools; the library maps GPUGUARD_REGION_SIZE bytes
  * and so takes only the current version. */
 static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why, size_t whylen)
 {
@@ -378,10 +408,9 @@ static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why
 		r = "shorter than its header (truncated)";
 	else if (h->magic != GPUGUARD_REGION_MAGIC)
 		r = "bad magic (not a gpuguard region, or corrupted)";
-	else if (h->version != GPUGUARD_REGION_VERSION && h->version != GPUGUARD_REGION_VERSION_OLDEST)
+	else if (!gpuguard_region_size_of(h->version))
 		r = "unsupported version (written by another gpuguard release)";
-	else if (h->header_size != sizeof(*h) ||
-	         h->size != (h->version == GPUGUARD_REGION_VERSION ? GPUGUARD_REGION_SIZE : GPUGUARD_REGION_V3_SIZE))
+	else if (h->header_size != sizeof(*h) || h->size != gpuguard_region_size_of(h->version))
 		r = "header or file size field is wrong";
 	else if (len != h->size)
 		r = "file size does not match the region size (truncated or extended)";
@@ -394,7 +423,7 @@ static inline int gpuguard_region_check(const void *buf, uint64_t len, char *why
 	else if (h->ndeaths != GPUGUARD_REGION_DEATHS || h->death_off != GPUGUARD_REGION_DEATH_OFF ||
 	         h->death_size != sizeof(struct gpuguard_region_death))
 		r = "deaths table layout is wrong";
-	else if (h->runtime_off != (h->version == GPUGUARD_REGION_VERSION ? GPUGUARD_REGION_RUNTIME_OFF : 0))
+	else if (h->runtime_off != (h->version >= 4u ? GPUGUARD_REGION_RUNTIME_OFF : 0))
 		r = "runtime table layout is wrong";
 	else if (!memchr(h->limit_text, 0, sizeof(h->limit_text)))
 		r = "limit text is not terminated";

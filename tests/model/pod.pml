@@ -9,15 +9,22 @@
  *   reserve  R1 claim += b, R2 sum claim then used of every occupied slot,
  *            R3 refuse (claim -= b) past the ceiling, else R4 used += b,
  *            R5 claim -= b
- *   release  L1 used -= b, after the driver freed the memory
+ *            with a refill (issue 24): R1 claims b + extra, R4b credit +=
+ *            extra; past the ceiling R3a drops the extra, R3b takes every
+ *            slot's credit back (an exchange each, ours too), R2 once more,
+ *            and only then R3 refuses
+ *   grant    from our credit (issue 24): F1 used += b, F2 credit -= b if it
+ *            holds b (a CAS), else F3 used -= b and the slow path (R1...)
+ *   release  L1 used -= b, after the driver freed the memory (never into
+ *            the credit: -DCREDIT_FAST_RELEASE shows why)
  *   runtime  (interpose/footprint.c, set_charge) the runtime category:
  *            what the driver already holds for the process beyond its
  *            allocations. Charged as a reservation (R1-R5) followed by
  *            T2 rt += b, the slot's runtime word (region.h's runtime
  *            table); given back by U1 rt -= b, then U2 used -= b
  *   sweep    S1 try the slot's lock (held: its owner lives; never waited
- *            on), S2 claim = 0, S3a rt = 0, S3b used = 0, S4 clear the
- *            occupancy bit, S5 unlock
+ *            on), S2 claim = 0, S2b credit = 0, S3a rt = 0, S3b used = 0,
+ *            S4 clear the occupancy bit, S5 unlock
  * The pod's `used` is the sum of `used` over the occupied slots, and its
  * runtime the sum of `rt` over them: every word belongs to one slot, so a
  * death leaves nothing the sweep cannot see.
@@ -39,6 +46,13 @@
  *             is exactly the live processes' runtime charges (the
  *             rtchecker process), whatever step a process died at:
  *             between its runtime's grant and T2 included
+ *   no false refusal
+ *             when nothing in the books changed since a refuser took the
+ *             credits back (calm), the pod's used plus every claim, the
+ *             refused request's included, does pass LIMIT
+ * R2 reads claim, credit, used: F1 raises used before F2 lowers the credit,
+ * R4 raises used and R4b the credit before R5 lowers the claim, so a word a
+ * request moves out of is always read before the word it moves into.
  *
  * tests/scripts/model.sh checks two processes exhaustively and three with a
  * supertrace (bitstate) search: three processes exhaustively take more than
@@ -52,7 +66,11 @@
  * the pod-wide summed word it was (kept by deltas at T2 and U1, capped at
  * the pod's used after a sweep, which cannot know the dead slot's part):
  * spin must find a member killed with a runtime charge leaving it there
- * (the soak's 176 MiB of issue 22). */
+ * (the soak's 176 MiB of issue 22). -DCREDIT_GRANT_CAS_FIRST (F2 before
+ * F1) and -DCREDIT_FAST_RELEASE (a release into the credit: credit += b,
+ * then used -= b, which needs R2 to read used before the credit, the
+ * opposite of what F1/F2 need) must pass the ceiling; -DNO_STEAL must
+ * refuse falsely. */
 
 #ifdef TWO
 #define N 2 /* the processes */
@@ -78,6 +96,8 @@ byte claim[N]; /* slot s's reservations in flight (region: proc->claim[d]) */
 bool occ[N];   /* occupancy bit (region: header occupied[]) */
 byte lock[N];  /* the slot's OFD lock: 0 free, else holder + 1 */
 byte rt[N];    /* slot s's runtime charge, part of used[s] (region: the runtime table) */
+byte credit[N]; /* slot s's credit: reserved from the pod, not handed out (region: the credit table) */
+byte pend[N];   /* ghost: a fast grant's b counted in used[s] before its F2 decided (F1..F2/F3) */
 #ifdef OLD_PROTOCOL
 byte pod; /* the old pod-wide word */
 #endif
@@ -90,6 +110,11 @@ byte real[N]; /* bytes the driver gave the process in slot s */
 byte held[N]; /* the process's own books: the one allocation it holds */
 byte hrt[N];  /* the process's own runtime charge (footprint.c: charged) */
 bool idle[N]; /* between operations */
+/* calm[s]: nothing in the books (used, claim, credit, occupancy) changed
+ * since process s stole the credits before its last try (R3c); every step
+ * that changes them stirs (clears) every flag */
+bool calm[N];
+#define STIR calm[0] = false; calm[1] = false; THIRD_DO(calm[2] = false)
 #define IDLE(v) idle[me] = v
 
 
@@ -156,6 +181,9 @@ end:
 
 /* The pod's used: the sum over occupied slots (what readers compute) */
 #define POD_USED ((occ[0] -> used[0] : 0) + (occ[1] -> used[1] : 0) + THIRD(occ[2] -> used[2] : 0))
+/* Fast grants in flight that may yet fail (F1 before F3): a moment's
+ * phantom in used, never memory the driver hands out */
+#define POD_PEND ((occ[0] -> pend[0] : 0) + (occ[1] -> pend[1] : 0) + THIRD(occ[2] -> pend[2] : 0))
 /* The pod's runtime as readers see it: the occupied slots' runtime words,
  * or the old summed word */
 #ifdef OLD_RUNTIME
@@ -209,10 +237,18 @@ inline read_slot(k)
 		sum = (sum + claim[k] > LIMIT -> LIMIT + 1 : sum + claim[k])
 #else
 		sum = (sum + claim[k] > LIMIT -> LIMIT + 1 : sum + claim[k]);
+		sum = (sum + credit[k] > LIMIT -> LIMIT + 1 : sum + credit[k]);
 		sum = (sum + used[k] > LIMIT -> LIMIT + 1 : sum + used[k])
 #endif
 	:: else -> skip
 	fi
+}
+
+/* R3b on slot k: its credit taken back (an exchange). Our own watch
+ * (calm[me], set at R3a) is not stirred by our own steps */
+inline steal(k)
+{
+	atomic { ok = calm[me]; credit[k] = 0; STIR; calm[me] = ok; ok = false }
 }
 
 /* S1..S5 on slot k (not our own) */
@@ -229,11 +265,12 @@ inline sweep_slot(k)
 			fi;
 			used[k] = 0;
 #else
-			claim[k] = 0;   /* S2 */
-			rt[k] = 0;      /* S3a */
-			used[k] = 0;    /* S3b */
-			occ[k] = false; /* S4 */
-			assert(used[k] == 0 && claim[k] == 0 && rt[k] == 0 && !alive[k]);
+			atomic { claim[k] = 0; STIR };   /* S2 */
+			atomic { credit[k] = 0; STIR };  /* S2b */
+			rt[k] = 0;                       /* S3a */
+			atomic { used[k] = 0; pend[k] = 0; STIR }; /* S3b */
+			atomic { occ[k] = false; STIR }; /* S4 */
+			assert(used[k] == 0 && claim[k] == 0 && credit[k] == 0 && rt[k] == 0 && !alive[k]);
 #ifdef OLD_RUNTIME
 			/* the old cap: the dead slot's part is not known */
 			atomic { rtsum = (rtsum > POD_USED -> POD_USED : rtsum) };
@@ -249,21 +286,25 @@ inline sweep_slot(k)
 proctype proc(byte me)
 {
 	byte b, sum, o;
-	bool isrt; /* this reservation is a runtime charge */
+	byte extra; /* the refill: what R1 claims beyond b, for the credit */
+	bool isrt;  /* this reservation is a runtime charge */
+	bool ok;
+	bool stolen; /* R3b done: the next refusal is final */
 restart:
 	/* A1: the slot's lock; a sweeper that holds it lets go in a few steps
 	 * (or dies, and the kernel lets go for it) */
 	atomic { lock[me] == 0 -> lock[me] = me + 1; alive[me] = true }
 	{
 		/* A2: what a dead owner left; the lock says nobody else writes */
-		claim[me] = 0;
+		atomic { claim[me] = 0; STIR };
+		atomic { credit[me] = 0; STIR };
 		rt[me] = 0;
-		used[me] = 0;
+		atomic { used[me] = 0; pend[me] = 0; STIR };
 #ifdef OLD_RUNTIME
 		atomic { rtsum = (rtsum > POD_USED -> POD_USED : rtsum) }; /* A2 swept, as S3 */
 #endif
 		/* A3 */
-		atomic { occ[me] = true; IDLE(true) };
+		atomic { occ[me] = true; IDLE(true); STIR };
 end_idle:
 		do
 		:: /* reserve b: an allocation, or the runtime's growth (the
@@ -280,26 +321,87 @@ end_idle:
 				goto refused
 			fi;
 #else
-			atomic { IDLE(false); claim[me] = claim[me] + b }; /* R1 */
+			IDLE(false);
+			/* The fast grant from our credit: F1 used += b, F2 credit -= b
+			 * if it holds b (a CAS), else F3 used -= b and the slow path */
+			if
+			:: credit[me] != 0 ->
+#ifdef CREDIT_GRANT_CAS_FIRST
+				atomic {
+					if
+					:: credit[me] >= b -> credit[me] = credit[me] - b; ok = true
+					:: else -> ok = false
+					fi;
+					STIR
+				}; /* F2 first: b in neither word for a moment */
+				if
+				:: ok -> atomic { used[me] = used[me] + b; STIR }
+				:: else -> skip
+				fi;
+#else
+				atomic { used[me] = used[me] + b; pend[me] = b; STIR }; /* F1 */
+				atomic {
+					if
+					:: credit[me] >= b -> credit[me] = credit[me] - b; ok = true; pend[me] = 0
+					:: else -> ok = false
+					fi;
+					STIR
+				}; /* F2 */
+				if
+				:: !ok -> atomic { used[me] = used[me] - b; pend[me] = 0; STIR } /* F3 */
+				:: else -> skip
+				fi;
+#endif
+				if
+				:: ok -> atomic { ok = false }; goto granted
+				:: else -> skip
+				fi
+			:: else -> skip
+			fi;
+			/* R1, with a refill (the policy's choice: any, when we
+			 * hold no credit) */
+			if
+			:: extra = 0
+			:: credit[me] == 0 && b + 1 <= LIMIT -> extra = 1
+			fi;
+			atomic { claim[me] = claim[me] + b + extra; STIR }; /* R1 */
+retry:
 			/* R2: the occupancy bits (one word), then each occupied slot */
 			o = (occ[0] -> 1 : 0) | (occ[1] -> 2 : 0) | THIRD(occ[2] -> 4 : 0);
 			read_slot(0);
 			read_slot(1);
 			THIRD_DO(read_slot(2));
 			if
-			:: sum > LIMIT -> /* R3 */
-				atomic { claim[me] = claim[me] - b; sum = 0; o = 0; b = 0; isrt = false; BOOKS_EXACT };
+			:: sum > LIMIT && !stolen ->
+				/* R3a: the refill goes; R3b: every slot's credit is
+				 * taken back (an exchange each; an owner's F2 then
+				 * fails), our own included; then R2 once more */
+				atomic { claim[me] = claim[me] - extra; extra = 0; sum = 0; o = 0; STIR; calm[me] = true; stolen = true };
+#ifndef NO_STEAL
+				steal(0);
+				steal(1);
+				THIRD_DO(steal(2));
+#endif
+				goto retry
+			:: sum > LIMIT && stolen -> /* R3: refused */
+				/* no false refusal: if nothing changed since the
+				 * credits were taken back, the pod's used and claims,
+				 * this request's included, do pass the ceiling */
+				assert(!calm[me] || POD_USED + claim[0] + claim[1] + THIRD(claim[2]) > LIMIT);
+				atomic { claim[me] = claim[me] - b; calm[me] = false; stolen = false; sum = 0; o = 0; b = 0; isrt = false; STIR; BOOKS_EXACT };
 				goto sweep
-			:: else -> atomic { sum = 0; o = 0 }
+			:: else -> atomic { sum = 0; o = 0; calm[me] = false; stolen = false }
 			fi;
 #ifdef COMMIT_CLAIM_FIRST
-			claim[me] = claim[me] - b;
-			used[me] = used[me] + b;
+			atomic { claim[me] = claim[me] - b - extra; STIR };
+			atomic { used[me] = used[me] + b; credit[me] = credit[me] + extra; extra = 0; STIR };
 #else
-			atomic { used[me] = used[me] + b; assert(POD_USED <= LIMIT) }; /* R4 */
-			claim[me] = claim[me] - b; /* R5 */
+			atomic { used[me] = used[me] + b; assert(POD_USED - POD_PEND <= LIMIT); STIR }; /* R4 */
+			atomic { credit[me] = credit[me] + extra; STIR };                     /* R4b: the refill */
+			atomic { claim[me] = claim[me] - b - extra; extra = 0; STIR };        /* R5 */
 #endif
 #endif
+granted:
 			if
 			:: isrt ->
 				/* T2: the runtime word names the charge just taken */
@@ -341,7 +443,12 @@ next:
 #ifdef OLD_PROTOCOL
 			pod = pod - held[me];
 #endif
-			atomic { used[me] = used[me] - held[me]; held[me] = 0; IDLE(true); BOOKS_EXACT } /* L1 */
+#ifdef CREDIT_FAST_RELEASE
+			/* the release into our credit (credit += b, then used -= b):
+			 * no read order of R2 sees both this and F1/F2 right */
+			atomic { credit[me] = credit[me] + held[me]; STIR };
+#endif
+			atomic { used[me] = used[me] - held[me]; held[me] = 0; IDLE(true); STIR; BOOKS_EXACT } /* L1 */
 		:: /* the runtime shrinks (a context destroyed): U1, then U2 */
 			atomic {
 				hrt[me] != 0 -> IDLE(false);
@@ -353,12 +460,12 @@ next:
 #ifdef OLD_PROTOCOL
 			pod = pod - hrt[me];
 #endif
-			atomic { used[me] = used[me] - hrt[me]; hrt[me] = 0; IDLE(true); BOOKS_EXACT } /* U2 */
+			atomic { used[me] = used[me] - hrt[me]; hrt[me] = 0; IDLE(true); STIR; BOOKS_EXACT } /* U2 */
 		od
 	} unless { !alive[me] };
 	/* killed: locals die with the process; a restart (or a fork child)
 	 * takes the slot again */
-	atomic { b = 0; sum = 0; o = 0; isrt = false };
+	atomic { b = 0; sum = 0; o = 0; isrt = false; extra = 0; ok = false; stolen = false; calm[me] = false };
 	goto restart
 }
 

@@ -689,6 +689,87 @@ TEST(kill_9_gives_the_memory_back)
 	CHECK_EQ_INT(finish(&c, NULL, 0), 0);
 }
 
+/* The slot the worker with pid holds (state LIVE), or -1. */
+static int slot_of(struct gpuguard_region_header *h, pid_t pid)
+{
+	for (unsigned s = 0; s < GPUGUARD_REGION_PROCS; s++) {
+		struct gpuguard_region_proc *p = gpuguard_region_proc(h, s);
+		if (atomic_load(&p->state) == GPUGUARD_RPROC_LIVE && p->pid == (uint32_t)pid)
+			return (int)s;
+	}
+	return -1;
+}
+
+static uint64_t credit_at(struct gpuguard_region_header *h, int s)
+{
+	return s < 0 ? 0 : atomic_load(gpuguard_region_credit_word(h, (unsigned)s, 0));
+}
+
+/* Issue 24: a member's credit (what it reserved from the pod and has not
+ * handed out) dies with it. The sweep zeroes it (step S2b of
+ * tests/model/pod.pml); left there, it would be granted by the slot's next
+ * owner from memory nobody reserved. */
+TEST(a_killed_members_credit_is_swept)
+{
+	use_region("pod-credit-kill");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 2 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&b, 2 * MIB, NULL), 0);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	int s = slot_of(h, a.pid);
+	CHECK(s >= 0);
+	CHECK(credit_at(h, s) > 0); /* a reserved more than it handed out */
+	if (a.pid > 0)              /* never kill(-1) */
+		kill(a.pid, SIGKILL);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 128 + SIGKILL);
+	/* a newcomer's attach sweeps the dead slot, before anyone's refusal
+	 * could take the credit back */
+	struct w c = start(env);
+	ask_info(&c);
+	CHECK_EQ_U64(credit_at(h, s), 0);
+	CHECK_EQ_U64(region_used(h, NULL), 2 * MIB);
+	/* nothing of a is left in any sum: b gets the rest to the byte */
+	CHECK_EQ_INT(ask_alloc(&b, 1022 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&c, 4096, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&c, NULL, 0), 0);
+	munmap(h, GPUGUARD_REGION_SIZE);
+}
+
+/* Issue 24: no false refusal. A member that took a credit and then idles
+ * must not cost another member a byte: the refuser takes every credit back
+ * and sums once more (R3b) before refusing, so the pod fills to exactly
+ * its ceiling, and not a byte past it. */
+TEST(an_idle_members_credit_never_refuses_another)
+{
+	use_region("pod-credit-idle");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env), b = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 2 * MIB, NULL), 0);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	int s = h ? slot_of(h, a.pid) : -1;
+	if (h)
+		CHECK(credit_at(h, s) > 0);
+	/* to the ceiling exactly (whole 2 MiB pages: a charge's granule) */
+	CHECK_EQ_INT(ask_alloc(&b, 1022 * MIB, NULL), 0);
+	if (h) {
+		CHECK_EQ_U64(credit_at(h, s), 0); /* taken back */
+		CHECK_EQ_U64(region_used(h, NULL), GIB);
+	}
+	CHECK_EQ_INT(ask_alloc(&b, 4096, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_INT(ask_alloc(&a, 4096, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_U64(ask_info(&a).pod_used, GIB);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+	if (h)
+		munmap(h, GPUGUARD_REGION_SIZE);
+}
+
 /* Issue 9, finding 1: a process killed between charging its slot and the
  * pod word (or the other way round on free) made the sweep take too much
  * back, eating charges that belong to the living. Kill a hammering process
@@ -1332,6 +1413,8 @@ int main(int argc, char **argv)
 	RUN(a_refusal_dump_names_the_pods_other_holders);
 	RUN(many_processes_never_pass_the_ceiling);
 	RUN(kill_9_gives_the_memory_back);
+	RUN(a_killed_members_credit_is_swept);
+	RUN(an_idle_members_credit_never_refuses_another);
 	RUN(kills_at_any_instruction_leave_the_books_exact);
 	RUN(liveness_works_across_pid_namespaces);
 	RUN(waiting_succeeds_when_another_process_frees);

@@ -73,7 +73,7 @@ for v in v4 v3; do
 done
 
 # A version 3 file the library finds left over (nobody attached) is
-# extended and written afresh as version 4; one still in use is refused
+# extended and written afresh as the current version; one still in use is refused
 # with one message, and the process keeps a ceiling of its own.
 if [ -x "$B/tests/tools/podclient" ] && [ -n "${GG_TEST_PRELOAD:-}" ]; then
 	client() {
@@ -89,7 +89,7 @@ if [ -x "$B/tests/tools/podclient" ] && [ -n "${GG_TEST_PRELOAD:-}" ]; then
 		[ "$size" -gt "$(wc -c <"$TMP/v3")" ] && "$GG" metrics --region "$TMP/left" >/dev/null 2>&1; then
 		ok
 	else
-		bad "region-v3-left-over: wanted it written afresh as version 4 (size $size)" "$TMP/left.out" "$TMP/left.err"
+		bad "region-v3-left-over: wanted it written afresh as the current version (size $size)" "$TMP/left.out" "$TMP/left.err"
 	fi
 	region "$TMP/busy" hostile=v3
 	chmod 600 "$TMP/busy"
