@@ -160,7 +160,7 @@ void gg_ceiling_unbind_pod(void)
 		/* release: as in gg_ceiling_bind_slow (the local budget's words
 		 * were filled in at configure time). seq_cst (which includes
 		 * it), also on failure: the load half of the pair with a binder
-		 * when the region is lost (shared.c, lose_region). Rare: exit
+		 * when the region is lost (shared_guard.c, gg_shared_lose_region). Rare: exit
 		 * and loss only. */
 		atomic_compare_exchange_strong_explicit(&g->budget, &pod, &g->local, memory_order_seq_cst,
 		                                        memory_order_seq_cst);
@@ -261,7 +261,7 @@ static uint64_t budget_used(const struct gg_budget *b)
  * region's own upkeep. relaxed: a snapshot for readers of the file; the
  * books are the slots, and nothing decides by it. No re-sum of the slots
  * here: the hot path has the sum in hand (R2), and the sweep republishes
- * the exact sum (shared.c, publish). A release (L1) publishes nothing
+ * the exact sum (shared_sweep.c, publish). A release (L1) publishes nothing
  * (gg_ceiling_release_budget). */
 static void pod_publish(struct gg_budget *b, uint64_t now)
 {

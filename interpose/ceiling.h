@@ -36,7 +36,7 @@ struct gg_budget {
 	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
 	_Atomic uint64_t *credit;       /* pod scope: our slot's credit (region.h), else NULL */
 	/* pod scope: this process's own `used` (gg_device), kept equal to
-	 * *mine, so that losing the region (shared.c) or leaving it at exit
+	 * *mine, so that losing the region (shared_guard.c) or leaving it at exit
 	 * falls back to books that already hold what we hold; else NULL */
 	_Atomic uint64_t *shadow;
 	unsigned entry; /* pod scope: the device entry in the region */
@@ -47,7 +47,7 @@ struct gg_budget {
 	unsigned slot;
 	_Atomic uint32_t *threads;
 	_Atomic uint64_t *driver_oom;
-	/* pod scope: called after each change of our charge there (shared.c:
+	/* pod scope: called after each change of our charge there (shared_sweep.c:
 	 * our slot still counted, the obituary kept fresh). The ceiling's one
 	 * call up, through the budget its binder filled in. */
 	void (*changed)(void);
@@ -90,7 +90,7 @@ struct gg_budget *gg_ceiling_bind_slow(int dev);
  * above the ceiling): set by initialisation; none = process scope. */
 typedef int (*gg_ceiling_binder_fn)(int dev, struct gg_budget *b);
 void gg_ceiling_set_binder(gg_ceiling_binder_fn fn);
-/* The pod region was lost (shared.c): every device back to this process's
+/* The pod region was lost (shared_guard.c): every device back to this process's
  * books, and none bound to the pod from now on. */
 void gg_ceiling_lose_pod(void);
 static inline struct gg_budget *gg_ceiling_budget(int dev)
