@@ -392,7 +392,13 @@ static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint
 	/* relaxed: a hint; F2's CAS decides. Only this process raises its
 	 * credit (R4b), anyone may take it (R3b). */
 	uint64_t k = atomic_load_explicit(b->credit, memory_order_relaxed);
-	if (GG_LIKELY(k >= bytes)) {
+	/* F0: only under the ceiling the credit was last weighed against. A
+	 * ceiling lowered since (the driver's limit, MPS v3: dmem_update in
+	 * footprint.c; a pod's limit rewritten) may no longer hold the credit
+	 * beside what is used: the slow path sums it against the new one, and
+	 * takes it back before refusing. relaxed: a process-local hint; a
+	 * request racing the change is judged by either ceiling, as any. */
+	if (GG_LIKELY(k >= bytes) && GG_LIKELY(atomic_load_explicit(&b->credit_lim, memory_order_relaxed) == lim)) {
 		/* F1: used += b FIRST. seq_cst: against other reservations'
 		 * R2, which read our credit before our used: between F1 and F2
 		 * they count b twice (safe), never in neither word. */
@@ -467,6 +473,9 @@ static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint
 	if (extra && lim - sum >= POD_CREDIT_ROOM)
 		atomic_fetch_add_explicit(b->credit, extra, memory_order_seq_cst);
 	sub_saturating(b->claim, claimed); /* R5 */
+	/* R2's sum counted our whole credit and fits lim: it stands under
+	 * lim (F0). relaxed: as F0's load. */
+	atomic_store_explicit(&b->credit_lim, lim, memory_order_relaxed);
 	raise_peak(b->peak, used + bytes);
 	pod_publish(b, used + bytes);                  /* the pod's used, ours now included */
 	gg_ceiling_near = lim - sum < GG_CEILING_NEAR; /* sum <= lim: granted */

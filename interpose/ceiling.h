@@ -35,6 +35,10 @@ struct gg_budget {
 	_Atomic uint16_t *mine_waiting; /* ... and its count of sleepers there */
 	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
 	_Atomic uint64_t *credit;       /* pod scope: our slot's credit (region.h), else NULL */
+	/* pod scope: the ceiling our credit was last weighed against, by a
+	 * slow-path grant whose sum counted it (ceiling.c, pod_try_reserve);
+	 * a fast grant needs the ceiling unchanged since. Process-local. */
+	_Atomic uint64_t credit_lim;
 	/* pod scope: this process's own `used` (gg_device), kept equal to
 	 * *mine, so that losing the region (shared_guard.c) or leaving it at exit
 	 * falls back to books that already hold what we hold; else NULL */

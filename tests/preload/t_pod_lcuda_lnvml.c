@@ -770,6 +770,48 @@ TEST(an_idle_members_credit_never_refuses_another)
 		munmap(h, GPUGUARD_REGION_SIZE);
 }
 
+/* Issue 24: a credit is granted from only under the ceiling it was weighed
+ * against. Lowered since (as the driver's own limit lowers it, MPS v3, or
+ * a rewritten pod limit), the pod's used plus a's credit no longer fit: a's
+ * next request goes the slow way, which sums the credit against the new
+ * ceiling and takes it back, so the pod fills to the new ceiling and not a
+ * byte past it. Granted from the credit as before, a went 4 MiB past. */
+TEST(a_lowered_ceiling_is_not_passed_on_credit)
+{
+	use_region("pod-credit-lowered");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env);
+	CHECK_EQ_INT(ask_alloc(&a, 2 * MIB, NULL), 0);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	if (!h) {
+		finish(&a, NULL, 0);
+		return;
+	}
+	int s = slot_of(h, a.pid);
+	CHECK(credit_at(h, s) >= 4 * MIB); /* a holds a chunk beyond its 2 MiB */
+	/* the ceiling falls to 4 MiB: room for 2 MiB more, not for the credit
+	 * (written through a mapping of our own: map_region's is read-only) */
+	int fd = open(region_path, O_RDWR);
+	void *rw = fd >= 0 ? mmap(NULL, GPUGUARD_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+	if (fd >= 0)
+		close(fd);
+	CHECK(rw != MAP_FAILED);
+	if (rw == MAP_FAILED) {
+		finish(&a, NULL, 0);
+		munmap(h, GPUGUARD_REGION_SIZE);
+		return;
+	}
+	atomic_store(&gpuguard_region_dev(rw, 0)->limit, 4 * MIB);
+	munmap(rw, GPUGUARD_REGION_SIZE);
+	CHECK_EQ_INT(ask_alloc(&a, 2 * MIB, NULL), 0);
+	CHECK_EQ_INT(ask_alloc(&a, 4096, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_U64(region_used(h, NULL), 4 * MIB);
+	CHECK_EQ_U64(credit_at(h, s), 0);
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	munmap(h, GPUGUARD_REGION_SIZE);
+}
+
 /* Issue 9, finding 1: a process killed between charging its slot and the
  * pod word (or the other way round on free) made the sweep take too much
  * back, eating charges that belong to the living. Kill a hammering process
@@ -1415,6 +1457,7 @@ int main(int argc, char **argv)
 	RUN(kill_9_gives_the_memory_back);
 	RUN(a_killed_members_credit_is_swept);
 	RUN(an_idle_members_credit_never_refuses_another);
+	RUN(a_lowered_ceiling_is_not_passed_on_credit);
 	RUN(kills_at_any_instruction_leave_the_books_exact);
 	RUN(liveness_works_across_pid_namespaces);
 	RUN(waiting_succeeds_when_another_process_frees);
