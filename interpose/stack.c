@@ -31,9 +31,18 @@
 typedef int (*unw_backtrace_fn)(void **buffer, int size);
 
 static unw_backtrace_fn unw_backtrace_ptr;
-static int depth;      /* frames captured, once activated; 0 before */
-static int want_depth; /* GPUGUARD_STACK_DEPTH, clamped; what dumps report */
+static int depth;  /* frames captured, once activated; 0 before */
+int gg_stack_want; /* GPUGUARD_STACK_DEPTH, clamped; what dumps report */
 static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
+/* What the first capture made of the process (activate): 0 until then.
+ * Stored with release as activate's last step, loaded with acquire by each
+ * capture, so one that reads it nonzero sees the tables, the unwinder's
+ * pointers, depth and our text's range activate wrote, and skips
+ * pthread_once's call (issue 24: about 9 instructions a capture). */
+#define MODE_OFF 1   /* no tables (mmap failed): every capture gives 0 */
+#define MODE_WALK 2  /* every capture walks */
+#define MODE_CACHE 3 /* x86-64, libunwind's cursor: the call-path cache */
+static _Atomic int stack_mode;
 static const char *unwinder = "none";
 static uintptr_t self_lo, self_hi; /* our own text: frames there are skipped */
 
@@ -93,11 +102,12 @@ void gg_stack_init(int max_depth)
 {
 	if (max_depth > GG_STACK_MAX_DEPTH)
 		max_depth = GG_STACK_MAX_DEPTH;
-	want_depth = max_depth > 0 ? max_depth : 0;
+	gg_stack_want = max_depth > 0 ? max_depth : 0;
 }
 
 #if defined(__x86_64__)
 static void cache_resolve(void *h);
+static int cache_on;
 #else
 static void cache_resolve(void *h)
 {
@@ -105,11 +115,27 @@ static void cache_resolve(void *h)
 }
 #endif
 
+static void activate_tables(void);
+
 /* At the first capture, through pthread_once: every capturing thread waits
- * for it and then sees its tables, unwinder and depth. */
+ * for it (or reads stack_mode) and then sees its tables, unwinder and
+ * depth. */
 static void activate(void)
 {
-	int max_depth = want_depth;
+	activate_tables();
+	int mode = !depth ? MODE_OFF : MODE_WALK;
+#if defined(__x86_64__)
+	if (depth && cache_on)
+		mode = MODE_CACHE;
+#endif
+	/* release: pairs with the acquire loads in gg_stack_take and
+	 * take_slow; everything activate_tables wrote is before it. */
+	atomic_store_explicit(&stack_mode, mode, memory_order_release);
+}
+
+static void activate_tables(void)
+{
+	int max_depth = gg_stack_want;
 	if (max_depth <= 0)
 		return;
 	size_t sz_slots = STACK_SLOTS * sizeof(struct stack_slot);
@@ -142,14 +168,14 @@ static void activate(void)
 const char *gg_stack_unwinder(void)
 {
 	/* A dump asks: the unwinder it would use, loaded now if not yet. */
-	if (want_depth)
+	if (gg_stack_want)
 		pthread_once(&activate_once, activate);
 	return unwinder;
 }
 
 int gg_stack_depth(void)
 {
-	return want_depth;
+	return gg_stack_want;
 }
 
 /* The calling thread's stack range, for the frame-pointer walk to stay in. */
@@ -235,7 +261,7 @@ static uint32_t intern(const uintptr_t *fr, int n);
  * A caching allocator's hot loop allocates from one call path again and
  * again, and libunwind's unw_backtrace costs about a thousand instructions
  * each time (init_local on every call). So each thread keeps the last few
- * call paths it captured, keyed by the address of capture's own
+ * call paths it captured, keyed by the address of gg_stack_take's own
  * frame (which fixes the stack depth of everything below it) and
  * validated by every return address the unwind read: for each frame the
  * slot it came from (on x86-64 the word under the caller's stack pointer,
@@ -249,7 +275,8 @@ static uint32_t intern(const uintptr_t *fr, int n);
  * one would then be the old call's. Frames that unwind through a signal
  * frame (the return address is not under the stack pointer) and stacks
  * other than the thread's own (fibers: a cached slot could be unmapped
- * memory by the next call) are never cached, only walked.
+ * memory by the next call) are never cached, only walked. A hit costs
+ * about 4 instructions a word checked and some 30 besides (issue 24).
  *
  * Per thread, so no atomics: a signal handler on this thread that
  * allocates runs inside our hook (gg_in_hook: passed through), and the
@@ -257,12 +284,19 @@ static uint32_t intern(const uintptr_t *fr, int n);
 #if defined(__x86_64__)
 #define CACHE_ENTRIES 16
 #define CACHE_FRAMES (GG_STACK_MAX_DEPTH + OWN_ROOM)
+/* A slot and the return address it held. Absolute: an entry answers only
+ * for its own sp, so its slots are at fixed addresses. */
+struct cache_word {
+	uintptr_t at, ret;
+};
+/* The check reads the words four at a time (issue 24): an entry's words
+ * are padded to a multiple of CACHE_STRIDE with copies of its first. */
+#define CACHE_STRIDE 4
 struct cache_entry {
-	uintptr_t sp;               /* capture's frame address; 0 = empty */
-	uint32_t id;                /* the stack's id (0: no stack, e.g. all frames ours) */
-	uint32_t n;                 /* slots to check */
-	uint32_t off[CACHE_FRAMES]; /* slot - sp, bytes */
-	uintptr_t val[CACHE_FRAMES];
+	uintptr_t sp; /* gg_stack_take's frame address; 0 = empty */
+	uint32_t id;  /* the stack's id (0: no stack, e.g. all frames ours) */
+	uint32_t n;   /* words to check, a multiple of CACHE_STRIDE */
+	struct cache_word w[CACHE_FRAMES + CACHE_STRIDE - 1];
 };
 struct stack_cache {
 	struct cache_entry e[CACHE_ENTRIES];
@@ -375,20 +409,25 @@ static inline struct cache_entry *cache_entry_of(struct stack_cache *c, uintptr_
 }
 
 /* The id of the call path below frame sp, or -1 when the cache cannot
- * answer (then the caller walks, and cache_fill may keep the result). */
-static inline int64_t cache_lookup(uintptr_t sp)
+ * answer (then the caller walks, and cache_fill may keep the result). The
+ * thread's cache not made yet (NULL) is a miss too: the miss makes it. An
+ * entry is filled only for a frame on the thread's own stack (cache_fill),
+ * so a frame with the same address is on it as well, and the entry's
+ * slots, between it and the stack's top, are mapped. */
+static inline __attribute__((always_inline)) int64_t cache_lookup(uintptr_t sp)
 {
-	struct stack_cache *c = cache_get();
-	/* only the thread's own stack (see above) */
-	if (!c || sp < tstack_lo || sp >= tstack_hi)
+	struct stack_cache *c = tcache;
+	if (GG_UNLIKELY((uintptr_t)c <= (uintptr_t)CACHE_NONE))
 		return -1;
 	const struct cache_entry *e = cache_entry_of(c, sp);
 	if (e->sp != sp)
 		return -1;
-	for (uint32_t i = 0; i < e->n; i++)
-		if (*(const uintptr_t *)(sp + e->off[i]) != e->val[i])
-			return -1;
-	return e->id;
+	/* every word compared, no branch per word: a hit reads them all */
+	uintptr_t diff = 0;
+	for (const struct cache_word *w = e->w, *end = e->w + e->n; w < end; w += CACHE_STRIDE)
+		diff |= (*(const uintptr_t *)w[0].at ^ w[0].ret) | (*(const uintptr_t *)w[1].at ^ w[1].ret) |
+		        (*(const uintptr_t *)w[2].at ^ w[2].ret) | (*(const uintptr_t *)w[3].at ^ w[3].ret);
+	return diff ? -1 : (int64_t)e->id;
 }
 
 /* Keeps the walk of n frames (ips, slots) from frame sp as id: only when
@@ -409,28 +448,25 @@ static void cache_fill(uintptr_t sp, const uintptr_t *ips, const uintptr_t *slot
 	for (int i = 0; i < n; i++) {
 		if (slot[i] == 0 || slot[i] <= sp)
 			continue; /* the walk's own frames, below the capture's */
-		if (slot[i] <= last || slot[i] + sizeof(uintptr_t) > tstack_hi || slot[i] - sp > UINT32_MAX ||
-		    *(const uintptr_t *)slot[i] != ips[i])
+		if (slot[i] <= last || slot[i] + sizeof(uintptr_t) > tstack_hi || *(const uintptr_t *)slot[i] != ips[i])
 			return;
 		last = slot[i];
-		e->off[m] = (uint32_t)(slot[i] - sp);
-		e->val[m] = ips[i];
+		e->w[m].at = slot[i];
+		e->w[m].ret = ips[i];
 		m++;
 	}
+	for (uint32_t k = 0; m % CACHE_STRIDE; k++)
+		e->w[m++] = e->w[k]; /* padding: the first words again */
 	e->n = m;
 	e->id = id;
 	atomic_signal_fence(memory_order_seq_cst);
 	e->sp = sp;
 }
 
-/* A capture through the cache: the frames of a fresh walk, found again
- * without one where this thread was here before. Inline in capture,
- * whose frame is the key. */
-static inline __attribute__((always_inline)) int64_t cache_capture(uintptr_t sp)
+/* A miss: the frames of a fresh walk, kept for this thread's next capture
+ * from frame sp. */
+static uint32_t cache_miss(uintptr_t sp)
 {
-	int64_t hit = cache_lookup(sp);
-	if (hit >= 0)
-		return hit;
 	uintptr_t ips[CACHE_FRAMES], slot[CACHE_FRAMES];
 	int n = walk_slots(ips, slot, depth + OWN_ROOM);
 	int skip = own_prefix((void *const *)ips, n);
@@ -441,27 +477,33 @@ static inline __attribute__((always_inline)) int64_t cache_capture(uintptr_t sp)
 }
 #endif
 
-/* gg_stack_capture past its check of the depth: apart, so that with
- * stacks off (GPUGUARD_STACK_DEPTH=0) a capture costs a load and a return,
- * not this frame's prologue (issue 24). Its frame address is the cache's
- * key: it is only ever called from gg_stack_capture. */
-__attribute__((noinline)) static uint32_t capture(void)
+/* The cache and the walks give the native stack; one native path (the
+ * eval loop at one depth) is many Python stacks, which pystack.c tells
+ * apart (issue 27). A process without Python pays this one load and
+ * branch. relaxed: a hint; a capture that races Python's start takes
+ * either path, and either is right. */
+static inline __attribute__((always_inline)) uint32_t with_python(uint32_t id)
 {
-	pthread_once(&activate_once, activate);
+	if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
+		return gg_pystack_stack(id, depth, gg_stack_frames, intern);
+	return id;
+}
+
+/* gg_stack_take when the cache did not answer: activation, a miss, or a
+ * process without the cache (every capture walks). sp: gg_stack_take's
+ * frame, the cache's key. */
+__attribute__((noinline)) static uint32_t take_slow(uintptr_t sp)
+{
+	/* acquire: pairs with activate's release store (see stack_mode) */
+	if (GG_UNLIKELY(atomic_load_explicit(&stack_mode, memory_order_acquire) == 0))
+		pthread_once(&activate_once, activate);
 	if (!depth)
 		return 0;
 #if defined(__x86_64__)
-	if (cache_on) {
-		uint32_t id = (uint32_t)cache_capture((uintptr_t)__builtin_frame_address(0));
-		/* The cache gives the native stack; one native path (the eval
-		 * loop at one depth) is many Python stacks, which pystack.c
-		 * tells apart (issue 27). A process without Python pays this
-		 * one load and branch. relaxed: a hint; a capture that races
-		 * Python's start takes either path, and either is right. */
-		if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
-			id = gg_pystack_stack(id, depth, gg_stack_frames, intern);
-		return id;
-	}
+	if (cache_on)
+		return with_python(cache_miss(sp));
+#else
+	(void)sp;
 #endif
 	void *raw[GG_STACK_MAX_DEPTH + OWN_ROOM];
 	int room = atomic_load_explicit(&own_seen, memory_order_relaxed);
@@ -486,30 +528,36 @@ __attribute__((noinline)) static uint32_t capture(void)
 	if (n > depth)
 		n = depth;
 	uintptr_t *fr = (uintptr_t *)raw + skip;
-	uint32_t id = n > 0 ? intern(fr, n) : 0;
-	/* Python frames where the eval loop runs (pystack.c, issue 27); a
-	 * process without Python pays this one load and branch. */
-	if (GG_UNLIKELY(atomic_load_explicit(&gg_py_live, memory_order_relaxed)))
-		id = gg_pystack_stack(id, depth, gg_stack_frames, intern);
-	return id;
+	return with_python(n > 0 ? intern(fr, n) : 0);
 }
 
-uint32_t gg_stack_capture(void)
+/* gg_stack_capture past its check of the depth (stack.h). A hit in the
+ * call-path cache is answered here, in a frame that saves no register:
+ * the mode, the thread's cache, the entry and its words (issue 24).
+ * Anything else is take_slow's. Its frame address is the cache's key. */
+__attribute__((noinline)) uint32_t gg_stack_take(void)
 {
-	if (!want_depth)
-		return 0;
-	return capture();
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+#if defined(__x86_64__)
+	/* acquire: pairs with activate's release store (see stack_mode) */
+	if (GG_LIKELY(atomic_load_explicit(&stack_mode, memory_order_acquire) == MODE_CACHE)) {
+		int64_t hit = cache_lookup(sp);
+		if (GG_LIKELY(hit >= 0))
+			return with_python((uint32_t)hit);
+	}
+#endif
+	return take_slow(sp);
 }
 
 uint32_t gg_stack_intern(const uintptr_t *fr, int n)
 {
-	if (want_depth)
+	if (gg_stack_want)
 		pthread_once(&activate_once, activate); /* callers may intern frames they walked themselves */
 	return intern(fr, n);
 }
 
-/* gg_stack_intern once activated (gg_stack_capture has been through the
- * pthread_once already). */
+/* gg_stack_intern once activated (a capture has been through activation
+ * already). */
 static uint32_t intern(const uintptr_t *fr, int n)
 {
 	if (!slots || n <= 0)

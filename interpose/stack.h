@@ -13,8 +13,19 @@ void gg_stack_init(int depth);
 /* "libunwind", "frame-pointer" or "none". */
 const char *gg_stack_unwinder(void);
 int gg_stack_depth(void);
-/* The caller's stack (our own frames skipped), interned. 0 = none. */
-uint32_t gg_stack_capture(void);
+/* GPUGUARD_STACK_DEPTH, clamped (0 = off): set by gg_stack_init, at
+ * initialisation, before any capture. */
+extern int gg_stack_want;
+/* gg_stack_capture past its check of the depth. Its frame address is the
+ * call-path cache's key (stack.c). */
+uint32_t gg_stack_take(void);
+/* The caller's stack (our own frames skipped), interned. 0 = none. Inline:
+ * with stacks off (GPUGUARD_STACK_DEPTH=0) a capture is a load and a
+ * branch in its caller (issue 24). */
+static inline uint32_t gg_stack_capture(void)
+{
+	return gg_stack_want ? gg_stack_take() : 0;
+}
 uint32_t gg_stack_intern(const uintptr_t *frames, int n);
 /* The frames of id, innermost first; returns how many (0 = unknown id). */
 int gg_stack_frames(uint32_t id, const uintptr_t **frames);

@@ -41,3 +41,28 @@ __attribute__((noinline)) uint32_t chain_via_b(uint32_t (*fn)(void))
 	__asm__ volatile("" ::: "memory");
 	return id;
 }
+
+/* k frames of chain_rec, then fn. */
+__attribute__((noinline)) uint32_t chain_rec(uint32_t (*fn)(void), int k)
+{
+	uint32_t id = k > 0 ? chain_rec(fn, k - 1) : fn();
+	__asm__ volatile("" ::: "memory");
+	return id;
+}
+
+/* As chain_via_a and chain_via_b, with k frames between the capture and
+ * the return address that tells them apart: the cache must compare the
+ * word wherever it lies among the ones it checks. */
+__attribute__((noinline)) uint32_t chain_deep_a(uint32_t (*fn)(void), int k)
+{
+	uint32_t id = chain_rec(fn, k);
+	__asm__ volatile("" ::: "memory");
+	return id;
+}
+
+__attribute__((noinline)) uint32_t chain_deep_b(uint32_t (*fn)(void), int k)
+{
+	uint32_t id = chain_rec(fn, k);
+	__asm__ volatile("" ::: "memory");
+	return id;
+}

@@ -13,5 +13,10 @@ uint32_t chain_leaf(uint32_t (*fn)(void));
 /* Each calls chain_top; alike but for the return address into them. */
 uint32_t chain_via_a(uint32_t (*fn)(void));
 uint32_t chain_via_b(uint32_t (*fn)(void));
+/* k calls of chain_rec, then fn. */
+uint32_t chain_rec(uint32_t (*fn)(void), int k);
+/* Each calls chain_rec(fn, k); alike but for the return address into them. */
+uint32_t chain_deep_a(uint32_t (*fn)(void), int k);
+uint32_t chain_deep_b(uint32_t (*fn)(void), int k);
 
 #endif

@@ -20,6 +20,9 @@ struct capture {
 	char unwinder[16];
 	uint32_t id, again, other;
 	uint32_t via[2][3]; /* chain_via_a, chain_via_b, three rounds each */
+	                    /* chain_deep_a, chain_deep_b, k frames deep, two rounds each */
+#define DEEP_KS 8
+	uint32_t deep[DEEP_KS][2][2];
 	int n;
 	uintptr_t f[GG_STACK_MAX_DEPTH];
 };
@@ -56,6 +59,14 @@ static int run_child(int depth, int use_fp, struct capture *c)
 			r.via[0][i] = chain_via_a(capture);
 			r.via[1][i] = chain_via_b(capture);
 		}
+		/* through one call site (a pointer), so that the return
+		 * address into chain_deep_a or _b is the only word that
+		 * differs, k frames above the capture's */
+		for (int k = 0; k < DEEP_KS; k++)
+			for (volatile int i = 0; i < 4; i++) {
+				uint32_t (*volatile deep)(uint32_t(*)(void), int) = i & 1 ? chain_deep_b : chain_deep_a;
+				r.deep[k][i & 1][i >> 1] = deep(capture, k);
+			}
 		const uintptr_t *f;
 		r.n = gg_stack_frames(r.id, &f);
 		if (r.n > 0)
@@ -141,6 +152,23 @@ TEST(same_depth_other_caller_is_another_stack)
 	}
 }
 
+/* The word that tells two call paths apart, at each distance from the
+ * capture (the cache compares its words several at a time): each path
+ * keeps its own id. */
+TEST(a_differing_word_anywhere_is_another_stack)
+{
+	for (int fp = 0; fp < 2; fp++) {
+		struct capture c;
+		CHECK_EQ_INT(run_child(16, fp, &c), 0);
+		for (int k = 0; k < DEEP_KS; k++) {
+			CHECK(c.deep[k][0][0] != 0 && c.deep[k][1][0] != 0);
+			CHECK(c.deep[k][0][0] != c.deep[k][1][0]);
+			CHECK_EQ_INT(c.deep[k][0][1], c.deep[k][0][0]);
+			CHECK_EQ_INT(c.deep[k][1][1], c.deep[k][1][0]);
+		}
+	}
+}
+
 /* Forked from one parent, both children have the chain at one address: the
  * unwinders must give the same return addresses, frame for frame. */
 TEST(unwinders_agree)
@@ -174,6 +202,7 @@ int main(void)
 	RUN(libunwind_captures_the_chain);
 	RUN(frame_pointer_walk_captures_the_chain);
 	RUN(same_depth_other_caller_is_another_stack);
+	RUN(a_differing_word_anywhere_is_another_stack);
 	RUN(unwinders_agree);
 	RUN(depth_bounds_the_frames_kept);
 	return harness_done();
