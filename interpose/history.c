@@ -207,7 +207,9 @@ uint64_t gg_history_capacity(void)
 	return ring_slots() ? ring_mask + 1 : 0;
 }
 
-void gg_history_ring_add(uint64_t meta, uint64_t p, uint64_t s, uint64_t ms)
+/* Claims event i's slot for writing (seq 2i+1) and returns 1, or counts
+ * the event dropped and returns 0. */
+static inline __attribute__((always_inline)) int ring_claim(struct gg_hist_slot **sl_out, uint64_t *i_out)
 {
 	/* relaxed: the index only has to be unique; the slot's seq carries the
 	 * ordering with readers. */
@@ -222,11 +224,22 @@ void gg_history_ring_add(uint64_t meta, uint64_t p, uint64_t s, uint64_t ms)
 	    !atomic_compare_exchange_strong_explicit(&sl->seq, &cur, 2 * i + 1, memory_order_relaxed,
 	                                             memory_order_relaxed)) {
 		atomic_fetch_add_explicit(&ring_dropped, 1, memory_order_relaxed);
-		return;
+		return 0;
 	}
 	/* release fence: orders the odd seq above before the payload stores, so
 	 * a reader that sees new payload also sees seq changed (its re-check). */
 	atomic_thread_fence(memory_order_release);
+	*sl_out = sl;
+	*i_out = i;
+	return 1;
+}
+
+void gg_history_ring_add(uint64_t meta, uint64_t p, uint64_t s, uint64_t ms)
+{
+	uint64_t i;
+	struct gg_hist_slot *sl;
+	if (!ring_claim(&sl, &i))
+		return;
 	atomic_store_explicit(&sl->ms, ms, memory_order_relaxed);
 	atomic_store_explicit(&sl->p, p, memory_order_relaxed);
 	atomic_store_explicit(&sl->s, s, memory_order_relaxed);
@@ -236,9 +249,22 @@ void gg_history_ring_add(uint64_t meta, uint64_t p, uint64_t s, uint64_t ms)
 	atomic_store_explicit(&sl->seq, 2 * i + 2, memory_order_release);
 }
 
+/* The slot is claimed first and the clock read into it last: across the
+ * clock's call only the slot and its index are kept, not the three
+ * arguments, and there is no second call to make (issue 24). A dump
+ * meanwhile skips the slot, as any being written. */
 void gg_history_ring_add_now(uint64_t meta, uint64_t p, uint64_t s)
 {
-	gg_history_ring_add(meta, p, s, gg_now_ms());
+	uint64_t i;
+	struct gg_hist_slot *sl;
+	if (!ring_claim(&sl, &i))
+		return;
+	atomic_store_explicit(&sl->p, p, memory_order_relaxed);
+	atomic_store_explicit(&sl->s, s, memory_order_relaxed);
+	atomic_store_explicit(&sl->meta, meta, memory_order_relaxed);
+	atomic_store_explicit(&sl->ms, gg_now_ms(), memory_order_relaxed);
+	/* release: as in gg_history_ring_add */
+	atomic_store_explicit(&sl->seq, 2 * i + 2, memory_order_release);
 }
 
 void gg_history_peak_slow(int dev, uint64_t live)
