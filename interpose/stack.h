@@ -15,7 +15,7 @@ const char *gg_stack_unwinder(void);
 int gg_stack_depth(void);
 /* GPUGUARD_STACK_DEPTH, clamped (0 = off): set by gg_stack_init, at
  * initialisation, before any capture. */
-extern int gg_stack_want;
+extern int gg_stack_want __attribute__((visibility("hidden"))); /* as defined: read in place */
 /* gg_stack_capture past its check of the depth. Its frame address is the
  * call-path cache's key (stack.c). */
 uint32_t gg_stack_take(void);
