@@ -69,10 +69,16 @@ __attribute__((noinline)) static void snap_peak(int dev, uint64_t v)
 	unsigned n = 0;
 	uint32_t ids = gg_stack_ids();
 	const _Atomic int64_t *row = gg_history_words.site_live + (size_t)dev * SITE_IDS;
-	for (uint32_t id = 0; id <= ids && id < SITE_IDS; id++) {
+	/* Stack id 0 has no row (gg_history_track): its bytes are v less the
+	 * other rows. */
+	int64_t rest = (int64_t)v;
+	for (uint32_t id = 1; id <= ids && id < SITE_IDS; id++)
 		/* relaxed: other threads move these meanwhile; the snapshot is
 		 * a blend of nearby moments, which the report says. */
-		int64_t b = atomic_load_explicit(&row[id], memory_order_relaxed);
+		rest -= atomic_load_explicit(&row[id], memory_order_relaxed);
+	for (uint32_t id = 0; id <= ids && id < SITE_IDS; id++) {
+		/* relaxed: as above */
+		int64_t b = id ? atomic_load_explicit(&row[id], memory_order_relaxed) : rest;
 		if (b <= 0 || (n == GG_PEAK_SITES && (uint64_t)b <= top_b[n - 1]))
 			continue;
 		unsigned j = n < GG_PEAK_SITES ? n++ : n - 1;
@@ -161,8 +167,10 @@ int gg_history_init(uint64_t capacity)
 	if (!gg_history_words.site_live) {
 		void *s = mmap(NULL, (size_t)GG_MAX_DEVICES * SITE_IDS * sizeof(int64_t), PROT_READ | PROT_WRITE,
 		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (s != MAP_FAILED)
+		if (s != MAP_FAILED) {
 			gg_history_words.site_live = s; /* before any event: init runs first */
+			gg_history_words.site_ids = SITE_IDS - 1;
+		}
 	}
 	if (capacity == 0)
 		return 0;

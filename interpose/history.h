@@ -34,6 +34,9 @@ struct gg_history_words {
 	 * while the process has other threads. */
 	_Atomic int64_t *site_live; /* [dev][stack id]: live bytes; NULL when unmapped */
 	void *ring;                 /* the ring, NULL when GPUGUARD_HISTORY=0 */
+	/* GG_HIST_SITE_IDS - 1 once site_live is mapped, else 0: the event's
+	 * check of its stack id (1 .. this) is also the check of the map. */
+	uint32_t site_ids;
 	/* The process's live bytes by device as the events tell them, and
 	 * their highest point (issue 11, finding 4). */
 	_Atomic int64_t live[GG_MAX_DEVICES];
@@ -67,8 +70,12 @@ static inline __attribute__((always_inline)) uint64_t gg_history_track(enum gg_h
 	if ((unsigned)dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
 		return 0;
 	int64_t d = op == GG_HIST_FREE ? -(int64_t)s : (int64_t)s;
-	/* relaxed: a sum of independent deltas; no other memory hangs on it. */
-	if (GG_LIKELY(w->site_live != NULL) && stack < GG_HIST_SITE_IDS)
+	/* Stack id 0 (no stack: every event with stacks off) has no row of
+	 * its own: its bytes are the device's live bytes less the other rows,
+	 * which the peak's snapshot works out (history.c, snap_peak). So with
+	 * stacks off an event moves one word, not two (issue 24). relaxed: a
+	 * sum of independent deltas; no other memory hangs on it. */
+	if (GG_LIKELY(stack - 1 < w->site_ids))
 		atomic_fetch_add_explicit(&w->site_live[(size_t)dev * GG_HIST_SITE_IDS + stack], d,
 		                          memory_order_relaxed);
 	/* relaxed: as above. */

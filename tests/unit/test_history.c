@@ -124,6 +124,41 @@ static void peak_case(int dev, int ring_on)
 	gg_history_words.ring = ring;
 }
 
+/* Bytes with no stack (id 0: a capture that found none, or every event
+ * with stacks off) have no row of their own: the peak's snapshot gives
+ * them as the peak less every other row, and none once they are freed. */
+TEST(peak_sites_count_the_stackless_bytes)
+{
+	CHECK_EQ_INT(gg_history_init(64), 0);
+	if (!gg_stack_depth())
+		gg_stack_init(16);
+	uintptr_t f1[] = {0x3333, 11};
+	uint32_t s1 = gg_stack_intern(f1, 2);
+	CHECK(s1 != 0);
+	const uint64_t M = 1ull << 20;
+	const int dev = 11;
+	struct gg_peak_sites ps;
+	gg_history_event(GG_HIST_ALLOC, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xa000, 8 * M, 0, 5);
+	gg_history_event(GG_HIST_ALLOC, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xb000, 4 * M, s1, 6);
+	CHECK_EQ_INT(gg_history_peak_sites(dev, &ps), 0);
+	CHECK_EQ_U64(ps.bytes, 12 * M);
+	CHECK_EQ_INT((int)ps.n, 2);
+	CHECK_EQ_U64(ps.st[0], 0);
+	CHECK_EQ_U64(ps.b[0], 8 * M);
+	CHECK_EQ_U64(ps.st[1], s1);
+	CHECK_EQ_U64(ps.b[1], 4 * M);
+	gg_history_event(GG_HIST_FREE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xa000, 8 * M, 0, GG_HIST_NOW);
+	gg_history_event(GG_HIST_ALLOC, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xc000, 16 * M, s1, 7);
+	CHECK_EQ_INT(gg_history_peak_sites(dev, &ps), 0);
+	CHECK_EQ_U64(ps.bytes, 20 * M);
+	CHECK_EQ_INT((int)ps.n, 1);
+	CHECK_EQ_U64(ps.st[0], s1);
+	CHECK_EQ_U64(ps.b[0], 20 * M);
+	gg_history_event(GG_HIST_FREE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xb000, 4 * M, s1, GG_HIST_NOW);
+	gg_history_event(GG_HIST_FREE, dev, GPUGUARD_API_CU_MEM_ALLOC, 0xc000, 16 * M, s1, GG_HIST_NOW);
+	CHECK_EQ_U64(gg_history_live(dev), 0);
+}
+
 TEST(peak_and_its_sites_exact_ring_off_and_on)
 {
 	CHECK_EQ_INT(gg_history_init(64), 0);
@@ -226,6 +261,7 @@ int main(void)
 	RUN(events_come_back_oldest_first);
 	RUN(events_keep_the_time_they_are_given);
 	RUN(peak_and_its_sites_exact_ring_off_and_on);
+	RUN(peak_sites_count_the_stackless_bytes);
 	RUN(reader_never_sees_a_torn_event);
 	RUN(stacks_intern_to_one_id);
 	RUN(stacks_intern_concurrently);
