@@ -72,13 +72,13 @@ __attribute__((noinline)) static void snap_peak(int dev, uint64_t v)
 	/* Stack id 0 has no row (gg_history_track): its bytes are v less the
 	 * other rows. */
 	int64_t rest = (int64_t)v;
-	for (uint32_t id = 1; id <= ids && id < SITE_IDS; id++)
+	for (uint32_t id = 1; id <= ids && id <= SITE_IDS; id++)
 		/* relaxed: other threads move these meanwhile; the snapshot is
 		 * a blend of nearby moments, which the report says. */
-		rest -= atomic_load_explicit(&row[id], memory_order_relaxed);
-	for (uint32_t id = 0; id <= ids && id < SITE_IDS; id++) {
+		rest -= atomic_load_explicit(&row[id - 1], memory_order_relaxed);
+	for (uint32_t id = 0; id <= ids && id <= SITE_IDS; id++) {
 		/* relaxed: as above */
-		int64_t b = id ? atomic_load_explicit(&row[id], memory_order_relaxed) : rest;
+		int64_t b = id ? atomic_load_explicit(&row[id - 1], memory_order_relaxed) : rest;
 		if (b <= 0 || (n == GG_PEAK_SITES && (uint64_t)b <= top_b[n - 1]))
 			continue;
 		unsigned j = n < GG_PEAK_SITES ? n++ : n - 1;
@@ -169,7 +169,7 @@ int gg_history_init(uint64_t capacity)
 		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (s != MAP_FAILED) {
 			gg_history_words.site_live = s; /* before any event: init runs first */
-			gg_history_words.site_ids = SITE_IDS - 1;
+			gg_history_words.site_ids = SITE_IDS;
 		}
 	}
 	if (capacity == 0)

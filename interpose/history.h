@@ -28,13 +28,13 @@ void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t
  * and moved by the inline fast path below, so that an event that sets no
  * new peak while the ring is off calls nothing (issue 24: the two calls
  * per pair, with their frames, cost half of what the tracking did). */
-#define GG_HIST_SITE_IDS ((1u << 15) + 1) /* stack ids 0 .. 2^15 (stack.c) */
+#define GG_HIST_SITE_IDS (1u << 15) /* stack ids 1 .. 2^15 (stack.c), by id - 1 */
 struct gg_history_words {
 	/* Both set once by gg_history_init, before any event; never again
 	 * while the process has other threads. */
-	_Atomic int64_t *site_live; /* [dev][stack id]: live bytes; NULL when unmapped */
+	_Atomic int64_t *site_live; /* [dev][stack id - 1]: live bytes; NULL when unmapped */
 	void *ring;                 /* the ring, NULL when GPUGUARD_HISTORY=0 */
-	/* GG_HIST_SITE_IDS - 1 once site_live is mapped, else 0: the event's
+	/* GG_HIST_SITE_IDS once site_live is mapped, else 0: the event's
 	 * check of its stack id (1 .. this) is also the check of the map. */
 	uint32_t site_ids;
 	/* The process's live bytes by device as the events tell them, and
@@ -75,9 +75,9 @@ static inline __attribute__((always_inline)) uint64_t gg_history_track(enum gg_h
 	 * which the peak's snapshot works out (history.c, snap_peak). So with
 	 * stacks off an event moves one word, not two (issue 24). relaxed: a
 	 * sum of independent deltas; no other memory hangs on it. */
-	if (GG_LIKELY(stack - 1 < w->site_ids))
-		atomic_fetch_add_explicit(&w->site_live[(size_t)dev * GG_HIST_SITE_IDS + stack], d,
-		                          memory_order_relaxed);
+	uint32_t k = stack - 1; /* id 0: past any row */
+	if (GG_LIKELY(k < w->site_ids))
+		atomic_fetch_add_explicit(&w->site_live[(size_t)dev * GG_HIST_SITE_IDS + k], d, memory_order_relaxed);
 	/* relaxed: as above. */
 	int64_t now = atomic_fetch_add_explicit(&w->live[dev], d, memory_order_relaxed) + d;
 	if (op == GG_HIST_FREE || now <= 0)
