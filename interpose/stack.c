@@ -297,7 +297,7 @@ struct cache_entry {
 	uint32_t id;  /* the stack's id (0: no stack, e.g. all frames ours) */
 	uint32_t n;   /* words to check, a multiple of CACHE_STRIDE */
 	struct cache_word w[CACHE_FRAMES + CACHE_STRIDE - 1];
-};
+} __attribute__((aligned(2048))); /* a power of two: an entry's address is a shift */
 struct stack_cache {
 	struct cache_entry e[CACHE_ENTRIES];
 };
