@@ -216,8 +216,15 @@ uint64_t gg_history_capacity(void)
 }
 
 /* Claims event i's slot for writing (seq 2i+1) and returns 1, or counts
- * the event dropped and returns 0. */
-static inline __attribute__((always_inline)) int ring_claim(struct gg_hist_slot **sl_out, uint64_t *i_out)
+ * the event dropped and returns 0. Always inline, except under
+ * ThreadSanitizer: gcc refuses the release fence below there once it is
+ * forced inline (-Wtsan), as in table.c's try_fill. */
+#ifdef __SANITIZE_THREAD__
+#define RING_CLAIM_INLINE static
+#else
+#define RING_CLAIM_INLINE static inline __attribute__((always_inline))
+#endif
+RING_CLAIM_INLINE int ring_claim(struct gg_hist_slot **sl_out, uint64_t *i_out)
 {
 	/* relaxed: the index only has to be unique; the slot's seq carries the
 	 * ordering with readers. */
