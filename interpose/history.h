@@ -30,8 +30,8 @@ void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t
  * per pair, with their frames, cost half of what the tracking did). */
 #define GG_HIST_SITE_IDS (1u << 15) /* stack ids 1 .. 2^15 (stack.c), by id - 1 */
 struct gg_history_words {
-	/* Both set once by gg_history_init, before any event; never again
-	 * while the process has other threads. */
+	/* site_live, ring and site_ids are set once by gg_history_init,
+	 * before any event; never again while the process has other threads. */
 	_Atomic int64_t *site_live; /* [dev][stack id - 1]: live bytes; NULL when unmapped */
 	void *ring;                 /* the ring, NULL when GPUGUARD_HISTORY=0 */
 	/* GG_HIST_SITE_IDS once site_live is mapped, else 0: the event's
