@@ -256,6 +256,23 @@ static int own_prefix(void *const *raw, int n)
 
 static uint32_t intern(const uintptr_t *fr, int n);
 
+/* The call-path cache's check (below) reads the stack words its entry
+ * names, in frames not ours, all of them before it decides: under
+ * AddressSanitizer a stale entry's word can lie in another frame's redzone
+ * by then (a stack-buffer-underflow report). They are mapped words of this
+ * thread's stack, read as an unwinder reads them, so the check is not
+ * instrumented. */
+#if defined(__SANITIZE_ADDRESS__)
+#define NO_ASAN __attribute__((no_sanitize_address))
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NO_ASAN __attribute__((no_sanitize_address))
+#endif
+#endif
+#ifndef NO_ASAN
+#define NO_ASAN
+#endif
+
 /* ---- The call-path cache (x86-64, libunwind) ----------------------------
  *
  * A caching allocator's hot loop allocates from one call path again and
@@ -414,7 +431,7 @@ static inline struct cache_entry *cache_entry_of(struct stack_cache *c, uintptr_
  * entry is filled only for a frame on the thread's own stack (cache_fill),
  * so a frame with the same address is on it as well, and the entry's
  * slots, between it and the stack's top, are mapped. */
-static inline __attribute__((always_inline)) int64_t cache_lookup(uintptr_t sp)
+NO_ASAN static inline __attribute__((always_inline)) int64_t cache_lookup(uintptr_t sp)
 {
 	struct stack_cache *c = tcache;
 	if (GG_UNLIKELY((uintptr_t)c <= (uintptr_t)CACHE_NONE))
@@ -535,7 +552,7 @@ __attribute__((noinline)) static uint32_t take_slow(uintptr_t sp)
  * call-path cache is answered here, in a frame that saves no register:
  * the mode, the thread's cache, the entry and its words (issue 24).
  * Anything else is take_slow's. Its frame address is the cache's key. */
-__attribute__((noinline)) uint32_t gg_stack_take(void)
+NO_ASAN __attribute__((noinline)) uint32_t gg_stack_take(void)
 {
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 #if defined(__x86_64__)
