@@ -189,6 +189,17 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 	return get_slow(handle, dev, query);
 }
 
+_Atomic uint32_t gg_pool_current_gen;
+
+void gg_pool_current_changed(void)
+{
+	/* release: the driver's change of the current pool (the call that
+	 * returned before this) is ordered before the new count, so a reader
+	 * that loads the new count with acquire and then asks the driver sees
+	 * the new pool (hook_cuda.c's device_pool_slow). */
+	atomic_fetch_add_explicit(&gg_pool_current_gen, 1, memory_order_release);
+}
+
 int gg_pool_device(void *handle)
 {
 	struct gg_pool *p = find(handle);
@@ -390,6 +401,9 @@ enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uin
 
 void gg_pool_after_reset(int dev)
 {
+	/* The context went with its current pool: the default is current
+	 * again (or a fresh one after the reset). */
+	gg_pool_current_changed();
 	/* acquire: as in find(). */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
 	for (int i = 0; i < n; i++) {
@@ -518,6 +532,10 @@ static void zombie_release(struct zombie *z)
 
 void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 {
+	/* Destroying a device's current pool makes its default pool current
+	 * (cuda.h, cuMemPoolDestroy). Moved whether or not this one was. */
+	if (ok)
+		gg_pool_current_changed();
 	struct gg_pool *p = ok ? find(handle) : NULL;
 	if (!p)
 		goto out;
@@ -636,4 +654,5 @@ void gg_pool_reset(void)
 	pthread_mutex_init(&reg_lock, NULL);
 	zombies = NULL; /* the parent's; their mappings are left as they are */
 	pthread_mutex_init(&zombie_lock, NULL);
+	gg_pool_current_changed(); /* the forking thread's cached pool is the parent's */
 }
