@@ -42,6 +42,12 @@ struct gg_pool {
 	 * that fits it is warm without asking the driver (issue 24). */
 	uint64_t used_est;
 	int used_known; /* used_est was read at least once */
+	/* Reads of the reserve skipped after warm requests (under lock only,
+	 * see may_skip_read): how many since the last read, and the growth
+	 * they could have caused. skip_need: the request in flight may skip
+	 * its read; what a growth of it would take. */
+	uint32_t unread;
+	uint64_t unseen, skip_need;
 };
 
 /* The pool lock (the entry's lock word). acquire on taking it, release on
@@ -160,6 +166,9 @@ static struct gg_pool *__attribute__((noinline)) get_slow(void *handle, int dev,
 			p->charged = 0;
 			p->used_est = 0;
 			p->used_known = 0;
+			p->unread = 0;
+			p->unseen = 0;
+			p->skip_need = 0;
 			/* p->lock: 0 in a fresh entry (mmap) and in a dead one
 			 * (given back by forget_keeping); a thread that found the
 			 * entry before it died may still hold it, so it is left
@@ -229,12 +238,21 @@ static void settle_to(struct gg_pool *p, uint64_t credit, uint64_t target)
 	p->charged = target;
 }
 
+/* The reserve was just read and settled: no growth is unseen. */
+static inline void read_done(struct gg_pool *p)
+{
+	p->unread = 0;
+	p->unseen = 0;
+}
+
 static void settle_locked(struct gg_pool *p, uint64_t credit)
 {
 	uint64_t reserved;
 	uint64_t target = p->charged + credit; /* if the driver cannot tell us, keep what we hold */
-	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0)
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0) {
 		target = reserved;
+		read_done(p);
+	}
 	settle_to(p, credit, target);
 }
 
@@ -292,6 +310,36 @@ void gg_pool_set_admit(gg_pool_admit_fn fn)
 	atomic_store_explicit(&admit_fn, fn, memory_order_relaxed);
 }
 
+/* A warm request's read of the reserve after the driver call (~200
+ * instructions of the stream-ordered pair in the simulator, most of it the
+ * driver's cuMemPoolGetAttribute; issue 24) only catches a growth of a
+ * fragmented reserve. It is skipped for up to POOL_READ_EVERY - 1 warm
+ * requests in a row, while the ceiling has room for everything they could
+ * have grown the pool by (each request's size rounded up to 2 MiB) plus
+ * GG_CEILING_NEAR for a driver that grows by bigger chunks. A growth it
+ * misses is charged at the pool's next read: at most POOL_READ_EVERY - 1
+ * warm requests later, or sooner at a request that asks the driver, a
+ * synchronisation point, a memory query or a refusal's reconcile. It then
+ * fits, unless others took that room meanwhile; if they did, it is charged
+ * all the same and counted in pool_overshoot, never lost. Near the ceiling
+ * and under a bad limit every request reads, so a growth that does not fit
+ * is undone and refused as before. Caller holds p->lock. */
+#define POOL_READ_EVERY 16
+static inline int may_skip_read(const struct gg_pool *p, uint64_t need)
+{
+	if (p->unread >= POOL_READ_EVERY - 1 || GG_UNLIKELY(gg_opt.limit_bad))
+		return 0;
+	struct gg_budget *b = gg_ceiling_budget(p->dev);
+	/* relaxed: a hint; a room taken by another thread right after is the
+	 * overshoot case above, counted where the growth is charged. In pod
+	 * scope `used` is the entry's snapshot of the pod's use (each slow
+	 * grant and the sweep publish it): a hint of the same kind. */
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
+	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
+	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
+}
+
 uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	/* a thread that allocates may free (ceiling.c) */
@@ -308,11 +356,14 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	if (p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit) {
 		/* Warm by what we know (used_est above): no question to the
 		 * driver. The reserve's read after the call (gg_pool_end_warm)
-		 * catches a growth all the same. */
+		 * catches a growth all the same, or a later one does
+		 * (may_skip_read). */
 		p->used_est += fit;
+		p->skip_need = may_skip_read(p, need) ? need : 0;
 		*reserve_before = p->charged;
 		return 0;
 	}
+	p->skip_need = 0;
 	int known = p->query(h, &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;
 	if (known) {
@@ -370,6 +421,7 @@ int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
 
 void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 {
+	p->skip_need = 0; /* settled here, read or not */
 	settle_locked(p, reserved);
 	pool_unlock(p);
 }
@@ -378,6 +430,15 @@ enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uin
 {
 	uint64_t reserved;
 	*grown_out = 0;
+	if (p->skip_need) {
+		/* Read later (may_skip_read): a growth of this request is
+		 * charged at the pool's next read. */
+		p->unread++;
+		p->unseen += p->skip_need;
+		p->skip_need = 0;
+		pool_unlock(p);
+		return GG_VERDICT_GRANTED;
+	}
 	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0) {
 		gg_pool_end(p, 0); /* the driver cannot tell: keep what we hold */
 		return GG_VERDICT_GRANTED;
@@ -395,6 +456,7 @@ enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uin
 	} else if (reserved != p->charged) {
 		settle_to(p, 0, reserved); /* released at a sync we did not see */
 	}
+	read_done(p);
 	pool_unlock(p);
 	return GG_VERDICT_GRANTED;
 }
