@@ -340,31 +340,16 @@ static inline int may_skip_read(const struct gg_pool *p, uint64_t need)
 	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
 }
 
-uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
+/* begin past the warm-by-estimate case: ask the driver, then reserve the
+ * growth or go the admission path. Out of line, so that the common case
+ * (gg_pool_begin) saves and restores no more registers than it uses
+ * (issue 24). Caller holds p->lock. */
+static uint64_t __attribute__((noinline))
+begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_before)
 {
-	/* a thread that allocates may free (ceiling.c) */
-	gg_ceiling_note_thread();
-	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
-	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
 	uint64_t reserved, used;
-	void *h = atomic_load_explicit(&p->handle, memory_order_relaxed);
-	/* Held until gg_pool_end, across the driver call: two requests that each
-	 * fit the warm reserve alone must not both be let through unreserved,
-	 * or the second grows the pool past the ceiling. The driver serialises
-	 * a pool's allocations internally anyway. */
-	pool_lock(p);
-	if (p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit) {
-		/* Warm by what we know (used_est above): no question to the
-		 * driver. The reserve's read after the call (gg_pool_end_warm)
-		 * catches a growth all the same, or a later one does
-		 * (may_skip_read). */
-		p->used_est += fit;
-		p->skip_need = may_skip_read(p, need) ? need : 0;
-		*reserve_before = p->charged;
-		return 0;
-	}
 	p->skip_need = 0;
-	int known = p->query(h, &reserved, &used) == 0;
+	int known = p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;
 	if (known) {
 		p->used_est = used + fit;
@@ -405,6 +390,30 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	return need;
 }
 
+uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
+{
+	/* a thread that allocates may free (ceiling.c) */
+	gg_ceiling_note_thread();
+	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
+	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
+	/* Held until gg_pool_end, across the driver call: two requests that each
+	 * fit the warm reserve alone must not both be let through unreserved,
+	 * or the second grows the pool past the ceiling. The driver serialises
+	 * a pool's allocations internally anyway. */
+	pool_lock(p);
+	if (GG_LIKELY(p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit)) {
+		/* Warm by what we know (used_est above): no question to the
+		 * driver. The reserve's read after the call (gg_pool_end_warm)
+		 * catches a growth all the same, or a later one does
+		 * (may_skip_read). */
+		p->used_est += fit;
+		p->skip_need = may_skip_read(p, need) ? need : 0;
+		*reserve_before = p->charged;
+		return 0;
+	}
+	return begin_asking(p, need, fit, reserve_before);
+}
+
 uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before)
 {
 	uint64_t reserved;
@@ -426,19 +435,11 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 	pool_unlock(p);
 }
 
-enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
+/* end_warm's read of the reserve, out of line as begin_asking is. */
+static enum gg_verdict __attribute__((noinline))
+end_warm_reading(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
 {
 	uint64_t reserved;
-	*grown_out = 0;
-	if (p->skip_need) {
-		/* Read later (may_skip_read): a growth of this request is
-		 * charged at the pool's next read. */
-		p->unread++;
-		p->unseen += p->skip_need;
-		p->skip_need = 0;
-		pool_unlock(p);
-		return GG_VERDICT_GRANTED;
-	}
 	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0) {
 		gg_pool_end(p, 0); /* the driver cannot tell: keep what we hold */
 		return GG_VERDICT_GRANTED;
@@ -459,6 +460,21 @@ enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uin
 	read_done(p);
 	pool_unlock(p);
 	return GG_VERDICT_GRANTED;
+}
+
+enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
+{
+	*grown_out = 0;
+	if (GG_LIKELY(p->skip_need)) {
+		/* Read later (may_skip_read): a growth of this request is
+		 * charged at the pool's next read. */
+		p->unread++;
+		p->unseen += p->skip_need;
+		p->skip_need = 0;
+		pool_unlock(p);
+		return GG_VERDICT_GRANTED;
+	}
+	return end_warm_reading(p, reserve_before, grown_out);
 }
 
 void gg_pool_after_reset(int dev)
