@@ -137,6 +137,7 @@
 	H(hipMemPoolCreate, pool, NONE)                             \
 	H(hipMemPoolDestroy, pool, NONE)                            \
 	H(hipMemPoolTrimTo, pool, NONE)                             \
+	H(hipDeviceSetMemPool, note, NONE)                          \
 	H(hipHostMalloc, host, NONE)                                \
 	H(hipHostFree, host, NONE)                                  \
 	H(hipStreamSynchronize, note, NONE)                         \
