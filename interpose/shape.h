@@ -151,8 +151,14 @@ static inline int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, 
 	uint64_t raw = 0;
 	if (rc == rt->ok)
 		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer, a void * or a handle */
-	if (GG_UNLIKELY(!raw || a->pitch))
-		return gg_alloc_settle(rt, a, rc, raw);
+	if (GG_UNLIKELY(!raw || a->pitch)) {
+		/* A copy goes out of line, so that a's own address never leaves
+		 * the hook: the compiler then keeps a in registers and folds
+		 * the hook's constants (api, ns, charged) into begin and the
+		 * charge rule (issue 24). */
+		struct gg_alloc slow = *a;
+		return gg_alloc_settle(rt, &slow, rc, raw);
+	}
 	/* A VMM handle is known to handles.c before its record exists: nobody
 	 * can release it before this hook returns it. */
 	if (a->ns == GG_NS_VMM)
