@@ -193,6 +193,40 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 
 /* ---- pod scope: sums over the region's slots (region.h) ------------------ */
 
+/* A walk over the region's occupied slots for b's pod, word by word.
+ * Each occupancy word is loaded seq_cst when the walk reaches it: the
+ * loads of the Dekker pairs each caller names (R2 against R1/R4, R3b
+ * against F2, the wait's against a waiter's waiting++). A slot whose bit
+ * is set after its word was loaded is not visited; the callers say why
+ * that is safe for them. */
+struct occupied_walk {
+	const struct gg_budget *b;
+	unsigned w;    /* the occupancy word being walked */
+	uint64_t bits; /* its set bits not yet visited */
+};
+
+static inline struct occupied_walk occupied_first(const struct gg_budget *b)
+{
+	return (struct occupied_walk){
+	    b, 0,
+	    atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[0], memory_order_seq_cst)};
+}
+
+/* The next occupied slot, or -1 when the walk is done. */
+static inline int occupied_next(struct occupied_walk *it)
+{
+	while (!it->bits) {
+		if (++it->w == GPUGUARD_REGION_PROCS / 64)
+			return -1;
+		/* seq_cst: see occupied_walk */
+		it->bits = atomic_load_explicit(&((struct gpuguard_region_header *)it->b->region)->occupied[it->w],
+		                                memory_order_seq_cst);
+	}
+	unsigned s = it->w * 64 + (unsigned)__builtin_ctzll(it->bits);
+	it->bits &= it->bits - 1;
+	return (int)s;
+}
+
 /* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot,
  * claim, credit, used, saturating; *used_out gets the used part alone.
  * seq_cst: the loads of the Dekker pair with R1 and R4 (pod_try_reserve).
@@ -203,24 +237,19 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why)
 static uint64_t pod_sum(const struct gg_budget *b, uint64_t *used_out)
 {
 	uint64_t sum = 0, used = 0;
-	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
-		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[w],
-		                                     memory_order_seq_cst);
-		while (bits) {
-			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
-			struct gpuguard_region_proc *p = gpuguard_region_proc(b->region, s);
-			bits &= bits - 1;
-			uint64_t c = atomic_load_explicit(&p->claim[b->entry], memory_order_seq_cst);
-			uint64_t k = atomic_load_explicit(gpuguard_region_credit_word(b->region, s, b->entry),
-			                                  memory_order_seq_cst);
-			uint64_t u = atomic_load_explicit(&p->used[b->entry], memory_order_seq_cst);
-			if (__builtin_add_overflow(sum, c, &sum) || __builtin_add_overflow(sum, k, &sum) ||
-			    __builtin_add_overflow(sum, u, &sum)) {
-				*used_out = UINT64_MAX;
-				return UINT64_MAX; /* a scribbled slot: refuse rather than wrap */
-			}
-			used = used + u < used ? UINT64_MAX : used + u;
+	struct occupied_walk it = occupied_first(b);
+	for (int s; (s = occupied_next(&it)) >= 0;) {
+		struct gpuguard_region_proc *p = gpuguard_region_proc(b->region, (unsigned)s);
+		uint64_t c = atomic_load_explicit(&p->claim[b->entry], memory_order_seq_cst);
+		uint64_t k = atomic_load_explicit(gpuguard_region_credit_word(b->region, (unsigned)s, b->entry),
+		                                  memory_order_seq_cst);
+		uint64_t u = atomic_load_explicit(&p->used[b->entry], memory_order_seq_cst);
+		if (__builtin_add_overflow(sum, c, &sum) || __builtin_add_overflow(sum, k, &sum) ||
+		    __builtin_add_overflow(sum, u, &sum)) {
+			*used_out = UINT64_MAX;
+			return UINT64_MAX; /* a scribbled slot: refuse rather than wrap */
 		}
+		used = used + u < used ? UINT64_MAX : used + u;
 	}
 	*used_out = used;
 	return sum;
@@ -233,19 +262,14 @@ static uint64_t pod_sum(const struct gg_budget *b, uint64_t *used_out)
  * room and harms nobody: its owner reserves again when it next needs. */
 static void pod_take_back(const struct gg_budget *b)
 {
-	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
-		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[w],
-		                                     memory_order_seq_cst);
-		while (bits) {
-			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
-			bits &= bits - 1;
-			_Atomic uint64_t *k = gpuguard_region_credit_word(b->region, s, b->entry);
-			/* relaxed: only spares a write to a line that holds none;
-			 * a credit raised after this load is R4b's, whose R1 claim
-			 * our second R2 sees in one word or the other. */
-			if (atomic_load_explicit(k, memory_order_relaxed))
-				atomic_exchange_explicit(k, 0, memory_order_seq_cst);
-		}
+	struct occupied_walk it = occupied_first(b);
+	for (int s; (s = occupied_next(&it)) >= 0;) {
+		_Atomic uint64_t *k = gpuguard_region_credit_word(b->region, (unsigned)s, b->entry);
+		/* relaxed: only spares a write to a line that holds none;
+		 * a credit raised after this load is R4b's, whose R1 claim
+		 * our second R2 sees in one word or the other. */
+		if (atomic_load_explicit(k, memory_order_relaxed))
+			atomic_exchange_explicit(k, 0, memory_order_seq_cst);
 	}
 }
 
@@ -274,30 +298,25 @@ static void pod_publish(struct gg_budget *b, uint64_t now)
  * slot's threads against the sum of its waiting). */
 static int pod_others_could_free(const struct gg_budget *b)
 {
-	for (unsigned w = 0; w < GPUGUARD_REGION_PROCS / 64; w++) {
-		/* seq_cst, as every load here: against a waiter's waiting++
-		 * then wake bump (gg_ceiling_wait_enter) and a holder's charge
-		 * (R4) then its reads; see wait_reserve in account.c. */
-		uint64_t bits = atomic_load_explicit(&((struct gpuguard_region_header *)b->region)->occupied[w],
-		                                     memory_order_seq_cst);
-		while (bits) {
-			unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
-			bits &= bits - 1;
-			if (s == b->slot)
-				continue; /* our own threads: gg_ceiling_nobody_frees */
-			struct gpuguard_region_proc *p = gpuguard_region_proc(b->region, s);
-			if (!atomic_load_explicit(&p->claim[b->entry], memory_order_seq_cst) &&
-			    !atomic_load_explicit(&p->used[b->entry], memory_order_seq_cst))
-				continue; /* holds nothing here: nothing to free */
-			/* Untrusted words: a scribbled count can only make us
-			 * wait (as before) or give up early (as fail would). */
-			uint32_t asleep = 0;
-			for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
-				asleep += atomic_load_explicit(&p->waiting[d], memory_order_seq_cst);
-			uint32_t threads = atomic_load_explicit(&p->threads, memory_order_seq_cst);
-			if (asleep == 0 || asleep < threads)
-				return 1; /* a thread of it is awake and may free */
-		}
+	/* seq_cst, as every load here (the walk's too): against a waiter's
+	 * waiting++ then wake bump (gg_ceiling_wait_enter) and a holder's
+	 * charge (R4) then its reads; see wait_reserve in account.c. */
+	struct occupied_walk it = occupied_first(b);
+	for (int s; (s = occupied_next(&it)) >= 0;) {
+		if ((unsigned)s == b->slot)
+			continue; /* our own threads: gg_ceiling_nobody_frees */
+		struct gpuguard_region_proc *p = gpuguard_region_proc(b->region, (unsigned)s);
+		if (!atomic_load_explicit(&p->claim[b->entry], memory_order_seq_cst) &&
+		    !atomic_load_explicit(&p->used[b->entry], memory_order_seq_cst))
+			continue; /* holds nothing here: nothing to free */
+		/* Untrusted words: a scribbled count can only make us
+		 * wait (as before) or give up early (as fail would). */
+		uint32_t asleep = 0;
+		for (unsigned d = 0; d < GPUGUARD_REGION_DEVICES; d++)
+			asleep += atomic_load_explicit(&p->waiting[d], memory_order_seq_cst);
+		uint32_t threads = atomic_load_explicit(&p->threads, memory_order_seq_cst);
+		if (asleep == 0 || asleep < threads)
+			return 1; /* a thread of it is awake and may free */
 	}
 	return 0;
 }

@@ -705,25 +705,44 @@ static uint64_t credit_at(struct gpuguard_region_header *h, int s)
 	return s < 0 ? 0 : atomic_load(gpuguard_region_credit_word(h, (unsigned)s, 0));
 }
 
+/* The start of the credit tests: a fresh pod (region name, 1 GiB ceiling)
+ * and its member a, which holds 2 MiB and has reserved a chunk of credit
+ * beyond it (R4b: at least 4 MiB while 64 MiB of room are left). Returns
+ * the region, mapped read-only, with a's slot in *slot; NULL (the test has
+ * failed) when it cannot be mapped. */
+static struct gpuguard_region_header *member_with_credit(const char *name, const char *const *env, struct w *a,
+                                                         int *slot)
+{
+	use_region(name);
+	*a = start(env);
+	CHECK_EQ_INT(ask_alloc(a, 2 * MIB, NULL), 0);
+	struct gpuguard_region_header *h = map_region();
+	CHECK(h != NULL);
+	*slot = h ? slot_of(h, a->pid) : -1;
+	CHECK(*slot >= 0);
+	if (h)
+		CHECK(credit_at(h, *slot) >= 4 * MIB);
+	return h;
+}
+
 /* Issue 24: a member's credit (what it reserved from the pod and has not
  * handed out) dies with it. The sweep zeroes it (step S2b of
  * tests/model/pod.pml); left there, it would be granted by the slot's next
  * owner from memory nobody reserved. */
 TEST(a_killed_members_credit_is_swept)
 {
-	use_region("pod-credit-kill");
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
-	struct w a = start(env), b = start(env);
-	CHECK_EQ_INT(ask_alloc(&a, 2 * MIB, NULL), 0);
+	struct w a;
+	int s;
+	struct gpuguard_region_header *h = member_with_credit("pod-credit-kill", env, &a, &s);
+	struct w b = start(env);
 	CHECK_EQ_INT(ask_alloc(&b, 2 * MIB, NULL), 0);
-	struct gpuguard_region_header *h = map_region();
-	CHECK(h != NULL);
-	if (!h)
+	if (!h) {
+		finish(&a, NULL, 0);
+		finish(&b, NULL, 0);
 		return;
-	int s = slot_of(h, a.pid);
-	CHECK(s >= 0);
-	CHECK(credit_at(h, s) > 0); /* a reserved more than it handed out */
-	if (a.pid > 0)              /* never kill(-1) */
+	}
+	if (a.pid > 0) /* never kill(-1) */
 		kill(a.pid, SIGKILL);
 	CHECK_EQ_INT(finish(&a, NULL, 0), 128 + SIGKILL);
 	/* a newcomer's attach sweeps the dead slot, before anyone's refusal
@@ -746,15 +765,11 @@ TEST(a_killed_members_credit_is_swept)
  * its ceiling, and not a byte past it. */
 TEST(an_idle_members_credit_never_refuses_another)
 {
-	use_region("pod-credit-idle");
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
-	struct w a = start(env), b = start(env);
-	CHECK_EQ_INT(ask_alloc(&a, 2 * MIB, NULL), 0);
-	struct gpuguard_region_header *h = map_region();
-	CHECK(h != NULL);
-	int s = h ? slot_of(h, a.pid) : -1;
-	if (h)
-		CHECK(credit_at(h, s) > 0);
+	struct w a;
+	int s;
+	struct gpuguard_region_header *h = member_with_credit("pod-credit-idle", env, &a, &s);
+	struct w b = start(env);
 	/* to the ceiling exactly (whole 2 MiB pages: a charge's granule) */
 	CHECK_EQ_INT(ask_alloc(&b, 1022 * MIB, NULL), 0);
 	if (h) {
@@ -778,18 +793,14 @@ TEST(an_idle_members_credit_never_refuses_another)
  * byte past it. Granted from the credit as before, a went 4 MiB past. */
 TEST(a_lowered_ceiling_is_not_passed_on_credit)
 {
-	use_region("pod-credit-lowered");
 	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
-	struct w a = start(env);
-	CHECK_EQ_INT(ask_alloc(&a, 2 * MIB, NULL), 0);
-	struct gpuguard_region_header *h = map_region();
-	CHECK(h != NULL);
+	struct w a;
+	int s;
+	struct gpuguard_region_header *h = member_with_credit("pod-credit-lowered", env, &a, &s);
 	if (!h) {
 		finish(&a, NULL, 0);
 		return;
 	}
-	int s = slot_of(h, a.pid);
-	CHECK(credit_at(h, s) >= 4 * MIB); /* a holds a chunk beyond its 2 MiB */
 	/* the ceiling falls to 4 MiB: room for 2 MiB more, not for the credit
 	 * (written through a mapping of our own: map_region's is read-only) */
 	int fd = open(region_path, O_RDWR);
