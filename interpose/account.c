@@ -106,10 +106,10 @@ static enum gg_verdict wait_reserve(int dev, uint64_t charge, enum gg_verdict v)
 	return v;
 }
 
-/* gg_account_begin past its first try: the retry, the wait, the refusal.
- * Apart, so that the granted path saves no more registers than its own
- * calls need (issue 24: 6 pushes and pops a pair). */
-__attribute__((noinline)) static int begin_slow(int dev, uint64_t charge)
+/* Apart from gg_account_begin_inline, so that the granted path saves no
+ * more registers than its own calls need (issue 24: 6 pushes and pops a
+ * pair). */
+int gg_account_begin_slow(int dev, uint64_t charge)
 {
 	enum gg_verdict v = retry_reserve(dev, charge);
 	if (v != GG_VERDICT_GRANTED)
@@ -122,16 +122,7 @@ __attribute__((noinline)) static int begin_slow(int dev, uint64_t charge)
 
 int gg_account_begin(int dev, uint64_t charge)
 {
-	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
-	if (GG_LIKELY(gg_ceiling_try_reserve(dev, charge) == GG_VERDICT_GRANTED)) {
-		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
-		/* Near the ceiling, the runtime charge is read fresh before the
-		 * grant stands: the ticks are rate-limited, and growth between
-		 * them (libraries loaded lazily) must not take the last bytes. */
-		if (GG_LIKELY(!gg_ceiling_near) || gg_footprint_near_slow(dev, charge) == 0)
-			return 0;
-	}
-	return begin_slow(dev, charge);
+	return gg_account_begin_inline(dev, charge);
 }
 
 void gg_account_refuse(int dev, enum gpuguard_refusal why)
@@ -187,19 +178,13 @@ void gg_account_rollback(int dev, uint64_t charge, int driver_oom)
 		gg_account_refuse(dev, GPUGUARD_REFUSED_DRIVER);
 }
 
-/* The address a record's key names (its namespace bits cleared). */
-static uint64_t free_raw(const struct gg_record *rec)
-{
-	return rec->key ^ ((rec->key >> 62) << 62);
-}
-
 /* A remove that missed while pool.c's flagging may have held the record out
  * of the table: waits for the flagging and looks again. seq_cst, the
  * second load: against the flagging's increments around its remove and
  * insert (pool.c): a remove that missed a record the flagging held out saw
- * the count odd, or saw it move. Apart from gg_account_forget: a free of an
- * unknown pointer is rare, and the fast path then needs no more. */
-__attribute__((noinline)) static int forget_missed(uint64_t key, struct gg_record *out, uint64_t gen)
+ * the count odd, or saw it move. Apart from gg_account_forget_inline: a
+ * free of an unknown pointer is rare, and the fast path then needs no more. */
+__attribute__((noinline)) int gg_account_forget_missed(uint64_t key, struct gg_record *out, uint64_t gen)
 {
 	if (!(gen & 1) && atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst) == gen)
 		return 0;
@@ -209,26 +194,7 @@ __attribute__((noinline)) static int forget_missed(uint64_t key, struct gg_recor
 
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 {
-	gg_ceiling_note_thread(); /* a thread that frees may free again */
-	if (!gg_table)
-		return 0;
-	/* seq_cst: the first of the pair forget_missed completes (pool.c's
-	 * flagging). */
-	uint64_t gen = atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst);
-	uint64_t key = gg_key(ns, raw);
-	if (GG_UNLIKELY(!gg_table_remove(gg_table, key, out)) && !forget_missed(key, out, gen))
-		return 0;
-	/* The free's event is claimed as soon as its record is out of the
-	 * table, before the driver call (the address is not reusable until
-	 * then). A dump's cut (dump.c, settle_cut) whose copy of the table no
-	 * longer holds the record then finds the event when it reads the
-	 * history, unless this thread stops between the two for longer than
-	 * the whole copy. Claimed after the driver's free, as it was, the
-	 * event was missed whenever the free was still inside the driver. */
-	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, free_raw(out), out->size, out->stack,
-	                 GG_HIST_NOW);
-	out->flags |= GG_REC_FREE_SAID;
-	return 1;
+	return gg_account_forget_inline(ns, raw, out);
 }
 
 void gg_account_freed(const struct gg_record *rec, int ok)
@@ -242,8 +208,8 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 		if (gg_table)
 			gg_table_insert(gg_table, &back);
 		if (rec->flags & GG_REC_FREE_SAID)
-			gg_history_add(GG_HIST_ALLOC, rec->dev, (enum gpuguard_api)rec->api, free_raw(rec), rec->size,
-			               rec->stack);
+			gg_history_add(GG_HIST_ALLOC, rec->dev, (enum gpuguard_api)rec->api, gg_account_free_raw(rec),
+			               rec->size, rec->stack);
 		return;
 	}
 	if (rec->flags & GG_REC_CHARGED)
@@ -252,7 +218,7 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 		gg_pool_gone_block_freed(rec->key); /* the destroyed pool's memory, at its last block */
 	gg_ceiling_count_free(rec->dev, rec->size);
 	if (!(rec->flags & GG_REC_FREE_SAID)) /* a context's records, taken out by ctx.c */
-		gg_history_add(GG_HIST_FREE, rec->dev, (enum gpuguard_api)rec->api, free_raw(rec), rec->size,
+		gg_history_add(GG_HIST_FREE, rec->dev, (enum gpuguard_api)rec->api, gg_account_free_raw(rec), rec->size,
 		               rec->stack);
 }
 

@@ -7,6 +7,10 @@
 #include <stdint.h>
 
 #include "base.h"
+#include "ceiling.h"
+#include "footprint.h"
+#include "history.h"
+#include "pool.h"
 #include "table.h"
 
 /* The context id (ctx.c) the calling hook found current: set by the hooks'
@@ -18,6 +22,24 @@ extern GG_TLS uint16_t gg_cur_ctx;
  * device's pools and reclaim dead members' charges, try again; wait
  * (ON_LIMIT=wait); else refuse, counted and dumped. 0 or -1. */
 int gg_account_begin(int dev, uint64_t charge);
+/* begin past its first try: the retry, the wait, the refusal. */
+int gg_account_begin_slow(int dev, uint64_t charge);
+/* begin, inline in the allocation hooks (issue 24: the hook, begin and the
+ * shape's begin were three frames on every allocation): the first try, and
+ * the footprint's tick, with everything else out of line. */
+static inline __attribute__((always_inline)) int gg_account_begin_inline(int dev, uint64_t charge)
+{
+	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
+	if (GG_LIKELY(gg_ceiling_try_reserve(dev, charge) == GG_VERDICT_GRANTED)) {
+		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
+		/* Near the ceiling, the runtime charge is read fresh before the
+		 * grant stands: the ticks are rate-limited, and growth between
+		 * them (libraries loaded lazily) must not take the last bytes. */
+		if (GG_LIKELY(!gg_ceiling_near) || gg_footprint_near_slow(dev, charge) == 0)
+			return 0;
+	}
+	return gg_account_begin_slow(dev, charge);
+}
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge);
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom);
 /* A refusal: counted under why, then dumped (rate-limited). */
@@ -26,6 +48,53 @@ void gg_account_refuse(int dev, enum gpuguard_refusal why);
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out);
 /* After the driver's free: settles the books, or puts the record back. */
 void gg_account_freed(const struct gg_record *rec, int ok);
+/* The address a record's key names (its namespace bits cleared). */
+static inline uint64_t gg_account_free_raw(const struct gg_record *rec)
+{
+	return rec->key ^ ((rec->key >> 62) << 62);
+}
+/* forget's remove that missed: looks again once pool.c's flagging, which
+ * may have held the record out of the table, is done (account.c). */
+int gg_account_forget_missed(uint64_t key, struct gg_record *out, uint64_t gen);
+/* forget and freed, inline in the free hooks (issue 24: two frames less
+ * on every free); freed's uncommon cases (the driver refused, a destroyed
+ * pool's block, a record taken out by ctx.c) are gg_account_freed's. */
+static inline __attribute__((always_inline)) int gg_account_forget_inline(enum gg_key_ns ns, uint64_t raw,
+                                                                          struct gg_record *out)
+{
+	gg_ceiling_note_thread(); /* a thread that frees may free again */
+	if (!gg_table)
+		return 0;
+	/* seq_cst: the first of the pair gg_account_forget_missed completes
+	 * (pool.c's flagging). */
+	uint64_t gen = atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst);
+	uint64_t key = gg_key(ns, raw);
+	if (GG_UNLIKELY(!gg_table_remove(gg_table, key, out)) && !gg_account_forget_missed(key, out, gen))
+		return 0;
+	/* The free's event is claimed as soon as its record is out of the
+	 * table, before the driver call (the address is not reusable until
+	 * then). A dump's cut (dump.c, settle_cut) whose copy of the table no
+	 * longer holds the record then finds the event when it reads the
+	 * history, unless this thread stops between the two for longer than
+	 * the whole copy. Claimed after the driver's free, as it was, the
+	 * event was missed whenever the free was still inside the driver. */
+	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, gg_account_free_raw(out), out->size,
+	                 out->stack, GG_HIST_NOW);
+	out->flags |= GG_REC_FREE_SAID;
+	return 1;
+}
+static inline __attribute__((always_inline)) void gg_account_freed_inline(const struct gg_record *rec, int ok)
+{
+	/* The common case: the driver freed it, its event is said (forget),
+	 * charged or not, nothing else flagged. */
+	if (GG_LIKELY(ok && (rec->flags & ~GG_REC_CHARGED) == GG_REC_FREE_SAID)) {
+		if (rec->flags & GG_REC_CHARGED)
+			gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
+		gg_ceiling_count_free(rec->dev, rec->size);
+		return;
+	}
+	gg_account_freed(rec, ok);
+}
 void gg_account_untracked(int dev);
 /* Pinned host memory: recorded and counted for dumps, never charged. */
 void gg_account_host_alloc(uint64_t raw, uint64_t size);

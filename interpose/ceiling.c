@@ -400,7 +400,12 @@ _Static_assert(POD_CREDIT_ROOM >= (uint64_t)GG_CEILING_NEAR, "no credit near the
  * tests/model/pod.pml step by step. A process killed at any instruction
  * leaves only words of its own slot, which the sweep zeroes (S2-S4): the
  * pod's used is then exactly what the live processes hold. */
-static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint64_t lim)
+static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k);
+/* The fast grant (F0-F3) inline in gg_ceiling_try_reserve; the refill and
+ * R1-R5 apart (pod_reserve_slow), so that the grant saves no registers for
+ * them (issue 24: six pushes and pops a request). */
+static inline __attribute__((always_inline)) enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes,
+                                                                             uint64_t lim)
 {
 	/* A request past the ceiling itself can never be granted: refused
 	 * before R1, so that its claim never makes a racing request that
@@ -439,6 +444,13 @@ static enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes, uint
 		/* F3: taken back meanwhile; the slow path. seq_cst: as F1. */
 		sub_saturating(b->mine, bytes);
 	}
+	return pod_reserve_slow(b, bytes, lim, k);
+}
+
+/* pod_try_reserve past its fast grant: k is the credit it read. */
+__attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim,
+                                                                  uint64_t k)
+{
 	/* A refill while our credit holds less than a chunk (so it never
 	 * holds two): claimed with the request, kept only if the pod has
 	 * plenty of room (R4b). */

@@ -39,6 +39,12 @@ typedef gg_CUresult (*gg_pfn_cuStreamGetCtx)(gg_CUstream hStream, gg_CUcontext *
 typedef gg_CUresult (*gg_pfn_cuStreamGetDevice)(gg_CUstream hStream, gg_CUdevice *device);
 typedef gg_CUresult (*gg_pfn_cuPointerGetAttribute)(void *data, gg_CUpointer_attribute attribute, gg_CUdeviceptr ptr);
 #define GG_CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE 17
+/* CUDA 13's cuMemSetMemPool, which we wrap (it can change a device's
+ * current pool): not in cuda_abi.h's list, which the simulator implements
+ * whole, and the simulator lacks it. */
+gg_CUresult cuMemSetMemPool(gg_CUmemLocation *location, gg_CUmemAllocationType type, gg_CUmemoryPool pool);
+typedef gg_CUresult (*gg_pfn_cuMemSetMemPool)(gg_CUmemLocation *location, gg_CUmemAllocationType type,
+                                              gg_CUmemoryPool pool);
 
 /* Functions we only call. */
 #define CU_HELPERS(X)                     \
@@ -597,14 +603,53 @@ static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgr
 	return rc;
 }
 
-/* dev's current pool, or NULL. */
-static gg_CUmemoryPool device_pool(int dev)
+/* A device's current pool as this thread last asked the driver for it
+ * (cuDeviceGetMemPool was ~145 instructions of the stream-ordered pair in
+ * the simulator, a lock in the real driver too; issue 24). It is valid
+ * while gg_pool_current_gen has not moved: the current pool of a device
+ * changes only by cuDeviceSetMemPool or CUDA 13's cuMemSetMemPool (cudart's
+ * cudaDeviceSetMemPool and cudaMemSetMemPool reach them through
+ * cuGetProcAddress, tests/abi/cudart13-lookups.txt, which hands out our
+ * hooks), by destroying the current pool (the default one is current
+ * again), or with its context (reset, destroy); each moves the count
+ * (pool.c). A path we cannot see (a private table) is bounded all the
+ * same: the driver is asked again every POOL_RECHECK requests of a thread,
+ * so a stale pool is used for at most that many. */
+#define POOL_RECHECK 256
+struct pool_cache {
+	gg_CUmemoryPool pool; /* NULL: nothing cached */
+	uint32_t gen;
+	int16_t dev;
+	uint16_t left; /* requests until the driver is asked again */
+};
+static GG_TLS struct pool_cache tls_pool;
+
+static gg_CUmemoryPool __attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
 {
 	gg_CUmemoryPool pool = NULL;
 	gg_pfn_cuDeviceGetMemPool gp = HELPER(cuDeviceGetMemPool);
-	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS))
+	if (dev < 0)
+		return NULL;
+	if (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS)
 		pool = NULL;
+	/* gen was loaded before the question: a change that lands after it
+	 * moves the count, so this answer is not trusted past it. */
+	tls_pool = (struct pool_cache){pool, gen, (int16_t)dev, POOL_RECHECK};
 	return pool;
+}
+
+/* dev's current pool, or NULL. */
+static inline gg_CUmemoryPool device_pool(int dev)
+{
+	/* acquire: pairs with the release in gg_pool_current_changed, and keeps
+	 * the slow path's question to the driver after this load. */
+	uint32_t gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
+	struct pool_cache *c = &tls_pool;
+	if (GG_LIKELY(c->pool && c->dev == dev && c->gen == gen && c->left != 0)) {
+		c->left--;
+		return c->pool;
+	}
+	return device_pool_slow(dev, gen);
 }
 
 /* The device pool belongs to. A pool we did not see created is a default
@@ -699,6 +744,19 @@ GG_VENEER_NOTE(cuMemPoolCreate, (gg_CUmemoryPool * pool, const gg_CUmemPoolProps
 GG_VENEER_POOL_DESTROY(cuMemPoolDestroy, (gg_CUmemoryPool pool), (pool), pool)
 
 GG_VENEER_POOL_TRIM(cuMemPoolTrimTo, (gg_CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep), pool)
+
+/* A device's current pool changed (or may have: moved whatever the
+ * driver's answer): every thread's cached one (device_pool) is asked for
+ * again. After the call, so a thread that asks after the move sees the new
+ * pool. */
+static gg_CUresult current_pool_set(gg_CUresult rc)
+{
+	gg_pool_current_changed();
+	return rc;
+}
+GG_VENEER_TO(cuDeviceSetMemPool, (gg_CUdevice dev, gg_CUmemoryPool pool), current_pool_set, (real(dev, pool)))
+GG_VENEER_TO(cuMemSetMemPool, (gg_CUmemLocation * location, gg_CUmemAllocationType type, gg_CUmemoryPool pool),
+             current_pool_set, (real(location, type, pool)))
 
 /* ---- virtual memory management ---------------------------------------- */
 

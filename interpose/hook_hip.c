@@ -235,14 +235,46 @@ static int stream_device(gg_hipStream_t s)
 	return d;
 }
 
-/* dev's current pool, or NULL. */
-static gg_hipMemPool_t device_pool(int dev)
+/* A device's current pool as this thread last asked for it, as in
+ * hook_cuda.c's device_pool: valid while gg_pool_current_gen has not moved
+ * (hipDeviceSetMemPool below, a pool's destroy, hipDeviceReset, fork), and
+ * asked again every POOL_RECHECK requests of a thread for a path we do not
+ * see (hipGetProcAddress, ROCm 6.2, hands out the runtime's own functions;
+ * ROCm 7's hipMemSetMemPool). */
+#define POOL_RECHECK 256
+struct pool_cache {
+	gg_hipMemPool_t pool; /* NULL: nothing cached */
+	uint32_t gen;
+	int16_t dev;
+	uint16_t left; /* requests until the runtime is asked again */
+};
+static GG_TLS struct pool_cache tls_pool;
+
+static gg_hipMemPool_t __attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
 {
 	gg_hipMemPool_t pool = NULL;
 	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
-	if (dev >= 0 && (!gp || gp(&pool, dev) != GG_hipSuccess))
+	if (dev < 0)
+		return NULL;
+	if (!gp || gp(&pool, dev) != GG_hipSuccess)
 		pool = NULL;
+	/* gen was loaded before the question (see hook_cuda.c) */
+	tls_pool = (struct pool_cache){pool, gen, (int16_t)dev, POOL_RECHECK};
 	return pool;
+}
+
+/* dev's current pool, or NULL. */
+static inline gg_hipMemPool_t device_pool(int dev)
+{
+	/* acquire: pairs with the release in gg_pool_current_changed, and keeps
+	 * the slow path's question to the runtime after this load. */
+	uint32_t gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
+	struct pool_cache *c = &tls_pool;
+	if (GG_LIKELY(c->pool && c->dev == dev && c->gen == gen && c->left != 0)) {
+		c->left--;
+		return c->pool;
+	}
+	return device_pool_slow(dev, gen);
 }
 
 /* The device pool's blocks are charged to. As in hook_cuda.c's pool_home,
@@ -284,6 +316,15 @@ GG_VENEER_NOTE(hipMemPoolCreate, (gg_hipMemPool_t * pool, const gg_hipMemPoolPro
 GG_VENEER_POOL_DESTROY(hipMemPoolDestroy, (gg_hipMemPool_t pool), (pool), pool)
 
 GG_VENEER_POOL_TRIM(hipMemPoolTrimTo, (gg_hipMemPool_t pool, size_t keep), (pool, keep), pool)
+
+/* A device's current pool changed: every thread's cached one (device_pool)
+ * is asked for again. After the call, as in hook_cuda.c. */
+static gg_hipError_t current_pool_set(gg_hipError_t rc)
+{
+	gg_pool_current_changed();
+	return rc;
+}
+GG_VENEER_TO(hipDeviceSetMemPool, (int device, gg_hipMemPool_t mem_pool), current_pool_set, (real(device, mem_pool)))
 
 /* ---- reset --------------------------------------------------------------- */
 

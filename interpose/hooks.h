@@ -75,6 +75,9 @@
 	H(cuMemPoolCreate, cuMemPoolCreate, 0, 0, pool, NONE)                                                         \
 	H(cuMemPoolDestroy, cuMemPoolDestroy, 0, 0, pool, NONE)                                                       \
 	H(cuMemPoolTrimTo, cuMemPoolTrimTo, 0, 0, pool, NONE)                                                         \
+	/* a device's current pool: the cached one is asked for again */                                              \
+	H(cuDeviceSetMemPool, cuDeviceSetMemPool, 0, 0, note, NONE)                                                   \
+	H(cuMemSetMemPool, cuMemSetMemPool, 0, 0, note, NONE)                                                         \
 	H(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0, host, NONE)                                                     \
 	H(cuMemHostAlloc, cuMemHostAlloc, 0, 0, host, NONE)                                                           \
 	H(cuMemFreeHost, cuMemFreeHost, 0, 0, host, NONE)                                                             \
@@ -134,6 +137,7 @@
 	H(hipMemPoolCreate, pool, NONE)                             \
 	H(hipMemPoolDestroy, pool, NONE)                            \
 	H(hipMemPoolTrimTo, pool, NONE)                             \
+	H(hipDeviceSetMemPool, note, NONE)                          \
 	H(hipHostMalloc, host, NONE)                                \
 	H(hipHostFree, host, NONE)                                  \
 	H(hipStreamSynchronize, note, NONE)                         \

@@ -42,6 +42,12 @@ struct gg_pool {
 	 * that fits it is warm without asking the driver (issue 24). */
 	uint64_t used_est;
 	int used_known; /* used_est was read at least once */
+	/* Reads of the reserve skipped after warm requests (under lock only,
+	 * see may_skip_read): how many since the last read, and the growth
+	 * they could have caused. skip_need: the request in flight may skip
+	 * its read; what a growth of it would take. */
+	uint32_t unread;
+	uint64_t unseen, skip_need;
 };
 
 /* The pool lock (the entry's lock word). acquire on taking it, release on
@@ -160,6 +166,9 @@ static struct gg_pool *__attribute__((noinline)) get_slow(void *handle, int dev,
 			p->charged = 0;
 			p->used_est = 0;
 			p->used_known = 0;
+			p->unread = 0;
+			p->unseen = 0;
+			p->skip_need = 0;
 			/* p->lock: 0 in a fresh entry (mmap) and in a dead one
 			 * (given back by forget_keeping); a thread that found the
 			 * entry before it died may still hold it, so it is left
@@ -187,6 +196,17 @@ struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
 	              atomic_load_explicit(&p->handle, memory_order_acquire) == handle))
 		return p;
 	return get_slow(handle, dev, query);
+}
+
+_Atomic uint32_t gg_pool_current_gen;
+
+void gg_pool_current_changed(void)
+{
+	/* release: the driver's change of the current pool (the call that
+	 * returned before this) is ordered before the new count, so a reader
+	 * that loads the new count with acquire and then asks the driver sees
+	 * the new pool (hook_cuda.c's device_pool_slow). */
+	atomic_fetch_add_explicit(&gg_pool_current_gen, 1, memory_order_release);
 }
 
 int gg_pool_device(void *handle)
@@ -218,12 +238,21 @@ static void settle_to(struct gg_pool *p, uint64_t credit, uint64_t target)
 	p->charged = target;
 }
 
+/* The reserve was just read and settled: no growth is unseen. */
+static inline void read_done(struct gg_pool *p)
+{
+	p->unread = 0;
+	p->unseen = 0;
+}
+
 static void settle_locked(struct gg_pool *p, uint64_t credit)
 {
 	uint64_t reserved;
 	uint64_t target = p->charged + credit; /* if the driver cannot tell us, keep what we hold */
-	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0)
+	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) == 0) {
 		target = reserved;
+		read_done(p);
+	}
 	settle_to(p, credit, target);
 }
 
@@ -281,28 +310,46 @@ void gg_pool_set_admit(gg_pool_admit_fn fn)
 	atomic_store_explicit(&admit_fn, fn, memory_order_relaxed);
 }
 
-uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
+/* A warm request's read of the reserve after the driver call (~200
+ * instructions of the stream-ordered pair in the simulator, most of it the
+ * driver's cuMemPoolGetAttribute; issue 24) only catches a growth of a
+ * fragmented reserve. It is skipped for up to POOL_READ_EVERY - 1 warm
+ * requests in a row, while the ceiling has room for everything they could
+ * have grown the pool by (each request's size rounded up to 2 MiB) plus
+ * GG_CEILING_NEAR for a driver that grows by bigger chunks. A growth it
+ * misses is charged at the pool's next read: at most POOL_READ_EVERY - 1
+ * warm requests later, or sooner at a request that asks the driver, a
+ * synchronisation point, a memory query or a refusal's reconcile. It then
+ * fits, unless others took that room meanwhile; if they did, it is charged
+ * all the same and counted in pool_overshoot, never lost. Near the ceiling
+ * and under a bad limit every request reads, so a growth that does not fit
+ * is undone and refused as before. Caller holds p->lock. */
+#define POOL_READ_EVERY 16
+static inline int may_skip_read(const struct gg_pool *p, uint64_t need)
 {
-	/* a thread that allocates may free (ceiling.c) */
-	gg_ceiling_note_thread();
-	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
-	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
-	uint64_t reserved, used;
-	void *h = atomic_load_explicit(&p->handle, memory_order_relaxed);
-	/* Held until gg_pool_end, across the driver call: two requests that each
-	 * fit the warm reserve alone must not both be let through unreserved,
-	 * or the second grows the pool past the ceiling. The driver serialises
-	 * a pool's allocations internally anyway. */
-	pool_lock(p);
-	if (p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit) {
-		/* Warm by what we know (used_est above): no question to the
-		 * driver. The reserve's read after the call (gg_pool_end_warm)
-		 * catches a growth all the same. */
-		p->used_est += fit;
-		*reserve_before = p->charged;
+	if (p->unread >= POOL_READ_EVERY - 1 || GG_UNLIKELY(gg_opt.limit_bad))
 		return 0;
-	}
-	int known = p->query(h, &reserved, &used) == 0;
+	struct gg_budget *b = gg_ceiling_budget(p->dev);
+	/* relaxed: a hint; a room taken by another thread right after is the
+	 * overshoot case above, counted where the growth is charged. In pod
+	 * scope `used` is the entry's snapshot of the pod's use (each slow
+	 * grant and the sweep publish it): a hint of the same kind. */
+	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
+	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
+	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
+	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
+}
+
+/* begin past the warm-by-estimate case: ask the driver, then reserve the
+ * growth or go the admission path. Out of line, so that the common case
+ * (gg_pool_begin) saves and restores no more registers than it uses
+ * (issue 24). Caller holds p->lock. */
+static uint64_t __attribute__((noinline))
+begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_before)
+{
+	uint64_t reserved, used;
+	p->skip_need = 0;
+	int known = p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;
 	if (known) {
 		p->used_est = used + fit;
@@ -343,6 +390,30 @@ uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_befor
 	return need;
 }
 
+uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
+{
+	/* a thread that allocates may free (ceiling.c) */
+	gg_ceiling_note_thread();
+	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
+	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
+	/* Held until gg_pool_end, across the driver call: two requests that each
+	 * fit the warm reserve alone must not both be let through unreserved,
+	 * or the second grows the pool past the ceiling. The driver serialises
+	 * a pool's allocations internally anyway. */
+	pool_lock(p);
+	if (GG_LIKELY(p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit)) {
+		/* Warm by what we know (used_est above): no question to the
+		 * driver. The reserve's read after the call (gg_pool_end_warm)
+		 * catches a growth all the same, or a later one does
+		 * (may_skip_read). */
+		p->used_est += fit;
+		p->skip_need = may_skip_read(p, need) ? need : 0;
+		*reserve_before = p->charged;
+		return 0;
+	}
+	return begin_asking(p, need, fit, reserve_before);
+}
+
 uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before)
 {
 	uint64_t reserved;
@@ -359,14 +430,16 @@ int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
 
 void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 {
+	p->skip_need = 0; /* settled here, read or not */
 	settle_locked(p, reserved);
 	pool_unlock(p);
 }
 
-enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
+/* end_warm's read of the reserve, out of line as begin_asking is. */
+static enum gg_verdict __attribute__((noinline))
+end_warm_reading(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
 {
 	uint64_t reserved;
-	*grown_out = 0;
 	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0) {
 		gg_pool_end(p, 0); /* the driver cannot tell: keep what we hold */
 		return GG_VERDICT_GRANTED;
@@ -384,12 +457,31 @@ enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uin
 	} else if (reserved != p->charged) {
 		settle_to(p, 0, reserved); /* released at a sync we did not see */
 	}
+	read_done(p);
 	pool_unlock(p);
 	return GG_VERDICT_GRANTED;
 }
 
+enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
+{
+	*grown_out = 0;
+	if (GG_LIKELY(p->skip_need)) {
+		/* Read later (may_skip_read): a growth of this request is
+		 * charged at the pool's next read. */
+		p->unread++;
+		p->unseen += p->skip_need;
+		p->skip_need = 0;
+		pool_unlock(p);
+		return GG_VERDICT_GRANTED;
+	}
+	return end_warm_reading(p, reserve_before, grown_out);
+}
+
 void gg_pool_after_reset(int dev)
 {
+	/* The context went with its current pool: the default is current
+	 * again (or a fresh one after the reset). */
+	gg_pool_current_changed();
 	/* acquire: as in find(). */
 	int n = atomic_load_explicit(&npools, memory_order_acquire);
 	for (int i = 0; i < n; i++) {
@@ -518,6 +610,10 @@ static void zombie_release(struct zombie *z)
 
 void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok)
 {
+	/* Destroying a device's current pool makes its default pool current
+	 * (cuda.h, cuMemPoolDestroy). Moved whether or not this one was. */
+	if (ok)
+		gg_pool_current_changed();
 	struct gg_pool *p = ok ? find(handle) : NULL;
 	if (!p)
 		goto out;
@@ -636,4 +732,5 @@ void gg_pool_reset(void)
 	pthread_mutex_init(&reg_lock, NULL);
 	zombies = NULL; /* the parent's; their mappings are left as they are */
 	pthread_mutex_init(&zombie_lock, NULL);
+	gg_pool_current_changed(); /* the forking thread's cached pool is the parent's */
 }

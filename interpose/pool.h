@@ -86,5 +86,13 @@ void gg_pool_flagging_wait(void);
 void gg_pool_gone_block_freed(uint64_t key);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
+/* A device's current pool (what cuMemAllocAsync draws from) is cached per
+ * thread by the hooks (hook_cuda.c's device_pool), valid while this count
+ * has not moved. It moves after everything we see that can change a
+ * current pool: cuDeviceSetMemPool, cuMemSetMemPool, a pool's destroy
+ * (its device's default pool becomes current again), a context's reset or
+ * destroy, and fork. gg_pool_current_changed moves it. */
+extern _Atomic uint32_t gg_pool_current_gen;
+void gg_pool_current_changed(void);
 
 #endif

@@ -57,13 +57,7 @@ void gg_bind_device(const struct gg_runtime *rt, int dev)
 
 int gg_alloc_begin(const struct gg_runtime *rt, struct gg_alloc *a)
 {
-	a->charge = 0;
-	if (a->dev < 0)
-		return 0;
-	gg_bind(rt, a->dev);
-	a->charge = a->charged ? gg_ceiling_charge_size(a->api, a->size) : 0;
-	gg_dump_note_request(a->api, a->size);
-	return gg_account_begin(a->dev, a->charge);
+	return gg_alloc_begin_inline(rt, a);
 }
 
 int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw)

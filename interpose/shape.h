@@ -118,6 +118,18 @@ struct gg_alloc {
 	uint64_t charge; /* set by begin */
 };
 int gg_alloc_begin(const struct gg_runtime *rt, struct gg_alloc *a);
+/* The same inline, where GG_ALLOC runs it in the hook (issue 24: a frame
+ * less, and a gg_alloc the compiler keeps in registers). */
+static inline __attribute__((always_inline)) int gg_alloc_begin_inline(const struct gg_runtime *rt, struct gg_alloc *a)
+{
+	a->charge = 0;
+	if (a->dev < 0)
+		return 0;
+	gg_bind(rt, a->dev);
+	a->charge = a->charged ? gg_ceiling_charge_size(a->api, a->size) : 0;
+	gg_dump_note_request(a->api, a->size);
+	return gg_account_begin_inline(a->dev, a->charge);
+}
 /* end's uncommon paths: a failure to roll back (raw 0), or a pitch. */
 int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw);
 /* Inline, so that the record's stack is unwound from the hook itself: a
@@ -139,8 +151,14 @@ static inline int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, 
 	uint64_t raw = 0;
 	if (rc == rt->ok)
 		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer, a void * or a handle */
-	if (GG_UNLIKELY(!raw || a->pitch))
-		return gg_alloc_settle(rt, a, rc, raw);
+	if (GG_UNLIKELY(!raw || a->pitch)) {
+		/* A copy goes out of line, so that a's own address never leaves
+		 * the hook: the compiler then keeps a in registers and folds
+		 * the hook's constants (api, ns, charged) into begin and the
+		 * charge rule (issue 24). */
+		struct gg_alloc slow = *a;
+		return gg_alloc_settle(rt, &slow, rc, raw);
+	}
 	/* A VMM handle is known to handles.c before its record exists: nobody
 	 * can release it before this hook returns it. */
 	if (a->ns == GG_NS_VMM)
@@ -148,7 +166,7 @@ static inline int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, 
 	gg_account_commit(a->dev, a->ns, raw, a->size, a->api, a->charge);
 	return rc;
 }
-#define GG_ALLOC(rt, a, call) (gg_alloc_begin(rt, a) == 0 ? gg_alloc_end(rt, a, call) : (rt)->oom)
+#define GG_ALLOC(rt, a, call) (gg_alloc_begin_inline(rt, a) == 0 ? gg_alloc_end(rt, a, call) : (rt)->oom)
 
 /* Allocate from a stream-ordered pool (pool.c): charged by what the pool
  * reserves. A growth past the ceiling is undone and refused (*out nulled). */
@@ -236,12 +254,12 @@ static inline void gg_free_begin(struct gg_free *f, enum gg_key_ns ns, uint64_t 
 {
 	f->ns = ns;
 	f->raw = raw;
-	f->known = gg_account_forget(ns, raw, &f->rec);
+	f->known = gg_account_forget_inline(ns, raw, &f->rec);
 }
 static inline int gg_free_end(const struct gg_runtime *rt, struct gg_free *f, int rc)
 {
 	if (f->known)
-		gg_account_freed(&f->rec, rc == rt->ok);
+		gg_account_freed_inline(&f->rec, rc == rt->ok);
 	else if (rc == rt->ok)
 		gg_free_untracked(rt, f);
 	return rc;

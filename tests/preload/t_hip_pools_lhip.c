@@ -45,8 +45,37 @@ TEST(hip_async_on_another_devices_stream_is_charged_to_that_device)
 	async_on_other_devices_stream(1);
 }
 
+/* A device's current pool is cached by the hooks (issue 24): after
+ * hipDeviceSetMemPool, hipMallocAsync draws from the new pool and its
+ * growth is charged, though the old pool's free reserve would have served
+ * it. Without the invalidation the 512 MiB went uncharged. */
+TEST(hip_a_devices_new_current_pool_is_charged)
+{
+	gg_hipMemPoolProps props = {.allocType = GG_hipMemAllocationTypePinned,
+	                            .location = {.type = GG_hipMemLocationTypeDevice, .id = 0}};
+	gg_hipMemPool_t pool = NULL;
+	void *a = NULL, *b = NULL, *c = NULL;
+	CHECK_EQ_INT(hipMallocAsync(&a, 1 * GIB, NULL), GG_hipSuccess);
+	CHECK_EQ_INT(hipFreeAsync(a, NULL), GG_hipSuccess);
+	CHECK_EQ_U64(sim_held(0), 1 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, 1 * GIB);
+	CHECK_EQ_INT(hipMemPoolCreate(&pool, &props), GG_hipSuccess);
+	CHECK_EQ_INT(hipDeviceSetMemPool(0, pool), GG_hipSuccess);
+	CHECK_EQ_INT(hipMallocAsync(&b, 512 * MIB, NULL), GG_hipSuccess);
+	CHECK_EQ_U64(sim_held(0), 1 * GIB + 512 * MIB);
+	CHECK_EQ_U64(gg_stats(0).used, 1 * GIB + 512 * MIB);
+	CHECK_EQ_INT(hipMalloc(&c, 3 * GIB), GG_hipErrorOutOfMemory);
+	CHECK(sim_held(0) <= 4 * GIB);
+	CHECK_EQ_INT(hipFreeAsync(b, NULL), GG_hipSuccess);
+	CHECK_EQ_INT(hipMemPoolDestroy(pool), GG_hipSuccess);
+	CHECK_EQ_INT(hipDeviceSynchronize(), GG_hipSuccess);
+	CHECK_EQ_U64(sim_held(0), 0);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
 int main(int argc, char **argv)
 {
+	RUN_ONE(hip_a_devices_new_current_pool_is_charged); /* first: the next keeps 3 GiB charged until exit */
 	RUN_ONE(hip_destroyed_pool_keeps_its_live_blocks_charged);
 	RUN_ONE(hip_async_on_another_devices_stream_is_charged_to_that_device);
 	return harness_done();

@@ -132,6 +132,39 @@ TEST(async_on_another_devices_stream_is_charged_to_that_device)
 	async_on_other_devices_stream(0);
 }
 
+/* A device's current pool is cached by the hooks (issue 24): after
+ * cuDeviceSetMemPool, cuMemAllocAsync draws from the new pool, and its
+ * growth is charged, though the old pool's free reserve would have served
+ * the request; after the current pool's destroy, the default one is current
+ * again and a request is charged to it, not to the dead pool. Without the
+ * cache's invalidation the 512 MiB went uncharged (a plain 3 GiB fitted
+ * beside it), and the dead pool kept a phantom 2 GiB. */
+TEST(a_devices_new_current_pool_is_charged)
+{
+	gg_CUdeviceptr a = 0, b = 0, c = 0;
+	/* the default pool, cached by the hook, keeps 1 GiB free */
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 1 * GIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 1 * GIB);
+	CHECK_EQ_U64(gg_stats(0).used, 1 * GIB);
+	gg_CUmemoryPool pool = make_pool(0);
+	CHECK_EQ_INT(cuDeviceSetMemPool(0, pool), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocAsync(&b, 512 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 1 * GIB + 512 * MIB);
+	CHECK_EQ_U64(gg_stats(0).used, 1 * GIB + 512 * MIB);
+	CHECK_EQ_INT(cuMemAlloc_v2(&c, 3 * GIB), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(sim_held(0) <= 4 * GIB);
+	CHECK_EQ_INT(cuMemFreeAsync(b, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS); /* the default is current again */
+	CHECK_EQ_U64(gg_stats(0).used, sim_held(0));
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 2 * GIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, sim_held(0));
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSynchronize(), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(sim_held(0), 0);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
 int main(int argc, char **argv)
 {
 	setup();
@@ -140,5 +173,6 @@ int main(int argc, char **argv)
 	RUN_ONE(destroyed_empty_pool_is_refunded);
 	RUN_ONE(pools_past_256_are_charged_by_what_they_hold);
 	RUN_ONE(async_on_another_devices_stream_is_charged_to_that_device);
+	RUN_ONE(a_devices_new_current_pool_is_charged);
 	return harness_done();
 }

@@ -167,6 +167,40 @@ TEST(pool_with_a_release_threshold_then_trim)
 	CHECK_EQ_U64(used(), base_used);
 }
 
+/* cudaDeviceSetMemPool reaches the driver's cuDeviceSetMemPool through
+ * cudart's entry-point table, which hands out our hook: the hooks' cached
+ * current pool (issue 24) moves with it, so the new pool's growth is
+ * charged, though the old pool's free reserve would have served the
+ * request. Without the invalidation the 512 MiB went uncharged and a
+ * cudaMalloc of 1 GiB fitted beside it under the 2 GiB ceiling. */
+TEST(device_set_mem_pool_moves_async_requests)
+{
+	cudaMemPoolProps props;
+	memset(&props, 0, sizeof(props));
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 0;
+	cudaMemPool_t pool = NULL, def = NULL;
+	CUDA_OK(cudaMemPoolCreate(&pool, &props));
+	CUDA_OK(cudaDeviceGetDefaultMemPool(&def, 0));
+	void *a = NULL, *b = NULL, *c = NULL;
+	/* the default pool keeps 1 GiB free (no sync) */
+	CUDA_OK(cudaMallocAsync(&a, 1 * GIB, 0));
+	CUDA_OK(cudaFreeAsync(a, 0));
+	CUDA_OK(cudaDeviceSetMemPool(0, pool));
+	CUDA_OK(cudaMallocAsync(&b, 512 * MIB, 0));
+	if (rl_governed())
+		CHECK_EQ_U64(used(), base_used + 1 * GIB + 512 * MIB);
+	CHECK_REFUSED_IF_GOVERNED(cudaMalloc(&c, 1 * GIB), cudaSuccess, cudaErrorMemoryAllocation, cudaFree(c));
+	(void)cudaGetLastError();
+	CHECK_CEILING_HELD();
+	CUDA_OK(cudaFreeAsync(b, 0));
+	CUDA_OK(cudaDeviceSetMemPool(0, def));
+	CUDA_OK(cudaDeviceSynchronize());
+	CUDA_OK(cudaMemPoolDestroy(pool));
+	CHECK_EQ_U64(used(), base_used);
+}
+
 /* The driver's VMM entry points, reached as PyTorch and NCCL reach them. */
 static struct {
 	decltype(&cuMemCreate) create;
@@ -456,6 +490,7 @@ int main(int argc, char **argv)
 	RUN(malloc_async_on_the_default_stream);
 	RUN(malloc_async_on_a_created_stream);
 	RUN(pool_with_a_release_threshold_then_trim);
+	RUN(device_set_mem_pool_moves_async_requests);
 	RUN(vmm_map_then_release_then_unmap);
 	RUN(vmm_retain_then_release);
 	RUN(vmm_nccl_free_path);

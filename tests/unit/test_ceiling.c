@@ -367,6 +367,49 @@ TEST(account_bracket)
 	setup(0, GG_UNLIMITED);
 }
 
+/* The same bracket through the inline forms the hooks run (account.h,
+ * issue 24): the first try and the refusal, and a free's common case
+ * beside the cases it must hand to gg_account_freed (the driver kept the
+ * memory; a record never charged). */
+TEST(account_bracket_inline)
+{
+	setup(0, 10 * MI);
+	CHECK_EQ_INT(gg_account_begin_inline(0, 8 * MI), 0);
+	CHECK_EQ_INT(gg_account_begin_inline(0, 4 * MI), -1);
+	CHECK_EQ_U64(refused(0, GPUGUARD_REFUSED_CEILING), 1);
+	CHECK_EQ_U64(used(0), 8 * MI);
+	gg_account_rollback(0, 8 * MI, 0);
+	CHECK_EQ_U64(used(0), 0);
+
+	uint64_t size = 4096, charge = gg_ceiling_charge_size(GPUGUARD_API_CU_MEM_ALLOC, size);
+	CHECK_EQ_INT(gg_account_begin_inline(0, charge), 0);
+	gg_account_commit(0, GG_NS_PTR, 0x7f0000400000ull, size, GPUGUARD_API_CU_MEM_ALLOC, charge);
+	gg_account_commit(0, GG_NS_PTR, 0x7f0000600000ull, size, GPUGUARD_API_CU_MEM_ALLOC_MANAGED, 0);
+	CHECK_EQ_U64(used(0), charge);
+	struct gg_record rec;
+	CHECK_EQ_INT(gg_account_forget_inline(GG_NS_PTR, 0x7f0000400000ull, &rec), 1);
+	CHECK(rec.flags & GG_REC_FREE_SAID);
+	gg_account_freed_inline(&rec, 0); /* the driver refused: record back, books unchanged */
+	CHECK_EQ_U64(used(0), charge);
+	CHECK_EQ_INT(gg_account_forget_inline(GG_NS_PTR, 0x7f0000400000ull, &rec), 1);
+	gg_account_freed_inline(&rec, 1);
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_INT(gg_account_forget_inline(GG_NS_PTR, 0x7f0000400000ull, &rec), 0);
+	/* Recorded, never charged: its free refunds nothing. */
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_INT(gg_account_forget_inline(GG_NS_PTR, 0x7f0000600000ull, &rec), 1);
+	CHECK(!(rec.flags & GG_REC_CHARGED));
+	CHECK_EQ_INT(gg_account_begin_inline(0, MI), 0);
+	gg_account_freed_inline(&rec, 1);
+	CHECK_EQ_U64(used(0), MI);
+	gg_account_rollback(0, MI, 0);
+	struct gpuguard_device_stats st;
+	gg_ceiling_read(0, &st);
+	CHECK_EQ_U64(st.live_bytes, 0);
+	CHECK_EQ_U64(st.frees, 2);
+	setup(0, GG_UNLIMITED);
+}
+
 /* ---- concurrency ---- */
 
 #define RACE_LIMIT (64 * MI)
@@ -579,6 +622,7 @@ int main(void)
 	RUN(charge_size_rules);
 	RUN(meminfo_virtualised);
 	RUN(account_bracket);
+	RUN(account_bracket_inline);
 	RUN(threads_race_for_the_last_bytes);
 	RUN(two_threads_duel_for_the_last_bytes);
 	RUN(tight_loop_one_holder_at_a_time);

@@ -708,6 +708,56 @@ TEST(destroy_racing_frees_refunds_once)
 	setup(GG_UNLIMITED);
 }
 
+/* Far from the ceiling a warm request's read of the reserve is skipped,
+ * up to 15 in a row (issue 24: the read was ~200 instructions of the
+ * stream-ordered pair); a growth of a fragmented reserve in between is
+ * charged at the next read, and fits. Near the ceiling every warm request
+ * reads again, so a growth there is still undone and refused at once. */
+TEST(warm_reads_skipped_with_room)
+{
+	uint64_t grown = 0, before = 0;
+	static struct fake a;
+	setup(1024 * MI);
+	fake_init(&a, 64 * MI, 0);
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	/* the first request asks at begin (reserve and use) and reads after */
+	CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+	CHECK_EQ_U64(atomic_load(&a.queries), 2);
+	CHECK_EQ_U64(used0(), 64 * MI);
+	/* 15 skip their read, the 16th reads; the 2nd grew the pool by 2 MiB */
+	for (int i = 1; i <= 16; i++) {
+		CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+		if (i == 2)
+			fake_set(&a, 66 * MI, 1 * MI);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+		CHECK_EQ_U64(used0(), i < 16 ? 64 * MI : 66 * MI);
+	}
+	CHECK_EQ_U64(atomic_load(&a.queries), 3);
+	CHECK_EQ_U64(pool_reserved0(), 66 * MI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+	/* others fill the ceiling to within 32 MiB: every request reads */
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1024 * MI - 66 * MI - 32 * MI), 0);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+	}
+	CHECK_EQ_U64(atomic_load(&a.queries), 7);
+	/* and a growth there that does not fit is refused at once */
+	CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+	fake_set(&a, 66 * MI + 64 * MI, 1 * MI);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_CEILING);
+	CHECK_EQ_U64(grown, 64 * MI);
+	fake_set(&a, 66 * MI, 1 * MI); /* the caller's undo */
+	gg_pool_end(pa, 0);
+	CHECK_EQ_U64(used0(), 1024 * MI - 32 * MI);
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 0);
+	gg_ceiling_release(0, 1024 * MI - 66 * MI - 32 * MI);
+	gg_pool_forget(&a);
+	CHECK_EQ_U64(used0(), 0);
+	gg_pool_reset();
+}
+
 int main(void)
 {
 	RUN(get_registers_once);
@@ -716,6 +766,7 @@ int main(void)
 	RUN(concurrent_registration_one_entry);
 	RUN(grow_warm_refuse_trim_forget);
 	RUN(warm_requests_judged_from_what_we_know);
+	RUN(warm_reads_skipped_with_room);
 	RUN(bad_limit_growth_refused_as_config);
 	RUN(query_failure_keeps_the_reservation);
 	RUN(concurrent_pools_stay_under_ceiling);
