@@ -613,16 +613,9 @@ static gg_CUresult captured_alloc(gg_CUdeviceptr *dptr, size_t bytesize, gg_CUgr
  * hooks), by destroying the current pool (the default one is current
  * again), or with its context (reset, destroy); each moves the count
  * (pool.c). A path we cannot see (a private table) is bounded all the
- * same: the driver is asked again every POOL_RECHECK requests of a thread,
- * so a stale pool is used for at most that many. */
-#define POOL_RECHECK 256
-struct pool_cache {
-	gg_CUmemoryPool pool; /* NULL: nothing cached */
-	uint32_t gen;
-	int16_t dev;
-	uint16_t left; /* requests until the driver is asked again */
-};
-static GG_TLS struct pool_cache tls_pool;
+ * same: the driver is asked again every GG_POOL_RECHECK requests of a
+ * thread, so a stale pool is used for at most that many (pool.h). */
+static GG_TLS struct gg_pool_cache tls_pool;
 
 static gg_CUmemoryPool __attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
 {
@@ -632,24 +625,16 @@ static gg_CUmemoryPool __attribute__((noinline)) device_pool_slow(int dev, uint3
 		return NULL;
 	if (!gp || gp(&pool, dev) != GG_CUDA_SUCCESS)
 		pool = NULL;
-	/* gen was loaded before the question: a change that lands after it
-	 * moves the count, so this answer is not trusted past it. */
-	tls_pool = (struct pool_cache){pool, gen, (int16_t)dev, POOL_RECHECK};
+	gg_pool_cache_put(&tls_pool, pool, dev, gen);
 	return pool;
 }
 
 /* dev's current pool, or NULL. */
 static inline gg_CUmemoryPool device_pool(int dev)
 {
-	/* acquire: pairs with the release in gg_pool_current_changed, and keeps
-	 * the slow path's question to the driver after this load. */
-	uint32_t gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
-	struct pool_cache *c = &tls_pool;
-	if (GG_LIKELY(c->pool && c->dev == dev && c->gen == gen && c->left != 0)) {
-		c->left--;
-		return c->pool;
-	}
-	return device_pool_slow(dev, gen);
+	uint32_t gen;
+	gg_CUmemoryPool pool = gg_pool_cache_get(&tls_pool, dev, &gen);
+	return GG_LIKELY(pool != NULL) ? pool : device_pool_slow(dev, gen);
 }
 
 /* The device pool belongs to. A pool we did not see created is a default

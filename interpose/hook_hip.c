@@ -238,17 +238,10 @@ static int stream_device(gg_hipStream_t s)
 /* A device's current pool as this thread last asked for it, as in
  * hook_cuda.c's device_pool: valid while gg_pool_current_gen has not moved
  * (hipDeviceSetMemPool below, a pool's destroy, hipDeviceReset, fork), and
- * asked again every POOL_RECHECK requests of a thread for a path we do not
+ * asked again every GG_POOL_RECHECK requests of a thread for a path we do not
  * see (hipGetProcAddress, ROCm 6.2, hands out the runtime's own functions;
  * ROCm 7's hipMemSetMemPool). */
-#define POOL_RECHECK 256
-struct pool_cache {
-	gg_hipMemPool_t pool; /* NULL: nothing cached */
-	uint32_t gen;
-	int16_t dev;
-	uint16_t left; /* requests until the runtime is asked again */
-};
-static GG_TLS struct pool_cache tls_pool;
+static GG_TLS struct gg_pool_cache tls_pool;
 
 static gg_hipMemPool_t __attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
 {
@@ -258,23 +251,16 @@ static gg_hipMemPool_t __attribute__((noinline)) device_pool_slow(int dev, uint3
 		return NULL;
 	if (!gp || gp(&pool, dev) != GG_hipSuccess)
 		pool = NULL;
-	/* gen was loaded before the question (see hook_cuda.c) */
-	tls_pool = (struct pool_cache){pool, gen, (int16_t)dev, POOL_RECHECK};
+	gg_pool_cache_put(&tls_pool, pool, dev, gen);
 	return pool;
 }
 
 /* dev's current pool, or NULL. */
 static inline gg_hipMemPool_t device_pool(int dev)
 {
-	/* acquire: pairs with the release in gg_pool_current_changed, and keeps
-	 * the slow path's question to the runtime after this load. */
-	uint32_t gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
-	struct pool_cache *c = &tls_pool;
-	if (GG_LIKELY(c->pool && c->dev == dev && c->gen == gen && c->left != 0)) {
-		c->left--;
-		return c->pool;
-	}
-	return device_pool_slow(dev, gen);
+	uint32_t gen;
+	gg_hipMemPool_t pool = gg_pool_cache_get(&tls_pool, dev, &gen);
+	return GG_LIKELY(pool != NULL) ? pool : device_pool_slow(dev, gen);
 }
 
 /* The device pool's blocks are charged to. As in hook_cuda.c's pool_home,
