@@ -15,8 +15,6 @@
 #include "stack.h"
 #include "table.h"
 
-GG_TLS uint16_t gg_cur_ctx;
-
 /* Before refusing: count what pools on this device released at
  * synchronisation points we did not see, and what dead processes of the
  * pod held. Then try again. */

@@ -15,7 +15,7 @@
 
 /* The context id (ctx.c) the calling hook found current: set by the hooks'
  * device lookup, stamped on each record gg_account_commit makes. */
-extern GG_TLS uint16_t gg_cur_ctx;
+#define gg_cur_ctx (gg_self.ctx) /* base.h */
 /* Bracket around one governed allocation (DESIGN.md §3): begin reserves the
  * charge, end commits + records or rolls back. begin is the one admission
  * path every shape takes (plain, pool, graph launch): try; reconcile the

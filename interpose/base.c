@@ -12,15 +12,12 @@
 struct gg_table *gg_table;
 uint64_t gg_start_ms;
 _Atomic int gg_init_state;
-GG_TLS int gg_hook_active;
+GG_TLS struct gg_self gg_self;
 _Atomic int gg_inert;
-GG_TLS uint8_t gg_cur_runtime;
 /* relaxed: a flag read once, by the exit destructor (dump.c); it orders
  * nothing. A governed call racing with exit in another thread may be
  * missed, which costs one exit dump at most. */
 _Atomic int gg_gpu_touched;
-
-GG_TLS uint32_t gg_tid_cache;
 
 static uint64_t ms_of(clockid_t clock)
 {

@@ -55,10 +55,37 @@ uint64_t gg_mono_ns(void);
 /* CLOCK_REALTIME in ms (epoch), for what other processes read. */
 uint64_t gg_realtime_ms(void);
 
+/* The per-thread words every hook moves, in one thread-local block
+ * (issue 24): in a shared library each initial-exec thread-local variable
+ * costs its own load of its offset (from the GOT) in every function that
+ * uses it; one block costs one, which the hooks keep in a register. The
+ * old names are macros for the fields, so that their users read as they
+ * did. Only this thread reads or writes its block, and a signal handler
+ * on it, which the users order with signal fences where it matters
+ * (signal.c, account.c's gg_hook_sleep). */
+struct gg_self {
+	/* hook_active and runtime next to each other: GG_ENTER's two stores
+	 * of constants merge into one. */
+	uint8_t hook_active; /* gg_hook_active, below */
+	uint8_t runtime;     /* gg_cur_runtime, below */
+	uint8_t sig_nested;  /* gg_sig_nested (signal.h) */
+	uint16_t ctx;        /* gg_cur_ctx (account.h) */
+	uint32_t tid;        /* gg_gettid's cache: 0 = not asked yet */
+	/* The request the hook is about to charge (dump.h's note). */
+	enum gpuguard_api noted_api;
+	uint64_t noted_size;
+	/* hook_cuda.c's cache of the current context (current_device). */
+	void *cu_ctx;
+	uint32_t cu_epoch;
+	uint16_t cu_id;
+	int16_t cu_dev;
+};
+extern GG_TLS struct gg_self gg_self;
+
 /* The kernel thread id, cached per thread (0 = not asked yet; the slow
  * path asks the kernel). Inline: the hot path wants it several times per
  * pair. */
-extern GG_TLS uint32_t gg_tid_cache;
+#define gg_tid_cache (gg_self.tid)
 uint32_t gg_gettid_slow(void);
 static inline uint32_t gg_gettid(void)
 {
@@ -78,14 +105,14 @@ void gg_futex_wake(_Atomic uint32_t *w, int n, int private_);
 /* Re-entry guard: a call made while our hook runs on this thread passes
  * through; so does every call into a copy of the library that found another
  * copy governing the process (gg_inert: set once, at initialisation). */
-extern GG_TLS int gg_hook_active;
+#define gg_hook_active (gg_self.hook_active)
 extern _Atomic int gg_inert;
 /* The runtime whose hook runs on this thread (GG_RT_*, set by GG_ENTER):
  * a device bound for the pod is named by that runtime's UUID, since CUDA
  * device 0 and HIP device 0 can be different cards (issue 9, finding 6). */
 #define GG_RT_CUDA 0
 #define GG_RT_HIP 1
-extern GG_TLS uint8_t gg_cur_runtime;
+#define gg_cur_runtime (gg_self.runtime)
 /* Set at the first real pointer resolved or offered for a governed name
  * (resolve.c): the process has reached a GPU runtime. Exit dumps come only
  * from such processes (issue 10, finding 12). */

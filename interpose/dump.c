@@ -79,8 +79,6 @@ static int write_req(enum gg_dump_trigger trig, const struct gg_dump_req *req, c
 
 static void refusal_body(int dev, enum gpuguard_refusal why);
 
-GG_TLS struct gg_dump_noted gg_dump_noted;
-
 static void wake_writer(void)
 {
 	/* release: the queued request (or signal count) is visible to the
@@ -109,8 +107,8 @@ static int rate_ok(void)
 
 void gg_dump_noted_request(enum gpuguard_api *api, uint64_t *size)
 {
-	*api = gg_dump_noted.api;
-	*size = gg_dump_noted.size;
+	*api = gg_self.noted_api;
+	*size = gg_self.noted_size;
 }
 
 void gg_dump_pinned(int64_t bytes, int64_t count)
@@ -147,7 +145,7 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 	gg_ceiling_read(dev, &ds);
 	uint64_t lim = ds.limit, used = ds.used;
 	char rq[32], us[32], li[32], line[512];
-	gg_log_bytes(rq, sizeof rq, gg_dump_noted.size);
+	gg_log_bytes(rq, sizeof rq, gg_self.noted_size);
 	gg_log_bytes(us, sizeof us, used);
 	int n;
 	struct gg_footprint_dmem dl;
@@ -155,12 +153,12 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d failed: the driver is out of memory (%s charged); "
 		             "pid %d; dumps in %s\n",
-		             gg_dump_api_name(gg_dump_noted.api), rq, dev, us, (int)getpid(), gg_opt.dump_dir);
+		             gg_dump_api_name(gg_self.noted_api), rq, dev, us, (int)getpid(), gg_opt.dump_dir);
 	else if (why == GPUGUARD_REFUSED_CONFIG)
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d refused: GPUGUARD_LIMIT is not valid, every allocation "
 		             "is refused; pid %d\n",
-		             gg_dump_api_name(gg_dump_noted.api), rq, dev, (int)getpid());
+		             gg_dump_api_name(gg_self.noted_api), rq, dev, (int)getpid());
 	else if (gg_footprint_driver_limit(dev, &dl) && dl.binds) {
 		char hb[32], ub[32];
 		n = snprintf(
@@ -168,11 +166,11 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		    "gpuguard: %s of %s on device %d refused at the ceiling set by the driver's limit: %s of "
 		    "%s%s used; the cgroup's hard limit (MPS memory partitioning) is %s, of which its processes "
 		    "used %s; refused before the driver would%s; pid %d; dumps in %s\n",
-		    gg_dump_api_name(gg_dump_noted.api), rq, dev, us, gg_log_bytes(li, sizeof li, lim),
+		    gg_dump_api_name(gg_self.noted_api), rq, dev, us, gg_log_bytes(li, sizeof li, lim),
 		    ds.pod ? " (the pod's budget)" : "", gg_log_bytes(hb, sizeof hb, dl.hard),
 		    gg_log_bytes(ub, sizeof ub, dl.used), gg_opt.wait_ms ? " after waiting" : "", (int)getpid(),
 		    gg_opt.dump_dir);
-	} else if (gg_footprint_refusal_is_runtime(dev, gg_dump_noted.size)) {
+	} else if (gg_footprint_refusal_is_runtime(dev, gg_self.noted_size)) {
 		struct gg_footprint_stats fs;
 		char rt[32];
 		gg_footprint_read(dev, &fs);
@@ -180,7 +178,7 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		             "gpuguard: %s of %s on device %d refused at the ceiling because of the runtime: %s of "
 		             "%s%s used, of which %s is what the driver holds beyond the allocations (context, "
 		             "modules, local memory)%s; pid %d; dumps in %s\n",
-		             gg_dump_api_name(gg_dump_noted.api), rq, dev, us,
+		             gg_dump_api_name(gg_self.noted_api), rq, dev, us,
 		             lim >= GG_LIMIT_UNRESOLVED ? "?" : gg_log_bytes(li, sizeof li, lim),
 		             ds.pod ? " (the pod's budget)" : "", gg_log_bytes(rt, sizeof rt, fs.charged),
 		             gg_opt.wait_ms ? " after waiting" : "", (int)getpid(), gg_opt.dump_dir);
@@ -188,7 +186,7 @@ static void termination_note(int dev, enum gpuguard_refusal why)
 		n = snprintf(line, sizeof line,
 		             "gpuguard: %s of %s on device %d refused at the ceiling: %s of %s%s used%s; pid %d; "
 		             "dumps in %s\n",
-		             gg_dump_api_name(gg_dump_noted.api), rq, dev, us,
+		             gg_dump_api_name(gg_self.noted_api), rq, dev, us,
 		             lim >= GG_LIMIT_UNRESOLVED ? "?" : gg_log_bytes(li, sizeof li, lim),
 		             ds.pod ? " (the pod's budget)" : "", gg_opt.wait_ms ? " after waiting" : "", (int)getpid(),
 		             gg_opt.dump_dir);
@@ -211,7 +209,7 @@ void gg_dump_on_refusal(int dev, enum gpuguard_refusal why)
 static void refusal_body(int dev, enum gpuguard_refusal why)
 {
 	uint32_t st = gg_stack_capture();
-	gg_history_add(GG_HIST_REFUSE, dev, gg_dump_noted.api, 0, gg_dump_noted.size, st);
+	gg_history_add(GG_HIST_REFUSE, dev, gg_self.noted_api, 0, gg_self.noted_size, st);
 	if (why == GPUGUARD_REFUSED_CONFIG || !rate_ok())
 		return;
 	gg_dump_arm();
@@ -223,10 +221,10 @@ static void refusal_body(int dev, enum gpuguard_refusal why)
 		return; /* one is queued or being written: it tells the same story */
 	}
 	slot_req = (struct gg_dump_req){
-	    1, dev, gg_dump_noted.api, gg_dump_noted.size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER, 0, 0, 0, 0};
+	    1, dev, gg_self.noted_api, gg_self.noted_size, gg_gettid(), st, why == GPUGUARD_REFUSED_DRIVER, 0, 0, 0, 0};
 	/* The failing thread has the context the writer lacks: ask the driver
 	 * here, once per dump (rate-limited above), with our hooks bypassed. */
-	gg_meminfo_fn mi = meminfo_fn[gpuguard_api_runtime(gg_dump_noted.api) == GPUGUARD_RUNTIME_HIP ? 1 : 0];
+	gg_meminfo_fn mi = meminfo_fn[gpuguard_api_runtime(gg_self.noted_api) == GPUGUARD_RUNTIME_HIP ? 1 : 0];
 	if (mi && mi(&slot_req.driver_free, &slot_req.driver_total) == 0)
 		slot_req.have_meminfo = 1;
 	slot_trigger = why == GPUGUARD_REFUSED_DRIVER ? GG_DUMP_DRIVER_OOM : GG_DUMP_CEILING;

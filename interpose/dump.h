@@ -12,16 +12,12 @@
 
 /* What the hook about to call gg_ceiling_count_refusal is asking for, so a
  * refusal can name the request (set by gg_bracket_begin and the pool paths).
- * Inline, one thread-local pair: it runs on every allocation (issue 24). */
-struct gg_dump_noted {
-	enum gpuguard_api api;
-	uint64_t size;
-};
-extern GG_TLS struct gg_dump_noted gg_dump_noted;
+ * Inline, two stores into the thread's block (base.h's gg_self, whose
+ * address the hook holds already): it runs on every allocation (issue 24). */
 static inline void gg_dump_note_request(enum gpuguard_api api, uint64_t size)
 {
-	gg_dump_noted.api = api;
-	gg_dump_noted.size = size;
+	gg_self.noted_api = api;
+	gg_self.noted_size = size;
 }
 /* The request noted last on this thread (gg_hook_sleep keeps it across a
  * signal handler's own hook). */

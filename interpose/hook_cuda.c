@@ -89,15 +89,9 @@ static void graph_reconcile(int dev, uint64_t credit);
 /* The current context as last seen on this thread, valid while the epoch
  * (ctx.c) has not moved: one cuCtxGetCurrent per governed call, which the
  * real driver answers from its own thread-local state, and no registry
- * lookup while the thread stays in one context. */
-struct ctx_cache {
-	gg_CUcontext ctx;
-	uint32_t epoch;
-	uint16_t id;
-	int16_t dev;
-};
-static GG_TLS struct ctx_cache tls_ctx;
-
+ * lookup while the thread stays in one context. Kept in the thread's block
+ * (base.h: gg_self.cu_ctx, cu_epoch, cu_id, cu_dev), whose address the hook
+ * holds for its other per-thread words already (issue 24). */
 static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_t epoch)
 {
 	int dev = -1;
@@ -114,27 +108,47 @@ static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_
 		id = gg_ctx_id(c, dev, 0);
 		gg_shared_check_card(dev, GG_RT_CUDA); /* HIP's dev on another card? */
 	}
-	tls_ctx = (struct ctx_cache){c, epoch, id, (int16_t)dev};
+	gg_self.cu_ctx = c;
+	gg_self.cu_epoch = epoch;
+	gg_self.cu_id = id;
+	gg_self.cu_dev = (int16_t)dev;
 	gg_cur_ctx = id;
 	return dev;
 }
 
-/* The calling thread's device, or -1 without a context; sets gg_cur_ctx to
- * its context's id for the record the hook is about to make. */
-static inline __attribute__((always_inline)) int current_device(void)
+/* current_device's uncommon case: cuCtxGetCurrent not resolved yet. */
+static int __attribute__((noinline)) current_device_unresolved(void)
 {
 	gg_pfn_cuCtxGetCurrent f = HELPER(cuCtxGetCurrent);
 	gg_CUcontext c = NULL;
-	if (GG_UNLIKELY(!f || f(&c) != GG_CUDA_SUCCESS || !c)) {
+	if (!f || f(&c) != GG_CUDA_SUCCESS || !c) {
+		gg_cur_ctx = 0;
+		return -1;
+	}
+	return current_device_slow(c, atomic_load_explicit(&gg_ctx_epoch, memory_order_acquire));
+}
+
+/* The calling thread's device, or -1 without a context; sets gg_cur_ctx to
+ * its context's id for the record the hook is about to make. The slot's
+ * load is HELPER's fast path (acquire, as gg_real_get), with the
+ * unresolved case out of line, so the common path tests the pointer once. */
+static inline __attribute__((always_inline)) int current_device(void)
+{
+	gg_pfn_cuCtxGetCurrent f =
+	    (gg_pfn_cuCtxGetCurrent)atomic_load_explicit((void *_Atomic *)SLOT(cuCtxGetCurrent), memory_order_acquire);
+	if (GG_UNLIKELY(!f))
+		return current_device_unresolved();
+	gg_CUcontext c = NULL;
+	if (GG_UNLIKELY(f(&c) != GG_CUDA_SUCCESS || !c)) {
 		gg_cur_ctx = 0;
 		return -1;
 	}
 	/* acquire: pairs with the release bump in gg_ctx_forget, so a cache
 	 * filled before a destroy is never trusted after it. */
 	uint32_t epoch = atomic_load_explicit(&gg_ctx_epoch, memory_order_acquire);
-	if (GG_LIKELY(tls_ctx.ctx == c && tls_ctx.epoch == epoch)) {
-		gg_cur_ctx = tls_ctx.id;
-		return tls_ctx.dev;
+	if (GG_LIKELY(gg_self.cu_ctx == c && gg_self.cu_epoch == epoch)) {
+		gg_cur_ctx = gg_self.cu_id;
+		return gg_self.cu_dev;
 	}
 	return current_device_slow(c, epoch);
 }

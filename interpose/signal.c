@@ -78,7 +78,6 @@ static struct {
 static _Atomic uint64_t intr_mask; /* bit sig - 1 */
 
 _Atomic uint64_t gg_sig_refusals;
-GG_TLS int gg_sig_nested;
 
 static void *_Atomic real_sigaction_ptr, *_Atomic real_siginterrupt_ptr, *_Atomic real_exit_ptr;
 

@@ -17,7 +17,7 @@ int gg_real_sigaction(int sig, const struct sigaction *act, struct sigaction *ol
  * (gg_hook_active was set): the interrupted hook may hold our locks or be
  * inside the driver, so an allocation the handler makes is refused, never
  * passed through uncharged (issue 10, finding 9). */
-extern GG_TLS int gg_sig_nested;
+#define gg_sig_nested (gg_self.sig_nested) /* base.h */
 /* Such refusals, process-wide. */
 extern _Atomic uint64_t gg_sig_refusals;
 /* Counts one refusal (an atomic add only) and returns oom. */
