@@ -64,8 +64,10 @@ uint64_t gg_realtime_ms(void);
  * on it, which the users order with signal fences where it matters
  * (signal.c, account.c's gg_hook_sleep). */
 struct gg_self {
-	/* hook_active and runtime next to each other: GG_ENTER's two stores
-	 * of constants merge into one. */
+	/* ready, then hook_active: a hook's entry tests both with one 16-bit
+	 * compare (shape.h, gg_enter_gate). hook_active, then runtime:
+	 * GG_ENTER's two stores of constants merge into one. */
+	uint8_t ready;       /* this thread saw gg_hooks_ready (shape.h) */
 	uint8_t hook_active; /* gg_hook_active, below */
 	uint8_t runtime;     /* gg_cur_runtime, below */
 	uint8_t sig_nested;  /* gg_sig_nested (signal.h) */

@@ -35,6 +35,32 @@ void gg_enter_first(void)
 		atomic_store_explicit(&gg_hooks_ready, 1, memory_order_release);
 }
 
+void gg_enter_not_ready(void)
+{
+	/* acquire: GG_HOOKS_READY's, as any hook read it before (shape.h);
+	 * the thread's later hooks follow this load in program order. */
+	if (GG_HOOKS_READY())
+		gg_self.ready = 1;
+	else
+		gg_enter_first();
+}
+
+int gg_enter_gate_slow(uint8_t runtime)
+{
+	if (gg_hook_active)
+		return 0;
+	int ready = GG_HOOKS_READY(); /* acquire: as in gg_enter_not_ready */
+	if (!ready && gg_in_hook)
+		return 0; /* an inert copy */
+	gg_hook_active = 1;
+	gg_cur_runtime = runtime;
+	if (ready)
+		gg_self.ready = 1;
+	else
+		gg_enter_first();
+	return 1;
+}
+
 /* GG_ENTER for the runtime that lent rt (this file is no hook file). */
 static void enter(const struct gg_runtime *rt)
 {

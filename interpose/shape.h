@@ -27,38 +27,68 @@
  * GG_VENEER_RUNTIME (veneer.h).
  *
  * gg_hooks_ready: 1 once initialisation is done, the first GPU call has
- * written what it held back, and this copy is not inert; then a hook's
- * entry is one load (was three: the init state, the first-call flag and
- * the inert flag, issue 24). Set once by gg_enter_first, never cleared (a
- * fork child keeps its parent's initialisation). acquire: pairs with the
- * release store there, made after that thread's acquire of the finished
- * initialisation, so a hook that sees 1 sees what initialisation wrote. */
+ * written what it held back, and this copy is not inert. Set once by
+ * gg_enter_first, never cleared (a fork child keeps its parent's
+ * initialisation). acquire: pairs with the release store there, made after
+ * that thread's acquire of the finished initialisation, so a hook that sees
+ * 1 sees what initialisation wrote.
+ *
+ * Each thread reads it with acquire until it sees 1, then notes that in its
+ * own block (gg_self.ready, base.h): its later hooks come after that acquire
+ * in its own program order, so they see what initialisation wrote without a
+ * load of the shared word (issue 24). A fork child's thread keeps its
+ * parent thread's block, and gg_hooks_ready too. So a hook's entry, once
+ * ready, is one 16-bit compare of the thread's ready and re-entry bytes. */
 extern _Atomic int gg_hooks_ready;
 /* GG_ENTER's first calls on any thread: runs initialisation and the first
  * call's log release, then sets gg_hooks_ready when the copy governs. */
 void gg_enter_first(void);
 #define GG_HOOKS_READY() GG_LIKELY(atomic_load_explicit(&gg_hooks_ready, memory_order_acquire))
-#define GG_ENTER(runtime)                   \
-	do {                                \
-		gg_hook_active = 1;         \
-		gg_cur_runtime = (runtime); \
-		if (!GG_HOOKS_READY())      \
-			gg_enter_first();   \
+/* gg_self's ready and hook_active bytes as one word reads them when this
+ * thread is ready and in no hook (both targets are little-endian; the
+ * other order is spelt out for a big-endian build). */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define GG_GATE_OPEN 0x0100u
+#else
+#define GG_GATE_OPEN 0x0001u
+#endif
+_Static_assert(offsetof(struct gg_self, hook_active) == offsetof(struct gg_self, ready) + 1,
+               "the gate reads ready and hook_active as one word");
+static inline int gg_gate_open(void)
+{
+	uint16_t g;
+	__builtin_memcpy(&g, &gg_self.ready, sizeof(g));
+	return g == GG_GATE_OPEN;
+}
+/* GG_ENTER past its stores, on a thread not yet ready: gg_hooks_ready
+ * read with acquire (then gg_self.ready set), else gg_enter_first. */
+void gg_enter_not_ready(void);
+#define GG_ENTER(runtime)                          \
+	do {                                       \
+		gg_hook_active = 1;                \
+		gg_cur_runtime = (runtime);        \
+		if (GG_UNLIKELY(!gg_self.ready))   \
+			gg_enter_not_ready();      \
 	} while (0)
+/* A veneer's entry (below) past its gate: 0 when the call passes through
+ * (re-entered, or an inert copy), else 1 after GG_ENTER's work. */
+int gg_enter_gate_slow(uint8_t runtime);
+static inline __attribute__((always_inline)) int gg_enter_gate(uint8_t runtime)
+{
+	if (GG_LIKELY(gg_gate_open())) {
+		gg_hook_active = 1;
+		gg_cur_runtime = runtime;
+		return 1;
+	}
+	return gg_enter_gate_slow(runtime);
+}
 /* A veneer's entry: passes straight through (returns what pass_through
  * returns) when re-entered, or in an inert copy; else GG_ENTER. The inert
  * flag is read only while the hooks are not ready (ready implies governed). */
-#define GG_ENTER_OR_PASS(runtime, pass_through)                  \
-	do {                                                     \
-		if (gg_hook_active)                              \
-			return pass_through;                     \
-		int gg_ready_ = GG_HOOKS_READY();                \
-		if (!gg_ready_ && gg_in_hook)                    \
-			return pass_through; /* an inert copy */ \
-		gg_hook_active = 1;                              \
-		gg_cur_runtime = (runtime);                      \
-		if (!gg_ready_)                                  \
-			gg_enter_first();                        \
+#define GG_ENTER_OR_PASS(runtime, pass_through)  \
+	do {                                     \
+		if (!gg_enter_gate(runtime))     \
+			return pass_through;     \
 	} while (0)
 #define GG_LEAVE() (gg_hook_active = 0)
 
