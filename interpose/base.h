@@ -76,6 +76,9 @@ struct gg_self {
 	/* The request the hook is about to charge (dump.h's note). */
 	enum gpuguard_api noted_api;
 	uint64_t noted_size;
+	uint8_t thread_counted;  /* gg_thread_counted (ceiling.h) */
+	uint8_t ceiling_near;    /* gg_ceiling_near (ceiling.h) */
+	uint8_t footprint_probe; /* gg_footprint_probe (footprint.h) */
 	/* hook_cuda.c's cache of the current context (current_device). */
 	void *cu_ctx;
 	uint32_t cu_epoch;

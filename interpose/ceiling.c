@@ -513,8 +513,6 @@ __attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budg
 	return GG_VERDICT_GRANTED;
 }
 
-GG_TLS uint8_t gg_ceiling_near;
-
 enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
 {
 	/* The one place the configuration's verdict is read: every caller
@@ -653,7 +651,6 @@ void gg_ceiling_force_over(int dev, uint64_t bytes)
  * a thread that exited stays counted (the waiter sleeps, as before). */
 static _Atomic uint32_t gpu_threads;     /* counted threads of this process */
 static _Atomic uint32_t waiting_threads; /* of those, asleep in a wait (any device) */
-GG_TLS uint8_t gg_thread_counted;
 
 void gg_ceiling_note_thread_slow(void)
 {

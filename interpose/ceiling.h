@@ -142,7 +142,7 @@ static inline int gg_ceiling_could_fit(const struct gg_budget *b, uint64_t bytes
 /* Counts the calling thread, once, among those that could free memory
  * (every governed allocation, free and memory query calls it). Inline: the
  * hot path asks twice per pair, and only a thread's first call counts. */
-extern GG_TLS uint8_t gg_thread_counted;
+#define gg_thread_counted (gg_self.thread_counted) /* base.h */
 void gg_ceiling_note_thread_slow(void);
 static inline void gg_ceiling_note_thread(void)
 {
@@ -208,7 +208,7 @@ int gg_ceiling_reserve(int dev, uint64_t bytes);
  * GG_FOOTPRINT_STEP (footprint.c asserts it), written out here since the
  * footprint sits above the ceiling. */
 #define GG_CEILING_NEAR ((int64_t)(64 * GG_MIB))
-extern GG_TLS uint8_t gg_ceiling_near;
+#define gg_ceiling_near (gg_self.ceiling_near) /* base.h */
 /* The same, without counting a refusal (a first try before reconciling):
  * the verdict. */
 enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes);

@@ -384,7 +384,6 @@ static uint64_t probe_bytes, probe_ms;
 /* Candidates wait for a probe: the tick's one extra check (relaxed: a
  * hint; the candidates themselves are read under diff_lock). */
 static _Atomic int cand_pending;
-GG_TLS int gg_footprint_probe;
 
 /* The candidates from the diff: p[0..n) less the PIDs seen before. */
 static void cand_keep(int dev, const gg_nvmlProcessInfo_t *p, unsigned n)

@@ -45,7 +45,7 @@ void gg_footprint_tick_slow(int dev, uint64_t charge);
  * allocation's driver call, to tell our PID from others' (footprint.c);
  * probe_end reads them again after it: made = the bytes the call took, or
  * 0 when it failed. */
-extern GG_TLS int gg_footprint_probe;
+#define gg_footprint_probe (gg_self.footprint_probe) /* base.h */
 void gg_footprint_probe_end(int dev, uint64_t made);
 static inline void gg_footprint_after(int dev, uint64_t made)
 {

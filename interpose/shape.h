@@ -63,12 +63,12 @@ static inline int gg_gate_open(void)
 /* GG_ENTER past its stores, on a thread not yet ready: gg_hooks_ready
  * read with acquire (then gg_self.ready set), else gg_enter_first. */
 void gg_enter_not_ready(void);
-#define GG_ENTER(runtime)                          \
-	do {                                       \
-		gg_hook_active = 1;                \
-		gg_cur_runtime = (runtime);        \
-		if (GG_UNLIKELY(!gg_self.ready))   \
-			gg_enter_not_ready();      \
+#define GG_ENTER(runtime)                        \
+	do {                                     \
+		gg_hook_active = 1;              \
+		gg_cur_runtime = (runtime);      \
+		if (GG_UNLIKELY(!gg_self.ready)) \
+			gg_enter_not_ready();    \
 	} while (0)
 /* A veneer's entry (below) past its gate: 0 when the call passes through
  * (re-entered, or an inert copy), else 1 after GG_ENTER's work. */
@@ -85,10 +85,10 @@ static inline __attribute__((always_inline)) int gg_enter_gate(uint8_t runtime)
 /* A veneer's entry: passes straight through (returns what pass_through
  * returns) when re-entered, or in an inert copy; else GG_ENTER. The inert
  * flag is read only while the hooks are not ready (ready implies governed). */
-#define GG_ENTER_OR_PASS(runtime, pass_through)  \
-	do {                                     \
-		if (!gg_enter_gate(runtime))     \
-			return pass_through;     \
+#define GG_ENTER_OR_PASS(runtime, pass_through) \
+	do {                                    \
+		if (!gg_enter_gate(runtime))    \
+			return pass_through;    \
 	} while (0)
 #define GG_LEAVE() (gg_hook_active = 0)
 
