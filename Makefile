@@ -173,7 +173,7 @@ $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(NVML_WATCH) $(HEADERS)
 # gg_pool_destroy_end shows under ThreadSanitizer).
 UNIT_CORE_test_table := table
 UNIT_CORE_test_history := base log options resolve stack pystack history ceiling
-UNIT_CORE_test_options := base log options ceiling
+UNIT_CORE_test_options := base log options resolve stack pystack history ceiling
 UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack pystack history ceiling shared_file shared_guard shared_obit shared_sweep shared_pinned shared_attach shared footprint dump dump_json dump_records dump_host meminfo
 UNIT_CORE_test_handles := $(UNIT_CORE_test_dump) pool account
 UNIT_CORE_test_vmm := vmm

@@ -73,6 +73,7 @@ struct gg_self {
 	uint8_t sig_nested;  /* gg_sig_nested (signal.h) */
 	uint16_t ctx;        /* gg_cur_ctx (account.h) */
 	uint32_t tid;        /* gg_gettid's cache: 0 = not asked yet */
+	uint8_t stripe;      /* the tid's low bits: its statistics stripe (ceiling.h) */
 	/* The request the hook is about to charge (dump.h's note). */
 	enum gpuguard_api noted_api;
 	uint64_t noted_size;

@@ -11,6 +11,7 @@
 #include "base.h"
 #include "gpuguard/charge.h"
 #include "gpuguard/region.h"
+#include "history.h"
 #include "options.h"
 
 struct gg_device gg_devices[GG_MAX_DEVICES];
@@ -351,17 +352,18 @@ void gg_ceiling_read(int dev, struct gpuguard_device_stats *out)
 	for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
 		out->refused[r] = atomic_load_explicit(&g->refused[r], memory_order_relaxed);
 	out->pool_overshoot = atomic_load_explicit(&g->pool_overshoot, memory_order_relaxed);
-	int64_t allocs = 0, frees = 0, live = 0;
+	int64_t allocs = 0, frees = 0;
 	for (int i = 0; i < GG_STRIPES; i++) {
 		allocs += atomic_load_explicit(&g->stripe[i].allocs, memory_order_relaxed);
 		frees += atomic_load_explicit(&g->stripe[i].frees, memory_order_relaxed);
-		live += atomic_load_explicit(&g->stripe[i].live_bytes, memory_order_relaxed);
 	}
 	out->allocs = (uint64_t)allocs;
 	out->frees = (uint64_t)frees;
-	/* a snapshot taken while other threads count can be off by their
-	 * in-flight pairs; never report that as negative */
-	out->live_bytes = live > 0 ? (uint64_t)live : 0;
+	/* The same events' bytes, counted once (struct gg_stripe); never
+	 * negative. A free moves it at the record's removal from the table,
+	 * before the driver's free (the stripes' own live count moved after
+	 * it), so it agrees with the live table a dump copies. */
+	out->live_bytes = gg_history_live(dev);
 }
 
 static void raise_peak(_Atomic uint64_t *peak, uint64_t now)
@@ -815,7 +817,6 @@ void gg_ceiling_reset(void)
 		for (int i = 0; i < GG_STRIPES; i++) {
 			atomic_store_explicit(&g->stripe[i].allocs, 0, memory_order_relaxed);
 			atomic_store_explicit(&g->stripe[i].frees, 0, memory_order_relaxed);
-			atomic_store_explicit(&g->stripe[i].live_bytes, 0, memory_order_relaxed);
 		}
 		for (int r = 0; r < GPUGUARD_REFUSED_COUNT; r++)
 			atomic_store_explicit(&g->refused[r], 0, memory_order_relaxed);

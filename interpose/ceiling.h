@@ -11,14 +11,14 @@
 #include "gpuguard/charge.h"
 
 /* Statistics every alloc and free touch are striped by thread, so that the
- * ceiling word `used` is the only cache line all threads fight over. A
- * stripe's live_bytes can go negative (freed on another thread than it was
- * allocated on); only the sum means anything, and it never is. */
+ * ceiling word `used` is the only cache line all threads fight over. The
+ * live bytes are not counted here: the history's live word (history.h)
+ * counts the same events, and gg_ceiling_read reports it (issue 24: one
+ * atomic add less per event). */
 #define GG_STRIPES 16
 struct gg_stripe {
 	_Atomic int64_t allocs;
 	_Atomic int64_t frees;
-	_Atomic int64_t live_bytes;
 } __attribute__((aligned(64)));
 
 /* The words a reservation races on, wherever they live: in this process's
@@ -245,27 +245,29 @@ void gg_ceiling_meminfo(int dev, uint64_t real_free, uint64_t real_total, uint64
 /* Zero counters and unbind every device (fork child). Limits stay. */
 void gg_ceiling_reset(void);
 void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
-/* Counts one allocation (+1, +size) or free (-1... as frees, -size), on
- * the calling thread's stripe. relaxed throughout: statistics, summed by
- * readers that want a snapshot, never used to decide anything. Inline:
- * each runs once per pair. */
+/* Counts one allocation or free on the calling thread's stripe. relaxed
+ * throughout: statistics, summed by readers that want a snapshot, never
+ * used to decide anything. Inline: each runs once per pair. The stripe is
+ * the thread's gg_self.stripe (base.h: its thread id's low bits, 0 until
+ * the id is first asked): any stripe is correct, as only the sums mean
+ * anything; the thread's own keeps threads off each other's lines. size:
+ * the history's live word counts the bytes (see struct gg_stripe). */
 static inline struct gg_stripe *gg_ceiling_stripe(int dev)
 {
-	return &gg_devices[dev].stripe[gg_gettid() % GG_STRIPES];
+	return &gg_devices[dev].stripe[gg_self.stripe % GG_STRIPES];
 }
 static inline void gg_ceiling_count_alloc(int dev, uint64_t size)
 {
-	struct gg_stripe *s = gg_ceiling_stripe(dev);
-	atomic_fetch_add_explicit(&s->allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+	(void)size;
+	atomic_fetch_add_explicit(&gg_ceiling_stripe(dev)->allocs, 1, memory_order_relaxed);
 }
 static inline void gg_ceiling_count_free(int dev, uint64_t size)
 {
-	struct gg_stripe *s = gg_ceiling_stripe(dev);
-	atomic_fetch_add_explicit(&s->frees, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&s->live_bytes, (int64_t)size, memory_order_relaxed);
+	(void)size;
+	atomic_fetch_add_explicit(&gg_ceiling_stripe(dev)->frees, 1, memory_order_relaxed);
 }
-/* Copies dev's books, summing the stripes. */
+/* Copies dev's books, summing the stripes; live_bytes is the history's
+ * live word (gg_history_live). */
 void gg_ceiling_read(int dev, struct gpuguard_device_stats *out);
 
 #endif

@@ -353,6 +353,11 @@ TEST(account_bracket)
 	CHECK(rec.flags & GG_REC_CHARGED);
 	gg_account_freed(&rec, 0); /* the driver refused the free: record back, books unchanged */
 	CHECK_EQ_U64(used(0), 4 * MI);
+	/* live_bytes is the history's live word (issue 24), which the forget
+	 * lowered: the refused free's put-back must raise it again. */
+	gg_ceiling_read(0, &st);
+	CHECK_EQ_U64(st.live_bytes, size);
+	CHECK_EQ_U64(st.frees, 0);
 	CHECK_EQ_INT(gg_account_forget(GG_NS_PTR, 0x7f0000200000ull, &rec), 1);
 	gg_account_freed(&rec, 1);
 	CHECK_EQ_U64(used(0), 0);
