@@ -234,12 +234,20 @@ static inline int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_poo
 		/* Unknown device, or the pool registry full (65536 pools) or
 		 * out of memory: charge it like a plain allocation, but never
 		 * refund it (end), as the pool may keep the memory after the
-		 * free and we cannot read what it holds. Safe, not exact. */
-		return gg_alloc_begin(rt, a);
+		 * free and we cannot read what it holds. Safe, not exact. A
+		 * copy goes out of line, as in gg_alloc_end, so that pa's
+		 * address never leaves the hook (issue 24: then the compiler
+		 * keeps pa in registers, not eight stores on the stack). */
+		struct gg_alloc slow = *a;
+		int r = gg_alloc_begin(rt, &slow);
+		a->charge = slow.charge;
+		return r;
 	}
 	gg_bind(rt, a->dev);
 	gg_dump_note_request(a->api, a->size);
-	pa->reserved = gg_pool_begin(pa->p, a->size, &pa->before);
+	uint64_t before;
+	pa->reserved = gg_pool_begin(pa->p, a->size, &before);
+	pa->before = before;
 	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
 }
 /* end's paths other than a warm request granted (shape.c): no pool entry,
@@ -266,7 +274,8 @@ static inline int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_
 			return rc;
 		}
 	}
-	return gg_pool_alloc_end_slow(rt, pa, rc, raw, v, grew);
+	struct gg_pool_alloc slow = *pa; /* pa's address stays in the hook (begin) */
+	return gg_pool_alloc_end_slow(rt, &slow, rc, raw, v, grew);
 }
 #define GG_POOL_ALLOC(rt, pa, call) (gg_pool_alloc_begin(rt, pa) == 0 ? gg_pool_alloc_end(rt, pa, call) : (rt)->oom)
 
