@@ -80,6 +80,7 @@ struct gg_self {
 	uint8_t thread_counted;  /* gg_thread_counted (ceiling.h) */
 	uint8_t ceiling_near;    /* gg_ceiling_near (ceiling.h) */
 	uint8_t footprint_probe; /* gg_footprint_probe (footprint.h) */
+	uint8_t dump_armed;      /* this thread saw dumps armed (dump.h) */
 	/* hook_cuda.c's cache of the current context (current_device). */
 	void *cu_ctx;
 	uint32_t cu_epoch;

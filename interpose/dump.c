@@ -496,6 +496,15 @@ static void sweep_partials(void)
 	closedir(d);
 }
 
+void gg_dump_arm_thread(void)
+{
+	/* acquire: as gg_dump_arm's was (dump.h) */
+	if (atomic_load_explicit(&gg_dump_armed, memory_order_acquire) == 2)
+		gg_self.dump_armed = 1;
+	else
+		gg_dump_arm_slow();
+}
+
 void gg_dump_arm_slow(void)
 {
 	int expect = 0;
@@ -533,6 +542,7 @@ void gg_dump_after_fork_child(void)
 {
 	/* No writer thread exists here; the handler (inherited) stays installed. */
 	atomic_store_explicit(&gg_dump_armed, 0, memory_order_relaxed);
+	gg_self.dump_armed = 0; /* this thread's note of it (dump.h) */
 	atomic_store_explicit(&writer_running, 0, memory_order_relaxed);
 	atomic_store_explicit(&slot_state, 0, memory_order_relaxed);
 	atomic_store_explicit(&n_started, 0, memory_order_relaxed);

@@ -25,15 +25,22 @@ void gg_dump_noted_request(enum gpuguard_api *api, uint64_t *size);
 /* A refusal was counted on dev: history event + rate-limited dump. */
 void gg_dump_on_refusal(int dev, enum gpuguard_refusal why);
 /* Arms dumps on first device activity: starts the writer thread and
- * installs the signal handler. After the first call, one load inline.
- * gg_dump_armed: 0 no, 1 arming, 2 armed; acquire: pairs with the slow
- * path's release store of 2, made once the writer and handler are set. */
+ * installs the signal handler. gg_dump_armed: 0 no, 1 arming, 2 armed;
+ * acquire: pairs with the slow path's release store of 2, made once the
+ * writer and handler are set. Each thread reads it until it sees 2, then
+ * notes that in its own block (gg_self.dump_armed, base.h), so that after
+ * a thread's first calls the check is one byte of the block its hook
+ * holds already (issue 24). A fork child's thread clears its note with
+ * the word (gg_dump_after_fork_child): the child re-arms. Nothing a caller
+ * does after gg_dump_arm depends on its having armed (a trigger reads
+ * gg_dump_armed itself). */
 extern _Atomic int gg_dump_armed;
 void gg_dump_arm_slow(void);
+void gg_dump_arm_thread(void);
 static inline void gg_dump_arm(void)
 {
-	if (GG_UNLIKELY(atomic_load_explicit(&gg_dump_armed, memory_order_acquire) != 2))
-		gg_dump_arm_slow();
+	if (GG_UNLIKELY(!gg_self.dump_armed))
+		gg_dump_arm_thread();
 }
 /* The driver's own free/total for the calling thread's current device,
  * asked on the failing thread (the writer has no context). One per runtime

@@ -195,6 +195,31 @@ static int child_forkpeak(void)
 	_exit(WEXITSTATUS(st));
 }
 
+/* A refusal in a fork child is dumped: the child re-arms dumps (its own
+ * writer thread), although the forking thread had seen them armed in the
+ * parent (issue 24: that thread's note of it, gg_self.dump_armed, is
+ * cleared in the child). The parent leaves by _exit: the child's refusal
+ * dump is the only file. */
+static int child_forkrefuse(void)
+{
+	setup();
+	gg_CUdeviceptr a, c;
+	if (cuMemAlloc_v2(&a, 512 * MIB)) /* arms dumps in the parent */
+		return 3;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setup();
+		if (cuMemAlloc_v2(&c, 2048 * MIB) != GG_CUDA_ERROR_OUT_OF_MEMORY) /* 1 GiB ceiling */
+			_exit(4);
+		exit(0); /* waits for the dump in flight */
+	}
+	int st;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		_exit(5);
+	_exit(WEXITSTATUS(st));
+}
+
 static int child_rate(void)
 {
 	setup();
@@ -457,6 +482,23 @@ TEST(dump_at_exit_lists_leaks_and_pinned_memory)
 	free(b);
 }
 
+TEST(fork_child_refusal_is_dumped)
+{
+	const char *dir = new_dir("forkrefuse");
+	char tsan[512]; /* as fork_child_dump_holds_its_own_peak_and_history */
+	const char *t = getenv("TSAN_OPTIONS");
+	snprintf(tsan, sizeof tsan, "TSAN_OPTIONS=%s%sdie_after_fork=0", t ? t : "", t && *t ? ":" : "");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", tsan, NULL};
+	CHECK_EQ_INT(run_child("forkrefuse", dir, env, err, sizeof err), 0);
+	struct listing l = list_dir(dir);
+	CHECK_EQ_INT(l.finals, 1);
+	char *b = l.finals ? check_whole(l.first, "ceiling") : NULL;
+	if (!b)
+		return;
+	CHECK(strstr(b, "{\"t\":\"request\",\"api\":\"cuMemAlloc_v2\",\"size\":2147483648,\"dev\":0,"));
+	free(b);
+}
+
 TEST(rate_limit_suppresses_and_counts)
 {
 	const char *dir = new_dir("rate");
@@ -591,6 +633,8 @@ int main(int argc, char **argv)
 			return child_rate();
 		if (strcmp(argv[1], "forkpeak") == 0)
 			return child_forkpeak();
+		if (strcmp(argv[1], "forkrefuse") == 0)
+			return child_forkrefuse();
 		if (strcmp(argv[1], "many") == 0)
 			return child_many();
 		if (strcmp(argv[1], "fsize") == 0)
@@ -608,6 +652,7 @@ int main(int argc, char **argv)
 	RUN(a_signal_the_application_handles_stays_its_own);
 	RUN(dump_at_exit_lists_leaks_and_pinned_memory);
 	RUN(fork_child_dump_holds_its_own_peak_and_history);
+	RUN(fork_child_refusal_is_dumped);
 	RUN(rate_limit_suppresses_and_counts);
 	RUN(kill_9_while_writing_leaves_no_partial_final_file);
 	RUN(full_disk_gives_one_message_and_no_file);
