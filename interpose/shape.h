@@ -291,9 +291,13 @@ struct gg_free {
 void gg_free_untracked(const struct gg_runtime *rt, const struct gg_free *f);
 static inline void gg_free_begin(struct gg_free *f, enum gg_key_ns ns, uint64_t raw)
 {
-	f->ns = ns;
-	f->raw = raw;
 	f->known = gg_account_forget_inline(ns, raw, &f->rec);
+	if (GG_UNLIKELY(!f->known)) {
+		/* Read only for a pointer we do not know (gg_free_untracked):
+		 * a known one's free stores neither (issue 24). */
+		f->ns = ns;
+		f->raw = raw;
+	}
 }
 static inline int gg_free_end(const struct gg_runtime *rt, struct gg_free *f, int rc)
 {
