@@ -290,7 +290,14 @@ void gg_history_peak_slow(int dev, uint64_t live)
 
 void gg_history_add(enum gg_hist_op op, int dev, enum gpuguard_api api, uint64_t p, uint64_t s, uint32_t stack)
 {
-	gg_history_event(op, dev, api, p, s, stack, GG_HIST_NOW);
+	if (GG_LIKELY((unsigned)dev < GG_MAX_DEVICES || op == GG_HIST_REFUSE)) {
+		gg_history_event(op, dev, api, p, s, stack, GG_HIST_NOW);
+		return;
+	}
+	/* A device out of range moves no live count, as before the inline
+	 * event left its check to its callers; the ring still says it. */
+	if (gg_history_words.ring)
+		gg_history_ring_add_now(gg_history_meta(op, dev, api, stack), p, s);
 }
 
 uint64_t gg_history_snapshot(struct gg_hist_event *out, uint64_t max)

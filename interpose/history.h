@@ -62,12 +62,16 @@ static inline uint64_t gg_history_meta(enum gg_hist_op op, int dev, enum gpuguar
 }
 
 /* Moves the live counts by one event; returns the device's new live bytes
- * when they pass its peak (the slow path's business), else 0. */
+ * when they pass its peak (the slow path's business), else 0. dev is
+ * below GG_MAX_DEVICES for an allocation or a free: the inline callers
+ * pass a record's device, or the hook's, which the statistics stripes
+ * have indexed already (issue 24: no check per event); gg_history_add
+ * checks what other callers pass. */
 static inline __attribute__((always_inline)) uint64_t gg_history_track(enum gg_hist_op op, int dev, uint64_t s,
                                                                        uint32_t stack)
 {
 	struct gg_history_words *w = &gg_history_words;
-	if ((unsigned)dev >= GG_MAX_DEVICES || op == GG_HIST_REFUSE)
+	if (op == GG_HIST_REFUSE)
 		return 0;
 	int64_t d = op == GG_HIST_FREE ? -(int64_t)s : (int64_t)s;
 	/* Stack id 0 (no stack: every event with stacks off) has no row of
@@ -87,7 +91,7 @@ static inline __attribute__((always_inline)) uint64_t gg_history_track(enum gg_h
 	return (uint64_t)now > pk ? (uint64_t)now : 0;
 }
 
-/* An event, inline: ms is its time (gg_now_ms's clock), or GG_HIST_NOW
+/* An event, inline (dev as gg_history_track's): ms is its time (gg_now_ms's clock), or GG_HIST_NOW
  * for the ring to read the clock only if it records the event. An
  * allocation's caller read the clock for its record already and hands the
  * reading on (one clock read per event, issue 24). */

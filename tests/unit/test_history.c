@@ -166,6 +166,28 @@ TEST(peak_and_its_sites_exact_ring_off_and_on)
 	peak_case(10, 1);
 }
 
+/* The inline event leaves the device's range to its callers (a record's
+ * device); gg_history_add, which anything may call, checks it: a device
+ * out of range moves no device's live bytes or peak (live[64] would be
+ * peak[0]). */
+TEST(out_of_range_device_moves_no_live_count)
+{
+	uint64_t live[GG_MAX_DEVICES], peak[GG_MAX_DEVICES], ms;
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		live[d] = gg_history_live(d);
+		gg_history_peak(d, &peak[d], &ms);
+	}
+	gg_history_add(GG_HIST_ALLOC, GG_MAX_DEVICES, GPUGUARD_API_CU_MEM_ALLOC, 0x1000, 1ull << 30, 0);
+	gg_history_add(GG_HIST_ALLOC, -1, GPUGUARD_API_CU_MEM_ALLOC, 0x2000, 1ull << 30, 0);
+	gg_history_add(GG_HIST_FREE, GG_MAX_DEVICES + 5, GPUGUARD_API_CU_MEM_ALLOC, 0x1000, 1ull << 30, 0);
+	for (int d = 0; d < GG_MAX_DEVICES; d++) {
+		uint64_t p;
+		gg_history_peak(d, &p, &ms);
+		CHECK_EQ_U64(gg_history_live(d), live[d]);
+		CHECK_EQ_U64(p, peak[d]);
+	}
+}
+
 TEST(reader_never_sees_a_torn_event)
 {
 	CHECK_EQ_INT(gg_history_init(256), 0);
@@ -262,6 +284,7 @@ int main(void)
 	RUN(events_keep_the_time_they_are_given);
 	RUN(peak_and_its_sites_exact_ring_off_and_on);
 	RUN(peak_sites_count_the_stackless_bytes);
+	RUN(out_of_range_device_moves_no_live_count);
 	RUN(reader_never_sees_a_torn_event);
 	RUN(stacks_intern_to_one_id);
 	RUN(stacks_intern_concurrently);
