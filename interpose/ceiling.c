@@ -385,6 +385,43 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
 		;
 }
 
+/* What sub_own gives back when its subtraction passed zero: the part of
+ * bytes that the word did not hold when it was taken (all of it where the
+ * word already read below zero, another subtraction's repair pending). */
+__attribute__((noinline, cold)) static void sub_own_repair(_Atomic uint64_t *w, uint64_t old, uint64_t bytes)
+{
+	uint64_t give = (int64_t)old <= 0 ? bytes : bytes - old;
+	/* seq_cst: as the subtraction it repairs */
+	atomic_fetch_add_explicit(w, give, memory_order_seq_cst);
+}
+
+/* sub_saturating in one read-modify-write, for the words a release takes
+ * from (issue 24: L1 was two compare-and-swap loops): our slot's used in the
+ * pod and this process's own books. Each is raised only by adds of ours
+ * (R4, F1, force) and lowered only through here; the sweep zeroes a slot
+ * only once its owner is dead or exiting (an exchange). So: subtract, and
+ * where the result reads below zero (a release of more than the word holds:
+ * books already wrong, the case saturation guards), add back what passed
+ * zero. At rest the word is then never below zero: each subtraction that
+ * passes zero takes at most what the word held above zero when it took it,
+ * so the word plus the repairs pending never reads below zero. It can end
+ * above sub_saturating's result (a subtraction that met another's pending
+ * repair takes nothing): charge kept, which errs toward refusing. Between a
+ * subtraction that passed zero and its repair, a reader sees ~16 EiB for an
+ * instant (a reservation's sum refuses: pod_sum's scribbled slot). Words
+ * hold bytes of device memory, far below 2^63, so the sign bit is only
+ * ever set by such a pass (a book past 8 EiB, which only an unlimited
+ * ceiling allows and no card holds, keeps its charge on a release that
+ * leaves it there: the side of refusing); bytes below 2^63 too, which
+ * gg_ceiling_release_budget sees to. seq_cst: as sub_saturating (L1 is the
+ * store of the Dekker pair with wake_waiters). */
+static inline void sub_own(_Atomic uint64_t *w, uint64_t bytes)
+{
+	uint64_t old = atomic_fetch_sub_explicit(w, bytes, memory_order_seq_cst);
+	if (GG_UNLIKELY((int64_t)(old - bytes) < 0))
+		sub_own_repair(w, old, bytes);
+}
+
 /* The credit (issue 24): what a slow-path reservation reserves beyond its
  * request while the pod has plenty of room, so that the next requests of
  * this process are granted from its own slot's words alone (F1-F2). */
@@ -442,7 +479,7 @@ static inline __attribute__((always_inline)) enum gg_verdict pod_try_reserve(str
 			return GG_VERDICT_GRANTED;
 		}
 		/* F3: taken back meanwhile; the slow path. seq_cst: as F1. */
-		sub_saturating(b->mine, bytes);
+		sub_own(b->mine, bytes);
 	}
 	return pod_reserve_slow(b, bytes, lim, k);
 }
@@ -526,8 +563,8 @@ enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
 	if (b->claim)
 		return pod_try_reserve(b, bytes, lim);
 	/* seq_cst load and CAS: the waiter's side of the Dekker pair in
-	 * gg_ceiling_wait_enter (waiters++ then this read; release's CAS then its
-	 * waiters read), so one of the two always sees the other. */
+	 * gg_ceiling_wait_enter (waiters++ then this read; release's RMW then
+	 * its waiters read), so one of the two always sees the other. */
 	uint64_t cur = atomic_load_explicit(b->used, memory_order_seq_cst);
 	uint64_t next;
 	do {
@@ -562,25 +599,40 @@ static void wake_waiters(struct gg_budget *b)
 	gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 }
 
-void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
+/* A release of 2^63 bytes or more (no block is that large: a scribbled
+ * or made-up figure) saturates the old way, which needs no sign bit. */
+__attribute__((noinline, cold)) static void release_huge(struct gg_budget *b, uint64_t bytes)
 {
 	if (b->claim) {
-		/* L1: after the driver freed the memory, one step on our slot
-		 * (seq_cst: the store of the Dekker pair with wake_waiters) */
 		sub_saturating(b->mine, bytes);
-		if (b->shadow)
-			sub_saturating(b->shadow, bytes); /* the private copy, as in R4 */
-		                                          /* No publish: the entry's snapshot (region.h) is a reported
-		                                           * figure, nobody decides by it, and our tools sum the slots
-		                                           * instead. It is refreshed by the next reservation (R2's sum)
-		                                           * or sweep (the exact sum); a third CAS loop on a cache line
-		                                           * every member writes cost each free ~12 instructions (issue
-		                                           * 24). The region's upkeep (b->changed: the truncated-file
-		                                           * check and the obituary's rate-limited host sample) likewise
-		                                           * waits for the next charge or sweep: a release has already
-		                                           * written its slot words when the check would run. */
+		sub_saturating(b->shadow, bytes);
 	} else {
 		sub_saturating(b->used, bytes);
+	}
+}
+
+void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
+{
+	if (GG_UNLIKELY((int64_t)bytes < 0))
+		release_huge(b, bytes);
+	else if (b->claim) {
+		/* L1: after the driver freed the memory, one step on our slot
+		 * (seq_cst: the store of the Dekker pair with wake_waiters),
+		 * then the private copy, as in R4 (a pod budget always has
+		 * one: gg_shared_bind). No publish: the entry's snapshot
+		 * (region.h) is a reported figure, nobody decides by it, and
+		 * our tools sum the slots instead. It is refreshed by the next
+		 * reservation (R2's sum) or sweep (the exact sum); a third
+		 * read-modify-write on a cache line every member writes cost
+		 * each free ~12 instructions (issue 24). The region's upkeep
+		 * (b->changed: the truncated-file check and the obituary's
+		 * rate-limited host sample) likewise waits for the next charge
+		 * or sweep: a release has already written its slot words when
+		 * the check would run. */
+		sub_own(b->mine, bytes);
+		sub_own(b->shadow, bytes);
+	} else {
+		sub_own(b->used, bytes);
 	}
 	wake_waiters(b);
 }
