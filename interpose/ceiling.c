@@ -552,16 +552,18 @@ __attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budg
 
 GG_TLS uint8_t gg_ceiling_near;
 
-enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
+enum gg_verdict gg_ceiling_try_reserve_on(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 {
-	/* The one place the configuration's verdict is read: every caller
-	 * gets the reason with the refusal. */
-	if (GG_UNLIKELY(gg_opt.limit_bad))
-		return GG_VERDICT_CONFIG;
-	struct gg_budget *b = gg_ceiling_budget(dev);
-	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	if (b->claim)
 		return pod_try_reserve(b, bytes, lim);
+	/* The one place the configuration's verdict is read: every caller
+	 * gets the reason with the refusal. Process scope only: no pod is
+	 * attached under a GPUGUARD_LIMIT that did not parse (shared_attach.c,
+	 * gg_shared_attached), so the pod's grant reads nothing extra (issue
+	 * 24). Not folded into the limit (0 under it, gg_ceiling_limit_for):
+	 * a charge of 0 bytes fits a limit of 0, and must fail closed too. */
+	if (GG_UNLIKELY(gg_opt.limit_bad))
+		return GG_VERDICT_CONFIG;
 	/* seq_cst load and CAS: the waiter's side of the Dekker pair in
 	 * gg_ceiling_wait_enter (waiters++ then this read; release's RMW then
 	 * its waiters read), so one of the two always sees the other. */
@@ -577,6 +579,12 @@ enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
 	raise_peak(b->peak, next);
 	gg_ceiling_near = lim - next < GG_CEILING_NEAR; /* next <= lim: granted */
 	return GG_VERDICT_GRANTED;
+}
+
+enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
+{
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	return gg_ceiling_try_reserve_on(b, bytes, gg_ceiling_budget_limit(b));
 }
 
 int gg_ceiling_reserve(int dev, uint64_t bytes)
@@ -632,6 +640,8 @@ void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 		sub_own(b->mine, bytes);
 		sub_own(b->shadow, bytes);
 	} else {
+		/* (also the sweep's wake-up, on a pod entry's snapshot word
+		 * with 0 bytes: no change) */
 		sub_own(b->used, bytes);
 	}
 	wake_waiters(b);
