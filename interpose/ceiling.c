@@ -437,7 +437,7 @@ _Static_assert(POD_CREDIT_ROOM >= (uint64_t)GG_CEILING_NEAR, "no credit near the
  * tests/model/pod.pml step by step. A process killed at any instruction
  * leaves only words of its own slot, which the sweep zeroes (S2-S4): the
  * pod's used is then exactly what the live processes hold. */
-static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k);
+static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k, int f3);
 /* The fast grant (F0-F3) inline in gg_ceiling_try_reserve; the refill and
  * R1-R5 apart (pod_reserve_slow), so that the grant saves no registers for
  * them (issue 24: six pushes and pops a request). */
@@ -478,16 +478,22 @@ static inline __attribute__((always_inline)) enum gg_verdict pod_try_reserve(str
 			 * gg_ceiling_near keeps this thread's last slow answer. */
 			return GG_VERDICT_GRANTED;
 		}
-		/* F3: taken back meanwhile; the slow path. seq_cst: as F1. */
-		sub_own(b->mine, bytes);
+		/* F3 (pod_reserve_slow's first step): taken back meanwhile */
+		return pod_reserve_slow(b, bytes, lim, k, 1);
 	}
-	return pod_reserve_slow(b, bytes, lim, k);
+	return pod_reserve_slow(b, bytes, lim, k, 0);
 }
 
-/* pod_try_reserve past its fast grant: k is the credit it read. */
+/* pod_try_reserve past its fast grant: k is the credit it read; f3 when
+ * its F1 raised used for a grant that F2 then found taken back. F3 here,
+ * not in the fast grant, so that the grant makes tail calls only and
+ * needs no frame (issue 24). */
 __attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim,
-                                                                  uint64_t k)
+                                                                  uint64_t k, int f3)
 {
+	/* F3: used -= b, then the slow path. seq_cst: as F1. */
+	if (f3)
+		sub_own(b->mine, bytes);
 	/* A refill while our credit holds less than a chunk (so it never
 	 * holds two): claimed with the request, kept only if the pod has
 	 * plenty of room (R4b). */
@@ -617,32 +623,53 @@ __attribute__((noinline, cold)) static void release_huge(struct gg_budget *b, ui
 	} else {
 		sub_saturating(b->used, bytes);
 	}
+	wake_waiters(b);
+}
+
+/* A release whose subtraction from w1 (old value o1) or w2 (o2; NULL in
+ * process scope) passed zero: sub_own's repair, then the wake-up. Apart,
+ * so that the release makes tail calls only and needs no frame. */
+__attribute__((noinline, cold)) static void release_repair(struct gg_budget *b, uint64_t bytes, _Atomic uint64_t *w1,
+                                                           uint64_t o1, _Atomic uint64_t *w2, uint64_t o2)
+{
+	if ((int64_t)(o1 - bytes) < 0)
+		sub_own_repair(w1, o1, bytes);
+	if (w2 && (int64_t)(o2 - bytes) < 0)
+		sub_own_repair(w2, o2, bytes);
+	wake_waiters(b);
 }
 
 void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 {
 	if (GG_UNLIKELY((int64_t)bytes < 0))
-		release_huge(b, bytes);
-	else if (b->claim) {
+		return release_huge(b, bytes);
+	if (b->claim) {
 		/* L1: after the driver freed the memory, one step on our slot
 		 * (seq_cst: the store of the Dekker pair with wake_waiters),
 		 * then the private copy, as in R4 (a pod budget always has
-		 * one: gg_shared_bind). No publish: the entry's snapshot
-		 * (region.h) is a reported figure, nobody decides by it, and
-		 * our tools sum the slots instead. It is refreshed by the next
-		 * reservation (R2's sum) or sweep (the exact sum); a third
-		 * read-modify-write on a cache line every member writes cost
-		 * each free ~12 instructions (issue 24). The region's upkeep
-		 * (b->changed: the truncated-file check and the obituary's
-		 * rate-limited host sample) likewise waits for the next charge
-		 * or sweep: a release has already written its slot words when
-		 * the check would run. */
-		sub_own(b->mine, bytes);
-		sub_own(b->shadow, bytes);
+		 * one: gg_shared_bind), each sub_own's subtraction with its
+		 * repair below. No publish: the entry's snapshot (region.h) is
+		 * a reported figure, nobody decides by it, and our tools sum
+		 * the slots instead. It is refreshed by the next reservation
+		 * (R2's sum) or sweep (the exact sum); a third read-modify-write
+		 * on a cache line every member writes cost each free ~12
+		 * instructions (issue 24). The region's upkeep (b->changed: the
+		 * truncated-file check and the obituary's rate-limited host
+		 * sample) likewise waits for the next charge or sweep: a
+		 * release has already written its slot words when the check
+		 * would run. */
+		uint64_t m = atomic_fetch_sub_explicit(b->mine, bytes, memory_order_seq_cst);
+		/* seq_cst: as sub_own (relaxed would do for the private copy;
+		 * the same instruction here) */
+		uint64_t c = atomic_fetch_sub_explicit(b->shadow, bytes, memory_order_seq_cst);
+		if (GG_UNLIKELY((int64_t)((m - bytes) | (c - bytes)) < 0))
+			return release_repair(b, bytes, b->mine, m, b->shadow, c);
 	} else {
-		/* (also the sweep's wake-up, on a pod entry's snapshot word
-		 * with 0 bytes: no change) */
-		sub_own(b->used, bytes);
+		/* sub_own, as above (also the sweep's wake-up, on a pod
+		 * entry's snapshot word with 0 bytes: no change) */
+		uint64_t u = atomic_fetch_sub_explicit(b->used, bytes, memory_order_seq_cst);
+		if (GG_UNLIKELY((int64_t)(u - bytes) < 0))
+			return release_repair(b, bytes, b->used, u, NULL, 0);
 	}
 	wake_waiters(b);
 }
