@@ -31,7 +31,13 @@ int gg_account_begin_slow(int dev, uint64_t charge);
 static inline __attribute__((always_inline)) int gg_account_begin_on(int dev, struct gg_budget *b, uint64_t lim,
                                                                      uint64_t charge)
 {
-	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
+	/* A thread that allocates may free (ceiling.c): it is counted at its
+	 * first grant, by the footprint's tick (its countdown starts far below
+	 * zero), or at its first wait (account.c), so that the grant reads one
+	 * per-thread word, not two (issue 24). A waiter that looks between a
+	 * thread's first grant and its tick sees it not yet counted, and may
+	 * give up early: what GPUGUARD_ON_LIMIT=fail does, as for a thread
+	 * whose first call is a free (ceiling.c). */
 	if (GG_LIKELY(gg_ceiling_try_reserve_on(b, charge, lim) == GG_VERDICT_GRANTED)) {
 		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
 		/* Near the ceiling, the runtime charge is read fresh before the

@@ -737,9 +737,11 @@ void gg_ceiling_force_over(int dev, uint64_t bytes)
  * another thread allocated has (almost always) freed or queried before.
  * So when every counted thread waits, nobody who has shown up can free.
  * The two ways this errs: a thread whose very first governed call will be
- * a free of memory handed to it is not counted yet (the waiter gives up
- * early, as `fail` would have: never worse than GPUGUARD_ON_LIMIT=fail), and
- * a thread that exited stays counted (the waiter sleeps, as before). */
+ * a free of memory handed to it is not counted yet, nor one between its
+ * first grant and that grant's tick, which counts it (account.h) (the
+ * waiter gives up early, as `fail` would have: never worse than
+ * GPUGUARD_ON_LIMIT=fail), and a thread that exited stays counted (the
+ * waiter sleeps, as before). */
 static _Atomic uint32_t gpu_threads;     /* counted threads of this process */
 static _Atomic uint32_t waiting_threads; /* of those, asleep in a wait (any device) */
 GG_TLS uint8_t gg_thread_counted;

@@ -468,6 +468,46 @@ TEST(account_bracket_inline)
 	setup(0, GG_UNLIMITED);
 }
 
+/* Issue 24: a thread is counted among those that could free at its first
+ * grant by the footprint's tick (footprint.h), not by a check of its own
+ * on every allocation. A waiter alone in the process sees nobody to free
+ * until a thread whose first call is a granted allocation (of any charge,
+ * 0 included) shows up; then it sees one. */
+struct first_grant {
+	uint64_t charge;
+	int rc, counted;
+};
+static void *first_grant_main(void *arg)
+{
+	struct first_grant *f = arg;
+	f->rc = gg_account_begin_inline(0, f->charge);
+	f->counted = gg_thread_counted;
+	return NULL;
+}
+
+TEST(a_threads_first_grant_counts_it)
+{
+	static const uint64_t charges[] = {4096, 0};
+	for (unsigned i = 0; i < sizeof charges / sizeof charges[0]; i++) {
+		setup(0, GI); /* counts only this thread, if it was */
+		gg_ceiling_note_thread();
+		struct gg_budget *b = gg_ceiling_budget(0);
+		gg_ceiling_wait_enter(b);
+		CHECK(gg_ceiling_nobody_frees(b)); /* this thread alone, and asleep */
+		struct first_grant f = {.charge = charges[i]};
+		pthread_t th;
+		pthread_create(&th, NULL, first_grant_main, &f);
+		pthread_join(th, NULL);
+		CHECK_EQ_INT(f.rc, 0);
+		CHECK(f.counted);
+		CHECK(!gg_ceiling_nobody_frees(b)); /* the new thread may free */
+		gg_ceiling_wait_leave(b);
+		gg_account_rollback(0, charges[i], 0);
+		CHECK_EQ_U64(used(0), 0);
+	}
+	setup(0, GG_UNLIMITED);
+}
+
 /* ---- concurrency ---- */
 
 #define RACE_LIMIT (64 * MI)
@@ -683,6 +723,7 @@ int main(void)
 	RUN(meminfo_virtualised);
 	RUN(account_bracket);
 	RUN(account_bracket_inline);
+	RUN(a_threads_first_grant_counts_it);
 	RUN(threads_race_for_the_last_bytes);
 	RUN(two_threads_duel_for_the_last_bytes);
 	RUN(tight_loop_one_holder_at_a_time);
