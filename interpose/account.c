@@ -142,7 +142,9 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	    .ctx = gg_cur_ctx,
 	    .dev = (uint8_t)dev,
 	    .api = (uint8_t)api,
-	    .flags = charge ? GG_REC_CHARGED : 0,
+	    .flags = (uint8_t)(!charge          ? 0
+	                       : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE
+	                                        : GG_REC_CHARGED),
 	};
 	gg_ceiling_count_alloc(dev, size);
 	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
@@ -213,7 +215,7 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 		return;
 	}
 	if (rec->flags & GG_REC_CHARGED)
-		gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
+		gg_ceiling_release(rec->dev, gg_account_charge_of(rec));
 	if (rec->flags & GG_REC_POOL_GONE)
 		gg_pool_gone_block_freed(rec->key); /* the destroyed pool's memory, at its last block */
 	gg_ceiling_count_free(rec->dev, rec->size);

@@ -21,6 +21,10 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 #define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
 #define GG_REC_FREE_SAID \
 	0x8 /* on a record taken out for a free: its history event is claimed (account.c); never in the table */
+/* With GG_REC_CHARGED: the charge is the requested size (a power-of-two
+ * small block, a 2 MiB multiple, a VMM handle), so a free refunds `size`
+ * without working the charge rule out again (account.h, issue 24). */
+#define GG_REC_CHARGE_IS_SIZE 0x10
 /* Pinned host pointers share the table under GG_NS_PTR with this bit set:
  * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
 #define GG_HOST_KEY_BIT (1ull << 61)
