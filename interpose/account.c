@@ -133,19 +133,23 @@ void gg_account_refuse(int dev, enum gpuguard_refusal why)
 
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge)
 {
-	struct gg_record r = {
-	    .key = gg_key(ns, raw),
-	    .size = size,
-	    .t_ms = gg_now_ms(),
-	    .tid = gg_gettid(),
-	    .stack = gg_stack_capture(),
-	    .ctx = gg_cur_ctx,
-	    .dev = (uint8_t)dev,
-	    .api = (uint8_t)api,
-	    .flags = (uint8_t)(!charge          ? 0
-	                       : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE
-	                                        : GG_REC_CHARGED),
-	};
+	/* Field by field, not a designated initialiser, which also zeroes the
+	 * padding (3 stores a commit, issue 24). spare is the table's to keep. */
+	struct gg_record r;
+	r.stack = 0;
+	if (gg_stack_want) {
+		uint32_t st = gg_stack_take();
+		r.stack = (uint16_t)(st <= 0xffff ? st : 0); /* no stack rather than another's */
+	}
+	r.key = gg_key(ns, raw);
+	r.size = size;
+	r.t_ms = gg_now_ms();
+	r.tid = gg_gettid();
+	r.ctx = gg_cur_ctx;
+	r.dev = (uint8_t)dev;
+	r.api = (uint8_t)api;
+	r.flags = (uint8_t)(!charge ? 0 : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE : GG_REC_CHARGED);
+	r.spare = 0;
 	gg_ceiling_count_alloc(dev, size);
 	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
 	/* The record goes in before its event is claimed, as a free's event

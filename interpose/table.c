@@ -67,8 +67,8 @@
 struct slot {
 	_Atomic uint64_t key;
 	_Atomic uint64_t size;
-	_Atomic uint64_t meta; /* t_ms bits 0..23 :24 | flags:8 | api:8 | dev:8 | ctx:16 (see write_payload) */
-	_Atomic uint64_t ids;  /* t_ms bits 24..39 :16 | stack:16 | tid:32 (stack ids stay below 2^16, stack.c) */
+	_Atomic uint64_t meta; /* stack:16 | spare:8 | flags:8 | api:8 | dev:8 | ctx:16 (see write_payload) */
+	_Atomic uint64_t ids;  /* t_ms:40 | tid:24 */
 };
 
 struct spill_block {
@@ -198,41 +198,36 @@ void gg_table_destroy(struct gg_table *t)
 	munmap(t, sizeof(*t));
 }
 
-/* A record's last 16 bytes, read and written as two words where the byte
- * order lets them map straight onto the slot's (issue 24: about 20
- * instructions less per pair than packing field by field): bytes 24..31
- * are tid | stack << 32, bytes 32..39 ctx | dev << 16 | api << 24 |
- * flags << 32 and three bytes of padding. The slot keeps the low 48 bits
- * of the first (stack ids stay below 2^16) and the low 40 of the second,
- * and the 40 bits of t_ms kept fill the rest. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-_Static_assert(offsetof(struct gg_record, tid) == 24 && offsetof(struct gg_record, stack) == 28 &&
-                   offsetof(struct gg_record, ctx) == 32 && offsetof(struct gg_record, dev) == 34 &&
-                   offsetof(struct gg_record, api) == 35 && offsetof(struct gg_record, flags) == 36 &&
-                   sizeof(struct gg_record) == 40,
-               "write_payload reads struct gg_record's last 16 bytes as two words");
+/* A record's meta word (bytes 16..23: ctx | dev << 16 | api << 24 |
+ * flags << 32 | spare << 40 | stack << 48) is the slot's as it stands where
+ * the byte order is little-endian (x86-64, aarch64): one load and one store
+ * each way. Elsewhere it is packed field by field (tested by forcing that
+ * form). The ids word is tid's low 24 bits under t_ms's 40: t_ms in one
+ * piece, so neither side splits it (issue 24). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && !defined(GG_TABLE_FIELDWISE)
+_Static_assert(offsetof(struct gg_record, ctx) == 16 && offsetof(struct gg_record, dev) == 18 &&
+                   offsetof(struct gg_record, api) == 19 && offsetof(struct gg_record, flags) == 20 &&
+                   offsetof(struct gg_record, spare) == 21 && offsetof(struct gg_record, stack) == 22,
+               "write_payload reads struct gg_record's bytes 16..23 as the slot's meta word");
 #define REC_WORDS 1
 #else
 #define REC_WORDS 0
 #endif
-#define LOW48 0xffffffffffffull
-#define LOW40 0xffffffffffull
+#define TID_MASK 0xffffffull
+#define TID_BITS 24
 
 static inline __attribute__((always_inline)) void write_payload(struct slot *s, const struct gg_record *r)
 {
-	uint64_t lo, hi;
+	uint64_t meta;
 #if REC_WORDS
-	memcpy(&lo, (const char *)r + offsetof(struct gg_record, tid), 8);
-	memcpy(&hi, (const char *)r + offsetof(struct gg_record, ctx), 8);
-	if (GG_UNLIKELY(r->stack > 0xffff))
-		lo = (uint32_t)lo; /* no stack rather than another's */
+	memcpy(&meta, (const char *)r + offsetof(struct gg_record, ctx), 8);
 #else
-	lo = (uint64_t)(r->stack <= 0xffff ? r->stack : 0) << 32 | r->tid;
-	hi = (uint64_t)r->flags << 32 | (uint64_t)r->api << 24 | (uint64_t)r->dev << 16 | r->ctx;
+	meta = (uint64_t)r->stack << 48 | (uint64_t)r->spare << 40 | (uint64_t)r->flags << 32 | (uint64_t)r->api << 24 |
+	       (uint64_t)r->dev << 16 | r->ctx;
 #endif
 	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
-	atomic_store_explicit(&s->meta, (hi & LOW40) | r->t_ms << 40, memory_order_relaxed);
-	atomic_store_explicit(&s->ids, (lo & LOW48) | (r->t_ms >> 24) << 48, memory_order_relaxed);
+	atomic_store_explicit(&s->meta, meta, memory_order_relaxed);
+	atomic_store_explicit(&s->ids, (r->tid & TID_MASK) | r->t_ms << TID_BITS, memory_order_relaxed);
 }
 
 static inline __attribute__((always_inline)) void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
@@ -241,19 +236,18 @@ static inline __attribute__((always_inline)) void read_payload(struct slot *s, u
 	uint64_t ids = atomic_load_explicit(&s->ids, memory_order_relaxed);
 	r->key = key;
 	r->size = atomic_load_explicit(&s->size, memory_order_relaxed);
-	r->t_ms = (ids >> 48) << 24 | meta >> 40;
-	uint64_t lo = ids & LOW48, hi = meta & LOW40;
 #if REC_WORDS
-	memcpy((char *)r + offsetof(struct gg_record, tid), &lo, 8);
-	memcpy((char *)r + offsetof(struct gg_record, ctx), &hi, 8); /* the padding bytes too: zero */
+	memcpy((char *)r + offsetof(struct gg_record, ctx), &meta, 8);
 #else
-	r->tid = (uint32_t)lo;
-	r->stack = (uint32_t)(lo >> 32);
-	r->ctx = (uint16_t)hi;
-	r->dev = (uint8_t)(hi >> 16);
-	r->api = (uint8_t)(hi >> 24);
-	r->flags = (uint8_t)(hi >> 32);
+	r->ctx = (uint16_t)meta;
+	r->dev = (uint8_t)(meta >> 16);
+	r->api = (uint8_t)(meta >> 24);
+	r->flags = (uint8_t)(meta >> 32);
+	r->spare = (uint8_t)(meta >> 40);
+	r->stack = (uint16_t)(meta >> 48);
 #endif
+	r->tid = (uint32_t)(ids & TID_MASK);
+	r->t_ms = ids >> TID_BITS;
 }
 
 /* Claims slot s (EMPTY or TOMB) and publishes rec in it. 1 on success.

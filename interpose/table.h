@@ -29,17 +29,22 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
  * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
 #define GG_HOST_KEY_BIT (1ull << 61)
 
-/* One live allocation, as handed to and from the table. */
+/* One live allocation, as handed to and from the table. Bytes 16..23 are
+ * the slot's meta word as they stand (table.c), so a record goes in and
+ * comes out of its slot by whole-word copies where the byte order is
+ * little-endian (issue 24: the insert repacked 9 fields and the remove
+ * unpacked them, about 30 instructions a pair). */
 struct gg_record {
 	uint64_t key;
-	uint64_t size;  /* requested bytes */
-	uint64_t t_ms;  /* ms since library start (40 bits kept) */
-	uint32_t tid;   /* kernel thread id */
-	uint32_t stack; /* stack id, 0 = none (filled by the dump subsystem); below 2^16 */
-	uint16_t ctx;   /* context id (ctx.c), 0 = none known */
+	uint64_t size; /* requested bytes */
+	uint16_t ctx;  /* context id (ctx.c), 0 = none known */
 	uint8_t dev;
-	uint8_t api;   /* enum gpuguard_api */
-	uint8_t flags; /* GG_REC_* */
+	uint8_t api;    /* enum gpuguard_api */
+	uint8_t flags;  /* GG_REC_* */
+	uint8_t spare;  /* kept by the table, read by nobody */
+	uint16_t stack; /* stack id, 0 = none (stack.c hands out fewer than 2^15) */
+	uint32_t tid;   /* kernel thread id: 24 bits kept (Linux's PID_MAX_LIMIT is 2^22) */
+	uint64_t t_ms;  /* ms since library start (40 bits kept) */
 };
 
 struct gg_table;
