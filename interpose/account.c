@@ -162,7 +162,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	 * less than its history added up to (t_postmortem's churn cases,
 	 * about 1 run in 12 under load). No other thread can free the
 	 * address before its event: we have not returned it yet. */
-	int in = gg_table && gg_table_insert(gg_table, &r) >= 0;
+	int in = gg_table && gg_table_insert_inline(gg_table, &r) >= 0;
 	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (in)
