@@ -78,8 +78,8 @@ static inline __attribute__((always_inline)) int gg_account_forget_inline(enum g
 	 * history, unless this thread stops between the two for longer than
 	 * the whole copy. Claimed after the driver's free, as it was, the
 	 * event was missed whenever the free was still inside the driver. */
-	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, gg_account_free_raw(out), out->size,
-	                 out->stack, GG_HIST_NOW);
+	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, raw, out->size, out->stack,
+	                 GG_HIST_NOW); /* raw: the record's key less its namespace */
 	out->flags |= GG_REC_FREE_SAID;
 	return 1;
 }
