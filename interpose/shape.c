@@ -121,10 +121,16 @@ int gg_pool_alloc_end_slow(const struct gg_runtime *rt, struct gg_pool_alloc *pa
 			raw = 0;
 			rc = rt->oom;
 			gg_account_refuse(a->dev, gg_verdict_reason(v));
-			gg_ceiling_release(a->dev, grew); /* the settle below charges what is left */
-		} else {
-			credit = grew; /* kept: the settle takes it as charged, not as a second overshoot */
 		}
+		/* Charged now: the settle below reads the pool and gives back
+		 * what the hand-back returned. What the card still holds of
+		 * grew (growths of earlier requests that skipped their read,
+		 * pool.c's may_skip_read, backing live blocks) stays charged as
+		 * it is, not forced over a second time: released and charged
+		 * again here, the same bytes were counted twice in
+		 * pool_overshoot (t_pod_lcuda_lnvml,
+		 * a_pools_late_read_is_bounded_and_counted: 14 MiB for 8). */
+		credit = grew;
 	}
 	gg_pool_end(pa->p, credit);
 	if (raw)

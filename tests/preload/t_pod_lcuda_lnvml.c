@@ -23,6 +23,13 @@
  *                    no hook sees, so
  *                    the reserve's growth is charged after the launch, as
  *                    any growth gpuguard could not foresee)
+ *   frag N BYTES  -> "ok" | "err CODE"  (N stream-ordered blocks of BYTES
+ *                    from the default pool, then every other one freed
+ *                    with no sync: a reserve of BYTES-sized holes)
+ *   keep N BYTES  -> "ok GRANTED FIRST_ERROR"  (N stream-ordered blocks of
+ *                    BYTES from the default pool, kept)
+ *   pstats        -> "PROC_USED POOL_OVERSHOOT SIM_HELD"  (this process's
+ *                    charge, its pool overshoot, what its card holds)
  *   exit          -> exits 0 */
 #include "common.h" /* first: it defines _GNU_SOURCE */
 
@@ -65,6 +72,9 @@ static gg_CUresult unseen_instantiate(gg_CUgraphExec *e, gg_CUgraph g)
 
 static gg_CUdeviceptr held[4096];
 static int nheld;
+/* stream-ordered blocks kept by frag and keep */
+static gg_CUdeviceptr pblk[1024];
+static int npblk;
 
 static uint64_t now_ms(void)
 {
@@ -253,6 +263,37 @@ static int worker(void)
 				printf("ok %llu\n", (unsigned long long)gg_stats(0).pool_overshoot);
 			else
 				printf("err %d\n", rc);
+		} else if (sscanf(line, "frag %llu %llu", &a, &b) == 2) {
+			gg_CUresult rc = GG_CUDA_SUCCESS;
+			int first = npblk, kept = npblk;
+			for (unsigned long long i = 0; i < a && npblk < 1024 && rc == GG_CUDA_SUCCESS; i++)
+				if ((rc = cuMemAllocAsync(&pblk[npblk], b, NULL)) == GG_CUDA_SUCCESS)
+					npblk++;
+			for (int i = first; i < npblk; i++) {
+				if ((i - first) % 2 == 0 && rc == GG_CUDA_SUCCESS)
+					rc = cuMemFreeAsync(pblk[i], NULL);
+				else
+					pblk[kept++] = pblk[i];
+			}
+			npblk = kept;
+			printf(rc == GG_CUDA_SUCCESS ? "ok\n" : "err %d\n", rc);
+		} else if (sscanf(line, "keep %llu %llu", &a, &b) == 2) {
+			int got = 0;
+			gg_CUresult err = GG_CUDA_SUCCESS;
+			for (unsigned long long i = 0; i < a && npblk < 1024; i++) {
+				gg_CUresult rc = cuMemAllocAsync(&pblk[npblk], b, NULL);
+				if (rc == GG_CUDA_SUCCESS) {
+					npblk++;
+					got++;
+				} else if (err == GG_CUDA_SUCCESS) {
+					err = rc;
+				}
+			}
+			printf("ok %d %d\n", got, err);
+		} else if (strncmp(line, "pstats", 6) == 0) {
+			struct gpuguard_device_stats s = gg_stats(0);
+			printf("%llu %llu %llu\n", (unsigned long long)s.process_used,
+			       (unsigned long long)s.pool_overshoot, sim_held_by("cuda", 0));
 		} else if (strncmp(line, "exit", 4) == 0) {
 			return 0;
 		}
@@ -1446,6 +1487,79 @@ TEST(created_0600_and_widened_by_shared_mode)
 	umask(old);
 }
 
+/* A warm pool request far from the ceiling may skip its read of the reserve
+ * (issue 24, fourth pass: up to 15 in a row, README "Pools"). The adversary:
+ * a fragmented pool grows on requests that skip their read, and another
+ * process fills the pod to the ceiling meanwhile. What is promised: at most
+ * the last 15 requests' growths are unread at any time; the pool's next read
+ * (every request near the ceiling reads) charges them all the same and
+ * counts them in pool_overshoot, never loses them, and refuses a growth that
+ * does not fit. a's reserve: 64 holes of 1 MiB, each in a 2 MiB chunk with a
+ * live 1 MiB block; a 1.5 MiB request fits no hole, so each grows the pool
+ * by a chunk (2 MiB) while the reserve looks big enough to serve it. */
+/* Whether w answers cmd with want; says what it answered instead. */
+static int answers(struct w *w, const char *cmd, const char *want)
+{
+	const char *got = ask(w, cmd);
+	if (strcmp(got, want) == 0)
+		return 1;
+	fprintf(stderr, "    '%s' answered '%s', want '%s'\n", cmd, got, want);
+	return 0;
+}
+
+static void pool_stats(struct w *w, unsigned long long *proc, unsigned long long *overshoot, unsigned long long *card)
+{
+	*proc = *overshoot = *card = 0;
+	CHECK_EQ_INT(sscanf(ask(w, "pstats"), "%llu %llu %llu", proc, overshoot, card), 3);
+}
+
+TEST(a_pools_late_read_is_bounded_and_counted)
+{
+	use_region("pod-late-read");
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", NULL};
+	struct w a = start(env), b = start(env);
+	const unsigned long long grow = 2 * MIB, ask_size = 3 * MIB / 2;
+	CHECK(answers(&a, "frag 128 1048576", "ok"));
+	unsigned long long used0, over0, held0;
+	pool_stats(&a, &used0, &over0, &held0);
+	CHECK_EQ_U64(over0, 0);
+	/* 20 growing requests, far from the ceiling: every one is granted, at
+	 * least one skipped its read (else there is nothing to test), and no
+	 * more than 15 growths are unread: the 16th request read the reserve */
+	char cmd[64];
+	snprintf(cmd, sizeof cmd, "keep 20 %llu", ask_size);
+	CHECK(answers(&a, cmd, "ok 20 0"));
+	unsigned long long used1, over1, held1;
+	pool_stats(&a, &used1, &over1, &held1);
+	CHECK_EQ_U64(held1 - held0, 20 * grow);
+	unsigned long long unread = (held1 - held0) - (used1 - used0);
+	CHECK(unread >= grow);
+	CHECK(unread <= 15 * grow);
+	CHECK_EQ_U64(over1, 0);
+	/* b takes exactly what the pod's books say is left */
+	struct info i = ask_info(&b);
+	CHECK(i.pod_used < i.limit);
+	CHECK_EQ_INT(ask_alloc(&b, i.limit - i.pod_used, NULL), 0);
+	/* at the ceiling a's next growing request reads: the unread growth is
+	 * charged, past the ceiling, and counted; its own growth is refused
+	 * and handed back */
+	snprintf(cmd, sizeof cmd, "keep 1 %llu", ask_size);
+	char want[32];
+	snprintf(want, sizeof want, "ok 0 %d", GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(answers(&a, cmd, want));
+	unsigned long long used2, over2, held2;
+	pool_stats(&a, &used2, &over2, &held2);
+	CHECK_EQ_U64(held2, held1);                 /* the refused growth went back */
+	CHECK_EQ_U64(used2 - used0, held2 - held0); /* nothing unread is left uncharged */
+	CHECK(over2 >= unread);                     /* the late charge is counted ... */
+	CHECK(over2 <= unread + grow);              /* ... with the refused growth, for its moment */
+	struct info j = ask_info(&b);
+	CHECK_EQ_U64(j.pod_used - j.limit, unread); /* the pod past its ceiling by the unread growths */
+	CHECK(answers(&b, "free", "ok"));
+	CHECK_EQ_INT(finish(&a, NULL, 0), 0);
+	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "worker") == 0)
@@ -1473,6 +1587,7 @@ int main(int argc, char **argv)
 	RUN(liveness_works_across_pid_namespaces);
 	RUN(waiting_succeeds_when_another_process_frees);
 	RUN(a_pool_freed_in_another_process_is_credited_at_its_sync);
+	RUN(a_pools_late_read_is_bounded_and_counted);
 	RUN(waiting_fails_after_the_duration);
 	RUN(a_waiter_sleeps_without_spinning);
 	RUN(a_lone_waiter_gives_up_at_once);
