@@ -26,11 +26,19 @@ int gg_account_begin(int dev, uint64_t charge);
 int gg_account_begin_slow(int dev, uint64_t charge);
 /* begin, inline in the allocation hooks (issue 24: the hook, begin and the
  * shape's begin were three frames on every allocation): the first try, and
- * the footprint's tick, with everything else out of line. */
-static inline __attribute__((always_inline)) int gg_account_begin_inline(int dev, uint64_t charge)
+ * the footprint's tick, with everything else out of line. b and lim: dev's
+ * budget and its ceiling, which the hook looked up (gg_bind_budget). */
+static inline __attribute__((always_inline)) int gg_account_begin_on(int dev, struct gg_budget *b, uint64_t lim,
+                                                                     uint64_t charge)
 {
-	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
-	if (GG_LIKELY(gg_ceiling_try_reserve(dev, charge) == GG_VERDICT_GRANTED)) {
+	/* A thread that allocates may free (ceiling.c): it is counted at its
+	 * first grant, by the footprint's tick (its countdown starts far below
+	 * zero), or at its first wait (account.c), so that the grant reads one
+	 * per-thread word, not two (issue 24). A waiter that looks between a
+	 * thread's first grant and its tick sees it not yet counted, and may
+	 * give up early: what GPUGUARD_ON_LIMIT=fail does, as for a thread
+	 * whose first call is a free (ceiling.c). */
+	if (GG_LIKELY(gg_ceiling_try_reserve_on(b, charge, lim) == GG_VERDICT_GRANTED)) {
 		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
 		/* Near the ceiling, the runtime charge is read fresh before the
 		 * grant stands: the ticks are rate-limited, and growth between
@@ -39,6 +47,11 @@ static inline __attribute__((always_inline)) int gg_account_begin_inline(int dev
 			return 0;
 	}
 	return gg_account_begin_slow(dev, charge);
+}
+static inline __attribute__((always_inline)) int gg_account_begin_inline(int dev, uint64_t charge)
+{
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	return gg_account_begin_on(dev, b, gg_ceiling_budget_limit(b), charge);
 }
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge);
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom);

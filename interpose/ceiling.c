@@ -385,6 +385,43 @@ static void sub_saturating(_Atomic uint64_t *w, uint64_t bytes)
 		;
 }
 
+/* What sub_own gives back when its subtraction passed zero: the part of
+ * bytes that the word did not hold when it was taken (all of it where the
+ * word already read below zero, another subtraction's repair pending). */
+__attribute__((noinline, cold)) static void sub_own_repair(_Atomic uint64_t *w, uint64_t old, uint64_t bytes)
+{
+	uint64_t give = (int64_t)old <= 0 ? bytes : bytes - old;
+	/* seq_cst: as the subtraction it repairs */
+	atomic_fetch_add_explicit(w, give, memory_order_seq_cst);
+}
+
+/* sub_saturating in one read-modify-write, for the words a release takes
+ * from (issue 24: L1 was two compare-and-swap loops): our slot's used in the
+ * pod and this process's own books. Each is raised only by adds of ours
+ * (R4, F1, force) and lowered only through here; the sweep zeroes a slot
+ * only once its owner is dead or exiting (an exchange). So: subtract, and
+ * where the result reads below zero (a release of more than the word holds:
+ * books already wrong, the case saturation guards), add back what passed
+ * zero. At rest the word is then never below zero: each subtraction that
+ * passes zero takes at most what the word held above zero when it took it,
+ * so the word plus the repairs pending never reads below zero. It can end
+ * above sub_saturating's result (a subtraction that met another's pending
+ * repair takes nothing): charge kept, which errs toward refusing. Between a
+ * subtraction that passed zero and its repair, a reader sees ~16 EiB for an
+ * instant (a reservation's sum refuses: pod_sum's scribbled slot). Words
+ * hold bytes of device memory, far below 2^63, so the sign bit is only
+ * ever set by such a pass (a book past 8 EiB, which only an unlimited
+ * ceiling allows and no card holds, keeps its charge on a release that
+ * leaves it there: the side of refusing); bytes below 2^63 too, which
+ * gg_ceiling_release_budget sees to. seq_cst: as sub_saturating (L1 is the
+ * store of the Dekker pair with wake_waiters). */
+static inline void sub_own(_Atomic uint64_t *w, uint64_t bytes)
+{
+	uint64_t old = atomic_fetch_sub_explicit(w, bytes, memory_order_seq_cst);
+	if (GG_UNLIKELY((int64_t)(old - bytes) < 0))
+		sub_own_repair(w, old, bytes);
+}
+
 /* The credit (issue 24): what a slow-path reservation reserves beyond its
  * request while the pod has plenty of room, so that the next requests of
  * this process are granted from its own slot's words alone (F1-F2). */
@@ -400,7 +437,7 @@ _Static_assert(POD_CREDIT_ROOM >= (uint64_t)GG_CEILING_NEAR, "no credit near the
  * tests/model/pod.pml step by step. A process killed at any instruction
  * leaves only words of its own slot, which the sweep zeroes (S2-S4): the
  * pod's used is then exactly what the live processes hold. */
-static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k);
+static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k, int f3);
 /* The fast grant (F0-F3) inline in gg_ceiling_try_reserve; the refill and
  * R1-R5 apart (pod_reserve_slow), so that the grant saves no registers for
  * them (issue 24: six pushes and pops a request). */
@@ -441,16 +478,22 @@ static inline __attribute__((always_inline)) enum gg_verdict pod_try_reserve(str
 			 * gg_ceiling_near keeps this thread's last slow answer. */
 			return GG_VERDICT_GRANTED;
 		}
-		/* F3: taken back meanwhile; the slow path. seq_cst: as F1. */
-		sub_saturating(b->mine, bytes);
+		/* F3 (pod_reserve_slow's first step): taken back meanwhile */
+		return pod_reserve_slow(b, bytes, lim, k, 1);
 	}
-	return pod_reserve_slow(b, bytes, lim, k);
+	return pod_reserve_slow(b, bytes, lim, k, 0);
 }
 
-/* pod_try_reserve past its fast grant: k is the credit it read. */
+/* pod_try_reserve past its fast grant: k is the credit it read; f3 when
+ * its F1 raised used for a grant that F2 then found taken back. F3 here,
+ * not in the fast grant, so that the grant makes tail calls only and
+ * needs no frame (issue 24). */
 __attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim,
-                                                                  uint64_t k)
+                                                                  uint64_t k, int f3)
 {
+	/* F3: used -= b, then the slow path. seq_cst: as F1. */
+	if (f3)
+		sub_own(b->mine, bytes);
 	/* A refill while our credit holds less than a chunk (so it never
 	 * holds two): claimed with the request, kept only if the pod has
 	 * plenty of room (R4b). */
@@ -515,19 +558,21 @@ __attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budg
 
 GG_TLS uint8_t gg_ceiling_near;
 
-enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
+enum gg_verdict gg_ceiling_try_reserve_on(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 {
-	/* The one place the configuration's verdict is read: every caller
-	 * gets the reason with the refusal. */
-	if (GG_UNLIKELY(gg_opt.limit_bad))
-		return GG_VERDICT_CONFIG;
-	struct gg_budget *b = gg_ceiling_budget(dev);
-	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	if (b->claim)
 		return pod_try_reserve(b, bytes, lim);
+	/* The one place the configuration's verdict is read: every caller
+	 * gets the reason with the refusal. Process scope only: no pod is
+	 * attached under a GPUGUARD_LIMIT that did not parse (shared_attach.c,
+	 * gg_shared_attached), so the pod's grant reads nothing extra (issue
+	 * 24). Not folded into the limit (0 under it, gg_ceiling_limit_for):
+	 * a charge of 0 bytes fits a limit of 0, and must fail closed too. */
+	if (GG_UNLIKELY(gg_opt.limit_bad))
+		return GG_VERDICT_CONFIG;
 	/* seq_cst load and CAS: the waiter's side of the Dekker pair in
-	 * gg_ceiling_wait_enter (waiters++ then this read; release's CAS then its
-	 * waiters read), so one of the two always sees the other. */
+	 * gg_ceiling_wait_enter (waiters++ then this read; release's RMW then
+	 * its waiters read), so one of the two always sees the other. */
 	uint64_t cur = atomic_load_explicit(b->used, memory_order_seq_cst);
 	uint64_t next;
 	do {
@@ -540,6 +585,12 @@ enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
 	raise_peak(b->peak, next);
 	gg_ceiling_near = lim - next < GG_CEILING_NEAR; /* next <= lim: granted */
 	return GG_VERDICT_GRANTED;
+}
+
+enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes)
+{
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	return gg_ceiling_try_reserve_on(b, bytes, gg_ceiling_budget_limit(b));
 }
 
 int gg_ceiling_reserve(int dev, uint64_t bytes)
@@ -562,25 +613,63 @@ static void wake_waiters(struct gg_budget *b)
 	gg_futex_wake(b->wake, INT_MAX, b->futex_private);
 }
 
-void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
+/* A release of 2^63 bytes or more (no block is that large: a scribbled
+ * or made-up figure) saturates the old way, which needs no sign bit. */
+__attribute__((noinline, cold)) static void release_huge(struct gg_budget *b, uint64_t bytes)
 {
 	if (b->claim) {
-		/* L1: after the driver freed the memory, one step on our slot
-		 * (seq_cst: the store of the Dekker pair with wake_waiters) */
 		sub_saturating(b->mine, bytes);
-		if (b->shadow)
-			sub_saturating(b->shadow, bytes); /* the private copy, as in R4 */
-		                                          /* No publish: the entry's snapshot (region.h) is a reported
-		                                           * figure, nobody decides by it, and our tools sum the slots
-		                                           * instead. It is refreshed by the next reservation (R2's sum)
-		                                           * or sweep (the exact sum); a third CAS loop on a cache line
-		                                           * every member writes cost each free ~12 instructions (issue
-		                                           * 24). The region's upkeep (b->changed: the truncated-file
-		                                           * check and the obituary's rate-limited host sample) likewise
-		                                           * waits for the next charge or sweep: a release has already
-		                                           * written its slot words when the check would run. */
+		sub_saturating(b->shadow, bytes);
 	} else {
 		sub_saturating(b->used, bytes);
+	}
+	wake_waiters(b);
+}
+
+/* A release whose subtraction from w1 (old value o1) or w2 (o2; NULL in
+ * process scope) passed zero: sub_own's repair, then the wake-up. Apart,
+ * so that the release makes tail calls only and needs no frame. */
+__attribute__((noinline, cold)) static void release_repair(struct gg_budget *b, uint64_t bytes, _Atomic uint64_t *w1,
+                                                           uint64_t o1, _Atomic uint64_t *w2, uint64_t o2)
+{
+	if ((int64_t)(o1 - bytes) < 0)
+		sub_own_repair(w1, o1, bytes);
+	if (w2 && (int64_t)(o2 - bytes) < 0)
+		sub_own_repair(w2, o2, bytes);
+	wake_waiters(b);
+}
+
+void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
+{
+	if (GG_UNLIKELY((int64_t)bytes < 0))
+		return release_huge(b, bytes);
+	if (b->claim) {
+		/* L1: after the driver freed the memory, one step on our slot
+		 * (seq_cst: the store of the Dekker pair with wake_waiters),
+		 * then the private copy, as in R4 (a pod budget always has
+		 * one: gg_shared_bind), each sub_own's subtraction with its
+		 * repair below. No publish: the entry's snapshot (region.h) is
+		 * a reported figure, nobody decides by it, and our tools sum
+		 * the slots instead. It is refreshed by the next reservation
+		 * (R2's sum) or sweep (the exact sum); a third read-modify-write
+		 * on a cache line every member writes cost each free ~12
+		 * instructions (issue 24). The region's upkeep (b->changed: the
+		 * truncated-file check and the obituary's rate-limited host
+		 * sample) likewise waits for the next charge or sweep: a
+		 * release has already written its slot words when the check
+		 * would run. */
+		uint64_t m = atomic_fetch_sub_explicit(b->mine, bytes, memory_order_seq_cst);
+		/* seq_cst: as sub_own (relaxed would do for the private copy;
+		 * the same instruction here) */
+		uint64_t c = atomic_fetch_sub_explicit(b->shadow, bytes, memory_order_seq_cst);
+		if (GG_UNLIKELY((int64_t)((m - bytes) | (c - bytes)) < 0))
+			return release_repair(b, bytes, b->mine, m, b->shadow, c);
+	} else {
+		/* sub_own, as above (also the sweep's wake-up, on a pod
+		 * entry's snapshot word with 0 bytes: no change) */
+		uint64_t u = atomic_fetch_sub_explicit(b->used, bytes, memory_order_seq_cst);
+		if (GG_UNLIKELY((int64_t)(u - bytes) < 0))
+			return release_repair(b, bytes, b->used, u, NULL, 0);
 	}
 	wake_waiters(b);
 }
@@ -648,9 +737,11 @@ void gg_ceiling_force_over(int dev, uint64_t bytes)
  * another thread allocated has (almost always) freed or queried before.
  * So when every counted thread waits, nobody who has shown up can free.
  * The two ways this errs: a thread whose very first governed call will be
- * a free of memory handed to it is not counted yet (the waiter gives up
- * early, as `fail` would have: never worse than GPUGUARD_ON_LIMIT=fail), and
- * a thread that exited stays counted (the waiter sleeps, as before). */
+ * a free of memory handed to it is not counted yet, nor one between its
+ * first grant and that grant's tick, which counts it (account.h) (the
+ * waiter gives up early, as `fail` would have: never worse than
+ * GPUGUARD_ON_LIMIT=fail), and a thread that exited stays counted (the
+ * waiter sleeps, as before). */
 static _Atomic uint32_t gpu_threads;     /* counted threads of this process */
 static _Atomic uint32_t waiting_threads; /* of those, asleep in a wait (any device) */
 GG_TLS uint8_t gg_thread_counted;

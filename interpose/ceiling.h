@@ -177,6 +177,12 @@ void gg_ceiling_adopt_limits(const struct gpuguard_limits *l);
 /* Sets every device's limit from the limits in force (percent limits stay
  * unresolved). */
 void gg_ceiling_configure(void);
+/* b's ceiling now. relaxed: the limit is a plain number (see
+ * gg_ceiling_resolve); the budget's words came with its acquire. */
+static inline uint64_t gg_ceiling_budget_limit(const struct gg_budget *b)
+{
+	return atomic_load_explicit(b->limit, memory_order_relaxed);
+}
 /* True when dev's limit is a percentage not yet turned into bytes. Inline:
  * every allocation asks. relaxed: the limit is a plain number (see
  * gg_ceiling_resolve); the budget's acquire is gg_ceiling_budget_peek's. */
@@ -212,6 +218,10 @@ extern GG_TLS uint8_t gg_ceiling_near;
 /* The same, without counting a refusal (a first try before reconciling):
  * the verdict. */
 enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes);
+/* The same on a budget and its ceiling the caller already looked up
+ * (gg_ceiling_budget, gg_ceiling_budget_limit): the allocation hook looks
+ * them up once, for the unresolved check and the reservation (issue 24). */
+enum gg_verdict gg_ceiling_try_reserve_on(struct gg_budget *b, uint64_t bytes, uint64_t lim);
 /* Gives back bytes reserved or charged earlier; saturates at 0. Inline:
  * every free of a charged block calls it. Nothing came back (a pool settled
  * at what it held): no wake-up. A waiter's own retry settles pools, and

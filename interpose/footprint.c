@@ -950,6 +950,17 @@ int gg_footprint_near_slow(int dev, uint64_t charge)
 
 void gg_footprint_tick_slow(int dev, uint64_t charge)
 {
+	if (GG_UNLIKELY(gg_footprint_countdown < GG_FOOTPRINT_FIRST / 2)) {
+		/* This thread's first grant (the countdown started at
+		 * GG_FOOTPRINT_FIRST): counted among the threads that could
+		 * free, then ticking on as if it had started at
+		 * GG_FOOTPRINT_STEP, as before. */
+		gg_ceiling_note_thread();
+		gg_footprint_countdown =
+		    (int64_t)((uint64_t)gg_footprint_countdown + (uint64_t)(GG_FOOTPRINT_STEP - GG_FOOTPRINT_FIRST));
+		if (gg_footprint_countdown >= 0)
+			return;
+	}
 	gg_footprint_countdown = GG_FOOTPRINT_STEP;
 	if (dev < 0 || dev >= GG_MAX_DEVICES)
 		return;
@@ -964,7 +975,7 @@ void gg_footprint_tick_slow(int dev, uint64_t charge)
 		probe_begin(dev, charge);
 }
 
-GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_STEP;
+GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_FIRST;
 
 _Atomic uint64_t gg_footprint_pending;
 

@@ -36,8 +36,13 @@ void gg_footprint_reconcile(int dev, int how);
 extern _Atomic uint64_t gg_footprint_pending;
 void gg_footprint_first_use(int dev);
 /* The hot path's only cost: a per-thread countdown of bytes allocated;
- * below zero, the slow path reconciles (rate-limited per device). */
+ * below zero, the slow path reconciles (rate-limited per device). It
+ * starts at GG_FOOTPRINT_FIRST, far below zero, so that a thread's first
+ * grant takes the slow path, which also counts the thread among those that
+ * could free (gg_ceiling_note_thread: issue 24, one per-thread check on
+ * the allocation path, not two) and then goes on as from GG_FOOTPRINT_STEP. */
 #define GG_FOOTPRINT_STEP ((int64_t)(64 * GG_MIB))
+#define GG_FOOTPRINT_FIRST (INT64_MIN / 4)
 #define GG_FOOTPRINT_MIN_MS 100
 extern GG_TLS int64_t gg_footprint_countdown;
 void gg_footprint_tick_slow(int dev, uint64_t charge);
@@ -61,7 +66,10 @@ static inline void gg_footprint_after(int dev, uint64_t made)
 int gg_footprint_near_slow(int dev, uint64_t charge);
 static inline void gg_footprint_tick(int dev, uint64_t charge)
 {
-	if (GG_UNLIKELY((gg_footprint_countdown -= (int64_t)charge) < 0))
+	/* in unsigned arithmetic: a charge past 2^62 (an unlimited ceiling)
+	 * must not overflow a signed word */
+	gg_footprint_countdown = (int64_t)((uint64_t)gg_footprint_countdown - charge);
+	if (GG_UNLIKELY(gg_footprint_countdown < 0))
 		gg_footprint_tick_slow(dev, charge);
 }
 /* The target runtime charge, from the driver's figure, the books, the

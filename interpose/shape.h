@@ -91,6 +91,23 @@ struct gg_runtime {
  * size on first use (never from a constructor: no runtime calls there,
  * DESIGN.md §1), and sets the record's context (rt->dev_ctx), where the
  * runtime has none of its own. Inline on the allocation paths. */
+/* gg_bind for a charge: dev's budget, bound now (gg_ceiling_budget), and
+ * its ceiling, resolved first where it is still a percentage, looked up
+ * once for the check and the reservation both (issue 24). */
+static inline __attribute__((always_inline)) struct gg_budget *gg_bind_budget(const struct gg_runtime *rt, int dev,
+                                                                              uint64_t *lim)
+{
+	struct gg_budget *b = gg_ceiling_budget(dev);
+	uint64_t total;
+	*lim = gg_ceiling_budget_limit(b);
+	if (GG_UNLIKELY(*lim == GG_LIMIT_UNRESOLVED) && rt->total(dev, &total) == 0) {
+		gg_ceiling_resolve(dev, total); /* on b->limit: dev is bound to b */
+		*lim = gg_ceiling_budget_limit(b);
+	}
+	if (rt->dev_ctx)
+		gg_cur_ctx = rt->dev_ctx(dev);
+	return b;
+}
 static inline void gg_bind(const struct gg_runtime *rt, int dev)
 {
 	uint64_t total;
@@ -125,10 +142,11 @@ static inline __attribute__((always_inline)) int gg_alloc_begin_inline(const str
 	a->charge = 0;
 	if (a->dev < 0)
 		return 0;
-	gg_bind(rt, a->dev);
+	uint64_t lim;
+	struct gg_budget *b = gg_bind_budget(rt, a->dev, &lim);
 	a->charge = a->charged ? gg_ceiling_charge_size(a->api, a->size) : 0;
 	gg_dump_note_request(a->api, a->size);
-	return gg_account_begin_inline(a->dev, a->charge);
+	return gg_account_begin_on(a->dev, b, lim, a->charge);
 }
 /* end's uncommon paths: a failure to roll back (raw 0), or a pitch. */
 int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw);

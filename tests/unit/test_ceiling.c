@@ -90,6 +90,64 @@ TEST(release_saturates_at_zero)
 	CHECK_EQ_U64(used(0), 0);
 }
 
+/* Issue 24: a release is one fetch-and-subtract, and one that passes zero
+ * repairs the word after (ceiling.c, sub_own). A release that finds the
+ * word already below zero (another's repair still pending, made here by
+ * hand) takes nothing, so that word and pending repairs never sum below
+ * zero: the old compare-and-swap would take 3 from the wrapped word here
+ * and leave it 3 below zero once the repair lands. */
+TEST(release_during_a_pending_repair_takes_nothing)
+{
+	setup(0, GI);
+	atomic_store(&gg_devices[0].used, (uint64_t)-5); /* 5 over-released, its repair of 5 pending */
+	gg_ceiling_release(0, 3);
+	CHECK_EQ_U64(used(0), (uint64_t)-5);
+	atomic_fetch_add(&gg_devices[0].used, 5); /* the pending repair lands */
+	CHECK_EQ_U64(used(0), 0);
+	/* A release of more than is held, from a word at or above zero. */
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 7), 0);
+	gg_ceiling_release(0, 10);
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, GI), 0); /* a working ceiling, not a wrapped one */
+	gg_ceiling_release(0, GI);
+	gg_ceiling_reset();
+}
+
+/* Threads that each release twice what they reserved, racing: the word
+ * passes zero again and again, with repairs pending on other threads; at
+ * rest it must read at or above zero (and, here, hold no more than what
+ * the last grants took: at most T reservations). */
+struct over_release {
+	int iters;
+};
+static void *over_release_main(void *arg)
+{
+	struct over_release *o = arg;
+	for (int i = 0; i < o->iters; i++) {
+		if (gg_ceiling_reserve(0, 4096) == 0)
+			gg_ceiling_release(0, 8192);
+	}
+	return NULL;
+}
+
+TEST(racing_over_releases_never_wrap)
+{
+	enum { T = 4 };
+	setup(0, GI);
+	pthread_t th[T];
+	struct over_release o[T];
+	for (int i = 0; i < T; i++) {
+		o[i] = (struct over_release){.iters = SLOW ? 20000 : 500000};
+		pthread_create(&th[i], NULL, over_release_main, &o[i]);
+	}
+	for (int i = 0; i < T; i++)
+		pthread_join(th[i], NULL);
+	CHECK(used(0) <= (uint64_t)T * 4096);
+	CHECK_EQ_INT(gg_ceiling_reserve(0, GI - used(0)), 0); /* the ceiling still works to the byte */
+	CHECK_EQ_INT(gg_ceiling_reserve(0, 1), -1);
+	gg_ceiling_reset();
+}
+
 TEST(overflow_refused)
 {
 	setup(0, GG_UNLIMITED);
@@ -454,6 +512,46 @@ TEST(account_free_refunds_the_charge)
 	setup(0, GG_UNLIMITED);
 }
 
+/* Issue 24: a thread is counted among those that could free at its first
+ * grant by the footprint's tick (footprint.h), not by a check of its own
+ * on every allocation. A waiter alone in the process sees nobody to free
+ * until a thread whose first call is a granted allocation (of any charge,
+ * 0 included) shows up; then it sees one. */
+struct first_grant {
+	uint64_t charge;
+	int rc, counted;
+};
+static void *first_grant_main(void *arg)
+{
+	struct first_grant *f = arg;
+	f->rc = gg_account_begin_inline(0, f->charge);
+	f->counted = gg_thread_counted;
+	return NULL;
+}
+
+TEST(a_threads_first_grant_counts_it)
+{
+	static const uint64_t charges[] = {4096, 0};
+	for (unsigned i = 0; i < sizeof charges / sizeof charges[0]; i++) {
+		setup(0, GI); /* counts only this thread, if it was */
+		gg_ceiling_note_thread();
+		struct gg_budget *b = gg_ceiling_budget(0);
+		gg_ceiling_wait_enter(b);
+		CHECK(gg_ceiling_nobody_frees(b)); /* this thread alone, and asleep */
+		struct first_grant f = {.charge = charges[i]};
+		pthread_t th;
+		pthread_create(&th, NULL, first_grant_main, &f);
+		pthread_join(th, NULL);
+		CHECK_EQ_INT(f.rc, 0);
+		CHECK(f.counted);
+		CHECK(!gg_ceiling_nobody_frees(b)); /* the new thread may free */
+		gg_ceiling_wait_leave(b);
+		gg_account_rollback(0, charges[i], 0);
+		CHECK_EQ_U64(used(0), 0);
+	}
+	setup(0, GG_UNLIMITED);
+}
+
 /* ---- concurrency ---- */
 
 #define RACE_LIMIT (64 * MI)
@@ -658,6 +756,8 @@ int main(void)
 {
 	RUN(reserve_up_to_exact_limit);
 	RUN(release_saturates_at_zero);
+	RUN(release_during_a_pending_repair_takes_nothing);
+	RUN(racing_over_releases_never_wrap);
 	RUN(overflow_refused);
 	RUN(peak_and_force);
 	RUN(percent_limits_resolve);
@@ -668,6 +768,7 @@ int main(void)
 	RUN(account_bracket);
 	RUN(account_bracket_inline);
 	RUN(account_free_refunds_the_charge);
+	RUN(a_threads_first_grant_counts_it);
 	RUN(threads_race_for_the_last_bytes);
 	RUN(two_threads_duel_for_the_last_bytes);
 	RUN(tight_loop_one_holder_at_a_time);
