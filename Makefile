@@ -172,6 +172,10 @@ $(SIM_TEST): tests/sim/test_sim.c $(SIM) $(NVML_WATCH) $(HEADERS)
 # timed differently, and pool.c's remove-then-reinsert window in
 # gg_pool_destroy_end shows under ThreadSanitizer).
 UNIT_CORE_test_table := table
+# test_table_fieldwise: table.c's big-endian payload form, forced.
+UNIT_CORE_test_table_fieldwise := table
+$(BUILD)/tests/unit/test_table_fieldwise: BASE_CFLAGS += -DGG_TABLE_FIELDWISE
+$(BUILD)/tests/unit/test_table_fieldwise: tests/unit/test_table.c
 UNIT_CORE_test_history := base log options resolve stack pystack history ceiling
 UNIT_CORE_test_options := base log options resolve stack pystack history ceiling
 UNIT_CORE_test_dump := base compat log options resolve signal table vmm stack pystack history ceiling shared_file shared_guard shared_obit shared_sweep shared_pinned shared_attach shared footprint dump dump_json dump_records dump_host meminfo

@@ -131,17 +131,23 @@ void gg_account_refuse(int dev, enum gpuguard_refusal why)
 
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge)
 {
-	struct gg_record r = {
-	    .key = gg_key(ns, raw),
-	    .size = size,
-	    .t_ms = gg_now_ms(),
-	    .tid = gg_gettid(),
-	    .stack = gg_stack_capture(),
-	    .ctx = gg_cur_ctx,
-	    .dev = (uint8_t)dev,
-	    .api = (uint8_t)api,
-	    .flags = charge ? GG_REC_CHARGED : 0,
-	};
+	/* Field by field, not a designated initialiser, which also zeroes the
+	 * padding (3 stores a commit, issue 24). spare is the table's to keep. */
+	struct gg_record r;
+	r.stack = 0;
+	if (gg_stack_want) {
+		uint32_t st = gg_stack_take();
+		r.stack = (uint16_t)(st <= 0xffff ? st : 0); /* no stack rather than another's */
+	}
+	r.key = gg_key(ns, raw);
+	r.size = size;
+	r.t_ms = gg_now_ms();
+	r.tid = gg_gettid();
+	r.ctx = gg_cur_ctx;
+	r.dev = (uint8_t)dev;
+	r.api = (uint8_t)api;
+	r.flags = (uint8_t)(!charge ? 0 : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE : GG_REC_CHARGED);
+	r.spare = 0;
 	gg_ceiling_count_alloc(dev, size);
 	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
 	/* The record goes in before its event is claimed, as a free's event
@@ -154,7 +160,7 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	 * less than its history added up to (t_postmortem's churn cases,
 	 * about 1 run in 12 under load). No other thread can free the
 	 * address before its event: we have not returned it yet. */
-	int in = gg_table && gg_table_insert(gg_table, &r) >= 0;
+	int in = gg_table && gg_table_insert_inline(gg_table, &r) >= 0;
 	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (in)
@@ -211,7 +217,7 @@ void gg_account_freed(const struct gg_record *rec, int ok)
 		return;
 	}
 	if (rec->flags & GG_REC_CHARGED)
-		gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
+		gg_ceiling_release(rec->dev, gg_account_charge_of(rec));
 	if (rec->flags & GG_REC_POOL_GONE)
 		gg_pool_gone_block_freed(rec->key); /* the destroyed pool's memory, at its last block */
 	gg_ceiling_count_free(rec->dev, rec->size);

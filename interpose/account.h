@@ -91,18 +91,27 @@ static inline __attribute__((always_inline)) int gg_account_forget_inline(enum g
 	 * history, unless this thread stops between the two for longer than
 	 * the whole copy. Claimed after the driver's free, as it was, the
 	 * event was missed whenever the free was still inside the driver. */
-	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, gg_account_free_raw(out), out->size,
-	                 out->stack, GG_HIST_NOW);
+	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, raw, out->size, out->stack,
+	                 GG_HIST_NOW); /* raw: the record's key less its namespace */
 	out->flags |= GG_REC_FREE_SAID;
 	return 1;
+}
+/* What a charged record's free refunds: its charge, the rule's result for
+ * its api and size (every charged commit is charged exactly that), read
+ * from the record when commit found it equal to the size. */
+static inline uint64_t gg_account_charge_of(const struct gg_record *rec)
+{
+	if (GG_LIKELY(rec->flags & GG_REC_CHARGE_IS_SIZE))
+		return rec->size;
+	return gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size);
 }
 static inline __attribute__((always_inline)) void gg_account_freed_inline(const struct gg_record *rec, int ok)
 {
 	/* The common case: the driver freed it, its event is said (forget),
 	 * charged or not, nothing else flagged. */
-	if (GG_LIKELY(ok && (rec->flags & ~GG_REC_CHARGED) == GG_REC_FREE_SAID)) {
+	if (GG_LIKELY(ok && (rec->flags & ~(GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE)) == GG_REC_FREE_SAID)) {
 		if (rec->flags & GG_REC_CHARGED)
-			gg_ceiling_release(rec->dev, gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size));
+			gg_ceiling_release(rec->dev, gg_account_charge_of(rec));
 		gg_ceiling_count_free(rec->dev, rec->size);
 		return;
 	}

@@ -21,9 +21,9 @@
  * superseded is fine too, since every generation is probed. Growth itself is
  * one mmap and two CASes; a thread that loses the race unmaps its copy.
  *
- * The probe length stays bounded: inserts place a key within MAX_PROBE slots
- * of its home, so a remove reads at most MAX_PROBE slots per generation, and
- * there are at most MAX_GENS generations (a new one only when the newest is
+ * The probe length stays bounded: inserts place a key within GG_TABLE_MAX_PROBE slots
+ * of its home, so a remove reads at most GG_TABLE_MAX_PROBE slots per generation, and
+ * there are at most GG_TABLE_MAX_GENS generations (a new one only when the newest is
  * half full of live records, so their number grows with the log of the peak
  * live count: 64Ki doubling to 2Mi holds 1M at under half full). Tombstones
  * are reused by inserts and do not trigger growth.
@@ -46,88 +46,28 @@
 #include "table.h"
 #include "base.h"
 
-/* Key states. Real keys are device addresses or handles, never 0..2. */
-#define K_EMPTY 0ull /* never used: ends every probe run */
-#define K_TOMB 1ull  /* removed: reusable by inserts, skipped by lookups */
-#define K_BUSY 2ull  /* claimed by one thread while it writes or reads the payload */
-
-#define MAX_PROBE 128   /* inserts place a key within this many slots of home */
-#define GROW_PROBE 24   /* a probe run this long makes an insert check the fill */
 #define FILL_SAMPLE 512 /* slots sampled to tell a full generation from a long run */
-#define MAX_GENS 32     /* generations, never more than MAX_GEN_SLOTS each */
 #define MAX_GEN_SLOTS (1ull << 40)
 #define SPILL_BLOCK_SLOTS 4096
-#define CHUNK_SHIFT                                                              \
-	7 /* 128 slots, one 4 KiB page, per occupancy flag: a walk never touches \
-	   * a page no insert touched (a first touch costs more than the scan) */
-
-/* 32 bytes, two to a cache line. Payload words are atomics only so that the
- * racy-but-validated reads in foreach are defined behaviour; the slot's owner
- * (whoever holds it BUSY) is the only writer. */
-struct slot {
-	_Atomic uint64_t key;
-	_Atomic uint64_t size;
-	_Atomic uint64_t meta; /* t_ms bits 0..23 :24 | flags:8 | api:8 | dev:8 | ctx:16 (see write_payload) */
-	_Atomic uint64_t ids;  /* t_ms bits 24..39 :16 | stack:16 | tid:32 (stack ids stay below 2^16, stack.c) */
+struct gg_spill_block {
+	struct gg_spill_block *next; /* immutable once the block is published */
+	struct gg_slot slots[SPILL_BLOCK_SLOTS];
 };
 
-struct spill_block {
-	struct spill_block *next; /* immutable once the block is published */
-	struct slot slots[SPILL_BLOCK_SLOTS];
-};
-
-/* One generation: a page of header, then the page-aligned slot array. The
- * header is written before the generation is published and never after. */
-struct gen {
-	uint64_t mask;
-	size_t map_bytes;
-	struct slot *slots;
-	_Atomic uint8_t *occ; /* one flag per chunk, after the slots: 1 = may hold a record */
-};
-
-struct gg_table {
-	_Atomic unsigned top;               /* index of the newest generation */
-	unsigned max_gens;                  /* growth stops here (gg_table_create_capped) */
-	struct gen *_Atomic gens[MAX_GENS]; /* [0..top] published, never unpublished */
-	_Atomic uint64_t spilled;           /* live records in the overflow area */
-	struct spill_block *_Atomic spill;  /* head of the overflow blocks */
-	/* One walk at a time: a walk clears chunk flags while it scans, which
-	 * another walk must not take for empty chunks. Walks are rare. */
-	pthread_mutex_t walk;
-};
-
-static inline uint64_t hash_key(uint64_t k)
-{
-	/* wyhash's mix: the 128-bit product of the key xored with two odd
-	 * constants, its halves folded. 7 instructions on x86-64 where
-	 * splitmix64's finaliser took 14, twice per pair (issue 24). Device
-	 * addresses are 512 B..2 MiB aligned: the high half of the product
-	 * carries every bit of the key into the low bits the slot index is
-	 * taken from, and the product of two key-dependent factors scatters a
-	 * run of aligned addresses as a random function would. A product with
-	 * one constant did not: a run's slots came out evenly spaced, so
-	 * probes stayed short until a generation was three quarters full,
-	 * growth came late, and the growth test's bounds failed (its slower
-	 * size: 65 472 slots for 50 000 keys; probe runs of 54 to 62 where
-	 * splitmix64 and this have 35 to 42). */
-	unsigned __int128 p = (unsigned __int128)(k ^ 0xa0761d6478bd642full) * (k ^ 0xe7037ed1a0b428dbull);
-	return (uint64_t)p ^ (uint64_t)(p >> 64);
-}
-
-static struct gen *gen_map(uint64_t n)
+static struct gg_gen *gen_map(uint64_t n)
 {
 	size_t head = 4096; /* keep the slot array page-aligned */
-	size_t flags = (n + (1u << CHUNK_SHIFT) - 1) >> CHUNK_SHIFT;
-	size_t bytes = head + n * sizeof(struct slot) + flags;
+	size_t flags = (n + (1u << GG_TABLE_CHUNK_SHIFT) - 1) >> GG_TABLE_CHUNK_SHIFT;
+	size_t bytes = head + n * sizeof(struct gg_slot) + flags;
 	/* MAP_NORESERVE: pages cost nothing until a slot on them is first used. */
 	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return NULL;
-	struct gen *g = m;
+	struct gg_gen *g = m;
 	g->mask = n - 1;
 	g->map_bytes = bytes;
-	g->slots = (struct slot *)((char *)m + head);
-	g->occ = (_Atomic uint8_t *)((char *)m + head + n * sizeof(struct slot));
+	g->slots = (struct gg_slot *)((char *)m + head);
+	g->occ = (_Atomic uint8_t *)((char *)m + head + n * sizeof(struct gg_slot));
 	return g;
 }
 
@@ -137,12 +77,12 @@ struct gg_table *gg_table_create_capped(uint64_t slots, uint64_t max_slots)
 	while (n < slots && n < MAX_GEN_SLOTS)
 		n <<= 1;
 	unsigned gens = 1;
-	for (uint64_t c = n; gens < MAX_GENS && c <= max_slots / 2; c <<= 1)
+	for (uint64_t c = n; gens < GG_TABLE_MAX_GENS && c <= max_slots / 2; c <<= 1)
 		gens++;
 	struct gg_table *t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (t == MAP_FAILED)
 		return NULL;
-	struct gen *g = gen_map(n);
+	struct gg_gen *g = gen_map(n);
 	if (!g) {
 		munmap(t, sizeof(*t));
 		return NULL;
@@ -162,25 +102,10 @@ struct gg_table *gg_table_create(uint64_t slots)
 	return gg_table_create_capped(slots, UINT64_MAX);
 }
 
-/* The generations [0..top], for a reader. */
-static unsigned load_top(struct gg_table *t)
-{
-	/* acquire: pairs with the release CAS in grow, so gens[0..top] and each
-	 * generation's header are visible. */
-	return atomic_load_explicit(&t->top, memory_order_acquire);
-}
-
-static struct gen *gen_at(struct gg_table *t, unsigned i)
-{
-	/* relaxed: gens[i] for i <= top was stored before top's release and read
-	 * after top's acquire (load_top), and never changes afterwards. */
-	return atomic_load_explicit(&t->gens[i], memory_order_relaxed);
-}
-
-static void free_spill(struct spill_block *b)
+static void free_spill(struct gg_spill_block *b)
 {
 	while (b) {
-		struct spill_block *next = b->next;
+		struct gg_spill_block *next = b->next;
 		munmap(b, sizeof(*b));
 		b = next;
 	}
@@ -192,97 +117,30 @@ void gg_table_destroy(struct gg_table *t)
 		return;
 	/* acquire: see the blocks' contents as published (destroy runs alone). */
 	free_spill(atomic_load_explicit(&t->spill, memory_order_acquire));
-	unsigned top = load_top(t);
+	unsigned top = gg_table_top(t);
 	for (unsigned i = 0; i <= top; i++)
-		munmap(gen_at(t, i), gen_at(t, i)->map_bytes);
+		munmap(gg_table_gen(t, i), gg_table_gen(t, i)->map_bytes);
 	munmap(t, sizeof(*t));
 }
 
-/* A record's last 16 bytes, read and written as two words where the byte
- * order lets them map straight onto the slot's (issue 24: about 20
- * instructions less per pair than packing field by field): bytes 24..31
- * are tid | stack << 32, bytes 32..39 ctx | dev << 16 | api << 24 |
- * flags << 32 and three bytes of padding. The slot keeps the low 48 bits
- * of the first (stack ids stay below 2^16) and the low 40 of the second,
- * and the 40 bits of t_ms kept fill the rest. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-_Static_assert(offsetof(struct gg_record, tid) == 24 && offsetof(struct gg_record, stack) == 28 &&
-                   offsetof(struct gg_record, ctx) == 32 && offsetof(struct gg_record, dev) == 34 &&
-                   offsetof(struct gg_record, api) == 35 && offsetof(struct gg_record, flags) == 36 &&
-                   sizeof(struct gg_record) == 40,
-               "write_payload reads struct gg_record's last 16 bytes as two words");
-#define REC_WORDS 1
-#else
-#define REC_WORDS 0
-#endif
-#define LOW48 0xffffffffffffull
-#define LOW40 0xffffffffffull
-
-static inline __attribute__((always_inline)) void write_payload(struct slot *s, const struct gg_record *r)
-{
-	uint64_t lo, hi;
-#if REC_WORDS
-	memcpy(&lo, (const char *)r + offsetof(struct gg_record, tid), 8);
-	memcpy(&hi, (const char *)r + offsetof(struct gg_record, ctx), 8);
-	if (GG_UNLIKELY(r->stack > 0xffff))
-		lo = (uint32_t)lo; /* no stack rather than another's */
-#else
-	lo = (uint64_t)(r->stack <= 0xffff ? r->stack : 0) << 32 | r->tid;
-	hi = (uint64_t)r->flags << 32 | (uint64_t)r->api << 24 | (uint64_t)r->dev << 16 | r->ctx;
-#endif
-	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
-	atomic_store_explicit(&s->meta, (hi & LOW40) | r->t_ms << 40, memory_order_relaxed);
-	atomic_store_explicit(&s->ids, (lo & LOW48) | (r->t_ms >> 24) << 48, memory_order_relaxed);
-}
-
-static inline __attribute__((always_inline)) void read_payload(struct slot *s, uint64_t key, struct gg_record *r)
+static inline __attribute__((always_inline)) void read_payload(struct gg_slot *s, uint64_t key, struct gg_record *r)
 {
 	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
 	uint64_t ids = atomic_load_explicit(&s->ids, memory_order_relaxed);
 	r->key = key;
 	r->size = atomic_load_explicit(&s->size, memory_order_relaxed);
-	r->t_ms = (ids >> 48) << 24 | meta >> 40;
-	uint64_t lo = ids & LOW48, hi = meta & LOW40;
-#if REC_WORDS
-	memcpy((char *)r + offsetof(struct gg_record, tid), &lo, 8);
-	memcpy((char *)r + offsetof(struct gg_record, ctx), &hi, 8); /* the padding bytes too: zero */
+#if GG_TABLE_REC_WORDS
+	memcpy((char *)r + offsetof(struct gg_record, ctx), &meta, 8);
 #else
-	r->tid = (uint32_t)lo;
-	r->stack = (uint32_t)(lo >> 32);
-	r->ctx = (uint16_t)hi;
-	r->dev = (uint8_t)(hi >> 16);
-	r->api = (uint8_t)(hi >> 24);
-	r->flags = (uint8_t)(hi >> 32);
+	r->ctx = (uint16_t)meta;
+	r->dev = (uint8_t)(meta >> 16);
+	r->api = (uint8_t)(meta >> 24);
+	r->flags = (uint8_t)(meta >> 32);
+	r->spare = (uint8_t)(meta >> 40);
+	r->stack = (uint16_t)(meta >> 48);
 #endif
-}
-
-/* Claims slot s (EMPTY or TOMB) and publishes rec in it. 1 on success.
- * Always inline (a call less per insert, issue 24), except under
- * ThreadSanitizer: gcc refuses the release fence below there once it is
- * forced inline (-Wtsan: "atomic_thread_fence is not supported"). */
-#ifdef __SANITIZE_THREAD__
-#define TRY_FILL_INLINE static
-#else
-#define TRY_FILL_INLINE static inline __attribute__((always_inline))
-#endif
-TRY_FILL_INLINE int try_fill(struct slot *s, uint64_t seen, const struct gg_record *rec)
-{
-	/* acquire: if the slot was a tombstone, its remover's payload reads are
-	 * ordered before our payload writes (the remover's release store of TOMB).
-	 * seq_cst: the claim and the chunk flag's load after it (mark_chunk)
-	 * are one side of a Dekker pair with a walk's clear of the flag and its
-	 * loads of the keys: either the walk sees our claim or we see its clear.
-	 * On x86-64 the same instruction as acquire. */
-	if (!atomic_compare_exchange_strong_explicit(&s->key, &seen, K_BUSY, memory_order_seq_cst,
-	                                             memory_order_relaxed))
-		return 0;
-	/* release fence: a foreach reader that sees one of our payload words must
-	 * also see BUSY (not the old key) when it re-checks the key. */
-	atomic_thread_fence(memory_order_release);
-	write_payload(s, rec);
-	/* release: publishes the payload to whoever loads this key with acquire. */
-	atomic_store_explicit(&s->key, rec->key, memory_order_release);
-	return 1;
+	r->tid = (uint32_t)(ids & GG_TABLE_TID_MASK);
+	r->t_ms = ids >> GG_TABLE_TID_BITS;
 }
 
 static int spill_insert(struct gg_table *t, const struct gg_record *rec)
@@ -292,22 +150,22 @@ static int spill_insert(struct gg_table *t, const struct gg_record *rec)
 	 * our insert returned (the driver had not handed the address out before). */
 	atomic_fetch_add_explicit(&t->spilled, 1, memory_order_relaxed);
 	for (;;) {
-		struct spill_block *head = atomic_load_explicit(&t->spill, memory_order_acquire);
-		for (struct spill_block *b = head; b; b = b->next)
+		struct gg_spill_block *head = atomic_load_explicit(&t->spill, memory_order_acquire);
+		for (struct gg_spill_block *b = head; b; b = b->next)
 			for (int i = 0; i < SPILL_BLOCK_SLOTS; i++) {
-				struct slot *s = &b->slots[i];
+				struct gg_slot *s = &b->slots[i];
 				uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-				if ((k == K_EMPTY || k == K_TOMB) && try_fill(s, k, rec))
+				if ((k == GG_TABLE_EMPTY || k == GG_TABLE_TOMB) && gg_table_try_fill(s, k, rec))
 					return 1;
 			}
-		struct spill_block *nb =
+		struct gg_spill_block *nb =
 		    mmap(NULL, sizeof(*nb), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (nb == MAP_FAILED) {
 			atomic_fetch_sub_explicit(&t->spilled, 1, memory_order_relaxed);
 			return -1;
 		}
 		/* The block is private until published, so plain writes suffice. */
-		write_payload(&nb->slots[0], rec);
+		gg_table_write_payload(&nb->slots[0], rec);
 		atomic_init(&nb->slots[0].key, rec->key);
 		nb->next = head;
 		/* release: the block's contents (our record, next) are visible to any
@@ -322,14 +180,14 @@ static int spill_insert(struct gg_table *t, const struct gg_record *rec)
 /* Whether generation g is at least half full of live (or claimed) slots,
  * judged from FILL_SAMPLE slots spread over it: a long probe run alone may
  * be one unlucky cluster in a roomy generation. */
-static int half_full(const struct gen *g, uint64_t h)
+static int half_full(const struct gg_gen *g, uint64_t h)
 {
 	uint64_t n = g->mask + 1 < FILL_SAMPLE ? g->mask + 1 : FILL_SAMPLE;
 	uint64_t step = (g->mask + 1) / n, used = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		/* relaxed: an estimate; no payload is read. */
 		uint64_t k = atomic_load_explicit(&g->slots[(h + i * step) & g->mask].key, memory_order_relaxed);
-		used += k != K_EMPTY && k != K_TOMB;
+		used += k != GG_TABLE_EMPTY && k != GG_TABLE_TOMB;
 	}
 	return used * 2 >= n;
 }
@@ -338,16 +196,16 @@ static int half_full(const struct gen *g, uint64_t h)
  * thread did, and moves top to it. 0 when a newer generation exists. */
 static int grow(struct gg_table *t, unsigned top)
 {
-	if (top + 1 >= t->max_gens || gen_at(t, top)->mask + 1 >= MAX_GEN_SLOTS)
+	if (top + 1 >= t->max_gens || gg_table_gen(t, top)->mask + 1 >= MAX_GEN_SLOTS)
 		return -1;
-	struct gen *expect = NULL;
+	struct gg_gen *expect = NULL;
 	/* acquire, here and in the CAS's failure order: when another thread
 	 * published gens[top + 1], its mapping and header happen before our
 	 * release of top below, so that a reader who acquires top from us (not
 	 * from that thread) sees them too. Relaxed, the chain broke: TSan saw a
 	 * reader's probe race the other thread's mmap. */
 	if (!atomic_load_explicit(&t->gens[top + 1], memory_order_acquire)) {
-		struct gen *g = gen_map((gen_at(t, top)->mask + 1) * 2);
+		struct gg_gen *g = gen_map((gg_table_gen(t, top)->mask + 1) * 2);
 		if (!g)
 			return -1;
 		/* release: the header written in gen_map is visible to whoever
@@ -364,96 +222,60 @@ static int grow(struct gg_table *t, unsigned top)
 	return 0;
 }
 
-/* Slot i of g holds a record now: its chunk's flag is set, unless it is
- * already (the common case: one load of a read-mostly line). */
-static inline __attribute__((always_inline)) void mark_chunk(struct gen *g, uint64_t i)
-{
-	_Atomic uint8_t *f = &g->occ[i >> CHUNK_SHIFT];
-	/* seq_cst: after try_fill's seq_cst claim (the Dekker pair there). */
-	if (GG_UNLIKELY(!atomic_load_explicit(f, memory_order_seq_cst)))
-		atomic_store_explicit(f, 1, memory_order_relaxed); /* relaxed: only ever 0 or 1, see walk_gen */
-}
-
-/* Probes g for a free slot from h and fills it with rec: the probe distance,
- * or -1 when no slot within MAX_PROBE is free. */
-static inline __attribute__((always_inline)) int gen_insert(struct gen *g, uint64_t h, const struct gg_record *rec)
-{
-	for (int i = 0; i < MAX_PROBE; i++) {
-		uint64_t at = (h + (uint64_t)i) & g->mask;
-		struct slot *s = &g->slots[at];
-		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-		if (k == K_EMPTY || k == K_TOMB) {
-			if (try_fill(s, k, rec)) {
-				mark_chunk(g, at);
-				return i;
-			}
-			i--; /* lost the slot to another insert: look at it again */
-		}
-	}
-	return -1;
-}
-
 /* The rest of an insert whose probe into generation top of t ran long
- * (d > GROW_PROBE: the record is in, growth may be due) or found no room
+ * (d > GG_TABLE_GROW_PROBE: the record is in, growth may be due) or found no room
  * (d < 0). Apart from the fast path, so that a short probe calls nothing
  * and needs no stack frame (issue 24). */
-__attribute__((noinline)) static int insert_slow(struct gg_table *t, const struct gg_record *rec, uint64_t h,
-                                                 unsigned top, int d)
+int gg_table_insert_slow(struct gg_table *t, const struct gg_record *rec, uint64_t h, unsigned top, int d)
 {
 	for (;;) {
-		struct gen *g = gen_at(t, top);
+		struct gg_gen *g = gg_table_gen(t, top);
 		if (d >= 0) {
 			/* Grow now, for the inserts after this one, when the run was
 			 * long because the generation is filling up. */
-			if (d > GROW_PROBE && top + 1 < t->max_gens && half_full(g, h))
+			if (d > GG_TABLE_GROW_PROBE && top + 1 < t->max_gens && half_full(g, h))
 				grow(t, top);
 			return 0;
 		}
 		if (grow(t, top) != 0)
 			return spill_insert(t, rec);
-		top = load_top(t);
-		d = gen_insert(gen_at(t, top), h, rec);
+		top = gg_table_top(t);
+		d = gg_table_gen_insert(gg_table_gen(t, top), h, rec);
 	}
 }
 
 int gg_table_insert(struct gg_table *t, const struct gg_record *rec)
 {
-	if (GG_UNLIKELY(rec->key <= K_BUSY))
-		return -1;
-	uint64_t h = hash_key(rec->key);
-	unsigned top = load_top(t);
-	int d = gen_insert(gen_at(t, top), h, rec);
-	if (GG_LIKELY((unsigned)d <= GROW_PROBE)) /* d >= 0 and short: no growth to weigh */
-		return 0;
-	return insert_slow(t, rec, h, top, d);
+	return gg_table_insert_inline(t, rec);
 }
 
 /* Takes key out of slot s if s holds it. 1 = removed (payload in *out). */
-static inline __attribute__((always_inline)) int try_take(struct slot *s, uint64_t key, struct gg_record *out)
+static inline __attribute__((always_inline)) int try_take(struct gg_slot *s, uint64_t key, struct gg_record *out)
 {
 	uint64_t k = key;
 	/* acquire: pairs with the inserter's release store of the key, so the
 	 * payload we read below is the one written for this key. Going through
 	 * BUSY means a racing double free cannot take the record twice, and no
 	 * insert can reuse the slot before we have read it. */
-	if (!atomic_compare_exchange_strong_explicit(&s->key, &k, K_BUSY, memory_order_acquire, memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(&s->key, &k, GG_TABLE_BUSY, memory_order_acquire,
+	                                             memory_order_relaxed))
 		return 0;
 	read_payload(s, key, out);
 	/* release: our payload reads happen before the next owner's writes. */
-	atomic_store_explicit(&s->key, K_TOMB, memory_order_release);
+	atomic_store_explicit(&s->key, GG_TABLE_TOMB, memory_order_release);
 	return 1;
 }
 
 /* Removes key from generation g. 1 = removed, 0 = not there, -1 = found
  * but taken by someone else first (a racing double free). */
-static inline __attribute__((always_inline)) int gen_remove(struct gen *g, uint64_t h, uint64_t key,
+static inline __attribute__((always_inline)) int gen_remove(struct gg_gen *g, uint64_t h, uint64_t key,
                                                             struct gg_record *out)
 {
-	for (int i = 0; i < MAX_PROBE; i++) {
-		struct slot *s = &g->slots[(h + (uint64_t)i) & g->mask];
+	for (int i = 0; i < GG_TABLE_MAX_PROBE; i++) {
+		struct gg_slot *s = &g->slots[(h + (uint64_t)i) & g->mask];
 		/* relaxed: try_take's acquire CAS is what orders the payload. */
 		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-		if (k == K_EMPTY)
+		if (k == GG_TABLE_EMPTY)
 			return 0; /* EMPTY never comes back, so the key is not further on */
 		if (k == key)
 			return try_take(s, key, out) ? 1 : -1;
@@ -463,21 +285,21 @@ static inline __attribute__((always_inline)) int gen_remove(struct gen *g, uint6
 
 /* The rest of a remove that did not find key in the newest generation:
  * the older generations, newest first, then the overflow area. Apart from
- * the fast path, as insert_slow. */
+ * the fast path, as gg_table_insert_slow. */
 __attribute__((noinline)) static int remove_slow(struct gg_table *t, uint64_t key, uint64_t h, unsigned top,
                                                  struct gg_record *out)
 {
 	for (unsigned i = top; i-- > 0;) {
-		int rc = gen_remove(gen_at(t, i), h, key, out);
+		int rc = gen_remove(gg_table_gen(t, i), h, key, out);
 		if (rc != 0)
 			return rc > 0;
 	}
 	if (atomic_load_explicit(&t->spilled, memory_order_relaxed) == 0)
 		return 0;
 	/* acquire: pairs with the release CAS that published each block. */
-	for (struct spill_block *b = atomic_load_explicit(&t->spill, memory_order_acquire); b; b = b->next)
+	for (struct gg_spill_block *b = atomic_load_explicit(&t->spill, memory_order_acquire); b; b = b->next)
 		for (int i = 0; i < SPILL_BLOCK_SLOTS; i++) {
-			struct slot *s = &b->slots[i];
+			struct gg_slot *s = &b->slots[i];
 			if (atomic_load_explicit(&s->key, memory_order_relaxed) == key) {
 				if (!try_take(s, key, out))
 					return 0;
@@ -490,13 +312,13 @@ __attribute__((noinline)) static int remove_slow(struct gg_table *t, uint64_t ke
 
 int gg_table_remove(struct gg_table *t, uint64_t key, struct gg_record *out)
 {
-	if (GG_UNLIKELY(key <= K_BUSY))
+	if (GG_UNLIKELY(key <= GG_TABLE_BUSY))
 		return 0;
-	uint64_t h = hash_key(key);
+	uint64_t h = gg_table_hash(key);
 	/* Newest generation first, inline: most frees are of recent
 	 * allocations, and a table that never grew has only this one. */
-	unsigned top = load_top(t);
-	int rc = gen_remove(gen_at(t, top), h, key, out);
+	unsigned top = gg_table_top(t);
+	int rc = gen_remove(gg_table_gen(t, top), h, key, out);
 	if (GG_LIKELY(rc != 0))
 		return rc > 0;
 	return remove_slow(t, key, h, top, out);
@@ -504,14 +326,14 @@ int gg_table_remove(struct gg_table *t, uint64_t key, struct gg_record *out)
 
 /* Calls fn for the record in s, if any; 1 when s holds or is claimed for
  * one (its chunk is not empty). */
-static int visit(struct slot *s, void (*fn)(const struct gg_record *, void *), void *arg)
+static int visit(struct gg_slot *s, void (*fn)(const struct gg_record *, void *), void *arg)
 {
 	/* acquire: pairs with the inserter's release, so the payload is at least
-	 * as new as this key. seq_cst: the walk's side of mark_chunk's Dekker
+	 * as new as this key. seq_cst: the walk's side of gg_table_mark_chunk's Dekker
 	 * pair (the same load on x86-64 and aarch64). */
 	uint64_t k = atomic_load_explicit(&s->key, memory_order_seq_cst);
-	if (k <= K_BUSY)
-		return k == K_BUSY;
+	if (k <= GG_TABLE_BUSY)
+		return k == GG_TABLE_BUSY;
 	struct gg_record r;
 	read_payload(s, k, &r);
 	/* acquire fence, then re-check: if a payload word came from a later owner,
@@ -529,36 +351,37 @@ static int visit(struct slot *s, void (*fn)(const struct gg_record *, void *), v
 /* Every record of g, chunk by chunk, skipping chunks whose flag is clear.
  * A flagged chunk is cleared before it is scanned and flagged again if the
  * scan found anything: an insert that the scan missed (it claimed its slot
- * after the scan passed) then finds the flag clear and sets it (mark_chunk;
+ * after the scan passed) then finds the flag clear and sets it (gg_table_mark_chunk;
  * seq_cst on both sides). Under t->walk, so no other walk reads a flag this
  * one cleared for a moment. */
-static void walk_gen(struct gen *g, void (*fn)(const struct gg_record *, void *), void *arg)
+static void walk_gen(struct gg_gen *g, void (*fn)(const struct gg_record *, void *), void *arg)
 {
-	uint64_t chunk = 1ull << CHUNK_SHIFT;
-	for (uint64_t c = 0; c <= g->mask >> CHUNK_SHIFT; c++) {
+	uint64_t chunk = 1ull << GG_TABLE_CHUNK_SHIFT;
+	for (uint64_t c = 0; c <= g->mask >> GG_TABLE_CHUNK_SHIFT; c++) {
 		/* relaxed: a clear flag read early only means an insert not yet
 		 * marked, which this walk could not have counted on seeing. */
 		if (!atomic_load_explicit(&g->occ[c], memory_order_relaxed))
 			continue;
-		/* seq_cst: the walk's clear of the Dekker pair (see try_fill). */
+		/* seq_cst: the walk's clear of the Dekker pair (see gg_table_try_fill). */
 		atomic_store_explicit(&g->occ[c], 0, memory_order_seq_cst);
 		uint64_t end = (c + 1) * chunk <= g->mask + 1 ? (c + 1) * chunk : g->mask + 1;
 		int found = 0;
 		for (uint64_t i = c * chunk; i < end; i++)
 			found |= visit(&g->slots[i], fn, arg);
 		if (found)
-			atomic_store_explicit(&g->occ[c], 1, memory_order_relaxed); /* relaxed: as in mark_chunk */
+			atomic_store_explicit(&g->occ[c], 1,
+			                      memory_order_relaxed); /* relaxed: as in gg_table_mark_chunk */
 	}
 }
 
 void gg_table_foreach(struct gg_table *t, void (*fn)(const struct gg_record *, void *), void *arg)
 {
 	pthread_mutex_lock(&t->walk);
-	unsigned top = load_top(t);
+	unsigned top = gg_table_top(t);
 	for (unsigned g = 0; g <= top; g++)
-		walk_gen(gen_at(t, g), fn, arg);
+		walk_gen(gg_table_gen(t, g), fn, arg);
 	/* acquire: pairs with the release CAS that published each block. */
-	for (struct spill_block *b = atomic_load_explicit(&t->spill, memory_order_acquire); b; b = b->next)
+	for (struct gg_spill_block *b = atomic_load_explicit(&t->spill, memory_order_acquire); b; b = b->next)
 		for (int i = 0; i < SPILL_BLOCK_SLOTS; i++)
 			visit(&b->slots[i], fn, arg);
 	pthread_mutex_unlock(&t->walk);
@@ -585,28 +408,28 @@ uint64_t gg_table_spilled(struct gg_table *t)
 uint64_t gg_table_capacity(struct gg_table *t)
 {
 	uint64_t n = 0;
-	unsigned top = load_top(t);
+	unsigned top = gg_table_top(t);
 	for (unsigned i = 0; i <= top; i++)
-		n += gen_at(t, i)->mask + 1;
+		n += gg_table_gen(t, i)->mask + 1;
 	return n;
 }
 
 unsigned gg_table_generations(struct gg_table *t)
 {
-	return load_top(t) + 1;
+	return gg_table_top(t) + 1;
 }
 
 uint64_t gg_table_max_probe(struct gg_table *t)
 {
 	uint64_t worst = 0;
-	unsigned top = load_top(t);
+	unsigned top = gg_table_top(t);
 	for (unsigned g = 0; g <= top; g++) {
-		struct gen *gen = gen_at(t, g);
+		struct gg_gen *gen = gg_table_gen(t, g);
 		for (uint64_t i = 0; i <= gen->mask; i++) {
 			/* relaxed: a statistic of a quiescent table (tests). */
 			uint64_t k = atomic_load_explicit(&gen->slots[i].key, memory_order_relaxed);
-			uint64_t d = (i - hash_key(k)) & gen->mask;
-			if (k > K_BUSY && d > worst)
+			uint64_t d = (i - gg_table_hash(k)) & gen->mask;
+			if (k > GG_TABLE_BUSY && d > worst)
 				worst = d;
 		}
 	}
@@ -621,16 +444,16 @@ void gg_table_clear_unlocked(struct gg_table *t)
 	 * no other thread exists to order against. */
 	unsigned top = atomic_load_explicit(&t->top, memory_order_relaxed);
 	for (unsigned i = top; i > 0; i--) {
-		struct gen *g = atomic_load_explicit(&t->gens[i], memory_order_relaxed);
+		struct gg_gen *g = atomic_load_explicit(&t->gens[i], memory_order_relaxed);
 		atomic_store_explicit(&t->gens[i], NULL, memory_order_relaxed);
 		munmap(g, g->map_bytes);
 	}
 	atomic_store_explicit(&t->top, 0, memory_order_relaxed);
-	struct gen *g = atomic_load_explicit(&t->gens[0], memory_order_relaxed);
-	size_t bytes = (g->mask + 1) * sizeof(struct slot);
+	struct gg_gen *g = atomic_load_explicit(&t->gens[0], memory_order_relaxed);
+	size_t bytes = (g->mask + 1) * sizeof(struct gg_slot);
 	if (madvise(g->slots, bytes, MADV_DONTNEED) != 0)
 		memset(g->slots, 0, bytes);
-	size_t flags = (g->mask + 1 + (1u << CHUNK_SHIFT) - 1) >> CHUNK_SHIFT;
+	size_t flags = (g->mask + 1 + (1u << GG_TABLE_CHUNK_SHIFT) - 1) >> GG_TABLE_CHUNK_SHIFT;
 	memset((void *)g->occ, 0, flags);
 	free_spill(atomic_load_explicit(&t->spill, memory_order_relaxed));
 	atomic_store_explicit(&t->spill, NULL, memory_order_relaxed);

@@ -2,6 +2,7 @@
 #ifndef GG_TABLE_H
 #define GG_TABLE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,21 +22,30 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 #define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
 #define GG_REC_FREE_SAID \
 	0x8 /* on a record taken out for a free: its history event is claimed (account.c); never in the table */
+/* With GG_REC_CHARGED: the charge is the requested size (a power-of-two
+ * small block, a 2 MiB multiple, a VMM handle), so a free refunds `size`
+ * without working the charge rule out again (account.h, issue 24). */
+#define GG_REC_CHARGE_IS_SIZE 0x10
 /* Pinned host pointers share the table under GG_NS_PTR with this bit set:
  * user-space addresses stay below 2^47, so it cannot meet a device pointer. */
 #define GG_HOST_KEY_BIT (1ull << 61)
 
-/* One live allocation, as handed to and from the table. */
+/* One live allocation, as handed to and from the table. Bytes 16..23 are
+ * the slot's meta word as they stand (table.c), so a record goes in and
+ * comes out of its slot by whole-word copies where the byte order is
+ * little-endian (issue 24: the insert repacked 9 fields and the remove
+ * unpacked them, about 30 instructions a pair). */
 struct gg_record {
 	uint64_t key;
-	uint64_t size;  /* requested bytes */
-	uint64_t t_ms;  /* ms since library start (40 bits kept) */
-	uint32_t tid;   /* kernel thread id */
-	uint32_t stack; /* stack id, 0 = none (filled by the dump subsystem); below 2^16 */
-	uint16_t ctx;   /* context id (ctx.c), 0 = none known */
+	uint64_t size; /* requested bytes */
+	uint16_t ctx;  /* context id (ctx.c), 0 = none known */
 	uint8_t dev;
-	uint8_t api;   /* enum gpuguard_api */
-	uint8_t flags; /* GG_REC_* */
+	uint8_t api;    /* enum gpuguard_api */
+	uint8_t flags;  /* GG_REC_* */
+	uint8_t spare;  /* kept by the table, read by nobody */
+	uint16_t stack; /* stack id, 0 = none (stack.c hands out fewer than 2^15) */
+	uint32_t tid;   /* kernel thread id: 24 bits kept (Linux's PID_MAX_LIMIT is 2^22) */
+	uint64_t t_ms;  /* ms since library start (40 bits kept) */
 };
 
 struct gg_table;
@@ -66,5 +76,195 @@ void gg_table_clear_unlocked(struct gg_table *t);
 /* Appends r to an array grown with mmap (first entries, then doubling), for
  * lists a hook builds (pool destroy, context reset). 0, or -1 when full. */
 int gg_records_push(struct gg_record **recs, size_t *n, size_t *cap, size_t first, const struct gg_record *r);
+
+/* ---- The insert's fast path, inline in gg_account_commit (issue 24: the
+ * commit built a record in memory and called the insert, which read it
+ * back; inline, the record's fields go from registers into the slot).
+ * What follows is table.c's: nothing else reads these structures. ---- */
+
+/* Key states. Real keys are device addresses or handles, never 0..2. */
+#define GG_TABLE_EMPTY 0ull /* never used: ends every probe run */
+#define GG_TABLE_TOMB 1ull  /* removed: reusable by inserts, skipped by lookups */
+#define GG_TABLE_BUSY 2ull  /* claimed by one thread while it writes or reads the payload */
+
+#define GG_TABLE_MAX_PROBE 128 /* inserts place a key within this many slots of home */
+#define GG_TABLE_GROW_PROBE 24 /* a probe run this long makes an insert check the fill */
+#define GG_TABLE_MAX_GENS 32   /* generations, never more than 2^40 slots each (table.c) */
+#define GG_TABLE_CHUNK_SHIFT                                                     \
+	7 /* 128 slots, one 4 KiB page, per occupancy flag: a walk never touches \
+	   * a page no insert touched (a first touch costs more than the scan) */
+
+/* 32 bytes, two to a cache line. Payload words are atomics only so that the
+ * racy-but-validated reads in foreach are defined behaviour; the slot's owner
+ * (whoever holds it BUSY) is the only writer. */
+struct gg_slot {
+	_Atomic uint64_t key;
+	_Atomic uint64_t size;
+	_Atomic uint64_t meta; /* stack:16 | spare:8 | flags:8 | api:8 | dev:8 | ctx:16 (see gg_table_write_payload) */
+	_Atomic uint64_t ids;  /* t_ms:40 | tid:24 */
+};
+
+/* One generation: a page of header, then the page-aligned slot array. The
+ * header is written before the generation is published and never after. */
+struct gg_gen {
+	uint64_t mask;
+	size_t map_bytes;
+	struct gg_slot *slots;
+	_Atomic uint8_t *occ; /* one flag per chunk, after the slots: 1 = may hold a record */
+};
+
+struct gg_spill_block;
+struct gg_table {
+	_Atomic unsigned top;                           /* index of the newest generation */
+	unsigned max_gens;                              /* growth stops here (gg_table_create_capped) */
+	struct gg_gen *_Atomic gens[GG_TABLE_MAX_GENS]; /* [0..top] published, never unpublished */
+	_Atomic uint64_t spilled;                       /* live records in the overflow area */
+	struct gg_spill_block *_Atomic spill;           /* head of the overflow blocks */
+	/* One walk at a time: a walk clears chunk flags while it scans, which
+	 * another walk must not take for empty chunks. Walks are rare. */
+	pthread_mutex_t walk;
+};
+
+static inline uint64_t gg_table_hash(uint64_t k)
+{
+	/* wyhash's mix: the 128-bit product of the key xored with two odd
+	 * constants, its halves folded. 7 instructions on x86-64 where
+	 * splitmix64's finaliser took 14, twice per pair (issue 24). Device
+	 * addresses are 512 B..2 MiB aligned: the high half of the product
+	 * carries every bit of the key into the low bits the slot index is
+	 * taken from, and the product of two key-dependent factors scatters a
+	 * run of aligned addresses as a random function would. A product with
+	 * one constant did not: a run's slots came out evenly spaced, so
+	 * probes stayed short until a generation was three quarters full,
+	 * growth came late, and the growth test's bounds failed (its slower
+	 * size: 65 472 slots for 50 000 keys; probe runs of 54 to 62 where
+	 * splitmix64 and this have 35 to 42). */
+	unsigned __int128 p = (unsigned __int128)(k ^ 0xa0761d6478bd642full) * (k ^ 0xe7037ed1a0b428dbull);
+	return (uint64_t)p ^ (uint64_t)(p >> 64);
+}
+
+/* The generations [0..top], for a reader. */
+static inline unsigned gg_table_top(struct gg_table *t)
+{
+	/* acquire: pairs with the release CAS in grow, so gens[0..top] and each
+	 * generation's header are visible. */
+	return atomic_load_explicit(&t->top, memory_order_acquire);
+}
+
+static inline struct gg_gen *gg_table_gen(struct gg_table *t, unsigned i)
+{
+	/* relaxed: gens[i] for i <= top was stored before top's release and read
+	 * after top's acquire (gg_table_top), and never changes afterwards. */
+	return atomic_load_explicit(&t->gens[i], memory_order_relaxed);
+}
+
+/* A record's meta word (bytes 16..23: ctx | dev << 16 | api << 24 |
+ * flags << 32 | spare << 40 | stack << 48) is the slot's as it stands where
+ * the byte order is little-endian (x86-64, aarch64): one load and one store
+ * each way. Elsewhere it is packed field by field (tested by forcing that
+ * form). The ids word is tid's low 24 bits under t_ms's 40: t_ms in one
+ * piece, so neither side splits it (issue 24). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && !defined(GG_TABLE_FIELDWISE)
+_Static_assert(offsetof(struct gg_record, ctx) == 16 && offsetof(struct gg_record, dev) == 18 &&
+                   offsetof(struct gg_record, api) == 19 && offsetof(struct gg_record, flags) == 20 &&
+                   offsetof(struct gg_record, spare) == 21 && offsetof(struct gg_record, stack) == 22,
+               "gg_table_write_payload reads struct gg_record's bytes 16..23 as the slot's meta word");
+#define GG_TABLE_REC_WORDS 1
+#else
+#define GG_TABLE_REC_WORDS 0
+#endif
+#define GG_TABLE_TID_MASK 0xffffffull
+#define GG_TABLE_TID_BITS 24
+
+static inline __attribute__((always_inline)) void gg_table_write_payload(struct gg_slot *s, const struct gg_record *r)
+{
+	uint64_t meta;
+#if GG_TABLE_REC_WORDS
+	__builtin_memcpy(&meta, (const char *)r + offsetof(struct gg_record, ctx), 8);
+#else
+	meta = (uint64_t)r->stack << 48 | (uint64_t)r->spare << 40 | (uint64_t)r->flags << 32 | (uint64_t)r->api << 24 |
+	       (uint64_t)r->dev << 16 | r->ctx;
+#endif
+	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
+	atomic_store_explicit(&s->meta, meta, memory_order_relaxed);
+	atomic_store_explicit(&s->ids, (r->tid & GG_TABLE_TID_MASK) | r->t_ms << GG_TABLE_TID_BITS,
+	                      memory_order_relaxed);
+}
+
+/* Claims slot s (EMPTY or TOMB) and publishes rec in it. 1 on success.
+ * Always inline (a call less per insert, issue 24), except under
+ * ThreadSanitizer: gcc refuses the release fence below there once it is
+ * inlined anywhere (-Wtsan: "atomic_thread_fence is not supported"), and
+ * with one caller in a file (account.c's commit) it would be. */
+#ifdef __SANITIZE_THREAD__
+#define GG_TABLE_TRY_FILL_INLINE static __attribute__((noinline, unused))
+#else
+#define GG_TABLE_TRY_FILL_INLINE static inline __attribute__((always_inline))
+#endif
+GG_TABLE_TRY_FILL_INLINE int gg_table_try_fill(struct gg_slot *s, uint64_t seen, const struct gg_record *rec)
+{
+	/* acquire: if the slot was a tombstone, its remover's payload reads are
+	 * ordered before our payload writes (the remover's release store of TOMB).
+	 * seq_cst: the claim and the chunk flag's load after it (gg_table_mark_chunk)
+	 * are one side of a Dekker pair with a walk's clear of the flag and its
+	 * loads of the keys: either the walk sees our claim or we see its clear.
+	 * On x86-64 the same instruction as acquire. */
+	if (!atomic_compare_exchange_strong_explicit(&s->key, &seen, GG_TABLE_BUSY, memory_order_seq_cst,
+	                                             memory_order_relaxed))
+		return 0;
+	/* release fence: a foreach reader that sees one of our payload words must
+	 * also see BUSY (not the old key) when it re-checks the key. */
+	atomic_thread_fence(memory_order_release);
+	gg_table_write_payload(s, rec);
+	/* release: publishes the payload to whoever loads this key with acquire. */
+	atomic_store_explicit(&s->key, rec->key, memory_order_release);
+	return 1;
+}
+
+/* Slot i of g holds a record now: its chunk's flag is set, unless it is
+ * already (the common case: one load of a read-mostly line). */
+static inline __attribute__((always_inline)) void gg_table_mark_chunk(struct gg_gen *g, uint64_t i)
+{
+	_Atomic uint8_t *f = &g->occ[i >> GG_TABLE_CHUNK_SHIFT];
+	/* seq_cst: after gg_table_try_fill's seq_cst claim (the Dekker pair there). */
+	if (GG_UNLIKELY(!atomic_load_explicit(f, memory_order_seq_cst)))
+		atomic_store_explicit(f, 1, memory_order_relaxed); /* relaxed: only ever 0 or 1, see walk_gen */
+}
+
+/* Probes g for a free slot from h and fills it with rec: the probe distance,
+ * or -1 when no slot within GG_TABLE_MAX_PROBE is free. */
+static inline __attribute__((always_inline)) int gg_table_gen_insert(struct gg_gen *g, uint64_t h,
+                                                                     const struct gg_record *rec)
+{
+	for (int i = 0; i < GG_TABLE_MAX_PROBE; i++) {
+		uint64_t at = (h + (uint64_t)i) & g->mask;
+		struct gg_slot *s = &g->slots[at];
+		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (k == GG_TABLE_EMPTY || k == GG_TABLE_TOMB) {
+			if (gg_table_try_fill(s, k, rec)) {
+				gg_table_mark_chunk(g, at);
+				return i;
+			}
+			i--; /* lost the slot to another insert: look at it again */
+		}
+	}
+	return -1;
+}
+
+/* The rest of an insert whose probe into generation top ran long (d >
+ * GG_TABLE_GROW_PROBE: the record is in, growth may be due) or found no
+ * room (d < 0): growth, the overflow area (table.c). */
+int gg_table_insert_slow(struct gg_table *t, const struct gg_record *rec, uint64_t h, unsigned top, int d);
+static inline __attribute__((always_inline)) int gg_table_insert_inline(struct gg_table *t, const struct gg_record *rec)
+{
+	if (GG_UNLIKELY(rec->key <= GG_TABLE_BUSY))
+		return -1;
+	uint64_t h = gg_table_hash(rec->key);
+	unsigned top = gg_table_top(t);
+	int d = gg_table_gen_insert(gg_table_gen(t, top), h, rec);
+	if (GG_LIKELY((unsigned)d <= GG_TABLE_GROW_PROBE)) /* d >= 0 and short: no growth to weigh */
+		return 0;
+	return gg_table_insert_slow(t, rec, h, top, d);
+}
 
 #endif

@@ -473,6 +473,50 @@ TEST(account_bracket_inline)
 	setup(0, GG_UNLIMITED);
 }
 
+/* A free refunds exactly what its allocation was charged, for every size
+ * class and kind, through both free paths: the record says when its charge
+ * is its size (GG_REC_CHARGE_IS_SIZE, issue 24), and the rule is worked out
+ * again when it is not. Each block is freed with the others still live, so
+ * a refund of the size where the charge differs (700 KiB: 1 MiB charged)
+ * leaves `used` off by the difference. */
+TEST(account_free_refunds_the_charge)
+{
+	static const uint64_t sizes[] = {1,  511,    512,    4096,        4608,   700 * 1024,
+	                                 MI, MI + 1, 2 * MI, 3 * MI + 17, 4 * MI, 2 * MI - 512};
+	static const enum gpuguard_api apis[] = {GPUGUARD_API_CU_MEM_ALLOC, GPUGUARD_API_CU_ARRAY,
+	                                         GPUGUARD_API_CU_MEM_CREATE};
+	enum { N = sizeof(sizes) / sizeof(sizes[0]), A = sizeof(apis) / sizeof(apis[0]) };
+	setup(0, GG_UNLIMITED);
+	uint64_t total = 0, flagged = 0;
+	for (int a = 0; a < A; a++)
+		for (int i = 0; i < N; i++) {
+			uint64_t c = gg_ceiling_charge_size(apis[a], sizes[i]);
+			CHECK_EQ_INT(gg_account_begin(0, c), 0);
+			gg_account_commit(0, GG_NS_PTR, 0x7f1000000000ull + (uint64_t)(a * N + i) * 4 * MI, sizes[i],
+			                  apis[a], c);
+			total += c;
+		}
+	CHECK_EQ_U64(used(0), total);
+	for (int a = 0; a < A; a++)
+		for (int i = 0; i < N; i++) {
+			uint64_t c = gg_ceiling_charge_size(apis[a], sizes[i]);
+			struct gg_record rec;
+			uint64_t raw = 0x7f1000000000ull + (uint64_t)(a * N + i) * 4 * MI;
+			CHECK_EQ_INT(gg_account_forget_inline(GG_NS_PTR, raw, &rec), 1);
+			CHECK(rec.flags & GG_REC_CHARGED);
+			CHECK_EQ_INT(!!(rec.flags & GG_REC_CHARGE_IS_SIZE), c == sizes[i]);
+			flagged += c == sizes[i];
+			if (i % 2)
+				gg_account_freed_inline(&rec, 1);
+			else
+				gg_account_freed(&rec, 1);
+			total -= c;
+			CHECK_EQ_U64(used(0), total);
+		}
+	CHECK(flagged > 0 && flagged < (uint64_t)(N * A)); /* both forms were freed */
+	setup(0, GG_UNLIMITED);
+}
+
 /* Issue 24: a thread is counted among those that could free at its first
  * grant by the footprint's tick (footprint.h), not by a check of its own
  * on every allocation. A waiter alone in the process sees nobody to free
@@ -728,6 +772,7 @@ int main(void)
 	RUN(meminfo_virtualised);
 	RUN(account_bracket);
 	RUN(account_bracket_inline);
+	RUN(account_free_refunds_the_charge);
 	RUN(a_threads_first_grant_counts_it);
 	RUN(threads_race_for_the_last_bytes);
 	RUN(two_threads_duel_for_the_last_bytes);
