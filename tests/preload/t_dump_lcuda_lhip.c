@@ -439,15 +439,21 @@ TEST(dump_describes_vmm_reservations_and_their_holes)
 	free(b);
 }
 
+/* TSAN_OPTIONS for a child whose forked child dumps: the dump starts a
+ * writer thread in a child of a threaded parent, which ThreadSanitizer
+ * refuses unless told. Written into buf, which it returns. */
+static const char *tsan_fork_env(char *buf, size_t n)
+{
+	const char *t = getenv("TSAN_OPTIONS");
+	snprintf(buf, n, "TSAN_OPTIONS=%s%sdie_after_fork=0", t ? t : "", t && *t ? ":" : "");
+	return buf;
+}
+
 TEST(fork_child_dump_holds_its_own_peak_and_history)
 {
 	const char *dir = new_dir("forkpeak");
-	/* The child's exit dump starts a writer thread in a child of a
-	 * threaded parent, which ThreadSanitizer refuses unless told. */
 	char tsan[512];
-	const char *t = getenv("TSAN_OPTIONS");
-	snprintf(tsan, sizeof tsan, "TSAN_OPTIONS=%s%sdie_after_fork=0", t ? t : "", t && *t ? ":" : "");
-	const char *env[] = {"GPUGUARD_DUMP_AT_EXIT=1", tsan, NULL};
+	const char *env[] = {"GPUGUARD_DUMP_AT_EXIT=1", tsan_fork_env(tsan, sizeof tsan), NULL};
 	CHECK_EQ_INT(run_child("forkpeak", dir, env, err, sizeof err), 0);
 	struct listing l = list_dir(dir);
 	CHECK_EQ_INT(l.finals, 1);
@@ -485,10 +491,8 @@ TEST(dump_at_exit_lists_leaks_and_pinned_memory)
 TEST(fork_child_refusal_is_dumped)
 {
 	const char *dir = new_dir("forkrefuse");
-	char tsan[512]; /* as fork_child_dump_holds_its_own_peak_and_history */
-	const char *t = getenv("TSAN_OPTIONS");
-	snprintf(tsan, sizeof tsan, "TSAN_OPTIONS=%s%sdie_after_fork=0", t ? t : "", t && *t ? ":" : "");
-	const char *env[] = {"GPUGUARD_LIMIT=1Gi", tsan, NULL};
+	char tsan[512];
+	const char *env[] = {"GPUGUARD_LIMIT=1Gi", tsan_fork_env(tsan, sizeof tsan), NULL};
 	CHECK_EQ_INT(run_child("forkrefuse", dir, env, err, sizeof err), 0);
 	struct listing l = list_dir(dir);
 	CHECK_EQ_INT(l.finals, 1);
