@@ -86,6 +86,8 @@ struct gg_self {
 	uint32_t cu_epoch;
 	uint16_t cu_id;
 	int16_t cu_dev;
+	uint16_t cu_left; /* allocations until the driver is asked again; 0: ask */
+	uint8_t cu_moved; /* a context hook ran on this thread since the last ask */
 };
 extern GG_TLS struct gg_self gg_self;
 

@@ -86,12 +86,44 @@ CU_HELPERS(DECLARE_REAL)
 
 static void graph_reconcile(int dev, uint64_t credit);
 
-/* The current context as last seen on this thread, valid while the epoch
- * (ctx.c) has not moved: one cuCtxGetCurrent per governed call, which the
- * real driver answers from its own thread-local state, and no registry
- * lookup while the thread stays in one context. Kept in the thread's block
- * (base.h: gg_self.cu_ctx, cu_epoch, cu_id, cu_dev), whose address the hook
- * holds for its other per-thread words already (issue 24). */
+/* The calling thread's current context, as our hooks last knew it (issue
+ * 24: cuCtxGetCurrent was about 45 instructions of every allocation, the
+ * simulator's answer and our checks of it). The driver keeps the current
+ * context per thread, and it changes only on the thread itself: by
+ * cuCtxSetCurrent, cuCtxPushCurrent, cuCtxPopCurrent, cuCtxCreate (which
+ * pushes) and cuCtxDestroy (which pops its own), each of which we wrap
+ * (the context hooks below, and cudart reaches them through
+ * cuGetProcAddress, tests/abi/cudart13-lookups.txt, cuBLASLt through dlsym:
+ * both hand out our hooks). A context hook clears the cache of its thread;
+ * a destroy or reset anywhere moves gg_ctx_epoch (ctx.c), as the driver may
+ * hand the same pointer to a new context.
+ *
+ * So the cache is trusted while the epoch has not moved, for CTX_RECHECK
+ * allocations of the thread; then the driver is asked again, as the pool
+ * cache does (pool.h), against a path no hook sees (a private table's entry
+ * point). An answer that differs from a cache no hook cleared is such a
+ * path: then the process asks the driver on every allocation from then on
+ * (ctx_cache_off), and says so once. Kept in the thread's block (base.h:
+ * gg_self.cu_*), whose address the hook holds for its other per-thread
+ * words already. */
+#define CTX_RECHECK 256
+/* Set for good once an answer showed a change no hook saw. relaxed: a
+ * thread that reads 0 a little late keeps its cache for at most
+ * CTX_RECHECK more allocations, and finds the same change itself. */
+static _Atomic int ctx_cache_off;
+
+/* A context hook ran on this thread: its next allocation asks the driver.
+ * Before and after the driver's call, so that a signal handler that
+ * allocates in between asks too, and whatever it cached is cleared again. */
+static inline void ctx_moved(void)
+{
+	gg_self.cu_left = 0;
+	gg_self.cu_moved = 1;
+}
+
+/* c's device and id, from the registry or, on the first sight of c on any
+ * thread, from the driver; the cache filled with them under epoch (loaded
+ * before the lookup, so that a destroy that lands after it is seen). */
 static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_t epoch)
 {
 	int dev = -1;
@@ -101,6 +133,7 @@ static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_
 		gg_pfn_cuCtxGetDevice f = HELPER(cuCtxGetDevice);
 		gg_CUdevice d = -1;
 		if (!f || f(&d) != GG_CUDA_SUCCESS || d < 0 || d >= GG_MAX_DEVICES) {
+			gg_self.cu_ctx = NULL;
 			gg_cur_ctx = 0;
 			return -1;
 		}
@@ -112,45 +145,50 @@ static int __attribute__((noinline)) current_device_slow(gg_CUcontext c, uint32_
 	gg_self.cu_epoch = epoch;
 	gg_self.cu_id = id;
 	gg_self.cu_dev = (int16_t)dev;
+	gg_self.cu_left = atomic_load_explicit(&ctx_cache_off, memory_order_relaxed) ? 0 : CTX_RECHECK;
 	gg_cur_ctx = id;
 	return dev;
 }
 
-/* current_device's uncommon case: cuCtxGetCurrent not resolved yet. */
-static int __attribute__((noinline)) current_device_unresolved(void)
+/* current_device past its cache: ask the driver. */
+static int __attribute__((noinline)) current_device_ask(uint32_t epoch)
 {
 	gg_pfn_cuCtxGetCurrent f = HELPER(cuCtxGetCurrent);
 	gg_CUcontext c = NULL;
+	int moved = gg_self.cu_moved;
+	gg_self.cu_moved = 0;
 	if (!f || f(&c) != GG_CUDA_SUCCESS || !c) {
+		gg_self.cu_ctx = NULL;
 		gg_cur_ctx = 0;
 		return -1;
 	}
-	return current_device_slow(c, atomic_load_explicit(&gg_ctx_epoch, memory_order_acquire));
-}
-
-/* The calling thread's device, or -1 without a context; sets gg_cur_ctx to
- * its context's id for the record the hook is about to make. The slot's
- * load is HELPER's fast path (acquire, as gg_real_get), with the
- * unresolved case out of line, so the common path tests the pointer once. */
-static inline __attribute__((always_inline)) int current_device(void)
-{
-	gg_pfn_cuCtxGetCurrent f =
-	    (gg_pfn_cuCtxGetCurrent)atomic_load_explicit((void *_Atomic *)SLOT(cuCtxGetCurrent), memory_order_acquire);
-	if (GG_UNLIKELY(!f))
-		return current_device_unresolved();
-	gg_CUcontext c = NULL;
-	if (GG_UNLIKELY(f(&c) != GG_CUDA_SUCCESS || !c)) {
-		gg_cur_ctx = 0;
-		return -1;
-	}
-	/* acquire: pairs with the release bump in gg_ctx_forget, so a cache
-	 * filled before a destroy is never trusted after it. */
-	uint32_t epoch = atomic_load_explicit(&gg_ctx_epoch, memory_order_acquire);
 	if (GG_LIKELY(gg_self.cu_ctx == c && gg_self.cu_epoch == epoch)) {
+		gg_self.cu_left = atomic_load_explicit(&ctx_cache_off, memory_order_relaxed) ? 0 : CTX_RECHECK;
 		gg_cur_ctx = gg_self.cu_id;
 		return gg_self.cu_dev;
 	}
+	/* The cache was due for its check, with no hook of ours between, and
+	 * the driver names another context: it changed where we cannot see. */
+	if (!moved && gg_self.cu_ctx && gg_self.cu_epoch == epoch &&
+	    !atomic_exchange_explicit(&ctx_cache_off, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN, "the current context changed through a path gpuguard does not wrap; "
+		                    "asking the driver for it on every allocation from now on");
 	return current_device_slow(c, epoch);
+}
+
+/* The calling thread's device, or -1 without a context; sets gg_cur_ctx to
+ * its context's id for the record the hook is about to make. */
+static inline __attribute__((always_inline)) int current_device(void)
+{
+	/* acquire: pairs with the release bump in gg_ctx_forget, so a cache
+	 * filled before a destroy is never trusted after it. */
+	uint32_t epoch = atomic_load_explicit(&gg_ctx_epoch, memory_order_acquire);
+	if (GG_LIKELY(gg_self.cu_left != 0 && gg_self.cu_epoch == epoch)) {
+		gg_self.cu_left--;
+		gg_cur_ctx = gg_self.cu_id;
+		return gg_self.cu_dev;
+	}
+	return current_device_ask(epoch);
 }
 /* The same, out of line: struct gg_runtime's device(). */
 static int device_of_thread(void)
@@ -500,20 +538,52 @@ GG_VENEER_TO(cuDevicePrimaryCtxReset, (gg_CUdevice dev), primary_reset, (dev, re
 
 GG_VENEER_TO(cuDevicePrimaryCtxReset_v2, (gg_CUdevice dev), primary_reset, (dev, real))
 
-/* cuCtxDestroy frees everything made in ctx. */
+/* cuCtxDestroy frees everything made in ctx, and pops it when it is the
+ * calling thread's current one (the cached context, current_device). */
 static gg_CUresult ctx_destroy(gg_CUcontext ctx, gg_pfn_cuCtxDestroy_v2 real)
 {
 	int dev = -1;
-	if (gg_in_hook || !ctx || !gg_ctx_find(ctx, &dev))
-		return real(ctx); /* a context that never allocated through us */
-	struct gg_ctx_drop d;
-	drop_begin(&d, dev, ctx);
-	return drop_end(&d, real(ctx), dev, ctx);
+	gg_CUresult rc;
+	ctx_moved();
+	if (gg_in_hook || !ctx || !gg_ctx_find(ctx, &dev)) {
+		rc = real(ctx); /* a context that never allocated through us */
+	} else {
+		struct gg_ctx_drop d;
+		drop_begin(&d, dev, ctx);
+		rc = drop_end(&d, real(ctx), dev, ctx);
+	}
+	ctx_moved();
+	return rc;
 }
 
 GG_VENEER_TO(cuCtxDestroy, (gg_CUcontext ctx), ctx_destroy, (ctx, real))
 
 GG_VENEER_TO(cuCtxDestroy_v2, (gg_CUcontext ctx), ctx_destroy, (ctx, real))
+
+/* ---- the current context: the calls that change it (current_device) ---- */
+
+/* Each passes straight through, clearing the calling thread's cached
+ * context before and after (ctx_moved): thread-local stores only, so also
+ * on re-entry, before initialisation, and in an inert copy. */
+static inline gg_CUresult ctx_moved_after(gg_CUresult rc)
+{
+	ctx_moved();
+	return rc;
+}
+#define CTX_HOOK(name, params, args) GG_VENEER_AROUND(name, params, args, ctx_moved(), ctx_moved_after)
+CTX_HOOK(cuCtxSetCurrent, (gg_CUcontext ctx), (ctx))
+CTX_HOOK(cuCtxPushCurrent, (gg_CUcontext ctx), (ctx))
+CTX_HOOK(cuCtxPushCurrent_v2, (gg_CUcontext ctx), (ctx))
+CTX_HOOK(cuCtxPopCurrent, (gg_CUcontext * pctx), (pctx))
+CTX_HOOK(cuCtxPopCurrent_v2, (gg_CUcontext * pctx), (pctx))
+/* A new context is pushed as the thread's current one. */
+CTX_HOOK(cuCtxCreate, (gg_CUcontext * pctx, unsigned int flags, gg_CUdevice dev), (pctx, flags, dev))
+CTX_HOOK(cuCtxCreate_v2, (gg_CUcontext * pctx, unsigned int flags, gg_CUdevice dev), (pctx, flags, dev))
+CTX_HOOK(cuCtxCreate_v3,
+         (gg_CUcontext * pctx, gg_CUexecAffinityParam *params, int n, unsigned int flags, gg_CUdevice dev),
+         (pctx, params, n, flags, dev))
+CTX_HOOK(cuCtxCreate_v4, (gg_CUcontext * pctx, gg_CUctxCreateParams *params, unsigned int flags, gg_CUdevice dev),
+         (pctx, params, flags, dev))
 
 /* ---- pinned host memory: tracked for dumps, never charged ------------- */
 
@@ -1138,3 +1208,13 @@ GG_EXPORT gg_CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaV
 #define SYM_ROW_PTSZ(n, ptsz, ...) SYM_ROW(n) SYM_ROW(ptsz)
 #define SYM_ROW_ELSEWHERE(n, ...) {#n, (void *)n, SLOT_ELSEWHERE(n)},
 GG_VENEER_SYMS(cuda, GG_CUDA_HOOKS(SYM_ROW_HOOK, SYM_ROW_PTSZ) GG_CUDA_HOOKS_ELSEWHERE(SYM_ROW_ELSEWHERE))
+
+#define CTX_NAME(n, ...) #n,
+int gg_cuda_ctx_symbol(const char *name)
+{
+	static const char *const names[] = {GG_CUDA_CTX_HOOKS(CTX_NAME)};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return 1;
+	return 0;
+}

@@ -35,13 +35,20 @@ static _Atomic int warned_namespace;
  * copy, with its own contexts and memory; our wrappers call the base
  * namespace's copy and cannot stand in front of it (issue 25, item 1: 8 GiB
  * through such a handle under a 1 GiB ceiling). So its governed entry
- * points are not handed out: the lookup fails as for a missing symbol, and
- * the first refusal says why. Its other entry points are its own. */
+ * points are not handed out (1): the lookup fails as for a missing symbol,
+ * and the first refusal says why. Its other entry points are its own, and
+ * so are the calls that change its current context (-1); 0: not another
+ * namespace's, or not governed. */
 static int refused_in_namespace(void *handle, const char *name)
 {
 	Lmid_t lmid = LM_ID_BASE;
 	if (!governed(name) || dlinfo(handle, RTLD_DI_LMID, &lmid) != 0 || lmid == LM_ID_BASE)
 		return 0;
+	/* The calls that change the current context are ours only to keep our
+	 * cache of the base copy's (hook_cuda.c): the other copy's are its
+	 * own, handed out unwrapped (-1). */
+	if (gg_cuda_ctx_symbol(name))
+		return -1;
 	/* relaxed: only decides who prints the one line */
 	if (!atomic_exchange_explicit(&warned_namespace, 1, memory_order_relaxed))
 		gg_log(GG_LOG_WARN,
@@ -65,8 +72,11 @@ GG_NO_SANITIZE __attribute__((visibility("hidden"), used)) void *gg_dlsym_hook(v
 		gg_resolve_follow();
 	if (!real || !name || gg_in_hook)
 		return real;
-	if (handle != RTLD_DEFAULT && refused_in_namespace(handle, name))
-		return NULL;
+	if (handle != RTLD_DEFAULT) {
+		int refused = refused_in_namespace(handle, name);
+		if (refused)
+			return refused > 0 ? NULL : real;
+	}
 	if (name[0] == 'c' && name[1] == 'u')
 		return gg_cuda_wrap_symbol(name, real);
 	if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p')

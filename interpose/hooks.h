@@ -27,6 +27,21 @@
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM. Each variant has a real
  * pointer of its own (never share one between cuMemAllocAsync and
  * cuMemAllocAsync_ptsz). */
+/* The calls that change a thread's current context (hook_cuda.c's
+ * current_device keeps it per thread): in GG_CUDA_HOOKS, below. A copy of
+ * the driver in another link-map namespace keeps them (hook_dlsym.c): its
+ * current context is its own, and nothing of our books. */
+#define GG_CUDA_CTX_HOOKS(H)                                          \
+	H(cuCtxSetCurrent, cuCtxSetCurrent, 0, 0, note, NONE)         \
+	H(cuCtxPushCurrent, cuCtxPushCurrent, 0, 4000, note, NONE)    \
+	H(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0, note, NONE) \
+	H(cuCtxPopCurrent, cuCtxPopCurrent, 0, 4000, note, NONE)      \
+	H(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0, note, NONE)   \
+	H(cuCtxCreate, cuCtxCreate, 0, 3020, note, NONE)              \
+	H(cuCtxCreate_v2, cuCtxCreate, 3020, 11040, note, NONE)       \
+	H(cuCtxCreate_v3, cuCtxCreate, 11040, 12050, note, NONE)      \
+	H(cuCtxCreate_v4, cuCtxCreate, 12050, 0, note, NONE)
+
 #define GG_CUDA_HOOKS(H, HP)                                                                                          \
 	H(cuMemAlloc_v2, cuMemAlloc, 3020, 0, alloc, CU_MEM_ALLOC)                                                    \
 	H(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0, alloc, CU_MEM_ALLOC_PITCH)                                    \
@@ -98,6 +113,8 @@
 	H(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, note, NONE)                                  \
 	H(cuCtxDestroy, cuCtxDestroy, 0, 4000, note, NONE)                                                            \
 	H(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0, note, NONE)                                                         \
+	/* the current context: the hooks' cached one is asked for again */                                           \
+	GG_CUDA_CTX_HOOKS(H)                                                                                          \
 	HP(cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamSynchronize, 0, 0, note, NONE)                      \
 	/* the 13000 ABI takes the context to synchronise */                                                          \
 	H(cuCtxSynchronize, cuCtxSynchronize, 0, 13000, note, NONE)                                                   \

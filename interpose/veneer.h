@@ -110,6 +110,17 @@
 		return real args;               \
 	}
 
+/* Runs before, then the real call, whose result after(rc) returns: for a
+ * call that invalidates per-thread state on both sides of it, with no
+ * books (and so no GG_ENTER: also on re-entry and in an inert copy). */
+#define GG_VENEER_AROUND(name, params, args, before, after) \
+	GG_EXPORT GG_VENEER_RESULT name params              \
+	{                                                   \
+		GG_VENEER_REAL(name);                       \
+		before;                                     \
+		return after(real args);                    \
+	}
+
 /* Hands the real function, with args, to impl, whose frame is its own (a
  * body that serves several variants of a name). */
 #define GG_VENEER_TO(name, params, impl, args) \

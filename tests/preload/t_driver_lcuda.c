@@ -331,6 +331,82 @@ TEST(device_one_has_its_own_ceiling)
 	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
 }
 
+/* The simulator's change of the current context that no hook sees (a
+ * private table's entry point could make one). */
+gg_CUresult simgpu_cuda_debug_set_current(gg_CUcontext ctx);
+
+/* The device that charged a 2 MiB allocation made now, or -1 (not charged
+ * on exactly one of devices 0 and 1). */
+static int charged_on(void)
+{
+	uint64_t u0 = gg_stats(0).used, u1 = gg_stats(1).used;
+	gg_CUdeviceptr a = 0;
+	if (cuMemAlloc_v2(&a, 2 * MIB) != GG_CUDA_SUCCESS)
+		return -2;
+	uint64_t d0 = gg_stats(0).used - u0, d1 = gg_stats(1).used - u1;
+	cuMemFree_v2(a);
+	return d0 == 2 * MIB && d1 == 0 ? 0 : d1 == 2 * MIB && d0 == 0 ? 1 : -1;
+}
+
+/* The hooks cache the thread's current context (hook_cuda.c's
+ * current_device): every change of it must reach the next allocation. */
+TEST(each_change_of_the_current_context_moves_the_charge)
+{
+	if (!ctx1)
+		return;
+	typedef gg_CUresult (*push_fn)(gg_CUcontext);
+	typedef gg_CUresult (*pop_fn)(gg_CUcontext *);
+	push_fn push1 = (push_fn)dlsym(RTLD_DEFAULT, "cuCtxPushCurrent"); /* the 2000 ABI, as cuBLASLt asks */
+	pop_fn pop1 = (pop_fn)dlsym(RTLD_DEFAULT, "cuCtxPopCurrent");
+	CHECK(push1 && pop1);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(charged_on(), 0); /* from the cache */
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 1);
+	CHECK_EQ_INT(charged_on(), 1);
+	CHECK_EQ_INT(cuCtxPushCurrent_v2(ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(cuCtxPopCurrent_v2(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 1);
+	CHECK_EQ_INT(push1(ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(pop1(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 1);
+	/* A new context is pushed; its destroy pops it. */
+	gg_CUcontext mine = NULL;
+	CHECK_EQ_INT(cuCtxCreate_v4(&mine, NULL, 0, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(cuCtxDestroy_v2(mine), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 1);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 0);
+}
+
+/* A change no hook sees is found when the cache is checked (every 256
+ * allocations of a thread, hook_cuda.c's CTX_RECHECK); from then on the
+ * driver is asked on every allocation. Last: it turns the cache off for
+ * the process. */
+TEST(a_change_no_hook_sees_is_found_within_256_allocations)
+{
+	if (!ctx1)
+		return;
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(simgpu_cuda_debug_set_current(ctx1), GG_CUDA_SUCCESS);
+	int n = 0;
+	while (n < 1000 && charged_on() == 0)
+		n++;
+	CHECK(n <= 256);
+	CHECK_EQ_INT(charged_on(), 1);
+	/* off: the next change no hook sees reaches the very next allocation */
+	CHECK_EQ_INT(simgpu_cuda_debug_set_current(ctx0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(simgpu_cuda_debug_set_current(ctx1), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(charged_on(), 1);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+}
+
 int main(void)
 {
 	setup();
@@ -348,5 +424,7 @@ int main(void)
 	RUN(undone_pool_growth_is_refused_with_a_null_pointer);
 	RUN(legacy_entry_points_are_not_wrapped);
 	RUN(device_one_has_its_own_ceiling);
+	RUN(each_change_of_the_current_context_moves_the_charge);
+	RUN(a_change_no_hook_sees_is_found_within_256_allocations);
 	return harness_done();
 }

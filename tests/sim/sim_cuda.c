@@ -5625,6 +5625,17 @@ void simgpu_cuda_debug_card_hold(void)
 	sim_card_debug_hold_lock();
 }
 
+/* A change of the calling thread's current context that no exported entry
+ * point makes, so that no hook of an interposer sees it: what a vendor's
+ * private table could do (the hooks' cached context must survive it, and
+ * learn of it by asking the driver again). As cuCtxSetCurrent. */
+SIM_EXPORT gg_CUresult simgpu_cuda_debug_set_current(gg_CUcontext ctx);
+
+gg_CUresult simgpu_cuda_debug_set_current(gg_CUcontext ctx)
+{
+	return local_cuCtxSetCurrent(ctx);
+}
+
 #define GG_CU_FN(name, params) extern __typeof(name) local_##name __attribute__((alias(#name)));
 #include "gpuguard/cuda_abi_funcs.h"
 #undef GG_CU_FN
