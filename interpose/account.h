@@ -72,23 +72,22 @@ static inline __attribute__((always_inline)) void gg_account_commit_inline(int d
                                                                            uint64_t size, enum gpuguard_api api,
                                                                            uint64_t charge)
 {
-	/* Field by field, not a designated initialiser, which also zeroes the
-	 * padding (3 stores a commit, issue 24). spare is the table's to keep. */
-	struct gg_record r;
-	r.stack = 0;
+	/* The record as its slot's words, in registers (table.h): the meta
+	 * word is ctx, dev, api, flags, spare 0 and the stack id. */
+	uint16_t stack = 0;
 	if (gg_stack_want) {
 		uint32_t st = gg_stack_take();
-		r.stack = (uint16_t)(st <= 0xffff ? st : 0); /* no stack rather than another's */
+		stack = (uint16_t)(st <= 0xffff ? st : 0); /* no stack rather than another's */
 	}
-	r.key = gg_key(ns, raw);
-	r.size = size;
-	r.t_ms = gg_now_ms();
-	r.tid = gg_gettid();
-	r.ctx = gg_cur_ctx;
-	r.dev = (uint8_t)dev;
-	r.api = (uint8_t)api;
-	r.flags = (uint8_t)(!charge ? 0 : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE : GG_REC_CHARGED);
-	r.spare = 0;
+	uint8_t flags = (uint8_t)(!charge          ? 0
+	                          : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE
+	                                           : GG_REC_CHARGED);
+	uint64_t t_ms = gg_now_ms();
+	struct gg_slot_words w;
+	w.key = gg_key(ns, raw);
+	w.size = size;
+	w.ids = gg_table_ids(gg_gettid(), t_ms);
+	w.meta = gg_table_meta(gg_cur_ctx, (uint8_t)dev, (uint8_t)api, flags, 0, stack);
 	gg_ceiling_count_alloc(dev, size);
 	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
 	/* The record goes in before its event is claimed, as a free's event
@@ -101,8 +100,8 @@ static inline __attribute__((always_inline)) void gg_account_commit_inline(int d
 	 * less than its history added up to (t_postmortem's churn cases,
 	 * about 1 run in 12 under load). No other thread can free the
 	 * address before its event: we have not returned it yet. */
-	int in = gg_table && gg_table_insert_inline(gg_table, &r) >= 0;
-	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
+	int in = gg_table && gg_table_insert_words(gg_table, &w) >= 0;
+	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, stack, t_ms); /* the record's clock reading */
 	gg_dump_arm();
 	if (GG_UNLIKELY(!in))
 		gg_account_commit_unrecorded();
