@@ -131,40 +131,11 @@ void gg_account_refuse(int dev, enum gpuguard_refusal why)
 
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge)
 {
-	/* Field by field, not a designated initialiser, which also zeroes the
-	 * padding (3 stores a commit, issue 24). spare is the table's to keep. */
-	struct gg_record r;
-	r.stack = 0;
-	if (gg_stack_want) {
-		uint32_t st = gg_stack_take();
-		r.stack = (uint16_t)(st <= 0xffff ? st : 0); /* no stack rather than another's */
-	}
-	r.key = gg_key(ns, raw);
-	r.size = size;
-	r.t_ms = gg_now_ms();
-	r.tid = gg_gettid();
-	r.ctx = gg_cur_ctx;
-	r.dev = (uint8_t)dev;
-	r.api = (uint8_t)api;
-	r.flags = (uint8_t)(!charge ? 0 : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE : GG_REC_CHARGED);
-	r.spare = 0;
-	gg_ceiling_count_alloc(dev, size);
-	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
-	/* The record goes in before its event is claimed, as a free's event
-	 * follows its record's removal (forgotten, below): a dump's cut
-	 * (dump.c, settle_cut) then sees every call that was in flight at
-	 * its moment either on both sides of it, or with its event after it,
-	 * which the cut undoes from the copy. With the event first, an
-	 * allocation whose insert came after the copy had walked past its
-	 * slot was in the history but in no dump: the dump listed 64 MiB
-	 * less than its history added up to (t_postmortem's churn cases,
-	 * about 1 run in 12 under load). No other thread can free the
-	 * address before its event: we have not returned it yet. */
-	int in = gg_table && gg_table_insert_inline(gg_table, &r) >= 0;
-	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, r.stack, r.t_ms); /* the record's clock reading */
-	gg_dump_arm();
-	if (in)
-		return;
+	gg_account_commit_inline(dev, ns, raw, size, api, charge);
+}
+
+void gg_account_commit_unrecorded(void)
+{
 	/* Not even the overflow area had room (mmap failed). The allocation
 	 * works and stays charged, but we cannot refund it at its free: the
 	 * ceiling then errs on the safe side. Say so once. */

@@ -8,9 +8,11 @@
 
 #include "base.h"
 #include "ceiling.h"
+#include "dump.h"
 #include "footprint.h"
 #include "history.h"
 #include "pool.h"
+#include "stack.h"
 #include "table.h"
 
 /* The context id (ctx.c) the calling hook found current: set by the hooks'
@@ -53,7 +55,57 @@ static inline __attribute__((always_inline)) int gg_account_begin_inline(int dev
 	struct gg_budget *b = gg_ceiling_budget(dev);
 	return gg_account_begin_on(dev, b, gg_ceiling_budget_limit(b), charge);
 }
+/* Records an allocation the driver made (after begin granted its charge,
+ * or for one the pool or nobody charges: charge 0): the record, the
+ * statistics, the history's event. */
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge);
+/* A commit whose record found no room anywhere (account.c). */
+void gg_account_commit_unrecorded(void);
+/* commit, inline in the allocation hooks' common ends (gg_alloc_end,
+ * gg_pool_alloc_end): out of line it was a frame of its own, which saved
+ * six registers for its calls (the clock, and the cold ones) and took its
+ * six arguments into them, about 21 instructions an allocation (issue 24).
+ * The hook has saved its registers already, and keeps dev, size and
+ * charge in them across the driver call. Its stack is taken from the
+ * hook's frame: one frame less for the unwinder to step over. */
+static inline __attribute__((always_inline)) void gg_account_commit_inline(int dev, enum gg_key_ns ns, uint64_t raw,
+                                                                           uint64_t size, enum gpuguard_api api,
+                                                                           uint64_t charge)
+{
+	/* The record as its slot's words, in registers (table.h): the meta
+	 * word is ctx, dev, api, flags, spare 0 and the stack id. */
+	uint16_t stack = 0;
+	if (gg_stack_want) {
+		uint32_t st = gg_stack_take();
+		stack = (uint16_t)(st <= 0xffff ? st : 0); /* no stack rather than another's */
+	}
+	uint8_t flags = (uint8_t)(!charge          ? 0
+	                          : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE
+	                                           : GG_REC_CHARGED);
+	uint64_t t_ms = gg_now_ms();
+	struct gg_slot_words w;
+	w.key = gg_key(ns, raw);
+	w.size = size;
+	w.ids = gg_table_ids(gg_gettid(), t_ms);
+	w.meta = gg_table_meta(gg_cur_ctx, (uint8_t)dev, (uint8_t)api, flags, 0, stack);
+	gg_ceiling_count_alloc(dev, size);
+	gg_footprint_after(dev, charge); /* one thread-local load, unless a probe waits */
+	/* The record goes in before its event is claimed, as a free's event
+	 * follows its record's removal (forgotten, below): a dump's cut
+	 * (dump.c, settle_cut) then sees every call that was in flight at
+	 * its moment either on both sides of it, or with its event after it,
+	 * which the cut undoes from the copy. With the event first, an
+	 * allocation whose insert came after the copy had walked past its
+	 * slot was in the history but in no dump: the dump listed 64 MiB
+	 * less than its history added up to (t_postmortem's churn cases,
+	 * about 1 run in 12 under load). No other thread can free the
+	 * address before its event: we have not returned it yet. */
+	int in = gg_table && gg_table_insert_words(gg_table, &w) >= 0;
+	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, stack, t_ms); /* the record's clock reading */
+	gg_dump_arm();
+	if (GG_UNLIKELY(!in))
+		gg_account_commit_unrecorded();
+}
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom);
 /* A refusal: counted under why, then dumped (rate-limited). */
 void gg_account_refuse(int dev, enum gpuguard_refusal why);

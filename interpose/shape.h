@@ -181,8 +181,10 @@ static inline __attribute__((always_inline)) int gg_alloc_begin_inline(const str
 /* end's uncommon paths: a failure to roll back (raw 0), or a pitch. */
 int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw);
 /* Inline, so that the record's stack is unwound from the hook itself: a
- * frame more costs the unwinder a step on every allocation. */
-static inline int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, int rc)
+ * frame more costs the unwinder a step on every allocation. Always: with
+ * commit inline in it, gcc took it out of line (a frame and its saved
+ * registers again, issue 24). */
+static inline __attribute__((always_inline)) int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, int rc)
 {
 	if (a->dev < 0) {
 		/* Not device memory. A VMM handle of host memory (NCCL 2.28's
@@ -211,7 +213,7 @@ static inline int gg_alloc_end(const struct gg_runtime *rt, struct gg_alloc *a, 
 	 * can release it before this hook returns it. */
 	if (a->ns == GG_NS_VMM)
 		gg_handle_created(raw, GG_HANDLE_CHARGED);
-	gg_account_commit(a->dev, a->ns, raw, a->size, a->api, a->charge);
+	gg_account_commit_inline(a->dev, a->ns, raw, a->size, a->api, a->charge);
 	return rc;
 }
 #define GG_ALLOC(rt, a, call) (gg_alloc_begin_inline(rt, a) == 0 ? gg_alloc_end(rt, a, call) : (rt)->oom)
@@ -275,7 +277,8 @@ int gg_pool_alloc_end_slow(const struct gg_runtime *rt, struct gg_pool_alloc *pa
                            enum gg_verdict v, uint64_t grew);
 /* Inline: the common case, a request the warm reserve served, is one read
  * of the reserve and the record, with no frame of shape.c between. */
-static inline int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_alloc *pa, int rc)
+static inline __attribute__((always_inline)) int gg_pool_alloc_end(const struct gg_runtime *rt,
+                                                                   struct gg_pool_alloc *pa, int rc)
 {
 	struct gg_alloc *a = &pa->a;
 	uint64_t raw = 0;
@@ -288,7 +291,8 @@ static inline int gg_pool_alloc_end(const struct gg_runtime *rt, struct gg_pool_
 		 * reserve settles it. */
 		v = gg_pool_end_warm(pa->p, pa->before, &grew);
 		if (GG_LIKELY(v == GG_VERDICT_GRANTED)) {
-			gg_account_commit(a->dev, GG_NS_PTR, raw, a->size, a->api, 0); /* the pool carries the charge */
+			gg_account_commit_inline(a->dev, GG_NS_PTR, raw, a->size, a->api,
+			                         0); /* the pool carries the charge */
 			return rc;
 		}
 	}

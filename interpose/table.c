@@ -143,7 +143,7 @@ static inline __attribute__((always_inline)) void read_payload(struct gg_slot *s
 	r->t_ms = ids >> GG_TABLE_TID_BITS;
 }
 
-static int spill_insert(struct gg_table *t, const struct gg_record *rec)
+static int spill_insert(struct gg_table *t, const struct gg_slot_words *w)
 {
 	/* Count first: a remover that misses the main table scans the overflow
 	 * area only when this is non-zero, and it can only look for our key after
@@ -155,7 +155,7 @@ static int spill_insert(struct gg_table *t, const struct gg_record *rec)
 			for (int i = 0; i < SPILL_BLOCK_SLOTS; i++) {
 				struct gg_slot *s = &b->slots[i];
 				uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-				if ((k == GG_TABLE_EMPTY || k == GG_TABLE_TOMB) && gg_table_try_fill(s, k, rec))
+				if ((k == GG_TABLE_EMPTY || k == GG_TABLE_TOMB) && gg_table_try_fill(s, k, w))
 					return 1;
 			}
 		struct gg_spill_block *nb =
@@ -165,8 +165,8 @@ static int spill_insert(struct gg_table *t, const struct gg_record *rec)
 			return -1;
 		}
 		/* The block is private until published, so plain writes suffice. */
-		gg_table_write_payload(&nb->slots[0], rec);
-		atomic_init(&nb->slots[0].key, rec->key);
+		gg_table_write_payload(&nb->slots[0], w);
+		atomic_init(&nb->slots[0].key, w->key);
 		nb->next = head;
 		/* release: the block's contents (our record, next) are visible to any
 		 * thread that loads the new head with acquire. */
@@ -226,7 +226,7 @@ static int grow(struct gg_table *t, unsigned top)
  * (d > GG_TABLE_GROW_PROBE: the record is in, growth may be due) or found no room
  * (d < 0). Apart from the fast path, so that a short probe calls nothing
  * and needs no stack frame (issue 24). */
-int gg_table_insert_slow(struct gg_table *t, const struct gg_record *rec, uint64_t h, unsigned top, int d)
+int gg_table_insert_slow(struct gg_table *t, const struct gg_slot_words *w, uint64_t h, unsigned top, int d)
 {
 	for (;;) {
 		struct gg_gen *g = gg_table_gen(t, top);
@@ -238,15 +238,16 @@ int gg_table_insert_slow(struct gg_table *t, const struct gg_record *rec, uint64
 			return 0;
 		}
 		if (grow(t, top) != 0)
-			return spill_insert(t, rec);
+			return spill_insert(t, w);
 		top = gg_table_top(t);
-		d = gg_table_gen_insert(gg_table_gen(t, top), h, rec);
+		d = gg_table_gen_insert(gg_table_gen(t, top), h, w);
 	}
 }
 
 int gg_table_insert(struct gg_table *t, const struct gg_record *rec)
 {
-	return gg_table_insert_inline(t, rec);
+	struct gg_slot_words w = gg_table_words(rec);
+	return gg_table_insert_words(t, &w);
 }
 
 /* Takes key out of slot s if s holds it. 1 = removed (payload in *out). */

@@ -77,9 +77,9 @@ void gg_table_clear_unlocked(struct gg_table *t);
  * lists a hook builds (pool destroy, context reset). 0, or -1 when full. */
 int gg_records_push(struct gg_record **recs, size_t *n, size_t *cap, size_t first, const struct gg_record *r);
 
-/* ---- The insert's fast path, inline in gg_account_commit (issue 24: the
+/* ---- The insert's fast path, inline in the commit (issue 24: the
  * commit built a record in memory and called the insert, which read it
- * back; inline, the record's fields go from registers into the slot).
+ * back; inline, the record's words go from registers into the slot).
  * What follows is table.c's: nothing else reads these structures. ---- */
 
 /* Key states. Real keys are device addresses or handles, never 0..2. */
@@ -168,7 +168,7 @@ static inline struct gg_gen *gg_table_gen(struct gg_table *t, unsigned i)
 _Static_assert(offsetof(struct gg_record, ctx) == 16 && offsetof(struct gg_record, dev) == 18 &&
                    offsetof(struct gg_record, api) == 19 && offsetof(struct gg_record, flags) == 20 &&
                    offsetof(struct gg_record, spare) == 21 && offsetof(struct gg_record, stack) == 22,
-               "gg_table_write_payload reads struct gg_record's bytes 16..23 as the slot's meta word");
+               "gg_table_words reads struct gg_record's bytes 16..23 as the slot's meta word");
 #define GG_TABLE_REC_WORDS 1
 #else
 #define GG_TABLE_REC_WORDS 0
@@ -176,22 +176,47 @@ _Static_assert(offsetof(struct gg_record, ctx) == 16 && offsetof(struct gg_recor
 #define GG_TABLE_TID_MASK 0xffffffull
 #define GG_TABLE_TID_BITS 24
 
-static inline __attribute__((always_inline)) void gg_table_write_payload(struct gg_slot *s, const struct gg_record *r)
+/* A record as its slot's four words: what an insert stores (issue 24:
+ * commit builds these in registers, so that its record never goes
+ * through memory on the way into the slot). */
+struct gg_slot_words {
+	uint64_t key, size, meta, ids;
+};
+/* The meta word of the fields as a record holds them. */
+static inline uint64_t gg_table_meta(uint16_t ctx, uint8_t dev, uint8_t api, uint8_t flags, uint8_t spare,
+                                     uint16_t stack)
 {
-	uint64_t meta;
+	return (uint64_t)stack << 48 | (uint64_t)spare << 40 | (uint64_t)flags << 32 | (uint64_t)api << 24 |
+	       (uint64_t)dev << 16 | ctx;
+}
+/* The ids word of a thread id and a time. */
+static inline uint64_t gg_table_ids(uint32_t tid, uint64_t t_ms)
+{
+	return (tid & GG_TABLE_TID_MASK) | t_ms << GG_TABLE_TID_BITS;
+}
+static inline __attribute__((always_inline)) struct gg_slot_words gg_table_words(const struct gg_record *r)
+{
+	struct gg_slot_words w;
+	w.key = r->key;
+	w.size = r->size;
 #if GG_TABLE_REC_WORDS
-	__builtin_memcpy(&meta, (const char *)r + offsetof(struct gg_record, ctx), 8);
+	__builtin_memcpy(&w.meta, (const char *)r + offsetof(struct gg_record, ctx), 8);
 #else
-	meta = (uint64_t)r->stack << 48 | (uint64_t)r->spare << 40 | (uint64_t)r->flags << 32 | (uint64_t)r->api << 24 |
-	       (uint64_t)r->dev << 16 | r->ctx;
+	w.meta = gg_table_meta(r->ctx, r->dev, r->api, r->flags, r->spare, r->stack);
 #endif
-	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
-	atomic_store_explicit(&s->meta, meta, memory_order_relaxed);
-	atomic_store_explicit(&s->ids, (r->tid & GG_TABLE_TID_MASK) | r->t_ms << GG_TABLE_TID_BITS,
-	                      memory_order_relaxed);
+	w.ids = gg_table_ids(r->tid, r->t_ms);
+	return w;
 }
 
-/* Claims slot s (EMPTY or TOMB) and publishes rec in it. 1 on success.
+static inline __attribute__((always_inline)) void gg_table_write_payload(struct gg_slot *s,
+                                                                         const struct gg_slot_words *w)
+{
+	atomic_store_explicit(&s->size, w->size, memory_order_relaxed);
+	atomic_store_explicit(&s->meta, w->meta, memory_order_relaxed);
+	atomic_store_explicit(&s->ids, w->ids, memory_order_relaxed);
+}
+
+/* Claims slot s (EMPTY or TOMB) and publishes w in it. 1 on success.
  * Always inline (a call less per insert, issue 24), except under
  * ThreadSanitizer: gcc refuses the release fence below there once it is
  * inlined anywhere (-Wtsan: "atomic_thread_fence is not supported"), and
@@ -201,7 +226,7 @@ static inline __attribute__((always_inline)) void gg_table_write_payload(struct 
 #else
 #define GG_TABLE_TRY_FILL_INLINE static inline __attribute__((always_inline))
 #endif
-GG_TABLE_TRY_FILL_INLINE int gg_table_try_fill(struct gg_slot *s, uint64_t seen, const struct gg_record *rec)
+GG_TABLE_TRY_FILL_INLINE int gg_table_try_fill(struct gg_slot *s, uint64_t seen, const struct gg_slot_words *w)
 {
 	/* acquire: if the slot was a tombstone, its remover's payload reads are
 	 * ordered before our payload writes (the remover's release store of TOMB).
@@ -215,9 +240,9 @@ GG_TABLE_TRY_FILL_INLINE int gg_table_try_fill(struct gg_slot *s, uint64_t seen,
 	/* release fence: a foreach reader that sees one of our payload words must
 	 * also see BUSY (not the old key) when it re-checks the key. */
 	atomic_thread_fence(memory_order_release);
-	gg_table_write_payload(s, rec);
+	gg_table_write_payload(s, w);
 	/* release: publishes the payload to whoever loads this key with acquire. */
-	atomic_store_explicit(&s->key, rec->key, memory_order_release);
+	atomic_store_explicit(&s->key, w->key, memory_order_release);
 	return 1;
 }
 
@@ -231,17 +256,17 @@ static inline __attribute__((always_inline)) void gg_table_mark_chunk(struct gg_
 		atomic_store_explicit(f, 1, memory_order_relaxed); /* relaxed: only ever 0 or 1, see walk_gen */
 }
 
-/* Probes g for a free slot from h and fills it with rec: the probe distance,
+/* Probes g for a free slot from h and fills it with w: the probe distance,
  * or -1 when no slot within GG_TABLE_MAX_PROBE is free. */
 static inline __attribute__((always_inline)) int gg_table_gen_insert(struct gg_gen *g, uint64_t h,
-                                                                     const struct gg_record *rec)
+                                                                     const struct gg_slot_words *w)
 {
 	for (int i = 0; i < GG_TABLE_MAX_PROBE; i++) {
 		uint64_t at = (h + (uint64_t)i) & g->mask;
 		struct gg_slot *s = &g->slots[at];
 		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
 		if (k == GG_TABLE_EMPTY || k == GG_TABLE_TOMB) {
-			if (gg_table_try_fill(s, k, rec)) {
+			if (gg_table_try_fill(s, k, w)) {
 				gg_table_mark_chunk(g, at);
 				return i;
 			}
@@ -254,17 +279,22 @@ static inline __attribute__((always_inline)) int gg_table_gen_insert(struct gg_g
 /* The rest of an insert whose probe into generation top ran long (d >
  * GG_TABLE_GROW_PROBE: the record is in, growth may be due) or found no
  * room (d < 0): growth, the overflow area (table.c). */
-int gg_table_insert_slow(struct gg_table *t, const struct gg_record *rec, uint64_t h, unsigned top, int d);
-static inline __attribute__((always_inline)) int gg_table_insert_inline(struct gg_table *t, const struct gg_record *rec)
+int gg_table_insert_slow(struct gg_table *t, const struct gg_slot_words *w, uint64_t h, unsigned top, int d);
+/* The insert of a record given as its slot's words (gg_table_insert's
+ * answers). w's own address never leaves the caller: the slow path gets a
+ * copy, so that a caller's words can stay in registers. */
+static inline __attribute__((always_inline)) int gg_table_insert_words(struct gg_table *t,
+                                                                       const struct gg_slot_words *w)
 {
-	if (GG_UNLIKELY(rec->key <= GG_TABLE_BUSY))
+	if (GG_UNLIKELY(w->key <= GG_TABLE_BUSY))
 		return -1;
-	uint64_t h = gg_table_hash(rec->key);
+	uint64_t h = gg_table_hash(w->key);
 	unsigned top = gg_table_top(t);
-	int d = gg_table_gen_insert(gg_table_gen(t, top), h, rec);
+	int d = gg_table_gen_insert(gg_table_gen(t, top), h, w);
 	if (GG_LIKELY((unsigned)d <= GG_TABLE_GROW_PROBE)) /* d >= 0 and short: no growth to weigh */
 		return 0;
-	return gg_table_insert_slow(t, rec, h, top, d);
+	struct gg_slot_words slow = *w;
+	return gg_table_insert_slow(t, &slow, h, top, d);
 }
 
 #endif

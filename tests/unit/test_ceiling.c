@@ -343,6 +343,48 @@ TEST(charge_size_rules)
 	setup(0, GG_UNLIMITED);
 }
 
+/* The charge rule as it stood before its power-of-two shortcut (issue 24):
+ * the page's share worked out by two divisions for every small size. */
+static uint64_t charge_by_division(uint32_t api, uint64_t size)
+{
+	switch (gpuguard_api_kind(api)) {
+	case GPUGUARD_KIND_VMM:
+		return size;
+	case GPUGUARD_KIND_ARRAY:
+	case GPUGUARD_KIND_MIPMAP:
+		return gpuguard_round_up(size ? size : 1, GPUGUARD_PAGE);
+	default:
+		if (size > GPUGUARD_SMALL_MAX)
+			return gpuguard_round_up(size, GPUGUARD_PAGE);
+		if (size == 0)
+			return 0;
+		return (GPUGUARD_PAGE + GPUGUARD_PAGE / gpuguard_round_up(size, GPUGUARD_SMALL_ALIGN) - 1) /
+		       (GPUGUARD_PAGE / gpuguard_round_up(size, GPUGUARD_SMALL_ALIGN));
+	}
+}
+
+/* The rule's fast answer for powers of two is the division's, for every
+ * api and every size from 0 to past 2 MiB, and near 2^64: what the
+ * library charges, the refund gives back and the command reports cannot
+ * have moved. */
+TEST(charge_size_matches_the_division)
+{
+	uint64_t bad = 0;
+	for (uint32_t api = 0; api < GPUGUARD_API_COUNT; api++) {
+		for (uint64_t size = 0; size <= 2 * MI + 4096; size++)
+			if (gg_ceiling_charge_size((enum gpuguard_api)api, size) != charge_by_division(api, size) &&
+			    bad++ == 0)
+				CHECK_EQ_U64(gg_ceiling_charge_size((enum gpuguard_api)api, size),
+				             charge_by_division(api, size));
+		for (uint64_t size = UINT64_MAX - 4 * MI; size != 0; size += size < UINT64_MAX - 4096 ? 4093 : 1)
+			if (gg_ceiling_charge_size((enum gpuguard_api)api, size) != charge_by_division(api, size) &&
+			    bad++ == 0)
+				CHECK_EQ_U64(gg_ceiling_charge_size((enum gpuguard_api)api, size),
+				             charge_by_division(api, size));
+	}
+	CHECK_EQ_U64(bad, 0);
+}
+
 TEST(meminfo_virtualised)
 {
 	uint64_t fr, tot;
@@ -769,6 +811,7 @@ int main(void)
 	RUN(adopted_pod_limits_leave_the_options_alone);
 	RUN(bad_limit_refuses_as_config);
 	RUN(charge_size_rules);
+	RUN(charge_size_matches_the_division);
 	RUN(meminfo_virtualised);
 	RUN(account_bracket);
 	RUN(account_bracket_inline);
