@@ -70,7 +70,8 @@ static inline uint64_t gg_account_free_raw(const struct gg_record *rec)
  * may have held the record out of the table, is done (account.c). */
 int gg_account_forget_missed(uint64_t key, struct gg_record *out, uint64_t gen);
 /* forget and freed, inline in the free hooks (issue 24: two frames less
- * on every free); freed's uncommon cases (the driver refused, a destroyed
+ * on every free), forget with the table's remove (gg_table_remove_inline:
+ * its call, frame and arguments, about 14 a pair); freed's uncommon cases (the driver refused, a destroyed
  * pool's block, a record taken out by ctx.c) are gg_account_freed's. */
 static inline __attribute__((always_inline)) int gg_account_forget_inline(enum gg_key_ns ns, uint64_t raw,
                                                                           struct gg_record *out)
@@ -82,7 +83,7 @@ static inline __attribute__((always_inline)) int gg_account_forget_inline(enum g
 	 * (pool.c's flagging). */
 	uint64_t gen = atomic_load_explicit(&gg_pool_flag_gen, memory_order_seq_cst);
 	uint64_t key = gg_key(ns, raw);
-	if (GG_UNLIKELY(!gg_table_remove(gg_table, key, out)) && !gg_account_forget_missed(key, out, gen))
+	if (GG_UNLIKELY(!gg_table_remove_inline(gg_table, key, out)) && !gg_account_forget_missed(key, out, gen))
 		return 0;
 	/* The free's event is claimed as soon as its record is out of the
 	 * table, before the driver call (the address is not reusable until
