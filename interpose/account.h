@@ -106,17 +106,24 @@ static inline uint64_t gg_account_charge_of(const struct gg_record *rec)
 		return rec->size;
 	return gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size);
 }
-static inline __attribute__((always_inline)) void gg_account_freed_inline(const struct gg_record *rec, int ok)
+/* freed's common case: the driver freed it, its event is said (forget),
+ * charged or not, nothing else flagged. 1 when it settled the books; 0
+ * leaves them to gg_account_freed (and a record not found, flags 0, to
+ * the caller: gg_free_end). */
+static inline __attribute__((always_inline)) int gg_account_freed_fast(const struct gg_record *rec, int ok)
 {
-	/* The common case: the driver freed it, its event is said (forget),
-	 * charged or not, nothing else flagged. */
 	if (GG_LIKELY(ok && (rec->flags & ~(GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE)) == GG_REC_FREE_SAID)) {
 		if (rec->flags & GG_REC_CHARGED)
 			gg_ceiling_release(rec->dev, gg_account_charge_of(rec));
 		gg_ceiling_count_free(rec->dev, rec->size);
-		return;
+		return 1;
 	}
-	gg_account_freed(rec, ok);
+	return 0;
+}
+static inline __attribute__((always_inline)) void gg_account_freed_inline(const struct gg_record *rec, int ok)
+{
+	if (!gg_account_freed_fast(rec, ok))
+		gg_account_freed(rec, ok);
 }
 void gg_account_untracked(int dev);
 /* Pinned host memory: recorded and counted for dumps, never charged. */
