@@ -329,16 +329,28 @@ static inline __attribute__((always_inline)) int gg_table_gen_remove(struct gg_g
  * hash): the older generations, newest first, then the overflow area
  * (table.c). Apart, so that the inline part calls nothing else. */
 int gg_table_remove_slow(struct gg_table *t, uint64_t key, uint64_t h, unsigned top, struct gg_record *out);
+/* The remove's fast part alone: 1 = removed; 0 = not in the newest
+ * generation, *top, where gg_table_remove_slow goes on with *h; -1 = no
+ * record to remove (found but taken by another remove first, or a key
+ * that is a slot state). Its caller then makes one call for all that is
+ * left of a miss, so that nothing it holds lives across two calls. */
+static inline __attribute__((always_inline)) int gg_table_remove_fast(struct gg_table *t, uint64_t key,
+                                                                      struct gg_record *out, uint64_t *h, unsigned *top)
+{
+	if (GG_UNLIKELY(key <= GG_TABLE_BUSY))
+		return -1;
+	*h = gg_table_hash(key);
+	/* Newest generation first: most frees are of recent allocations,
+	 * and a table that never grew has only this one. */
+	*top = gg_table_top(t);
+	return gg_table_gen_remove(gg_table_gen(t, *top), *h, key, out);
+}
 static inline __attribute__((always_inline)) int gg_table_remove_inline(struct gg_table *t, uint64_t key,
                                                                         struct gg_record *out)
 {
-	if (GG_UNLIKELY(key <= GG_TABLE_BUSY))
-		return 0;
-	uint64_t h = gg_table_hash(key);
-	/* Newest generation first: most frees are of recent allocations,
-	 * and a table that never grew has only this one. */
-	unsigned top = gg_table_top(t);
-	int rc = gg_table_gen_remove(gg_table_gen(t, top), h, key, out);
+	uint64_t h;
+	unsigned top;
+	int rc = gg_table_remove_fast(t, key, out, &h, &top);
 	if (GG_LIKELY(rc != 0))
 		return rc > 0;
 	return gg_table_remove_slow(t, key, h, top, out);
