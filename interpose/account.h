@@ -75,9 +75,10 @@ int gg_account_forget_missed(uint64_t key, struct gg_record *out, uint64_t gen);
  * registers less). */
 int gg_account_forget_slow(uint64_t key, struct gg_record *out, uint64_t gen, uint64_t h, unsigned top, int rc);
 /* forget and freed, inline in the free hooks (issue 24: two frames less
- * on every free), forget with the table's remove (gg_table_remove_inline:
- * its call, frame and arguments, about 14 a pair); freed's uncommon cases (the driver refused, a destroyed
- * pool's block, a record taken out by ctx.c) are gg_account_freed's. */
+ * on every free), forget with the table's fast remove
+ * (gg_table_remove_fast: its call, frame and arguments, about 14 a pair);
+ * freed's uncommon cases (the driver refused, a destroyed pool's block, a
+ * record taken out by ctx.c) are gg_account_freed's. */
 static inline __attribute__((always_inline)) int gg_account_forget_inline(enum gg_key_ns ns, uint64_t raw,
                                                                           struct gg_record *out)
 {

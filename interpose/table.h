@@ -80,7 +80,8 @@ int gg_records_push(struct gg_record **recs, size_t *n, size_t *cap, size_t firs
 /* ---- The insert's fast path, inline in gg_account_commit (issue 24: the
  * commit built a record in memory and called the insert, which read it
  * back; inline, the record's fields go from registers into the slot).
- * What follows is table.c's: nothing else reads these structures. ---- */
+ * What follows (and the remove's fast path after it) is table.c's: nothing
+ * else reads these structures. ---- */
 
 /* Key states. Real keys are device addresses or handles, never 0..2. */
 #define GG_TABLE_EMPTY 0ull /* never used: ends every probe run */
