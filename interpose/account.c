@@ -167,6 +167,14 @@ __attribute__((noinline)) int gg_account_forget_missed(uint64_t key, struct gg_r
 	return gg_table_remove(gg_table, key, out);
 }
 
+__attribute__((noinline)) int gg_account_forget_slow(uint64_t key, struct gg_record *out, uint64_t gen, uint64_t h,
+                                                     unsigned top, int rc)
+{
+	if (rc == 0 && gg_table_remove_slow(gg_table, key, h, top, out))
+		return 1;
+	return gg_account_forget_missed(key, out, gen);
+}
+
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 {
 	return gg_account_forget_inline(ns, raw, out);

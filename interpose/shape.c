@@ -231,12 +231,13 @@ int gg_host_alloc_end(const struct gg_runtime *rt, int rc, const void *out, uint
 void gg_host_free_begin(struct gg_free *f, uint64_t raw)
 {
 	f->raw = raw;
-	f->known = gg_account_host_forget(raw, &f->rec);
+	if (!gg_account_host_forget(raw, &f->rec))
+		f->rec.flags = 0; /* found: GG_REC_HOST (struct gg_free) */
 }
 
 int gg_host_free_end(const struct gg_runtime *rt, struct gg_free *f, int rc)
 {
-	if (f->known)
+	if (f->rec.flags & GG_REC_HOST)
 		gg_account_host_freed(&f->rec, rc == rt->ok);
 	return rc;
 }

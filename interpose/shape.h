@@ -303,29 +303,38 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_end(const struct 
 
 /* Free: take the record out before the runtime can hand the address to
  * another thread, put it back if it refuses (DESIGN.md §3). An unknown
- * pointer freed is counted on the current device (never a graph's). */
+ * pointer freed is counted on the current device (never a graph's). The
+ * record's flags say whether it was found: GG_REC_FREE_SAID on a device
+ * record (forget sets it), GG_REC_HOST on a pinned host one, 0 when not
+ * (begin stores it then; issue 24: a found flag of its own was a store
+ * and a load from the stack on every free). */
 struct gg_free {
 	struct gg_record rec;
 	enum gg_key_ns ns;
 	uint64_t raw;
-	int known;
 };
 void gg_free_untracked(const struct gg_runtime *rt, const struct gg_free *f);
-static inline void gg_free_begin(struct gg_free *f, enum gg_key_ns ns, uint64_t raw)
+/* begin and end always inline: with the table's remove inline in begin
+ * (table.h), gcc otherwise keeps begin as a function of its own, a call
+ * and a frame on every free (issue 24: +10 a pair). */
+static inline __attribute__((always_inline)) void gg_free_begin(struct gg_free *f, enum gg_key_ns ns, uint64_t raw)
 {
-	f->known = gg_account_forget_inline(ns, raw, &f->rec);
-	if (GG_UNLIKELY(!f->known)) {
-		/* Read only for a pointer we do not know (gg_free_untracked):
-		 * a known one's free stores neither (issue 24). */
+	if (GG_UNLIKELY(!gg_account_forget_inline(ns, raw, &f->rec))) {
+		/* ns and raw are read only for a pointer we do not know
+		 * (gg_free_untracked): a known one's free stores neither. */
+		f->rec.flags = 0;
 		f->ns = ns;
 		f->raw = raw;
 	}
 }
-static inline int gg_free_end(const struct gg_runtime *rt, struct gg_free *f, int rc)
+static inline __attribute__((always_inline)) int gg_free_end(const struct gg_runtime *rt, struct gg_free *f, int rc)
 {
-	if (f->known)
-		gg_account_freed_inline(&f->rec, rc == rt->ok);
-	else if (rc == rt->ok)
+	int ok = rc == rt->ok;
+	if (GG_LIKELY(gg_account_freed_fast(&f->rec, ok)))
+		return rc;
+	if (f->rec.flags & GG_REC_FREE_SAID)
+		gg_account_freed(&f->rec, ok);
+	else if (ok)
 		gg_free_untracked(rt, f);
 	return rc;
 }

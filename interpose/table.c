@@ -123,26 +123,6 @@ void gg_table_destroy(struct gg_table *t)
 	munmap(t, sizeof(*t));
 }
 
-static inline __attribute__((always_inline)) void read_payload(struct gg_slot *s, uint64_t key, struct gg_record *r)
-{
-	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
-	uint64_t ids = atomic_load_explicit(&s->ids, memory_order_relaxed);
-	r->key = key;
-	r->size = atomic_load_explicit(&s->size, memory_order_relaxed);
-#if GG_TABLE_REC_WORDS
-	memcpy((char *)r + offsetof(struct gg_record, ctx), &meta, 8);
-#else
-	r->ctx = (uint16_t)meta;
-	r->dev = (uint8_t)(meta >> 16);
-	r->api = (uint8_t)(meta >> 24);
-	r->flags = (uint8_t)(meta >> 32);
-	r->spare = (uint8_t)(meta >> 40);
-	r->stack = (uint16_t)(meta >> 48);
-#endif
-	r->tid = (uint32_t)(ids & GG_TABLE_TID_MASK);
-	r->t_ms = ids >> GG_TABLE_TID_BITS;
-}
-
 static int spill_insert(struct gg_table *t, const struct gg_slot_words *w)
 {
 	/* Count first: a remover that misses the main table scans the overflow
@@ -250,48 +230,13 @@ int gg_table_insert(struct gg_table *t, const struct gg_record *rec)
 	return gg_table_insert_words(t, &w);
 }
 
-/* Takes key out of slot s if s holds it. 1 = removed (payload in *out). */
-static inline __attribute__((always_inline)) int try_take(struct gg_slot *s, uint64_t key, struct gg_record *out)
-{
-	uint64_t k = key;
-	/* acquire: pairs with the inserter's release store of the key, so the
-	 * payload we read below is the one written for this key. Going through
-	 * BUSY means a racing double free cannot take the record twice, and no
-	 * insert can reuse the slot before we have read it. */
-	if (!atomic_compare_exchange_strong_explicit(&s->key, &k, GG_TABLE_BUSY, memory_order_acquire,
-	                                             memory_order_relaxed))
-		return 0;
-	read_payload(s, key, out);
-	/* release: our payload reads happen before the next owner's writes. */
-	atomic_store_explicit(&s->key, GG_TABLE_TOMB, memory_order_release);
-	return 1;
-}
-
-/* Removes key from generation g. 1 = removed, 0 = not there, -1 = found
- * but taken by someone else first (a racing double free). */
-static inline __attribute__((always_inline)) int gen_remove(struct gg_gen *g, uint64_t h, uint64_t key,
-                                                            struct gg_record *out)
-{
-	for (int i = 0; i < GG_TABLE_MAX_PROBE; i++) {
-		struct gg_slot *s = &g->slots[(h + (uint64_t)i) & g->mask];
-		/* relaxed: try_take's acquire CAS is what orders the payload. */
-		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
-		if (k == GG_TABLE_EMPTY)
-			return 0; /* EMPTY never comes back, so the key is not further on */
-		if (k == key)
-			return try_take(s, key, out) ? 1 : -1;
-	}
-	return 0;
-}
-
 /* The rest of a remove that did not find key in the newest generation:
  * the older generations, newest first, then the overflow area. Apart from
  * the fast path, as gg_table_insert_slow. */
-__attribute__((noinline)) static int remove_slow(struct gg_table *t, uint64_t key, uint64_t h, unsigned top,
-                                                 struct gg_record *out)
+int gg_table_remove_slow(struct gg_table *t, uint64_t key, uint64_t h, unsigned top, struct gg_record *out)
 {
 	for (unsigned i = top; i-- > 0;) {
-		int rc = gen_remove(gg_table_gen(t, i), h, key, out);
+		int rc = gg_table_gen_remove(gg_table_gen(t, i), h, key, out);
 		if (rc != 0)
 			return rc > 0;
 	}
@@ -302,7 +247,7 @@ __attribute__((noinline)) static int remove_slow(struct gg_table *t, uint64_t ke
 		for (int i = 0; i < SPILL_BLOCK_SLOTS; i++) {
 			struct gg_slot *s = &b->slots[i];
 			if (atomic_load_explicit(&s->key, memory_order_relaxed) == key) {
-				if (!try_take(s, key, out))
+				if (!gg_table_take(s, key, out))
 					return 0;
 				atomic_fetch_sub_explicit(&t->spilled, 1, memory_order_relaxed);
 				return 1;
@@ -313,16 +258,7 @@ __attribute__((noinline)) static int remove_slow(struct gg_table *t, uint64_t ke
 
 int gg_table_remove(struct gg_table *t, uint64_t key, struct gg_record *out)
 {
-	if (GG_UNLIKELY(key <= GG_TABLE_BUSY))
-		return 0;
-	uint64_t h = gg_table_hash(key);
-	/* Newest generation first, inline: most frees are of recent
-	 * allocations, and a table that never grew has only this one. */
-	unsigned top = gg_table_top(t);
-	int rc = gen_remove(gg_table_gen(t, top), h, key, out);
-	if (GG_LIKELY(rc != 0))
-		return rc > 0;
-	return remove_slow(t, key, h, top, out);
+	return gg_table_remove_inline(t, key, out);
 }
 
 /* Calls fn for the record in s, if any; 1 when s holds or is claimed for
@@ -336,7 +272,7 @@ static int visit(struct gg_slot *s, void (*fn)(const struct gg_record *, void *)
 	if (k <= GG_TABLE_BUSY)
 		return k == GG_TABLE_BUSY;
 	struct gg_record r;
-	read_payload(s, k, &r);
+	gg_table_read_payload(s, k, &r);
 	/* acquire fence, then re-check: if a payload word came from a later owner,
 	 * that owner's release fence makes its BUSY visible here and we skip. The
 	 * one blind spot is the key coming back to this slot within these few

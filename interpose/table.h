@@ -80,7 +80,8 @@ int gg_records_push(struct gg_record **recs, size_t *n, size_t *cap, size_t firs
 /* ---- The insert's fast path, inline in the commit (issue 24: the
  * commit built a record in memory and called the insert, which read it
  * back; inline, the record's words go from registers into the slot).
- * What follows is table.c's: nothing else reads these structures. ---- */
+ * What follows (and the remove's fast path after it) is table.c's: nothing
+ * else reads these structures. ---- */
 
 /* Key states. Real keys are device addresses or handles, never 0..2. */
 #define GG_TABLE_EMPTY 0ull /* never used: ends every probe run */
@@ -295,6 +296,95 @@ static inline __attribute__((always_inline)) int gg_table_insert_words(struct gg
 		return 0;
 	struct gg_slot_words slow = *w;
 	return gg_table_insert_slow(t, &slow, h, top, d);
+}
+
+/* ---- The remove's fast path, inline in the free hooks (issue 24: a call,
+ * its frame and its arguments on every free). ---- */
+
+static inline __attribute__((always_inline)) void gg_table_read_payload(struct gg_slot *s, uint64_t key,
+                                                                        struct gg_record *r)
+{
+	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
+	uint64_t ids = atomic_load_explicit(&s->ids, memory_order_relaxed);
+	r->key = key;
+	r->size = atomic_load_explicit(&s->size, memory_order_relaxed);
+#if GG_TABLE_REC_WORDS
+	__builtin_memcpy((char *)r + offsetof(struct gg_record, ctx), &meta, 8);
+#else
+	r->ctx = (uint16_t)meta;
+	r->dev = (uint8_t)(meta >> 16);
+	r->api = (uint8_t)(meta >> 24);
+	r->flags = (uint8_t)(meta >> 32);
+	r->spare = (uint8_t)(meta >> 40);
+	r->stack = (uint16_t)(meta >> 48);
+#endif
+	r->tid = (uint32_t)(ids & GG_TABLE_TID_MASK);
+	r->t_ms = ids >> GG_TABLE_TID_BITS;
+}
+
+/* Takes key out of slot s if s holds it. 1 = removed (payload in *out). */
+static inline __attribute__((always_inline)) int gg_table_take(struct gg_slot *s, uint64_t key, struct gg_record *out)
+{
+	uint64_t k = key;
+	/* acquire: pairs with the inserter's release store of the key, so the
+	 * payload we read below is the one written for this key. Going through
+	 * BUSY means a racing double free cannot take the record twice, and no
+	 * insert can reuse the slot before we have read it. */
+	if (!atomic_compare_exchange_strong_explicit(&s->key, &k, GG_TABLE_BUSY, memory_order_acquire,
+	                                             memory_order_relaxed))
+		return 0;
+	gg_table_read_payload(s, key, out);
+	/* release: our payload reads happen before the next owner's writes. */
+	atomic_store_explicit(&s->key, GG_TABLE_TOMB, memory_order_release);
+	return 1;
+}
+
+/* Removes key from generation g. 1 = removed, 0 = not there, -1 = found
+ * but taken by someone else first (a racing double free). */
+static inline __attribute__((always_inline)) int gg_table_gen_remove(struct gg_gen *g, uint64_t h, uint64_t key,
+                                                                     struct gg_record *out)
+{
+	for (int i = 0; i < GG_TABLE_MAX_PROBE; i++) {
+		struct gg_slot *s = &g->slots[(h + (uint64_t)i) & g->mask];
+		/* relaxed: gg_table_take's acquire CAS is what orders the payload. */
+		uint64_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (k == GG_TABLE_EMPTY)
+			return 0; /* EMPTY never comes back, so the key is not further on */
+		if (k == key)
+			return gg_table_take(s, key, out) ? 1 : -1;
+	}
+	return 0;
+}
+
+/* The rest of a remove that did not find key in generation top (h: its
+ * hash): the older generations, newest first, then the overflow area
+ * (table.c). Apart, so that the inline part calls nothing else. */
+int gg_table_remove_slow(struct gg_table *t, uint64_t key, uint64_t h, unsigned top, struct gg_record *out);
+/* The remove's fast part alone: 1 = removed; 0 = not in the newest
+ * generation, *top, where gg_table_remove_slow goes on with *h; -1 = no
+ * record to remove (found but taken by another remove first, or a key
+ * that is a slot state). Its caller then makes one call for all that is
+ * left of a miss, so that nothing it holds lives across two calls. */
+static inline __attribute__((always_inline)) int gg_table_remove_fast(struct gg_table *t, uint64_t key,
+                                                                      struct gg_record *out, uint64_t *h, unsigned *top)
+{
+	if (GG_UNLIKELY(key <= GG_TABLE_BUSY))
+		return -1;
+	*h = gg_table_hash(key);
+	/* Newest generation first: most frees are of recent allocations,
+	 * and a table that never grew has only this one. */
+	*top = gg_table_top(t);
+	return gg_table_gen_remove(gg_table_gen(t, *top), *h, key, out);
+}
+static inline __attribute__((always_inline)) int gg_table_remove_inline(struct gg_table *t, uint64_t key,
+                                                                        struct gg_record *out)
+{
+	uint64_t h;
+	unsigned top;
+	int rc = gg_table_remove_fast(t, key, out, &h, &top);
+	if (GG_LIKELY(rc != 0))
+		return rc > 0;
+	return gg_table_remove_slow(t, key, h, top, out);
 }
 
 #endif

@@ -515,6 +515,41 @@ TEST(account_bracket_inline)
 	setup(0, GG_UNLIMITED);
 }
 
+/* A free finds its record wherever the table keeps it: in the newest
+ * generation (the hooks' inline remove), in an older one after the table
+ * grew, or not at all (a second free), through the inline forget the free
+ * hooks run; what the fast remove misses is gg_account_forget_slow's
+ * (issue 24: one call for the rest of a miss). Each record found refunds
+ * its charge. */
+TEST(account_forget_finds_older_generations)
+{
+	setup(0, GG_UNLIMITED);
+	struct gg_table *saved = gg_table;
+	gg_table = gg_table_create_capped(64, 1 << 12); /* 64 slots first: 300 records make it grow */
+	CHECK(gg_table != NULL);
+	enum { N = 300 };
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ_INT(gg_account_begin(0, 4096), 0);
+		gg_account_commit(0, GG_NS_PTR, 0x7f2000000000ull + (uint64_t)i * 2 * MI, 4096,
+		                  GPUGUARD_API_CU_MEM_ALLOC, 4096);
+	}
+	CHECK(gg_table_generations(gg_table) > 1);
+	CHECK_EQ_U64(used(0), (uint64_t)N * 4096);
+	struct gg_record rec;
+	for (int i = 0; i < N; i++) {
+		uint64_t raw = 0x7f2000000000ull + (uint64_t)i * 2 * MI;
+		CHECK_EQ_INT(gg_account_forget_inline(GG_NS_PTR, raw, &rec), 1);
+		CHECK_EQ_U64(rec.size, 4096);
+		gg_account_freed_inline(&rec, 1);
+		CHECK_EQ_INT(gg_account_forget_inline(GG_NS_PTR, raw, &rec), 0);
+	}
+	CHECK_EQ_U64(used(0), 0);
+	CHECK_EQ_U64(gg_table_live(gg_table), 0);
+	gg_table_destroy(gg_table);
+	gg_table = saved;
+	setup(0, GG_UNLIMITED);
+}
+
 /* A free refunds exactly what its allocation was charged, for every size
  * class and kind, through both free paths: the record says when its charge
  * is its size (GG_REC_CHARGE_IS_SIZE, issue 24), and the rule is worked out
@@ -815,6 +850,7 @@ int main(void)
 	RUN(meminfo_virtualised);
 	RUN(account_bracket);
 	RUN(account_bracket_inline);
+	RUN(account_forget_finds_older_generations);
 	RUN(account_free_refunds_the_charge);
 	RUN(a_threads_first_grant_counts_it);
 	RUN(threads_race_for_the_last_bytes);
