@@ -133,6 +133,18 @@ TEST(roundtrip_every_field)
 	gg_table_destroy(t);
 }
 
+/* Every bit of every field a slot keeps set (spare aside, the table's). */
+static void all_bits(struct gg_record *m)
+{
+	m->t_ms = (1ull << 40) - 1;
+	m->tid = 0xffffffu;
+	m->stack = 0xffffu;
+	m->ctx = 0xffffu;
+	m->dev = 0xff;
+	m->api = 0xff;
+	m->flags = 0xff;
+}
+
 /* The commit's form of an insert (account.h): the slot's words built
  * from the fields with gg_table_meta and gg_table_ids, never through a
  * record. What comes out is the record those fields make, and the words
@@ -147,15 +159,8 @@ TEST(words_insert_is_the_records)
 	for (uint64_t k = 1; k < 400; k++) {
 		struct gg_record m = make_rec(k * 4096);
 		m.spare = 0;
-		if (k == 1) { /* every bit of every field set */
-			m.t_ms = (1ull << 40) - 1;
-			m.tid = 0xffffffu;
-			m.stack = 0xffffu;
-			m.ctx = 0xffffu;
-			m.dev = 0xff;
-			m.api = 0xff;
-			m.flags = 0xff;
-		}
+		if (k == 1)
+			all_bits(&m);
 		struct gg_slot_words w;
 		w.key = m.key;
 		w.size = m.size;
@@ -168,15 +173,8 @@ TEST(words_insert_is_the_records)
 	}
 	for (uint64_t k = 1; k < 400; k++) {
 		struct gg_record m = make_rec(k * 4096), out;
-		if (k == 1) {
-			m.t_ms = (1ull << 40) - 1;
-			m.tid = 0xffffffu;
-			m.stack = 0xffffu;
-			m.ctx = 0xffffu;
-			m.dev = 0xff;
-			m.api = 0xff;
-			m.flags = 0xff;
-		}
+		if (k == 1)
+			all_bits(&m);
 		memset(&out, 0, sizeof(out));
 		CHECK_EQ_INT(gg_table_remove(t, m.key, &out), 1);
 		CHECK(rec_eq(&out, &m));
