@@ -527,6 +527,19 @@ if want pairs; then
 	echo
 fi
 
+# ---- the cached current context (hook_cuda.c) ----------------------------
+# The hooks keep each thread's current context and ask the driver every 256
+# allocations; an answer that shows a change no hook of ours saw is said in
+# one warning, and the cache is off from then on. On the card, with the real
+# cudart, cuBLAS and PyTorch, no run may say it: it would mean a path to the
+# current context that only the real driver has.
+unseen=$(grep -l 'changed through a path gpuguard does not wrap' "$LOGS"/*.log 2>/dev/null | tr '\n' ' ')
+if [ -n "$unseen" ]; then
+	row "current-context cache" - - - - FAIL "a change no hook saw, in: $unseen"
+else
+	row "current-context cache" - - - - PASS "no run saw the current context change behind the hooks"
+fi
+
 # ---- summary -------------------------------------------------------------
 echo
 fmt='| %-26s | %-13s | %-25s | %-28s | %-13s | %-6s |\n'

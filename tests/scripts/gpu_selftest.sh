@@ -124,7 +124,8 @@ has all "NVML v2's used leaves the reserved memory out, as the simulator's does"
 n=$(grep -c '^[a-z]* GGPAIR name=[^ ]* ns=[0-9][0-9]* rounds=3 pairs=100$' "$TMP/all/pairs.txt")
 if [ "$n" = 9 ]; then ok; else bad "gpu_selftest all: $n of 9 timed pairs (3 pairs x bare, defaults, accounting)" "$TMP/all/pairs.txt"; fi
 has all "the pairs' table" '^cudaMallocAsync+cudaFreeAsync/stream0 *| [0-9]* *| [0-9]* ([+-][0-9]*) *| [0-9]* ([+-][0-9]*)'
-has all "the closing line" "^$((3 + $(echo "$ROUNDS" | wc -w))) passed, 0 failed, 3 skipped$"
+has all "no run saw the current context change behind the hooks" '^| current-context cache .*| PASS   |$'
+has all "the closing line" "^$((4 + $(echo "$ROUNDS" | wc -w))) passed, 0 failed, 3 skipped$"
 if [ "$ROUNDS" = lazy ]; then
 	skip "gpu_selftest: the PID-namespace and planted-fault runs under a sanitizer (the same scripts run plainly)"
 	finish
