@@ -95,8 +95,9 @@ static void graph_reconcile(int dev, uint64_t credit);
  * (the context hooks below, and cudart reaches them through
  * cuGetProcAddress, tests/abi/cudart13-lookups.txt, cuBLASLt through dlsym:
  * both hand out our hooks). A context hook clears the cache of its thread;
- * a destroy or reset anywhere moves gg_ctx_epoch (ctx.c), as the driver may
- * hand the same pointer to a new context.
+ * the destroy of a context we know, on any thread, moves gg_ctx_epoch
+ * (ctx.c), as the driver may hand the same pointer to a new context. A
+ * primary context's reset keeps its handle, device and id.
  *
  * So the cache is trusted while the epoch has not moved, for CTX_RECHECK
  * allocations of the thread; then the driver is asked again, as the pool
