@@ -97,7 +97,8 @@ static void graph_reconcile(int dev, uint64_t credit);
  * both hand out our hooks). A context hook clears the cache of its thread;
  * the destroy of a context we know, on any thread, moves gg_ctx_epoch
  * (ctx.c), as the driver may hand the same pointer to a new context. A
- * primary context's reset keeps its handle, device and id.
+ * primary context's reset clears the cache of the thread that makes it;
+ * the registry keeps the primary's id and device over it.
  *
  * So the cache is trusted while the epoch has not moved, for CTX_RECHECK
  * allocations of the thread; then the driver is asked again, as the pool
@@ -525,14 +526,22 @@ static gg_CUresult drop_end(struct gg_ctx_drop *d, gg_CUresult rc, int dev, gg_C
 
 /* cudaDeviceReset: the driver frees everything the primary context holds
  * (its allocations, pools, VMM handles); the books follow. v1 (what cudart
- * asks at 7000) and v2 (11000 on) differ only in name. */
+ * asks at 7000) and v2 (11000 on) differ only in name. The calling thread's
+ * cached context is cleared on both sides (current_device), in case the
+ * driver changes what is current there. */
 static gg_CUresult primary_reset(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxReset_v2 real)
 {
-	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
-		return real(dev);
-	struct gg_ctx_drop d;
-	drop_begin(&d, dev, NULL);
-	return drop_end(&d, real(dev), dev, NULL);
+	gg_CUresult rc;
+	ctx_moved();
+	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES) {
+		rc = real(dev);
+	} else {
+		struct gg_ctx_drop d;
+		drop_begin(&d, dev, NULL);
+		rc = drop_end(&d, real(dev), dev, NULL);
+	}
+	ctx_moved();
+	return rc;
 }
 
 GG_VENEER_TO(cuDevicePrimaryCtxReset, (gg_CUdevice dev), primary_reset, (dev, real))
