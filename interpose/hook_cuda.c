@@ -122,6 +122,12 @@ static inline void ctx_moved(void)
 	gg_self.cu_left = 0;
 	gg_self.cu_moved = 1;
 }
+/* The same after the driver's call, whose result it passes on. */
+static inline gg_CUresult ctx_moved_after(gg_CUresult rc)
+{
+	ctx_moved();
+	return rc;
+}
 
 /* c's device and id, from the registry or, on the first sight of c on any
  * thread, from the driver; the cache filled with them under epoch (loaded
@@ -531,17 +537,12 @@ static gg_CUresult drop_end(struct gg_ctx_drop *d, gg_CUresult rc, int dev, gg_C
  * driver changes what is current there. */
 static gg_CUresult primary_reset(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxReset_v2 real)
 {
-	gg_CUresult rc;
 	ctx_moved();
-	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES) {
-		rc = real(dev);
-	} else {
-		struct gg_ctx_drop d;
-		drop_begin(&d, dev, NULL);
-		rc = drop_end(&d, real(dev), dev, NULL);
-	}
-	ctx_moved();
-	return rc;
+	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
+		return ctx_moved_after(real(dev));
+	struct gg_ctx_drop d;
+	drop_begin(&d, dev, NULL);
+	return ctx_moved_after(drop_end(&d, real(dev), dev, NULL));
 }
 
 GG_VENEER_TO(cuDevicePrimaryCtxReset, (gg_CUdevice dev), primary_reset, (dev, real))
@@ -553,17 +554,12 @@ GG_VENEER_TO(cuDevicePrimaryCtxReset_v2, (gg_CUdevice dev), primary_reset, (dev,
 static gg_CUresult ctx_destroy(gg_CUcontext ctx, gg_pfn_cuCtxDestroy_v2 real)
 {
 	int dev = -1;
-	gg_CUresult rc;
 	ctx_moved();
-	if (gg_in_hook || !ctx || !gg_ctx_find(ctx, &dev)) {
-		rc = real(ctx); /* a context that never allocated through us */
-	} else {
-		struct gg_ctx_drop d;
-		drop_begin(&d, dev, ctx);
-		rc = drop_end(&d, real(ctx), dev, ctx);
-	}
-	ctx_moved();
-	return rc;
+	if (gg_in_hook || !ctx || !gg_ctx_find(ctx, &dev))
+		return ctx_moved_after(real(ctx)); /* a context that never allocated through us */
+	struct gg_ctx_drop d;
+	drop_begin(&d, dev, ctx);
+	return ctx_moved_after(drop_end(&d, real(ctx), dev, ctx));
 }
 
 GG_VENEER_TO(cuCtxDestroy, (gg_CUcontext ctx), ctx_destroy, (ctx, real))
@@ -575,11 +571,6 @@ GG_VENEER_TO(cuCtxDestroy_v2, (gg_CUcontext ctx), ctx_destroy, (ctx, real))
 /* Each passes straight through, clearing the calling thread's cached
  * context before and after (ctx_moved): thread-local stores only, so also
  * on re-entry, before initialisation, and in an inert copy. */
-static inline gg_CUresult ctx_moved_after(gg_CUresult rc)
-{
-	ctx_moved();
-	return rc;
-}
 #define CTX_HOOK(name, params, args) GG_VENEER_AROUND(name, params, args, ctx_moved(), ctx_moved_after)
 CTX_HOOK(cuCtxSetCurrent, (gg_CUcontext ctx), (ctx))
 CTX_HOOK(cuCtxPushCurrent, (gg_CUcontext ctx), (ctx))
