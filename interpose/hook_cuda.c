@@ -62,7 +62,8 @@ typedef gg_CUresult (*gg_pfn_cuMemSetMemPool)(gg_CUmemLocation *location, gg_CUm
 	X(cuDeviceGet)                    \
 	X(cuDeviceGetMemPool)             \
 	X(cuDeviceGetDefaultMemPool)      \
-	X(cuMemPoolGetAttribute)
+	X(cuMemPoolGetAttribute)          \
+	X(cuDevicePrimaryCtxGetState)
 
 /* The graph-memory attribute and capture status we read (cuda_abi.h names). */
 #define GRAPH_MEM_USED_CURRENT GG_CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT
@@ -379,6 +380,7 @@ static void primary_retained(const gg_CUcontext *pctx, int dev)
 	gg_shared_check_card(dev, GG_RT_CUDA); /* bound by HIP's dev, another card? */
 	if (pctx)
 		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
+	gg_ctx_primary_retained(dev);     /* for its last release (primary_release) */
 	/* A context is what the driver holds most of for a process: its
 	 * figure is read now (and, the first time, our NVML PID found). */
 	gg_footprint_reconcile(dev, GG_FP_AFTER_CTX);
@@ -548,6 +550,47 @@ static gg_CUresult primary_reset(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxReset
 GG_VENEER_TO(cuDevicePrimaryCtxReset, (gg_CUdevice dev), primary_reset, (dev, real))
 
 GG_VENEER_TO(cuDevicePrimaryCtxReset_v2, (gg_CUdevice dev), primary_reset, (dev, real))
+
+/* The last release of a primary context resets it: the driver frees all it
+ * held, as cuDevicePrimaryCtxReset does ("The context is automatically
+ * reset once the last reference to it is released", the driver API's
+ * reference; Numba's cuda.close() and cudart's teardown take this path).
+ * Whether this one was the last only the driver knows, after the call: its
+ * state turns inactive. Our count of the retains we saw says whether to
+ * take the records out before the call, as a reset does (the driver may
+ * hand the freed addresses to another thread at once); if the driver then
+ * says the context lives on, they go back as they were. A last release our
+ * count did not foresee (a retain we never saw) is settled after the call.
+ * Unlike a destroy, a release pops nothing: the cached current context
+ * stays (the handle lives on, inactive, on the same device). */
+static gg_CUresult primary_release(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxRelease_v2 real)
+{
+	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
+		return real(dev);
+	gg_pfn_cuDevicePrimaryCtxGetState st = HELPER(cuDevicePrimaryCtxGetState);
+	struct gg_ctx_drop d;
+	int early = st && gg_ctx_primary_may_be_last(dev);
+	if (early)
+		drop_begin(&d, dev, NULL);
+	gg_CUresult rc = real(dev);
+	unsigned flags = 0;
+	int active = 1;
+	if (rc == GG_CUDA_SUCCESS) {
+		gg_ctx_primary_released(dev);
+		if (st && st(dev, &flags, &active) != GG_CUDA_SUCCESS)
+			active = 1; /* cannot tell: the books stay as they are */
+	}
+	int reset = rc == GG_CUDA_SUCCESS && !active;
+	if (!early && reset)
+		drop_begin(&d, dev, NULL);
+	if (early || reset)
+		drop_end(&d, reset ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_CONTEXT, dev, NULL);
+	return rc;
+}
+
+GG_VENEER_TO(cuDevicePrimaryCtxRelease, (gg_CUdevice dev), primary_release, (dev, real))
+
+GG_VENEER_TO(cuDevicePrimaryCtxRelease_v2, (gg_CUdevice dev), primary_release, (dev, real))
 
 /* cuCtxDestroy frees everything made in ctx, and pops it when it is the
  * calling thread's current one (the cached context, current_device). */

@@ -111,6 +111,9 @@
 	/* cudart asks at 7000 and gets v1; from 11000 the driver hands out _v2 */                                    \
 	H(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 0, 11000, note, NONE)                                     \
 	H(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, note, NONE)                                  \
+	/* the last release resets the primary context; cudart asks at 7000 */                                        \
+	H(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 0, 11000, note, NONE)                                 \
+	H(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0, note, NONE)                              \
 	H(cuCtxDestroy, cuCtxDestroy, 0, 4000, note, NONE)                                                            \
 	H(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0, note, NONE)                                                         \
 	/* the current context: the hooks' cached one is asked for again */                                           \

@@ -351,6 +351,57 @@ TEST(primary_reset_through_cudart_lookup_refunds_the_context)
 	CHECK(r2 != NULL && strcmp(symbol_of((void *)r2), "cuDevicePrimaryCtxReset_v2") == 0);
 }
 
+/* The last release of the primary context resets it (the driver API's
+ * reference; tests/sim/README.md): "reset" here is release_to_zero, which
+ * first drops a retain that is not the last (the books stay), then the
+ * last one. */
+static reset_fn release_fn;
+
+static gg_CUresult release_to_zero(gg_CUdevice dev)
+{
+	struct gpuguard_device_stats s = gg_stats(0);
+	uint64_t live = live_records();
+	unsigned flags;
+	int active = 0;
+	CHECK_EQ_INT(release_fn(dev), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDevicePrimaryCtxGetState(dev, &flags, &active), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(active, 1);
+	CHECK_EQ_U64(gg_stats(0).used, s.used);
+	CHECK_EQ_U64(live_records(), live);
+	return release_fn(dev);
+}
+
+static void release_case(reset_fn release, const char *how)
+{
+	release_fn = release;
+	gg_CUcontext c;
+	/* the context is retained once (setup, or the reset case's retain):
+	 * one more, so that the first release is not the last */
+	CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&c, 0), GG_CUDA_SUCCESS);
+	CHECK(c == ctx0);
+	reset_and_check(release ? release_to_zero : NULL, how);
+}
+
+/* Run before any reset: gpuguard's own count of the retains foresees the
+ * last release, and takes the records out before the driver frees. */
+TEST(last_primary_release_refunds_the_context)
+{
+	release_case((reset_fn)need("cuDevicePrimaryCtxRelease_v2"), "cuDevicePrimaryCtxRelease_v2");
+}
+
+/* Run after the resets, which leave gpuguard's count above the driver's
+ * (a reset releases nothing, the driver API says; the simulator's reset
+ * drops every retain): the last release is found after the call, from the
+ * driver's state. cudart asks for the legacy ABI at 7000. */
+TEST(last_primary_release_through_cudart_lookup_refunds_the_context)
+{
+	reset_fn r = (reset_fn)proc("cuDevicePrimaryCtxRelease", 7000);
+	CHECK(r != NULL && strcmp(object_of((void *)r), "libgpuguard.so") == 0);
+	release_case(r, "cuDevicePrimaryCtxRelease@7000");
+	reset_fn r2 = (reset_fn)proc("cuDevicePrimaryCtxRelease", 11000);
+	CHECK(r2 != NULL && strcmp(symbol_of((void *)r2), "cuDevicePrimaryCtxRelease_v2") == 0);
+}
+
 TEST(ctx_destroy_refunds_that_context_only)
 {
 	ctx_create_fn create = (ctx_create_fn)need("cuCtxCreate_v2");
@@ -493,8 +544,10 @@ int main(void)
 	RUN(vmm_double_release_of_a_mapped_handle);
 	RUN(hip_vmm_mapped_after_release_stays_charged_until_unmap);
 	RUN(hip_vmm_nccl_free_path_balances_to_zero);
+	RUN(last_primary_release_refunds_the_context);
 	RUN(primary_reset_v2_refunds_the_context);
 	RUN(primary_reset_through_cudart_lookup_refunds_the_context);
+	RUN(last_primary_release_through_cudart_lookup_refunds_the_context);
 	RUN(ctx_destroy_refunds_that_context_only);
 	RUN(hip_device_reset_refunds_the_device);
 	RUN(graph_alloc_nodes_charged_by_the_graph_reserve);

@@ -307,20 +307,25 @@ gg_CUresult cuDevicePrimaryCtxRetain(gg_CUcontext *pctx, gg_CUdevice dev)
 	return GG_CUDA_SUCCESS;
 }
 
-/* simplified: the primary context (and its memory) survives its last release;
- * only cuDevicePrimaryCtxReset frees it */
+/* The last release resets the context, as the driver does ("The context is
+ * automatically reset once the last reference to it is released"): its
+ * memory is freed and its CLS destructors run, as at cuDevicePrimaryCtxReset;
+ * the handle stays. A release without a retain is INVALID_CONTEXT. */
 gg_CUresult cuDevicePrimaryCtxRelease_v2(gg_CUdevice dev)
 {
 	REQUIRE_INIT();
 	if (!sim_device_valid(dev))
 		return GG_CUDA_ERROR_INVALID_DEVICE;
 	gg_CUresult r = GG_CUDA_SUCCESS;
+	int last = 0;
 	pthread_mutex_lock(&g_ctx_mu);
 	if (g_ctx_ref[dev] <= 0)
 		r = GG_CUDA_ERROR_INVALID_CONTEXT;
 	else
-		g_ctx_ref[dev]--;
+		last = --g_ctx_ref[dev] == 0;
 	pthread_mutex_unlock(&g_ctx_mu);
+	if (last)
+		ctx_teardown(&g_ctx[dev]);
 	return r;
 }
 

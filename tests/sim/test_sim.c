@@ -1445,6 +1445,33 @@ TEST(primary_reset)
 	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
 }
 
+/* The last release of the primary context resets it, as the driver does;
+ * a release that is not the last frees nothing. */
+TEST(last_primary_release_resets)
+{
+	gg_CUcontext c;
+	CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&c, 1), GG_CUDA_SUCCESS); /* the test's own retain, and this */
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx1), GG_CUDA_SUCCESS);
+	unsigned long long u0 = cu_used(1);
+	gg_CUdeviceptr p;
+	CHECK_EQ_INT(cuMemAlloc_v2(&p, 4 * MiB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuDevicePrimaryCtxRelease_v2(1), GG_CUDA_SUCCESS);
+	unsigned flags;
+	int active = 0;
+	CHECK_EQ_INT(cuDevicePrimaryCtxGetState(1, &flags, &active), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(active, 1);
+	CHECK_EQ_U64(cu_used(1), u0 + 4 * MiB);
+	CHECK_EQ_INT(cuDevicePrimaryCtxRelease_v2(1), GG_CUDA_SUCCESS); /* the last */
+	CHECK_EQ_INT(cuDevicePrimaryCtxGetState(1, &flags, &active), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(active, 0);
+	CHECK_EQ_U64(cu_used(1), 0);
+	CHECK_EQ_INT(cuMemFree_v2(p), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuDevicePrimaryCtxRelease_v2(1), GG_CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ_INT(cuDevicePrimaryCtxRetain(&c, 1), GG_CUDA_SUCCESS); /* as the other tests found it */
+	CHECK(c == g_ctx1);
+	CHECK_EQ_INT(cuCtxSetCurrent(g_ctx0), GG_CUDA_SUCCESS);
+}
+
 TEST(created_context)
 {
 	unsigned long long u0 = cu_used(0);
@@ -3282,6 +3309,7 @@ int main(int argc, char **argv)
 	RUN(integrity_check);
 	RUN(attributes);
 	RUN(primary_reset);
+	RUN(last_primary_release_resets);
 	RUN(created_context);
 	RUN(vmm_refcounts);
 	RUN(graph_memory);
