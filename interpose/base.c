@@ -3,6 +3,7 @@
  * calls another file of ours, so every other file may call it. */
 #define _GNU_SOURCE
 #include <linux/futex.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,20 @@ _Atomic int gg_inert;
  * nothing. A governed call racing with exit in another thread may be
  * missed, which costs one exit dump at most. */
 _Atomic int gg_gpu_touched;
+_Atomic int gg_exiting;
+
+static void note_exiting(void)
+{
+	atomic_store_explicit(&gg_exiting, 1, memory_order_relaxed);
+}
+
+void gg_watch_exit(void)
+{
+	static _Atomic int once;
+	/* relaxed: a once-only flag guarding the registration */
+	if (!atomic_exchange_explicit(&once, 1, memory_order_relaxed))
+		atexit(note_exiting);
+}
 
 static uint64_t ms_of(clockid_t clock)
 {

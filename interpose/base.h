@@ -126,5 +126,13 @@ extern _Atomic int gg_inert;
  * (resolve.c): the process has reached a GPU runtime. Exit dumps come only
  * from such processes (issue 10, finding 12). */
 extern _Atomic int gg_gpu_touched;
+/* 1 once exit() has begun: an atexit handler of ours, registered at the
+ * process's first call through a hook (gg_watch_exit, from resolve.c). An
+ * exit handler registered in main's lifetime runs before every library's
+ * destructors (_dl_fini, registered when main was entered); one registered
+ * from our constructor would run after them. relaxed: a flag, ordering
+ * nothing else; a hook racing exit() on another thread sees it late. */
+extern _Atomic int gg_exiting;
+void gg_watch_exit(void);
 
 #endif

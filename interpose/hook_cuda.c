@@ -562,10 +562,14 @@ GG_VENEER_TO(cuDevicePrimaryCtxReset_v2, (gg_CUdevice dev), primary_reset, (dev,
  * says the context lives on, they go back as they were. A last release our
  * count did not foresee (a retain we never saw) is settled after the call.
  * Unlike a destroy, a release pops nothing: the cached current context
- * stays (the handle lives on, inactive, on the same device). */
+ * stays (the handle lives on, inactive, on the same device). Once exit()
+ * has begun the books stay as they are: cudart releases from its
+ * destructor (a reference it holds to the end), which may run before our
+ * exit dump, and that dump must list what the application left, not find
+ * it freed by the teardown. */
 static gg_CUresult primary_release(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxRelease_v2 real)
 {
-	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES)
+	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES || atomic_load_explicit(&gg_exiting, memory_order_relaxed))
 		return real(dev);
 	gg_pfn_cuDevicePrimaryCtxGetState st = HELPER(cuDevicePrimaryCtxGetState);
 	struct gg_ctx_drop d;

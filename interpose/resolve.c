@@ -130,6 +130,7 @@ void *gg_real_load(void *_Atomic *slot, const char *name, void *ours, const char
 	gg_resolve_follow();
 	if (p) {
 		atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
+		gg_watch_exit();  /* once: from here on, exit() is seen (base.h) */
 		gg_first_call();  /* what initialisation held back (log.c) */
 		pin_object_of(p); /* before anyone can use the pointer */
 		atomic_store_explicit(slot, p, memory_order_release);
@@ -144,7 +145,8 @@ void gg_real_offer(void *_Atomic *slot, void *real)
 	if (atomic_load_explicit(slot, memory_order_acquire) || !real)
 		return;
 	atomic_store_explicit(&gg_gpu_touched, 1, memory_order_relaxed);
-	gg_first_call(); /* as in gg_real_load */
+	gg_watch_exit(); /* as in gg_real_load */
+	gg_first_call();
 	pin_object_of(real);
 	void *expect = NULL;
 	/* release: as in gg_real_load. A second, different pointer for the same

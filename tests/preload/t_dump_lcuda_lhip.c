@@ -151,9 +151,22 @@ static int child_vmm(void)
 	return 0; /* the exit dump describes both reservations */
 }
 
+/* cudart's teardown: from its destructor, after exit() has begun, it
+ * releases the primary context it retained, the last reference, and the
+ * driver frees everything (hook_cuda.c's primary_release). The exit dump
+ * still lists what the application left. The main program's destructors
+ * run before libgpuguard's (the exit dump's). */
+static int release_at_exit;
+__attribute__((destructor)) static void cudart_teardown(void)
+{
+	if (release_at_exit)
+		cuDevicePrimaryCtxRelease_v2(0);
+}
+
 static int child_exit(void)
 {
 	setup();
+	release_at_exit = 1;
 	gg_CUdeviceptr a;
 	for (int i = 0; i < 3; i++)
 		if (cuMemAlloc_v2(&a, (uint64_t)(i + 1) * MIB))
