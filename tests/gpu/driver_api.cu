@@ -172,6 +172,16 @@ int main(void)
 	gg_info("stats: allocs=%llu frees=%llu refused_ceiling=%llu peak=%llu", (unsigned long long)s.allocs,
 		(unsigned long long)s.frees, (unsigned long long)s.refused[GPUGUARD_REFUSED_CEILING],
 		(unsigned long long)s.peak);
-	cuDevicePrimaryCtxRelease(dev);
+	/* The last release of the primary context resets it on the card (the
+	 * driver API's reference): a block left live is refunded with it. */
+	CUdeviceptr left = 0;
+	DRV_OK(cuMemAlloc(&left, GG_CHUNK));
+	uint64_t before = gg_stats((int)dev).live_bytes;
+	DRV_OK(cuDevicePrimaryCtxRelease(dev));
+	unsigned int flags = 0;
+	int active = 1;
+	DRV_OK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+	CHECK(active == 0);
+	CHECK_COL(ceiling, gg_stats((int)dev).live_bytes + GG_CHUNK <= before);
 	return gg_finish();
 }
