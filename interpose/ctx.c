@@ -199,34 +199,9 @@ void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok, int (*survived)(const struct
 	d->n = d->cap = 0;
 }
 
-/* Per device: retains seen less releases seen. relaxed throughout: a hint
- * only, never trusted past the driver's answer (hook_cuda.c's
- * primary_release), so it orders nothing. */
-static _Atomic int primary_refs[GG_MAX_DEVICES];
-
-void gg_ctx_primary_retained(int dev)
-{
-	if (dev >= 0 && dev < GG_MAX_DEVICES)
-		atomic_fetch_add_explicit(&primary_refs[dev], 1, memory_order_relaxed);
-}
-
-void gg_ctx_primary_released(int dev)
-{
-	if (dev >= 0 && dev < GG_MAX_DEVICES &&
-	    atomic_fetch_sub_explicit(&primary_refs[dev], 1, memory_order_relaxed) <= 0)
-		atomic_store_explicit(&primary_refs[dev], 0, memory_order_relaxed); /* a retain we never saw */
-}
-
-int gg_ctx_primary_may_be_last(int dev)
-{
-	return dev >= 0 && dev < GG_MAX_DEVICES && atomic_load_explicit(&primary_refs[dev], memory_order_relaxed) <= 1;
-}
-
 void gg_ctx_reset(void)
 {
 	/* Fork child: contexts do not survive fork. */
-	for (int d = 0; d < GG_MAX_DEVICES; d++)
-		atomic_store_explicit(&primary_refs[d], 0, memory_order_relaxed);
 	for (uint32_t i = 0; i < GG_CTX_MAX; i++) {
 		atomic_store_explicit(&reg[i].key, K_EMPTY, memory_order_relaxed);
 		atomic_store_explicit(&reg[i].primary, 0, memory_order_relaxed);

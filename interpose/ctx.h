@@ -35,15 +35,5 @@ struct gg_ctx_drop {
 void gg_ctx_drop_begin(struct gg_ctx_drop *d, int dev, const void *ctx);
 void gg_ctx_drop_end(struct gg_ctx_drop *d, int ok, int (*survived)(const struct gg_record *));
 void gg_ctx_reset(void);
-/* The retains of dev's primary context we saw (the hook and cudart's
- * private table) less its releases: a hint for a release, which frees the
- * context's memory when it drops the last reference. The driver's own
- * state (cuDevicePrimaryCtxGetState) decides; the count only says whether
- * to take the records out before the call, as a reset does. */
-void gg_ctx_primary_retained(int dev);
-/* A release of dev's primary context succeeded; 1 when our count says it
- * was the last, before the call: gg_ctx_primary_may_be_last. */
-void gg_ctx_primary_released(int dev);
-int gg_ctx_primary_may_be_last(int dev);
 
 #endif

@@ -159,7 +159,6 @@ static gg_CUresult our_retain(gg_CUcontext *out, gg_CUdevice dev)
 		gg_ceiling_budget(dev);
 		if (out)
 			gg_ctx_id(*out, dev, 1);
-		gg_ctx_primary_retained(dev);
 		gg_footprint_reconcile(dev, GG_FP_AFTER_CTX);
 	}
 	GG_LEAVE();

@@ -380,7 +380,6 @@ static void primary_retained(const gg_CUcontext *pctx, int dev)
 	gg_shared_check_card(dev, GG_RT_CUDA); /* bound by HIP's dev, another card? */
 	if (pctx)
 		gg_ctx_id(*pctx, dev, 1); /* known as dev's primary, for its reset */
-	gg_ctx_primary_retained(dev);     /* for its last release (primary_release) */
 	/* A context is what the driver holds most of for a process: its
 	 * figure is read now (and, the first time, our NVML PID found). */
 	gg_footprint_reconcile(dev, GG_FP_AFTER_CTX);
@@ -554,42 +553,33 @@ GG_VENEER_TO(cuDevicePrimaryCtxReset_v2, (gg_CUdevice dev), primary_reset, (dev,
 /* The last release of a primary context resets it: the driver frees all it
  * held, as cuDevicePrimaryCtxReset does ("The context is automatically
  * reset once the last reference to it is released", the driver API's
- * reference; Numba's cuda.close() and cudart's teardown take this path).
- * Whether this one was the last only the driver knows, after the call: its
- * state turns inactive. Our count of the retains we saw says whether to
- * take the records out before the call, as a reset does (the driver may
- * hand the freed addresses to another thread at once); if the driver then
- * says the context lives on, they go back as they were. A last release our
- * count did not foresee (a retain we never saw) is settled after the call.
- * Unlike a destroy, a release pops nothing: the cached current context
- * stays (the handle lives on, inactive, on the same device). Once exit()
- * has begun the books stay as they are: cudart releases from its
- * destructor (a reference it holds to the end), which may run before our
- * exit dump, and that dump must list what the application left, not find
- * it freed by the teardown. */
+ * reference; Numba's cuda.close() takes this path). Whether this release
+ * was the last only the driver knows, after the call: the context is then
+ * inactive, and the books follow as for a reset. They follow after the
+ * call, not around it as a reset's do: no other thread can be allocating
+ * in a context nobody holds any more, so none can be handed the freed
+ * addresses meanwhile, and a release that is not the last (most are)
+ * costs one question, not a walk of the table. Unlike a destroy, a
+ * release pops nothing: the cached current context stays (the handle
+ * lives on, inactive, on the same device). Once exit() has begun the books
+ * stay as they are: cudart releases from its destructor (a reference it
+ * holds to the end), which may run before our exit dump, and that dump
+ * must list what the application left, not find it freed by the
+ * teardown. */
 static gg_CUresult primary_release(gg_CUdevice dev, gg_pfn_cuDevicePrimaryCtxRelease_v2 real)
 {
-	if (gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES || atomic_load_explicit(&gg_exiting, memory_order_relaxed))
-		return real(dev);
-	gg_pfn_cuDevicePrimaryCtxGetState st = HELPER(cuDevicePrimaryCtxGetState);
-	struct gg_ctx_drop d;
-	int early = st && gg_ctx_primary_may_be_last(dev);
-	if (early)
-		drop_begin(&d, dev, NULL);
 	gg_CUresult rc = real(dev);
+	if (rc != GG_CUDA_SUCCESS || gg_in_hook || dev < 0 || dev >= GG_MAX_DEVICES ||
+	    atomic_load_explicit(&gg_exiting, memory_order_relaxed))
+		return rc;
+	gg_pfn_cuDevicePrimaryCtxGetState st = HELPER(cuDevicePrimaryCtxGetState);
 	unsigned flags = 0;
 	int active = 1;
-	if (rc == GG_CUDA_SUCCESS) {
-		gg_ctx_primary_released(dev);
-		if (st && st(dev, &flags, &active) != GG_CUDA_SUCCESS)
-			active = 1; /* cannot tell: the books stay as they are */
-	}
-	int reset = rc == GG_CUDA_SUCCESS && !active;
-	if (!early && reset)
-		drop_begin(&d, dev, NULL);
-	if (early || reset)
-		drop_end(&d, reset ? GG_CUDA_SUCCESS : GG_CUDA_ERROR_INVALID_CONTEXT, dev, NULL);
-	return rc;
+	if (!st || st(dev, &flags, &active) != GG_CUDA_SUCCESS || active)
+		return rc; /* lives on, or cannot tell: the books stay as they are */
+	struct gg_ctx_drop d;
+	drop_begin(&d, dev, NULL);
+	return drop_end(&d, rc, dev, NULL);
 }
 
 GG_VENEER_TO(cuDevicePrimaryCtxRelease, (gg_CUdevice dev), primary_release, (dev, real))

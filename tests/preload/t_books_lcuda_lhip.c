@@ -382,17 +382,12 @@ static void release_case(reset_fn release, const char *how)
 	reset_and_check(release ? release_to_zero : NULL, how);
 }
 
-/* Run before any reset: gpuguard's own count of the retains foresees the
- * last release, and takes the records out before the driver frees. */
 TEST(last_primary_release_refunds_the_context)
 {
 	release_case((reset_fn)need("cuDevicePrimaryCtxRelease_v2"), "cuDevicePrimaryCtxRelease_v2");
 }
 
-/* Run after the resets, which leave gpuguard's count above the driver's
- * (a reset releases nothing, the driver API says; the simulator's reset
- * drops every retain): the last release is found after the call, from the
- * driver's state. cudart asks for the legacy ABI at 7000. */
+/* cudart asks for the legacy ABI at 7000. */
 TEST(last_primary_release_through_cudart_lookup_refunds_the_context)
 {
 	reset_fn r = (reset_fn)proc("cuDevicePrimaryCtxRelease", 7000);
