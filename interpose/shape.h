@@ -246,7 +246,8 @@ static inline void gg_pool_alloc_init(struct gg_pool_alloc *pa, enum gpuguard_ap
 }
 /* Inline in the hook (issue 24: a frame less on every stream-ordered
  * request). */
-static inline int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_pool_alloc *pa)
+static inline __attribute__((always_inline)) int gg_pool_alloc_begin(const struct gg_runtime *rt,
+                                                                     struct gg_pool_alloc *pa)
 {
 	struct gg_alloc *a = &pa->a;
 	pa->p = a->dev >= 0 ? gg_pool_get(pa->pool, a->dev, rt->pool_query) : NULL;
