@@ -104,16 +104,14 @@ static inline struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserve
  * never has the room) every request reads, so a growth that does not fit
  * is undone and refused as before. Caller holds p->lock. */
 #define GG_POOL_READ_EVERY 16
-static inline int gg_pool_may_skip_read(const struct gg_pool *p, uint64_t need)
+static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t need)
 {
 	if (p->unread >= GG_POOL_READ_EVERY - 1)
 		return 0;
-	struct gg_budget *b = gg_ceiling_budget(p->dev);
 	/* relaxed: a hint; a room taken by another thread right after is the
 	 * overshoot case above, counted where the growth is charged. In pod
 	 * scope `used` is the entry's snapshot of the pod's use (each slow
 	 * grant and the sweep publish it): a hint of the same kind. */
-	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
 	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
 	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
 	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
@@ -131,8 +129,11 @@ uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, ui
  * pool's lock held until gg_pool_end. 0 means the request goes to the pool's
  * warm reserve, unreserved: end it with gg_pool_end_warm (or, when the
  * runtime's call failed, gg_pool_end with 0). Inline: the warm request's
- * whole begin (issue 24). */
-static inline uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
+ * whole begin (issue 24). _on: with b, p->dev's budget, and lim, its
+ * ceiling, as the hook looked them up already (gg_bind_budget), so that a
+ * warm request looks neither up again. */
+static inline __attribute__((always_inline)) uint64_t
+gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t size, uint64_t *reserve_before)
 {
 	/* a thread that allocates may free (ceiling.c) */
 	gg_ceiling_note_thread();
@@ -152,7 +153,7 @@ static inline uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t 
 		 * catches a growth all the same, or a later one does
 		 * (gg_pool_may_skip_read). */
 		p->used_est += fit;
-		if (!gg_pool_may_skip_read(p, need))
+		if (!gg_pool_may_skip_read(p, b, lim, need))
 			return 0;
 		/* Counted now, not at its end: a request the runtime then
 		 * fails goes to gg_pool_end, whose read settles these anyway. */
@@ -174,6 +175,12 @@ uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
+static inline uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
+{
+	struct gg_budget *b = gg_ceiling_budget(p->dev);
+	return gg_pool_begin_on(p, b, gg_ceiling_budget_limit(b), size, reserve_before);
+}
+
 /* After a warm request (begin returned 0) the runtime served: re-reads the
  * reserve once, unless begin skipped that (reserve_before GG_POOL_UNREAD);
  * a growth against reserve_before is charged if it fits.

@@ -264,10 +264,16 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_begin(const struc
 		a->charge = slow.charge;
 		return r;
 	}
-	gg_bind(rt, a->dev);
+	uint64_t lim, before;
+	struct gg_budget *b = gg_bind_budget(rt, a->dev, &lim);
 	gg_dump_note_request(a->api, a->size);
-	uint64_t before;
-	pa->reserved = gg_pool_begin(pa->p, a->size, &before);
+	if (GG_UNLIKELY(pa->p->dev != a->dev)) {
+		/* A pool registered on another device (its first request's):
+		 * charged there. */
+		b = gg_ceiling_budget(pa->p->dev);
+		lim = gg_ceiling_budget_limit(b);
+	}
+	pa->reserved = gg_pool_begin_on(pa->p, b, lim, a->size, &before);
 	pa->before = before;
 	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
 }
