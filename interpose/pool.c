@@ -20,41 +20,11 @@
 
 #define BLOCK_POOLS 64
 #define MAX_BLOCKS 1024 /* 65536 pools; past that see gg_pool_alloc_begin's fallback (shape.c) */
-#define DEAD_POOL ((void *)1)
+#define DEAD_POOL GG_POOL_DEAD
 
-struct gg_pool {
-	void *_Atomic handle; /* NULL = free entry, DEAD_POOL = destroyed */
-	int dev;
-	gg_pool_reserved_fn query;
-	/* Held across one allocation's driver call: 0 free, 1 held, 2 held
-	 * with a waiter (a futex, not a pthread mutex: the pair takes it once,
-	 * and glibc's lock and unlock were ~40 instructions of it, issue 24).
-	 * All zero is free, so a fresh or reset entry needs no init. */
-	_Atomic uint32_t lock;
-	uint64_t charged; /* reserve we charged; written under lock only */
-	/* What the pool's blocks take, at most (under lock only): the driver's
-	 * USED_MEM_CURRENT when last read, plus every request since (a block
-	 * in the reserve: the request rounded to 512 B). Frees go to the
-	 * driver without our lock and only lower the true figure, so this
-	 * stays an upper bound, and charged (the reserve at its last read)
-	 * is at least the true reserve, which only a request of ours raises.
-	 * So charged - used_est is at most the true free reserve: a request
-	 * that fits it is warm without asking the driver (issue 24). */
-	uint64_t used_est;
-	int used_known; /* used_est was read at least once */
-	/* Reads of the reserve skipped after warm requests (under lock only,
-	 * see may_skip_read): how many since the last read, and the growth
-	 * they could have caused. skip_need: the request in flight may skip
-	 * its read; what a growth of it would take. */
-	uint32_t unread;
-	uint64_t unseen, skip_need;
-};
-
-/* The pool lock (the entry's lock word). acquire on taking it, release on
- * giving it back: the pool's charged and used_est, written under it, are
- * ordered between one holder and the next. Private futex: the registry is
- * this process's own memory. */
-static void __attribute__((noinline)) lock_slow(struct gg_pool *p, uint32_t c)
+/* The pool lock's slow paths (pool.h): acquire on taking it, release on
+ * giving it back, as its fast paths. */
+void __attribute__((noinline)) gg_pool_lock_slow(struct gg_pool *p, uint32_t c)
 {
 	if (c != 2)
 		c = atomic_exchange_explicit(&p->lock, 2, memory_order_acquire);
@@ -64,30 +34,20 @@ static void __attribute__((noinline)) lock_slow(struct gg_pool *p, uint32_t c)
 	}
 }
 
-static inline void pool_lock(struct gg_pool *p)
+void gg_pool_unlock_wake(struct gg_pool *p)
 {
-	uint32_t c = 0;
-	if (GG_UNLIKELY(
-	        !atomic_compare_exchange_strong_explicit(&p->lock, &c, 1, memory_order_acquire, memory_order_relaxed)))
-		lock_slow(p, c);
+	/* release: as gg_pool_unlock's, for the holder after a sleeper. */
+	atomic_store_explicit(&p->lock, 0, memory_order_release);
+	gg_futex_wake(&p->lock, 1, 1);
 }
 
-/* 0 when taken. */
+/* 0 when taken. acquire: as gg_pool_lock's. */
 static inline int pool_trylock(struct gg_pool *p)
 {
 	uint32_t c = 0;
 	return atomic_compare_exchange_strong_explicit(&p->lock, &c, 1, memory_order_acquire, memory_order_relaxed)
 	           ? 0
 	           : -1;
-}
-
-static inline void pool_unlock(struct gg_pool *p)
-{
-	/* 2: someone sleeps (or is about to) on the word; hand it back and wake one. */
-	if (GG_UNLIKELY(atomic_fetch_sub_explicit(&p->lock, 1, memory_order_release) != 1)) {
-		atomic_store_explicit(&p->lock, 0, memory_order_release);
-		gg_futex_wake(&p->lock, 1, 1);
-	}
 }
 
 static struct gg_pool *_Atomic blocks[MAX_BLOCKS];
@@ -116,19 +76,15 @@ static struct gg_pool *find(void *handle)
 	return NULL;
 }
 
-/* The pool this thread used last: a hit costs a load and a compare
- * instead of the registry's scan. Valid while its handle is still the one
- * asked for: an entry is never unmapped, and one that died or was reused
- * holds another handle (DEAD_POOL, or the new pool's). */
-static GG_TLS struct gg_pool *tls_last;
+GG_TLS struct gg_pool *gg_pool_last; /* pool.h */
 
-static struct gg_pool *__attribute__((noinline)) get_slow(void *handle, int dev, gg_pool_reserved_fn query)
+struct gg_pool *__attribute__((noinline)) gg_pool_get_slow(void *handle, int dev, gg_pool_reserved_fn query)
 {
 	if (!handle || handle == DEAD_POOL)
 		return NULL;
 	struct gg_pool *p = find(handle);
 	if (GG_LIKELY(p != NULL)) {
-		tls_last = p;
+		gg_pool_last = p;
 		return p;
 	}
 	/* First sight of this pool. Registration is rare, so a mutex keeps two
@@ -164,11 +120,9 @@ static struct gg_pool *__attribute__((noinline)) get_slow(void *handle, int dev,
 			p->dev = dev;
 			p->query = query;
 			p->charged = 0;
-			p->used_est = 0;
-			p->used_known = 0;
+			p->used_est = UINT64_MAX; /* unknown until the first read */
 			p->unread = 0;
 			p->unseen = 0;
-			p->skip_need = 0;
 			/* p->lock: 0 in a fresh entry (mmap) and in a dead one
 			 * (given back by forget_keeping); a thread that found the
 			 * entry before it died may still hold it, so it is left
@@ -183,19 +137,8 @@ static struct gg_pool *__attribute__((noinline)) get_slow(void *handle, int dev,
 	}
 	pthread_mutex_unlock(&reg_lock);
 	if (p)
-		tls_last = p;
+		gg_pool_last = p;
 	return p;
-}
-
-struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
-{
-	struct gg_pool *p = tls_last;
-	/* acquire: as find()'s, pairs with the release store that published
-	 * the entry's dev and query with its handle. */
-	if (GG_LIKELY(p != NULL && (uintptr_t)handle > (uintptr_t)DEAD_POOL &&
-	              atomic_load_explicit(&p->handle, memory_order_acquire) == handle))
-		return p;
-	return get_slow(handle, dev, query);
 }
 
 _Atomic uint32_t gg_pool_current_gen;
@@ -263,7 +206,7 @@ void gg_pool_reconcile(struct gg_pool *p)
 	if (pool_trylock(p) != 0)
 		return;
 	settle_locked(p, 0);
-	pool_unlock(p);
+	gg_pool_unlock(p);
 }
 
 void gg_pool_reconcile_device(int dev)
@@ -310,51 +253,18 @@ void gg_pool_set_admit(gg_pool_admit_fn fn)
 	atomic_store_explicit(&admit_fn, fn, memory_order_relaxed);
 }
 
-/* A warm request's read of the reserve after the driver call (~200
- * instructions of the stream-ordered pair in the simulator, most of it the
- * driver's cuMemPoolGetAttribute; issue 24) only catches a growth of a
- * fragmented reserve. It is skipped for up to POOL_READ_EVERY - 1 warm
- * requests in a row, while the ceiling has room for everything they could
- * have grown the pool by (each request's size rounded up to 2 MiB) plus
- * GG_CEILING_NEAR for a driver that grows by bigger chunks. A growth it
- * misses is charged at the pool's next read: at most POOL_READ_EVERY - 1
- * warm requests later, or sooner at a request that asks the driver, a
- * synchronisation point, a memory query or a refusal's reconcile. It then
- * fits, unless others took that room meanwhile; if they did, it is charged
- * all the same and counted in pool_overshoot, never lost. Near the ceiling
- * and under a bad limit every request reads, so a growth that does not fit
- * is undone and refused as before. Caller holds p->lock. */
-#define POOL_READ_EVERY 16
-static inline int may_skip_read(const struct gg_pool *p, uint64_t need)
-{
-	if (p->unread >= POOL_READ_EVERY - 1 || GG_UNLIKELY(gg_opt.limit_bad))
-		return 0;
-	struct gg_budget *b = gg_ceiling_budget(p->dev);
-	/* relaxed: a hint; a room taken by another thread right after is the
-	 * overshoot case above, counted where the growth is charged. In pod
-	 * scope `used` is the entry's snapshot of the pod's use (each slow
-	 * grant and the sweep publish it): a hint of the same kind. */
-	uint64_t lim = atomic_load_explicit(b->limit, memory_order_relaxed);
-	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
-	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
-	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
-}
-
-/* begin past the warm-by-estimate case: ask the driver, then reserve the
- * growth or go the admission path. Out of line, so that the common case
- * (gg_pool_begin) saves and restores no more registers than it uses
- * (issue 24). Caller holds p->lock. */
-static uint64_t __attribute__((noinline))
-begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_before)
+/* begin past the warm-by-estimate case (pool.h's gg_pool_begin, inline in
+ * the hook): ask the driver, then reserve the growth or go the admission
+ * path. Out of line, so that the hook saves no registers for it (issue
+ * 24). Caller holds p->lock. */
+uint64_t __attribute__((noinline))
+gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_before)
 {
 	uint64_t reserved, used;
-	p->skip_need = 0;
 	int known = p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;
-	if (known) {
+	if (known)
 		p->used_est = used + fit;
-		p->used_known = 1;
-	}
 	if (known && reserved >= used && reserved - used >= fit) {
 		/* The free reserve adds up to the request: the driver serves it
 		 * from there, and a request it serves from there is never refused
@@ -378,7 +288,7 @@ begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_b
 	 * refusal there is counted and dumped; with no admission path (unit
 	 * tests without initialisation) it is refused at once, and counted. */
 	settle_locked(p, 0);
-	pool_unlock(p);
+	gg_pool_unlock(p);
 	gg_pool_admit_fn admit = atomic_load_explicit(&admit_fn, memory_order_relaxed);
 	if (!admit) {
 		gg_ceiling_count_refusal(p->dev, gg_verdict_reason(v));
@@ -386,32 +296,8 @@ begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_b
 	}
 	if (admit(p->dev, need) != 0)
 		return GG_POOL_REFUSED;
-	pool_lock(p);
+	gg_pool_lock(p);
 	return need;
-}
-
-uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
-{
-	/* a thread that allocates may free (ceiling.c) */
-	gg_ceiling_note_thread();
-	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
-	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
-	/* Held until gg_pool_end, across the driver call: two requests that each
-	 * fit the warm reserve alone must not both be let through unreserved,
-	 * or the second grows the pool past the ceiling. The driver serialises
-	 * a pool's allocations internally anyway. */
-	pool_lock(p);
-	if (GG_LIKELY(p->used_known && p->charged >= p->used_est && p->charged - p->used_est >= fit)) {
-		/* Warm by what we know (used_est above): no question to the
-		 * driver. The reserve's read after the call (gg_pool_end_warm)
-		 * catches a growth all the same, or a later one does
-		 * (may_skip_read). */
-		p->used_est += fit;
-		p->skip_need = may_skip_read(p, need) ? need : 0;
-		*reserve_before = p->charged;
-		return 0;
-	}
-	return begin_asking(p, need, fit, reserve_before);
 }
 
 uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before)
@@ -430,14 +316,13 @@ int gg_pool_grew(struct gg_pool *p, uint64_t reserve_before)
 
 void gg_pool_end(struct gg_pool *p, uint64_t reserved)
 {
-	p->skip_need = 0; /* settled here, read or not */
 	settle_locked(p, reserved);
-	pool_unlock(p);
+	gg_pool_unlock(p);
 }
 
-/* end_warm's read of the reserve, out of line as begin_asking is. */
-static enum gg_verdict __attribute__((noinline))
-end_warm_reading(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
+/* end_warm's read of the reserve (pool.h), out of line as begin_asking is. */
+enum gg_verdict __attribute__((noinline))
+gg_pool_end_warm_reading(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
 {
 	uint64_t reserved;
 	if (p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, NULL) != 0) {
@@ -458,23 +343,8 @@ end_warm_reading(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out
 		settle_to(p, 0, reserved); /* released at a sync we did not see */
 	}
 	read_done(p);
-	pool_unlock(p);
+	gg_pool_unlock(p);
 	return GG_VERDICT_GRANTED;
-}
-
-enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown_out)
-{
-	*grown_out = 0;
-	if (GG_LIKELY(p->skip_need)) {
-		/* Read later (may_skip_read): a growth of this request is
-		 * charged at the pool's next read. */
-		p->unread++;
-		p->unseen += p->skip_need;
-		p->skip_need = 0;
-		pool_unlock(p);
-		return GG_VERDICT_GRANTED;
-	}
-	return end_warm_reading(p, reserve_before, grown_out);
 }
 
 void gg_pool_after_reset(int dev)
@@ -504,7 +374,7 @@ static void forget_keeping(void *handle, uint64_t keep)
 	struct gg_pool *p = find(handle);
 	if (!p)
 		return;
-	pool_lock(p);
+	gg_pool_lock(p);
 	if (keep <= p->charged)
 		gg_ceiling_release(p->dev, p->charged - keep);
 	else
@@ -513,7 +383,7 @@ static void forget_keeping(void *handle, uint64_t keep)
 	p->charged = 0;
 	/* release: orders the books above before the entry can be reused. */
 	atomic_store_explicit(&p->handle, DEAD_POOL, memory_order_release);
-	pool_unlock(p);
+	gg_pool_unlock(p);
 }
 
 void gg_pool_forget(void *handle)
@@ -586,9 +456,9 @@ void gg_pool_destroy_begin(void *handle, gg_pool_owner_fn owner, gg_pool_trim_fn
 	d->live = 1;
 	/* What stays after the destroy: the pool trimmed to nothing. If it
 	 * cannot be trimmed or read, all it reserved (on the safe side). */
-	pool_lock(p);
+	gg_pool_lock(p);
 	d->hold = p->charged;
-	pool_unlock(p);
+	gg_pool_unlock(p);
 	if (trim && trim(handle) == 0 && p->query(handle, &reserved, NULL) == 0)
 		d->hold = reserved;
 	if (!owner || !gg_table) {

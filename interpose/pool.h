@@ -13,17 +13,157 @@
 /* Stream-ordered pools are charged by what they reserve (DESIGN.md §2). */
 /* Reads a pool's reserve and, when used is not NULL, what is in use. 0 or -1. */
 typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *used);
-struct gg_pool;
 #define GG_POOL_REFUSED UINT64_MAX
+#define GG_POOL_DEAD ((void *)1) /* a destroyed pool's entry */
+
+/* A pool's entry in the registry (pool.c). Here, not in pool.c, so that a
+ * warm request's begin and end run inline in the hook (issue 24: two
+ * calls, their frames and saved registers less on every stream-ordered
+ * request); only pool.c and these inlines touch its fields. */
+struct gg_pool {
+	void *_Atomic handle; /* NULL = free entry, GG_POOL_DEAD = destroyed */
+	int dev;
+	gg_pool_reserved_fn query;
+	/* Held across one allocation's driver call: 0 free, 1 held, 2 held
+	 * with a waiter (a futex, not a pthread mutex: the pair takes it once,
+	 * and glibc's lock and unlock were ~40 instructions of it, issue 24).
+	 * All zero is free, so a fresh or reset entry needs no init. */
+	_Atomic uint32_t lock;
+	/* Reads of the reserve skipped after warm requests (under lock only,
+	 * see gg_pool_may_skip_read): how many since the last read, and the
+	 * growth they could have caused. */
+	uint32_t unread;
+	uint64_t charged; /* reserve we charged; written under lock only */
+	/* What the pool's blocks take, at most (under lock only): the driver's
+	 * USED_MEM_CURRENT when last read, plus every request since (a block
+	 * in the reserve: the request rounded to 512 B). Frees go to the
+	 * driver without our lock and only lower the true figure, so this
+	 * stays an upper bound, and charged (the reserve at its last read)
+	 * is at least the true reserve, which only a request of ours raises.
+	 * So charged - used_est is at most the true free reserve: a request
+	 * that fits it is warm without asking the driver (issue 24). Until
+	 * the first read it is UINT64_MAX (gg_pool_get), which no request
+	 * fits: one compare, not a flag and two. */
+	uint64_t used_est;
+	uint64_t unseen;
+};
+
+/* The pool lock (the entry's lock word). acquire on taking it, release on
+ * giving it back: the pool's charged, used_est, unread and unseen, written
+ * under it, are ordered between one holder and the next. Private futex:
+ * the registry is this process's own memory. */
+void gg_pool_lock_slow(struct gg_pool *p, uint32_t c);
+void gg_pool_unlock_wake(struct gg_pool *p);
+static inline void gg_pool_lock(struct gg_pool *p)
+{
+	uint32_t c = 0;
+	if (GG_UNLIKELY(
+	        !atomic_compare_exchange_strong_explicit(&p->lock, &c, 1, memory_order_acquire, memory_order_relaxed)))
+		gg_pool_lock_slow(p, c);
+}
+static inline void gg_pool_unlock(struct gg_pool *p)
+{
+	/* not 1: someone sleeps (or is about to) on the word; the slow path
+	 * hands it back and wakes one. */
+	if (GG_UNLIKELY(atomic_fetch_sub_explicit(&p->lock, 1, memory_order_release) != 1))
+		gg_pool_unlock_wake(p);
+}
+
+/* The pool this thread used last: a hit costs a load and a compare
+ * instead of the registry's scan. Valid while its handle is still the one
+ * asked for: an entry is never unmapped, and one that died or was reused
+ * holds another handle (GG_POOL_DEAD, or the new pool's). */
+extern GG_TLS struct gg_pool *gg_pool_last;
+struct gg_pool *gg_pool_get_slow(void *handle, int dev, gg_pool_reserved_fn query);
 /* Finds or registers pool handle on dev. NULL when the registry is full
  * (65536 pools) or out of memory. */
-struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query);
+static inline struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserved_fn query)
+{
+	struct gg_pool *p = gg_pool_last;
+	/* acquire: as pool.c's find(), pairs with the release store that
+	 * published the entry's dev and query with its handle. */
+	if (GG_LIKELY(p != NULL && (uintptr_t)handle > (uintptr_t)GG_POOL_DEAD &&
+	              atomic_load_explicit(&p->handle, memory_order_acquire) == handle))
+		return p;
+	return gg_pool_get_slow(handle, dev, query);
+}
+
+/* A warm request's read of the reserve after the driver call (~200
+ * instructions of the stream-ordered pair in the simulator, most of it the
+ * driver's cuMemPoolGetAttribute; issue 24) only catches a growth of a
+ * fragmented reserve. It is skipped for up to GG_POOL_READ_EVERY - 1 warm
+ * requests in a row, while the ceiling has room for everything they could
+ * have grown the pool by (each request's size rounded up to 2 MiB) plus
+ * GG_CEILING_NEAR for a driver that grows by bigger chunks. A growth it
+ * misses is charged at the pool's next read: at most GG_POOL_READ_EVERY - 1
+ * warm requests later, or sooner at a request that asks the driver, a
+ * synchronisation point, a memory query or a refusal's reconcile. It then
+ * fits, unless others took that room meanwhile; if they did, it is charged
+ * all the same and counted in pool_overshoot, never lost. Near the ceiling
+ * and under a bad limit (its ceiling is 0, gg_ceiling_limit_for, so it
+ * never has the room) every request reads, so a growth that does not fit
+ * is undone and refused as before. Caller holds p->lock. */
+#define GG_POOL_READ_EVERY 16
+static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t need)
+{
+	if (p->unread >= GG_POOL_READ_EVERY - 1)
+		return 0;
+	/* relaxed: a hint; a room taken by another thread right after is the
+	 * overshoot case above, counted where the growth is charged. In pod
+	 * scope `used` is the entry's snapshot of the pod's use (each slow
+	 * grant and the sweep publish it): a hint of the same kind. */
+	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
+	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
+	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
+}
+
+/* begin past the warm-by-estimate case (pool.c): asks the driver, then
+ * reserves the growth or goes the admission path. Caller holds p->lock. */
+uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_before);
+/* What gg_pool_begin sets *reserve_before to for a warm request whose read
+ * of the reserve is skipped (gg_pool_may_skip_read), counted already: its
+ * end (gg_pool_end_warm) only gives the lock back. No reserve is that big. */
+#define GG_POOL_UNREAD UINT64_MAX
 /* Call before asking the pool for `size` bytes. Returns GG_POOL_REFUSED past
- * the ceiling (counted and dumped); otherwise the bytes it reserved, with the pool's lock held
- * until gg_pool_end. 0 means the request goes to the pool's warm reserve,
- * unreserved: end it with gg_pool_end_warm (or, when the runtime's call
- * failed, gg_pool_end with 0). */
-uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
+ * the ceiling (counted and dumped); otherwise the bytes it reserved, with the
+ * pool's lock held until gg_pool_end. 0 means the request goes to the pool's
+ * warm reserve, unreserved: end it with gg_pool_end_warm (or, when the
+ * runtime's call failed, gg_pool_end with 0). Inline: the warm request's
+ * whole begin (issue 24). _on: with b, p->dev's budget, and lim, its
+ * ceiling, as the hook looked them up already (gg_bind_budget), so that a
+ * warm request looks neither up again. */
+static inline __attribute__((always_inline)) uint64_t
+gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t size, uint64_t *reserve_before)
+{
+	/* a thread that allocates may free (ceiling.c) */
+	gg_ceiling_note_thread();
+	uint64_t fit = (size + 511) / 512 * 512; /* what a block in the reserve takes */
+	/* Held until gg_pool_end, across the driver call: two requests that each
+	 * fit the warm reserve alone must not both be let through unreserved,
+	 * or the second grows the pool past the ceiling. The driver serialises
+	 * a pool's allocations internally anyway. */
+	gg_pool_lock(p);
+	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
+	*reserve_before = p->charged;
+	/* used_est <= charged - fit, without overflow: used_est is UINT64_MAX
+	 * until the first read. */
+	if (GG_LIKELY(p->charged >= fit && p->used_est <= p->charged - fit)) {
+		/* Warm by what we know (used_est above): no question to the
+		 * driver. The reserve's read after the call (gg_pool_end_warm)
+		 * catches a growth all the same, or a later one does
+		 * (gg_pool_may_skip_read). */
+		p->used_est += fit;
+		if (!gg_pool_may_skip_read(p, b, lim, need))
+			return 0;
+		/* Counted now, not at its end: a request the runtime then
+		 * fails goes to gg_pool_end, whose read settles these anyway. */
+		p->unread++;
+		p->unseen += need;
+		*reserve_before = GG_POOL_UNREAD;
+		return 0;
+	}
+	return gg_pool_begin_asking(p, need, fit, reserve_before);
+}
 /* How gg_pool_begin admits a request past the ceiling: gg_account_begin,
  * which sits above this file; set by init.c. 0 = reserved. */
 typedef int (*gg_pool_admit_fn)(int dev, uint64_t charge);
@@ -35,13 +175,31 @@ uint64_t gg_pool_growth(struct gg_pool *p, uint64_t reserve_before);
 /* After the driver call: re-reads the pool's reserve, charges the change, and
  * gives back the `reserved` bytes begin() took. Drops the lock. */
 void gg_pool_end(struct gg_pool *p, uint64_t reserved);
+static inline uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
+{
+	struct gg_budget *b = gg_ceiling_budget(p->dev);
+	return gg_pool_begin_on(p, b, gg_ceiling_budget_limit(b), size, reserve_before);
+}
+
 /* After a warm request (begin returned 0) the runtime served: re-reads the
- * reserve once; a growth against reserve_before is charged if it fits.
+ * reserve once, unless begin skipped that (reserve_before GG_POOL_UNREAD);
+ * a growth against reserve_before is charged if it fits.
  * GG_VERDICT_GRANTED: settled, lock dropped. Else the reservation's
  * refusal: the growth (*grown) does not fit; the lock is still held, and the
  * caller undoes the growth, refuses under the verdict's reason, then calls
  * gg_pool_end. */
-enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown);
+enum gg_verdict gg_pool_end_warm_reading(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown);
+static inline enum gg_verdict gg_pool_end_warm(struct gg_pool *p, uint64_t reserve_before, uint64_t *grown)
+{
+	*grown = 0;
+	if (GG_LIKELY(reserve_before == GG_POOL_UNREAD)) {
+		/* Read later (gg_pool_may_skip_read): a growth of this request
+		 * is charged at the pool's next read. */
+		gg_pool_unlock(p);
+		return GG_VERDICT_GRANTED;
+	}
+	return gg_pool_end_warm_reading(p, reserve_before, grown);
+}
 /* At a synchronisation point (cuStreamSynchronize, cuCtxSynchronize,
  * cuEventSynchronize, HIP's): pools give back reserve above their release
  * threshold there, so every pool holding a charge is re-read and the memory

@@ -246,7 +246,8 @@ static inline void gg_pool_alloc_init(struct gg_pool_alloc *pa, enum gpuguard_ap
 }
 /* Inline in the hook (issue 24: a frame less on every stream-ordered
  * request). */
-static inline int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_pool_alloc *pa)
+static inline __attribute__((always_inline)) int gg_pool_alloc_begin(const struct gg_runtime *rt,
+                                                                     struct gg_pool_alloc *pa)
 {
 	struct gg_alloc *a = &pa->a;
 	pa->p = a->dev >= 0 ? gg_pool_get(pa->pool, a->dev, rt->pool_query) : NULL;
@@ -263,10 +264,16 @@ static inline int gg_pool_alloc_begin(const struct gg_runtime *rt, struct gg_poo
 		a->charge = slow.charge;
 		return r;
 	}
-	gg_bind(rt, a->dev);
+	uint64_t lim, before;
+	struct gg_budget *b = gg_bind_budget(rt, a->dev, &lim);
 	gg_dump_note_request(a->api, a->size);
-	uint64_t before;
-	pa->reserved = gg_pool_begin(pa->p, a->size, &before);
+	if (GG_UNLIKELY(pa->p->dev != a->dev)) {
+		/* A pool registered on another device (its first request's):
+		 * charged there. */
+		b = gg_ceiling_budget(pa->p->dev);
+		lim = gg_ceiling_budget_limit(b);
+	}
+	pa->reserved = gg_pool_begin_on(pa->p, b, lim, a->size, &before);
 	pa->before = before;
 	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
 }

@@ -758,6 +758,42 @@ TEST(warm_reads_skipped_with_room)
 	gg_pool_reset();
 }
 
+/* Under a limit that fails closed every warm request reads the reserve
+ * after it, as near the ceiling: the skip's room check needs no test of
+ * its own for it (issue 24), since such a limit is a ceiling of 0
+ * (gg_ceiling_limit_for), which never has the room. So a growth of a
+ * fragmented reserve is undone and refused at once, not charged later. */
+TEST(bad_limit_reads_every_warm_request)
+{
+	uint64_t grown = 0, before = 0;
+	static struct fake a;
+	setup(1024 * MI);
+	gg_opt.limit_bad = 1;
+	gg_ceiling_configure();    /* as initialisation does under it */
+	fake_init(&a, 64 * MI, 0); /* a reserve made before we loaded */
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0); /* asks, and reads after */
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+	CHECK_EQ_U64(atomic_load(&a.queries), 2);
+	for (int i = 1; i <= 4; i++) {
+		CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0); /* warm by estimate */
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+		CHECK_EQ_U64(atomic_load(&a.queries), 2 + (uint64_t)i);
+	}
+	CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+	fake_set(&a, 66 * MI, 1 * MI); /* fragmented: the pool grew all the same */
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_CONFIG);
+	CHECK_EQ_U64(grown, 2 * MI);
+	fake_set(&a, 64 * MI, 1 * MI); /* the caller's undo */
+	gg_pool_end(pa, 0);
+	/* the reserve found at first sight, over a ceiling of 0; not the growth */
+	CHECK_EQ_U64(atomic_load(&gg_devices[0].pool_overshoot), 64 * MI);
+	gg_opt.limit_bad = 0;
+	gg_pool_forget(&a);
+	gg_pool_reset();
+	setup(GG_UNLIMITED);
+}
+
 int main(void)
 {
 	RUN(get_registers_once);
@@ -768,6 +804,7 @@ int main(void)
 	RUN(warm_requests_judged_from_what_we_know);
 	RUN(warm_reads_skipped_with_room);
 	RUN(bad_limit_growth_refused_as_config);
+	RUN(bad_limit_reads_every_warm_request);
 	RUN(query_failure_keeps_the_reservation);
 	RUN(concurrent_pools_stay_under_ceiling);
 	RUN(destroyed_pool_held_until_last_block);
