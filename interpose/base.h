@@ -23,8 +23,10 @@
 #define GG_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /* The live allocation table (table.c), mapped by initialisation; NULL
- * when that failed. */
-extern struct gg_table *gg_table;
+ * when that failed. Declared hidden, as it is defined: every allocation
+ * and free loads it straight from memory, not through its address first
+ * (issue 24). */
+extern struct gg_table *gg_table __attribute__((visibility("hidden")));
 /* CLOCK_MONOTONIC_COARSE at initialisation, in ms: gg_now_ms's zero.
  * Declared hidden, as it is defined: an inline subtracts it straight from
  * memory, not through its address first (issue 24). */
