@@ -90,7 +90,14 @@ struct gg_self {
 	int16_t cu_dev;
 	uint16_t cu_left; /* allocations until the driver is asked again; 0: ask */
 	uint8_t cu_moved; /* a context hook ran on this thread since the last ask */
+	/* gg_footprint_countdown (footprint.h), from GG_FOOTPRINT_FIRST: in the
+	 * block, not a thread-local of its own, so that an allocation's tick
+	 * needs no load of its own variable's offset (issue 24). */
+	int64_t footprint_countdown;
 };
+/* The footprint's countdown at a thread's start (footprint.h says why):
+ * here, as the block's initialiser needs it (base.c). */
+#define GG_FOOTPRINT_FIRST (INT64_MIN / 4)
 extern GG_TLS struct gg_self gg_self;
 
 /* The kernel thread id, cached per thread (0 = not asked yet; the slow
