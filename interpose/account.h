@@ -135,7 +135,10 @@ static inline __attribute__((always_inline)) int gg_account_forget_inline(enum g
                                                                           struct gg_record *out)
 {
 	gg_ceiling_note_thread(); /* a thread that frees may free again */
-	if (!gg_table)
+	/* Read once: the seq_cst load below would make the compiler read it
+	 * again for the remove (issue 24). */
+	struct gg_table *t = gg_table;
+	if (!t)
 		return 0;
 	/* seq_cst: the first of the pair gg_account_forget_missed completes
 	 * (pool.c's flagging). */
@@ -143,7 +146,7 @@ static inline __attribute__((always_inline)) int gg_account_forget_inline(enum g
 	uint64_t key = gg_key(ns, raw);
 	uint64_t h = 0;
 	unsigned top = 0;
-	int rc = gg_table_remove_fast(gg_table, key, out, &h, &top);
+	int rc = gg_table_remove_fast(t, key, out, &h, &top);
 	if (GG_UNLIKELY(rc <= 0) && !gg_account_forget_slow(key, out, gen, h, top, rc))
 		return 0;
 	/* The free's event is claimed as soon as its record is out of the

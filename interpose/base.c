@@ -13,7 +13,7 @@
 struct gg_table *gg_table;
 uint64_t gg_start_ms;
 _Atomic int gg_init_state;
-GG_TLS struct gg_self gg_self;
+GG_TLS struct gg_self gg_self = {.footprint_countdown = GG_FOOTPRINT_FIRST};
 _Atomic int gg_inert;
 /* relaxed: a flag read once, by the exit destructor (dump.c); it orders
  * nothing. A governed call racing with exit in another thread may be

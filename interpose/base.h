@@ -23,8 +23,10 @@
 #define GG_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /* The live allocation table (table.c), mapped by initialisation; NULL
- * when that failed. */
-extern struct gg_table *gg_table;
+ * when that failed. Declared hidden, as it is defined: every allocation
+ * and free loads it straight from memory, not through its address first
+ * (issue 24). */
+extern struct gg_table *gg_table __attribute__((visibility("hidden")));
 /* CLOCK_MONOTONIC_COARSE at initialisation, in ms: gg_now_ms's zero.
  * Declared hidden, as it is defined: an inline subtracts it straight from
  * memory, not through its address first (issue 24). */
@@ -88,7 +90,14 @@ struct gg_self {
 	int16_t cu_dev;
 	uint16_t cu_left; /* allocations until the driver is asked again; 0: ask */
 	uint8_t cu_moved; /* a context hook ran on this thread since the last ask */
+	/* gg_footprint_countdown (footprint.h), from GG_FOOTPRINT_FIRST: in the
+	 * block, not a thread-local of its own, so that an allocation's tick
+	 * needs no load of its own variable's offset (issue 24). */
+	int64_t footprint_countdown;
 };
+/* The footprint's countdown at a thread's start (footprint.h says why):
+ * here, as the block's initialiser needs it (base.c). */
+#define GG_FOOTPRINT_FIRST (INT64_MIN / 4)
 extern GG_TLS struct gg_self gg_self;
 
 /* The kernel thread id, cached per thread (0 = not asked yet; the slow

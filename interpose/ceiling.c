@@ -452,9 +452,12 @@ static inline __attribute__((always_inline)) enum gg_verdict pod_try_reserve(str
 	 * refused a churning thread's 64 MiB under TSan: t_postmortem). */
 	if (bytes > lim)
 		return GG_VERDICT_CEILING;
+	/* The word's address read once: F1's seq_cst add would make the
+	 * compiler read b->credit again for F2 (issue 24). */
+	_Atomic uint64_t *credit = b->credit;
 	/* relaxed: a hint; F2's CAS decides. Only this process raises its
 	 * credit (R4b), anyone may take it (R3b). */
-	uint64_t k = atomic_load_explicit(b->credit, memory_order_relaxed);
+	uint64_t k = atomic_load_explicit(credit, memory_order_relaxed);
 	/* F0: only under the ceiling the credit was last weighed against. A
 	 * ceiling lowered since (the driver's limit, MPS v3: dmem_update in
 	 * footprint.c; a pod's limit rewritten) may no longer hold the credit
@@ -469,8 +472,8 @@ static inline __attribute__((always_inline)) enum gg_verdict pod_try_reserve(str
 		/* F2: credit -= b, if it still holds b. seq_cst: against a
 		 * refuser's take-back (R3b), an exchange: either our CAS comes
 		 * first (the bytes are ours, in used) or it fails. */
-		while (k >= bytes && !atomic_compare_exchange_weak_explicit(b->credit, &k, k - bytes,
-		                                                            memory_order_seq_cst, memory_order_relaxed))
+		while (k >= bytes && !atomic_compare_exchange_weak_explicit(credit, &k, k - bytes, memory_order_seq_cst,
+		                                                            memory_order_relaxed))
 			;
 		if (GG_LIKELY(k >= bytes)) {
 			/* relaxed: the private copy of our used, as in R4 */

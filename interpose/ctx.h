@@ -11,8 +11,9 @@
 
 #define GG_CTX_MAX 4096 /* ids 1 .. GG_CTX_MAX-1; 0 = none */
 /* Bumped whenever a context is forgotten: per-thread caches of "the current
- * context's id" compare it before trusting themselves. */
-extern _Atomic uint32_t gg_ctx_epoch;
+ * context's id" compare it before trusting themselves. Hidden, as defined:
+ * read in place by every allocation (issue 24). */
+extern _Atomic uint32_t gg_ctx_epoch __attribute__((visibility("hidden")));
 /* ctx's id and device if registered, else 0. Lock-free. */
 uint16_t gg_ctx_find(const void *ctx, int *dev);
 /* ctx's id, registering it on device dev on first sight (primary: it is

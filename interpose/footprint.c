@@ -974,8 +974,6 @@ void gg_footprint_tick_slow(int dev, uint64_t charge)
 		probe_begin(dev, charge);
 }
 
-GG_TLS int64_t gg_footprint_countdown = GG_FOOTPRINT_FIRST;
-
 _Atomic uint64_t gg_footprint_pending;
 
 void gg_footprint_first_use(int dev)

@@ -42,9 +42,9 @@ void gg_footprint_first_use(int dev);
  * could free (gg_ceiling_note_thread: issue 24, one per-thread check on
  * the allocation path, not two) and then goes on as from GG_FOOTPRINT_STEP. */
 #define GG_FOOTPRINT_STEP ((int64_t)(64 * GG_MIB))
-#define GG_FOOTPRINT_FIRST (INT64_MIN / 4)
+/* GG_FOOTPRINT_FIRST: base.h, with the countdown's place in gg_self */
 #define GG_FOOTPRINT_MIN_MS 100
-extern GG_TLS int64_t gg_footprint_countdown;
+#define gg_footprint_countdown (gg_self.footprint_countdown) /* base.h */
 void gg_footprint_tick_slow(int dev, uint64_t charge);
 /* Set on a thread whose tick read the card's processes before this
  * allocation's driver call, to tell our PID from others' (footprint.c);

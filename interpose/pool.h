@@ -238,7 +238,7 @@ void gg_pool_destroy_end(void *handle, struct gg_pool_doom *d, int ok);
  * count is odd meanwhile. A free that finds no record while it moved
  * waits for the flagging (gg_pool_flagging_wait) and looks again, so it is
  * not taken for an untracked free that leaves the pool charged. */
-extern _Atomic uint64_t gg_pool_flag_gen;
+extern _Atomic uint64_t gg_pool_flag_gen __attribute__((visibility("hidden"))); /* as defined: read in place */
 void gg_pool_flagging_wait(void);
 /* A record with GG_REC_POOL_GONE was freed (account.c). */
 void gg_pool_gone_block_freed(uint64_t key);
