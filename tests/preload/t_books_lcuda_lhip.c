@@ -1,8 +1,8 @@
 /* gpuguard: the books follow the driver's own lifetimes (REAL-CUDA.md §5):
  * VMM memory lives while a reference or a mapping holds it, reset, the
  * last release and destroy free a context's memory, imported memory is the
- * exporter's, and
- * graph memory is the device's graph reserve. 2 GiB ceiling, 8 GiB card. */
+ * exporter's, and graph memory is the device's graph reserve. 2 GiB
+ * ceiling, 8 GiB card. */
 #include "common.h"
 #include "cuda_start.h"
 #include "gpuguard/cuda_abi.h"
