@@ -938,6 +938,16 @@ TEST(liveness_works_across_pid_namespaces)
 	CHECK_EQ_INT(finish(&b, NULL, 0), 0);
 }
 
+/* The device entry's count of waiting processes once it is not 0, or 0
+ * after 5 s: a process told to allocate past the ceiling has begun to
+ * wait. */
+static uint64_t await_waiters(struct gpuguard_region_device *e)
+{
+	for (int i = 0; i < 500 && atomic_load(&e->waiters) == 0; i++)
+		usleep(10000);
+	return atomic_load(&e->waiters);
+}
+
 TEST(waiting_succeeds_when_another_process_frees)
 {
 	use_region("pod-wait");
@@ -952,10 +962,7 @@ TEST(waiting_succeeds_when_another_process_frees)
 	CHECK(h != NULL);
 	if (!h)
 		return;
-	struct gpuguard_region_device *e = gpuguard_region_dev(h, 0);
-	for (int i = 0; i < 500 && atomic_load(&e->waiters) == 0; i++)
-		usleep(10000);
-	CHECK_EQ_U64(atomic_load(&e->waiters), 1);
+	CHECK_EQ_U64(await_waiters(gpuguard_region_dev(h, 0)), 1);
 	munmap(h, GPUGUARD_REGION_SIZE);
 	usleep(150000);
 	CHECK_EQ_INT(strcmp(ask(&a, "free"), "ok"), 0);
@@ -1113,9 +1120,7 @@ TEST(a_killed_waiter_leaves_no_phantom)
 	if (!h)
 		return;
 	struct gpuguard_region_device *e = gpuguard_region_dev(h, 0);
-	for (int i = 0; i < 200 && atomic_load(&e->waiters) == 0; i++)
-		usleep(10000);
-	CHECK_EQ_U64(atomic_load(&e->waiters), 1);
+	CHECK_EQ_U64(await_waiters(e), 1);
 	if (b.pid > 0) /* never kill(-1) */
 		kill(b.pid, SIGKILL);
 	CHECK_EQ_INT(finish(&b, NULL, 0), 128 + SIGKILL);
