@@ -15,11 +15,11 @@
  * live bytes are not counted here: the history's live word (history.h)
  * counts the same events, and gg_ceiling_read reports it (issue 24: one
  * atomic add less per event). */
-#define GG_STRIPES 16
 struct gg_stripe {
 	_Atomic int64_t allocs;
 	_Atomic int64_t frees;
-} __attribute__((aligned(64)));
+} __attribute__((aligned(1 << GG_STRIPE_SHIFT))); /* GG_STRIPES of them: base.h */
+_Static_assert(sizeof(struct gg_stripe) == 1 << GG_STRIPE_SHIFT, "gg_self.stripe_off steps by one stripe");
 
 /* The words a reservation races on, wherever they live: in this process's
  * gg_device (process scope) or in the pod region's device entry (pod scope,
@@ -270,24 +270,24 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
 /* Counts one allocation or free on the calling thread's stripe. relaxed
  * throughout: statistics, summed by readers that want a snapshot, never
  * used to decide anything. Inline: each runs once per pair. The stripe is
- * the thread's gg_self.stripe (base.h: its thread id's low bits, 0 until
- * the id is first asked): any stripe is correct, as only the sums mean
- * anything; the thread's own keeps threads off each other's lines. size:
- * the history's live word counts the bytes (see struct gg_stripe). */
-static inline struct gg_stripe *gg_ceiling_stripe(int dev)
+ * the one at the thread's gg_self.stripe_off (base.h: its thread id's low
+ * bits, stripe 0 until the id is first asked): any stripe is correct, as
+ * only the sums mean anything; the thread's own keeps threads off each
+ * other's lines. size: the history's live word counts the bytes (see
+ * struct gg_stripe). */
+static inline struct gg_stripe *gg_ceiling_stripe_at(struct gg_device *d)
 {
-	return &gg_devices[dev].stripe[gg_self.stripe % GG_STRIPES];
+	return (struct gg_stripe *)((char *)d->stripe + gg_self.stripe_off);
 }
 static inline void gg_ceiling_count_alloc(int dev, uint64_t size)
 {
 	(void)size;
-	atomic_fetch_add_explicit(&gg_ceiling_device(dev)->stripe[gg_self.stripe % GG_STRIPES].allocs, 1,
-	                          memory_order_relaxed);
+	atomic_fetch_add_explicit(&gg_ceiling_stripe_at(gg_ceiling_device(dev))->allocs, 1, memory_order_relaxed);
 }
 static inline void gg_ceiling_count_free(int dev, uint64_t size)
 {
 	(void)size;
-	atomic_fetch_add_explicit(&gg_ceiling_stripe(dev)->frees, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gg_ceiling_stripe_at(&gg_devices[(unsigned)dev])->frees, 1, memory_order_relaxed);
 }
 /* Copies dev's books, summing the stripes; live_bytes is the history's
  * live word (gg_history_live). */

@@ -634,6 +634,46 @@ TEST(a_threads_first_grant_counts_it)
 	setup(0, GG_UNLIMITED);
 }
 
+/* The statistics' counts land on the stripe of the calling thread's id
+ * (gg_self.stripe_off, issue 24), one per thread, and the reader's sums
+ * see every one: threads counted from many ids add up. */
+#define STRIPE_THREADS 24
+#define STRIPE_COUNTS 1000
+static void *stripe_counter_main(void *arg)
+{
+	(void)arg;
+	gg_gettid(); /* the id, and with it the stripe */
+	for (int i = 0; i < STRIPE_COUNTS; i++) {
+		gg_ceiling_count_alloc(1, 4096);
+		if (i % 2)
+			gg_ceiling_count_free(1, 4096);
+	}
+	return NULL;
+}
+
+TEST(stripe_counts_land_on_the_threads_stripe)
+{
+	setup(1, GI);
+	unsigned me = gg_gettid() % GG_STRIPES;
+	gg_ceiling_count_alloc(1, 4096);
+	gg_ceiling_count_free(1, 4096);
+	gg_ceiling_count_free(1, 4096);
+	for (unsigned i = 0; i < GG_STRIPES; i++) {
+		CHECK_EQ_U64((uint64_t)atomic_load(&gg_devices[1].stripe[i].allocs), i == me ? 1 : 0);
+		CHECK_EQ_U64((uint64_t)atomic_load(&gg_devices[1].stripe[i].frees), i == me ? 2 : 0);
+	}
+	pthread_t th[STRIPE_THREADS];
+	for (int i = 0; i < STRIPE_THREADS; i++)
+		pthread_create(&th[i], NULL, stripe_counter_main, NULL);
+	for (int i = 0; i < STRIPE_THREADS; i++)
+		pthread_join(th[i], NULL);
+	struct gpuguard_device_stats st;
+	gg_ceiling_read(1, &st);
+	CHECK_EQ_U64(st.allocs, 1 + STRIPE_THREADS * STRIPE_COUNTS);
+	CHECK_EQ_U64(st.frees, 2 + STRIPE_THREADS * STRIPE_COUNTS / 2);
+	setup(1, GG_UNLIMITED);
+}
+
 /* ---- concurrency ---- */
 
 #define RACE_LIMIT (64 * MI)
@@ -853,6 +893,7 @@ int main(void)
 	RUN(account_forget_finds_older_generations);
 	RUN(account_free_refunds_the_charge);
 	RUN(a_threads_first_grant_counts_it);
+	RUN(stripe_counts_land_on_the_threads_stripe);
 	RUN(threads_race_for_the_last_bytes);
 	RUN(two_threads_duel_for_the_last_bytes);
 	RUN(tight_loop_one_holder_at_a_time);
