@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) int gg_account_begin_on(int dev, st
 	 * thread's first grant and its tick sees it not yet counted, and may
 	 * give up early: what GPUGUARD_ON_LIMIT=fail does, as for a thread
 	 * whose first call is a free (ceiling.c). */
-	if (GG_LIKELY(gg_ceiling_try_reserve_on(b, charge, lim) == GG_VERDICT_GRANTED)) {
+	if (GG_LIKELY(gg_ceiling_grant(b, charge, lim) == GG_VERDICT_GRANTED)) {
 		gg_footprint_tick(dev, charge); /* a reconcile every so many MiB (footprint.c) */
 		/* Near the ceiling, the runtime charge is read fresh before the
 		 * grant stands: the ticks are rate-limited, and growth between
@@ -178,7 +178,7 @@ static inline __attribute__((always_inline)) int gg_account_freed_fast(const str
 {
 	if (GG_LIKELY(ok && (rec->flags & ~(GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE)) == GG_REC_FREE_SAID)) {
 		if (rec->flags & GG_REC_CHARGED)
-			gg_ceiling_release(rec->dev, gg_account_charge_of(rec));
+			gg_ceiling_release_inline(rec->dev, gg_account_charge_of(rec));
 		gg_ceiling_count_free(rec->dev, rec->size);
 		return 1;
 	}

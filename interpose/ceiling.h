@@ -36,7 +36,7 @@ struct gg_budget {
 	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
 	_Atomic uint64_t *credit;       /* pod scope: our slot's credit (region.h), else NULL */
 	/* pod scope: the ceiling our credit was last weighed against, by a
-	 * slow-path grant whose sum counted it (ceiling.c, pod_try_reserve);
+	 * slow-path grant whose sum counted it (ceiling.c, gg_ceiling_pod_reserve_slow);
 	 * a fast grant needs the ceiling unchanged since. Process-local. */
 	_Atomic uint64_t credit_lim;
 	/* pod scope: this process's own `used` (gg_device), kept equal to
@@ -234,6 +234,59 @@ enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes);
  * (gg_ceiling_budget, gg_ceiling_budget_limit): the allocation hook looks
  * them up once, for the unresolved check and the reservation (issue 24). */
 enum gg_verdict gg_ceiling_try_reserve_on(struct gg_budget *b, uint64_t bytes, uint64_t lim);
+/* gg_ceiling_try_reserve_on's parts (ceiling.c): process scope's
+ * reservation, and pod scope's past the fast grant (its refill and R1-R5,
+ * and F3 when f3: k is the credit the fast grant read). */
+enum gg_verdict gg_ceiling_try_reserve_local(struct gg_budget *b, uint64_t bytes, uint64_t lim);
+enum gg_verdict gg_ceiling_pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k, int f3);
+/* gg_ceiling_try_reserve_on itself, inline in the allocation hooks (issue
+ * 24: the call, its arguments and the scope's test were paid in the hook
+ * and again in the callee). Pod scope (b->claim set) follows
+ * tests/model/pod.pml: this is its fast grant, F0-F3. */
+static inline __attribute__((always_inline)) enum gg_verdict gg_ceiling_grant(struct gg_budget *b, uint64_t bytes,
+                                                                              uint64_t lim)
+{
+	if (!b->claim)
+		return gg_ceiling_try_reserve_local(b, bytes, lim);
+	/* A request past the ceiling itself can never be granted: refused
+	 * before R1, so that its claim never makes a racing request that
+	 * fits see the pod as full (a 2 GiB request under a 1 GiB ceiling
+	 * refused a churning thread's 64 MiB under TSan: t_postmortem). */
+	if (bytes > lim)
+		return GG_VERDICT_CEILING;
+	/* The word's address read once: F1's seq_cst add would make the
+	 * compiler read b->credit again for F2 (issue 24). */
+	_Atomic uint64_t *credit = b->credit;
+	/* relaxed: a hint; F2's CAS decides. Only this process raises its
+	 * credit (R4b), anyone may take it (R3b). */
+	uint64_t k = atomic_load_explicit(credit, memory_order_relaxed);
+	/* F0: only under the ceiling the credit was last weighed against. A
+	 * ceiling lowered since (the driver's limit, MPS v3: dmem_update in
+	 * footprint.c; a pod's limit rewritten) may no longer hold the credit
+	 * beside what is used: the slow path sums it against the new one, and
+	 * takes it back before refusing. relaxed: a process-local hint; a
+	 * request racing the change is judged by either ceiling, as any. */
+	if (GG_UNLIKELY(k < bytes) || GG_UNLIKELY(atomic_load_explicit(&b->credit_lim, memory_order_relaxed) != lim))
+		return gg_ceiling_pod_reserve_slow(b, bytes, lim, k, 0);
+	/* F1: used += b FIRST. seq_cst: against other reservations' R2,
+	 * which read our credit before our used: between F1 and F2 they
+	 * count b twice (safe), never in neither word. */
+	atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
+	/* F2: credit -= b, if it still holds b. seq_cst: against a refuser's
+	 * take-back (R3b), an exchange: either our CAS comes first (the bytes
+	 * are ours, in used) or it fails. A failed CAS reloads k. */
+	while (
+	    !atomic_compare_exchange_weak_explicit(credit, &k, k - bytes, memory_order_seq_cst, memory_order_relaxed))
+		if (GG_UNLIKELY(k < bytes))
+			/* F3 (the slow path's first step): taken back meanwhile */
+			return gg_ceiling_pod_reserve_slow(b, bytes, lim, k, 1);
+	/* relaxed: the private copy of our used, as in R4 */
+	atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
+	/* No peak, snapshot or region upkeep here: they follow the slow path,
+	 * at each refill (see docs/pod-scope.md); gg_ceiling_near keeps this
+	 * thread's last slow answer. */
+	return GG_VERDICT_GRANTED;
+}
 /* Gives back bytes reserved or charged earlier; saturates at 0. Inline:
  * every free of a charged block calls it. Nothing came back (a pool settled
  * at what it held): no wake-up. A waiter's own retry settles pools, and
@@ -245,6 +298,56 @@ static inline void gg_ceiling_release(int dev, uint64_t bytes)
 {
 	if (bytes != 0)
 		gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
+}
+/* The release's uncommon ends (ceiling.c): a subtraction from w1 (old
+ * value o1) or w2 (o2; NULL in process scope) that passed zero, repaired,
+ * then the wake-up; and the wake-up itself, when someone waits. */
+void gg_ceiling_release_repair(struct gg_budget *b, uint64_t bytes, _Atomic uint64_t *w1, uint64_t o1,
+                               _Atomic uint64_t *w2, uint64_t o2);
+void gg_ceiling_wake_waiters(struct gg_budget *b);
+/* Pod scope's release (b->claim set), L1 of tests/model/pod.pml, for bytes
+ * below 2^63 (gg_ceiling_release_budget takes the rest): inline in the
+ * free hooks' common end (gg_ceiling_release_inline), and
+ * gg_ceiling_release_budget's own. */
+static inline __attribute__((always_inline)) void gg_ceiling_release_pod(struct gg_budget *b, uint64_t bytes)
+{
+	/* L1: after the driver freed the memory, one step on our slot
+	 * (seq_cst: the store of the Dekker pair with
+	 * gg_ceiling_wake_waiters), then the private copy, as in R4 (a pod
+	 * budget always has one: gg_shared_bind), each sub_own's subtraction
+	 * (ceiling.c) with its repair out of line. No publish: the entry's
+	 * snapshot (region.h) is a reported figure, nobody decides by it, and
+	 * our tools sum the slots instead. It is refreshed by the next
+	 * reservation (R2's sum) or sweep (the exact sum); a third
+	 * read-modify-write on a cache line every member writes cost each
+	 * free ~12 instructions (issue 24). The region's upkeep (b->changed:
+	 * the truncated-file check and the obituary's rate-limited host
+	 * sample) likewise waits for the next charge or sweep: a release has
+	 * already written its slot words when the check would run. */
+	uint64_t m = atomic_fetch_sub_explicit(b->mine, bytes, memory_order_seq_cst);
+	/* seq_cst: as sub_own (relaxed would do for the private copy; the
+	 * same instruction here) */
+	uint64_t c = atomic_fetch_sub_explicit(b->shadow, bytes, memory_order_seq_cst);
+	if (GG_UNLIKELY((int64_t)((m - bytes) | (c - bytes)) < 0))
+		return gg_ceiling_release_repair(b, bytes, b->mine, m, b->shadow, c);
+	/* seq_cst: the load half of the Dekker pair (see
+	 * gg_ceiling_wait_enter and gg_ceiling_wait_sleep); it reads the
+	 * word again before a wake-up. */
+	if (GG_UNLIKELY(atomic_load_explicit(b->waiters, memory_order_seq_cst) != 0))
+		gg_ceiling_wake_waiters(b);
+}
+/* gg_ceiling_release with pod scope's L1 inline: the free hooks' common
+ * end (issue 24: the call and the scope's test, paid in the hook and again
+ * in gg_ceiling_release_budget). */
+static inline __attribute__((always_inline)) void gg_ceiling_release_inline(int dev, uint64_t bytes)
+{
+	struct gg_budget *b = gg_ceiling_budget_peek(dev);
+	/* One signed test for both of L1's bounds: nothing to give back, and
+	 * 2^63 or more (gg_ceiling_release_budget's release_huge). */
+	if (GG_LIKELY((int64_t)bytes > 0) && GG_LIKELY(b->claim != NULL))
+		gg_ceiling_release_pod(b, bytes);
+	else if (bytes != 0)
+		gg_ceiling_release_budget(b, bytes);
 }
 /* Adds bytes with no ceiling check (pool growth the driver already made). */
 void gg_ceiling_force(int dev, uint64_t bytes);
