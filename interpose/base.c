@@ -61,7 +61,7 @@ uint64_t gg_realtime_ms(void)
 uint32_t gg_gettid_slow(void)
 {
 	gg_tid_cache = (uint32_t)syscall(SYS_gettid);
-	gg_self.stripe = (uint8_t)gg_tid_cache;
+	gg_self.stripe_off = (uint16_t)((gg_tid_cache % GG_STRIPES) << GG_STRIPE_SHIFT);
 	return gg_tid_cache;
 }
 

@@ -75,7 +75,10 @@ struct gg_self {
 	uint8_t sig_nested;  /* gg_sig_nested (signal.h) */
 	uint16_t ctx;        /* gg_cur_ctx (account.h) */
 	uint32_t tid;        /* gg_gettid's cache: 0 = not asked yet */
-	uint8_t stripe;      /* the tid's low bits: its statistics stripe (ceiling.h) */
+	/* The thread's statistics stripe (ceiling.h), the tid's low bits, as
+	 * its byte offset into a device's stripes: the count's address is then
+	 * one add, not four instructions (issue 24). 0 until the tid is asked. */
+	uint16_t stripe_off;
 	/* The request the hook is about to charge (dump.h's note). */
 	enum gpuguard_api noted_api;
 	uint64_t noted_size;
@@ -99,6 +102,12 @@ struct gg_self {
  * here, as the block's initialiser needs it (base.c). */
 #define GG_FOOTPRINT_FIRST (INT64_MIN / 4)
 extern GG_TLS struct gg_self gg_self;
+
+/* The statistics stripes (ceiling.h): how many a device has, and the log2
+ * of each one's size (a cache line), which gg_gettid_slow turns a tid into
+ * gg_self.stripe_off with. */
+#define GG_STRIPES 16
+#define GG_STRIPE_SHIFT 6
 
 /* The kernel thread id, cached per thread (0 = not asked yet; the slow
  * path asks the kernel). Inline: the hot path wants it several times per

@@ -230,7 +230,7 @@ static inline int occupied_next(struct occupied_walk *it)
 
 /* R2 (tests/model/pod.pml): the occupancy bits, then, slot by slot,
  * claim, credit, used, saturating; *used_out gets the used part alone.
- * seq_cst: the loads of the Dekker pair with R1 and R4 (pod_try_reserve).
+ * seq_cst: the loads of the Dekker pair with R1 and R4 (gg_ceiling_pod_reserve_slow).
  * A word a request moves bytes out of is read before the word it moves
  * them into: R4 and R4b raise used and the credit before R5 lowers the
  * claim, F1 raises used before F2 lowers the credit; so a request in
@@ -416,7 +416,7 @@ __attribute__((noinline, cold)) static void sub_own_repair(_Atomic uint64_t *w, 
  * ceiling allows and no card holds, keeps its charge on a release that
  * leaves it there: the side of refusing); bytes below 2^63 too, which
  * gg_ceiling_release_budget sees to. seq_cst: as sub_saturating (L1 is the
- * store of the Dekker pair with wake_waiters). */
+ * store of the Dekker pair with gg_ceiling_wake_waiters). */
 static inline void sub_own(_Atomic uint64_t *w, uint64_t bytes)
 {
 	uint64_t old = atomic_fetch_sub_explicit(w, bytes, memory_order_seq_cst);
@@ -438,63 +438,14 @@ _Static_assert(POD_CREDIT_ROOM >= (uint64_t)GG_CEILING_NEAR, "no credit near the
 /* Pod scope (b->claim set): the slots are the books, and this follows
  * tests/model/pod.pml step by step. A process killed at any instruction
  * leaves only words of its own slot, which the sweep zeroes (S2-S4): the
- * pod's used is then exactly what the live processes hold. */
-static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k, int f3);
-/* The fast grant (F0-F3) inline in gg_ceiling_try_reserve; the refill and
- * R1-R5 apart (pod_reserve_slow), so that the grant saves no registers for
- * them (issue 24: six pushes and pops a request). */
-static inline __attribute__((always_inline)) enum gg_verdict pod_try_reserve(struct gg_budget *b, uint64_t bytes,
-                                                                             uint64_t lim)
-{
-	/* A request past the ceiling itself can never be granted: refused
-	 * before R1, so that its claim never makes a racing request that
-	 * fits see the pod as full (a 2 GiB request under a 1 GiB ceiling
-	 * refused a churning thread's 64 MiB under TSan: t_postmortem). */
-	if (bytes > lim)
-		return GG_VERDICT_CEILING;
-	/* The word's address read once: F1's seq_cst add would make the
-	 * compiler read b->credit again for F2 (issue 24). */
-	_Atomic uint64_t *credit = b->credit;
-	/* relaxed: a hint; F2's CAS decides. Only this process raises its
-	 * credit (R4b), anyone may take it (R3b). */
-	uint64_t k = atomic_load_explicit(credit, memory_order_relaxed);
-	/* F0: only under the ceiling the credit was last weighed against. A
-	 * ceiling lowered since (the driver's limit, MPS v3: dmem_update in
-	 * footprint.c; a pod's limit rewritten) may no longer hold the credit
-	 * beside what is used: the slow path sums it against the new one, and
-	 * takes it back before refusing. relaxed: a process-local hint; a
-	 * request racing the change is judged by either ceiling, as any. */
-	if (GG_LIKELY(k >= bytes) && GG_LIKELY(atomic_load_explicit(&b->credit_lim, memory_order_relaxed) == lim)) {
-		/* F1: used += b FIRST. seq_cst: against other reservations'
-		 * R2, which read our credit before our used: between F1 and F2
-		 * they count b twice (safe), never in neither word. */
-		atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
-		/* F2: credit -= b, if it still holds b. seq_cst: against a
-		 * refuser's take-back (R3b), an exchange: either our CAS comes
-		 * first (the bytes are ours, in used) or it fails. */
-		while (k >= bytes && !atomic_compare_exchange_weak_explicit(credit, &k, k - bytes, memory_order_seq_cst,
-		                                                            memory_order_relaxed))
-			;
-		if (GG_LIKELY(k >= bytes)) {
-			/* relaxed: the private copy of our used, as in R4 */
-			atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
-			/* No peak, snapshot or region upkeep here: they follow
-			 * the slow path, at each refill (see docs/pod-scope.md);
-			 * gg_ceiling_near keeps this thread's last slow answer. */
-			return GG_VERDICT_GRANTED;
-		}
-		/* F3 (pod_reserve_slow's first step): taken back meanwhile */
-		return pod_reserve_slow(b, bytes, lim, k, 1);
-	}
-	return pod_reserve_slow(b, bytes, lim, k, 0);
-}
-
-/* pod_try_reserve past its fast grant: k is the credit it read; f3 when
- * its F1 raised used for a grant that F2 then found taken back. F3 here,
- * not in the fast grant, so that the grant makes tail calls only and
- * needs no frame (issue 24). */
-__attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim,
-                                                                  uint64_t k, int f3)
+ * pod's used is then exactly what the live processes hold. The fast grant
+ * (F0-F3) is ceiling.h's gg_ceiling_grant, inline in the allocation hooks;
+ * the refill and R1-R5 are here. */
+/* The fast grant past its F0-F2 (gg_ceiling_grant, ceiling.h): k is the
+ * credit it read; f3 when its F1 raised used for a grant that F2 then
+ * found taken back. F3 here, not in the fast grant, so that the grant
+ * saves no registers for it (issue 24). */
+enum gg_verdict gg_ceiling_pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k, int f3)
 {
 	/* F3: used -= b, then the slow path. seq_cst: as F1. */
 	if (f3)
@@ -563,8 +514,11 @@ __attribute__((noinline)) static enum gg_verdict pod_reserve_slow(struct gg_budg
 
 enum gg_verdict gg_ceiling_try_reserve_on(struct gg_budget *b, uint64_t bytes, uint64_t lim)
 {
-	if (b->claim)
-		return pod_try_reserve(b, bytes, lim);
+	return gg_ceiling_grant(b, bytes, lim);
+}
+
+enum gg_verdict gg_ceiling_try_reserve_local(struct gg_budget *b, uint64_t bytes, uint64_t lim)
+{
 	/* The one place the configuration's verdict is read: every caller
 	 * gets the reason with the refusal. Process scope only: no pod is
 	 * attached under a GPUGUARD_LIMIT that did not parse (shared_attach.c,
@@ -607,7 +561,7 @@ int gg_ceiling_reserve(int dev, uint64_t bytes)
 
 /* Someone may be waiting for room: bump the word and wake them all (each
  * retries; those that still do not fit sleep again). */
-static void wake_waiters(struct gg_budget *b)
+void gg_ceiling_wake_waiters(struct gg_budget *b)
 {
 	/* seq_cst: the load half of the Dekker pair (see gg_ceiling_wait_enter and gg_ceiling_wait_sleep). */
 	if (GG_LIKELY(atomic_load_explicit(b->waiters, memory_order_seq_cst) == 0))
@@ -626,55 +580,35 @@ __attribute__((noinline, cold)) static void release_huge(struct gg_budget *b, ui
 	} else {
 		sub_saturating(b->used, bytes);
 	}
-	wake_waiters(b);
+	gg_ceiling_wake_waiters(b);
 }
 
 /* A release whose subtraction from w1 (old value o1) or w2 (o2; NULL in
  * process scope) passed zero: sub_own's repair, then the wake-up. Apart,
  * so that the release makes tail calls only and needs no frame. */
-__attribute__((noinline, cold)) static void release_repair(struct gg_budget *b, uint64_t bytes, _Atomic uint64_t *w1,
-                                                           uint64_t o1, _Atomic uint64_t *w2, uint64_t o2)
+__attribute__((noinline, cold)) void gg_ceiling_release_repair(struct gg_budget *b, uint64_t bytes,
+                                                               _Atomic uint64_t *w1, uint64_t o1, _Atomic uint64_t *w2,
+                                                               uint64_t o2)
 {
 	if ((int64_t)(o1 - bytes) < 0)
 		sub_own_repair(w1, o1, bytes);
 	if (w2 && (int64_t)(o2 - bytes) < 0)
 		sub_own_repair(w2, o2, bytes);
-	wake_waiters(b);
+	gg_ceiling_wake_waiters(b);
 }
 
 void gg_ceiling_release_budget(struct gg_budget *b, uint64_t bytes)
 {
 	if (GG_UNLIKELY((int64_t)bytes < 0))
 		return release_huge(b, bytes);
-	if (b->claim) {
-		/* L1: after the driver freed the memory, one step on our slot
-		 * (seq_cst: the store of the Dekker pair with wake_waiters),
-		 * then the private copy, as in R4 (a pod budget always has
-		 * one: gg_shared_bind), each sub_own's subtraction with its
-		 * repair below. No publish: the entry's snapshot (region.h) is
-		 * a reported figure, nobody decides by it, and our tools sum
-		 * the slots instead. It is refreshed by the next reservation
-		 * (R2's sum) or sweep (the exact sum); a third read-modify-write
-		 * on a cache line every member writes cost each free ~12
-		 * instructions (issue 24). The region's upkeep (b->changed: the
-		 * truncated-file check and the obituary's rate-limited host
-		 * sample) likewise waits for the next charge or sweep: a
-		 * release has already written its slot words when the check
-		 * would run. */
-		uint64_t m = atomic_fetch_sub_explicit(b->mine, bytes, memory_order_seq_cst);
-		/* seq_cst: as sub_own (relaxed would do for the private copy;
-		 * the same instruction here) */
-		uint64_t c = atomic_fetch_sub_explicit(b->shadow, bytes, memory_order_seq_cst);
-		if (GG_UNLIKELY((int64_t)((m - bytes) | (c - bytes)) < 0))
-			return release_repair(b, bytes, b->mine, m, b->shadow, c);
-	} else {
-		/* sub_own, as above (also the sweep's wake-up, on a pod
-		 * entry's snapshot word with 0 bytes: no change) */
-		uint64_t u = atomic_fetch_sub_explicit(b->used, bytes, memory_order_seq_cst);
-		if (GG_UNLIKELY((int64_t)(u - bytes) < 0))
-			return release_repair(b, bytes, b->used, u, NULL, 0);
-	}
-	wake_waiters(b);
+	if (b->claim)
+		return gg_ceiling_release_pod(b, bytes); /* L1 (ceiling.h) */
+	/* sub_own, as above (also the sweep's wake-up, on a pod entry's
+	 * snapshot word with 0 bytes: no change) */
+	uint64_t u = atomic_fetch_sub_explicit(b->used, bytes, memory_order_seq_cst);
+	if (GG_UNLIKELY((int64_t)(u - bytes) < 0))
+		return gg_ceiling_release_repair(b, bytes, b->used, u, NULL, 0);
+	gg_ceiling_wake_waiters(b);
 }
 
 void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
@@ -683,7 +617,7 @@ void gg_ceiling_force_budget(struct gg_budget *b, uint64_t bytes)
 		/* as R4, with no check: memory the driver already handed out.
 		 * seq_cst: later reservations' sums (R2) must see it. */
 		atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
-		/* relaxed: the private copy, as in pod_try_reserve */
+		/* relaxed: the private copy, as in gg_ceiling_grant */
 		atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
 		uint64_t now = budget_used(b);
 		raise_peak(b->peak, now);
@@ -716,7 +650,7 @@ void gg_ceiling_force_over(int dev, uint64_t bytes)
 
 /* Waiting for room (GPUGUARD_ON_LIMIT=wait). The caller does
  *	enter; loop { seen = wake_seq; retry; sleep(seen) }; leave
- * which with wake_waiters is a Dekker pair: the waiter publishes waiters++
+ * which with gg_ceiling_wake_waiters is a Dekker pair: the waiter publishes waiters++
  * and then reads `used` (its retry); a releaser writes `used` and then reads
  * waiters. seq_cst on all four makes at least one side see the other: either
  * the retry fits, or the releaser bumps `wake` after the waiter read it and

@@ -15,11 +15,11 @@
  * live bytes are not counted here: the history's live word (history.h)
  * counts the same events, and gg_ceiling_read reports it (issue 24: one
  * atomic add less per event). */
-#define GG_STRIPES 16
 struct gg_stripe {
 	_Atomic int64_t allocs;
 	_Atomic int64_t frees;
-} __attribute__((aligned(64)));
+} __attribute__((aligned(1 << GG_STRIPE_SHIFT))); /* GG_STRIPES of them: base.h */
+_Static_assert(sizeof(struct gg_stripe) == 1 << GG_STRIPE_SHIFT, "gg_self.stripe_off steps by one stripe");
 
 /* The words a reservation races on, wherever they live: in this process's
  * gg_device (process scope) or in the pod region's device entry (pod scope,
@@ -36,7 +36,7 @@ struct gg_budget {
 	_Atomic uint64_t *claim;        /* pod scope: our slot's reservations in flight, else NULL */
 	_Atomic uint64_t *credit;       /* pod scope: our slot's credit (region.h), else NULL */
 	/* pod scope: the ceiling our credit was last weighed against, by a
-	 * slow-path grant whose sum counted it (ceiling.c, pod_try_reserve);
+	 * slow-path grant whose sum counted it (ceiling.c, gg_ceiling_pod_reserve_slow);
 	 * a fast grant needs the ceiling unchanged since. Process-local. */
 	_Atomic uint64_t credit_lim;
 	/* pod scope: this process's own `used` (gg_device), kept equal to
@@ -90,8 +90,10 @@ extern struct gg_device gg_devices[GG_MAX_DEVICES];
  * allocation's budget lookup and its stripe count then share one address,
  * kept across the driver call, where gcc folded each field's offset into
  * a multiply of dev of its own (issue 24: 4 instructions an allocation).
- * Not in the free's lookups (gg_ceiling_budget_peek, the free's stripe):
- * there it cost 5 more, measured, as gcc no longer folds the offsets. */
+ * The free's common end (gg_account_freed_fast) shares one the same way
+ * between the release's budget and its stripe (5 a pair, measured, once
+ * the release was inline there; before, with the release a call, it cost
+ * 5 more). */
 static inline struct gg_device *gg_ceiling_device(int dev)
 {
 	struct gg_device *d = &gg_devices[dev];
@@ -234,6 +236,59 @@ enum gg_verdict gg_ceiling_try_reserve(int dev, uint64_t bytes);
  * (gg_ceiling_budget, gg_ceiling_budget_limit): the allocation hook looks
  * them up once, for the unresolved check and the reservation (issue 24). */
 enum gg_verdict gg_ceiling_try_reserve_on(struct gg_budget *b, uint64_t bytes, uint64_t lim);
+/* gg_ceiling_try_reserve_on's parts (ceiling.c): process scope's
+ * reservation, and pod scope's past the fast grant (its refill and R1-R5,
+ * and F3 when f3: k is the credit the fast grant read). */
+enum gg_verdict gg_ceiling_try_reserve_local(struct gg_budget *b, uint64_t bytes, uint64_t lim);
+enum gg_verdict gg_ceiling_pod_reserve_slow(struct gg_budget *b, uint64_t bytes, uint64_t lim, uint64_t k, int f3);
+/* gg_ceiling_try_reserve_on itself, inline in the allocation hooks (issue
+ * 24: the call, its arguments and the scope's test were paid in the hook
+ * and again in the callee). Pod scope (b->claim set) follows
+ * tests/model/pod.pml: this is its fast grant, F0-F3. */
+static inline __attribute__((always_inline)) enum gg_verdict gg_ceiling_grant(struct gg_budget *b, uint64_t bytes,
+                                                                              uint64_t lim)
+{
+	if (!b->claim)
+		return gg_ceiling_try_reserve_local(b, bytes, lim);
+	/* A request past the ceiling itself can never be granted: refused
+	 * before R1, so that its claim never makes a racing request that
+	 * fits see the pod as full (a 2 GiB request under a 1 GiB ceiling
+	 * refused a churning thread's 64 MiB under TSan: t_postmortem). */
+	if (bytes > lim)
+		return GG_VERDICT_CEILING;
+	/* The word's address read once: F1's seq_cst add would make the
+	 * compiler read b->credit again for F2 (issue 24). */
+	_Atomic uint64_t *credit = b->credit;
+	/* relaxed: a hint; F2's CAS decides. Only this process raises its
+	 * credit (R4b), anyone may take it (R3b). */
+	uint64_t k = atomic_load_explicit(credit, memory_order_relaxed);
+	/* F0: only under the ceiling the credit was last weighed against. A
+	 * ceiling lowered since (the driver's limit, MPS v3: dmem_update in
+	 * footprint.c; a pod's limit rewritten) may no longer hold the credit
+	 * beside what is used: the slow path sums it against the new one, and
+	 * takes it back before refusing. relaxed: a process-local hint; a
+	 * request racing the change is judged by either ceiling, as any. */
+	if (GG_UNLIKELY(k < bytes) || GG_UNLIKELY(atomic_load_explicit(&b->credit_lim, memory_order_relaxed) != lim))
+		return gg_ceiling_pod_reserve_slow(b, bytes, lim, k, 0);
+	/* F1: used += b FIRST. seq_cst: against other reservations' R2,
+	 * which read our credit before our used: between F1 and F2 they
+	 * count b twice (safe), never in neither word. */
+	atomic_fetch_add_explicit(b->mine, bytes, memory_order_seq_cst);
+	/* F2: credit -= b, if it still holds b. seq_cst: against a refuser's
+	 * take-back (R3b), an exchange: either our CAS comes first (the bytes
+	 * are ours, in used) or it fails. A failed CAS reloads k. */
+	while (
+	    !atomic_compare_exchange_weak_explicit(credit, &k, k - bytes, memory_order_seq_cst, memory_order_relaxed))
+		if (GG_UNLIKELY(k < bytes))
+			/* F3 (the slow path's first step): taken back meanwhile */
+			return gg_ceiling_pod_reserve_slow(b, bytes, lim, k, 1);
+	/* relaxed: the private copy of our used, as in R4 */
+	atomic_fetch_add_explicit(b->shadow, bytes, memory_order_relaxed);
+	/* No peak, snapshot or region upkeep here: they follow the slow path,
+	 * at each refill (see docs/pod-scope.md); gg_ceiling_near keeps this
+	 * thread's last slow answer. */
+	return GG_VERDICT_GRANTED;
+}
 /* Gives back bytes reserved or charged earlier; saturates at 0. Inline:
  * every free of a charged block calls it. Nothing came back (a pool settled
  * at what it held): no wake-up. A waiter's own retry settles pools, and
@@ -245,6 +300,60 @@ static inline void gg_ceiling_release(int dev, uint64_t bytes)
 {
 	if (bytes != 0)
 		gg_ceiling_release_budget(gg_ceiling_budget_peek(dev), bytes);
+}
+/* The release's uncommon ends (ceiling.c): a subtraction from w1 (old
+ * value o1) or w2 (o2; NULL in process scope) that passed zero, repaired,
+ * then the wake-up; and the wake-up itself, when someone waits. */
+void gg_ceiling_release_repair(struct gg_budget *b, uint64_t bytes, _Atomic uint64_t *w1, uint64_t o1,
+                               _Atomic uint64_t *w2, uint64_t o2);
+void gg_ceiling_wake_waiters(struct gg_budget *b);
+/* Pod scope's release (b->claim set), L1 of tests/model/pod.pml, for bytes
+ * below 2^63 (gg_ceiling_release_budget takes the rest): inline in the
+ * free hooks' common end (gg_ceiling_release_inline), and
+ * gg_ceiling_release_budget's own. */
+static inline __attribute__((always_inline)) void gg_ceiling_release_pod(struct gg_budget *b, uint64_t bytes)
+{
+	/* L1: after the driver freed the memory, one step on our slot
+	 * (seq_cst: the store of the Dekker pair with
+	 * gg_ceiling_wake_waiters), then the private copy, as in R4 (a pod
+	 * budget always has one: gg_shared_bind), each sub_own's subtraction
+	 * (ceiling.c) with its repair out of line. No publish: the entry's
+	 * snapshot (region.h) is a reported figure, nobody decides by it, and
+	 * our tools sum the slots instead. It is refreshed by the next
+	 * reservation (R2's sum) or sweep (the exact sum); a third
+	 * read-modify-write on a cache line every member writes cost each
+	 * free ~12 instructions (issue 24). The region's upkeep (b->changed:
+	 * the truncated-file check and the obituary's rate-limited host
+	 * sample) likewise waits for the next charge or sweep: a release has
+	 * already written its slot words when the check would run. */
+	uint64_t m = atomic_fetch_sub_explicit(b->mine, bytes, memory_order_seq_cst);
+	/* seq_cst: as sub_own (relaxed would do for the private copy; the
+	 * same instruction here) */
+	uint64_t c = atomic_fetch_sub_explicit(b->shadow, bytes, memory_order_seq_cst);
+	if (GG_UNLIKELY((int64_t)((m - bytes) | (c - bytes)) < 0))
+		return gg_ceiling_release_repair(b, bytes, b->mine, m, b->shadow, c);
+	/* seq_cst: the load half of the Dekker pair (see
+	 * gg_ceiling_wait_enter and gg_ceiling_wait_sleep); it reads the
+	 * word again before a wake-up. */
+	if (GG_UNLIKELY(atomic_load_explicit(b->waiters, memory_order_seq_cst) != 0))
+		gg_ceiling_wake_waiters(b);
+}
+/* gg_ceiling_release with pod scope's L1 inline, on the device d
+ * (gg_ceiling_device): the free hooks' common end (issue 24: the call and
+ * the scope's test, paid in the hook and again in
+ * gg_ceiling_release_budget). */
+static inline __attribute__((always_inline)) void gg_ceiling_release_inline(struct gg_device *d, uint64_t bytes)
+{
+	/* acquire: as in gg_ceiling_budget_peek */
+	struct gg_budget *b = atomic_load_explicit(&d->budget, memory_order_acquire);
+	if (!b)
+		b = &d->local;
+	/* One signed test for both of L1's bounds: nothing to give back, and
+	 * 2^63 or more (gg_ceiling_release_budget's release_huge). */
+	if (GG_LIKELY((int64_t)bytes > 0) && GG_LIKELY(b->claim != NULL))
+		gg_ceiling_release_pod(b, bytes);
+	else if (bytes != 0)
+		gg_ceiling_release_budget(b, bytes);
 }
 /* Adds bytes with no ceiling check (pool growth the driver already made). */
 void gg_ceiling_force(int dev, uint64_t bytes);
@@ -270,24 +379,28 @@ void gg_ceiling_count_refusal(int dev, enum gpuguard_refusal why);
 /* Counts one allocation or free on the calling thread's stripe. relaxed
  * throughout: statistics, summed by readers that want a snapshot, never
  * used to decide anything. Inline: each runs once per pair. The stripe is
- * the thread's gg_self.stripe (base.h: its thread id's low bits, 0 until
- * the id is first asked): any stripe is correct, as only the sums mean
- * anything; the thread's own keeps threads off each other's lines. size:
- * the history's live word counts the bytes (see struct gg_stripe). */
-static inline struct gg_stripe *gg_ceiling_stripe(int dev)
+ * the one at the thread's gg_self.stripe_off (base.h: its thread id's low
+ * bits, stripe 0 until the id is first asked): any stripe is correct, as
+ * only the sums mean anything; the thread's own keeps threads off each
+ * other's lines. size: the history's live word counts the bytes (see
+ * struct gg_stripe). */
+static inline struct gg_stripe *gg_ceiling_stripe_at(struct gg_device *d)
 {
-	return &gg_devices[dev].stripe[gg_self.stripe % GG_STRIPES];
+	return (struct gg_stripe *)((char *)d->stripe + gg_self.stripe_off);
 }
 static inline void gg_ceiling_count_alloc(int dev, uint64_t size)
 {
 	(void)size;
-	atomic_fetch_add_explicit(&gg_ceiling_device(dev)->stripe[gg_self.stripe % GG_STRIPES].allocs, 1,
-	                          memory_order_relaxed);
+	atomic_fetch_add_explicit(&gg_ceiling_stripe_at(gg_ceiling_device(dev))->allocs, 1, memory_order_relaxed);
+}
+static inline void gg_ceiling_count_free_on(struct gg_device *d)
+{
+	atomic_fetch_add_explicit(&gg_ceiling_stripe_at(d)->frees, 1, memory_order_relaxed);
 }
 static inline void gg_ceiling_count_free(int dev, uint64_t size)
 {
 	(void)size;
-	atomic_fetch_add_explicit(&gg_ceiling_stripe(dev)->frees, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gg_ceiling_stripe_at(&gg_devices[(unsigned)dev])->frees, 1, memory_order_relaxed);
 }
 /* Copies dev's books, summing the stripes; live_bytes is the history's
  * live word (gg_history_live). */

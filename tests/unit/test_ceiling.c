@@ -634,6 +634,66 @@ TEST(a_threads_first_grant_counts_it)
 	setup(0, GG_UNLIMITED);
 }
 
+/* The statistics' counts land on the stripe of the calling thread's id
+ * (gg_self.stripe_off, issue 24), one per thread, and the reader's sums
+ * see every one: threads counted from many ids add up. */
+#define STRIPE_THREADS 24
+#define STRIPE_COUNTS 1000
+static void *stripe_counter_main(void *arg)
+{
+	(void)arg;
+	gg_gettid(); /* the id, and with it the stripe */
+	for (int i = 0; i < STRIPE_COUNTS; i++) {
+		gg_ceiling_count_alloc(1, 4096);
+		if (i % 2)
+			gg_ceiling_count_free(1, 4096);
+	}
+	return NULL;
+}
+
+TEST(stripe_counts_land_on_the_threads_stripe)
+{
+	setup(1, GI);
+	unsigned me = gg_gettid() % GG_STRIPES;
+	gg_ceiling_count_alloc(1, 4096);
+	gg_ceiling_count_free(1, 4096);
+	gg_ceiling_count_free(1, 4096);
+	for (unsigned i = 0; i < GG_STRIPES; i++) {
+		CHECK_EQ_U64((uint64_t)atomic_load(&gg_devices[1].stripe[i].allocs), i == me ? 1 : 0);
+		CHECK_EQ_U64((uint64_t)atomic_load(&gg_devices[1].stripe[i].frees), i == me ? 2 : 0);
+	}
+	pthread_t th[STRIPE_THREADS];
+	for (int i = 0; i < STRIPE_THREADS; i++)
+		pthread_create(&th[i], NULL, stripe_counter_main, NULL);
+	for (int i = 0; i < STRIPE_THREADS; i++)
+		pthread_join(th[i], NULL);
+	struct gpuguard_device_stats st;
+	gg_ceiling_read(1, &st);
+	CHECK_EQ_U64(st.allocs, 1 + STRIPE_THREADS * STRIPE_COUNTS);
+	CHECK_EQ_U64(st.frees, 2 + STRIPE_THREADS * STRIPE_COUNTS / 2);
+	setup(1, GG_UNLIMITED);
+}
+
+/* A commit that finds no room for its record (no table here) warns and
+ * still counts the allocation and its history event: the warning is said
+ * at the failed insert (issue 24), and the rest of the commit runs. */
+TEST(a_commit_with_no_room_still_counts)
+{
+	setup(0, GG_UNLIMITED);
+	struct gg_table *t = gg_table;
+	gg_table = NULL;
+	int64_t live0 = (int64_t)gg_history_live(0);
+	gg_account_commit(0, GG_NS_PTR, 0x7f0000400000ull, 4096, GPUGUARD_API_CU_MEM_ALLOC, 0);
+	gg_table = t;
+	struct gpuguard_device_stats st;
+	gg_ceiling_read(0, &st);
+	CHECK_EQ_U64(st.allocs, 1);
+	CHECK_EQ_U64((uint64_t)((int64_t)gg_history_live(0) - live0), 4096);
+	/* its bytes off the history's live word again, for the tests after */
+	gg_history_event(GG_HIST_FREE, 0, GPUGUARD_API_CU_MEM_ALLOC, 0x7f0000400000ull, 4096, 0, GG_HIST_NOW);
+	CHECK_EQ_U64((uint64_t)gg_history_live(0), (uint64_t)live0);
+}
+
 /* ---- concurrency ---- */
 
 #define RACE_LIMIT (64 * MI)
@@ -853,6 +913,8 @@ int main(void)
 	RUN(account_forget_finds_older_generations);
 	RUN(account_free_refunds_the_charge);
 	RUN(a_threads_first_grant_counts_it);
+	RUN(stripe_counts_land_on_the_threads_stripe);
+	RUN(a_commit_with_no_room_still_counts);
 	RUN(threads_race_for_the_last_bytes);
 	RUN(two_threads_duel_for_the_last_bytes);
 	RUN(tight_loop_one_holder_at_a_time);
