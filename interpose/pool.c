@@ -141,7 +141,7 @@ struct gg_pool *__attribute__((noinline)) gg_pool_get_slow(void *handle, int dev
 	return p;
 }
 
-_Atomic uint32_t gg_pool_current_gen;
+_Atomic uint32_t gg_pool_current_gen; /* hidden: pool.h */
 
 void gg_pool_current_changed(void)
 {

@@ -245,16 +245,16 @@ void gg_pool_gone_block_freed(uint64_t key);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
 /* A device's current pool (what cuMemAllocAsync draws from) is cached per
- * thread by the hooks (hook_cuda.c's device_pool), valid while this count
+ * thread by the hooks (hook_cuda.c's device_pool_cached), valid while this count
  * has not moved. It moves after everything we see that can change a
  * current pool: cuDeviceSetMemPool, cuMemSetMemPool, a pool's destroy
  * (its device's default pool becomes current again), a context's reset or
  * destroy, and fork. gg_pool_current_changed moves it. */
-extern _Atomic uint32_t gg_pool_current_gen;
+extern _Atomic uint32_t gg_pool_current_gen __attribute__((visibility("hidden"))); /* as defined: read in place */
 void gg_pool_current_changed(void);
 
-/* One thread's cached current pool of one device (the hooks' device_pool,
- * in hook_cuda.c and hook_hip.c, each with its own thread-local cache):
+/* One thread's cached current pool of one device (hook_hip.c's
+ * device_pool; hook_cuda.c keeps the pool's entry instead, in gg_self):
  * trusted while the count above has not moved, and asked for again every
  * GG_POOL_RECHECK requests, for a path no hook sees. */
 #define GG_POOL_RECHECK 256
