@@ -21,14 +21,16 @@ typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *use
  * calls, their frames and saved registers less on every stream-ordered
  * request); only pool.c and these inlines touch its fields. */
 struct gg_pool {
-	void *_Atomic handle; /* NULL = free entry, GG_POOL_DEAD = destroyed */
-	int dev;
-	gg_pool_reserved_fn query;
 	/* Held across one allocation's driver call: 0 free, 1 held, 2 held
 	 * with a waiter (a futex, not a pthread mutex: the pair takes it once,
 	 * and glibc's lock and unlock were ~40 instructions of it, issue 24).
-	 * All zero is free, so a fresh or reset entry needs no init. */
+	 * All zero is free, so a fresh or reset entry needs no init. First:
+	 * its address is the entry's, one register across the driver call,
+	 * not two (issue 24). */
 	_Atomic uint32_t lock;
+	int dev;
+	void *_Atomic handle; /* NULL = free entry, GG_POOL_DEAD = destroyed */
+	gg_pool_reserved_fn query;
 	/* Reads of the reserve skipped after warm requests (under lock only,
 	 * see gg_pool_may_skip_read): how many since the last read, and the
 	 * growth they could have caused. */
@@ -104,6 +106,16 @@ static inline struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserve
  * never has the room) every request reads, so a growth that does not fit
  * is undone and refused as before. Caller holds p->lock. */
 #define GG_POOL_READ_EVERY 16
+/* The ceiling as gg_pool_may_skip_read takes it: an unresolved one (a
+ * percentage of a card whose size could not be read) as 0, which never has
+ * the room, so that the check itself spends no compare on it (issue 24).
+ * The callers' lookups have just compared lim with GG_LIMIT_UNRESOLVED, so
+ * the compiler folds this into that branch. */
+static inline uint64_t gg_pool_skip_limit(uint64_t lim)
+{
+	return GG_UNLIKELY(lim == GG_LIMIT_UNRESOLVED) ? 0 : lim;
+}
+/* lim: from gg_pool_skip_limit. */
 static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t need)
 {
 	if (p->unread >= GG_POOL_READ_EVERY - 1)
@@ -114,7 +126,7 @@ static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg
 	 * grant and the sweep publish it): a hint of the same kind. */
 	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
 	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
-	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
+	return used <= lim && lim - used >= want;
 }
 
 /* begin past the warm-by-estimate case (pool.c): asks the driver, then
@@ -131,7 +143,7 @@ uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, ui
  * runtime's call failed, gg_pool_end with 0). Inline: the warm request's
  * whole begin (issue 24). _on: with b, p->dev's budget, and lim, its
  * ceiling, as the hook looked them up already (gg_bind_budget), so that a
- * warm request looks neither up again. */
+ * warm request looks neither up again, through gg_pool_skip_limit. */
 static inline __attribute__((always_inline)) uint64_t
 gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t size, uint64_t *reserve_before)
 {
@@ -178,7 +190,7 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved);
 static inline uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	struct gg_budget *b = gg_ceiling_budget(p->dev);
-	return gg_pool_begin_on(p, b, gg_ceiling_budget_limit(b), size, reserve_before);
+	return gg_pool_begin_on(p, b, gg_pool_skip_limit(gg_ceiling_budget_limit(b)), size, reserve_before);
 }
 
 /* After a warm request (begin returned 0) the runtime served: re-reads the

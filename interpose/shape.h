@@ -277,7 +277,7 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_begin_at(const st
 		b = gg_ceiling_budget(pa->p->dev);
 		lim = gg_ceiling_budget_limit(b);
 	}
-	pa->reserved = gg_pool_begin_on(pa->p, b, lim, a->size, &before);
+	pa->reserved = gg_pool_begin_on(pa->p, b, gg_pool_skip_limit(lim), a->size, &before);
 	pa->before = before;
 	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
 }
@@ -298,11 +298,12 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_end(const struct 
 		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer */
 	enum gg_verdict v = GG_VERDICT_GRANTED;
 	uint64_t grew = 0;
-	if (GG_LIKELY(raw && pa->p && pa->reserved == 0)) {
+	if (GG_LIKELY(raw && (pa->before == GG_POOL_UNREAD || (pa->p && pa->reserved == 0)))) {
 		/* Served from the warm reserve, unreserved: its read was
-		 * skipped (begin set GG_POOL_UNREAD: only the lock to give back;
-		 * pool.h's gg_pool_end_warm, one compare here as the other two
-		 * are known), or one read of the reserve settles it. One
+		 * skipped (begin set GG_POOL_UNREAD, only on an entry and with
+		 * nothing reserved: one compare for the three; only the lock
+		 * to give back, pool.h's gg_pool_end_warm), or one read of the
+		 * reserve settles it. One
 		 * commit for both: the stack cache (stack.c) checks the return
 		 * address of its call, and two sites taken in turn missed it
 		 * at every read (issue 24). */
