@@ -767,6 +767,10 @@ static struct gg_pool *__attribute__((noinline)) device_pool_slow(int dev, uint3
 	 * registered on another device goes the whole way every time. */
 	if (!p || p->dev != dev)
 		return NULL;
+	/* A hit (shape.h's home path) does not note its thread: every
+	 * thread fills the cache before its first hit (its block starts at
+	 * 0, a miss), and the note is for good (ceiling.c). */
+	gg_ceiling_note_thread();
 	gg_self.cu_pool = p;
 	gg_self.cu_pool_gen = gen;
 	gg_self.cu_pool_dev = (int16_t)dev;

@@ -143,12 +143,14 @@ uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, ui
  * runtime's call failed, gg_pool_end with 0). Inline: the warm request's
  * whole begin (issue 24). _on: with b, p->dev's budget, and lim, its
  * ceiling, as the hook looked them up already (gg_bind_budget), so that a
- * warm request looks neither up again, through gg_pool_skip_limit. */
+ * warm request looks neither up again, through gg_pool_skip_limit. The
+ * caller notes the thread (gg_ceiling_note_thread: a thread that allocates
+ * may free), as gg_pool_begin does; hook_cuda.c's cache of the pool's entry
+ * does it where it is filled, which every thread passes before its first
+ * hit (issue 24). */
 static inline __attribute__((always_inline)) uint64_t
 gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t size, uint64_t *reserve_before)
 {
-	/* a thread that allocates may free (ceiling.c) */
-	gg_ceiling_note_thread();
 	uint64_t fit = (size + 511) / 512 * 512; /* what a block in the reserve takes */
 	/* Held until gg_pool_end, across the driver call: two requests that each
 	 * fit the warm reserve alone must not both be let through unreserved,
@@ -190,6 +192,7 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved);
 static inline uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	struct gg_budget *b = gg_ceiling_budget(p->dev);
+	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
 	return gg_pool_begin_on(p, b, gg_pool_skip_limit(gg_ceiling_budget_limit(b)), size, reserve_before);
 }
 

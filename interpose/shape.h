@@ -247,7 +247,8 @@ static inline void gg_pool_alloc_init(struct gg_pool_alloc *pa, enum gpuguard_ap
 /* Inline in the hook (issue 24: a frame less on every stream-ordered
  * request). home: the hook has pa->p already, an entry registered on a->dev
  * (hook_cuda.c's cache of the current pool holds no other), so neither the
- * registry nor the entry's device is looked at again. */
+ * registry nor the entry's device is looked at again, and the thread was
+ * noted where that cache was filled (gg_pool_begin_on). */
 static inline __attribute__((always_inline)) int gg_pool_alloc_begin_at(const struct gg_runtime *rt,
                                                                         struct gg_pool_alloc *pa, int home)
 {
@@ -269,6 +270,8 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_begin_at(const st
 		return r;
 	}
 	uint64_t lim, before;
+	if (!home)
+		gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
 	struct gg_budget *b = gg_bind_budget(rt, a->dev, &lim);
 	gg_dump_note_request(a->api, a->size);
 	if (!home && GG_UNLIKELY(pa->p->dev != a->dev)) {
