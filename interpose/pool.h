@@ -159,14 +159,17 @@ gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uin
 	gg_pool_lock(p);
 	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
 	*reserve_before = p->charged;
-	/* used_est <= charged - fit, without overflow: used_est is UINT64_MAX
-	 * until the first read. */
-	if (GG_LIKELY(p->charged >= fit && p->used_est <= p->charged - fit)) {
+	/* used_est + fit <= charged, exactly: a sum past 2^64 never fits
+	 * (used_est is UINT64_MAX until the first read). One add, its carry
+	 * and one compare, where two compares and a subtraction were, and the
+	 * sum is the new estimate (issue 24). */
+	uint64_t est;
+	if (GG_LIKELY(!__builtin_add_overflow(p->used_est, fit, &est) && est <= p->charged)) {
 		/* Warm by what we know (used_est above): no question to the
 		 * driver. The reserve's read after the call (gg_pool_end_warm)
 		 * catches a growth all the same, or a later one does
 		 * (gg_pool_may_skip_read). */
-		p->used_est += fit;
+		p->used_est = est;
 		if (!gg_pool_may_skip_read(p, b, lim, need))
 			return 0;
 		/* Counted now, not at its end: a request the runtime then
