@@ -65,6 +65,7 @@ uint64_t gg_realtime_ms(void);
  * did. Only this thread reads or writes its block, and a signal handler
  * on it, which the users order with signal fences where it matters
  * (signal.c, account.c's gg_hook_sleep). */
+struct gg_pool;
 struct gg_self {
 	/* ready, then hook_active: a hook's entry tests both with one 16-bit
 	 * compare (shape.h, gg_enter_gate). hook_active, then runtime:
@@ -93,6 +94,14 @@ struct gg_self {
 	int16_t cu_dev;
 	uint16_t cu_left; /* allocations until the driver is asked again; 0: ask */
 	uint8_t cu_moved; /* a context hook ran on this thread since the last ask */
+	/* hook_cuda.c's cache of a device's current pool's registry entry
+	 * (device_pool_cached), in the block, where a cache of the pool's
+	 * handle and pool.h's gg_pool_last were two thread-locals of their own
+	 * (issue 24). Filled only with an entry of cu_pool_dev. */
+	struct gg_pool *cu_pool;
+	uint32_t cu_pool_gen;
+	int32_t cu_pool_left; /* hits until the driver is asked again; 0 or below: ask */
+	int16_t cu_pool_dev;
 	/* gg_footprint_countdown (footprint.h), from GG_FOOTPRINT_FIRST: in the
 	 * block, not a thread-local of its own, so that an allocation's tick
 	 * needs no load of its own variable's offset (issue 24). */

@@ -141,7 +141,7 @@ struct gg_pool *__attribute__((noinline)) gg_pool_get_slow(void *handle, int dev
 	return p;
 }
 
-_Atomic uint32_t gg_pool_current_gen;
+_Atomic uint32_t gg_pool_current_gen; /* hidden: pool.h */
 
 void gg_pool_current_changed(void)
 {
@@ -263,8 +263,11 @@ gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *r
 	uint64_t reserved, used;
 	int known = p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;
-	if (known)
-		p->used_est = used + fit;
+	/* A sum past 2^64 (a request no pool can serve) is "not known", as
+	 * before the first read: wrapped, it said the blocks took less than
+	 * they do, and later requests looked warm that were not. */
+	if (known && __builtin_add_overflow(used, fit, &p->used_est))
+		p->used_est = UINT64_MAX;
 	if (known && reserved >= used && reserved - used >= fit) {
 		/* The free reserve adds up to the request: the driver serves it
 		 * from there, and a request it serves from there is never refused

@@ -21,14 +21,16 @@ typedef int (*gg_pool_reserved_fn)(void *pool, uint64_t *reserved, uint64_t *use
  * calls, their frames and saved registers less on every stream-ordered
  * request); only pool.c and these inlines touch its fields. */
 struct gg_pool {
-	void *_Atomic handle; /* NULL = free entry, GG_POOL_DEAD = destroyed */
-	int dev;
-	gg_pool_reserved_fn query;
 	/* Held across one allocation's driver call: 0 free, 1 held, 2 held
 	 * with a waiter (a futex, not a pthread mutex: the pair takes it once,
 	 * and glibc's lock and unlock were ~40 instructions of it, issue 24).
-	 * All zero is free, so a fresh or reset entry needs no init. */
+	 * All zero is free, so a fresh or reset entry needs no init. First:
+	 * its address is the entry's, one register across the driver call,
+	 * not two (issue 24). */
 	_Atomic uint32_t lock;
+	int dev;
+	void *_Atomic handle; /* NULL = free entry, GG_POOL_DEAD = destroyed */
+	gg_pool_reserved_fn query;
 	/* Reads of the reserve skipped after warm requests (under lock only,
 	 * see gg_pool_may_skip_read): how many since the last read, and the
 	 * growth they could have caused. */
@@ -104,6 +106,16 @@ static inline struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserve
  * never has the room) every request reads, so a growth that does not fit
  * is undone and refused as before. Caller holds p->lock. */
 #define GG_POOL_READ_EVERY 16
+/* The ceiling as gg_pool_may_skip_read takes it: an unresolved one (a
+ * percentage of a card whose size could not be read) as 0, which never has
+ * the room, so that the check itself spends no compare on it (issue 24).
+ * The callers' lookups have just compared lim with GG_LIMIT_UNRESOLVED, so
+ * the compiler folds this into that branch. */
+static inline uint64_t gg_pool_skip_limit(uint64_t lim)
+{
+	return GG_UNLIKELY(lim == GG_LIMIT_UNRESOLVED) ? 0 : lim;
+}
+/* lim: from gg_pool_skip_limit. */
 static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t need)
 {
 	if (p->unread >= GG_POOL_READ_EVERY - 1)
@@ -114,7 +126,7 @@ static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg
 	 * grant and the sweep publish it): a hint of the same kind. */
 	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
 	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
-	return lim != GG_LIMIT_UNRESOLVED && used <= lim && lim - used >= want;
+	return used <= lim && lim - used >= want;
 }
 
 /* begin past the warm-by-estimate case (pool.c): asks the driver, then
@@ -131,12 +143,14 @@ uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, ui
  * runtime's call failed, gg_pool_end with 0). Inline: the warm request's
  * whole begin (issue 24). _on: with b, p->dev's budget, and lim, its
  * ceiling, as the hook looked them up already (gg_bind_budget), so that a
- * warm request looks neither up again. */
+ * warm request looks neither up again, through gg_pool_skip_limit. The
+ * caller notes the thread (gg_ceiling_note_thread: a thread that allocates
+ * may free), as gg_pool_begin does; hook_cuda.c's cache of the pool's entry
+ * does it where it is filled, which every thread passes before its first
+ * hit (issue 24). */
 static inline __attribute__((always_inline)) uint64_t
 gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t size, uint64_t *reserve_before)
 {
-	/* a thread that allocates may free (ceiling.c) */
-	gg_ceiling_note_thread();
 	uint64_t fit = (size + 511) / 512 * 512; /* what a block in the reserve takes */
 	/* Held until gg_pool_end, across the driver call: two requests that each
 	 * fit the warm reserve alone must not both be let through unreserved,
@@ -145,14 +159,17 @@ gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uin
 	gg_pool_lock(p);
 	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
 	*reserve_before = p->charged;
-	/* used_est <= charged - fit, without overflow: used_est is UINT64_MAX
-	 * until the first read. */
-	if (GG_LIKELY(p->charged >= fit && p->used_est <= p->charged - fit)) {
+	/* used_est + fit <= charged, exactly: a sum past 2^64 never fits
+	 * (used_est is UINT64_MAX until the first read). One add, its carry
+	 * and one compare, where two compares and a subtraction were, and the
+	 * sum is the new estimate (issue 24). */
+	uint64_t est;
+	if (GG_LIKELY(!__builtin_add_overflow(p->used_est, fit, &est) && est <= p->charged)) {
 		/* Warm by what we know (used_est above): no question to the
 		 * driver. The reserve's read after the call (gg_pool_end_warm)
 		 * catches a growth all the same, or a later one does
 		 * (gg_pool_may_skip_read). */
-		p->used_est += fit;
+		p->used_est = est;
 		if (!gg_pool_may_skip_read(p, b, lim, need))
 			return 0;
 		/* Counted now, not at its end: a request the runtime then
@@ -178,7 +195,8 @@ void gg_pool_end(struct gg_pool *p, uint64_t reserved);
 static inline uint64_t gg_pool_begin(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
 	struct gg_budget *b = gg_ceiling_budget(p->dev);
-	return gg_pool_begin_on(p, b, gg_ceiling_budget_limit(b), size, reserve_before);
+	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
+	return gg_pool_begin_on(p, b, gg_pool_skip_limit(gg_ceiling_budget_limit(b)), size, reserve_before);
 }
 
 /* After a warm request (begin returned 0) the runtime served: re-reads the
@@ -245,16 +263,16 @@ void gg_pool_gone_block_freed(uint64_t key);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
 /* A device's current pool (what cuMemAllocAsync draws from) is cached per
- * thread by the hooks (hook_cuda.c's device_pool), valid while this count
+ * thread by the hooks (hook_cuda.c's device_pool_cached), valid while this count
  * has not moved. It moves after everything we see that can change a
  * current pool: cuDeviceSetMemPool, cuMemSetMemPool, a pool's destroy
  * (its device's default pool becomes current again), a context's reset or
  * destroy, and fork. gg_pool_current_changed moves it. */
-extern _Atomic uint32_t gg_pool_current_gen;
+extern _Atomic uint32_t gg_pool_current_gen __attribute__((visibility("hidden"))); /* as defined: read in place */
 void gg_pool_current_changed(void);
 
-/* One thread's cached current pool of one device (the hooks' device_pool,
- * in hook_cuda.c and hook_hip.c, each with its own thread-local cache):
+/* One thread's cached current pool of one device (hook_hip.c's
+ * device_pool; hook_cuda.c keeps the pool's entry instead, in gg_self):
  * trusted while the count above has not moved, and asked for again every
  * GG_POOL_RECHECK requests, for a path no hook sees. */
 #define GG_POOL_RECHECK 256

@@ -115,7 +115,11 @@ static int undo_growth(const struct gg_runtime *rt, struct gg_pool_alloc *pa, ui
 	if (rt->free_async(raw, pa->stream) != 0)
 		return -1;
 	rt->sync();
-	rt->trim(pa->pool, pa->before);
+	/* The entry's handle, not pa->pool, which a request the hook found
+	 * the entry for never sets (shape.h, gg_pool_alloc_begin_at). Stable:
+	 * we hold the entry's lock, without which it is never forgotten
+	 * (pool.c's forget_keeping). relaxed: as in pool.c's reads of it. */
+	rt->trim(atomic_load_explicit(&pa->p->handle, memory_order_relaxed), pa->before);
 	return 0;
 }
 

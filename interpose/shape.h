@@ -245,13 +245,17 @@ static inline void gg_pool_alloc_init(struct gg_pool_alloc *pa, enum gpuguard_ap
 	pa->stream = stream;
 }
 /* Inline in the hook (issue 24: a frame less on every stream-ordered
- * request). */
-static inline __attribute__((always_inline)) int gg_pool_alloc_begin(const struct gg_runtime *rt,
-                                                                     struct gg_pool_alloc *pa)
+ * request). home: the hook has pa->p already, an entry registered on a->dev
+ * (hook_cuda.c's cache of the current pool holds no other), so neither the
+ * registry nor the entry's device is looked at again, and the thread was
+ * noted where that cache was filled (gg_pool_begin_on). */
+static inline __attribute__((always_inline)) int gg_pool_alloc_begin_at(const struct gg_runtime *rt,
+                                                                        struct gg_pool_alloc *pa, int home)
 {
 	struct gg_alloc *a = &pa->a;
-	pa->p = a->dev >= 0 ? gg_pool_get(pa->pool, a->dev, rt->pool_query) : NULL;
-	if (GG_UNLIKELY(!pa->p)) {
+	if (!home)
+		pa->p = a->dev >= 0 ? gg_pool_get(pa->pool, a->dev, rt->pool_query) : NULL;
+	if (!home && GG_UNLIKELY(!pa->p)) {
 		/* Unknown device, or the pool registry full (65536 pools) or
 		 * out of memory: charge it like a plain allocation, but never
 		 * refund it (end), as the pool may keep the memory after the
@@ -262,21 +266,25 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_begin(const struc
 		struct gg_alloc slow = *a;
 		int r = gg_alloc_begin(rt, &slow);
 		a->charge = slow.charge;
+		pa->before = 0; /* not GG_POOL_UNREAD: end looks no further */
 		return r;
 	}
 	uint64_t lim, before;
+	if (!home)
+		gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
 	struct gg_budget *b = gg_bind_budget(rt, a->dev, &lim);
 	gg_dump_note_request(a->api, a->size);
-	if (GG_UNLIKELY(pa->p->dev != a->dev)) {
+	if (!home && GG_UNLIKELY(pa->p->dev != a->dev)) {
 		/* A pool registered on another device (its first request's):
 		 * charged there. */
 		b = gg_ceiling_budget(pa->p->dev);
 		lim = gg_ceiling_budget_limit(b);
 	}
-	pa->reserved = gg_pool_begin_on(pa->p, b, lim, a->size, &before);
+	pa->reserved = gg_pool_begin_on(pa->p, b, gg_pool_skip_limit(lim), a->size, &before);
 	pa->before = before;
 	return pa->reserved == GG_POOL_REFUSED ? -1 : 0;
 }
+#define gg_pool_alloc_begin(rt, pa) gg_pool_alloc_begin_at(rt, pa, 0)
 /* end's paths other than a warm request granted (shape.c): no pool entry,
  * a request that reserved, the runtime's failure, or a warm request whose
  * growth the read after it refused under v (grew: that growth). */
@@ -293,10 +301,19 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_end(const struct 
 		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer */
 	enum gg_verdict v = GG_VERDICT_GRANTED;
 	uint64_t grew = 0;
-	if (GG_LIKELY(pa->p && raw && pa->reserved == 0)) {
-		/* Served from the warm reserve, unreserved: one read of the
-		 * reserve settles it. */
-		v = gg_pool_end_warm(pa->p, pa->before, &grew);
+	if (GG_LIKELY(raw && (pa->before == GG_POOL_UNREAD || (pa->p && pa->reserved == 0)))) {
+		/* Served from the warm reserve, unreserved: its read was
+		 * skipped (begin set GG_POOL_UNREAD, only on an entry and with
+		 * nothing reserved: one compare for the three; only the lock
+		 * to give back, pool.h's gg_pool_end_warm), or one read of the
+		 * reserve settles it. One
+		 * commit for both: the stack cache (stack.c) checks the return
+		 * address of its call, and two sites taken in turn missed it
+		 * at every read (issue 24). */
+		if (GG_LIKELY(pa->before == GG_POOL_UNREAD))
+			gg_pool_unlock(pa->p);
+		else
+			v = gg_pool_end_warm_reading(pa->p, pa->before, &grew);
 		if (GG_LIKELY(v == GG_VERDICT_GRANTED)) {
 			gg_account_commit_inline(a->dev, GG_NS_PTR, raw, a->size, a->api,
 			                         0); /* the pool carries the charge */
@@ -307,6 +324,9 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_end(const struct 
 	return gg_pool_alloc_end_slow(rt, &slow, rc, raw, v, grew);
 }
 #define GG_POOL_ALLOC(rt, pa, call) (gg_pool_alloc_begin(rt, pa) == 0 ? gg_pool_alloc_end(rt, pa, call) : (rt)->oom)
+/* The same with pa->p set, an entry of pa->a.dev (gg_pool_alloc_begin_at). */
+#define GG_POOL_ALLOC_HOME(rt, pa, call) \
+	(gg_pool_alloc_begin_at(rt, pa, 1) == 0 ? gg_pool_alloc_end(rt, pa, call) : (rt)->oom)
 
 /* Free: take the record out before the runtime can hand the address to
  * another thread, put it back if it refuses (DESIGN.md §3). An unknown

@@ -305,6 +305,39 @@ TEST(undone_pool_growth_is_refused_with_a_null_pointer)
 	CHECK_EQ_U64(gg_stats(0).used, 0);
 }
 
+/* The same through cuMemAllocAsync, on the default pool, which keeps what
+ * it reserves (threshold: all): the undone growth is trimmed off that pool.
+ * The hook finds the pool's entry in its cache and no longer passes the
+ * handle on (issue 24, pool8): the trim names the entry's handle; with the
+ * handle the cache never set, it trimmed nothing, and the pool went on
+ * holding the undone growth past the 1 GiB ceiling. */
+TEST(undone_growth_of_the_current_pool_is_trimmed_off_it)
+{
+	gg_CUmemoryPool pool;
+	CHECK_EQ_INT(cuDeviceGetDefaultMemPool(&pool, 0), GG_CUDA_SUCCESS);
+	gg_cuuint64_t keep = UINT64_MAX;
+	CHECK_EQ_INT(cuMemPoolSetAttribute(pool, GG_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), GG_CUDA_SUCCESS);
+	gg_CUdeviceptr a, b, c, d;
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 256 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocAsync(&b, 256 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocAsync(&c, 256 * MIB, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFreeAsync(c, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamSynchronize(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 768 * MIB);
+	d = 0xdead0000;
+	CHECK_EQ_INT(cuMemAllocAsync(&d, 400 * MIB, NULL), GG_CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ_U64(d, 0);
+	CHECK_EQ_U64(pool_attr(pool, GG_CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 768 * MIB);
+	CHECK_EQ_U64(gg_stats(0).used, 768 * MIB);
+	CHECK_EQ_INT(cuMemFreeAsync(b, NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuStreamSynchronize(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPoolTrimTo(pool, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, 0);
+	keep = 0;
+	cuMemPoolSetAttribute(pool, GG_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+}
+
 TEST(legacy_entry_points_are_not_wrapped)
 {
 	/* cuMemAlloc (32-bit CUdeviceptr) has another ABI: it must reach the
@@ -422,6 +455,7 @@ int main(void)
 	RUN(pool_release_at_sync_is_credited_before_a_refusal);
 	RUN(created_pools_follow_their_device);
 	RUN(undone_pool_growth_is_refused_with_a_null_pointer);
+	RUN(undone_growth_of_the_current_pool_is_trimmed_off_it);
 	RUN(legacy_entry_points_are_not_wrapped);
 	RUN(device_one_has_its_own_ceiling);
 	RUN(each_change_of_the_current_context_moves_the_charge);
