@@ -123,11 +123,15 @@ static inline struct gg_budget *gg_ceiling_budget(int dev)
 void gg_ceiling_unbind_pod(void);
 /* The budget if bound, else this process's own books (no binding: for
  * readers outside a hook, which must not call the driver). */
-static inline struct gg_budget *gg_ceiling_budget_peek(int dev)
+static inline struct gg_budget *gg_ceiling_budget_peek_on(struct gg_device *d)
 {
 	/* acquire: as in gg_ceiling_budget. */
-	struct gg_budget *b = atomic_load_explicit(&gg_devices[dev].budget, memory_order_acquire);
-	return b ? b : &gg_devices[dev].local;
+	struct gg_budget *b = atomic_load_explicit(&d->budget, memory_order_acquire);
+	return b ? b : &d->local;
+}
+static inline struct gg_budget *gg_ceiling_budget_peek(int dev)
+{
+	return gg_ceiling_budget_peek_on(&gg_devices[dev]);
 }
 /* Waiting for room (GPUGUARD_ON_LIMIT=wait), see ceiling.c: b =
  * gg_ceiling_budget(dev) once; enter(b); loop { seen = wake_seq(b); retry;
@@ -344,10 +348,7 @@ static inline __attribute__((always_inline)) void gg_ceiling_release_pod(struct 
  * gg_ceiling_release_budget). */
 static inline __attribute__((always_inline)) void gg_ceiling_release_inline(struct gg_device *d, uint64_t bytes)
 {
-	/* acquire: as in gg_ceiling_budget_peek */
-	struct gg_budget *b = atomic_load_explicit(&d->budget, memory_order_acquire);
-	if (!b)
-		b = &d->local;
+	struct gg_budget *b = gg_ceiling_budget_peek_on(d);
 	/* One signed test for both of L1's bounds: nothing to give back, and
 	 * 2^63 or more (gg_ceiling_release_budget's release_huge). */
 	if (GG_LIKELY((int64_t)bytes > 0) && GG_LIKELY(b->claim != NULL))
@@ -400,7 +401,7 @@ static inline void gg_ceiling_count_free_on(struct gg_device *d)
 static inline void gg_ceiling_count_free(int dev, uint64_t size)
 {
 	(void)size;
-	atomic_fetch_add_explicit(&gg_ceiling_stripe_at(&gg_devices[(unsigned)dev])->frees, 1, memory_order_relaxed);
+	gg_ceiling_count_free_on(gg_ceiling_device(dev));
 }
 /* Copies dev's books, summing the stripes; live_bytes is the history's
  * live word (gg_history_live). */
