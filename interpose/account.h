@@ -29,9 +29,10 @@ int gg_account_begin_slow(int dev, uint64_t charge);
 /* begin, inline in the allocation hooks (issue 24: the hook, begin and the
  * shape's begin were three frames on every allocation): the first try, and
  * the footprint's tick, with everything else out of line. b and lim: dev's
- * budget and its ceiling, which the hook looked up (gg_bind_budget). */
-static inline __attribute__((always_inline)) int gg_account_begin_on(int dev, struct gg_budget *b, uint64_t lim,
-                                                                     uint64_t charge)
+ * budget and its ceiling, which the hook looked up (gg_bind_budget).
+ * try_on is the first try alone: 1 granted, 0 for begin_slow. */
+static inline __attribute__((always_inline)) int gg_account_try_on(int dev, struct gg_budget *b, uint64_t lim,
+                                                                   uint64_t charge)
 {
 	/* A thread that allocates may free (ceiling.c): it is counted at its
 	 * first grant, by the footprint's tick (its countdown starts far below
@@ -46,8 +47,25 @@ static inline __attribute__((always_inline)) int gg_account_begin_on(int dev, st
 		 * grant stands: the ticks are rate-limited, and growth between
 		 * them (libraries loaded lazily) must not take the last bytes. */
 		if (GG_LIKELY(!gg_ceiling_near) || gg_footprint_near_slow(dev, charge) == 0)
-			return 0;
+			return 1;
 	}
+	return 0;
+}
+static inline __attribute__((always_inline)) int gg_account_begin_on(int dev, struct gg_budget *b, uint64_t lim,
+                                                                     uint64_t charge)
+{
+	return GG_LIKELY(gg_account_try_on(dev, b, lim, charge)) ? 0 : gg_account_begin_slow(dev, charge);
+}
+/* begin_on for a request the caller has not noted (dump.h): noted only
+ * past the first try, where a refusal may name it, not on every
+ * allocation (issue 24: two stores into the thread's block a request). */
+static inline __attribute__((always_inline)) int gg_account_begin_noting(int dev, struct gg_budget *b, uint64_t lim,
+                                                                         uint64_t charge, enum gpuguard_api api,
+                                                                         uint64_t size)
+{
+	if (GG_LIKELY(gg_account_try_on(dev, b, lim, charge)))
+		return 0;
+	gg_dump_note_request(api, size);
 	return gg_account_begin_slow(dev, charge);
 }
 static inline __attribute__((always_inline)) int gg_account_begin_inline(int dev, uint64_t charge)

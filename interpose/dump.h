@@ -11,9 +11,11 @@
 #include "shared.h"
 
 /* What the hook about to call gg_ceiling_count_refusal is asking for, so a
- * refusal can name the request (set by gg_bracket_begin and the pool paths).
- * Inline, two stores into the thread's block (base.h's gg_self, whose
- * address the hook holds already): it runs on every allocation (issue 24). */
+ * refusal can name the request (set by the pool paths, and by a plain
+ * allocation only past its first try or at the runtime's refusal:
+ * account.h's gg_account_begin_noting, shape.c's gg_alloc_settle). Inline,
+ * two stores into the thread's block (base.h's gg_self, whose address the
+ * hook holds already; issue 24). */
 static inline void gg_dump_note_request(enum gpuguard_api api, uint64_t size)
 {
 	gg_self.noted_api = api;

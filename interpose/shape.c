@@ -89,6 +89,9 @@ int gg_alloc_begin(const struct gg_runtime *rt, struct gg_alloc *a)
 int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw)
 {
 	if (!raw) {
+		/* A refusal by the runtime names the request: begin noted it
+		 * only when it went past its first try (account.h). */
+		gg_dump_note_request(a->api, a->size);
 		gg_account_rollback(a->dev, a->charge, rc == rt->oom);
 		return rc;
 	}

@@ -175,8 +175,7 @@ static inline __attribute__((always_inline)) int gg_alloc_begin_inline(const str
 	uint64_t lim;
 	struct gg_budget *b = gg_bind_budget(rt, a->dev, &lim);
 	a->charge = a->charged ? gg_ceiling_charge_size(a->api, a->size) : 0;
-	gg_dump_note_request(a->api, a->size);
-	return gg_account_begin_on(a->dev, b, lim, a->charge);
+	return gg_account_begin_noting(a->dev, b, lim, a->charge, a->api, a->size);
 }
 /* end's uncommon paths: a failure to roll back (raw 0), or a pitch. */
 int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw);
