@@ -86,8 +86,11 @@ int gg_alloc_begin(const struct gg_runtime *rt, struct gg_alloc *a)
 	return gg_alloc_begin_inline(rt, a);
 }
 
-int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw)
+int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc)
 {
+	uint64_t raw = 0;
+	if (rc == rt->ok)
+		memcpy(&raw, a->out, sizeof(raw)); /* as gg_alloc_end read it */
 	if (!raw) {
 		/* A refusal by the runtime names the request: begin noted it
 		 * only when it went past its first try (account.h). */
@@ -95,14 +98,20 @@ int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uin
 		gg_account_rollback(a->dev, a->charge, rc == rt->oom);
 		return rc;
 	}
-	/* The runtime chose the pitch: settle the charge to the real size. */
-	a->size = (uint64_t)*a->pitch * a->rows;
-	uint64_t charge = gg_ceiling_charge_size(a->api, a->size);
-	if (charge > a->charge)
-		gg_ceiling_force(a->dev, charge - a->charge);
-	else
-		gg_ceiling_release(a->dev, a->charge - charge);
-	a->charge = charge;
+	if (a->pitch) {
+		/* The runtime chose the pitch: settle the charge to the real size. */
+		a->size = (uint64_t)*a->pitch * a->rows;
+		uint64_t charge = gg_ceiling_charge_size(a->api, a->size);
+		if (charge > a->charge)
+			gg_ceiling_force(a->dev, charge - a->charge);
+		else
+			gg_ceiling_release(a->dev, a->charge - charge);
+		a->charge = charge;
+	}
+	/* Else raw 1 or 2 (gg_alloc_end): committed as the inline end would,
+	 * and kept charged, as the table has no slot for such a key. */
+	if (a->ns == GG_NS_VMM)
+		gg_handle_created(raw, GG_HANDLE_CHARGED);
 	gg_account_commit(a->dev, a->ns, raw, a->size, a->api, a->charge);
 	return rc;
 }

@@ -177,8 +177,10 @@ static inline __attribute__((always_inline)) int gg_alloc_begin_inline(const str
 	a->charge = a->charged ? gg_ceiling_charge_size(a->api, a->size) : 0;
 	return gg_account_begin_noting(a->dev, b, lim, a->charge, a->api, a->size);
 }
-/* end's uncommon paths: a failure to roll back (raw 0), or a pitch. */
-int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc, uint64_t raw);
+/* end's uncommon paths: a failure to roll back (raw 0), a pitch, or raw 1
+ * or 2. It reads raw from a->out again, so that the hook keeps no copy of
+ * it for the call (issue 24: a store a call). */
+int gg_alloc_settle(const struct gg_runtime *rt, struct gg_alloc *a, int rc);
 /* Inline, so that the record's stack is unwound from the hook itself: a
  * frame more costs the unwinder a step on every allocation. Always: with
  * commit inline in it, gcc took it out of line (a frame and its saved
@@ -200,13 +202,17 @@ static inline __attribute__((always_inline)) int gg_alloc_end(const struct gg_ru
 	uint64_t raw = 0;
 	if (rc == rt->ok)
 		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer, a void * or a handle */
-	if (GG_UNLIKELY(!raw || a->pitch)) {
+	/* raw 1 and 2, never an address or a handle but table.h's slot
+	 * states, go out of line with 0: then the insert below, for a plain
+	 * pointer, drops its own test of the key (issue 24: 2 instructions),
+	 * and settle commits them, whose insert finds no room for them. */
+	if (GG_UNLIKELY(raw <= GG_TABLE_BUSY || a->pitch)) {
 		/* A copy goes out of line, so that a's own address never leaves
 		 * the hook: the compiler then keeps a in registers and folds
 		 * the hook's constants (api, ns, charged) into begin and the
 		 * charge rule (issue 24). */
 		struct gg_alloc slow = *a;
-		return gg_alloc_settle(rt, &slow, rc, raw);
+		return gg_alloc_settle(rt, &slow, rc);
 	}
 	/* A VMM handle is known to handles.c before its record exists: nobody
 	 * can release it before this hook returns it. */
