@@ -86,17 +86,12 @@ void gg_account_commit_unrecorded(void);
  * The hook has saved its registers already, and keeps dev, size and
  * charge in them across the driver call. Its stack is taken from the
  * hook's frame: one frame less for the unwinder to step over. */
-static inline __attribute__((always_inline)) void gg_account_commit_inline(int dev, enum gg_key_ns ns, uint64_t raw,
-                                                                           uint64_t size, enum gpuguard_api api,
-                                                                           uint64_t charge)
+static inline __attribute__((always_inline)) void gg_account_commit_stack(int dev, enum gg_key_ns ns, uint64_t raw,
+                                                                          uint64_t size, enum gpuguard_api api,
+                                                                          uint64_t charge, uint16_t stack)
 {
 	/* The record as its slot's words, in registers (table.h): the meta
 	 * word is ctx, dev, api, flags, spare 0 and the stack id. */
-	uint16_t stack = 0;
-	if (gg_stack_want) {
-		uint32_t st = gg_stack_take();
-		stack = (uint16_t)(st <= 0xffff ? st : 0); /* no stack rather than another's */
-	}
 	uint8_t flags = (uint8_t)(!charge          ? 0
 	                          : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE
 	                                           : GG_REC_CHARGED);
@@ -124,6 +119,21 @@ static inline __attribute__((always_inline)) void gg_account_commit_inline(int d
 		gg_account_commit_unrecorded();
 	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, stack, t_ms); /* the record's clock reading */
 	gg_dump_arm();
+}
+/* Two copies of the commit: with stacks off, its stack id is the constant
+ * 0, so the meta word's stack field and the history's site-row test fold
+ * away, and no stack slot holds them (issue 24). */
+static inline __attribute__((always_inline)) void gg_account_commit_inline(int dev, enum gg_key_ns ns, uint64_t raw,
+                                                                           uint64_t size, enum gpuguard_api api,
+                                                                           uint64_t charge)
+{
+	if (GG_LIKELY(!gg_stack_want)) {
+		gg_account_commit_stack(dev, ns, raw, size, api, charge, 0);
+		return;
+	}
+	uint32_t st = gg_stack_take();
+	/* no stack rather than another's */
+	gg_account_commit_stack(dev, ns, raw, size, api, charge, (uint16_t)(st <= 0xffff ? st : 0));
 }
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom);
 /* A refusal: counted under why, then dumped (rate-limited). */
