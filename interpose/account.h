@@ -127,7 +127,7 @@ static inline __attribute__((always_inline)) void gg_account_commit_inline(int d
                                                                            uint64_t size, enum gpuguard_api api,
                                                                            uint64_t charge)
 {
-	if (GG_LIKELY(!gg_stack_want)) {
+	if (!gg_stack_want) {
 		gg_account_commit_stack(dev, ns, raw, size, api, charge, 0);
 		return;
 	}
