@@ -92,10 +92,10 @@ static inline __attribute__((always_inline)) void gg_account_commit_stack(int de
 {
 	/* The record as its slot's words, in registers (table.h): the meta
 	 * word is ctx, dev, api, flags, spare 0 and the stack id. */
+	uint64_t t_ms = gg_now_ms();
 	uint8_t flags = (uint8_t)(!charge          ? 0
 	                          : charge == size ? GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE
 	                                           : GG_REC_CHARGED);
-	uint64_t t_ms = gg_now_ms();
 	struct gg_slot_words w;
 	w.key = gg_key(ns, raw);
 	w.size = size;
