@@ -116,9 +116,12 @@ struct gg_gen {
 
 struct gg_spill_block;
 struct gg_table {
+	/* First: gens[top]'s address is then the table's plus top * 8, one
+	 * load with no add before it (issue 24: one instruction each in the
+	 * insert and the remove). */
+	struct gg_gen *_Atomic gens[GG_TABLE_MAX_GENS]; /* [0..top] published, never unpublished */
 	_Atomic unsigned top;                           /* index of the newest generation */
 	unsigned max_gens;                              /* growth stops here (gg_table_create_capped) */
-	struct gg_gen *_Atomic gens[GG_TABLE_MAX_GENS]; /* [0..top] published, never unpublished */
 	_Atomic uint64_t spilled;                       /* live records in the overflow area */
 	struct gg_spill_block *_Atomic spill;           /* head of the overflow blocks */
 	/* One walk at a time: a walk clears chunk flags while it scans, which
