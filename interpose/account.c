@@ -210,8 +210,7 @@ void gg_account_host_alloc(uint64_t raw, uint64_t size)
 	struct gg_record r = {
 	    .key = gg_key(GG_NS_PTR, raw) ^ GG_HOST_KEY_BIT,
 	    .size = size,
-	    .t_ms = gg_now_ms(),
-	    .tid = gg_gettid(),
+	    .ids = gg_table_ids(gg_gettid(), gg_now_ms()),
 	    .ctx = gg_cur_ctx,
 	    .flags = GG_REC_HOST,
 	};
