@@ -22,6 +22,9 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 #define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
 #define GG_REC_FREE_SAID \
 	0x8 /* on a record taken out for a free: its history event is claimed (account.c); never in the table */
+/* On a free's record (struct gg_free, shape.h): no record was found; never
+ * in the table. */
+#define GG_REC_NONE 0x20
 /* With GG_REC_CHARGED: the charge is the requested size (a power-of-two
  * small block, a 2 MiB multiple, a VMM handle), so a free refunds `size`
  * without working the charge rule out again (account.h, issue 24). */
