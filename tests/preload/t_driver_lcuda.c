@@ -83,9 +83,13 @@ TEST(unknown_pointer_passes_through)
 	gg_CUdeviceptr p;
 	CHECK_EQ_INT(cuMemAlloc_v2(&p, 0), GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuMemFree_v2(0), GG_CUDA_SUCCESS);
+	/* 1 and 2 (the table's slot states) go straight to the driver too */
+	CHECK_EQ_INT(cuMemFree_v2(1), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemFree_v2(2), GG_CUDA_ERROR_INVALID_VALUE);
 	struct gpuguard_device_stats s = gg_stats(0);
 	CHECK_EQ_U64(s.used, s0.used);
 	CHECK_EQ_U64(s.frees, s0.frees);
+	CHECK_EQ_U64(s.untracked_frees, s0.untracked_frees);
 }
 
 TEST(double_free_is_refunded_once)
