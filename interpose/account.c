@@ -177,7 +177,10 @@ __attribute__((noinline)) int gg_account_forget_slow(uint64_t key, struct gg_rec
 
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out)
 {
-	return gg_account_forget_inline(ns, raw, out);
+	if (!gg_account_forget_inline(ns, raw, out))
+		return 0;
+	out->flags |= GG_REC_FREE_SAID; /* for gg_account_freed: its event is said */
+	return 1;
 }
 
 void gg_account_freed(const struct gg_record *rec, int ok)
@@ -210,8 +213,7 @@ void gg_account_host_alloc(uint64_t raw, uint64_t size)
 	struct gg_record r = {
 	    .key = gg_key(GG_NS_PTR, raw) ^ GG_HOST_KEY_BIT,
 	    .size = size,
-	    .t_ms = gg_now_ms(),
-	    .tid = gg_gettid(),
+	    .ids = gg_table_ids(gg_gettid(), gg_now_ms()),
 	    .ctx = gg_cur_ctx,
 	    .flags = GG_REC_HOST,
 	};

@@ -138,7 +138,8 @@ static inline __attribute__((always_inline)) void gg_account_commit_inline(int d
 void gg_account_rollback(int dev, uint64_t charge, int driver_oom);
 /* A refusal: counted under why, then dumped (rate-limited). */
 void gg_account_refuse(int dev, enum gpuguard_refusal why);
-/* Removes the record of raw (before the driver frees it). 1 if found. */
+/* Removes the record of raw (before the driver frees it), its event said
+ * (GG_REC_FREE_SAID set). 1 if found. */
 int gg_account_forget(enum gg_key_ns ns, uint64_t raw, struct gg_record *out);
 /* After the driver's free: settles the books, or puts the record back. */
 void gg_account_freed(const struct gg_record *rec, int ok);
@@ -187,7 +188,12 @@ static inline __attribute__((always_inline)) int gg_account_forget_inline(enum g
 	 * event was missed whenever the free was still inside the driver. */
 	gg_history_event(GG_HIST_FREE, out->dev, (enum gpuguard_api)out->api, raw, out->size, out->stack,
 	                 GG_HIST_NOW); /* raw: the record's key less its namespace */
-	out->flags |= GG_REC_FREE_SAID;
+	/* The record comes out with its flags as the table kept them, not
+	 * yet GG_REC_FREE_SAID: the common end (gg_account_freed_fast) then
+	 * tests them for "nothing but the charge" in one, and the bit is set
+	 * only where gg_account_freed reads it (gg_account_freed_inline,
+	 * gg_free_end, gg_account_forget). Set here, it was a store before
+	 * the driver call and a mask and compare after (issue 24: 3 a pair). */
 	return 1;
 }
 /* What a charged record's free refunds: its charge, the rule's result for
@@ -199,13 +205,14 @@ static inline uint64_t gg_account_charge_of(const struct gg_record *rec)
 		return rec->size;
 	return gg_ceiling_charge_size((enum gpuguard_api)rec->api, rec->size);
 }
-/* freed's common case: the driver freed it, its event is said (forget),
- * charged or not, nothing else flagged. 1 when it settled the books; 0
- * leaves them to gg_account_freed (and a record not found, flags 0, to
- * the caller: gg_free_end). */
+/* freed's common case, for a record gg_account_forget_inline took out:
+ * the driver freed it, its event is said (forget), charged or not,
+ * nothing else flagged. 1 when it settled the books; 0 leaves them to
+ * gg_account_freed, with GG_REC_FREE_SAID set first (and a record not
+ * found, GG_REC_NONE, to the caller: gg_free_end). */
 static inline __attribute__((always_inline)) int gg_account_freed_fast(const struct gg_record *rec, int ok)
 {
-	if (GG_LIKELY(ok && (rec->flags & ~(GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE)) == GG_REC_FREE_SAID)) {
+	if (GG_LIKELY(ok && !(rec->flags & ~(GG_REC_CHARGED | GG_REC_CHARGE_IS_SIZE)))) {
 		/* One device address for the release's budget and the
 		 * stripe, kept in a register between them (issue 24) */
 		struct gg_device *d = gg_ceiling_device(rec->dev);
@@ -216,10 +223,12 @@ static inline __attribute__((always_inline)) int gg_account_freed_fast(const str
 	}
 	return 0;
 }
-static inline __attribute__((always_inline)) void gg_account_freed_inline(const struct gg_record *rec, int ok)
+static inline __attribute__((always_inline)) void gg_account_freed_inline(struct gg_record *rec, int ok)
 {
-	if (!gg_account_freed_fast(rec, ok))
+	if (!gg_account_freed_fast(rec, ok)) {
+		rec->flags |= GG_REC_FREE_SAID; /* forget said its event */
 		gg_account_freed(rec, ok);
+	}
 }
 void gg_account_untracked(int dev);
 /* Pinned host memory: recorded and counted for dumps, never charged. */

@@ -741,13 +741,13 @@ static void settle_cut(struct gg_dump_cut *c, uint64_t hcap)
 		const struct gg_hist_event *e = &c->ev[s->ev];
 		struct gg_record r = {.key = s->key,
 		                      .size = e->s,
-		                      .t_ms = e->ms,
+		                      .ids = gg_table_ids(0, e->ms),
 		                      .stack = e->stack,
 		                      .dev = e->dev,
 		                      .api = (uint8_t)e->api};
 		for (uint64_t j = first; j-- > 0;)
 			if (c->ev[j].op == GG_HIST_ALLOC && c->ev[j].p == e->p) {
-				r.t_ms = c->ev[j].ms;
+				r.ids = gg_table_ids(0, c->ev[j].ms);
 				break;
 			}
 		if (gg_records_push(&c->recs, &c->nrecs, &c->cap, 4096, &r) != 0)

@@ -381,8 +381,8 @@ static void rec_alloc(const struct gg_record *r, void *arg)
 	GG_OUT_U64(o, a, s, r->size);
 	GG_OUT_U64(o, a, d, r->dev);
 	GG_OUT_U64(o, a, api, r->api);
-	GG_OUT_U64(o, a, age, c->now > r->t_ms ? c->now - r->t_ms : 0);
-	GG_OUT_U64(o, a, tid, r->tid);
+	GG_OUT_U64(o, a, age, c->now > gg_record_t_ms(r) ? c->now - gg_record_t_ms(r) : 0);
+	GG_OUT_U64(o, a, tid, gg_record_tid(r));
 	GG_OUT_U64(o, a, st, r->stack);
 	gg_out_end_record(o);
 }

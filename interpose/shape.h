@@ -336,10 +336,10 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_end(const struct 
 /* Free: take the record out before the runtime can hand the address to
  * another thread, put it back if it refuses (DESIGN.md §3). An unknown
  * pointer freed is counted on the current device (never a graph's). The
- * record's flags say whether it was found: GG_REC_FREE_SAID on a device
- * record (forget sets it), GG_REC_HOST on a pinned host one, 0 when not
- * (begin stores it then; issue 24: a found flag of its own was a store
- * and a load from the stack on every free). */
+ * record's flags say whether it was found: GG_REC_NONE when a device
+ * record was not (begin stores it then; issue 24: a found flag of its own
+ * was a store and a load from the stack on every free); on the host free,
+ * GG_REC_HOST when one was, 0 when not. */
 struct gg_free {
 	struct gg_record rec;
 	enum gg_key_ns ns;
@@ -354,7 +354,7 @@ static inline __attribute__((always_inline)) void gg_free_begin(struct gg_free *
 	if (GG_UNLIKELY(!gg_account_forget_inline(ns, raw, &f->rec))) {
 		/* ns and raw are read only for a pointer we do not know
 		 * (gg_free_untracked): a known one's free stores neither. */
-		f->rec.flags = 0;
+		f->rec.flags = GG_REC_NONE;
 		f->ns = ns;
 		f->raw = raw;
 	}
@@ -364,9 +364,10 @@ static inline __attribute__((always_inline)) int gg_free_end(const struct gg_run
 	int ok = rc == rt->ok;
 	if (GG_LIKELY(gg_account_freed_fast(&f->rec, ok)))
 		return rc;
-	if (f->rec.flags & GG_REC_FREE_SAID)
+	if (!(f->rec.flags & GG_REC_NONE)) {
+		f->rec.flags |= GG_REC_FREE_SAID; /* forget said its event */
 		gg_account_freed(&f->rec, ok);
-	else if (ok)
+	} else if (ok)
 		gg_free_untracked(rt, f);
 	return rc;
 }

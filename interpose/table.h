@@ -22,6 +22,9 @@ static inline uint64_t gg_key(enum gg_key_ns ns, uint64_t raw)
 #define GG_REC_POOL_GONE 0x4 /* a block of a destroyed pool, which holds its memory till the last such free */
 #define GG_REC_FREE_SAID \
 	0x8 /* on a record taken out for a free: its history event is claimed (account.c); never in the table */
+/* On a free's record (struct gg_free, shape.h): no record was found; never
+ * in the table. */
+#define GG_REC_NONE 0x20
 /* With GG_REC_CHARGED: the charge is the requested size (a power-of-two
  * small block, a 2 MiB multiple, a VMM handle), so a free refunds `size`
  * without working the charge rule out again (account.h, issue 24). */
@@ -44,8 +47,13 @@ struct gg_record {
 	uint8_t flags;  /* GG_REC_* */
 	uint8_t spare;  /* kept by the table, read by nobody */
 	uint16_t stack; /* stack id, 0 = none (stack.c hands out fewer than 2^15) */
-	uint32_t tid;   /* kernel thread id: 24 bits kept (Linux's PID_MAX_LIMIT is 2^22) */
-	uint64_t t_ms;  /* ms since library start (40 bits kept) */
+	/* The slot's ids word as it stands (gg_table_ids): the kernel thread
+	 * id's low 24 bits (Linux's PID_MAX_LIMIT is 2^22) under the ms since
+	 * library start (40 bits), read with gg_record_tid and gg_record_t_ms.
+	 * Packed, so that a free's copy of its record does not split a word
+	 * only a dump or a refused free's put-back reads (issue 24: 4
+	 * instructions a pair). */
+	uint64_t ids;
 };
 
 struct gg_table;
@@ -198,6 +206,15 @@ static inline uint64_t gg_table_ids(uint32_t tid, uint64_t t_ms)
 {
 	return (tid & GG_TABLE_TID_MASK) | t_ms << GG_TABLE_TID_BITS;
 }
+/* A record's thread id and time, from its ids word. */
+static inline uint32_t gg_record_tid(const struct gg_record *r)
+{
+	return (uint32_t)(r->ids & GG_TABLE_TID_MASK);
+}
+static inline uint64_t gg_record_t_ms(const struct gg_record *r)
+{
+	return r->ids >> GG_TABLE_TID_BITS;
+}
 static inline __attribute__((always_inline)) struct gg_slot_words gg_table_words(const struct gg_record *r)
 {
 	struct gg_slot_words w;
@@ -208,7 +225,7 @@ static inline __attribute__((always_inline)) struct gg_slot_words gg_table_words
 #else
 	w.meta = gg_table_meta(r->ctx, r->dev, r->api, r->flags, r->spare, r->stack);
 #endif
-	w.ids = gg_table_ids(r->tid, r->t_ms);
+	w.ids = r->ids;
 	return w;
 }
 
@@ -321,8 +338,7 @@ static inline __attribute__((always_inline)) void gg_table_read_payload(struct g
 	r->spare = (uint8_t)(meta >> 40);
 	r->stack = (uint16_t)(meta >> 48);
 #endif
-	r->tid = (uint32_t)(ids & GG_TABLE_TID_MASK);
-	r->t_ms = ids >> GG_TABLE_TID_BITS;
+	r->ids = ids;
 }
 
 /* Takes key out of slot s if s holds it. 1 = removed (payload in *out). */

@@ -83,9 +83,13 @@ TEST(unknown_pointer_passes_through)
 	gg_CUdeviceptr p;
 	CHECK_EQ_INT(cuMemAlloc_v2(&p, 0), GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuMemFree_v2(0), GG_CUDA_SUCCESS);
+	/* 1 and 2 (the table's slot states) go straight to the driver too */
+	CHECK_EQ_INT(cuMemFree_v2(1), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemFree_v2(2), GG_CUDA_ERROR_INVALID_VALUE);
 	struct gpuguard_device_stats s = gg_stats(0);
 	CHECK_EQ_U64(s.used, s0.used);
 	CHECK_EQ_U64(s.frees, s0.frees);
+	CHECK_EQ_U64(s.untracked_frees, s0.untracked_frees);
 }
 
 TEST(double_free_is_refunded_once)
@@ -95,6 +99,30 @@ TEST(double_free_is_refunded_once)
 	CHECK_EQ_INT(cuMemFree_v2(a), GG_CUDA_SUCCESS);
 	CHECK(cuMemFree_v2(a) != GG_CUDA_SUCCESS);
 	CHECK_EQ_U64(gg_stats(0).used, 0);
+}
+
+/* A free the driver refuses (no current context) puts the record back
+ * with its books as they were: its charge, and the live bytes its free's
+ * event (said before the driver call) took away and the put-back's
+ * allocation event adds again (gg_free_end marks the record's event said
+ * before gg_account_freed, which the hooks' inline forget does not). */
+TEST(a_refused_free_keeps_its_record)
+{
+	struct gpuguard_device_stats s0 = gg_stats(0);
+	gg_CUdeviceptr a;
+	CHECK_EQ_INT(cuMemAlloc_v2(&a, 8 * MIB), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSetCurrent(NULL), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemFree_v2(a), GG_CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ_INT(cuCtxSetCurrent(ctx0), GG_CUDA_SUCCESS);
+	struct gpuguard_device_stats s = gg_stats(0);
+	CHECK_EQ_U64(s.used, s0.used + 8 * MIB);
+	CHECK_EQ_U64(s.live_bytes, s0.live_bytes + 8 * MIB);
+	CHECK_EQ_U64(s.frees, s0.frees);
+	CHECK_EQ_INT(cuMemFree_v2(a), GG_CUDA_SUCCESS);
+	s = gg_stats(0);
+	CHECK_EQ_U64(s.used, s0.used);
+	CHECK_EQ_U64(s.live_bytes, s0.live_bytes);
+	CHECK_EQ_U64(s.frees, s0.frees + 1);
 }
 
 TEST(pitch_managed_and_arrays_are_charged)
@@ -448,6 +476,7 @@ int main(void)
 	RUN(meminfo_reports_the_ceiling);
 	RUN(unknown_pointer_passes_through);
 	RUN(double_free_is_refunded_once);
+	RUN(a_refused_free_keeps_its_record);
 	RUN(pitch_managed_and_arrays_are_charged);
 	RUN(small_arrays_are_charged_by_the_page);
 	RUN(vmm_charges_physical_memory_not_address_space);

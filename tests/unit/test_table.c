@@ -27,9 +27,8 @@ static struct gg_record make_rec(uint64_t key)
 	memset(&r, 0, sizeof(r));
 	r.key = key;
 	r.size = key * 0x9e3779b97f4a7c15ull + 1;
-	r.t_ms = (key * 31) & 0xffffffffffull;
-	r.tid = ((uint32_t)(key * 2654435761u) | 1) & 0xffffffu; /* 24 bits kept */
-	r.stack = ((uint32_t)(key >> 5) ^ 0x5a5au) & 0xffffu;    /* stack ids stay below 2^16 */
+	r.ids = gg_table_ids((uint32_t)(key * 2654435761u) | 1, key * 31); /* 24 and 40 bits kept */
+	r.stack = ((uint32_t)(key >> 5) ^ 0x5a5au) & 0xffffu;              /* stack ids stay below 2^16 */
 	r.ctx = (uint16_t)(key * 40503u);
 	r.dev = (uint8_t)(key % 64);
 	r.api = (uint8_t)(key % GPUGUARD_API_COUNT);
@@ -39,8 +38,8 @@ static struct gg_record make_rec(uint64_t key)
 
 static int rec_eq(const struct gg_record *a, const struct gg_record *b)
 {
-	return a->key == b->key && a->size == b->size && a->t_ms == b->t_ms && a->tid == b->tid &&
-	       a->stack == b->stack && a->ctx == b->ctx && a->dev == b->dev && a->api == b->api && a->flags == b->flags;
+	return a->key == b->key && a->size == b->size && a->ids == b->ids && a->stack == b->stack && a->ctx == b->ctx &&
+	       a->dev == b->dev && a->api == b->api && a->flags == b->flags;
 }
 
 /* A table that never grows: the tests of the overflow area and of a full
@@ -69,8 +68,7 @@ TEST(roundtrip_every_field)
 	struct gg_record r = {
 	    .key = 0xdeadbeef000ull,
 	    .size = UINT64_MAX,
-	    .t_ms = (1ull << 40) - 1,
-	    .tid = 0xffffffu,
+	    .ids = UINT64_MAX,
 	    .stack = 0xfffeu,
 	    .ctx = 0xffffu,
 	    .dev = 0xff,
@@ -83,12 +81,14 @@ TEST(roundtrip_every_field)
 	memset(&out, 0, sizeof(out));
 	CHECK_EQ_INT(gg_table_remove(t, r.key, &out), 1);
 	CHECK(rec_eq(&out, &r));
-	CHECK_EQ_U64(out.t_ms, (1ull << 40) - 1);
+	CHECK_EQ_U64(gg_record_t_ms(&out), (1ull << 40) - 1);
+	CHECK_EQ_U64(gg_record_tid(&out), 0xffffff);
 	CHECK_EQ_INT(gg_table_remove(t, r.key, &out), 0);
 	CHECK_EQ_U64(gg_table_live(t), 0);
 
 	/* Small values in every field: no bits bleed between packed fields. */
-	struct gg_record z = {.key = 3, .size = 0, .t_ms = 1, .tid = 1, .stack = 0, .dev = 1, .api = 0, .flags = 1};
+	struct gg_record z = {
+	    .key = 3, .size = 0, .ids = gg_table_ids(1, 1), .stack = 0, .dev = 1, .api = 0, .flags = 1};
 	CHECK_EQ_INT(gg_table_insert(t, &z), 0);
 	CHECK_EQ_INT(gg_table_remove(t, 3, &out), 1);
 	CHECK(rec_eq(&out, &z));
@@ -96,18 +96,22 @@ TEST(roundtrip_every_field)
 	/* t_ms keeps 40 bits, tid 24 (Linux's tids stay below 2^22), and
 	 * neither spills into the other. */
 	struct gg_record w = make_rec(77);
-	w.t_ms = (1ull << 40) + 5;
-	w.tid = 0xff000007u;
+	w.ids = gg_table_ids(0xff000007u, (1ull << 40) + 5);
 	CHECK_EQ_INT(gg_table_insert(t, &w), 0);
 	CHECK_EQ_INT(gg_table_remove(t, 77, &out), 1);
-	CHECK_EQ_U64(out.t_ms, 5);
-	CHECK_EQ_U64(out.tid, 7);
-	w.t_ms = 0;
-	w.tid = 0xffffffffu;
+	CHECK_EQ_U64(gg_record_t_ms(&out), 5);
+	CHECK_EQ_U64(gg_record_tid(&out), 7);
+	w.ids = gg_table_ids(0xffffffffu, 0);
 	CHECK_EQ_INT(gg_table_insert(t, &w), 0);
 	CHECK_EQ_INT(gg_table_remove(t, 77, &out), 1);
-	CHECK_EQ_U64(out.t_ms, 0);
-	CHECK_EQ_U64(out.tid, 0xffffff);
+	CHECK_EQ_U64(gg_record_t_ms(&out), 0);
+	CHECK_EQ_U64(gg_record_tid(&out), 0xffffff);
+	/* The removed record's ids word is the slot's as the insert built
+	 * it, unsplit (gg_table_read_payload). */
+	w.ids = gg_table_ids(0x123456u, 0xabcdef0123ull);
+	CHECK_EQ_INT(gg_table_insert(t, &w), 0);
+	CHECK_EQ_INT(gg_table_remove(t, 77, &out), 1);
+	CHECK_EQ_U64(out.ids, 0xabcdef0123ull << 24 | 0x123456u);
 
 	/* The same raw value in two namespaces is two keys. */
 	struct gg_record a = make_rec(gg_key(GG_NS_PTR, 0x7000)), b = make_rec(gg_key(GG_NS_VMM, 0x7000));
@@ -136,8 +140,7 @@ TEST(roundtrip_every_field)
 /* Every bit of every field a slot keeps set (spare aside, the table's). */
 static void all_bits(struct gg_record *m)
 {
-	m->t_ms = (1ull << 40) - 1;
-	m->tid = 0xffffffu;
+	m->ids = UINT64_MAX;
 	m->stack = 0xffffu;
 	m->ctx = 0xffffu;
 	m->dev = 0xff;
@@ -165,7 +168,7 @@ TEST(words_insert_is_the_records)
 		w.key = m.key;
 		w.size = m.size;
 		w.meta = gg_table_meta(m.ctx, m.dev, m.api, m.flags, 0, m.stack);
-		w.ids = gg_table_ids(m.tid, m.t_ms);
+		w.ids = gg_table_ids(gg_record_tid(&m), gg_record_t_ms(&m));
 		struct gg_slot_words r = gg_table_words(&m);
 		CHECK_EQ_U64(w.meta, r.meta);
 		CHECK_EQ_U64(w.ids, r.ids);
