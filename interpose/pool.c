@@ -258,9 +258,9 @@ void gg_pool_set_admit(gg_pool_admit_fn fn)
  * the hook): ask the driver, then reserve the growth or go the admission
  * path. Out of line, so that the hook saves no registers for it (issue
  * 24). Caller holds p->lock. */
-uint64_t __attribute__((noinline))
-gg_pool_begin_asking(struct gg_pool *p, uint64_t size, uint64_t fit, uint64_t *reserve_before)
+uint64_t __attribute__((noinline)) gg_pool_begin_asking(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
+	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
 	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
 	uint64_t reserved, used;
 	int known = p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0;

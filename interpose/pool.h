@@ -38,7 +38,8 @@ struct gg_pool {
 	uint64_t charged; /* reserve we charged; written under lock only */
 	/* What the pool's blocks take, at most (under lock only): the driver's
 	 * USED_MEM_CURRENT when last read, plus every request since (a block
-	 * in the reserve: the request rounded to 512 B). Frees go to the
+	 * in the reserve: the request rounded to 512 B, counted as its size +
+	 * 511 B, which is never less: an add, not a rounding, issue 24). Frees go to the
 	 * driver without our lock and only lower the true figure, so this
 	 * stays an upper bound, and charged (the reserve at its last read)
 	 * is at least the true reserve, which only a request of ours raises.
@@ -137,7 +138,7 @@ static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg
 
 /* begin past the warm-by-estimate case (pool.c): asks the driver, then
  * reserves the growth or goes the admission path. Caller holds p->lock. */
-uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t size, uint64_t fit, uint64_t *reserve_before);
+uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
 /* What gg_pool_begin sets *reserve_before to for a warm request whose read
  * of the reserve is skipped (gg_pool_may_skip_read), counted already: its
  * end (gg_pool_end_warm) only gives the lock back. No reserve is that big. */
@@ -157,7 +158,12 @@ uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t size, uint64_t fit, ui
 static inline __attribute__((always_inline)) uint64_t
 gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t size, uint64_t *reserve_before)
 {
-	uint64_t fit = (size + 511) / 512 * 512; /* what a block in the reserve takes */
+	/* What a block in the reserve takes (the size rounded to 512 B), at
+	 * most: an upper bound is all used_est needs, and it costs an add,
+	 * not a rounding (issue 24). begin_asking, which compares with what
+	 * the driver says, rounds. Past 2^64 - 512 B it wraps, as the rounded
+	 * size did: the driver refuses that request, and its end reads. */
+	uint64_t fit = size + 511;
 	/* Held until gg_pool_end, across the driver call: two requests that each
 	 * fit the warm reserve alone must not both be let through unreserved,
 	 * or the second grows the pool past the ceiling. The driver serialises
@@ -178,9 +184,8 @@ gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uin
 		 * plus a page less a byte, not rounded to the page (GG_PAGE):
 		 * a bound up to 2 MiB above the rounded one, which only makes
 		 * the skip check's room larger, for an add in place of a
-		 * rounding (issue 24). It wraps only where fit did, for a size
-		 * within 512 B of 2^64, as the rounded bound did: the driver
-		 * refuses that request, and its end reads and settles. */
+		 * rounding (issue 24). It wraps only where fit does (above),
+		 * as the rounded bound did. */
 		uint64_t want = p->room_want + size + (GG_PAGE - 1);
 		if (!gg_pool_may_skip_read(p, b, lim, want)) {
 			*reserve_before = p->charged;
@@ -193,7 +198,7 @@ gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uin
 		*reserve_before = GG_POOL_UNREAD;
 		return 0;
 	}
-	return gg_pool_begin_asking(p, size, fit, reserve_before);
+	return gg_pool_begin_asking(p, size, reserve_before);
 }
 /* How gg_pool_begin admits a request past the ceiling: gg_account_begin,
  * which sits above this file; set by init.c. 0 = reserved. */
