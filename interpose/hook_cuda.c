@@ -778,6 +778,22 @@ static struct gg_pool *__attribute__((noinline)) device_pool_slow(int dev, uint3
 	return p;
 }
 
+/* The countdown's step: 1 while gg_self.cu_pool_left was above 0, which
+ * it decrements either way. On x86-64 one decrement of the word in place
+ * and its flags (the new value >= 0, without overflow, is the old one
+ * > 0), where gcc loads, decrements, stores and tests (issue 24: 3
+ * instructions a stream-ordered request). Thread-local, so no atomic. */
+static inline __attribute__((always_inline)) int device_pool_left_take(void)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	int more;
+	__asm__("decl %0" : "+m"(gg_self.cu_pool_left), "=@ccge"(more));
+	return more;
+#else
+	return gg_self.cu_pool_left-- > 0;
+#endif
+}
+
 /* 1 when gg_self.cu_pool is dev's current pool's entry, registered on dev;
  * else 0: then device_pool_slow(dev, *gen) asks the driver. The countdown
  * is one decrement and a sign test: a fresh thread's block (all zero)
@@ -787,7 +803,7 @@ static inline __attribute__((always_inline)) int device_pool_cached(int dev, uin
 	/* acquire: pairs with the release in gg_pool_current_changed, and
 	 * keeps device_pool_slow's question to the driver after this load. */
 	*gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
-	return GG_LIKELY(gg_self.cu_pool_gen == *gen && gg_self.cu_pool_dev == dev && gg_self.cu_pool_left-- > 0);
+	return GG_LIKELY(gg_self.cu_pool_gen == *gen && gg_self.cu_pool_dev == dev && device_pool_left_take());
 }
 
 /* The device pool belongs to. A pool we did not see created is a default

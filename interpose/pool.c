@@ -122,7 +122,7 @@ struct gg_pool *__attribute__((noinline)) gg_pool_get_slow(void *handle, int dev
 			p->charged = 0;
 			p->used_est = UINT64_MAX; /* unknown until the first read */
 			p->unread = 0;
-			p->unseen = 0;
+			p->room_want = GG_CEILING_NEAR; /* as read_done */
 			/* p->lock: 0 in a fresh entry (mmap) and in a dead one
 			 * (given back by forget_keeping); a thread that found the
 			 * entry before it died may still hold it, so it is left
@@ -181,11 +181,12 @@ static void settle_to(struct gg_pool *p, uint64_t credit, uint64_t target)
 	p->charged = target;
 }
 
-/* The reserve was just read and settled: no growth is unseen. */
+/* The reserve was just read and settled: no growth is unseen, and the
+ * next skip needs GG_CEILING_NEAR of room (pool.h's room_want). */
 static inline void read_done(struct gg_pool *p)
 {
 	p->unread = 0;
-	p->unseen = 0;
+	p->room_want = GG_CEILING_NEAR;
 }
 
 static void settle_locked(struct gg_pool *p, uint64_t credit)
@@ -257,9 +258,10 @@ void gg_pool_set_admit(gg_pool_admit_fn fn)
  * the hook): ask the driver, then reserve the growth or go the admission
  * path. Out of line, so that the hook saves no registers for it (issue
  * 24). Caller holds p->lock. */
-uint64_t __attribute__((noinline))
-gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_before)
+uint64_t __attribute__((noinline)) gg_pool_begin_asking(struct gg_pool *p, uint64_t size, uint64_t *reserve_before)
 {
+	uint64_t fit = (size + 511) / 512 * 512;                  /* what a block in the reserve takes */
+	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
 	uint64_t reserved, used;
 	int known = p->query(atomic_load_explicit(&p->handle, memory_order_relaxed), &reserved, &used) == 0;
 	*reserve_before = known ? reserved : p->charged;

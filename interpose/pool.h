@@ -32,13 +32,14 @@ struct gg_pool {
 	void *_Atomic handle; /* NULL = free entry, GG_POOL_DEAD = destroyed */
 	gg_pool_reserved_fn query;
 	/* Reads of the reserve skipped after warm requests (under lock only,
-	 * see gg_pool_may_skip_read): how many since the last read, and the
-	 * growth they could have caused. */
+	 * see gg_pool_may_skip_read): how many since the last read, and (in
+	 * room_want, below) the growth they could have caused. */
 	uint32_t unread;
 	uint64_t charged; /* reserve we charged; written under lock only */
 	/* What the pool's blocks take, at most (under lock only): the driver's
 	 * USED_MEM_CURRENT when last read, plus every request since (a block
-	 * in the reserve: the request rounded to 512 B). Frees go to the
+	 * in the reserve: the request rounded to 512 B, counted as its size +
+	 * 511 B, which is never less: an add, not a rounding, issue 24). Frees go to the
 	 * driver without our lock and only lower the true figure, so this
 	 * stays an upper bound, and charged (the reserve at its last read)
 	 * is at least the true reserve, which only a request of ours raises.
@@ -47,7 +48,12 @@ struct gg_pool {
 	 * the first read it is UINT64_MAX (gg_pool_get), which no request
 	 * fits: one compare, not a flag and two. */
 	uint64_t used_est;
-	uint64_t unseen;
+	/* The room the ceiling must have for the next warm request to skip
+	 * its read (under lock only): GG_CEILING_NEAR plus the growth the
+	 * skipped requests since the last read could have caused. NEAR is in
+	 * it from the read (pool.c's read_done), not added at each request:
+	 * one add less (issue 24). */
+	uint64_t room_want;
 };
 
 /* The pool lock (the entry's lock word). acquire on taking it, release on
@@ -95,7 +101,8 @@ static inline struct gg_pool *gg_pool_get(void *handle, int dev, gg_pool_reserve
  * driver's cuMemPoolGetAttribute; issue 24) only catches a growth of a
  * fragmented reserve. It is skipped for up to GG_POOL_READ_EVERY - 1 warm
  * requests in a row, while the ceiling has room for everything they could
- * have grown the pool by (each request's size rounded up to 2 MiB) plus
+ * have grown the pool by (each request's size plus 2 MiB less a byte, at
+ * least its size rounded up to 2 MiB) plus
  * GG_CEILING_NEAR for a driver that grows by bigger chunks. A growth it
  * misses is charged at the pool's next read: at most GG_POOL_READ_EVERY - 1
  * warm requests later, or sooner at a request that asks the driver, a
@@ -115,8 +122,9 @@ static inline uint64_t gg_pool_skip_limit(uint64_t lim)
 {
 	return GG_UNLIKELY(lim == GG_LIMIT_UNRESOLVED) ? 0 : lim;
 }
-/* lim: from gg_pool_skip_limit. */
-static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t need)
+/* lim: from gg_pool_skip_limit. want: p->room_want with this request's
+ * growth added (gg_pool_begin_on). */
+static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t want)
 {
 	if (p->unread >= GG_POOL_READ_EVERY - 1)
 		return 0;
@@ -125,13 +133,12 @@ static inline int gg_pool_may_skip_read(const struct gg_pool *p, const struct gg
 	 * scope `used` is the entry's snapshot of the pod's use (each slow
 	 * grant and the sweep publish it): a hint of the same kind. */
 	uint64_t used = atomic_load_explicit(b->used, memory_order_relaxed);
-	uint64_t want = p->unseen + need + (uint64_t)GG_CEILING_NEAR;
 	return used <= lim && lim - used >= want;
 }
 
 /* begin past the warm-by-estimate case (pool.c): asks the driver, then
  * reserves the growth or goes the admission path. Caller holds p->lock. */
-uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, uint64_t *reserve_before);
+uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t size, uint64_t *reserve_before);
 /* What gg_pool_begin sets *reserve_before to for a warm request whose read
  * of the reserve is skipped (gg_pool_may_skip_read), counted already: its
  * end (gg_pool_end_warm) only gives the lock back. No reserve is that big. */
@@ -151,14 +158,17 @@ uint64_t gg_pool_begin_asking(struct gg_pool *p, uint64_t need, uint64_t fit, ui
 static inline __attribute__((always_inline)) uint64_t
 gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uint64_t size, uint64_t *reserve_before)
 {
-	uint64_t fit = (size + 511) / 512 * 512; /* what a block in the reserve takes */
+	/* What a block in the reserve takes (the size rounded to 512 B), at
+	 * most: an upper bound is all used_est needs, and it costs an add,
+	 * not a rounding (issue 24). begin_asking, which compares with what
+	 * the driver says, rounds. Past 2^64 - 512 B it wraps, as the rounded
+	 * size did: the driver refuses that request, and its end reads. */
+	uint64_t fit = size + 511;
 	/* Held until gg_pool_end, across the driver call: two requests that each
 	 * fit the warm reserve alone must not both be let through unreserved,
 	 * or the second grows the pool past the ceiling. The driver serialises
 	 * a pool's allocations internally anyway. */
 	gg_pool_lock(p);
-	uint64_t need = (size + GG_PAGE - 1) / GG_PAGE * GG_PAGE; /* what growth would take */
-	*reserve_before = p->charged;
 	/* used_est + fit <= charged, exactly: a sum past 2^64 never fits
 	 * (used_est is UINT64_MAX until the first read). One add, its carry
 	 * and one compare, where two compares and a subtraction were, and the
@@ -170,16 +180,25 @@ gg_pool_begin_on(struct gg_pool *p, const struct gg_budget *b, uint64_t lim, uin
 		 * catches a growth all the same, or a later one does
 		 * (gg_pool_may_skip_read). */
 		p->used_est = est;
-		if (!gg_pool_may_skip_read(p, b, lim, need))
+		/* What this request could grow the pool by, at most: its size
+		 * plus a page less a byte, not rounded to the page (GG_PAGE):
+		 * a bound up to 2 MiB above the rounded one, which only makes
+		 * the skip check's room larger, for an add in place of a
+		 * rounding (issue 24). It wraps only where fit does (above),
+		 * as the rounded bound did. */
+		uint64_t want = p->room_want + size + (GG_PAGE - 1);
+		if (!gg_pool_may_skip_read(p, b, lim, want)) {
+			*reserve_before = p->charged;
 			return 0;
+		}
 		/* Counted now, not at its end: a request the runtime then
 		 * fails goes to gg_pool_end, whose read settles these anyway. */
 		p->unread++;
-		p->unseen += need;
+		p->room_want = want;
 		*reserve_before = GG_POOL_UNREAD;
 		return 0;
 	}
-	return gg_pool_begin_asking(p, need, fit, reserve_before);
+	return gg_pool_begin_asking(p, size, reserve_before);
 }
 /* How gg_pool_begin admits a request past the ceiling: gg_account_begin,
  * which sits above this file; set by init.c. 0 = reserved. */

@@ -165,6 +165,38 @@ TEST(a_devices_new_current_pool_is_charged)
 	CHECK_EQ_U64(gg_stats(0).used, 0);
 }
 
+gg_CUresult simgpu_cuda_debug_set_mem_pool(gg_CUdevice dev, gg_CUmemoryPool pool);
+
+/* A change of the current pool that no hook sees is found when the hooks'
+ * cached pool is checked again: every GG_POOL_RECHECK (256) requests of a
+ * thread (hook_cuda.c's device_pool_cached; its countdown is one decrement
+ * in place since issue 24, pool9). With a countdown that never runs out,
+ * the new pool went unseen for good. */
+TEST(a_current_pool_change_no_hook_sees_is_found_within_256_requests)
+{
+	gg_CUdeviceptr a = 0;
+	gg_CUmemoryPool def = NULL;
+	CHECK_EQ_INT(cuDeviceGetMemPool(&def, 0), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemAllocAsync(&a, 1 * MIB, NULL), GG_CUDA_SUCCESS); /* the cache is filled */
+	CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+	gg_CUmemoryPool pool = make_pool(0);
+	CHECK_EQ_INT(simgpu_cuda_debug_set_mem_pool(0, pool), GG_CUDA_SUCCESS);
+	/* the first request drawn from the new pool whose growth we charge */
+	int n = 0;
+	for (; n < 1000; n++) {
+		CHECK_EQ_INT(cuMemAllocAsync(&a, 1 * MIB, NULL), GG_CUDA_SUCCESS);
+		int seen = gg_stats(0).used >= sim_held(0);
+		CHECK_EQ_INT(cuMemFreeAsync(a, NULL), GG_CUDA_SUCCESS);
+		if (seen)
+			break;
+	}
+	CHECK(n <= 256);
+	CHECK_EQ_INT(cuDeviceSetMemPool(0, def), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuMemPoolDestroy(pool), GG_CUDA_SUCCESS);
+	CHECK_EQ_INT(cuCtxSynchronize(), GG_CUDA_SUCCESS);
+	CHECK_EQ_U64(gg_stats(0).used, sim_held(0));
+}
+
 int main(int argc, char **argv)
 {
 	setup();
@@ -174,5 +206,6 @@ int main(int argc, char **argv)
 	RUN_ONE(pools_past_256_are_charged_by_what_they_hold);
 	RUN_ONE(async_on_another_devices_stream_is_charged_to_that_device);
 	RUN_ONE(a_devices_new_current_pool_is_charged);
+	RUN_ONE(a_current_pool_change_no_hook_sees_is_found_within_256_requests);
 	return harness_done();
 }

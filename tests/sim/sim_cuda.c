@@ -5641,6 +5641,16 @@ gg_CUresult simgpu_cuda_debug_set_current(gg_CUcontext ctx)
 	return local_cuCtxSetCurrent(ctx);
 }
 
+/* A change of a device's current pool that no exported entry point makes,
+ * as a private table could: the hooks' cached pool must learn of it by
+ * asking the driver again. As cuDeviceSetMemPool. */
+SIM_EXPORT gg_CUresult simgpu_cuda_debug_set_mem_pool(gg_CUdevice dev, gg_CUmemoryPool pool);
+
+gg_CUresult simgpu_cuda_debug_set_mem_pool(gg_CUdevice dev, gg_CUmemoryPool pool)
+{
+	return local_cuDeviceSetMemPool(dev, pool);
+}
+
 #define GG_CU_FN(name, params) extern __typeof(name) local_##name __attribute__((alias(#name)));
 #include "gpuguard/cuda_abi_funcs.h"
 #undef GG_CU_FN

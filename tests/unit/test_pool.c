@@ -758,6 +758,83 @@ TEST(warm_reads_skipped_with_room)
 	gg_pool_reset();
 }
 
+/* The skip's room is GG_CEILING_NEAR plus, for each warm request since the
+ * last read, its size plus a page less a byte (pool.h's room_want, issue
+ * 24, pool9: a bound of the page-rounded size that costs an add, not a
+ * rounding): NEAR is in it once, from the read, and the read starts it
+ * again. With the page-rounded size the first 4 KiB request below skipped
+ * with 4 KiB - 1 B less room than that; with NEAR left out of the read's
+ * restart every request skipped; with room_want not restarted none did. */
+TEST(skip_room_is_near_plus_each_requests_bound)
+{
+	uint64_t grown = 0, before = 0;
+	static struct fake a;
+	const uint64_t want1 = 64 * MI + 4096 + 2 * MI - 1; /* NEAR + one 4 KiB request's bound */
+	setup(1024 * MI);
+	fake_init(&a, 64 * MI, 0);
+	struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+	CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0); /* asks, and reads after */
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+	/* others leave one byte less than want1 of room: the request reads */
+	uint64_t others = 1024 * MI - 64 * MI - want1 + 1;
+	CHECK_EQ_INT(gg_ceiling_reserve(0, others), 0);
+	CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+	CHECK(before != GG_POOL_UNREAD);
+	CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+	/* exactly want1: the first skips, the second (2 x the bound) reads,
+	 * and after that read the next skips again */
+	gg_ceiling_release(0, 1);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+		CHECK_EQ_U64(before, GG_POOL_UNREAD);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+		CHECK_EQ_U64(gg_pool_begin(pa, 4096, &before), 0);
+		CHECK(before != GG_POOL_UNREAD);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+	}
+	CHECK_EQ_U64(used0(), 1024 * MI - want1);
+	gg_ceiling_release(0, others - 1);
+	gg_pool_forget(&a);
+	CHECK_EQ_U64(used0(), 0);
+	gg_pool_reset();
+	setup(GG_UNLIMITED);
+}
+
+/* The warm-by-estimate check counts a request at its size + 511 B, a bound
+ * of the 512 B block it takes (issue 24, pool9: an add, not a rounding),
+ * never less: 1 B counts as its whole block, and a 512 B request as 1023 B,
+ * so that after a question that left 1 KiB free by our count two 1 B requests
+ * are warm by estimate and a third asks, while one 512 B request is and a
+ * second asks (with the rounded block it was still warm). */
+TEST(estimate_counts_a_request_at_its_size_plus_511)
+{
+	uint64_t grown = 0, before = 0;
+	static struct fake a;
+	setup(1024 * MI);
+	for (uint64_t size = 1; size <= 512; size += 511) {
+		fake_init(&a, 64 * MI, 64 * MI - 1536);
+		struct gg_pool *pa = gg_pool_get(&a, 0, fake_query);
+		/* asks: the estimate is what is used and this block, 1 KiB free */
+		CHECK_EQ_U64(gg_pool_begin(pa, 512, &before), 0);
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+		uint64_t q = atomic_load(&a.queries);
+		int warm = size == 1 ? 2 : 1;
+		for (int i = 0; i < warm; i++) {
+			CHECK_EQ_U64(gg_pool_begin(pa, size, &before), 0);
+			CHECK_EQ_U64(atomic_load(&a.queries), q); /* warm by estimate */
+			CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+			q = atomic_load(&a.queries);
+		}
+		CHECK_EQ_U64(gg_pool_begin(pa, size, &before), 0);
+		CHECK_EQ_U64(atomic_load(&a.queries), q + 1); /* asked at begin */
+		CHECK_EQ_INT(gg_pool_end_warm(pa, before, &grown), GG_VERDICT_GRANTED);
+		gg_pool_forget(&a);
+		gg_pool_reset();
+	}
+	CHECK_EQ_U64(used0(), 0);
+	setup(GG_UNLIMITED);
+}
+
 /* Under a limit that fails closed every warm request reads the reserve
  * after it, as near the ceiling: the skip's room check needs no test of
  * its own for it (issue 24), since such a limit is a ceiling of 0
@@ -856,6 +933,8 @@ int main(void)
 	RUN(grow_warm_refuse_trim_forget);
 	RUN(warm_requests_judged_from_what_we_know);
 	RUN(warm_reads_skipped_with_room);
+	RUN(skip_room_is_near_plus_each_requests_bound);
+	RUN(estimate_counts_a_request_at_its_size_plus_511);
 	RUN(bad_limit_growth_refused_as_config);
 	RUN(bad_limit_reads_every_warm_request);
 	RUN(unresolved_limit_reads_every_warm_request);
