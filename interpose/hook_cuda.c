@@ -894,8 +894,10 @@ static inline __attribute__((always_inline)) gg_CUresult free_async(gg_pfn_cuMem
 	GG_VENEER(name, (gg_CUdeviceptr * dptr, size_t bytesize, gg_CUmemoryPool pool, gg_CUstream hStream), \
 	          (dptr, bytesize, pool, hStream), 1, !dptr || bytesize == 0 || !pool,                       \
 	          rc = alloc_from_pool(real, dptr, bytesize, pool, hStream, ptsz);)
-#define FREE_ASYNC(name, ptsz)                                                                     \
-	GG_VENEER(name, (gg_CUdeviceptr dptr, gg_CUstream hStream), (dptr, hStream), 0, dptr == 0, \
+/* A free of 0, 1 or 2 goes to the driver unseen, as GG_VENEER_FREE's do
+ * (veneer.h): the table's key test folds into this one (issue 24). */
+#define FREE_ASYNC(name, ptsz)                                                                                 \
+	GG_VENEER(name, (gg_CUdeviceptr dptr, gg_CUstream hStream), (dptr, hStream), 0, dptr <= GG_TABLE_BUSY, \
 	          rc = free_async(real, dptr, hStream, ptsz);)
 ALLOC_ASYNC(cuMemAllocAsync, 0)
 ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1)

@@ -146,9 +146,11 @@ int gg_pool_alloc_end_slow(const struct gg_runtime *rt, struct gg_pool_alloc *pa
 		return rc;
 	}
 	uint64_t credit = pa->reserved;
-	if (raw && pa->reserved == 0) {
+	if (raw && pa->reserved == 0 && v != GG_VERDICT_GRANTED) {
 		/* Served from the warm reserve, unreserved, and the read after
-		 * it (gg_pool_alloc_end, inline) refused the growth under v:
+		 * it (gg_pool_alloc_end, inline) refused the growth under v
+		 * (granted: a raw of 1 or 2, sent here unread; the settle below
+		 * reads, and its commit finds no room for such a key):
 		 * the card holds the growth now, past the ceiling, until it is
 		 * handed back: a neighbour's OOM on a shared card. Charged for
 		 * that moment, so pool_overshoot counts it and the peak shows

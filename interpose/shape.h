@@ -306,7 +306,10 @@ static inline __attribute__((always_inline)) int gg_pool_alloc_end(const struct 
 		__builtin_memcpy(&raw, a->out, sizeof(raw)); /* a device pointer */
 	enum gg_verdict v = GG_VERDICT_GRANTED;
 	uint64_t grew = 0;
-	if (GG_LIKELY(raw && (pa->before == GG_POOL_UNREAD || (pa->p && pa->reserved == 0)))) {
+	/* raw 1 and 2 (table.h's slot states, never a device address) go
+	 * the slow way, as gg_alloc_end's do: then the inline insert drops
+	 * its own test of the key (issue 24: 2 instructions). */
+	if (GG_LIKELY(raw > GG_TABLE_BUSY && (pa->before == GG_POOL_UNREAD || (pa->p && pa->reserved == 0)))) {
 		/* Served from the warm reserve, unreserved: its read was
 		 * skipped (begin set GG_POOL_UNREAD, only on an entry and with
 		 * nothing reserved: one compare for the three; only the lock

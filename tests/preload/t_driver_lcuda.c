@@ -86,6 +86,8 @@ TEST(unknown_pointer_passes_through)
 	/* 1 and 2 (the table's slot states) go straight to the driver too */
 	CHECK_EQ_INT(cuMemFree_v2(1), GG_CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ_INT(cuMemFree_v2(2), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemFreeAsync(1, NULL), GG_CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ_INT(cuMemFreeAsync(2, NULL), GG_CUDA_ERROR_INVALID_VALUE);
 	struct gpuguard_device_stats s = gg_stats(0);
 	CHECK_EQ_U64(s.used, s0.used);
 	CHECK_EQ_U64(s.frees, s0.frees);
