@@ -134,12 +134,27 @@ void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, 
 	gg_account_commit_inline(dev, ns, raw, size, api, charge);
 }
 
-void gg_account_commit_unrecorded(void)
+void gg_account_commit_unrecorded(uint64_t key)
 {
+	/* relaxed, both: once-only flags guarding a warning; they order
+	 * nothing. */
+	static _Atomic int warned, warned_key;
+	if (key <= GG_TABLE_BUSY) {
+		/* The runtime handed out 1 or 2 (gg_alloc_settle), which the
+		 * table keeps as its slots' states, never as a key. No runtime
+		 * does; one that did would otherwise be reported as a full
+		 * table. Its free goes to the runtime unseen (GG_VENEER_FREE),
+		 * so the charge stays, on the side of refusing. */
+		if (!atomic_exchange_explicit(&warned_key, 1, memory_order_relaxed))
+			gg_log(GG_LOG_WARN,
+			       "the runtime returned %#llx as an allocation's address; gpuguard cannot track "
+			       "it, and its charge stays until exit",
+			       (unsigned long long)key);
+		return;
+	}
 	/* Not even the overflow area had room (mmap failed). The allocation
 	 * works and stays charged, but we cannot refund it at its free: the
 	 * ceiling then errs on the safe side. Say so once. */
-	static _Atomic int warned;
 	if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
 		gg_log(GG_LOG_WARN, "allocation table and overflow area full; "
 		                    "further allocations stay charged until exit");

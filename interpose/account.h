@@ -77,8 +77,9 @@ static inline __attribute__((always_inline)) int gg_account_begin_inline(int dev
  * or for one the pool or nobody charges: charge 0): the record, the
  * statistics, the history's event. */
 void gg_account_commit(int dev, enum gg_key_ns ns, uint64_t raw, uint64_t size, enum gpuguard_api api, uint64_t charge);
-/* A commit whose record found no room anywhere (account.c). */
-void gg_account_commit_unrecorded(void);
+/* A commit whose record of key found no room anywhere, or whose key is a
+ * slot state, never stored (account.c). */
+void gg_account_commit_unrecorded(uint64_t key);
 /* commit, inline in the allocation hooks' common ends (gg_alloc_end,
  * gg_pool_alloc_end): out of line it was a frame of its own, which saved
  * six registers for its calls (the clock, and the cold ones) and took its
@@ -116,7 +117,7 @@ static inline __attribute__((always_inline)) void gg_account_commit_stack(int de
 	/* No room: said at once (a warning nothing else waits on), so that
 	 * no flag lives on to the end (issue 24: 3 instructions a call). */
 	if (GG_UNLIKELY(!gg_table || gg_table_insert_words(gg_table, &w) < 0))
-		gg_account_commit_unrecorded();
+		gg_account_commit_unrecorded(w.key);
 	gg_history_event(GG_HIST_ALLOC, dev, api, raw, size, stack, t_ms); /* the record's clock reading */
 	gg_dump_arm();
 }

@@ -786,6 +786,10 @@ static struct gg_pool *__attribute__((noinline)) device_pool_slow(int dev, uint3
 static inline __attribute__((always_inline)) int device_pool_left_take(void)
 {
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	/* decl works on 32 bits, and ge reads its sign: a wider or unsigned
+	 * word would count in its low half, or never below 0. */
+	_Static_assert(sizeof(gg_self.cu_pool_left) == 4 && (__typeof__(gg_self.cu_pool_left))-1 < 0,
+	               "cu_pool_left is the signed 32-bit word decl takes");
 	int more;
 	__asm__("decl %0" : "+m"(gg_self.cu_pool_left), "=@ccge"(more));
 	return more;

@@ -1257,6 +1257,15 @@ gg_CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 static int alloc_sig;
 static unsigned long long alloc_sig_min;
 static pthread_once_t alloc_sig_once = PTHREAD_ONCE_INIT;
+/* What a plain allocation tests, once: the signal's 1 (set once, at the
+ * first allocation) plus one for each thread whose next address is armed
+ * (simgpu_cuda_debug_next_address). One word, so that a plain run's
+ * cuMemAlloc_v2 costs what it did before the knob: the benchmark's
+ * baseline measures the simulator. relaxed: a count of arming threads;
+ * what an armed thread hands out is its own thread-local. */
+static _Atomic int alloc_quirks;
+/* The calling thread's armed address, 0 when none. */
+static __thread gg_CUdeviceptr tls_next_addr;
 
 /* Read once: a getenv per allocation would be the simulator's own largest
  * cost, and the benchmark's baseline measures the simulator. */
@@ -1269,13 +1278,42 @@ static void alloc_signal_read(void)
 		return;
 	alloc_sig_min = strtoull(end + 1, NULL, 10);
 	alloc_sig = (int)sig;
+	atomic_fetch_add_explicit(&alloc_quirks, 1, memory_order_relaxed);
 }
 
-static void alloc_signal(size_t bytesize)
+/* A block just allocated at a, as its caller sees it: a, or this thread's
+ * armed address, the block then given back at once (the knob's driver
+ * handed out an address it does not hold). */
+static gg_CUdeviceptr handed_out(uint64_t a)
 {
-	pthread_once(&alloc_sig_once, alloc_signal_read);
+	gg_CUdeviceptr x = tls_next_addr;
+	if (!x)
+		return a;
+	tls_next_addr = 0;
+	atomic_fetch_sub_explicit(&alloc_quirks, 1, memory_order_relaxed);
+	sim_free(a, SIM_KMASK_FREEABLE);
+	return x;
+}
+
+static gg_CUresult alloc_linear(int dev, gg_CUdeviceptr *dptr, size_t bytesize)
+{
+	uint64_t a;
+	int rc = sim_alloc_ctx(dev, cur_id(), bytesize, SIM_KIND_LINEAR, 0, &a);
+	if (rc == SIM_OK)
+		*dptr = a;
+	return to_cu(rc);
+}
+
+/* cuMemAlloc_v2 with a quirk on: the signal, then the allocation, then
+ * the address the caller is handed. */
+static __attribute__((noinline)) gg_CUresult alloc_quirky(int dev, gg_CUdeviceptr *dptr, size_t bytesize)
+{
 	if (alloc_sig && bytesize >= alloc_sig_min)
 		raise(alloc_sig);
+	gg_CUresult r = alloc_linear(dev, dptr, bytesize);
+	if (r == GG_CUDA_SUCCESS)
+		*dptr = handed_out(*dptr);
+	return r;
 }
 
 gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
@@ -1283,12 +1321,25 @@ gg_CUresult cuMemAlloc_v2(gg_CUdeviceptr *dptr, size_t bytesize)
 	REQUIRE_CTX(dev);
 	if (!dptr || !bytesize)
 		return GG_CUDA_ERROR_INVALID_VALUE;
-	alloc_signal(bytesize);
-	uint64_t a;
-	int rc = sim_alloc_ctx(dev, cur_id(), bytesize, SIM_KIND_LINEAR, 0, &a);
-	if (rc == SIM_OK)
-		*dptr = a;
-	return to_cu(rc);
+	pthread_once(&alloc_sig_once, alloc_signal_read);
+	if (__builtin_expect(atomic_load_explicit(&alloc_quirks, memory_order_relaxed) != 0, 0))
+		return alloc_quirky(dev, dptr, bytesize);
+	return alloc_linear(dev, dptr, bytesize);
+}
+
+/* The calling thread's next successful cuMemAlloc_v2 or stream-ordered
+ * allocation hands its caller addr, and gives its block back at once: a
+ * driver that returned what no real one does (1 and 2 are an interposer's
+ * table slot states), so that the interposer's handling of it can be
+ * tested. The caller's later free of addr is refused, as a free of any
+ * address the driver does not hold. 0 disarms. */
+SIM_EXPORT void simgpu_cuda_debug_next_address(gg_CUdeviceptr addr);
+
+void simgpu_cuda_debug_next_address(gg_CUdeviceptr addr)
+{
+	int was = tls_next_addr != 0, now = addr != 0;
+	tls_next_addr = addr;
+	atomic_fetch_add_explicit(&alloc_quirks, now - was, memory_order_relaxed);
 }
 
 gg_CUresult cuMemAllocPitch_v2(gg_CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -2733,7 +2784,9 @@ gg_CUresult cuMemAllocFromPoolAsync(gg_CUdeviceptr *dptr, size_t bytesize, gg_CU
 	if (rc == SIM_EHANDLE)
 		return GG_CUDA_ERROR_INVALID_VALUE;
 	if (rc == SIM_OK)
-		*dptr = a;
+		*dptr = __builtin_expect(atomic_load_explicit(&alloc_quirks, memory_order_relaxed) != 0, 0)
+		            ? handed_out(a)
+		            : a;
 	return to_cu(rc);
 }
 
