@@ -21,8 +21,8 @@
 #define WARMUP_PAIRS 10000
 #define MAX_THREADS 64
 
-enum path { P_SYMBOL, P_CUDART, P_ASYNC, P_VMM, P_HIP, P_SYNC, P_COUNT };
-static const char *const path_names[P_COUNT] = {"cuMemAlloc_v2", "cudart", "async", "vmm", "hip", "sync"};
+enum path { P_SYMBOL, P_CUDART, P_ASYNC, P_VMM, P_HIP, P_SYNC, P_HIP_ASYNC, P_COUNT };
+static const char *const path_names[P_COUNT] = {"cuMemAlloc_v2", "cudart", "async", "vmm", "hip", "sync", "hipasync"};
 
 static gg_CUcontext ctx;
 /* The cudart path: pointers from cuGetProcAddress_v2 at 12000, the way
@@ -102,6 +102,12 @@ static inline void pair(enum path p)
 		check_hip(hipFree(d), "hipFree");
 		break;
 	}
+	case P_HIP_ASYNC: {
+		void *d;
+		check_hip(hipMallocAsync(&d, PAIR_SIZE, NULL), "hipMallocAsync");
+		check_hip(hipFreeAsync(d, NULL), "hipFreeAsync");
+		break;
+	}
 	case P_SYNC:
 		/* a synchronisation point: one cuStreamSynchronize per "pair" (the
 		 * sync hook's cost; with BENCH_NO_POOL=1 no pool is ever charged) */
@@ -135,6 +141,9 @@ static void keep_blocks(enum path p, long n)
 			break;
 		case P_HIP:
 			check_hip(hipMalloc(&h, PAIR_SIZE), "hipMalloc (kept)");
+			break;
+		case P_HIP_ASYNC:
+			check_hip(hipMallocAsync(&h, PAIR_SIZE, NULL), "hipMallocAsync (kept)");
 			break;
 		default:
 			return;
@@ -240,6 +249,14 @@ static void setup(void)
 	check_cu(cuMemAllocAsync(&warm, 64ull << 20, NULL), "cuMemAllocAsync (warm-up)");
 	check_cu(cuMemFreeAsync(warm, NULL), "cuMemFreeAsync (warm-up)");
 	check_cu(cuStreamSynchronize(NULL), "cuStreamSynchronize");
+	/* HIP's default pool warmed alike, for the hipasync pairs */
+	gg_hipMemPool_t hpool;
+	check_hip(hipDeviceGetDefaultMemPool(&hpool, 0), "hipDeviceGetDefaultMemPool");
+	check_hip(hipMemPoolSetAttribute(hpool, GG_hipMemPoolAttrReleaseThreshold, &keep), "hipMemPoolSetAttribute");
+	void *hwarm;
+	check_hip(hipMallocAsync(&hwarm, 64ull << 20, NULL), "hipMallocAsync (warm-up)");
+	check_hip(hipFreeAsync(hwarm, NULL), "hipFreeAsync (warm-up)");
+	check_hip(hipStreamSynchronize(NULL), "hipStreamSynchronize");
 }
 
 static void prefill(long live)
@@ -284,7 +301,7 @@ static int parse_path(const char *s)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench PATH[,PATH...] LIVE THREADS[,THREADS...] PAIRS\n"
-	                "  PATH: cuMemAlloc_v2 | cudart | async | vmm | hip | sync | all\n"
+	                "  PATH: cuMemAlloc_v2 | cudart | async | vmm | hip | sync | hipasync | all\n"
 	                "  prints one line per (path, threads): path live threads ns_per_pair plain|preloaded\n");
 	exit(2);
 }

@@ -4,7 +4,9 @@
 # cuMemAlloc_v2 + cuMemFree_v2, and the stream-ordered pair PyTorch's
 # cudaMallocAsync backend makes per tensor, cuMemAllocAsync + cuMemFreeAsync
 # on the null stream from a warm default pool (bench.c's "async" path); at
-# 1k and at 1M live allocations, for each named variant of the options. Counted inside bench.c's timed_pairs only (--toggle-collect),
+# 1k and at 1M live allocations, for each named variant of the options.
+# PAIR_PATHS picks other paths of bench.c ("hip hipasync": HIP's two pairs,
+# not among the targets). Counted inside bench.c's timed_pairs only (--toggle-collect),
 # so set-up, pre-fill and warm-up are left out. Instruction counts do not
 # move with the load of a shared machine, unlike the timed medians of run.sh.
 # Also written to $BUILD/bench-count.txt.
@@ -78,8 +80,22 @@ else
 fi
 {
 	echo "gpuguard benchmark: instructions per allocate+free pair (callgrind), 1 thread, 4 KiB"
-	echo "pairs: cuMemAlloc_v2 = cuMemAlloc_v2 + cuMemFree_v2;" \
-		"async = cuMemAllocAsync + cuMemFreeAsync, null stream, warm default pool"
+	printf 'pairs:'
+	sep=' '
+	for path in $PAIR_PATHS; do
+		case $path in
+		cuMemAlloc_v2) what="cuMemAlloc_v2 + cuMemFree_v2" ;;
+		cudart) what="cuMemAlloc + cuMemFree as cuGetProcAddress hands them out" ;;
+		async) what="cuMemAllocAsync + cuMemFreeAsync, null stream, warm default pool" ;;
+		vmm) what="cuMemCreate + cuMemRelease of 2 MiB" ;;
+		hip) what="hipMalloc + hipFree" ;;
+		hipasync) what="hipMallocAsync + hipFreeAsync, null stream, warm default pool" ;;
+		*) what="bench.c's $path path" ;;
+		esac
+		printf '%s%s = %s' "$sep" "$path" "$what"
+		sep='; '
+	done
+	echo
 	echo "command: BUILD=$BUILD PAIR_PATHS=\"$PAIR_PATHS\" sh $0  (PAIRS=$PAIRS)"
 	echo "each run: env LD_LIBRARY_PATH=$BUILD/sim SIMGPU_MEMORY=1Ti GPUGUARD_LIMIT=1Ti [LD_PRELOAD=$LIB VARIANT]" \
 		"valgrind --tool=callgrind --collect-atstart=no --toggle-collect=timed_pairs $BENCH PAIR LIVE 1 $PAIRS"

@@ -14,7 +14,7 @@ OUT=${OUT:-"$BUILD/bench.txt"}
 GG_ENV=${GG_ENV:-}
 # The variant's name, for the table's title.
 if [ -n "$GG_ENV" ]; then VARIANT=${VARIANT:-"$GG_ENV"}; else VARIANT=${VARIANT:-"shipped defaults"}; fi
-PATHS=${PATHS:-"cuMemAlloc_v2 cudart async vmm hip"}
+PATHS=${PATHS:-"cuMemAlloc_v2 cudart async vmm hip hipasync"}
 LIVES=${LIVES:-"1000 1000000"}
 THREADS=${THREADS:-"1 2 8"}
 
