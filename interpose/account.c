@@ -140,11 +140,12 @@ void gg_account_commit_unrecorded(uint64_t key)
 	 * nothing. */
 	static _Atomic int warned, warned_key;
 	if (key <= GG_TABLE_BUSY) {
-		/* The runtime handed out 1 or 2 (gg_alloc_settle), which the
-		 * table keeps as its slots' states, never as a key. No runtime
-		 * does; one that did would otherwise be reported as a full
-		 * table. Its free goes to the runtime unseen (GG_VENEER_FREE),
-		 * so the charge stays, on the side of refusing. */
+		/* The runtime handed out 1 or 2 (shape.c: gg_alloc_settle,
+		 * gg_pool_alloc_end_slow), which the table keeps as its slots'
+		 * states, never as a key. No runtime does; one that did would
+		 * otherwise be reported as a full table. Its free goes to the
+		 * runtime unseen (GG_VENEER_FREE, cuMemFreeAsync), so the
+		 * charge stays, on the side of refusing. */
 		if (!atomic_exchange_explicit(&warned_key, 1, memory_order_relaxed))
 			gg_log(GG_LOG_WARN,
 			       "the runtime returned %#llx as an allocation's address; gpuguard cannot track "
