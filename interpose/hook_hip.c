@@ -239,8 +239,9 @@ static int stream_device(gg_hipStream_t s)
  * hook_cuda.c's device_pool: valid while gg_pool_current_gen has not moved
  * (hipDeviceSetMemPool below, a pool's destroy, hipDeviceReset, fork), and
  * asked again every GG_POOL_RECHECK requests of a thread for a path we do not
- * see (hipGetProcAddress, ROCm 6.2, hands out the runtime's own functions;
- * ROCm 7's hipMemSetMemPool). */
+ * see (ROCm 7's hipMemSetMemPool). hipGetProcAddress is no such path: ROCm
+ * answers it by dlsym on its own handle, and our dlsym override hands out
+ * our hooks for the names we govern (t_hip_lhip). */
 static GG_TLS struct gg_pool_cache tls_pool;
 
 static gg_hipMemPool_t __attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)

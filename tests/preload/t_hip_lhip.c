@@ -91,6 +91,56 @@ TEST(hip_vmm_charged_at_create)
 	CHECK_EQ_U64(gg_stats(0).used, 0);
 }
 
+/* hipGetProcAddress (ROCm 6.1 and later; the simulated runtime is 6.2):
+ * ROCm's clr answers it by dlsym on its own handle, so our dlsym override
+ * answers for the names we govern. What it hands out for them is our hook,
+ * and what is allocated through that is charged and refunded; a name we do
+ * not govern is the runtime's own; its errors are the runtime's. Not in
+ * every HIP header (Debian's is 5.2): declared here. */
+typedef gg_hipError_t (*get_proc_address_fn)(const char *symbol, void **pfn, int hip_version, uint64_t flags,
+                                             int *status);
+
+TEST(hip_get_proc_address_hands_out_our_hooks)
+{
+	get_proc_address_fn gpa = (get_proc_address_fn)dlsym(RTLD_DEFAULT, "hipGetProcAddress");
+	CHECK(gpa != NULL);
+	if (!gpa)
+		return;
+	CHECK(strcmp(object_of((void *)gpa), "libamdhip64.so.6") == 0); /* not a call we wrap */
+	void *alloc = NULL, *release = NULL, *f = NULL;
+	int st = -1;
+	CHECK_EQ_INT(gpa("hipMalloc", &alloc, 602, 0, &st), GG_hipSuccess);
+	CHECK_EQ_INT(st, 0);
+	CHECK(strcmp(object_of(alloc), "libgpuguard.so") == 0);
+	CHECK_EQ_INT(gpa("hipFree", &release, 602, 0, NULL), GG_hipSuccess);
+	CHECK(strcmp(object_of(release), "libgpuguard.so") == 0);
+	uint64_t used0 = gg_stats(0).used, allocs0 = gg_stats(0).allocs;
+	void *p = NULL, *q = NULL;
+	if (alloc && release) {
+		CHECK_EQ_INT(((gg_pfn_hipMalloc)alloc)(&p, 64 * MIB), GG_hipSuccess);
+		CHECK_EQ_U64(gg_stats(0).used, used0 + 64 * MIB);
+		CHECK_EQ_U64(gg_stats(0).allocs, allocs0 + 1);
+		/* the ceiling holds on the handed-out pointer too */
+		CHECK_EQ_INT(((gg_pfn_hipMalloc)alloc)(&q, GIB), GG_hipErrorOutOfMemory);
+		CHECK_EQ_INT(((gg_pfn_hipFree)release)(p), GG_hipSuccess);
+		CHECK_EQ_U64(gg_stats(0).used, used0);
+	}
+	/* per-thread default stream: the simulator has no hipMallocAsync_spt,
+	 * so the name alone, and ours */
+	CHECK_EQ_INT(gpa("hipMallocAsync", &f, 602, 2, &st), GG_hipSuccess);
+	CHECK(strcmp(object_of(f), "libgpuguard.so") == 0);
+	/* a name we do not govern: the runtime's own */
+	CHECK_EQ_INT(gpa("hipGetDeviceCount", &f, 602, 0, &st), GG_hipSuccess);
+	CHECK(strcmp(object_of(f), "libamdhip64.so.6") == 0);
+	/* the runtime's own errors */
+	f = (void *)1;
+	CHECK_EQ_INT(gpa("hipNoSuchCall", &f, 602, 0, &st), GG_hipErrorInvalidValue);
+	CHECK_EQ_INT(st, 1);
+	CHECK(f == NULL);
+	CHECK_EQ_INT(gpa("hipMalloc", NULL, 602, 0, &st), GG_hipErrorInvalidValue);
+	CHECK_EQ_INT(gpa(NULL, &f, 602, 0, &st), GG_hipErrorInvalidValue);
+}
+
 int main(void)
 {
 	RUN(hip_malloc_refused_with_hip_out_of_memory);
@@ -99,5 +149,6 @@ int main(void)
 	RUN(hip_every_allocator_is_charged);
 	RUN(hip_pools_charged_by_reserve);
 	RUN(hip_vmm_charged_at_create);
+	RUN(hip_get_proc_address_hands_out_our_hooks);
 	return harness_done();
 }

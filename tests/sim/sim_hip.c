@@ -8,6 +8,8 @@
 /* HIP knows no MIG (simcore.h) */
 const int sim_lib_shows_mig = 0;
 
+#include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 #define SIM_EXPORT __attribute__((visibility("default")))
@@ -634,6 +636,61 @@ const char *hipGetErrorString(gg_hipError_t err)
 	default:
 		return "unknown error";
 	}
+}
+
+/* ------------------------------------------------------------ entry points */
+
+/* hipGetProcAddress (ROCm 6.1 and later, not in every HIP header, so not in
+ * hip_abi_funcs.h): as ROCm's clr answers it, by dlsym on the runtime's own
+ * handle (PlatformState's dynamic library handle), the name with "_spt"
+ * first for HIP_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (and the name
+ * alone where there is none). So under an interposer that overrides dlsym
+ * the lookup goes through it, as it does on a real card. ROCm's renames
+ * for hipVersion 600 and later (hipGetDevicePropertiesR0600, ...) name
+ * functions the simulator does not have, and are left out. */
+#define SIM_HIP_GET_PROC_ADDRESS_DEFAULT 0
+#define SIM_HIP_GET_PROC_ADDRESS_LEGACY_STREAM 1
+#define SIM_HIP_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2
+#define SIM_HIP_GET_PROC_ADDRESS_SUCCESS 0
+#define SIM_HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND 1
+
+SIM_EXPORT gg_hipError_t hipGetProcAddress(const char *symbol, void **pfn, int hipVersion, uint64_t flags,
+                                           int *symbolStatus);
+
+/* This library's own handle, as dlopen gives it to a caller that names it. */
+static void *own_handle(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)&local_hipInit, &info) || !info.dli_fname)
+		return NULL;
+	return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+}
+
+gg_hipError_t hipGetProcAddress(const char *symbol, void **pfn, int hipVersion, uint64_t flags, int *symbolStatus)
+{
+	(void)hipVersion;
+	if (!symbol || !*symbol || !pfn || flags > SIM_HIP_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+		return GG_hipErrorInvalidValue;
+	void *h = own_handle();
+	if (!h)
+		return GG_hipErrorInvalidValue;
+	*pfn = NULL;
+	if (flags == SIM_HIP_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+		char spt[256];
+		if ((size_t)snprintf(spt, sizeof spt, "%s_spt", symbol) < sizeof spt)
+			*pfn = dlsym(h, spt);
+	}
+	if (!*pfn)
+		*pfn = dlsym(h, symbol);
+	dlclose(h); /* the NOLOAD reference only */
+	if (!*pfn) {
+		if (symbolStatus)
+			*symbolStatus = SIM_HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+		return GG_hipErrorInvalidValue;
+	}
+	if (symbolStatus)
+		*symbolStatus = SIM_HIP_GET_PROC_ADDRESS_SUCCESS;
+	return GG_hipSuccess;
 }
 
 /* ------------------------------------------------------- test introspection */
