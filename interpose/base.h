@@ -106,6 +106,12 @@ struct gg_self {
 	 * block, not a thread-local of its own, so that an allocation's tick
 	 * needs no load of its own variable's offset (issue 24). */
 	int64_t footprint_countdown;
+	/* hook_hip.c's cache of the thread's current HIP device
+	 * (current_device), as the CUDA side's cu_* above. */
+	int16_t hip_dev;
+	uint16_t hip_left; /* allocations until the runtime is asked again; 0: ask */
+	uint8_t hip_moved; /* hipSetDevice ran on this thread since the last ask */
+	uint8_t hip_known; /* hip_dev holds an answer of the runtime's */
 };
 /* The footprint's countdown at a thread's start (footprint.h says why):
  * here, as the block's initialiser needs it (base.c). */

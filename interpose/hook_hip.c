@@ -49,13 +49,77 @@ HIP_HELPERS(DECLARE_REAL)
 #define GG_VENEER_OOM GG_hipErrorOutOfMemory
 #define GG_VENEER_MISSING GG_hipErrorNotInitialized
 
-static int current_device(void)
+/* The calling thread's current device, as our hooks last knew it (the
+ * CUDA side's cache of the current context, hook_cuda.c, carried over:
+ * hipGetDevice was 57 instructions of every allocation on the simulator,
+ * and ROCm's entry (HIP_INIT_API) is no cheaper). HIP keeps the current
+ * device per thread, and it changes only on the thread itself: by
+ * hipSetDevice, which we wrap (below; a program binds it, looks it up with
+ * dlsym, or asks hipGetProcAddress, which ROCm answers with dlsym: each
+ * hands out our hook), or by the context calls ROCm deprecated
+ * (hipCtxSetCurrent and its kin), which we do not. So the cache is trusted
+ * for DEV_RECHECK allocations of the thread; then the runtime is asked
+ * again. An answer that differs from a cache no hook cleared is a path we
+ * do not see: then the process asks the runtime on every allocation from
+ * then on (dev_cache_off), and says so once. A thread's first allocation
+ * asks (its block starts at 0: hip_left 0, hip_known 0). */
+#define DEV_RECHECK 256
+/* Set for good once an answer showed a change no hook saw. relaxed: a
+ * thread that reads 0 a little late keeps its cache for at most
+ * DEV_RECHECK more allocations, and finds the same change itself. */
+static _Atomic int dev_cache_off;
+
+/* hipSetDevice ran on this thread: its next allocation asks. Before and
+ * after the runtime's call, so that a signal handler that allocates in
+ * between asks too, and whatever it cached is cleared again. Thread-local
+ * stores only. */
+static inline void dev_moved(void)
+{
+	gg_self.hip_left = 0;
+	gg_self.hip_moved = 1;
+}
+static inline gg_hipError_t dev_moved_after(gg_hipError_t rc)
+{
+	dev_moved();
+	return rc;
+}
+
+/* current_device past its cache: ask the runtime. */
+static int __attribute__((noinline)) current_device_ask(void)
 {
 	gg_pfn_hipGetDevice f = HELPER(hipGetDevice);
 	int d = -1;
-	if (!f || f(&d) != GG_hipSuccess || d < 0 || d >= GG_MAX_DEVICES)
+	int moved = gg_self.hip_moved;
+	gg_self.hip_moved = 0;
+	if (!f || f(&d) != GG_hipSuccess || d < 0 || d >= GG_MAX_DEVICES) {
+		gg_self.hip_known = 0; /* asked again next time */
 		return -1;
+	}
+	/* The cache was due for its check, with no hook of ours between, and
+	 * the runtime names another device: it changed where we cannot see. */
+	if (!moved && gg_self.hip_known && gg_self.hip_dev != d &&
+	    !atomic_exchange_explicit(&dev_cache_off, 1, memory_order_relaxed))
+		gg_log(GG_LOG_WARN, "the current HIP device changed through a path gpuguard does not wrap; "
+		                    "asking the runtime for it on every allocation from now on");
+	gg_self.hip_dev = (int16_t)d;
+	gg_self.hip_known = 1;
+	gg_self.hip_left = atomic_load_explicit(&dev_cache_off, memory_order_relaxed) ? 0 : DEV_RECHECK;
 	return d;
+}
+
+/* The calling thread's device, or -1 where the runtime names none. */
+static inline __attribute__((always_inline)) int current_device(void)
+{
+	if (GG_LIKELY(gg_self.hip_left != 0)) {
+		gg_self.hip_left--;
+		return gg_self.hip_dev;
+	}
+	return current_device_ask();
+}
+/* The same, out of line: struct gg_runtime's device(). */
+static int device_of_thread(void)
+{
+	return current_device();
 }
 
 /* Whether the runtime accepts ordinal dev (0 <= dev < GG_MAX_DEVICES), for
@@ -146,7 +210,7 @@ static const struct gg_runtime hip = {
     .runtime = GG_RT_HIP,
     .ok = GG_hipSuccess,
     .oom = GG_hipErrorOutOfMemory,
-    .device = current_device,
+    .device = device_of_thread,
     .dev_ctx = hip_ctx,
     .total = device_total,
     .pool_query = pool_query,
@@ -223,16 +287,22 @@ GG_VENEER_HOST_FREE(hipHostFree, (void *ptr), (ptr), ptr)
 /* The device a stream-ordered call on s is charged to: the stream's own (a
  * stream of another device draws from that device's pool), the current one
  * for the null and per-thread streams or when the runtime cannot tell. */
-static int stream_device(gg_hipStream_t s)
+static int __attribute__((noinline)) stream_device_ask(gg_hipStream_t s)
 {
 	int dev = current_device();
-	if ((uintptr_t)s <= 2)
-		return dev;
 	gg_pfn_hipStreamGetDevice f = HELPER(hipStreamGetDevice);
 	int d = -1;
 	if (!f || f(s, &d) != GG_hipSuccess || d < 0 || d >= GG_MAX_DEVICES)
 		return dev;
 	return d;
+}
+/* Inline: the null stream's device is the cached current one, with no
+ * call (what PyTorch's hipMallocAsync backend passes most). */
+static inline __attribute__((always_inline)) int stream_device(gg_hipStream_t s)
+{
+	if (GG_LIKELY((uintptr_t)s <= 2))
+		return current_device();
+	return stream_device_ask(s);
 }
 
 /* A device's current pool as this thread last asked for it, as in
@@ -312,6 +382,12 @@ static gg_hipError_t current_pool_set(gg_hipError_t rc)
 	return rc;
 }
 GG_VENEER_TO(hipDeviceSetMemPool, (int device, gg_hipMemPool_t mem_pool), current_pool_set, (real(device, mem_pool)))
+
+/* ---- the current device ------------------------------------------------ */
+
+/* The thread's next allocation asks for its device again (current_device).
+ * The runtime's result is returned untouched. */
+GG_VENEER_AROUND(hipSetDevice, (int deviceId), (deviceId), dev_moved(), dev_moved_after)
 
 /* ---- reset --------------------------------------------------------------- */
 

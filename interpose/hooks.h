@@ -133,7 +133,10 @@
 #define GG_CUDA_HOOKS_ELSEWHERE(H) H(cuGetExportTable, cuGetExportTable, 0, 0, lookup, NONE)
 
 /* HIP: H(name, shape, api). HIP programs bind libamdhip64's symbols
- * directly; there is no lookup to substitute in. */
+ * directly, or look them up with dlsym, or ask hipGetProcAddress, which
+ * ROCm answers with dlsym on its own handle: our dlsym override serves
+ * both lookups (hook_dlsym.c); there is no table of our own to
+ * substitute in. */
 #define GG_HIP_HOOKS(H)                                             \
 	H(hipMalloc, alloc, HIP_MALLOC)                             \
 	H(hipExtMallocWithFlags, alloc, HIP_EXT_MALLOC)             \
@@ -158,6 +161,7 @@
 	H(hipMemPoolDestroy, pool, NONE)                            \
 	H(hipMemPoolTrimTo, pool, NONE)                             \
 	H(hipDeviceSetMemPool, note, NONE)                          \
+	H(hipSetDevice, note, NONE)                                 \
 	H(hipHostMalloc, host, NONE)                                \
 	H(hipHostFree, host, NONE)                                  \
 	H(hipStreamSynchronize, note, NONE)                         \

@@ -119,6 +119,9 @@ static inline void pair(enum path p)
 }
 
 static void *worker_loop(struct worker *w);
+/* hipasync's pool, warmed once by the first of its workers (setup's). */
+static void hip_pool_warm(void);
+static pthread_once_t hip_pool_once = PTHREAD_ONCE_INIT;
 
 /* BENCH_KEEP=N: after its timed pairs, each worker allocates N more blocks
  * through its path's allocation call and keeps them, so that they are live
@@ -180,6 +183,8 @@ static void *worker_loop(struct worker *w)
 {
 	check_cu(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
 	check_hip(hipSetDevice(0), "hipSetDevice");
+	if (w->path == P_HIP_ASYNC)
+		pthread_once(&hip_pool_once, hip_pool_warm);
 	for (int i = 0; i < WARMUP_PAIRS; i++)
 		pair(w->path);
 	pthread_barrier_wait(&start_line);
@@ -249,8 +254,16 @@ static void setup(void)
 	check_cu(cuMemAllocAsync(&warm, 64ull << 20, NULL), "cuMemAllocAsync (warm-up)");
 	check_cu(cuMemFreeAsync(warm, NULL), "cuMemFreeAsync (warm-up)");
 	check_cu(cuStreamSynchronize(NULL), "cuStreamSynchronize");
-	/* HIP's default pool warmed alike, for the hipasync pairs */
+}
+
+/* HIP's default pool made warm alike, by the first hipasync worker, before
+ * its warm-up pairs: the other paths' runs hold no HIP pool. */
+static void hip_pool_warm(void)
+{
+	if (getenv("BENCH_NO_POOL"))
+		return;
 	gg_hipMemPool_t hpool;
+	uint64_t keep = UINT64_MAX;
 	check_hip(hipDeviceGetDefaultMemPool(&hpool, 0), "hipDeviceGetDefaultMemPool");
 	check_hip(hipMemPoolSetAttribute(hpool, GG_hipMemPoolAttrReleaseThreshold, &keep), "hipMemPoolSetAttribute");
 	void *hwarm;

@@ -710,6 +710,17 @@ void simgpu_hip_debug_reset_peak(void)
 	sim_debug_reset_peak();
 }
 
+/* A change of the calling thread's current device that no exported entry
+ * point makes, so that no hook of an interposer sees it: what ROCm's
+ * deprecated context calls (hipCtxSetCurrent and its kin) do, which the
+ * simulator does not have. As hipSetDevice. */
+SIM_EXPORT gg_hipError_t simgpu_hip_debug_set_device(int dev);
+
+gg_hipError_t simgpu_hip_debug_set_device(int dev)
+{
+	return local_hipSetDevice(dev);
+}
+
 #define GG_HIP_FN(name, params) extern __typeof(name) local_##name __attribute__((alias(#name)));
 #include "gpuguard/hip_abi_funcs.h"
 #undef GG_HIP_FN
