@@ -106,6 +106,12 @@ struct gg_self {
 	 * block, not a thread-local of its own, so that an allocation's tick
 	 * needs no load of its own variable's offset (issue 24). */
 	int64_t footprint_countdown;
+	/* hook_hip.c's cache of a device's current pool's registry entry
+	 * (device_pool_cached), as cu_pool* above. */
+	struct gg_pool *hip_pool;
+	uint32_t hip_pool_gen;
+	int32_t hip_pool_left; /* hits until the runtime is asked again; 0 or below: ask */
+	int16_t hip_pool_dev;
 	/* hook_hip.c's cache of the thread's current HIP device
 	 * (current_device), as the CUDA side's cu_* above. */
 	int16_t hip_dev;

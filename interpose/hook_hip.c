@@ -172,17 +172,24 @@ static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 
 /* HIP has no contexts to show: hipDeviceReset frees a whole device's
  * memory, so each device is one "context" of the books (ctx.c). */
-static uint16_t hip_ctx(int dev)
+static _Atomic uint16_t hip_ctx_ids[GG_MAX_DEVICES];
+
+static uint16_t __attribute__((noinline)) hip_ctx_slow(int dev)
 {
-	static _Atomic uint16_t ids[GG_MAX_DEVICES];
+	uint16_t id = gg_ctx_id(GG_CTX_HIP_KEY(dev), dev, 1);
 	/* relaxed: every thread computes the same id (gg_ctx_id is idempotent). */
-	uint16_t id = atomic_load_explicit(&ids[dev], memory_order_relaxed);
-	if (GG_UNLIKELY(id == 0)) {
-		id = gg_ctx_id(GG_CTX_HIP_KEY(dev), dev, 1);
-		atomic_store_explicit(&ids[dev], id, memory_order_relaxed);
-		gg_shared_check_card(dev, GG_RT_HIP); /* CUDA's dev on another card? */
-	}
+	atomic_store_explicit(&hip_ctx_ids[dev], id, memory_order_relaxed);
+	gg_shared_check_card(dev, GG_RT_HIP); /* CUDA's dev on another card? */
 	return id;
+}
+
+/* Inline, for the allocation hooks (gg_bind_budget calls it through the
+ * constant struct below, which the compiler folds): a load and a test. */
+static inline uint16_t hip_ctx(int dev)
+{
+	/* relaxed: as in hip_ctx_slow. */
+	uint16_t id = atomic_load_explicit(&hip_ctx_ids[dev], memory_order_relaxed);
+	return GG_LIKELY(id != 0) ? id : hip_ctx_slow(dev);
 }
 
 /* Before a destroy: a pool that is not its device's default one (whose
@@ -305,33 +312,65 @@ static inline __attribute__((always_inline)) int stream_device(gg_hipStream_t s)
 	return stream_device_ask(s);
 }
 
-/* A device's current pool as this thread last asked for it, as in
- * hook_cuda.c's device_pool: valid while gg_pool_current_gen has not moved
- * (hipDeviceSetMemPool below, a pool's destroy, hipDeviceReset, fork), and
- * asked again every GG_POOL_RECHECK requests of a thread for a path we do not
- * see (ROCm 7's hipMemSetMemPool). hipGetProcAddress is no such path: ROCm
- * answers it by dlsym on its own handle, and our dlsym override hands out
- * our hooks for the names we govern (t_hip_lhip). */
-static GG_TLS struct gg_pool_cache tls_pool;
-
-static gg_hipMemPool_t __attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
+/* dev's current pool as the runtime says, or NULL. */
+static gg_hipMemPool_t device_pool_handle(int dev)
 {
 	gg_hipMemPool_t pool = NULL;
 	gg_pfn_hipDeviceGetMemPool gp = HELPER(hipDeviceGetMemPool);
-	if (dev < 0)
+	if (dev < 0 || !gp || gp(&pool, dev) != GG_hipSuccess)
 		return NULL;
-	if (!gp || gp(&pool, dev) != GG_hipSuccess)
-		pool = NULL;
-	gg_pool_cache_put(&tls_pool, pool, dev, gen);
 	return pool;
 }
 
-/* dev's current pool, or NULL. */
-static inline gg_hipMemPool_t device_pool(int dev)
+/* A device's current pool's registry entry as this thread last asked the
+ * runtime for it (gg_self.hip_pool*, base.h), as hook_cuda.c's
+ * device_pool_cached keeps CUDA's: one cache for the pool and its entry,
+ * where a cache of the handle and the registry's lookup were two. Valid
+ * while gg_pool_current_gen has not moved (hipDeviceSetMemPool below, a
+ * pool's destroy, hipDeviceReset, fork: each moves it, pool.c), and asked
+ * again every GG_POOL_RECHECK requests of a thread for a path we do not see
+ * (ROCm 7's hipMemSetMemPool). hipGetProcAddress is no such path: ROCm
+ * answers it by dlsym on its own handle, and our dlsym override hands out
+ * our hooks for the names we govern (t_hip_lhip). The entry stays the
+ * pool's as long: an entry dies and is reused only after a destroy or a
+ * reset, and both move the count. */
+
+/* device_pool_cached's miss: asks the runtime, and fills the cache with the
+ * pool's entry (registering the pool on first sight) when it is one of dev,
+ * which it returns; else NULL, for the whole way (the hook). */
+static struct gg_pool *__attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
 {
-	uint32_t gen;
-	gg_hipMemPool_t pool = gg_pool_cache_get(&tls_pool, dev, &gen);
-	return GG_LIKELY(pool != NULL) ? pool : device_pool_slow(dev, gen);
+	/* Asked until filled: the countdown is at 0 or below (a miss), and
+	 * stays where a decrement takes it below 0. */
+	gg_self.hip_pool_left = 0;
+	gg_hipMemPool_t pool = device_pool_handle(dev);
+	struct gg_pool *p = pool ? gg_pool_get(pool, dev, pool_query) : NULL;
+	/* Only an entry of dev: a hit then skips the registry and the entry's
+	 * device (shape.h's gg_pool_alloc_begin_at); a pool first registered
+	 * on another device goes the whole way every time. */
+	if (!p || p->dev != dev)
+		return NULL;
+	/* A hit does not note its thread: every thread fills the cache before
+	 * its first hit (its block starts at 0, a miss), and the note is for
+	 * good (ceiling.c). */
+	gg_ceiling_note_thread();
+	gg_self.hip_pool = p;
+	gg_self.hip_pool_gen = gen;
+	gg_self.hip_pool_dev = (int16_t)dev;
+	gg_self.hip_pool_left = GG_POOL_RECHECK;
+	return p;
+}
+
+/* 1 when gg_self.hip_pool is dev's current pool's entry, registered on
+ * dev; else 0: then device_pool_slow(dev, *gen) asks the runtime. A fresh
+ * thread's block (all zero) misses, as does one past GG_POOL_RECHECK hits.
+ * Thread-local words, plain. */
+static inline __attribute__((always_inline)) int device_pool_cached(int dev, uint32_t *gen)
+{
+	/* acquire: pairs with the release in gg_pool_current_changed, and
+	 * keeps device_pool_slow's question to the runtime after this load. */
+	*gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
+	return GG_LIKELY(gg_self.hip_pool_gen == *gen && gg_self.hip_pool_dev == dev && gg_self.hip_pool_left-- > 0);
 }
 
 /* The device pool's blocks are charged to. As in hook_cuda.c's pool_home,
@@ -355,10 +394,32 @@ static int pool_device(gg_hipMemPool_t pool, gg_hipStream_t stream)
 	return stream_device(stream);
 }
 
-/* Its pool is the current one of the stream's device. */
-GG_VENEER_POOL_ALLOC(hipMallocAsync, (void **ptr, size_t size, gg_hipStream_t stream), (ptr, size, stream),
-                     !ptr || size == 0, GPUGUARD_API_HIP_MALLOC_ASYNC, stream_device(stream), device_pool(dev), size,
-                     ptr, stream)
+/* hipMallocAsync draws from the current pool of the stream's device. As
+ * hook_cuda.c's alloc_async: one path for a hit and a fill alike, so that
+ * the record's commit is one call site (the stack cache checks its return
+ * address, stack.c); pool: read only by begin's registry lookup, which that
+ * path skips (gg_pool_alloc_begin_at). */
+static inline __attribute__((always_inline)) gg_hipError_t alloc_async(gg_pfn_hipMallocAsync f, void **ptr, size_t size,
+                                                                       gg_hipStream_t s)
+{
+	int dev = stream_device(s);
+	struct gg_pool_alloc pa;
+	uint32_t gen;
+	struct gg_pool *p;
+	if (GG_LIKELY(device_pool_cached(dev, &gen)))
+		p = gg_self.hip_pool;
+	else if (!(p = device_pool_slow(dev, gen)))
+		goto whole_way;
+	gg_pool_alloc_init(&pa, GPUGUARD_API_HIP_MALLOC_ASYNC, dev, NULL, size, ptr, s);
+	pa.p = p;
+	return GG_POOL_ALLOC_HOME(&hip, &pa, f(ptr, size, s));
+whole_way:
+	gg_pool_alloc_init(&pa, GPUGUARD_API_HIP_MALLOC_ASYNC, dev, device_pool_handle(dev), size, ptr, s);
+	return GG_POOL_ALLOC(&hip, &pa, f(ptr, size, s));
+}
+
+GG_VENEER(hipMallocAsync, (void **ptr, size_t size, gg_hipStream_t stream), (ptr, size, stream), 1, !ptr || size == 0,
+          rc = alloc_async(real, ptr, size, stream);)
 
 GG_VENEER_POOL_ALLOC(hipMallocFromPoolAsync, (void **ptr, size_t size, gg_hipMemPool_t pool, gg_hipStream_t stream),
                      (ptr, size, pool, stream), !ptr || size == 0 || !pool, GPUGUARD_API_HIP_MALLOC_FROM_POOL,

@@ -290,35 +290,9 @@ void gg_pool_reset(void);
 extern _Atomic uint32_t gg_pool_current_gen __attribute__((visibility("hidden"))); /* as defined: read in place */
 void gg_pool_current_changed(void);
 
-/* One thread's cached current pool of one device (hook_hip.c's
- * device_pool; hook_cuda.c keeps the pool's entry instead, in gg_self):
- * trusted while the count above has not moved, and asked for again every
- * GG_POOL_RECHECK requests, for a path no hook sees. */
+/* The hooks' caches of a device's current pool (hook_cuda.c's and
+ * hook_hip.c's device_pool_cached, in gg_self) ask the runtime again every
+ * GG_POOL_RECHECK requests of a thread, for a path no hook sees. */
 #define GG_POOL_RECHECK 256
-struct gg_pool_cache {
-	void *pool; /* NULL: nothing cached */
-	uint32_t gen;
-	int16_t dev;
-	uint16_t left; /* requests until the driver is asked again */
-};
-/* The cached pool of dev, or NULL: then ask the driver, and put its
- * answer with *gen, the count loaded before the question. */
-static inline void *gg_pool_cache_get(struct gg_pool_cache *c, int dev, uint32_t *gen)
-{
-	/* acquire: pairs with the release in gg_pool_current_changed, and keeps
-	 * the caller's question to the driver after this load. */
-	*gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
-	if (GG_LIKELY(c->pool && c->dev == dev && c->gen == *gen && c->left != 0)) {
-		c->left--;
-		return c->pool;
-	}
-	return NULL;
-}
-/* gen was loaded before the question: a change that lands after it moves
- * the count, so this answer is not trusted past it. */
-static inline void gg_pool_cache_put(struct gg_pool_cache *c, void *pool, int dev, uint32_t gen)
-{
-	*c = (struct gg_pool_cache){pool, gen, (int16_t)dev, GG_POOL_RECHECK};
-}
 
 #endif

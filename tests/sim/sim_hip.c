@@ -721,6 +721,16 @@ gg_hipError_t simgpu_hip_debug_set_device(int dev)
 	return local_hipSetDevice(dev);
 }
 
+/* A change of a device's current pool that no exported entry point of this
+ * runtime makes (ROCm 7's hipMemSetMemPool, which 6.2 lacks), so that no
+ * hook sees it. As hipDeviceSetMemPool. */
+SIM_EXPORT gg_hipError_t simgpu_hip_debug_set_mem_pool(int dev, gg_hipMemPool_t pool);
+
+gg_hipError_t simgpu_hip_debug_set_mem_pool(int dev, gg_hipMemPool_t pool)
+{
+	return local_hipDeviceSetMemPool(dev, pool);
+}
+
 #define GG_HIP_FN(name, params) extern __typeof(name) local_##name __attribute__((alias(#name)));
 #include "gpuguard/hip_abi_funcs.h"
 #undef GG_HIP_FN
