@@ -66,6 +66,15 @@ uint64_t gg_realtime_ms(void);
  * on it, which the users order with signal fences where it matters
  * (signal.c, account.c's gg_hook_sleep). */
 struct gg_pool;
+/* A hook file's cache of a device's current pool's registry entry, for a
+ * thread (pool.h's gg_pool_home_hit and gg_pool_home_fill say when it
+ * holds). Filled only with an entry of dev. */
+struct gg_pool_home {
+	struct gg_pool *p;
+	uint32_t gen; /* gg_pool_current_gen when it was filled */
+	int32_t left; /* hits until the runtime is asked again; 0 or below: ask */
+	int16_t dev;
+};
 struct gg_self {
 	/* ready, then hook_active: a hook's entry tests both with one 16-bit
 	 * compare (shape.h, gg_enter_gate). hook_active, then runtime:
@@ -95,23 +104,16 @@ struct gg_self {
 	uint16_t cu_left; /* allocations until the driver is asked again; 0: ask */
 	uint8_t cu_moved; /* a context hook ran on this thread since the last ask */
 	/* hook_cuda.c's cache of a device's current pool's registry entry
-	 * (device_pool_cached), in the block, where a cache of the pool's
+	 * (pool.h's gg_pool_home_*), in the block, where a cache of the pool's
 	 * handle and pool.h's gg_pool_last were two thread-locals of their own
-	 * (issue 24). Filled only with an entry of cu_pool_dev. */
-	struct gg_pool *cu_pool;
-	uint32_t cu_pool_gen;
-	int32_t cu_pool_left; /* hits until the driver is asked again; 0 or below: ask */
-	int16_t cu_pool_dev;
+	 * (issue 24). */
+	struct gg_pool_home cu_pool;
 	/* gg_footprint_countdown (footprint.h), from GG_FOOTPRINT_FIRST: in the
 	 * block, not a thread-local of its own, so that an allocation's tick
 	 * needs no load of its own variable's offset (issue 24). */
 	int64_t footprint_countdown;
-	/* hook_hip.c's cache of a device's current pool's registry entry
-	 * (device_pool_cached), as cu_pool* above. */
-	struct gg_pool *hip_pool;
-	uint32_t hip_pool_gen;
-	int32_t hip_pool_left; /* hits until the runtime is asked again; 0 or below: ask */
-	int16_t hip_pool_dev;
+	/* hook_hip.c's, as cu_pool above. */
+	struct gg_pool_home hip_pool;
 	/* hook_hip.c's cache of the thread's current HIP device
 	 * (current_device), as the CUDA side's cu_* above. */
 	int16_t hip_dev;

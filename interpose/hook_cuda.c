@@ -735,79 +735,15 @@ static gg_CUmemoryPool device_pool_handle(int dev)
 	return pool;
 }
 
-/* A device's current pool as this thread last asked the driver for it
- * (cuDeviceGetMemPool was ~145 instructions of the stream-ordered pair in
- * the simulator, a lock in the real driver too; issue 24), with its entry
- * in the pool registry (gg_self.cu_pool*, base.h: one cache for both, in
- * the hooks' thread-local block; issue 24). It is valid while
- * gg_pool_current_gen has not moved: the current pool of a device
- * changes only by cuDeviceSetMemPool or CUDA 13's cuMemSetMemPool
- * (cudart's cudaDeviceSetMemPool and cudaMemSetMemPool reach them through
- * cuGetProcAddress, tests/abi/cudart13-lookups.txt, which hands out our
- * hooks), by destroying the current pool (the default one is current
- * again), or with its context (reset, destroy); each moves the count
- * (pool.c). The entry stays the pool's as long: an entry dies
- * (GG_POOL_DEAD) and is reused only after a destroy or a reset, and both
- * move the count (pool.c's gg_pool_destroy_end, gg_pool_after_reset; fork's
- * gg_pool_reset too). A path we cannot see (a private table) is bounded
- * all the same: the driver is asked again every GG_POOL_RECHECK requests of
- * a thread, so a stale pool is used for at most that many (pool.h). */
-/* device_pool_cached's miss: asks the driver, and fills the cache with
- * the pool's entry (registering the pool on first sight) when it is one of
- * dev, which it returns; else NULL, for the whole way (the hook). */
+/* A device's current pool's registry entry as this thread last asked the
+ * driver for it: gg_self.cu_pool (pool.h's gg_pool_home_*, which say when
+ * it holds). cudart's cudaDeviceSetMemPool and cudaMemSetMemPool reach
+ * cuDeviceSetMemPool and CUDA 13's cuMemSetMemPool through cuGetProcAddress
+ * (tests/abi/cudart13-lookups.txt), which hands out our hooks. The cache's
+ * miss: asks the driver and fills it (NULL: the whole way, the hook). */
 static struct gg_pool *__attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
 {
-	/* Asked until filled: device_pool_cached's countdown is at 0 or
-	 * below (a miss), and stays where a decrement takes it below 0. */
-	gg_self.cu_pool_left = 0;
-	gg_CUmemoryPool pool = device_pool_handle(dev);
-	struct gg_pool *p = pool ? gg_pool_get(pool, dev, pool_query) : NULL;
-	/* Only an entry of dev: a hit then skips the registry and the
-	 * entry's device (shape.h's gg_pool_alloc_begin_at); a pool first
-	 * registered on another device goes the whole way every time. */
-	if (!p || p->dev != dev)
-		return NULL;
-	/* A hit (shape.h's home path) does not note its thread: every
-	 * thread fills the cache before its first hit (its block starts at
-	 * 0, a miss), and the note is for good (ceiling.c). */
-	gg_ceiling_note_thread();
-	gg_self.cu_pool = p;
-	gg_self.cu_pool_gen = gen;
-	gg_self.cu_pool_dev = (int16_t)dev;
-	gg_self.cu_pool_left = GG_POOL_RECHECK;
-	return p;
-}
-
-/* The countdown's step: 1 while gg_self.cu_pool_left was above 0, which
- * it decrements either way. On x86-64 one decrement of the word in place
- * and its flags (the new value >= 0, without overflow, is the old one
- * > 0), where gcc loads, decrements, stores and tests (issue 24: 3
- * instructions a stream-ordered request). Thread-local, so no atomic. */
-static inline __attribute__((always_inline)) int device_pool_left_take(void)
-{
-#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-	/* decl works on 32 bits, and ge reads its sign: a wider or unsigned
-	 * word would count in its low half, or never below 0. */
-	_Static_assert(sizeof(gg_self.cu_pool_left) == 4 && (__typeof__(gg_self.cu_pool_left))-1 < 0,
-	               "cu_pool_left is the signed 32-bit word decl takes");
-	int more;
-	__asm__("decl %0" : "+m"(gg_self.cu_pool_left), "=@ccge"(more));
-	return more;
-#else
-	return gg_self.cu_pool_left-- > 0;
-#endif
-}
-
-/* 1 when gg_self.cu_pool is dev's current pool's entry, registered on dev;
- * else 0: then device_pool_slow(dev, *gen) asks the driver. The countdown
- * is one decrement and a sign test: a fresh thread's block (all zero)
- * misses, as does one past GG_POOL_RECHECK hits. */
-static inline __attribute__((always_inline)) int device_pool_cached(int dev, uint32_t *gen)
-{
-	/* acquire: pairs with the release in gg_pool_current_changed, and
-	 * keeps device_pool_slow's question to the driver after this load. */
-	*gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
-	return GG_LIKELY(gg_self.cu_pool_gen == *gen && gg_self.cu_pool_dev == dev && device_pool_left_take());
+	return gg_pool_home_fill(&gg_self.cu_pool, device_pool_handle(dev), dev, gen, pool_query);
 }
 
 /* The device pool belongs to. A pool we did not see created is a default
@@ -848,8 +784,8 @@ static inline __attribute__((always_inline)) gg_CUresult alloc_async(gg_pfn_cuMe
 	struct gg_pool_alloc pa;
 	uint32_t gen;
 	struct gg_pool *p;
-	if (GG_LIKELY(device_pool_cached(dev, &gen)))
-		p = gg_self.cu_pool;
+	if (GG_LIKELY(gg_pool_home_hit(&gg_self.cu_pool, dev, &gen)))
+		p = gg_self.cu_pool.p;
 	else if (!(p = device_pool_slow(dev, gen)))
 		goto whole_way;
 	/* One path for a hit and a fill alike, so that the record's commit
@@ -920,7 +856,7 @@ GG_VENEER_POOL_DESTROY(cuMemPoolDestroy, (gg_CUmemoryPool pool), (pool), pool)
 GG_VENEER_POOL_TRIM(cuMemPoolTrimTo, (gg_CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep), pool)
 
 /* A device's current pool changed (or may have: moved whatever the
- * driver's answer): every thread's cached one (device_pool_cached) is asked for
+ * driver's answer): every thread's cached one (gg_pool_home_hit) is asked for
  * again. After the call, so a thread that asks after the move sees the new
  * pool. */
 static gg_CUresult current_pool_set(gg_CUresult rc)

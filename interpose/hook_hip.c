@@ -323,54 +323,15 @@ static gg_hipMemPool_t device_pool_handle(int dev)
 }
 
 /* A device's current pool's registry entry as this thread last asked the
- * runtime for it (gg_self.hip_pool*, base.h), as hook_cuda.c's
- * device_pool_cached keeps CUDA's: one cache for the pool and its entry,
- * where a cache of the handle and the registry's lookup were two. Valid
- * while gg_pool_current_gen has not moved (hipDeviceSetMemPool below, a
- * pool's destroy, hipDeviceReset, fork: each moves it, pool.c), and asked
- * again every GG_POOL_RECHECK requests of a thread for a path we do not see
- * (ROCm 7's hipMemSetMemPool). hipGetProcAddress is no such path: ROCm
- * answers it by dlsym on its own handle, and our dlsym override hands out
- * our hooks for the names we govern (t_hip_lhip). The entry stays the
- * pool's as long: an entry dies and is reused only after a destroy or a
- * reset, and both move the count. */
-
-/* device_pool_cached's miss: asks the runtime, and fills the cache with the
- * pool's entry (registering the pool on first sight) when it is one of dev,
- * which it returns; else NULL, for the whole way (the hook). */
+ * runtime for it: gg_self.hip_pool (pool.h's gg_pool_home_*, which say when
+ * it holds; ROCm 7's hipMemSetMemPool is a path no hook sees).
+ * hipGetProcAddress is no such path: ROCm answers it by dlsym on its own
+ * handle, and our dlsym override hands out our hooks for the names we
+ * govern (t_hip_lhip). The cache's miss: asks the runtime and fills it
+ * (NULL: the whole way, the hook). */
 static struct gg_pool *__attribute__((noinline)) device_pool_slow(int dev, uint32_t gen)
 {
-	/* Asked until filled: the countdown is at 0 or below (a miss), and
-	 * stays where a decrement takes it below 0. */
-	gg_self.hip_pool_left = 0;
-	gg_hipMemPool_t pool = device_pool_handle(dev);
-	struct gg_pool *p = pool ? gg_pool_get(pool, dev, pool_query) : NULL;
-	/* Only an entry of dev: a hit then skips the registry and the entry's
-	 * device (shape.h's gg_pool_alloc_begin_at); a pool first registered
-	 * on another device goes the whole way every time. */
-	if (!p || p->dev != dev)
-		return NULL;
-	/* A hit does not note its thread: every thread fills the cache before
-	 * its first hit (its block starts at 0, a miss), and the note is for
-	 * good (ceiling.c). */
-	gg_ceiling_note_thread();
-	gg_self.hip_pool = p;
-	gg_self.hip_pool_gen = gen;
-	gg_self.hip_pool_dev = (int16_t)dev;
-	gg_self.hip_pool_left = GG_POOL_RECHECK;
-	return p;
-}
-
-/* 1 when gg_self.hip_pool is dev's current pool's entry, registered on
- * dev; else 0: then device_pool_slow(dev, *gen) asks the runtime. A fresh
- * thread's block (all zero) misses, as does one past GG_POOL_RECHECK hits.
- * Thread-local words, plain. */
-static inline __attribute__((always_inline)) int device_pool_cached(int dev, uint32_t *gen)
-{
-	/* acquire: pairs with the release in gg_pool_current_changed, and
-	 * keeps device_pool_slow's question to the runtime after this load. */
-	*gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
-	return GG_LIKELY(gg_self.hip_pool_gen == *gen && gg_self.hip_pool_dev == dev && gg_self.hip_pool_left-- > 0);
+	return gg_pool_home_fill(&gg_self.hip_pool, device_pool_handle(dev), dev, gen, pool_query);
 }
 
 /* The device pool's blocks are charged to. As in hook_cuda.c's pool_home,
@@ -406,8 +367,8 @@ static inline __attribute__((always_inline)) gg_hipError_t alloc_async(gg_pfn_hi
 	struct gg_pool_alloc pa;
 	uint32_t gen;
 	struct gg_pool *p;
-	if (GG_LIKELY(device_pool_cached(dev, &gen)))
-		p = gg_self.hip_pool;
+	if (GG_LIKELY(gg_pool_home_hit(&gg_self.hip_pool, dev, &gen)))
+		p = gg_self.hip_pool.p;
 	else if (!(p = device_pool_slow(dev, gen)))
 		goto whole_way;
 	gg_pool_alloc_init(&pa, GPUGUARD_API_HIP_MALLOC_ASYNC, dev, NULL, size, ptr, s);

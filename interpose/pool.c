@@ -148,8 +148,27 @@ void gg_pool_current_changed(void)
 	/* release: the driver's change of the current pool (the call that
 	 * returned before this) is ordered before the new count, so a reader
 	 * that loads the new count with acquire and then asks the driver sees
-	 * the new pool (hook_cuda.c's device_pool_slow). */
+	 * the new pool (pool.h's gg_pool_home_hit, then the hook's question). */
 	atomic_fetch_add_explicit(&gg_pool_current_gen, 1, memory_order_release);
+}
+
+struct gg_pool *gg_pool_home_fill(struct gg_pool_home *h, void *handle, int dev, uint32_t gen,
+                                  gg_pool_reserved_fn query)
+{
+	/* Asked until filled: the countdown is at 0 or below (a miss), and
+	 * stays where a decrement takes it below 0. */
+	h->left = 0;
+	struct gg_pool *p = handle ? gg_pool_get(handle, dev, query) : NULL;
+	/* Only an entry of dev: a hit then skips the registry and the entry's
+	 * device (shape.h's gg_pool_alloc_begin_at). */
+	if (!p || p->dev != dev)
+		return NULL;
+	gg_ceiling_note_thread(); /* a thread that allocates may free (ceiling.c) */
+	h->p = p;
+	h->gen = gen;
+	h->dev = (int16_t)dev;
+	h->left = GG_POOL_RECHECK;
+	return p;
 }
 
 int gg_pool_device(void *handle)

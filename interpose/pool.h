@@ -282,7 +282,7 @@ void gg_pool_gone_block_freed(uint64_t key);
 int gg_pool_device(void *handle);
 void gg_pool_reset(void);
 /* A device's current pool (what cuMemAllocAsync draws from) is cached per
- * thread by the hooks (hook_cuda.c's device_pool_cached), valid while this count
+ * thread by the hooks (gg_pool_home_hit, below), valid while this count
  * has not moved. It moves after everything we see that can change a
  * current pool: cuDeviceSetMemPool, cuMemSetMemPool, a pool's destroy
  * (its device's default pool becomes current again), a context's reset or
@@ -290,9 +290,62 @@ void gg_pool_reset(void);
 extern _Atomic uint32_t gg_pool_current_gen __attribute__((visibility("hidden"))); /* as defined: read in place */
 void gg_pool_current_changed(void);
 
-/* The hooks' caches of a device's current pool (hook_cuda.c's and
- * hook_hip.c's device_pool_cached, in gg_self) ask the runtime again every
- * GG_POOL_RECHECK requests of a thread, for a path no hook sees. */
+/* The hooks' caches of a device's current pool's registry entry (struct
+ * gg_pool_home, base.h: gg_self.cu_pool, gg_self.hip_pool), in the
+ * thread's block: one cache for the pool and its entry (issue 24:
+ * cuDeviceGetMemPool was ~145 instructions of the stream-ordered pair in
+ * the simulator, and a registry lookup more). A cache is valid while
+ * gg_pool_current_gen has not moved: a device's current pool changes only
+ * by the calls the hooks see (cuDeviceSetMemPool, cuMemSetMemPool,
+ * hipDeviceSetMemPool), by a destroy of the current pool (the default one
+ * is current again), or with its context (reset, destroy), and each moves
+ * the count (gg_pool_current_changed, gg_pool_destroy_end,
+ * gg_pool_after_reset; fork's gg_pool_reset too). Its entry stays the
+ * pool's as long: an entry dies (GG_POOL_DEAD) and is reused only after a
+ * destroy or a reset. A path no hook sees (a private table, ROCm 7's
+ * hipMemSetMemPool) is bounded all the same: the runtime is asked again
+ * every GG_POOL_RECHECK requests of a thread, so a stale pool serves at
+ * most that many. */
 #define GG_POOL_RECHECK 256
+/* A miss of h: handle, dev's current pool as its runtime named it just now
+ * (NULL: none), with gen, the count loaded before the question
+ * (gg_pool_home_hit). Returns its entry (registered on first sight) and
+ * fills h with it when it is one of dev; else NULL, and h stays a miss: the
+ * hook goes the whole way (a pool first registered on another device,
+ * every time). Notes the thread (gg_ceiling_note_thread), so that a hit
+ * need not: every thread fills its cache before its first hit, and the
+ * note is for good. */
+struct gg_pool *gg_pool_home_fill(struct gg_pool_home *h, void *handle, int dev, uint32_t gen,
+                                  gg_pool_reserved_fn query);
+/* The countdown's step: 1 while h->left was above 0, which it decrements
+ * either way. On x86-64 one decrement of the word in place and its flags
+ * (the new value >= 0, without overflow, is the old one > 0), where gcc
+ * loads, decrements, stores and tests (issue 24: 3 instructions a
+ * stream-ordered request). Thread-local, so no atomic. */
+static inline __attribute__((always_inline)) int gg_pool_home_take(struct gg_pool_home *h)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	/* decl works on 32 bits, and ge reads its sign: a wider or unsigned
+	 * word would count in its low half, or never below 0. */
+	_Static_assert(sizeof(h->left) == 4 && (__typeof__(h->left))-1 < 0,
+	               "left is the signed 32-bit word decl takes");
+	int more;
+	__asm__("decl %0" : "+m"(h->left), "=@ccge"(more));
+	return more;
+#else
+	return h->left-- > 0;
+#endif
+}
+/* 1 when h holds dev's current pool's entry (h->p), registered on dev;
+ * else 0: then the hook asks its runtime and calls gg_pool_home_fill with
+ * *gen. A fresh thread's block (all zero) misses, as does one past
+ * GG_POOL_RECHECK hits. */
+static inline __attribute__((always_inline)) int gg_pool_home_hit(struct gg_pool_home *h, int dev, uint32_t *gen)
+{
+	/* acquire: pairs with the release in gg_pool_current_changed, and
+	 * keeps the hook's question to its runtime after this load. */
+	*gen = atomic_load_explicit(&gg_pool_current_gen, memory_order_acquire);
+	return GG_LIKELY(h->gen == *gen && h->dev == dev && gg_pool_home_take(h));
+}
 
 #endif
