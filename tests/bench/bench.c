@@ -119,7 +119,8 @@ static inline void pair(enum path p)
 }
 
 static void *worker_loop(struct worker *w);
-/* hipasync's pool, warmed once by the first of its workers (setup's). */
+/* HIP's default pool, warmed once, by the first worker of the hipasync
+ * path (hip_pool_warm, after setup). */
 static void hip_pool_warm(void);
 static pthread_once_t hip_pool_once = PTHREAD_ONCE_INIT;
 
