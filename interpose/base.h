@@ -118,7 +118,7 @@ struct gg_self {
 	 * (current_device), as the CUDA side's cu_* above. */
 	int16_t hip_dev;
 	uint16_t hip_left; /* allocations until the runtime is asked again; 0: ask */
-	uint8_t hip_moved; /* hipSetDevice ran on this thread since the last ask */
+	uint8_t hip_moved; /* a device-changing hook ran on this thread since the last ask */
 	uint8_t hip_known; /* hip_dev holds an answer of the runtime's */
 };
 /* The footprint's countdown at a thread's start (footprint.h says why):

@@ -54,22 +54,24 @@ HIP_HELPERS(DECLARE_REAL)
  * hipGetDevice was 57 instructions of every allocation on the simulator,
  * and ROCm's entry (HIP_INIT_API) is no cheaper). HIP keeps the current
  * device per thread, and it changes only on the thread itself: by
- * hipSetDevice, which we wrap (below; a program binds it, looks it up with
+ * hipSetDevice, or by the context calls ROCm deprecated (hipCtxCreate,
+ * hipCtxDestroy, hipCtxSetCurrent, hipCtxPushCurrent, hipCtxPopCurrent),
+ * each of which we wrap (below; a program binds them, looks them up with
  * dlsym, or asks hipGetProcAddress, which ROCm answers with dlsym: each
- * hands out our hook), or by the context calls ROCm deprecated
- * (hipCtxSetCurrent and its kin), which we do not. So the cache is trusted
- * for DEV_RECHECK allocations of the thread; then the runtime is asked
- * again. An answer that differs from a cache no hook cleared is a path we
- * do not see: then the process asks the runtime on every allocation from
- * then on (dev_cache_off), and says so once. A thread's first allocation
- * asks (its block starts at 0: hip_left 0, hip_known 0). */
+ * hands out our hook). So the cache is trusted for DEV_RECHECK allocations
+ * of the thread; then the runtime is asked again, against a path we do not
+ * see (a private table's entry). An answer that differs from a cache no
+ * hook cleared is such a path: then the process asks the runtime on every
+ * allocation from then on (dev_cache_off), and says so once. A thread's
+ * first allocation asks (its block starts at 0: hip_left 0, hip_known 0). */
 #define DEV_RECHECK 256
 /* Set for good once an answer showed a change no hook saw. relaxed: a
  * thread that reads 0 a little late keeps its cache for at most
  * DEV_RECHECK more allocations, and finds the same change itself. */
 static _Atomic int dev_cache_off;
 
-/* hipSetDevice ran on this thread: its next allocation asks. Before and
+/* A call that may change the current device ran on this thread: its next
+ * allocation asks. Before and
  * after the runtime's call, so that a signal handler that allocates in
  * between asks too, and whatever it cached is cleared again. Thread-local
  * stores only. */
@@ -408,8 +410,16 @@ GG_VENEER_TO(hipDeviceSetMemPool, (int device, gg_hipMemPool_t mem_pool), curren
 /* ---- the current device ------------------------------------------------ */
 
 /* The thread's next allocation asks for its device again (current_device).
- * The runtime's result is returned untouched. */
-GG_VENEER_AROUND(hipSetDevice, (int deviceId), (deviceId), dev_moved(), dev_moved_after)
+ * The runtime's result is returned untouched, and the books are not
+ * entered: a context's destroy frees nothing the books follow (README's
+ * "Not governed"; hipDeviceReset does). */
+#define DEV_HOOK(name, params, args) GG_VENEER_AROUND(name, params, args, dev_moved(), dev_moved_after)
+DEV_HOOK(hipSetDevice, (int deviceId), (deviceId))
+DEV_HOOK(hipCtxCreate, (gg_hipCtx_t * ctx, unsigned int flags, gg_hipDevice_t device), (ctx, flags, device))
+DEV_HOOK(hipCtxDestroy, (gg_hipCtx_t ctx), (ctx))
+DEV_HOOK(hipCtxSetCurrent, (gg_hipCtx_t ctx), (ctx))
+DEV_HOOK(hipCtxPushCurrent, (gg_hipCtx_t ctx), (ctx))
+DEV_HOOK(hipCtxPopCurrent, (gg_hipCtx_t * ctx), (ctx))
 
 /* ---- reset --------------------------------------------------------------- */
 

@@ -162,6 +162,11 @@
 	H(hipMemPoolTrimTo, pool, NONE)                             \
 	H(hipDeviceSetMemPool, note, NONE)                          \
 	H(hipSetDevice, note, NONE)                                 \
+	H(hipCtxCreate, note, NONE)                                 \
+	H(hipCtxDestroy, note, NONE)                                \
+	H(hipCtxSetCurrent, note, NONE)                             \
+	H(hipCtxPushCurrent, note, NONE)                            \
+	H(hipCtxPopCurrent, note, NONE)                             \
 	H(hipHostMalloc, host, NONE)                                \
 	H(hipHostFree, host, NONE)                                  \
 	H(hipStreamSynchronize, note, NONE)                         \

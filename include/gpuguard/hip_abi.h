@@ -11,6 +11,7 @@ typedef int gg_hipError_t; /* enum hipError_t */
 typedef int gg_hipDevice_t;
 typedef void *gg_hipDeviceptr_t;
 typedef struct ihipStream_t *gg_hipStream_t;
+typedef struct ihipCtx_t *gg_hipCtx_t; /* ROCm's contexts: deprecated, still exported */
 typedef struct ihipMemPoolHandle_t *gg_hipMemPool_t;
 typedef struct ihipMemGenericAllocationHandle *gg_hipMemGenericAllocationHandle_t;
 /* hipIpcMemHandle_t: 64 opaque bytes, passed by value. */

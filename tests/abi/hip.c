@@ -19,6 +19,7 @@ SAME_SCALAR(gg_hipError_t, hipError_t);
 SAME_TYPE(gg_hipDevice_t, hipDevice_t);
 SAME_TYPE(gg_hipDeviceptr_t, hipDeviceptr_t);
 SAME_TYPE(gg_hipStream_t, hipStream_t);
+SAME_TYPE(gg_hipCtx_t, hipCtx_t);
 SAME_TYPE(gg_hipMemPool_t, hipMemPool_t);
 SAME_TYPE(gg_hipMemGenericAllocationHandle_t, hipMemGenericAllocationHandle_t);
 SAME_SCALAR(gg_hipMemPoolAttr, hipMemPoolAttr);
@@ -125,7 +126,9 @@ SAME_CONST(GG_hipMemLocationTypeDevice, hipMemLocationTypeDevice);
 SAME_CONST(GG_hipMemAllocationTypePinned, hipMemAllocationTypePinned);
 
 /* prototypes. The name must reach the compiler unchanged, so that a vendor
- * macro cannot make us check some other function. */
+ * macro cannot make us check some other function. The context calls are
+ * marked deprecated by the header: naming them is the point here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #define GGT(t) t
 #define GG_HIP_FN(name, params)                                                               \
 	_Static_assert(sizeof(#name) == sizeof(GG_XSTR(name)),                                \

@@ -1,9 +1,10 @@
 /* gpuguard: HIP's current device, cached per thread by our hooks
- * (hook_hip.c's current_device): a hipSetDevice moves the charge at the
- * very next allocation, however it was reached; a change no hook sees
- * (ROCm's deprecated context calls, simgpu_hip_debug_set_device here) is
- * found within 256 allocations, and from then on at every one.
- * GPUGUARD_LIMIT=4Gi on two 16 GiB simulated cards (see .env). */
+ * (hook_hip.c's current_device): a hipSetDevice, or one of ROCm's
+ * deprecated context calls, moves the charge at the very next allocation,
+ * however it was reached; a change no hook sees (a private table's entry,
+ * simgpu_hip_debug_set_device here) is found within 256 allocations, and
+ * from then on at every one. GPUGUARD_LIMIT=4Gi on two 16 GiB simulated
+ * cards (see .env). */
 #include "common.h"
 
 #include <pthread.h>
@@ -88,6 +89,32 @@ TEST(each_thread_has_its_own_device)
 	CHECK_EQ_INT(charged_on(), 0); /* ours stayed */
 }
 
+/* ROCm's deprecated context calls change the thread's current device too
+ * (a context is its device's): each moves the charge at once. */
+TEST(hip_context_calls_move_the_charge_at_once)
+{
+	gg_hipCtx_t c0 = NULL, c1 = NULL, popped = NULL;
+	CHECK_EQ_INT(hipSetDevice(0), GG_hipSuccess);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(hipCtxCreate(&c1, 0, 1), GG_hipSuccess); /* pushed: device 1's */
+	CHECK_EQ_INT(hipCtxCreate(&c0, 0, 0), GG_hipSuccess);
+	CHECK_EQ_INT(hipCtxSetCurrent(c1), GG_hipSuccess);
+	CHECK_EQ_INT(charged_on(), 1);
+	CHECK_EQ_INT(hipCtxPushCurrent(c0), GG_hipSuccess);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(hipCtxPopCurrent(&popped), GG_hipSuccess);
+	CHECK(popped == c0);
+	CHECK_EQ_INT(charged_on(), 1);
+	CHECK_EQ_INT(hipCtxSetCurrent(c0), GG_hipSuccess);
+	CHECK_EQ_INT(charged_on(), 0);
+	/* the runtime's own answers pass through */
+	CHECK_EQ_INT(hipCtxSetCurrent((gg_hipCtx_t)(void *)&popped), GG_hipErrorInvalidContext);
+	CHECK_EQ_INT(charged_on(), 0);
+	CHECK_EQ_INT(hipCtxDestroy(c0), GG_hipSuccess);
+	CHECK_EQ_INT(hipCtxDestroy(c1), GG_hipSuccess);
+	CHECK_EQ_INT(hipSetDevice(0), GG_hipSuccess);
+}
+
 /* A change no hook sees is found when the cache is checked (every 256
  * allocations of a thread, hook_hip.c's DEV_RECHECK); from then on the
  * runtime is asked on every allocation. Last: it turns the cache off for
@@ -115,6 +142,7 @@ int main(int argc, char **argv)
 	RUN_ONE(hip_set_device_moves_the_charge_at_once);
 	RUN_ONE(hip_set_device_looked_up_is_ours_too);
 	RUN_ONE(each_thread_has_its_own_device);
+	RUN_ONE(hip_context_calls_move_the_charge_at_once);
 	RUN_ONE(a_change_no_hook_sees_is_found_within_256_allocations);
 	return harness_done();
 }

@@ -638,6 +638,107 @@ const char *hipGetErrorString(gg_hipError_t err)
 	}
 }
 
+/* ---------------------------------------------------------------- contexts */
+
+/* ROCm's contexts are its devices (clr: a hipCtx_t is the device's object),
+ * and each thread keeps a stack of them. ROCm deprecated the calls; they are
+ * still exported, and each may change the thread's current device, as clr
+ * does: hipCtxCreate retains the device and pushes it; hipCtxSetCurrent
+ * makes ctx's device current in place of the stack's top (NULL pops);
+ * hipCtxPushCurrent makes it current and pushes it; hipCtxPopCurrent pops,
+ * and the new top's device becomes current; hipCtxDestroy pops it when it
+ * is the top. A device's context is the same handle every time. */
+static char g_ctx_obj[SIM_MAX_DEVICES];
+#define SIM_CTX_STACK 16
+static __thread gg_hipCtx_t tls_ctx_stack[SIM_CTX_STACK];
+static __thread int tls_ctx_depth;
+
+/* ctx's device, or -1 for a handle that is no device's context. */
+static int ctx_device(gg_hipCtx_t ctx)
+{
+	const char *c = (const char *)ctx;
+	if (c < g_ctx_obj || c >= g_ctx_obj + SIM_MAX_DEVICES || !sim_device_valid((int)(c - g_ctx_obj)))
+		return -1;
+	return (int)(c - g_ctx_obj);
+}
+
+static gg_hipError_t ctx_push(gg_hipCtx_t ctx)
+{
+	if (tls_ctx_depth == SIM_CTX_STACK)
+		return GG_hipErrorOutOfMemory;
+	tls_ctx_stack[tls_ctx_depth++] = ctx;
+	return GG_hipSuccess;
+}
+
+gg_hipError_t hipCtxCreate(gg_hipCtx_t *ctx, unsigned int flags, gg_hipDevice_t device)
+{
+	(void)flags;
+	REQUIRE_DEVICES();
+	if (!ctx || !sim_device_valid(device))
+		return GG_hipErrorInvalidValue;
+	*ctx = (gg_hipCtx_t)(void *)&g_ctx_obj[device];
+	return ctx_push(*ctx);
+}
+
+gg_hipError_t hipCtxDestroy(gg_hipCtx_t ctx)
+{
+	REQUIRE_DEVICES();
+	if (ctx_device(ctx) < 0)
+		return GG_hipErrorInvalidContext;
+	if (tls_ctx_depth && tls_ctx_stack[tls_ctx_depth - 1] == ctx)
+		tls_ctx_depth--;
+	return GG_hipSuccess;
+}
+
+gg_hipError_t hipCtxSetCurrent(gg_hipCtx_t ctx)
+{
+	REQUIRE_DEVICES();
+	if (!ctx) {
+		if (tls_ctx_depth)
+			tls_ctx_depth--;
+		return GG_hipSuccess;
+	}
+	int dev = ctx_device(ctx);
+	if (dev < 0)
+		return GG_hipErrorInvalidContext;
+	tls_dev = dev;
+	if (tls_ctx_depth)
+		tls_ctx_depth--;
+	return ctx_push(ctx);
+}
+
+gg_hipError_t hipCtxGetCurrent(gg_hipCtx_t *ctx)
+{
+	REQUIRE_DEVICES();
+	if (!ctx)
+		return GG_hipErrorInvalidValue;
+	*ctx = tls_ctx_depth ? tls_ctx_stack[tls_ctx_depth - 1] : (gg_hipCtx_t)(void *)&g_ctx_obj[tls_dev];
+	return GG_hipSuccess;
+}
+
+gg_hipError_t hipCtxPushCurrent(gg_hipCtx_t ctx)
+{
+	REQUIRE_DEVICES();
+	int dev = ctx_device(ctx);
+	if (dev < 0)
+		return GG_hipErrorInvalidContext;
+	tls_dev = dev;
+	return ctx_push(ctx);
+}
+
+gg_hipError_t hipCtxPopCurrent(gg_hipCtx_t *ctx)
+{
+	REQUIRE_DEVICES();
+	if (!tls_ctx_depth)
+		return GG_hipErrorInvalidContext;
+	gg_hipCtx_t top = tls_ctx_stack[--tls_ctx_depth];
+	if (ctx)
+		*ctx = top;
+	if (tls_ctx_depth)
+		tls_dev = ctx_device(tls_ctx_stack[tls_ctx_depth - 1]);
+	return GG_hipSuccess;
+}
+
 /* ------------------------------------------------------------ entry points */
 
 /* hipGetProcAddress (ROCm 6.1 and later, not in every HIP header, so not in
@@ -711,9 +812,8 @@ void simgpu_hip_debug_reset_peak(void)
 }
 
 /* A change of the calling thread's current device that no exported entry
- * point makes, so that no hook of an interposer sees it: what ROCm's
- * deprecated context calls (hipCtxSetCurrent and its kin) do, which the
- * simulator does not have. As hipSetDevice. */
+ * point makes, so that no hook of an interposer sees it: what a private
+ * table's entry could do. As hipSetDevice. */
 SIM_EXPORT gg_hipError_t simgpu_hip_debug_set_device(int dev);
 
 gg_hipError_t simgpu_hip_debug_set_device(int dev)
