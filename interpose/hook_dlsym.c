@@ -44,10 +44,11 @@ static int refused_in_namespace(void *handle, const char *name)
 	Lmid_t lmid = LM_ID_BASE;
 	if (!governed(name) || dlinfo(handle, RTLD_DI_LMID, &lmid) != 0 || lmid == LM_ID_BASE)
 		return 0;
-	/* The calls that change the current context are ours only to keep our
-	 * cache of the base copy's (hook_cuda.c): the other copy's are its
-	 * own, handed out unwrapped (-1). */
-	if (gg_cuda_ctx_symbol(name))
+	/* The calls that change the current context (or HIP's current device)
+	 * are ours only to keep our cache of the base copy's (hook_cuda.c,
+	 * hook_hip.c): the other copy's are its own, handed out unwrapped
+	 * (-1). */
+	if (gg_cuda_ctx_symbol(name) || gg_hip_dev_symbol(name))
 		return -1;
 	/* relaxed: only decides who prints the one line */
 	if (!atomic_exchange_explicit(&warned_namespace, 1, memory_order_relaxed))

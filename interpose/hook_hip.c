@@ -71,10 +71,9 @@ HIP_HELPERS(DECLARE_REAL)
 static _Atomic int dev_cache_off;
 
 /* A call that may change the current device ran on this thread: its next
- * allocation asks. Before and
- * after the runtime's call, so that a signal handler that allocates in
- * between asks too, and whatever it cached is cleared again. Thread-local
- * stores only. */
+ * allocation asks. Before and after the runtime's call, so that a signal
+ * handler that allocates in between asks too, and whatever it cached is
+ * cleared again. Thread-local stores only. */
 static inline void dev_moved(void)
 {
 	gg_self.hip_left = 0;
@@ -414,6 +413,17 @@ GG_VENEER_TO(hipDeviceSetMemPool, (int device, gg_hipMemPool_t mem_pool), curren
  * entered: a context's destroy frees nothing the books follow (README's
  * "Not governed"; hipDeviceReset does). */
 #define DEV_HOOK(name, params, args) GG_VENEER_AROUND(name, params, args, dev_moved(), dev_moved_after)
+#define DEV_NAME(n, ...) #n,
+
+int gg_hip_dev_symbol(const char *name)
+{
+	static const char *const names[] = {GG_HIP_DEV_HOOKS(DEV_NAME)};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
 DEV_HOOK(hipSetDevice, (int deviceId), (deviceId))
 DEV_HOOK(hipCtxCreate, (gg_hipCtx_t * ctx, unsigned int flags, gg_hipDevice_t device), (ctx, flags, device))
 DEV_HOOK(hipCtxDestroy, (gg_hipCtx_t ctx), (ctx))

@@ -7,5 +7,8 @@
  * returns our wrapper; else returns real unchanged. */
 void *gg_hip_wrap_symbol(const char *name, void *real);
 int gg_hip_is_ours(void *fn);
+/* 1 if name is one of the calls that may change the current device
+ * (hooks.h's GG_HIP_DEV_HOOKS). */
+int gg_hip_dev_symbol(const char *name);
 
 #endif

@@ -132,6 +132,18 @@
  * file: the runtime's private tables (export.c). Same columns. */
 #define GG_CUDA_HOOKS_ELSEWHERE(H) H(cuGetExportTable, cuGetExportTable, 0, 0, lookup, NONE)
 
+/* The HIP calls that may change a thread's current device (hook_hip.c's
+ * current_device keeps it per thread): in GG_HIP_HOOKS, below. A copy of
+ * the runtime in another link-map namespace keeps them (hook_dlsym.c), as
+ * a copy of the CUDA driver keeps GG_CUDA_CTX_HOOKS. */
+#define GG_HIP_DEV_HOOKS(H)              \
+	H(hipSetDevice, note, NONE)      \
+	H(hipCtxCreate, note, NONE)      \
+	H(hipCtxDestroy, note, NONE)     \
+	H(hipCtxSetCurrent, note, NONE)  \
+	H(hipCtxPushCurrent, note, NONE) \
+	H(hipCtxPopCurrent, note, NONE)
+
 /* HIP: H(name, shape, api). HIP programs bind libamdhip64's symbols
  * directly, or look them up with dlsym, or ask hipGetProcAddress, which
  * ROCm answers with dlsym on its own handle: our dlsym override serves
@@ -161,12 +173,7 @@
 	H(hipMemPoolDestroy, pool, NONE)                            \
 	H(hipMemPoolTrimTo, pool, NONE)                             \
 	H(hipDeviceSetMemPool, note, NONE)                          \
-	H(hipSetDevice, note, NONE)                                 \
-	H(hipCtxCreate, note, NONE)                                 \
-	H(hipCtxDestroy, note, NONE)                                \
-	H(hipCtxSetCurrent, note, NONE)                             \
-	H(hipCtxPushCurrent, note, NONE)                            \
-	H(hipCtxPopCurrent, note, NONE)                             \
+	GG_HIP_DEV_HOOKS(H)                                         \
 	H(hipHostMalloc, host, NONE)                                \
 	H(hipHostFree, host, NONE)                                  \
 	H(hipStreamSynchronize, note, NONE)                         \

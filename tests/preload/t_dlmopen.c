@@ -141,6 +141,29 @@ TEST(plugin_in_a_new_namespace_is_not_an_escape)
 	dlclose(h);
 }
 
+/* HIP's runtime in a new namespace: its governed entry points are refused
+ * as the driver's are, but the calls that change its own current device
+ * (hipSetDevice and the context calls, hooked for our cache of the base
+ * copy's) are its own, handed out unwrapped: nothing of our books. */
+TEST(hip_runtime_in_a_new_namespace_keeps_its_device_calls)
+{
+	NO_SANITIZER();
+	void *h = dlmopen(LM_ID_NEWLM, "libamdhip64.so.6", RTLD_NOW | RTLD_LOCAL);
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	CHECK(dlsym(h, "hipMalloc") == NULL);
+	CHECK(dlsym(h, "hipMallocAsync") == NULL);
+	int (*set)(int) = (int (*)(int))dlsym(h, "hipSetDevice");
+	CHECK(set != NULL && strcmp(object_of((void *)set), "libgpuguard.so") != 0);
+	CHECK(dlsym(h, "hipCtxSetCurrent") != NULL);
+	CHECK(dlsym(h, "hipCtxPopCurrent") != NULL);
+	CHECK(dlsym(h, "hipGetDevice") != NULL);
+	if (set)
+		CHECK_EQ_INT(set(0), 0);
+	dlclose(h);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "lookups") == 0) {
@@ -154,5 +177,6 @@ int main(int argc, char **argv)
 	RUN(the_refusal_is_said_once);
 	RUN(base_driver_beside_a_second_copy_is_governed);
 	RUN(plugin_in_a_new_namespace_is_not_an_escape);
+	RUN(hip_runtime_in_a_new_namespace_keeps_its_device_calls);
 	return harness_done();
 }
