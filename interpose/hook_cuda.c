@@ -1254,8 +1254,5 @@ GG_VENEER_SYMS(cuda, GG_CUDA_HOOKS(SYM_ROW_HOOK, SYM_ROW_PTSZ) GG_CUDA_HOOKS_ELS
 int gg_cuda_ctx_symbol(const char *name)
 {
 	static const char *const names[] = {GG_CUDA_CTX_HOOKS(CTX_NAME)};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(name, names[i]) == 0)
-			return 1;
-	return 0;
+	return gg_sym_named(names, sizeof(names) / sizeof(names[0]), name);
 }

@@ -418,10 +418,7 @@ GG_VENEER_TO(hipDeviceSetMemPool, (int device, gg_hipMemPool_t mem_pool), curren
 int gg_hip_dev_symbol(const char *name)
 {
 	static const char *const names[] = {GG_HIP_DEV_HOOKS(DEV_NAME)};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(name, names[i]) == 0)
-			return 1;
-	return 0;
+	return gg_sym_named(names, sizeof(names) / sizeof(names[0]), name);
 }
 
 DEV_HOOK(hipSetDevice, (int deviceId), (deviceId))

@@ -162,6 +162,14 @@ int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn)
 	return 0;
 }
 
+int gg_sym_named(const char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(name, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
 void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real)
 {
 	for (size_t i = 0; i < n; i++) {

@@ -47,5 +47,7 @@ void gg_real_offer(void *_Atomic *slot, void *real);
 /* The dlsym override's answer for a name in table t (see hook_dlsym.c). */
 void *gg_sym_wrap(const struct gg_sym *t, size_t n, const char *name, void *real);
 int gg_sym_is_ours(const struct gg_sym *t, size_t n, void *fn);
+/* 1 if name is one of the n names (a hook file's sub-list of hooks.h). */
+int gg_sym_named(const char *const *names, size_t n, const char *name);
 
 #endif

@@ -749,8 +749,7 @@ gg_hipError_t hipCtxPopCurrent(gg_hipCtx_t *ctx)
  * the lookup goes through it, as it does on a real card. ROCm's renames
  * for hipVersion 600 and later (hipGetDevicePropertiesR0600, ...) name
  * functions the simulator does not have, and are left out. */
-#define SIM_HIP_GET_PROC_ADDRESS_DEFAULT 0
-#define SIM_HIP_GET_PROC_ADDRESS_LEGACY_STREAM 1
+/* flags: 0 default, 1 legacy stream, 2 per-thread default stream */
 #define SIM_HIP_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2
 #define SIM_HIP_GET_PROC_ADDRESS_SUCCESS 0
 #define SIM_HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND 1
